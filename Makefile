@@ -1,0 +1,39 @@
+# Two commands for a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+
+.PHONY: demo test lint typecheck install install-test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip uv
+
+# uv resolves and installs in seconds; fall back to pip where uv is unavailable.
+$(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
+	$(UV) pip install --python $(PY) -e . || $(PY) -m pip install -e .
+	touch $@
+
+$(VENV)/.installed-test: setup.cfg pyproject.toml | $(PY)
+	$(UV) pip install --python $(PY) -e ".[test]" || $(PY) -m pip install -e ".[test]"
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-test
+	$(VENV)/bin/python -m deltaguard.demo
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks
+	$(VENV)/bin/ruff format --check provider operators sensors dags_examples tests benchmarks
+
+typecheck: $(VENV)/.installed-test
+	$(VENV)/bin/mypy provider/core
+
+test: $(VENV)/.installed-test lint typecheck
+	$(VENV)/bin/python -m pytest tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info airflow_home

@@ -1,0 +1,1 @@
+"""deltaguard operators (installed as ``deltaguard.operators``)."""

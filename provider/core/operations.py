@@ -1,0 +1,87 @@
+"""Write operations as the conflict model sees them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class OperationKind(StrEnum):
+    """Every kind of Delta write the conflict model reasons about."""
+
+    INSERT = "INSERT"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    MERGE = "MERGE"
+    OPTIMIZE = "OPTIMIZE"
+    REORG_PURGE = "REORG_PURGE"
+    REORG_UPGRADE = "REORG_UPGRADE"
+    OVERWRITE = "OVERWRITE"
+    REPLACE_WHERE = "REPLACE_WHERE"
+    SET_TBLPROPERTIES = "SET_TBLPROPERTIES"
+    ADD_COLUMNS = "ADD_COLUMNS"
+    ALTER_SCHEMA = "ALTER_SCHEMA"
+    CREATE_OR_REPLACE = "CREATE_OR_REPLACE"
+    STREAMING_WRITE = "STREAMING_WRITE"
+
+
+#: Operations that change metadata (protocol, properties, schema) or (re)create the table.
+#: The seed: "Metadata changes cause all concurrent write operations to fail."
+METADATA_CHANGES: frozenset[OperationKind] = frozenset(
+    {
+        OperationKind.SET_TBLPROPERTIES,
+        OperationKind.ADD_COLUMNS,
+        OperationKind.ALTER_SCHEMA,
+        OperationKind.REORG_UPGRADE,
+        OperationKind.CREATE_OR_REPLACE,
+    }
+)
+
+#: UPDATE, DELETE and MERGE: the middle row/column of the seed tables.
+DML: frozenset[OperationKind] = frozenset({OperationKind.UPDATE, OperationKind.DELETE, OperationKind.MERGE})
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One write against one table.
+
+    :param kind: what the write does.
+    :param predicate: the rows it reads/rewrites (``WHERE`` of UPDATE/DELETE, the ``replaceWhere`` of
+        REPLACE_WHERE, the partition filter of OPTIMIZE; for INSERT optionally the partition values the
+        appended rows carry, e.g. ``date = '2024-01-01'``). ``None`` means the whole table.
+    :param merge_condition: the ``ON`` condition of a MERGE; only its explicit target-side conjuncts
+        restrict what the MERGE reads.
+    :param target_alias: the alias of the target table in ``merge_condition`` (default ``t``).
+    :param zorder_by: OPTIMIZE ... ZORDER BY columns.
+    :param reads_target: an INSERT that reads the same table (INSERT ... SELECT, conditional insert);
+        it then behaves like MERGE.
+    :param checkpoint_location: a streaming write's checkpoint; two streams with the same checkpoint
+        conflict.
+    :param sql: the Spark SQL statement this operation was classified from, if any.
+    :param label: a human name for messages (e.g. the Airflow task id).
+    """
+
+    kind: OperationKind
+    predicate: str | None = None
+    merge_condition: str | None = None
+    target_alias: str = "t"
+    zorder_by: tuple[str, ...] = ()
+    reads_target: bool = False
+    checkpoint_location: str | None = None
+    sql: str | None = field(default=None, compare=False)
+    label: str | None = field(default=None, compare=False)
+
+    @property
+    def is_blind_append(self) -> bool:
+        """An INSERT that does not read the table before committing (the seed's footnote 1)."""
+        return self.kind is OperationKind.INSERT and not self.reads_target
+
+    @property
+    def changes_metadata(self) -> bool:
+        return self.kind in METADATA_CHANGES
+
+    def describe(self) -> str:
+        """A short human description such as ``MERGE (t.date = '2024-01-01')``."""
+        name = self.label or self.kind.value
+        detail = self.merge_condition if self.kind is OperationKind.MERGE else self.predicate
+        return f"{name} ({detail})" if detail else name

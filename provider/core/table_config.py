@@ -1,0 +1,77 @@
+"""A Delta table's configuration as it matters for write conflicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """What the conflict model needs to know about one Delta table.
+
+    Properties are kept exactly as stored in the Delta log (``delta.isolationLevel`` may be spelled
+    ``Serializable``, ``WriteSerializable``, ``writeSerializable``, ...); the engine profile decides
+    what a spelling means, because engines disagree.
+
+    :param partition_columns: partition columns, in order.
+    :param properties: table properties exactly as stored in the Delta log.
+    :param clustering_columns: liquid clustering columns (non-empty means liquid clustering).
+    :param identity_columns: identity columns (any means no concurrent transactions at all).
+    :param exists: ``False`` when the table does not exist yet: any write then creates it.
+    :param version: the table version the configuration was read at.
+    :param min_reader_version: protocol reader version.
+    :param min_writer_version: protocol writer version.
+    :param reader_features: table features required by readers.
+    :param writer_features: table features required by writers.
+    :param unknown: properties or features the model does not understand; any entry makes the model
+        conservative (every pair on the table conflicts).
+    :param uri: where the table lives, for messages.
+    """
+
+    partition_columns: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict, hash=False)
+    clustering_columns: tuple[str, ...] = ()
+    identity_columns: tuple[str, ...] = ()
+    exists: bool = True
+    version: int | None = None
+    min_reader_version: int | None = None
+    min_writer_version: int | None = None
+    reader_features: tuple[str, ...] = ()
+    writer_features: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+    uri: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        # Freeze the mapping so a shared configuration cannot be changed behind the cache's back.
+        object.__setattr__(self, "properties", MappingProxyType(dict(self.properties)))
+
+    def get_property(self, key: str) -> str | None:
+        """A table property, looked up case-insensitively on the key (Delta keys are case-insensitive)."""
+        lowered = key.lower()
+        for name, value in self.properties.items():
+            if name.lower() == lowered:
+                return value
+        return None
+
+    def flag(self, key: str) -> bool:
+        """A boolean table property (``'true'`` in any case is true; absent is false)."""
+        value = self.get_property(key)
+        return value is not None and value.strip().lower() == "true"
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_columns)
+
+    @property
+    def has_liquid_clustering(self) -> bool:
+        return bool(self.clustering_columns)
+
+    @property
+    def deletion_vectors_enabled(self) -> bool:
+        return self.flag("delta.enableDeletionVectors")
+
+    @property
+    def has_identity_columns(self) -> bool:
+        return bool(self.identity_columns)

@@ -1,0 +1,1 @@
+"""Write engines behind one interface: delta-rs (embedded default) and Spark (delta-spark)."""

@@ -1,0 +1,78 @@
+"""The one interface every write engine implements."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.specs import WriteContext, WriteSpec
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did.
+
+    :param table_uri: the table written.
+    :param version: the committed table version (for a duplicate, the version of the original commit
+        when the engine can tell, else the current version).
+    :param operation: the Delta operation name recorded in the log (``WRITE``, ``MERGE``, ...).
+    :param metrics: the engine's operation metrics (rows inserted/updated/deleted, files added/removed).
+    :param elapsed_s: wall-clock seconds the write took.
+    :param duplicate: ``True`` when ``(app_id, app_version)`` had already been committed and nothing
+        was written.
+    """
+
+    table_uri: str
+    version: int | None
+    operation: str
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    duplicate: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table_uri": self.table_uri,
+            "version": self.version,
+            "operation": self.operation,
+            "metrics": dict(self.metrics),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "duplicate": self.duplicate,
+        }
+
+
+class DeltaEngine(abc.ABC):
+    """Executes writes on Delta tables and reads their configuration.
+
+    Implementations: :class:`deltaguard.engines.deltars.DeltaRsEngine` (embedded default) and
+    :class:`deltaguard.engines.spark.SparkEngine`. Conflicts surface as
+    :class:`deltaguard.engines.errors.DeltaConflictError` whatever the engine.
+    """
+
+    #: ``delta-rs`` or ``spark``
+    name: str
+
+    @abc.abstractmethod
+    def profile(self) -> EngineProfile:
+        """The engine profile the conflict model must use for writes through this engine."""
+
+    @abc.abstractmethod
+    def table_config(self, table_uri: str) -> TableConfig:
+        """Read the table's configuration (a table that does not exist yet gives ``exists=False``)."""
+
+    @abc.abstractmethod
+    def write(self, table_uri: str, spec: WriteSpec, context: WriteContext) -> WriteResult:
+        """Execute one write and commit it.
+
+        :raises deltaguard.engines.errors.InvalidWriteError: before writing anything, if the spec is bad.
+        :raises deltaguard.engines.errors.DeltaConflictError: if the commit conflicts.
+        """
+
+    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:  # noqa: B027
+        """Check a spec against the table before any lease is taken; raise ``InvalidWriteError``.
+
+        The default accepts everything; engines override it with what they can check cheaply.
+        """

@@ -1,0 +1,185 @@
+"""Engine-neutral descriptions of the writes an engine executes.
+
+A spec is what an operator (or the spark-submit job module) hands to an engine. Each spec knows the
+:class:`~deltaguard.core.operations.Operation` it is for the conflict model, so the lease manager and the
+engine can never disagree about what is being written.
+
+``source`` fields take a ``pyarrow.Table``, a ``pandas.DataFrame``, a ``pyarrow.RecordBatchReader`` or a
+URI string (Parquet/CSV/Delta), resolved by :mod:`deltaguard.engines.sources`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltaguard.core.operations import Operation, OperationKind
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """Who writes and how to make the write idempotent.
+
+    :param app_id: application transaction id (``dag_id.task_id[.map_index]`` under Airflow).
+    :param app_version: application transaction version; a second write with the same
+        ``(app_id, app_version)`` or a lower version is a no-op that reports the original commit.
+    :param commit_metadata: free-form key/values recorded in the commit (who wrote it, lease id, ...).
+    :param max_commit_retries: how many times the engine may rebase a non-conflicting commit.
+    """
+
+    app_id: str | None = None
+    app_version: int | None = None
+    commit_metadata: Mapping[str, str] = field(default_factory=dict)
+    max_commit_retries: int | None = None
+
+
+@dataclass(frozen=True)
+class AppendSpec:
+    source: Any
+    partition_by: tuple[str, ...] = ()
+    #: the partition values the appended rows carry, if known (narrows the conflict model's view)
+    partition_values: Mapping[str, Any] = field(default_factory=dict)
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.INSERT, predicate=_partition_predicate(self.partition_values))
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """``MERGE INTO target t USING source s ON condition``.
+
+    :param condition: the ON condition (``t`` = target alias, ``s`` = source alias).
+    :param target_partition_values: partition values of the target rows this MERGE touches; the engine
+        adds ``t.<col> = <literal>`` conjuncts to the condition itself (safely quoted).
+    :param matched_update: column -> SQL expression for ``WHEN MATCHED THEN UPDATE``; ``None`` with
+        ``matched_update_all`` false means no matched-update clause.
+    :param matched_update_all: ``WHEN MATCHED THEN UPDATE SET *``.
+    :param matched_delete: ``WHEN MATCHED THEN DELETE``.
+    :param matched_condition: optional extra condition for the matched clause.
+    :param not_matched_insert: column -> SQL expression for ``WHEN NOT MATCHED THEN INSERT``.
+    :param not_matched_insert_all: ``WHEN NOT MATCHED THEN INSERT *``.
+    :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
+    """
+
+    source: Any
+    condition: str
+    target_partition_values: Mapping[str, Any] = field(default_factory=dict)
+    matched_update: Mapping[str, str] | None = None
+    matched_update_all: bool = False
+    matched_delete: bool = False
+    matched_condition: str | None = None
+    not_matched_insert: Mapping[str, str] | None = None
+    not_matched_insert_all: bool = False
+    not_matched_by_source_delete: bool = False
+    source_alias: str = "s"
+    target_alias: str = "t"
+
+    def operation(self) -> Operation:
+        from deltaguard.core.sql_literals import merge_condition_with_partitions
+
+        condition = merge_condition_with_partitions(self.condition, self.target_partition_values, self.target_alias)
+        return Operation(OperationKind.MERGE, merge_condition=condition, target_alias=self.target_alias)
+
+
+@dataclass(frozen=True)
+class UpdateSpec:
+    updates: Mapping[str, str]
+    predicate: str | None = None
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.UPDATE, predicate=self.predicate)
+
+
+@dataclass(frozen=True)
+class DeleteSpec:
+    predicate: str | None = None
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.DELETE, predicate=self.predicate)
+
+
+@dataclass(frozen=True)
+class ReplaceWhereSpec:
+    source: Any
+    predicate: str
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.REPLACE_WHERE, predicate=self.predicate)
+
+
+@dataclass(frozen=True)
+class OverwriteSpec:
+    source: Any
+    partition_by: tuple[str, ...] = ()
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.OVERWRITE)
+
+
+@dataclass(frozen=True)
+class OptimizeSpec:
+    zorder_by: tuple[str, ...] = ()
+    partition_filters: Mapping[str, Any] = field(default_factory=dict)
+    target_size: int | None = None
+
+    def operation(self) -> Operation:
+        return Operation(
+            OperationKind.OPTIMIZE,
+            predicate=_partition_predicate(self.partition_filters),
+            zorder_by=tuple(self.zorder_by),
+        )
+
+
+@dataclass(frozen=True)
+class SetPropertiesSpec:
+    properties: Mapping[str, str]
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.SET_TBLPROPERTIES)
+
+
+@dataclass(frozen=True)
+class AddColumnsSpec:
+    #: column name -> Spark SQL type name (``string``, ``bigint``, ``decimal(10,2)``, ...)
+    columns: Mapping[str, str]
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.ADD_COLUMNS)
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    """Create (or replace) the table, optionally with initial data.
+
+    :param schema: column name -> Spark SQL type name; optional when ``source`` is given.
+    """
+
+    schema: Mapping[str, str] | None = None
+    source: Any = None
+    partition_by: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    replace: bool = False
+
+    def operation(self) -> Operation:
+        return Operation(OperationKind.CREATE_OR_REPLACE)
+
+
+WriteSpec = (
+    AppendSpec
+    | MergeSpec
+    | UpdateSpec
+    | DeleteSpec
+    | ReplaceWhereSpec
+    | OverwriteSpec
+    | OptimizeSpec
+    | SetPropertiesSpec
+    | AddColumnsSpec
+    | CreateSpec
+)
+
+
+def _partition_predicate(values: Mapping[str, Any]) -> str | None:
+    from deltaguard.core.sql_literals import partition_predicate
+
+    return partition_predicate(values) if values else None

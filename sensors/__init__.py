@@ -1,0 +1,1 @@
+"""deltaguard sensors (installed as ``deltaguard.sensors``)."""
