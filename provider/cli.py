@@ -1,0 +1,36 @@
+"""The ``deltaguard`` command line.
+
+Each subcommand lives in its own module with ``add_arguments(parser)`` and ``run(args) -> int`` and is
+imported only when chosen, so ``deltaguard check`` never pays for Airflow or an engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("deltaguard.commands.check", "decide whether a write may run beside running writes"),
+    "matrix": ("deltaguard.commands.matrix", "print the operation x operation conflict matrix"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="deltaguard", description="Conflict-aware orchestration of Delta writes")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=help_text)
+        command_parser.set_defaults(_module=module_name)
+        if args_list[:1] == [name]:
+            importlib.import_module(module_name).add_arguments(command_parser)
+    args = parser.parse_args(args_list)
+    module = importlib.import_module(args._module)
+    return int(module.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
