@@ -1,0 +1,144 @@
+"""The ``[deltaguard]`` Airflow configuration section: option descriptions and typed accessors.
+
+Every accessor reads Airflow's configuration when it is called, never at import time, so an environment
+variable such as ``AIRFLOW__DELTAGUARD__POLL_INTERVAL=2`` set for one worker or test takes effect without a
+re-import. Importing this module does not import Airflow; the same defaults serve as fallbacks when the
+provider's configuration has not been registered (e.g. in a bare task-SDK worker).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+SECTION = "deltaguard"
+
+#: option -> (type, default, description). ``{AIRFLOW_HOME}`` in a default is expanded at call time.
+OPTIONS: dict[str, tuple[str, str, str]] = {
+    "lease_store_url": (
+        "string",
+        "sqlite:///{AIRFLOW_HOME}/deltaguard_leases.db",
+        "SQLAlchemy URL of the lease store shared by every worker and the triggerer "
+        "(SQLite for one machine, PostgreSQL for several).",
+    ),
+    "default_engine": (
+        "string",
+        "delta-rs",
+        "Engine deltaguard operators write with unless the task names one: ``delta-rs`` or ``spark``.",
+    ),
+    "lease_ttl": (
+        "float",
+        "120",
+        "Seconds a lease stays valid without a heartbeat; a crashed worker's lease expires after this.",
+    ),
+    "heartbeat_interval": (
+        "float",
+        "20",
+        "Seconds between lease heartbeats while a write runs (keep well below ``lease_ttl``).",
+    ),
+    "poll_interval": (
+        "float",
+        "5",
+        "Seconds between lease checks while a task (or its trigger) waits for admission.",
+    ),
+    "decision_log_retention": (
+        "float",
+        "30",
+        "Days the lease store keeps admission decisions before they may be pruned.",
+    ),
+}
+
+
+def provider_config_description() -> dict[str, Any]:
+    """The ``config`` entry of :func:`deltaguard.get_provider_info.get_provider_info`."""
+    return {
+        SECTION: {
+            "description": "Conflict-aware orchestration of Delta Lake writes (deltaguard).",
+            "options": {
+                name: {
+                    "description": description,
+                    "version_added": "0.1.0",
+                    "type": kind,
+                    "example": None,
+                    "default": default,
+                }
+                for name, (kind, default, description) in OPTIONS.items()
+            },
+        }
+    }
+
+
+def _airflow_home() -> str:
+    return os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
+
+
+def _raw(option: str) -> str:
+    from airflow.sdk import conf
+
+    default = OPTIONS[option][1]
+    value = conf.get(SECTION, option, fallback=default)
+    text = default if value is None or str(value).strip() == "" else str(value).strip()
+    return text.replace("{AIRFLOW_HOME}", _airflow_home())
+
+
+def _positive_float(option: str) -> float:
+    text = _raw(option)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"[{SECTION}] {option} must be a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"[{SECTION}] {option} must be positive, got {value}")
+    return value
+
+
+def lease_store_url() -> str:
+    """The lease store URL (default: a SQLite file under ``$AIRFLOW_HOME``)."""
+    return _raw("lease_store_url")
+
+
+def default_engine() -> str:
+    """The engine name used when a task does not choose one."""
+    return _raw("default_engine")
+
+
+def lease_ttl() -> float:
+    """Seconds a lease lives without a heartbeat."""
+    return _positive_float("lease_ttl")
+
+
+def heartbeat_interval() -> float:
+    """Seconds between heartbeats; never more than a third of the TTL, so one lost beat is survivable."""
+    return min(_positive_float("heartbeat_interval"), lease_ttl() / 3)
+
+
+def poll_interval() -> float:
+    """Seconds between admission checks while waiting."""
+    return _positive_float("poll_interval")
+
+
+def decision_log_retention_days() -> float:
+    """Days admission decisions are kept."""
+    return _positive_float("decision_log_retention")
+
+
+def default_deferrable() -> bool:
+    """Whether deltaguard tasks wait deferrably when the task does not say.
+
+    deltaguard defers by default (a waiting writer should not hold a worker slot), but an operator who
+    set Airflow's ``[operators] default_deferrable`` explicitly (``airflow.cfg`` or
+    ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE``) is obeyed, whichever way they set it.
+    """
+    import configparser
+
+    from airflow.sdk import conf
+
+    # The base ConfigParser only knows options read from a file; Airflow keeps built-in defaults aside.
+    explicitly_set = (
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE" in os.environ
+        or configparser.ConfigParser.has_option(conf, "operators", "default_deferrable")
+    )
+    if not explicitly_set:
+        return True
+    return bool(conf.getboolean("operators", "default_deferrable", fallback=True))

@@ -1,0 +1,76 @@
+"""The ``apache_airflow_provider`` entry point: what this provider registers with Airflow.
+
+Importing this module must stay cheap and must not read Airflow's configuration: Airflow's providers
+manager imports it in every process, often while the configuration itself is being loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deltaguard import __version__
+from deltaguard.config import provider_config_description
+
+_OPERATOR_MODULES = [
+    "deltaguard.operators.base",
+    "deltaguard.operators.dml",
+    "deltaguard.operators.maintenance",
+    "deltaguard.operators.sql",
+]
+_SENSOR_MODULES = ["deltaguard.sensors.table_version", "deltaguard.sensors.admission"]
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow's providers manager."""
+    return {
+        "package-name": "airflow-provider-deltaguard",
+        "name": "deltaguard",
+        "description": "Conflict-aware orchestration of Delta Lake writes: admits concurrent writes only "
+        "when Delta's conflict rules say they cannot raise a concurrent-modification exception.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Delta Lake (deltaguard)",
+                "external-doc-url": "https://docs.delta.io/latest/concurrency-control.html",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [{"integration-name": "Delta Lake (deltaguard)", "python-modules": _OPERATOR_MODULES}],
+        "sensors": [{"integration-name": "Delta Lake (deltaguard)", "python-modules": _SENSOR_MODULES}],
+        "hooks": [
+            {"integration-name": "Delta Lake (deltaguard)", "python-modules": ["deltaguard.hooks.delta"]}
+        ],
+        "triggers": [
+            {
+                "integration-name": "Delta Lake (deltaguard)",
+                "python-modules": ["deltaguard.triggers.lease", "deltaguard.triggers.table_version"],
+            }
+        ],
+        "extra-links": [
+            "deltaguard.operators.links.DeltaTableHistoryLink",
+            "deltaguard.operators.links.DeltaDecisionLink",
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "deltaguard.hooks.delta.DeltaTableHook",
+                "hook-name": "Delta Lake tables",
+                "connection-type": "delta",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port", "login", "password"],
+                    "relabeling": {"host": "Base URI"},
+                    "placeholders": {
+                        "host": "s3://bucket/warehouse or file:///data/delta",
+                        "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}}',
+                    },
+                },
+                "conn-fields": {
+                    "engine": {
+                        "label": "Engine",
+                        "description": "delta-rs (default) or spark; empty uses [deltaguard] default_engine",
+                        "schema": {"type": ["string", "null"]},
+                    }
+                },
+            }
+        ],
+        "config": provider_config_description(),
+    }

@@ -1,0 +1,78 @@
+"""Table URIs: which schemes deltaguard accepts and how a relative table name joins a base URI.
+
+Pure (no Airflow, no engine), so the operators can reject a bad URI before any lease is taken.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+#: schemes delta-rs (object_store) and delta-spark can open.
+KNOWN_SCHEMES: frozenset[str] = frozenset(
+    {"file", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "azure", "memory", "hdfs", "lakefs"}
+)
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+class TableUriError(ValueError):
+    """A table URI deltaguard cannot write to (unknown scheme, empty name, ...)."""
+
+
+def uri_scheme(uri: str) -> str | None:
+    """The lower-cased scheme of ``uri`` or ``None`` for a plain path."""
+    match = _SCHEME.match(uri)
+    return match.group(1).lower() if match else None
+
+
+def check_table_uri(uri: str) -> str:
+    """Return ``uri`` stripped, or raise :class:`TableUriError` if no engine could open it.
+
+    :param uri: an absolute local path or a ``scheme://`` URI.
+    """
+    text = uri.strip()
+    if not text:
+        raise TableUriError("the table URI is empty")
+    scheme = uri_scheme(text)
+    if scheme is None:
+        if not text.startswith("/"):
+            raise TableUriError(f"table {text!r} is a relative path and no base URI was configured")
+        return text
+    if scheme not in KNOWN_SCHEMES:
+        raise TableUriError(
+            f"unknown table URI scheme {scheme!r} in {text!r}; known: {', '.join(sorted(KNOWN_SCHEMES))}"
+        )
+    return text
+
+
+def resolve_table_uri(table: str, base_uri: str | None) -> str:
+    """Resolve a table name against a connection's base URI.
+
+    An absolute path or a URI with a scheme is used as given; anything else (``sales/daily``) is joined to
+    ``base_uri``. The result is checked with :func:`check_table_uri`.
+
+    :param table: a table URI, absolute path or name relative to ``base_uri``.
+    :param base_uri: the connection's base URI (``s3://bucket/warehouse``) or ``None``.
+    """
+    text = table.strip()
+    if not text:
+        raise TableUriError("the table name is empty")
+    if uri_scheme(text) is not None or text.startswith("/") or not base_uri:
+        return check_table_uri(text)
+    base = check_table_uri(base_uri).rstrip("/")
+    relative = PurePosixPath(text)
+    if ".." in relative.parts:
+        raise TableUriError(f"table name {text!r} may not climb out of the base URI with '..'")
+    return f"{base}/{relative.as_posix().lstrip('/')}"
+
+
+def table_key(uri: str) -> str:
+    """A stable key for one table (lease scope, pool name): the URI without trailing slash or ``file://``.
+
+    ``file:///data/t`` and ``/data/t/`` are the same table and must share leases.
+    """
+    text = uri.strip().rstrip("/")
+    if text.lower().startswith("file://"):
+        text = text[len("file://") :]
+    return text
