@@ -1,0 +1,257 @@
+"""Literal values and per-column value domains for deltaguard's predicate reasoning.
+
+The conflict model never knows a column's type, so a literal is sorted into a *kind* whose comparisons are
+meaningful whatever the column type turns out to be. Two constraints are only ever intersected when their
+kinds agree; constraints of different kinds on the same column are kept side by side and never combined,
+which can only make the model answer "may overlap" (sound).
+
+Kinds:
+
+- ``num``: numeric literals (``1``, ``-2.5``), compared as :class:`~decimal.Decimal`.
+- ``str``: string literals that no Spark cast could turn into a number, date, timestamp or boolean
+  (``'DE'``, ``'sales'``), compared as text (Spark's default binary collation orders like Python ``str``).
+- ``date``: ``DATE '...'``, ``CAST('...' AS DATE)`` and strings in canonical ``YYYY-MM-DD`` form, compared
+  as ISO text. For canonical text, text order is date order, so this is right for string, date and timestamp
+  columns alike. (One edge is accepted: a *string* column holding non-canonical dates such as ``'2024-1-5'``,
+  compared against a ``DATE`` literal, which Spark evaluates by casting the column.)
+- ``ts``: ``TIMESTAMP '...'`` and ``CAST('...' AS TIMESTAMP)``, compared as naive datetimes.
+- ``numstr``: strings that Spark could cast to a number (``'01'``). ``'01'`` and ``'1'`` are the same row on
+  an integer column but different rows on a string column, and text order differs from numeric order, so
+  only positive equality/``IN`` is understood, compared numerically.
+- ``bool``: ``TRUE``/``FALSE``.
+
+Anything else (other date-like text, strings with time parts, ``NULL``) is "not understood" and the atom
+using it restricts nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from sqlglot import exp
+
+#: A literal value as the model compares it.
+Value = Decimal | str | dt.datetime | bool
+
+NUM = "num"
+STR = "str"
+DATE = "date"
+TS = "ts"
+NUMSTR = "numstr"
+BOOL = "bool"
+
+#: Kinds with a total order that means the same on every column type they can be compared with.
+ORDERED_KINDS = frozenset({NUM, STR, DATE, TS})
+#: Kinds for which ``!=`` / ``NOT IN`` is understood.
+EXCLUDABLE_KINDS = frozenset({NUM, STR, DATE, TS, BOOL})
+
+_CANONICAL_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_LENIENT_DATE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
+_TIMESTAMP = re.compile(
+    r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*"
+)
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+#: Strings Spark would cast to a boolean on a boolean column.
+_BOOLEAN_WORDS = frozenset({"t", "true", "y", "yes", "f", "false", "n", "no"})
+#: Strings Spark would cast to special floating-point values.
+_SPECIAL_FLOATS = frozenset({"nan", "inf", "infinity", "+inf", "-inf", "+infinity", "-infinity"})
+_DATE_TYPES = frozenset({exp.DataType.Type.DATE, exp.DataType.Type.DATE32})
+_TIMESTAMP_TYPES = frozenset(
+    {
+        exp.DataType.Type.TIMESTAMP,
+        exp.DataType.Type.TIMESTAMPTZ,
+        exp.DataType.Type.TIMESTAMPLTZ,
+        exp.DataType.Type.TIMESTAMPNTZ,
+        exp.DataType.Type.DATETIME,
+    }
+)
+
+
+def literal_value(node: exp.Expr) -> tuple[str, Value] | None:
+    """The ``(kind, value)`` of a literal expression, or ``None`` if it is not an understood literal.
+
+    :param node: a sqlglot expression (a column, function, ... simply yields ``None``).
+    """
+    if isinstance(node, exp.Paren):
+        return literal_value(node.this)
+    if isinstance(node, exp.Boolean):
+        return BOOL, bool(node.this)
+    if isinstance(node, exp.Neg):
+        inner = literal_value(node.this)
+        if inner is not None and inner[0] == NUM and isinstance(inner[1], Decimal):
+            return NUM, -inner[1]
+        return None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return _string_value(node.this)
+        try:
+            return NUM, Decimal(node.this)
+        except InvalidOperation:
+            return None
+    if (
+        isinstance(node, exp.Cast | exp.TryCast)
+        and isinstance(node.this, exp.Literal)
+        and node.this.is_string
+    ):
+        target = node.to.this
+        if target in _DATE_TYPES:
+            date = _parse_date(node.this.this)
+            return None if date is None else (DATE, date)
+        if target in _TIMESTAMP_TYPES:
+            stamp = _parse_timestamp(node.this.this)
+            return None if stamp is None else (TS, stamp)
+    return None
+
+
+def _string_value(text: str) -> tuple[str, Value] | None:
+    if _CANONICAL_DATE.fullmatch(text):
+        date = _parse_date(text)
+        return None if date is None else (DATE, date)
+    if _NUMBER_TEXT.fullmatch(text):
+        try:
+            return NUMSTR, Decimal(text.strip())
+        except InvalidOperation:
+            return None
+    if _could_cast_to_non_string(text):
+        return None
+    return STR, text
+
+
+def _could_cast_to_non_string(text: str) -> bool:
+    """True if Spark might cast this text to a number, date, timestamp or boolean.
+
+    Such text could equal a differently written literal on a typed column (``' 5'`` and ``'5'`` on an
+    integer column), so it is not understood as a plain string.
+    """
+    stripped = text.strip()
+    if stripped != text or not stripped:
+        return True
+    lowered = stripped.lower()
+    if lowered in _BOOLEAN_WORDS or lowered in _SPECIAL_FLOATS:
+        return True
+    first = stripped[0]
+    # Digits, signs and dots start numbers and dates; "T12:00" is a time-only timestamp string.
+    return (
+        first.isdigit() or first in "+-." or (first in "tT" and len(stripped) > 1 and stripped[1].isdigit())
+    )
+
+
+def _parse_date(text: str) -> str | None:
+    """A ``DATE`` literal's text in canonical ISO form, or ``None`` if it is not a plain date."""
+    match = _LENIENT_DATE.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        return dt.date(int(match[1]), int(match[2]), int(match[3])).isoformat()
+    except ValueError:
+        return None
+
+
+def _parse_timestamp(text: str) -> dt.datetime | None:
+    """A ``TIMESTAMP`` literal's value (without zone), or ``None`` for zones or unusual forms."""
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction = match.groups()
+    try:
+        return dt.datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            int((fraction or "0").ljust(6, "0")),
+        )
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One end of an interval.
+
+    :param value: the end value.
+    :param inclusive: whether the end value itself belongs to the interval.
+    """
+
+    value: Value
+    inclusive: bool
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The values one column may take, within one kind: a finite set, an interval, and excluded values.
+
+    All three restrictions hold at once; ``values=None`` means no finite set is known.
+
+    :param values: the allowed values, or ``None`` for "any".
+    :param low: lower end, or ``None`` for unbounded.
+    :param high: upper end, or ``None`` for unbounded.
+    :param excluded: values that are not allowed.
+    """
+
+    values: frozenset[Value] | None = None
+    low: Bound | None = None
+    high: Bound | None = None
+    excluded: frozenset[Value] = frozenset()
+
+    def intersect(self, other: Domain) -> Domain:
+        """The values allowed by both domains (which must be of the same kind)."""
+        if self.values is None:
+            values = other.values
+        elif other.values is None:
+            values = self.values
+        else:
+            values = self.values & other.values
+        return Domain(
+            values=values,
+            low=_tighter(self.low, other.low, lower=True),
+            high=_tighter(self.high, other.high, lower=False),
+            excluded=self.excluded | other.excluded,
+        )
+
+    def is_empty(self) -> bool:
+        """True only when provably no value satisfies the domain."""
+        if self.values is not None:
+            return not any(self._admits(value) for value in self.values)
+        if self.low is None or self.high is None:
+            return False
+        low, high = self.low.value, self.high.value
+        if _less(high, low):
+            return True
+        if low == high:
+            return not (self.low.inclusive and self.high.inclusive) or low in self.excluded
+        return False
+
+    def _admits(self, value: Value) -> bool:
+        if value in self.excluded:
+            return False
+        if self.low is not None and (
+            _less(value, self.low.value) or (value == self.low.value and not self.low.inclusive)
+        ):
+            return False
+        return not (
+            self.high is not None
+            and (_less(self.high.value, value) or (value == self.high.value and not self.high.inclusive))
+        )
+
+
+def _less(a: Value, b: Value) -> bool:
+    # Values of one domain share a kind, so they are mutually comparable; bool never gets bounds.
+    return a < b  # type: ignore[operator]
+
+
+def _tighter(a: Bound | None, b: Bound | None, *, lower: bool) -> Bound | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a.value == b.value:
+        return Bound(a.value, a.inclusive and b.inclusive)
+    a_first = _less(a.value, b.value)
+    # The larger lower bound and the smaller upper bound are the tighter ones.
+    return (b if a_first else a) if lower else (a if a_first else b)

@@ -1,0 +1,642 @@
+"""Predicates of Delta writes: parsing, provable disjointness, MERGE target extraction, row-level limits.
+
+Soundness comes first: :func:`provably_disjoint` answers ``True`` only when no row can satisfy both
+predicates. Every piece of a predicate the model does not understand (functions of columns, column-vs-column
+comparisons, ``LIKE``, subqueries, literals of an unclear kind, ...) is treated as ``TRUE``: it restricts
+nothing, which can only make two predicates look *more* overlapping.
+
+A predicate is reduced to disjunctive normal form (DNF) over understood atoms. The expansion is capped at
+:data:`MAX_TERMS` terms; a conjunct whose expansion would exceed the cap is dropped (treated as ``TRUE``)
+rather than giving up on the whole predicate. Conjuncts are expanded in the order they appear, so appending a
+conjunct to a predicate can never turn "disjoint" into "may overlap".
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from deltaguard.core.predicate_values import (
+    BOOL,
+    EXCLUDABLE_KINDS,
+    ORDERED_KINDS,
+    Bound,
+    Domain,
+    Value,
+    literal_value,
+)
+
+#: The most DNF terms one predicate expands to; larger OR-conjuncts are dropped (restrict nothing).
+MAX_TERMS = 64
+#: Predicates are parsed in Spark SQL.
+DIALECT = "spark"
+
+_MAX_SHOWN = 200
+
+
+class PredicateError(ValueError):
+    """A predicate that is not one parsable boolean SQL expression."""
+
+
+@dataclass(frozen=True)
+class _Atom:
+    """One understood restriction of one column.
+
+    :param column: lower-cased, unqualified column name.
+    :param null: ``True`` if the column must be NULL, ``False`` if it must not be, ``None`` if either.
+    :param kind: the literal kind of ``domain`` (see :mod:`deltaguard.core.predicate_values`).
+    :param domain: the allowed values, or ``None`` for a pure null-ness atom.
+    """
+
+    column: str
+    null: bool | None
+    kind: str | None = None
+    domain: Domain | None = None
+
+
+_Term = frozenset[_Atom]
+#: A DNF: a disjunction of conjunctive terms. ``()`` is FALSE, ``(frozenset(),)`` is TRUE.
+_Dnf = tuple[_Term, ...]
+_TRUE: _Dnf = (frozenset(),)
+_FALSE: _Dnf = ()
+
+
+class _Conflict:
+    """Null-ness marker for "must be NULL and must not be NULL" (never equal to True/False/None)."""
+
+
+_CONFLICT = _Conflict()
+#: ``True``: must be NULL; ``False``: must not be NULL; ``None``: either; ``_CONFLICT``: impossible.
+_Null = bool | None | _Conflict
+
+
+@dataclass
+class _ColumnConstraint:
+    """Everything one conjunctive term says about one column."""
+
+    null: _Null = None
+    domains: dict[str, Domain] = field(default_factory=dict)
+
+    def add(self, atom: _Atom) -> None:
+        self.null = _merge_null(self.null, atom.null)
+        if atom.kind is not None and atom.domain is not None:
+            known = self.domains.get(atom.kind)
+            self.domains[atom.kind] = atom.domain if known is None else known.intersect(atom.domain)
+
+    def is_empty(self) -> bool:
+        return _empty(self.null, self.domains.values())
+
+
+#: A compiled conjunctive term: column -> constraint, never provably empty on its own.
+_Compiled = dict[str, _ColumnConstraint]
+
+
+def _merge_null(a: _Null, b: _Null) -> _Null:
+    if a is None:
+        return b
+    if b is None or a is b:
+        return a
+    return _CONFLICT
+
+
+def _empty(null: _Null, domains: Iterable[Domain]) -> bool:
+    domain_list = list(domains)
+    if null is _CONFLICT:
+        return True
+    # Every comparison needs a non-NULL value, so "must be NULL" plus any domain is empty.
+    if null is True and domain_list:
+        return True
+    return any(domain.is_empty() for domain in domain_list)
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A parsed predicate.
+
+    :param sql: the predicate text (``None`` for "the whole table").
+    :param is_everything: ``True`` when there is no predicate at all (the whole table).
+    :param tree: the parsed sqlglot expression (``None`` for everything). Shared between callers through a
+        cache: never modify it.
+    """
+
+    sql: str | None
+    is_everything: bool
+    tree: exp.Expr | None = field(default=None, compare=False, repr=False)
+    _terms: dict[frozenset[str] | None, tuple[_Compiled, ...]] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
+
+    def terms_over(self, columns: frozenset[str] | None) -> tuple[_Compiled, ...]:
+        """The satisfiable DNF terms of this predicate, restricted to ``columns`` (cached per column set)."""
+        cached = self._terms.get(columns)
+        if cached is None:
+            dnf = _TRUE if self.tree is None else _dnf(self.tree, False, columns)
+            cached = tuple(term for term in (_compile(t) for t in dnf) if term is not None)
+            self._terms[columns] = cached
+        return cached
+
+
+EVERYTHING = Predicate(sql=None, is_everything=True, tree=None)
+
+
+def _shown(text: str) -> str:
+    """The offending text for a one-line message."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= _MAX_SHOWN else flat[:_MAX_SHOWN] + "...")
+
+
+def parse_predicate(sql: str | None) -> Predicate:
+    """Parse one Spark SQL boolean expression.
+
+    :param sql: the predicate; ``None`` or blank means the whole table (:data:`EVERYTHING`).
+    :raises PredicateError: for text that is not exactly one boolean expression.
+    """
+    if sql is None:
+        return EVERYTHING
+    if not isinstance(sql, str):
+        raise PredicateError(f"a predicate must be SQL text, not {type(sql).__name__} {sql!r}")
+    if not sql.strip():
+        return EVERYTHING
+    return _parse_cached(sql)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_cached(sql: str) -> Predicate:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except SqlglotError as error:
+        raise PredicateError(f"cannot parse predicate {_shown(sql)}: {_first_line(error)}") from None
+    if not statements:
+        return EVERYTHING
+    if len(statements) > 1:
+        raise PredicateError(
+            f"predicate {_shown(sql)} contains {len(statements)} statements; give one condition"
+        )
+    tree = statements[0]
+    bad = _non_boolean_part(tree)
+    if bad is not None:
+        raise PredicateError(
+            f"predicate {_shown(sql)} is not a boolean condition ({_shown(bad.sql(dialect=DIALECT))} is not)"
+        )
+    return Predicate(sql=sql, is_everything=False, tree=tree)
+
+
+def _first_line(error: SqlglotError) -> str:
+    errors = getattr(error, "errors", None)
+    if errors and isinstance(errors[0], dict) and errors[0].get("description"):
+        return str(errors[0]["description"])
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+_BOOLEAN_NODES = (exp.Predicate, exp.Boolean, exp.Column, exp.Func, exp.Bracket, exp.Dot, exp.Case)
+
+
+def _non_boolean_part(node: exp.Expr) -> exp.Expr | None:
+    """The first part of a would-be condition that cannot be boolean (a literal, alias, query, sum, ...)."""
+    if isinstance(node, exp.Paren):
+        return _non_boolean_part(node.this)
+    if isinstance(node, exp.And | exp.Or):
+        return _non_boolean_part(node.left) or _non_boolean_part(node.right)
+    if isinstance(node, exp.Not):
+        return _non_boolean_part(node.this)
+    # A trailing word is parsed as an alias ("a = 1 b"): garbage, not a condition.
+    if isinstance(node, _BOOLEAN_NODES) and not isinstance(node, exp.Alias):
+        return None
+    return node
+
+
+# --------------------------------------------------------------------------------------------------- DNF
+
+
+def _flatten(node: exp.Expr, kind: type[exp.Connector]) -> Iterator[exp.Expr]:
+    """The operands of a chain of one connector (``a AND (b AND c)`` -> a, b, c), through parentheses."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, kind):
+        yield from _flatten(node.left, kind)
+        yield from _flatten(node.right, kind)
+    else:
+        yield node
+
+
+def _conjoin(parts: Iterable[_Dnf]) -> _Dnf:
+    """AND of DNFs in order; a part that would push the product past :data:`MAX_TERMS` is dropped."""
+    result = _TRUE
+    for part in parts:
+        if part == _TRUE:
+            continue
+        if not part:
+            return _FALSE
+        if len(result) * len(part) > MAX_TERMS:
+            continue  # Dropping a conjunct only widens the predicate: sound.
+        result = _dedupe(a | b for a in result for b in part)
+    return result
+
+
+def _disjoin(parts: Iterable[_Dnf]) -> _Dnf:
+    """OR of DNFs; ``TRUE`` if any part is ``TRUE`` or the union exceeds :data:`MAX_TERMS`."""
+    terms: list[_Term] = []
+    for part in parts:
+        if frozenset() in part:
+            return _TRUE
+        terms.extend(part)
+    result = _dedupe(terms)
+    return _TRUE if len(result) > MAX_TERMS else result
+
+
+def _dedupe(terms: Iterable[_Term]) -> _Dnf:
+    return tuple(dict.fromkeys(terms))
+
+
+def _dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None) -> _Dnf:
+    """The DNF of ``node`` (of ``NOT node`` when ``negated``), over ``columns`` only (all when ``None``)."""
+    if isinstance(node, exp.Paren):
+        return _dnf(node.this, negated, columns)
+    if isinstance(node, exp.Not):
+        return _dnf(node.this, not negated, columns)
+    if isinstance(node, exp.And | exp.Or):
+        # De Morgan holds in SQL's three-valued logic, so NOT can be pushed down to the atoms.
+        conjunctive = isinstance(node, exp.And) != negated
+        operands = (_dnf(child, negated, columns) for child in _flatten(node, type(node)))
+        return _conjoin(operands) if conjunctive else _disjoin(operands)
+    if isinstance(node, exp.Boolean):
+        return _TRUE if bool(node.this) != negated else _FALSE
+    return _atom_dnf(node, negated, columns)
+
+
+def _column_name(node: exp.Expr) -> str | None:
+    """Lower-cased name of a plain (optionally table-qualified) column; ``None`` for anything else."""
+    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and len(node.parts) <= 2:
+        return node.name.lower()
+    return None
+
+
+_FLIPPED = {
+    exp.EQ: exp.EQ,
+    exp.NEQ: exp.NEQ,
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+}
+_NEGATED = {
+    exp.EQ: exp.NEQ,
+    exp.NEQ: exp.EQ,
+    exp.LT: exp.GTE,
+    exp.LTE: exp.GT,
+    exp.GT: exp.LTE,
+    exp.GTE: exp.LT,
+}
+
+
+def _atom_dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None) -> _Dnf:
+    """A single understood atom as a DNF; ``TRUE`` when not understood or outside ``columns``."""
+    dnf = _understood_atom(node, negated)
+    if dnf is None:
+        return _TRUE
+    if columns is not None and any(atom.column not in columns for term in dnf for atom in term):
+        return _TRUE
+    return dnf
+
+
+def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
+    op = type(node)
+    if op in _FLIPPED and isinstance(node, exp.Binary):
+        column, literal = _column_name(node.left), literal_value(node.right)
+        if column is None:
+            column, literal = _column_name(node.right), literal_value(node.left)
+            op = _FLIPPED[op]
+        if column is None or literal is None:
+            return None
+        return _comparison(column, _NEGATED[op] if negated else op, *literal)
+    if isinstance(node, exp.NullSafeEQ) and not negated:
+        column, literal = _column_name(node.left), literal_value(node.right)
+        if column is None:
+            column, literal = _column_name(node.right), literal_value(node.left)
+        return None if column is None or literal is None else _comparison(column, exp.EQ, *literal)
+    if isinstance(node, exp.In):
+        return _in_list(node, negated)
+    if isinstance(node, exp.Between):
+        return _between(node, negated)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        column = _column_name(node.this)
+        return None if column is None else (frozenset({_Atom(column, null=not negated)}),)
+    column = _column_name(node)
+    if column is not None:  # A bare boolean column: "WHERE is_active".
+        return _comparison(column, exp.EQ, BOOL, not negated)
+    return None
+
+
+def _single(column: str, kind: str, domain: Domain) -> _Dnf:
+    return (frozenset({_Atom(column, null=False, kind=kind, domain=domain)}),)
+
+
+def _comparison(column: str, op: type[exp.Expr], kind: str, value: Value) -> _Dnf | None:
+    if op is exp.EQ:
+        return _single(column, kind, Domain(values=frozenset({value})))
+    if op is exp.NEQ:
+        if kind == BOOL:
+            return _single(column, kind, Domain(values=frozenset({not value})))
+        return (
+            _single(column, kind, Domain(excluded=frozenset({value}))) if kind in EXCLUDABLE_KINDS else None
+        )
+    if kind not in ORDERED_KINDS:
+        return None
+    if op in (exp.LT, exp.LTE):
+        return _single(column, kind, Domain(high=Bound(value, op is exp.LTE)))
+    return _single(column, kind, Domain(low=Bound(value, op is exp.GTE)))
+
+
+def _in_list(node: exp.In, negated: bool) -> _Dnf | None:
+    column = _column_name(node.this)
+    items = node.expressions
+    if (
+        column is None
+        or node.args.get("query") is not None
+        or node.args.get("unnest") is not None
+        or not items
+    ):
+        return None
+    literals = [literal_value(item) for item in items]
+    kinds = {literal[0] for literal in literals if literal is not None}
+    if any(literal is None for literal in literals) or len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    values = frozenset(literal[1] for literal in literals if literal is not None)
+    if not negated:
+        return _single(column, kind, Domain(values=values))
+    if kind == BOOL:
+        return _single(column, kind, Domain(values=frozenset({True, False}) - values))
+    return _single(column, kind, Domain(excluded=values)) if kind in EXCLUDABLE_KINDS else None
+
+
+def _between(node: exp.Between, negated: bool) -> _Dnf | None:
+    column = _column_name(node.this)
+    low, high = literal_value(node.args["low"]), literal_value(node.args["high"])
+    if column is None or low is None or high is None or low[0] != high[0] or low[0] not in ORDERED_KINDS:
+        return None
+    if node.args.get("symmetric"):
+        return None
+    kind = low[0]
+    if not negated:
+        return _single(column, kind, Domain(low=Bound(low[1], True), high=Bound(high[1], True)))
+    below = _single(column, kind, Domain(high=Bound(low[1], False)))
+    above = _single(column, kind, Domain(low=Bound(high[1], False)))
+    return below + above
+
+
+def _compile(term: _Term) -> _Compiled | None:
+    """Group a term's atoms by column; ``None`` if the term is provably unsatisfiable."""
+    compiled: _Compiled = {}
+    for atom in term:
+        compiled.setdefault(atom.column, _ColumnConstraint()).add(atom)
+    if any(constraint.is_empty() for constraint in compiled.values()):
+        return None
+    return compiled
+
+
+def _terms_disjoint(a: _Compiled, b: _Compiled) -> bool:
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    for column, first in small.items():
+        second = large.get(column)
+        if second is None:
+            continue
+        null = _merge_null(first.null, second.null)
+        domains = dict(first.domains)
+        for kind, domain in second.domains.items():
+            known = domains.get(kind)
+            domains[kind] = domain if known is None else known.intersect(domain)
+        if _empty(null, domains.values()):
+            return True
+    return False
+
+
+def provably_disjoint(a: Predicate, b: Predicate, columns: Collection[str] | None) -> bool:
+    """True only if no row (no file, when ``columns`` are the partition columns) can match both predicates.
+
+    :param a: one predicate.
+    :param b: the other predicate (the answer is symmetric).
+    :param columns: only conjuncts on these columns restrict (e.g. the partition columns for file-level
+        rules); ``None`` lets every column restrict (row-level concurrency). Case-insensitive.
+    """
+    key = None if columns is None else frozenset(column.lower() for column in columns)
+    terms_a, terms_b = a.terms_over(key), b.terms_over(key)
+    return all(_terms_disjoint(x, y) for x in terms_a for y in terms_b)
+
+
+# ----------------------------------------------------------------------------------------- MERGE target
+
+
+def merge_target_predicate(condition: str, target_alias: str = "t") -> Predicate:
+    """The part of a MERGE ``ON`` condition that restricts which target rows the MERGE reads.
+
+    Only top-level ``AND`` conjuncts whose columns are all qualified with ``target_alias`` count
+    (``t.date = '2024-01-01'``); conjuncts with source or unqualified columns (``s.date = t.date``) restrict
+    nothing. The kept conjuncts are returned with their qualifiers removed; none kept is :data:`EVERYTHING`.
+
+    :param condition: the MERGE ``ON`` condition.
+    :param target_alias: the target's alias (or its table name, possibly ``db.table``), case-insensitive.
+    :raises PredicateError: if the condition does not parse.
+    """
+    return _merge_target_cached(condition, target_alias.lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _merge_target_cached(condition: str, alias: str) -> Predicate:
+    parsed = parse_predicate(condition)
+    if parsed.tree is None:
+        return EVERYTHING
+    kept = [
+        _unqualified(conjunct)
+        for conjunct in _flatten(parsed.tree, exp.And)
+        if _only_target_columns(conjunct, alias)
+    ]
+    if not kept:
+        return EVERYTHING
+    tree = exp.and_(*kept) if len(kept) > 1 else kept[0]
+    return Predicate(sql=tree.sql(dialect=DIALECT), is_everything=False, tree=tree)
+
+
+def _qualifier_matches(column: exp.Column, alias: str) -> bool:
+    qualifier = ".".join(part.name for part in column.parts[:-1]).lower()
+    if not qualifier:
+        return False
+    return qualifier == alias or ("." in alias and qualifier == alias.rsplit(".", 1)[1])
+
+
+def _only_target_columns(conjunct: exp.Expr, alias: str) -> bool:
+    if conjunct.find(exp.Query, exp.Subquery) is not None:
+        return False
+    return all(_qualifier_matches(column, alias) for column in conjunct.find_all(exp.Column))
+
+
+def _unqualified(conjunct: exp.Expr) -> exp.Expr:
+    def strip(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column):
+            return exp.column(node.this.copy())
+        return node
+
+    return conjunct.transform(strip)
+
+
+# ----------------------------------------------------------------------------------- row-level limits
+
+COMPLEX_TYPE = "condition on a complex type (struct/array/map)"
+SUBQUERY = "subquery"
+CORRELATED_SUBQUERY = "correlated subquery"
+
+#: sqlglot classes (by key) and Spark function names that take apart structs, arrays or maps.
+_COMPLEX_FUNCTIONS = frozenset(
+    {
+        "arraycontains",
+        "arraysize",
+        "arrayfilter",
+        "arrayany",
+        "arrayall",
+        "arrayjoin",
+        "arraysort",
+        "arrayagg",
+        "arrayconcat",
+        "arrayslice",
+        "arrayfirst",
+        "arraylast",
+        "arraytostring",
+        "arraysoverlap",
+        "arrayintersect",
+        "arrayoverlaps",
+        "arrayuniqueagg",
+        "mapkeys",
+        "mapvalues",
+        "mapfromentries",
+        "explode",
+        "explodeouter",
+        "posexplode",
+        "posexplodeouter",
+        "inline",
+        "flatten",
+        "transform",
+        "structextract",
+        "elementat",
+        "cardinality",
+        "size",
+        "get",
+        "element_at",
+        "try_element_at",
+        "filter",
+        "exists",
+        "forall",
+        "aggregate",
+        "reduce",
+        "sort_array",
+        "zip_with",
+        "arrays_zip",
+        "slice",
+        "get_field",
+        "map_contains_key",
+        "map_filter",
+        "map_zip_with",
+        "transform_keys",
+        "transform_values",
+    }
+)
+_COMPLEX_PREFIXES = ("array_", "map_", "arrays_")
+
+#: Spark functions whose result changes from one evaluation to the next (sqlglot key or Spark name).
+_NON_DETERMINISTIC = {
+    "rand": "rand",
+    "randn": "randn",
+    "random": "random",
+    "uuid": "uuid",
+    "shuffle": "shuffle",
+    "uniform": "uniform",
+    "randstr": "randstr",
+    "monotonically_increasing_id": "monotonically_increasing_id",
+    "spark_partition_id": "spark_partition_id",
+    "input_file_name": "input_file_name",
+    "input_file_block_start": "input_file_block_start",
+    "input_file_block_length": "input_file_block_length",
+}
+
+
+def _function_names(node: exp.Func) -> tuple[str, ...]:
+    if isinstance(node, exp.Anonymous):
+        return (str(node.name).lower(),)
+    return (node.key.lower(), *(name.lower() for name in node.sql_names()))
+
+
+def _is_complex_access(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Bracket | exp.Dot):
+        return True
+    # More than one qualifier: a struct field behind a table alias ("t.address.city").
+    if isinstance(node, exp.Column) and len(node.parts) > 2:
+        return True
+    # EXISTS (SELECT ...) is a subquery, not Spark's higher-order exists(array, x -> ...).
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Exists) and node.find(exp.Column) is not None:
+        names = _function_names(node)
+        return any(name in _COMPLEX_FUNCTIONS or name.startswith(_COMPLEX_PREFIXES) for name in names)
+    return False
+
+
+def _is_correlated(query: exp.Expr) -> bool:
+    """A subquery that refers to a table alias it does not itself define (``t.id`` of the outer query)."""
+    defined = {table.alias_or_name.lower() for table in query.find_all(exp.Table)}
+    defined |= {alias.alias.lower() for alias in query.find_all(exp.TableAlias) if alias.name}
+    defined |= {str(cte.alias).lower() for cte in query.find_all(exp.CTE)}
+    for column in query.find_all(exp.Column):
+        qualifier = column.table.lower()
+        if qualifier and qualifier not in defined:
+            return True
+    return False
+
+
+def row_level_limitations(p: Predicate) -> tuple[str, ...]:
+    """Why this predicate keeps Databricks from resolving conflicts row by row (the seed's limitations).
+
+    :param p: the predicate (of an UPDATE/DELETE, or a MERGE condition).
+    :returns: short phrases, each at most once and in a fixed order: :data:`COMPLEX_TYPE`,
+        ``"non-deterministic expression (<function>)"``, :data:`SUBQUERY`, :data:`CORRELATED_SUBQUERY`
+        (a correlated subquery is reported as both). Empty when there is none.
+    """
+    if p.tree is None:
+        return ()
+    complex_type = False
+    random_names: list[str] = []
+    subquery = correlated = False
+    for node in p.tree.walk():
+        if isinstance(node, exp.Subquery | exp.Query) and not isinstance(node.parent, exp.Subquery):
+            subquery = True
+            correlated = correlated or _is_correlated(node)
+        if isinstance(node, exp.Func):
+            for name in _function_names(node):
+                if name in _NON_DETERMINISTIC and _NON_DETERMINISTIC[name] not in random_names:
+                    random_names.append(_NON_DETERMINISTIC[name])
+                    break
+        complex_type = complex_type or _is_complex_access(node)
+    reasons: list[str] = []
+    if complex_type:
+        reasons.append(COMPLEX_TYPE)
+    reasons.extend(f"non-deterministic expression ({name})" for name in random_names)
+    if subquery:
+        reasons.append(SUBQUERY)
+    if correlated:
+        reasons.append(CORRELATED_SUBQUERY)
+    return tuple(reasons)
+
+
+def referenced_columns(p: Predicate) -> frozenset[str]:
+    """Lower-cased, unqualified names of the columns a predicate uses (outside any subquery).
+
+    :param p: the predicate.
+    """
+    if p.tree is None:
+        return frozenset()
+    names = set()
+    for node in p.tree.walk(prune=lambda n: isinstance(n, exp.Subquery | exp.Query)):
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            names.add(node.name.lower())
+    return frozenset(names)
