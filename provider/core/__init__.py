@@ -4,6 +4,7 @@ Nothing under this package imports Airflow or an engine (a test enforces it).
 """
 
 from deltaguard.core.decision import Decision, DeltaException, PairVerdict, Verdict
+from deltaguard.core.model import decide, pair_verdict
 from deltaguard.core.operations import DML, METADATA_CHANGES, Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
@@ -20,4 +21,6 @@ __all__ = [
     "PairVerdict",
     "TableConfig",
     "Verdict",
+    "decide",
+    "pair_verdict",
 ]

@@ -109,7 +109,7 @@ class OpFacts:
         return self.role is Role.READ_WRITE
 
     def name(self) -> str:
-        return self.op.describe()
+        return str(self.op.describe())
 
 
 @dataclass(frozen=True)

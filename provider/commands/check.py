@@ -1,0 +1,73 @@
+"""``deltaguard check FILE|-``: decide whether a write may run beside the writes already running.
+
+One JSON document in, one JSON object out; a JSON array of documents in, an array of results out (in the
+same order, one process for thousands of checks). Invalid input prints one line to stderr and exits 2,
+and nothing is printed to stdout: every document is decided before any output is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_INVALID = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="JSON document (or array of documents); '-' reads standard input")
+    parser.add_argument("--indent", type=int, default=None, help="pretty-print the JSON output")
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def check_documents(value: Any) -> Any:
+    """Decide one document (a dict) or a list of them.
+
+    :param value: the decoded JSON.
+    :raises ValueError: with a one-line message on invalid input.
+    """
+    from deltaguard.core.check_request import RequestError, parse_request
+    from deltaguard.core.model import decide
+
+    def one(document: Any, where: str) -> dict[str, Any]:
+        request = parse_request(document, where)
+        try:
+            decision = decide(request.candidate, request.running, request.table, request.profile)
+        except ValueError as error:  # unparsable predicate or MERGE condition
+            raise RequestError(f"{where}: {' '.join(str(error).split())}") from None
+        return decision.to_json()
+
+    if isinstance(value, list):
+        return [one(document, f"document[{i}]") for i, document in enumerate(value)]
+    return one(value, "document")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        text = _read(args.file)
+    except OSError as error:
+        print(f"deltaguard check: cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_INVALID
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        print(
+            f"deltaguard check: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    try:
+        result = check_documents(value)
+    except ValueError as error:
+        print(f"deltaguard check: {' '.join(str(error).split())}", file=sys.stderr)
+        return EXIT_INVALID
+    json.dump(result, sys.stdout, indent=args.indent)
+    sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,261 @@
+"""Parse the ``deltaguard check`` JSON document into engine profile, table and operations.
+
+Type checks are strict (a boolean must be a JSON boolean, a version a string) and unknown keys are
+rejected, because a misspelt ``reads_target`` silently ignored would turn a conflict into "no_conflict".
+Every error is a :class:`RequestError` with a one-line message naming the offending field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
+from deltaguard.core.table_config import TableConfig
+
+
+class RequestError(ValueError):
+    """Invalid ``check`` input (one-line message)."""
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """One ``check`` document.
+
+    :param profile: the engine.
+    :param table: the table.
+    :param running: operations already running on the table.
+    :param candidate: the operation that wants to start.
+    """
+
+    profile: EngineProfile
+    table: TableConfig
+    running: tuple[Operation, ...]
+    candidate: Operation
+
+
+_ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
+    EngineName.DATABRICKS: {"name": str, "runtime": str, "photon": bool, "row_level_preview": bool},
+    EngineName.DELTA_SPARK: {"name": str, "version": str},
+    EngineName.DELTA_RS: {"name": str, "version": str},
+}
+_TABLE_KEYS: dict[str, type] = {
+    "partition_columns": list,
+    "properties": dict,
+    "clustering_columns": list,
+    "identity_columns": list,
+    "exists": bool,
+    "unknown": list,
+    "uri": str,
+}
+_OPERATION_KEYS: dict[str, type] = {
+    "operation": str,
+    "predicate": str,
+    "merge_condition": str,
+    "target_alias": str,
+    "zorder_by": list,
+    "reads_target": bool,
+    "checkpoint_location": str,
+    "sql": str,
+    "label": str,
+}
+#: fields that only make sense for some operations (a misplaced one is a mistake worth reporting)
+_ONLY_FOR: dict[str, frozenset[OperationKind]] = {
+    "merge_condition": frozenset({OperationKind.MERGE}),
+    "target_alias": frozenset({OperationKind.MERGE}),
+    "zorder_by": frozenset({OperationKind.OPTIMIZE}),
+    "reads_target": frozenset({OperationKind.INSERT}),
+    "checkpoint_location": frozenset({OperationKind.STREAMING_WRITE}),
+}
+_TYPE_NAMES = {str: "a string", bool: "a boolean", list: "a list", dict: "an object"}
+
+
+def _check_fields(where: str, value: Any, allowed: Mapping[str, type]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RequestError(f"{where}: expected a JSON object, got {_json_type(value)}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise RequestError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    for key, item in value.items():
+        expected = allowed[key]
+        if item is None and expected is not bool and key not in ("operation", "name"):
+            continue  # null means "not given" for optional strings and lists
+        # bool is a subclass of int, and no field here takes a number, so isinstance is exact enough.
+        if not isinstance(item, expected):
+            raise RequestError(f"{where}.{key}: expected {_TYPE_NAMES[expected]}, got {_json_type(item)}")
+    return {k: v for k, v in value.items() if v is not None}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _string_list(where: str, value: list[Any]) -> tuple[str, ...]:
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise RequestError(f"{where}[{i}]: expected a non-empty string, got {_json_type(item)}")
+    return tuple(value)
+
+
+def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
+    """``{"name": "databricks", "runtime": "14.3", "photon": false}`` and friends.
+
+    :param value: the decoded JSON value.
+    :param where: the field path for messages.
+    :raises RequestError: on any problem.
+    """
+    if not isinstance(value, dict):
+        raise RequestError(f"{where}: expected a JSON object, got {_json_type(value)}")
+    raw_name = value.get("name")
+    if not isinstance(raw_name, str):
+        raise RequestError(f"{where}.name: required, one of {', '.join(e.value for e in EngineName)}")
+    try:
+        name = EngineName(raw_name.strip().lower())
+    except ValueError:
+        raise RequestError(
+            f"{where}.name: unknown engine {raw_name!r}; expected one of {', '.join(e.value for e in EngineName)}"
+        ) from None
+    fields = _check_fields(where, value, _ENGINE_KEYS[name])
+    version_key = "runtime" if name is EngineName.DATABRICKS else "version"
+    version = fields.get(version_key)
+    if version is None:
+        raise RequestError(f'{where}.{version_key}: required for {name.value} (a string such as "14.3")')
+    try:
+        parse_version(version)
+    except ValueError:
+        raise RequestError(f"{where}.{version_key}: not a version: {version!r}") from None
+    return EngineProfile(
+        name=name,
+        version=version,
+        photon=fields.get("photon", False),
+        row_level_preview=fields.get("row_level_preview", False),
+    )
+
+
+def parse_table(value: Any, where: str = "table") -> TableConfig:
+    """The table object of a ``check`` document.
+
+    :param value: the decoded JSON value.
+    :param where: the field path for messages.
+    :raises RequestError: on any problem.
+    """
+    fields = _check_fields(where, value, _TABLE_KEYS)
+    properties: dict[str, str] = {}
+    for key, item in fields.get("properties", {}).items():
+        # Delta stores every property as a string; a JSON boolean is accepted as its lower-case spelling.
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        if not isinstance(item, str):
+            raise RequestError(f"{where}.properties.{key}: expected a string, got {_json_type(item)}")
+        properties[key] = item
+    partition_columns = _string_list(f"{where}.partition_columns", fields.get("partition_columns", []))
+    clustering_columns = _string_list(f"{where}.clustering_columns", fields.get("clustering_columns", []))
+    if partition_columns and clustering_columns:
+        raise RequestError(
+            f"{where}: a Delta table cannot have both partition_columns and clustering_columns"
+        )
+    return TableConfig(
+        partition_columns=partition_columns,
+        properties=properties,
+        clustering_columns=clustering_columns,
+        identity_columns=_string_list(f"{where}.identity_columns", fields.get("identity_columns", [])),
+        exists=fields.get("exists", True),
+        unknown=_string_list(f"{where}.unknown", fields.get("unknown", [])),
+        uri=fields.get("uri"),
+    )
+
+
+def parse_operation(value: Any, where: str = "operation") -> Operation:
+    """One operation: ``{"operation": "MERGE", "merge_condition": ...}`` or ``{"sql": "..."}``.
+
+    :param value: the decoded JSON value.
+    :param where: the field path for messages.
+    :raises RequestError: on any problem (an SQL statement that cannot be classified included).
+    """
+    fields = _check_fields(where, value, _OPERATION_KEYS)
+    if "sql" in fields:
+        extra = sorted(set(fields) - {"sql", "label"})
+        if extra:
+            raise RequestError(
+                f"{where}: give either sql or operation fields, not both (also got {', '.join(extra)})"
+            )
+        return _classify(fields["sql"], fields.get("label"), where)
+    raw_kind = fields.get("operation")
+    if raw_kind is None:
+        raise RequestError(f"{where}: needs operation (or sql)")
+    try:
+        kind = OperationKind(raw_kind.strip().upper())
+    except ValueError:
+        raise RequestError(
+            f"{where}.operation: unknown operation {raw_kind!r}; expected one of "
+            + ", ".join(k.value for k in OperationKind)
+        ) from None
+    for key, kinds in _ONLY_FOR.items():
+        if (
+            key in fields
+            and kind not in kinds
+            and not (key == "zorder_by" and kind is OperationKind.REORG_PURGE)
+        ):
+            raise RequestError(
+                f"{where}.{key}: only applies to {', '.join(k.value for k in kinds)}, not {kind.value}"
+            )
+    return Operation(
+        kind=kind,
+        predicate=fields.get("predicate"),
+        merge_condition=fields.get("merge_condition"),
+        target_alias=fields.get("target_alias", "t"),
+        zorder_by=_string_list(f"{where}.zorder_by", fields.get("zorder_by", [])),
+        reads_target=fields.get("reads_target", False),
+        checkpoint_location=fields.get("checkpoint_location"),
+        label=fields.get("label"),
+    )
+
+
+def _classify(sql: str, label: str | None, where: str) -> Operation:
+    from dataclasses import replace
+
+    from deltaguard.core.sql_classify import classify_sql
+
+    try:
+        classified = classify_sql(sql)
+    except ValueError as error:
+        raise RequestError(f"{where}.sql: {_one_line(error)}") from None
+    operation: Operation = classified.operation
+    return replace(operation, label=label) if label else operation
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+_DOCUMENT_KEYS: dict[str, type] = {"engine": dict, "table": dict, "running": list, "candidate": dict}
+
+
+def parse_request(value: Any, where: str = "document") -> CheckRequest:
+    """A whole ``check`` document.
+
+    :param value: the decoded JSON value.
+    :param where: the path for messages (``document`` or ``document[3]``).
+    :raises RequestError: on any problem.
+    """
+    fields = _check_fields(where, value, _DOCUMENT_KEYS)
+    for required in ("engine", "candidate"):
+        if required not in fields:
+            raise RequestError(f"{where}: missing {required}")
+    running = tuple(
+        parse_operation(item, f"{where}.running[{i}]") for i, item in enumerate(fields.get("running", []))
+    )
+    return CheckRequest(
+        profile=parse_engine(fields["engine"], f"{where}.engine"),
+        table=parse_table(fields.get("table", {}), f"{where}.table"),
+        running=running,
+        candidate=parse_operation(fields["candidate"], f"{where}.candidate"),
+    )

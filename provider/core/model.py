@@ -1,0 +1,226 @@
+"""The conflict model: may a candidate write run beside the writes already running on a table?
+
+``pair_verdict`` judges two operations; ``decide`` judges a candidate against every running operation,
+including the 3-way rule of seed 001 (WriteSerializable: a blind append conflicts when more than one
+concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up per engine
+(:mod:`~deltaguard.core.rules_databricks`, :mod:`~deltaguard.core.rules_delta_spark`,
+:mod:`~deltaguard.core.rules_deltars`) after the shared ones (:mod:`~deltaguard.core.rules_common`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+from deltaguard.core import rules_databricks, rules_delta_spark, rules_deltars
+from deltaguard.core.decision import Decision, DeltaException, PairVerdict, Verdict
+from deltaguard.core.facts import OpFacts, Role, TableContext, build_facts
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.rules_common import ordered, shared_pair
+from deltaguard.core.table_config import TableConfig
+
+_ENGINES: dict[EngineName, ModuleType] = {
+    EngineName.DATABRICKS: rules_databricks,
+    EngineName.DELTA_SPARK: rules_delta_spark,
+    EngineName.DELTA_RS: rules_deltars,
+}
+
+_ROLE_RANK = {role: rank for rank, role in enumerate(Role)}
+
+
+def _rules(profile: EngineProfile) -> ModuleType:
+    try:
+        return _ENGINES[profile.name]
+    except KeyError:  # pragma: no cover - EngineName is closed
+        raise ValueError(f"unknown engine: {profile.name!r}") from None
+
+
+def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
+    """How the profile's engine reads the table (isolation level, row-level concurrency, problems).
+
+    :param table: the table configuration.
+    :param profile: the engine profile.
+    """
+    context: TableContext = _rules(profile).table_context(table, profile)
+    return context
+
+
+def _sort_key(f: OpFacts) -> tuple[object, ...]:
+    op = f.op
+    return (
+        _ROLE_RANK[f.role],
+        op.kind.value,
+        f.scope.sql or "",
+        op.merge_condition or "",
+        op.zorder_by,
+        op.reads_target,
+        op.checkpoint_location or "",
+        op.label or "",
+        op.predicate or "",
+        op.target_alias,
+    )
+
+
+def _judge(a: OpFacts, b: OpFacts, ctx: TableContext, rules: ModuleType) -> PairVerdict:
+    # A canonical order makes every verdict (reason text included) independent of the argument order.
+    first, second = (a, b) if _sort_key(a) <= _sort_key(b) else (b, a)
+    shared = shared_pair(first, second, ctx)
+    if shared is not None:
+        return shared
+    verdict: PairVerdict = rules.pair(first, second, ctx)
+    return verdict
+
+
+def pair_verdict(a: Operation, b: Operation, table: TableConfig, profile: EngineProfile) -> PairVerdict:
+    """Whether ``a`` and ``b`` can conflict on ``table`` in either commit order (symmetric).
+
+    :param a: one operation.
+    :param b: the other operation.
+    :param table: the table both write to.
+    :param profile: the engine that commits them.
+    :raises ValueError: on an unparsable predicate or MERGE condition (one-line message).
+    """
+    rules = _rules(profile)
+    return _judge(build_facts(a), build_facts(b), table_context(table, profile), rules)
+
+
+class _Overlap:
+    """Memoised "may the reader read what the append adds" checks for one decide() call."""
+
+    def __init__(self, ctx: TableContext) -> None:
+        self.ctx = ctx
+        self.cache: dict[tuple[int, int], bool] = {}
+
+    def __call__(self, reader_index: int, reader: OpFacts, append_index: int, append: OpFacts) -> bool:
+        key = (reader_index, append_index)
+        found = self.cache.get(key)
+        if found is None:
+            found = rules_databricks.reads_appended_rows(reader, append, self.ctx)
+            self.cache[key] = found
+        return found
+
+
+def _is_reader(f: OpFacts) -> bool:
+    return f.role in (Role.READ_WRITE, Role.REWRITE)
+
+
+def _multi_reader_rule(
+    cand: OpFacts, running: Sequence[OpFacts], ctx: TableContext
+) -> list[tuple[tuple[int, ...], str]]:
+    """Seed 001's 3-way note; returns (running indexes, reason) for each conflict it finds."""
+    found: list[tuple[tuple[int, ...], str]] = []
+    overlap = _Overlap(ctx)
+    candidate_index = -1
+    cite = (
+        "seed 001, ConcurrentAppendException (Important): in WriteSerializable a blind append can conflict when "
+        "more than one concurrent UPDATE/DELETE/MERGE may read the appended rows"
+    )
+    if cand.role is Role.APPEND:
+        readers = tuple(
+            i for i, r in enumerate(running) if _is_reader(r) and overlap(i, r, candidate_index, cand)
+        )
+        if len(readers) >= 2:
+            found.append(
+                (readers, f"{cite}: {len(readers)} running readers may read what {cand.name()} appends")
+            )
+        return found
+    if not _is_reader(cand):
+        return found
+    for j, append in enumerate(running):
+        if append.role is not Role.APPEND or not overlap(candidate_index, cand, j, append):
+            continue
+        other = next(
+            (k for k, r in enumerate(running) if k != j and _is_reader(r) and overlap(k, r, j, append)), None
+        )
+        if other is not None:
+            found.append(
+                (
+                    (j,),
+                    f"{cite}: {cand.name()} and running #{other} ({running[other].name()}) may both read what "
+                    f"running #{j} ({append.name()}) appends",
+                )
+            )
+    return found
+
+
+def _advice_for_multi(cand: OpFacts) -> str:
+    if cand.role is Role.APPEND:
+        return "run the append when at most one UPDATE/DELETE/MERGE that may read its rows is running"
+    return "make the UPDATE/DELETE/MERGE conditions exclude the rows being appended, or wait for the append"
+
+
+def decide(
+    candidate: Operation, running: Sequence[Operation], table: TableConfig, profile: EngineProfile
+) -> Decision:
+    """Decide whether ``candidate`` may start while ``running`` operations are in flight on ``table``.
+
+    Facts (parsed predicates, roles) are computed once per operation, then every pair is judged, then
+    multi-way rules are applied.
+
+    :param candidate: the operation that wants to start.
+    :param running: the operations already running on the same table.
+    :param table: the table.
+    :param profile: the engine that commits the writes.
+    :raises ValueError: on an unparsable predicate or MERGE condition (one-line message), before any
+        verdict is produced.
+    """
+    rules = _rules(profile)
+    ctx = table_context(table, profile)
+    cand = build_facts(candidate)
+    others = [build_facts(op) for op in running]
+
+    conflicts: dict[int, None] = {}
+    exceptions: set[DeltaException] = set()
+    grouped: dict[str, list[int]] = {}
+    advice: dict[str, None] = {}
+    rules_used: dict[str, None] = {}
+    any_conflict = False
+    for index, other in enumerate(others):
+        verdict = _judge(cand, other, ctx, rules)
+        rules_used[verdict.rule] = None
+        if verdict.conflict:
+            any_conflict = True
+            conflicts[index] = None
+            exceptions.update(verdict.exceptions)
+            for item in verdict.advice:
+                advice[item] = None
+        grouped.setdefault(("C" if verdict.conflict else "N") + verdict.reason, []).append(index)
+
+    multi: list[tuple[tuple[int, ...], str]] = []
+    if ctx.multi_reader_append and others:
+        multi = _multi_reader_rule(cand, others, ctx)
+    for indexes, _reason in multi:
+        any_conflict = True
+        for index in indexes:
+            conflicts[index] = None
+        exceptions.add(DeltaException.CONCURRENT_APPEND)
+        advice[_advice_for_multi(cand)] = None
+        rules_used["db.multi_reader_append"] = None
+
+    reasons: list[str] = []
+    for key, members in grouped.items():
+        is_conflict, text = key[0] == "C", key[1:]
+        if any_conflict and not is_conflict:
+            continue  # on a conflict, report what conflicts; compatible pairs are noise
+        reasons.append(
+            f"{'conflicts with' if is_conflict else 'compatible with'} {_name_list(members, others)}: {text}"
+        )
+    reasons.extend(reason for _, reason in multi)
+    if not others:
+        reasons.append(f"no operation is running on the table ({profile.describe()})")
+    return Decision(
+        verdict=Verdict.CONFLICT if any_conflict else Verdict.NO_CONFLICT,
+        exceptions=ordered(exceptions),
+        conflicts_with=tuple(sorted(conflicts)),
+        reasons=tuple(reasons),
+        advice=tuple(advice),
+        rules=tuple(rules_used),
+    )
+
+
+def _name_list(indexes: list[int], others: Sequence[OpFacts], limit: int = 5) -> str:
+    shown = ", ".join(f"running #{i} ({others[i].name()})" for i in indexes[:limit])
+    if len(indexes) > limit:
+        shown += f" and {len(indexes) - limit} more"
+    return shown

@@ -1,0 +1,113 @@
+"""Rules every engine shares, applied before the engine's own pair rules.
+
+They come from Delta's transaction protocol itself, not from one engine's conflict resolution: identity
+columns, metadata and protocol changes, writers racing to create a table, streaming writes sharing a
+checkpoint, and table configurations the model does not understand.
+"""
+
+from __future__ import annotations
+
+from deltaguard.core.decision import DeltaException, PairVerdict
+from deltaguard.core.facts import OpFacts, Role, TableContext
+from deltaguard.core.operations import OperationKind
+
+#: every data-file conflict exception, for verdicts that cannot say which one
+DATA_EXCEPTIONS: tuple[DeltaException, ...] = (
+    DeltaException.CONCURRENT_APPEND,
+    DeltaException.CONCURRENT_DELETE_READ,
+    DeltaException.CONCURRENT_DELETE_DELETE,
+)
+
+_ORDER = tuple(DeltaException)
+
+
+def ordered(exceptions: set[DeltaException] | tuple[DeltaException, ...]) -> tuple[DeltaException, ...]:
+    """Exceptions in a stable order (the order :class:`DeltaException` declares them)."""
+    return tuple(e for e in _ORDER if e in exceptions)
+
+
+def _metadata_exceptions(a: OpFacts, b: OpFacts) -> tuple[DeltaException, ...]:
+    found: set[DeltaException] = set()
+    kinds = {a.kind, b.kind}
+    for facts in (a, b):
+        if facts.role is not Role.METADATA:
+            continue
+        if facts.kind is OperationKind.REORG_UPGRADE:
+            found.add(DeltaException.PROTOCOL_CHANGED)
+        elif facts.kind is OperationKind.SET_TBLPROPERTIES:
+            # Enabling a feature through a property (delta.enableDeletionVectors = true) also upgrades the
+            # protocol, so both exceptions are possible.
+            found.update({DeltaException.METADATA_CHANGED, DeltaException.PROTOCOL_CHANGED})
+        else:
+            found.add(DeltaException.METADATA_CHANGED)
+    if kinds == {OperationKind.CREATE_OR_REPLACE}:
+        found.add(DeltaException.PROTOCOL_CHANGED)
+    return ordered(found)
+
+
+def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None:
+    """The verdict of the shared rules, or ``None`` when none applies and the engine rules decide.
+
+    :param a: one operation's facts.
+    :param b: the other operation's facts.
+    :param ctx: the table as the engine reads it.
+    """
+    table = ctx.table
+    if table.has_identity_columns:
+        columns = ", ".join(table.identity_columns)
+        return PairVerdict(
+            conflict=True,
+            exceptions=(DeltaException.METADATA_CHANGED, DeltaException.CONCURRENT_APPEND),
+            reason=f"seed 003, Note: tables with identity columns ({columns}) do not support concurrent "
+            "transactions (every write advances the identity high-water mark in the table metadata)",
+            advice=(
+                "run writes to this table one at a time, or generate the key in the job instead of an "
+                "identity column",
+            ),
+            rule="common.identity_columns",
+        )
+    if not table.exists:
+        return PairVerdict(
+            conflict=True,
+            exceptions=(DeltaException.PROTOCOL_CHANGED,),
+            reason="seed 003, ProtocolChangedException: the table does not exist yet, so both writes create it "
+            "(multiple writers creating a table or writing to an empty path at the same time)",
+            advice=("create the table first with a single writer, then run the writes",),
+            rule="common.table_creation",
+        )
+    if a.role is Role.METADATA or b.role is Role.METADATA:
+        changer = a if a.role is Role.METADATA else b
+        return PairVerdict(
+            conflict=True,
+            exceptions=_metadata_exceptions(a, b),
+            reason=f"seed 003, Important: metadata changes ({changer.kind.value}: table protocol, properties "
+            "or schema) cause all concurrent write operations to fail",
+            advice=(f"run the {changer.kind.value} alone, when no other write on the table is running",),
+            rule="common.metadata_change",
+        )
+    if (
+        a.kind is OperationKind.STREAMING_WRITE
+        and b.kind is OperationKind.STREAMING_WRITE
+        and a.op.checkpoint_location is not None
+        and a.op.checkpoint_location == b.op.checkpoint_location
+    ):
+        return PairVerdict(
+            conflict=True,
+            exceptions=(DeltaException.CONCURRENT_TRANSACTION,),
+            reason="seed 003, ConcurrentTransactionException: two streaming queries use the same checkpoint "
+            f"location ({a.op.checkpoint_location})",
+            advice=("give each streaming query its own checkpoint location",),
+            rule="common.same_checkpoint",
+        )
+    problems = ctx.conservative + tuple(f"unknown table setting {item!r}" for item in table.unknown)
+    if problems:
+        return PairVerdict(
+            conflict=True,
+            exceptions=DATA_EXCEPTIONS,
+            reason=f"{ctx.profile.describe()}: the table configuration is not fully understood ("
+            + "; ".join(problems)
+            + "), so every pair is treated as conflicting (conservative default)",
+            advice=("fix or remove the settings listed above, or run the writes one at a time",),
+            rule="common.conservative",
+        )
+    return None

@@ -1,0 +1,343 @@
+"""Databricks conflict rules: the two tables of the seed page "Isolation levels and write conflicts".
+
+Seed 003 (newest, English) is followed exactly; 001 (Japanese) adds the 3-way blind-append note, which
+:mod:`deltaguard.core.model` applies across running operations (see :func:`reads_appended_rows`).
+
+Roles map onto the seed's rows: APPEND = "INSERT" (blind appends, footnote 1), READ_WRITE = "UPDATE,
+DELETE, MERGE INTO" (INSERT ... SELECT from the same table included, footnote 1), COMPACTION = "OPTIMIZE"
+(REORG ... APPLY (PURGE) has identical semantics), REWRITE = OVERWRITE / REPLACE_WHERE, which the seed
+does not list: they remove whole files by a predicate like a DELETE without deletion vectors, so they are
+judged as DELETEs under the file-level table and never get row-level concurrency.
+"""
+
+from __future__ import annotations
+
+from deltaguard.core.decision import DeltaException, PairVerdict
+from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext
+from deltaguard.core.operations import OperationKind
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.table_config import TableConfig
+
+ROW = "seed 003, Write conflicts with row-level concurrency"
+FILE = "seed 003, Write conflicts without row-level concurrency"
+PARTITIONS = "seed 003, Avoid conflicts using partitioning and disjoint command conditions"
+
+_DML = frozenset({OperationKind.UPDATE, OperationKind.DELETE, OperationKind.MERGE})
+_DML_EXCEPTIONS = (
+    DeltaException.CONCURRENT_APPEND,
+    DeltaException.CONCURRENT_DELETE_READ,
+    DeltaException.CONCURRENT_DELETE_DELETE,
+)
+_OPTIMIZE_DML_EXCEPTIONS = (DeltaException.CONCURRENT_DELETE_READ, DeltaException.CONCURRENT_DELETE_DELETE)
+
+
+def parse_isolation(raw: str | None, default: IsolationLevel) -> tuple[IsolationLevel, str | None]:
+    """Read ``delta.isolationLevel`` (case-insensitive on the value).
+
+    :returns: the level and, for an unrecognised value, a problem text (the level is then Serializable).
+    """
+    if raw is None:
+        return default, None
+    for level in IsolationLevel:
+        if raw.strip().lower() == level.value.lower():
+            return level, None
+    return IsolationLevel.SERIALIZABLE, (
+        f"delta.isolationLevel = {raw!r} is neither Serializable nor WriteSerializable"
+    )
+
+
+def deletion_vectors_on(table: TableConfig) -> bool:
+    """Deletion vectors: ``delta.enableDeletionVectors = true``, or liquid clustering unless disabled.
+
+    The seed: row-level concurrency is on for "tables with liquid clustering, unless you have disabled
+    deletion vectors", i.e. Databricks creates clustered tables with deletion vectors.
+    """
+    raw = table.get_property("delta.enableDeletionVectors")
+    if raw is not None and raw.strip().lower() == "false":
+        return False
+    return bool(table.deletion_vectors_enabled or table.has_liquid_clustering)
+
+
+def _row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozenset[OperationKind], str]:
+    """Which DML kinds get row-level concurrency, and a note on why (not)."""
+    liquid = table.has_liquid_clustering and deletion_vectors_on(table)
+    dv_unpartitioned = table.deletion_vectors_enabled and not table.is_partitioned
+    runtime = profile.describe()
+    if not profile.at_least(13, 3):
+        return (
+            frozenset(),
+            f"{runtime}: no row-level concurrency below Runtime 13.3 (seed 003, preview section)",
+        )
+    if profile.at_least(14, 2):
+        if not (dv_unpartitioned or liquid):
+            why = "it is partitioned" if table.is_partitioned else "deletion vectors are not enabled"
+            return frozenset(), (
+                f"{runtime}: no row-level concurrency because {why} (seed 003: row-level concurrency needs "
+                "deletion vectors without partitioning, or liquid clustering)"
+            )
+        if profile.at_least(14, 3) or profile.photon:
+            return _DML, f"{runtime}: row-level concurrency applies (GA from 14.2)"
+        return _DML - {OperationKind.MERGE}, (
+            f"{runtime}: row-level concurrency applies except to MERGE, which needs Photon on 14.2 (seed 003)"
+        )
+    preview = profile.at_least(14, 0) and profile.row_level_preview and dv_unpartitioned
+    if not (liquid or preview):
+        return frozenset(), (
+            f"{runtime}: row-level concurrency before 14.2 needs liquid clustering (13.3+) or, on 14.0/14.1, "
+            "spark.databricks.delta.rowLevelConcurrencyPreview = true with deletion vectors (seed 003, preview)"
+        )
+    if profile.photon:
+        return _DML, f"{runtime}: row-level concurrency preview applies"
+    return frozenset({OperationKind.DELETE}), (
+        f"{runtime}: on 14.1 and below non-Photon compute only supports row-level concurrency for DELETE "
+        "(seed 003, preview)"
+    )
+
+
+def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
+    """How Databricks reads the table: isolation level (default WriteSerializable) and row-level concurrency.
+
+    :param table: the table configuration.
+    :param profile: a Databricks profile.
+    """
+    isolation, problem = parse_isolation(
+        table.get_property("delta.isolationLevel"), IsolationLevel.WRITE_SERIALIZABLE
+    )
+    kinds, note = _row_level_kinds(table, profile)
+    return TableContext(
+        table=table,
+        profile=profile,
+        isolation=isolation,
+        row_level_kinds=kinds,
+        notes=(note,),
+        conservative=(problem,) if problem else (),
+        multi_reader_append=isolation is IsolationLevel.WRITE_SERIALIZABLE,
+    )
+
+
+def _row_level_op(f: OpFacts, ctx: TableContext) -> tuple[bool, str]:
+    """Whether this operation gets row-level conflict detection, and if not (on a row-level table) why."""
+    if not ctx.row_level:
+        return False, ""
+    if f.role is Role.REWRITE:
+        return (
+            False,
+            f"{f.kind.value} removes whole files by predicate, which row-level concurrency does not cover",
+        )
+    if f.role is not Role.READ_WRITE:
+        return True, ""
+    kind = OperationKind.MERGE if f.kind is OperationKind.INSERT else f.kind
+    if kind not in ctx.row_level_kinds:
+        return False, ctx.notes[0] if ctx.notes else ""
+    if f.limitations:
+        return False, (
+            f"{f.kind.value} falls back to file-level rules (seed 003, Limitations for row-level concurrency: "
+            + "; ".join(f.limitations)
+            + ")"
+        )
+    if kind is OperationKind.MERGE and not ctx.profile.at_least(14, 3) and f.scope.is_everything:
+        return False, (
+            "on Runtime 14.2 a MERGE without an explicit predicate on the target table falls back to file-level "
+            "rules (seed 003, Limitations for row-level concurrency)"
+        )
+    return True, ""
+
+
+def _row_level_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[bool, str]:
+    a_ok, a_why = _row_level_op(a, ctx)
+    b_ok, b_why = _row_level_op(b, ctx)
+    return a_ok and b_ok, "; ".join(w for w in (a_why, b_why) if w)
+
+
+def _overlaps(a: OpFacts, b: OpFacts, ctx: TableContext, row_level: bool) -> bool:
+    """Row-level: some row may match both. File-level: some file may be touched by both (partitions)."""
+    from deltaguard.core.facts import may_overlap
+
+    if row_level:
+        return bool(may_overlap(a, b, None))
+    if not ctx.table.is_partitioned:
+        return True
+    return bool(may_overlap(a, b, ctx.table.partition_columns))
+
+
+def reads_appended_rows(reader: OpFacts, append: OpFacts, ctx: TableContext) -> bool:
+    """Whether a DML-like reader may read what a blind append adds (001's 3-way note).
+
+    :param reader: an UPDATE/DELETE/MERGE (or OVERWRITE/REPLACE_WHERE) that reads the table.
+    :param append: a blind append.
+    :param ctx: the table.
+    """
+    if not reader.reads:
+        return False
+    row_level, _ = _row_level_pair(reader, append, ctx)
+    return _overlaps(reader, append, ctx, row_level)
+
+
+def _advice_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext, row_level: bool) -> list[str]:
+    advice: list[str] = []
+    for f in (a, b):
+        if f.kind is OperationKind.MERGE and f.scope.is_everything:
+            col = (ctx.table.partition_columns or ctx.table.clustering_columns or ("date",))[0]
+            advice.append(f"add `{f.op.target_alias}.{col} = ...` to the MERGE condition of {f.name()}")
+    if row_level:
+        advice.append("make the two conditions provably disjoint (e.g. different key or date ranges)")
+        return advice
+    table = ctx.table
+    if table.is_partitioned:
+        cols = ", ".join(table.partition_columns)
+        advice.append(f"restrict both operations to different partitions ({cols}) in their conditions")
+    else:
+        advice.append("partition the table by the predicate column so the operations touch different files")
+        if ctx.profile.at_least(14, 2):
+            advice.append(
+                "or enable deletion vectors (delta.enableDeletionVectors = true) on this unpartitioned table to "
+                "get row-level concurrency"
+            )
+    return advice
+
+
+def _verdict(
+    conflict: bool,
+    exceptions: tuple[DeltaException, ...],
+    reason: str,
+    rule: str,
+    advice: list[str] | None = None,
+    note: str = "",
+) -> PairVerdict:
+    text = f"{reason} ({note})" if note else reason
+    return PairVerdict(
+        conflict=conflict,
+        exceptions=exceptions if conflict else (),
+        reason=text,
+        advice=tuple(dict.fromkeys(advice or ())) if conflict else (),
+        rule=rule,
+    )
+
+
+def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
+    """The seed tables' verdict for two data writes on an existing table.
+
+    :param a: one operation (the model passes the pair in a canonical order).
+    :param b: the other operation.
+    :param ctx: the table as Databricks reads it.
+    """
+    roles = {a.role, b.role}
+    row_level, why_not = _row_level_pair(a, b, ctx)
+    section = ROW if row_level else FILE
+    note = why_not if (ctx.row_level and not row_level) else ""
+    serializable = ctx.isolation is IsolationLevel.SERIALIZABLE
+    level = ctx.isolation.value
+
+    if roles == {Role.APPEND}:
+        return _verdict(
+            False, (), f"{section}: INSERT vs INSERT (blind appends) cannot conflict", "db.insert_insert"
+        )
+    if roles == {Role.APPEND, Role.COMPACTION}:
+        return _verdict(False, (), f"{section}: OPTIMIZE vs INSERT cannot conflict", "db.optimize_insert")
+
+    if Role.APPEND in roles:  # the other one reads: UPDATE/DELETE/MERGE or OVERWRITE/REPLACE_WHERE
+        other = b if a.role is Role.APPEND else a
+        if other.role is Role.REWRITE:
+            row_level, section = False, FILE
+        what = (
+            "UPDATE/DELETE/MERGE"
+            if other.role is Role.READ_WRITE
+            else f"{other.kind.value} (judged as DELETE)"
+        )
+        if not serializable:
+            return _verdict(
+                False,
+                (),
+                f"{section}: {what} vs INSERT cannot conflict in WriteSerializable (blind appends never conflict "
+                "with readers in WriteSerializable, seed 003 ConcurrentAppendException)",
+                "db.dml_insert.write_serializable",
+            )
+        overlap = _overlaps(a, b, ctx, row_level)
+        granularity = "the same row" if row_level else "files in the same partition"
+        reason = f"{section}: {what} vs INSERT can conflict in Serializable " + (
+            f"when the append may add {granularity} the reader reads"
+            if overlap
+            else f"but the append provably adds no {'row' if row_level else 'file'} the reader reads"
+        )
+        advice = [
+            "set delta.isolationLevel = 'WriteSerializable' (then blind appends never conflict with readers)",
+            *(_advice_disjoint(a, b, ctx, row_level) if overlap else []),
+        ]
+        return _verdict(
+            overlap, (DeltaException.CONCURRENT_APPEND,), reason, "db.dml_insert.serializable", advice, note
+        )
+
+    if Role.COMPACTION in roles:
+        other = b if a.role is Role.COMPACTION else a
+        zorder = a.has_zorder or b.has_zorder
+        dv = deletion_vectors_on(ctx.table)
+        both = other.role is Role.COMPACTION
+        what = "OPTIMIZE vs OPTIMIZE" if both else "OPTIMIZE vs UPDATE/DELETE/MERGE"
+        if other.role is Role.REWRITE:
+            row_level, section, what = False, FILE, f"OPTIMIZE vs {other.kind.value} (judged as DELETE)"
+        exceptions = (DeltaException.CONCURRENT_DELETE_DELETE,) if both else _OPTIMIZE_DML_EXCEPTIONS
+        rule = "db.optimize_optimize" if both else "db.optimize_dml"
+        if row_level or dv:
+            if not zorder:
+                cite = (
+                    "cannot conflict unless ZORDER BY is used"
+                    if row_level
+                    else ("cannot conflict in tables with deletion vectors enabled, unless ZORDER BY is used")
+                )
+                return _verdict(False, (), f"{section}: {what} {cite}", rule + ".no_zorder")
+            overlap = _overlaps(a, b, ctx, False)
+            reason = f"{section}: {what} can conflict when ZORDER BY is used" + (
+                "" if overlap else ", but the two touch provably different partitions"
+            )
+            return _verdict(
+                overlap,
+                exceptions,
+                reason,
+                rule + ".zorder",
+                ["drop ZORDER BY from the OPTIMIZE (or run it alone)"],
+                note,
+            )
+        overlap = _overlaps(a, b, ctx, False)
+        reason = f"{section}: {what} can conflict in tables without deletion vectors" + (
+            "" if overlap else ", but the two touch provably different partitions (" + PARTITIONS + ")"
+        )
+        advice = [
+            "enable deletion vectors (delta.enableDeletionVectors = true): OPTIMIZE then cannot conflict "
+            "unless ZORDER BY is used",
+            *(_advice_disjoint(a, b, ctx, False) if overlap else []),
+        ]
+        return _verdict(overlap, exceptions, reason, rule + ".file_level", advice, note)
+
+    # Both read and rewrite: UPDATE/DELETE/MERGE (or OVERWRITE/REPLACE_WHERE judged as DELETE).
+    if Role.REWRITE in roles:
+        row_level, section = False, FILE
+    overlap = _overlaps(a, b, ctx, row_level)
+    if row_level:
+        reason = (
+            f"{section}: UPDATE/DELETE/MERGE vs UPDATE/DELETE/MERGE can conflict when modifying the same row"
+            + ("" if overlap else ", but their conditions are provably disjoint")
+        )
+    else:
+        rewrite = [f.kind.value for f in (a, b) if f.role is Role.REWRITE]
+        judged = (
+            f" ({', '.join(rewrite)} judged as DELETE: it removes whole files by predicate)"
+            if rewrite
+            else ""
+        )
+        reason = (
+            f"{section}: UPDATE/DELETE/MERGE vs UPDATE/DELETE/MERGE can conflict in Serializable and "
+            f"WriteSerializable{judged}"
+        ) + (
+            " when they may touch the same files"
+            if overlap
+            else f", but they touch provably different partitions ({PARTITIONS})"
+        )
+    reason += f" [{level}]"
+    return _verdict(
+        overlap,
+        _DML_EXCEPTIONS,
+        reason,
+        "db.dml_dml." + ("row" if row_level else "file"),
+        _advice_disjoint(a, b, ctx, row_level),
+        note,
+    )
