@@ -24,6 +24,9 @@ class WriteResult:
     :param elapsed_s: wall-clock seconds the write took.
     :param duplicate: ``True`` when ``(app_id, app_version)`` had already been committed and nothing
         was written.
+    :param committed: ``False`` when the write changed nothing and the engine made no commit (delta-rs
+        does this for a DELETE/UPDATE/MERGE/OPTIMIZE that matches nothing); ``version`` is then the
+        version the write read.
     """
 
     table_uri: str
@@ -32,6 +35,7 @@ class WriteResult:
     metrics: Mapping[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     duplicate: bool = False
+    committed: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,6 +45,7 @@ class WriteResult:
             "metrics": dict(self.metrics),
             "elapsed_s": round(self.elapsed_s, 3),
             "duplicate": self.duplicate,
+            "committed": self.committed,
         }
 
 

@@ -1,0 +1,287 @@
+"""The delta-rs engine: writes through ``deltalake`` (no JVM), with idempotency and typed conflicts.
+
+See ``docs/adr/0002-delta-rs-engine.md`` for the idempotency scheme, how the committed version is found
+and the error mapping.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+import deltalake
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError, TableNotFoundError
+from deltalake.transaction import CommitProperties, Transaction
+
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.sql_literals import DATAFUSION
+from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.conflict_messages import parse_conflict_kind
+from deltaguard.engines.deltars_ops import OPERATION_NAMES, RUNNERS, OpContext
+from deltaguard.engines.discovery import read_table_config, short_message
+from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError, TableAccessError
+from deltaguard.engines.specs import CreateSpec, OptimizeSpec, WriteContext, WriteSpec
+from deltaguard.engines.validation import validate_context, validate_spec
+
+log = logging.getLogger(__name__)
+
+#: Commit metadata keys deltaguard records in every commit it makes.
+COMMIT_ID_KEY = "deltaguard.commit_id"
+APP_ID_KEY = "deltaguard.app_id"
+APP_VERSION_KEY = "deltaguard.app_version"
+OPERATION_KEY = "deltaguard.operation"
+
+#: deltalake messages that mean "this write is wrong", not "the table is unreachable" or "a conflict".
+_BAD_INPUT = re.compile(
+    r"sql parser error|schema error|no field named|cast error|invalid data found|failed validation check|"
+    r"schema mismatch|type mismatch|append-only|cannot cast|invalid (argument|expression)|unqualified field",
+    re.IGNORECASE,
+)
+#: CommitFailedError messages that are about what delta-rs supports, not about a concurrent writer.
+_UNSUPPORTED = re.compile(
+    r"unsupported (table|reader|writer) features|does not support (reader|writer) version", re.I
+)
+
+
+class DeltaRsEngine(DeltaEngine):
+    """Execute writes with delta-rs (the ``deltalake`` package).
+
+    :param storage_options: deltalake storage options used for every table and Delta source.
+    :param max_commit_retries: default number of times delta-rs may rebase a non-conflicting commit
+        (``None``: delta-rs' default, 15); ``WriteContext.max_commit_retries`` overrides it per write.
+        delta-rs' OPTIMIZE ignores it.
+    :param history_scan_limit: how many recent commits are searched to find a commit by its
+        ``deltaguard.commit_id`` or an original commit by its ``(app_id, app_version)``.
+    """
+
+    name = "delta-rs"
+
+    def __init__(
+        self,
+        storage_options: dict[str, str] | None = None,
+        max_commit_retries: int | None = None,
+        history_scan_limit: int = 1000,
+    ) -> None:
+        if max_commit_retries is not None and max_commit_retries < 0:
+            raise ValueError("max_commit_retries must be >= 0")
+        if history_scan_limit < 1:
+            raise ValueError("history_scan_limit must be >= 1")
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.max_commit_retries = max_commit_retries
+        self.history_scan_limit = history_scan_limit
+
+    def profile(self) -> EngineProfile:
+        return EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
+
+    def table_config(self, table_uri: str) -> TableConfig:
+        return read_table_config(table_uri, self.storage_options)
+
+    def open_table(self, table_uri: str, version: int | None = None) -> DeltaTable:
+        """Open a handle on the table, optionally at an older version.
+
+        Pass it to :meth:`write` as ``snapshot`` to commit from that version: the conformance harness opens
+        two handles at the same version, commits through one, then writes through the stale other.
+
+        :raises TableAccessError: when there is no table or the log cannot be read.
+        """
+        table = self._load(table_uri, version)
+        if table is None:
+            raise TableAccessError(f"no Delta table at {table_uri}")
+        return table
+
+    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
+        validate_spec(spec, config, dialect=DATAFUSION)
+
+    def write(
+        self,
+        table_uri: str,
+        spec: WriteSpec,
+        context: WriteContext | None = None,
+        *,
+        snapshot: DeltaTable | None = None,
+    ) -> WriteResult:
+        """Validate, then execute and commit one write.
+
+        :param table_uri: the table.
+        :param spec: what to write.
+        :param context: idempotency pair, commit metadata, retries (default: none of them).
+        :param snapshot: an open handle to commit from (e.g. from :meth:`open_table` at an older version);
+            default: the table's latest version. The handle advances to the version it commits.
+        :raises InvalidWriteError: before anything is written, when the spec or context is bad (and when
+            delta-rs rejects the data before committing).
+        :raises DeltaConflictError: when the commit conflicts with a concurrent one.
+        :raises TableAccessError: when the log cannot be read or delta-rs cannot write this table.
+        """
+        started = time.perf_counter()
+        context = context or WriteContext()
+        validate_context(context)
+        if type(spec) not in RUNNERS:
+            raise InvalidWriteError(f"unsupported write spec {type(spec).__name__}")
+        table = snapshot if snapshot is not None else self._load(table_uri)
+        config, columns = self._light_config(table_uri, table)
+        validate_spec(spec, config, columns, dialect=DATAFUSION)
+
+        if table is not None and context.app_id is not None and context.app_version is not None:
+            original = self._already_committed(table_uri, table, spec, context.app_id, context.app_version)
+            if original is not None:
+                version, info = original
+                return WriteResult(
+                    table_uri=table_uri,
+                    version=version,
+                    operation=str(info.get("operation", OPERATION_NAMES[type(spec)]))
+                    if info
+                    else OPERATION_NAMES[type(spec)],
+                    metrics=dict(info.get("operationMetrics") or {}) if info else {},
+                    elapsed_s=time.perf_counter() - started,
+                    duplicate=True,
+                )
+
+        commit_id = uuid.uuid4().hex
+        properties = self._commit_properties(spec, context, commit_id)
+        before = table.version() if table is not None else None
+        try:
+            metrics = RUNNERS[type(spec)](spec, OpContext(table, table_uri, properties, self.storage_options))
+        except Exception as exc:
+            # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
+            translated = self._translate(exc, table_uri)
+            if translated is exc:
+                raise
+            raise translated from exc
+
+        uses_uri = table is None or isinstance(spec, CreateSpec)
+        if not uses_uri and table is not None and table.version() == before:
+            # delta-rs commits nothing when a DELETE/UPDATE/MERGE/OPTIMIZE changes nothing.
+            return WriteResult(
+                table_uri=table_uri,
+                version=before,
+                operation=OPERATION_NAMES[type(spec)],
+                metrics=metrics or {},
+                elapsed_s=time.perf_counter() - started,
+                committed=False,
+            )
+        hint = None if uses_uri or table is None else table.version()
+        version, info = self._locate_commit(table_uri, commit_id, hint)
+        return WriteResult(
+            table_uri=table_uri,
+            version=version,
+            operation=str(info.get("operation", OPERATION_NAMES[type(spec)]))
+            if info
+            else OPERATION_NAMES[type(spec)],
+            metrics=metrics if metrics else dict((info or {}).get("operationMetrics") or {}),
+            elapsed_s=time.perf_counter() - started,
+        )
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _load(self, table_uri: str, version: int | None = None) -> DeltaTable | None:
+        try:
+            return DeltaTable(table_uri, version=version, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+        except (DeltaError, OSError, ValueError) as exc:
+            raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
+
+    def _light_config(self, table_uri: str, table: DeltaTable | None) -> tuple[TableConfig, list[str] | None]:
+        """What validation needs, from the already-open handle (no extra log reads)."""
+        if table is None:
+            return TableConfig(exists=False, uri=table_uri), None
+        try:
+            partitions = tuple(table.metadata().partition_columns)
+            columns = [field.name for field in table.schema().fields]
+        except (DeltaError, OSError, ValueError) as exc:
+            raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
+        return TableConfig(
+            partition_columns=partitions, exists=True, version=table.version(), uri=table_uri
+        ), columns
+
+    def _commit_properties(self, spec: WriteSpec, context: WriteContext, commit_id: str) -> CommitProperties:
+        metadata: dict[str, Any] = dict(context.commit_metadata)
+        metadata[COMMIT_ID_KEY] = commit_id
+        metadata[OPERATION_KEY] = spec.operation().kind.value
+        transactions = None
+        if context.app_id is not None and context.app_version is not None:
+            metadata[APP_ID_KEY] = context.app_id
+            metadata[APP_VERSION_KEY] = context.app_version
+            # The Transaction action makes a concurrent duplicate fail with ConcurrentTransaction.
+            transactions = [Transaction(context.app_id, context.app_version, int(time.time() * 1000))]
+        retries = (
+            context.max_commit_retries if context.max_commit_retries is not None else self.max_commit_retries
+        )
+        return CommitProperties(
+            custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions
+        )
+
+    def _already_committed(
+        self, table_uri: str, table: DeltaTable, spec: WriteSpec, app_id: str, app_version: int
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """``(version, commitInfo)`` of the earlier commit of this ``(app_id, >= app_version)``, else ``None``."""
+        recorded = table.transaction_version(app_id)
+        if recorded is not None and recorded >= app_version:
+            found = self._search_history(
+                table, lambda info: _app_matches(info, app_id, app_version, exact=True)
+            )
+            return found if found is not None else (table.version(), None)
+        if isinstance(spec, OptimizeSpec):
+            # delta-rs 1.6.6 drops app transactions from OPTIMIZE commits; the commit metadata still
+            # carries the pair, so a retried OPTIMIZE is recognised from the history instead.
+            return self._search_history(
+                table, lambda info: _app_matches(info, app_id, app_version, exact=False)
+            )
+        return None
+
+    def _search_history(self, table: DeltaTable, predicate: Any) -> tuple[int, dict[str, Any]] | None:
+        for info in table.history(limit=self.history_scan_limit):
+            if predicate(info):
+                return int(info["version"]), info
+        return None
+
+    def _locate_commit(
+        self, table_uri: str, commit_id: str, hint: int | None
+    ) -> tuple[int | None, dict[str, Any] | None]:
+        """Find our commit by its unique id in the recent history (robust under concurrent commits)."""
+        latest = self._load(table_uri)
+        if latest is None:
+            return hint, None
+        newest = latest.version()
+        window = max(1, newest - hint + 1) if hint is not None and hint <= newest else 8
+        while True:
+            window = min(window, self.history_scan_limit, newest + 1)
+            for info in latest.history(limit=window):
+                if info.get(COMMIT_ID_KEY) == commit_id:
+                    return int(info["version"]), info
+            if window >= min(self.history_scan_limit, newest + 1):
+                break
+            window *= 4
+        log.warning("commit %s not found in the last %d commits of %s", commit_id, window, table_uri)
+        return hint if hint is not None else newest, None
+
+    def _translate(self, exc: Exception, table_uri: str) -> Exception:
+        if isinstance(exc, InvalidWriteError | DeltaConflictError | TableAccessError):
+            return exc
+        message = short_message(exc)
+        if isinstance(exc, CommitFailedError):
+            if _UNSUPPORTED.search(message):
+                return TableAccessError(f"delta-rs cannot write {table_uri}: {message}")
+            if "append-only" in message:
+                return InvalidWriteError(f"{table_uri} is append-only: {message}")
+            return DeltaConflictError(parse_conflict_kind(message), str(exc), table_uri, self.name)
+        if isinstance(exc, TableNotFoundError):
+            return TableAccessError(f"table {table_uri} disappeared during the write: {message}")
+        if isinstance(exc, SchemaMismatchError) or _BAD_INPUT.search(message):
+            return InvalidWriteError(f"delta-rs rejected the write to {table_uri}: {message}")
+        return exc
+
+
+def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: bool) -> bool:
+    if info.get(APP_ID_KEY) != app_id:
+        return False
+    try:
+        recorded = int(info.get(APP_VERSION_KEY))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return recorded == app_version if exact else recorded >= app_version

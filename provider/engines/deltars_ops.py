@@ -1,0 +1,281 @@
+"""One function per write spec, executed with deltalake (delta-rs).
+
+Each function gets the open table handle (``None`` when the table does not exist yet), the URI, the
+resolved commit properties and the engine's storage options, and returns the metrics deltalake reports
+(``None`` when the call reports none; the engine then reads them from the commit). Validation has already
+happened; these functions only translate a spec into deltalake calls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, Field, write_deltalake
+from deltalake.transaction import CommitProperties
+
+from deltaguard.core.sql_literals import DATAFUSION, merge_condition_with_partitions
+from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.sources import materialize, resolve_source
+from deltaguard.engines.spark_types import schema_from_spark_types, spark_type_to_delta
+from deltaguard.engines.specs import (
+    AddColumnsSpec,
+    AppendSpec,
+    CreateSpec,
+    DeleteSpec,
+    MergeSpec,
+    OptimizeSpec,
+    OverwriteSpec,
+    ReplaceWhereSpec,
+    SetPropertiesSpec,
+    UpdateSpec,
+)
+
+Metrics = dict[str, Any] | None
+
+#: The operation name delta-rs records in commitInfo for each spec (used when nothing was committed).
+OPERATION_NAMES: dict[type, str] = {
+    AppendSpec: "WRITE",
+    MergeSpec: "MERGE",
+    UpdateSpec: "UPDATE",
+    DeleteSpec: "DELETE",
+    ReplaceWhereSpec: "WRITE",
+    OverwriteSpec: "WRITE",
+    OptimizeSpec: "OPTIMIZE",
+    SetPropertiesSpec: "SET TBLPROPERTIES",
+    AddColumnsSpec: "ADD COLUMN",
+    CreateSpec: "CREATE TABLE",
+}
+
+
+class OpContext:
+    """What every operation needs besides its spec.
+
+    :param table: the open table (possibly a stale snapshot), ``None`` if the table does not exist yet.
+    :param uri: the table URI.
+    :param commit: commit properties (metadata, app transaction, retries).
+    :param storage_options: storage options for URIs and Delta sources.
+    """
+
+    def __init__(
+        self,
+        table: DeltaTable | None,
+        uri: str,
+        commit: CommitProperties,
+        storage_options: dict[str, str] | None,
+    ) -> None:
+        self.table = table
+        self.uri = uri
+        self.commit = commit
+        self.storage_options = storage_options
+
+    def target(self) -> DeltaTable | str:
+        """The handle when there is one (so a stale snapshot really commits from its version), else the URI."""
+        return self.table if self.table is not None else self.uri
+
+    def uri_options(self) -> dict[str, Any]:
+        """``storage_options`` for deltalake calls that take a URI instead of a handle."""
+        return {"storage_options": self.storage_options} if self.table is None else {}
+
+    def require_table(self) -> DeltaTable:
+        if self.table is None:
+            raise InvalidWriteError(f"table {self.uri} does not exist")
+        return self.table
+
+
+def run_append(spec: AppendSpec, ctx: OpContext) -> Metrics:
+    data = resolve_source(spec.source, ctx.storage_options)
+    if spec.partition_values:
+        data = materialize(data)
+        check_rows_in_partition(data, spec.partition_values)
+    write_deltalake(
+        ctx.target(),
+        data,
+        mode="append",
+        partition_by=list(spec.partition_by) or None,
+        commit_properties=ctx.commit,
+        **ctx.uri_options(),
+    )
+    return None
+
+
+def run_overwrite(spec: OverwriteSpec, ctx: OpContext) -> Metrics:
+    data = resolve_source(spec.source, ctx.storage_options)
+    write_deltalake(
+        ctx.target(),
+        data,
+        mode="overwrite",
+        partition_by=list(spec.partition_by) or None,
+        commit_properties=ctx.commit,
+        **ctx.uri_options(),
+    )
+    return None
+
+
+def run_replace_where(spec: ReplaceWhereSpec, ctx: OpContext) -> Metrics:
+    data = resolve_source(spec.source, ctx.storage_options)
+    write_deltalake(
+        ctx.require_table(), data, mode="overwrite", predicate=spec.predicate, commit_properties=ctx.commit
+    )
+    return None
+
+
+def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
+    table = ctx.require_table()
+    data = resolve_source(spec.source, ctx.storage_options)
+    # The explicit target predicate is rendered for DataFusion, delta-rs' SQL dialect; values stay literals.
+    condition = merge_condition_with_partitions(
+        spec.condition, spec.target_partition_values, spec.target_alias, dialect=DATAFUSION
+    )
+    merger = table.merge(
+        data,
+        predicate=condition,
+        source_alias=spec.source_alias,
+        target_alias=spec.target_alias,
+        commit_properties=ctx.commit,
+    )
+    # One matched condition in the spec: with both DELETE and UPDATE it guards the DELETE (listed first,
+    # as in "WHEN MATCHED AND cond THEN DELETE WHEN MATCHED THEN UPDATE"); alone it guards its clause.
+    matched_condition = spec.matched_condition
+    if spec.matched_delete:
+        merger = merger.when_matched_delete(predicate=matched_condition)
+        if spec.matched_update is not None or spec.matched_update_all:
+            matched_condition = None
+    if spec.matched_update is not None:
+        merger = merger.when_matched_update(updates=dict(spec.matched_update), predicate=matched_condition)
+    elif spec.matched_update_all:
+        merger = merger.when_matched_update_all(predicate=matched_condition)
+    if spec.not_matched_insert is not None:
+        merger = merger.when_not_matched_insert(updates=dict(spec.not_matched_insert))
+    elif spec.not_matched_insert_all:
+        merger = merger.when_not_matched_insert_all()
+    if spec.not_matched_by_source_delete:
+        merger = merger.when_not_matched_by_source_delete()
+    return dict(merger.execute())
+
+
+def run_update(spec: UpdateSpec, ctx: OpContext) -> Metrics:
+    return dict(
+        ctx.require_table().update(
+            updates=dict(spec.updates), predicate=spec.predicate, commit_properties=ctx.commit
+        )
+    )
+
+
+def run_delete(spec: DeleteSpec, ctx: OpContext) -> Metrics:
+    return dict(ctx.require_table().delete(predicate=spec.predicate, commit_properties=ctx.commit))
+
+
+def run_optimize(spec: OptimizeSpec, ctx: OpContext) -> Metrics:
+    table = ctx.require_table()
+    filters = [
+        (column, "=", _partition_value_text(value)) for column, value in spec.partition_filters.items()
+    ]
+    if spec.zorder_by:
+        return dict(
+            table.optimize.z_order(
+                list(spec.zorder_by),
+                partition_filters=filters or None,
+                target_size=spec.target_size,
+                commit_properties=ctx.commit,
+            )
+        )
+    return dict(
+        table.optimize.compact(
+            partition_filters=filters or None, target_size=spec.target_size, commit_properties=ctx.commit
+        )
+    )
+
+
+def run_set_properties(spec: SetPropertiesSpec, ctx: OpContext) -> Metrics:
+    ctx.require_table().alter.set_table_properties(dict(spec.properties), commit_properties=ctx.commit)
+    return None
+
+
+def run_add_columns(spec: AddColumnsSpec, ctx: OpContext) -> Metrics:
+    fields = [
+        Field(name, spark_type_to_delta(type_name), nullable=True) for name, type_name in spec.columns.items()
+    ]
+    ctx.require_table().alter.add_columns(fields, commit_properties=ctx.commit)
+    return None
+
+
+def run_create(spec: CreateSpec, ctx: OpContext) -> Metrics:
+    mode = "overwrite" if spec.replace else "error"
+    configuration = dict(spec.properties) or None
+    if spec.source is None:
+        DeltaTable.create(
+            ctx.uri,
+            schema_from_spark_types(dict(spec.schema or {})),
+            mode=mode,
+            partition_by=list(spec.partition_by) or None,
+            configuration=configuration,
+            storage_options=ctx.storage_options,
+            commit_properties=ctx.commit,
+        )
+        return None
+    data: Any = resolve_source(spec.source, ctx.storage_options)
+    if spec.schema is not None:
+        # The declared schema wins over the source's inferred types.
+        target = pa.schema(schema_from_spark_types(dict(spec.schema)).to_arrow())
+        data = materialize(data).select(target.names).cast(target)
+    write_deltalake(
+        ctx.uri,
+        data,
+        mode="overwrite" if spec.replace else "error",
+        schema_mode="overwrite" if spec.replace else None,
+        partition_by=list(spec.partition_by) or None,
+        configuration=configuration,
+        storage_options=ctx.storage_options,
+        commit_properties=ctx.commit,
+    )
+    return None
+
+
+def check_rows_in_partition(data: pa.Table, values: dict[str, Any] | Any) -> None:
+    """Every appended row must carry the declared partition values (the lease was taken for them).
+
+    :raises InvalidWriteError: naming the first column whose rows differ.
+    """
+    import pyarrow.compute as pc
+
+    names = {n.lower(): n for n in data.column_names}
+    for column, value in values.items():
+        actual = names.get(column.lower())
+        if actual is None:
+            raise InvalidWriteError(f"the source has no column {column!r} for the declared partition value")
+        array = data.column(actual)
+        if value is None:
+            ok = array.null_count == len(array)
+        else:
+            matches = pc.equal(array.cast(pa.string()), pa.scalar(_partition_value_text(value)))
+            ok = array.null_count == 0 and bool(pc.all(matches).as_py() if len(array) else True)
+        if not ok:
+            raise InvalidWriteError(
+                f"source rows do not all have {column} = {value!r}, as partition_values declares"
+            )
+
+
+def _partition_value_text(value: Any) -> str:
+    """Partition values as Delta stores them in the log (strings; booleans lower-case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return value.isoformat() if isinstance(value, dt.date) else str(value)
+
+
+RUNNERS: dict[type, Callable[[Any, OpContext], Metrics]] = {
+    AppendSpec: run_append,
+    OverwriteSpec: run_overwrite,
+    ReplaceWhereSpec: run_replace_where,
+    MergeSpec: run_merge,
+    UpdateSpec: run_update,
+    DeleteSpec: run_delete,
+    OptimizeSpec: run_optimize,
+    SetPropertiesSpec: run_set_properties,
+    AddColumnsSpec: run_add_columns,
+    CreateSpec: run_create,
+}

@@ -1,0 +1,299 @@
+"""Read a Delta table's :class:`~deltaguard.core.table_config.TableConfig` from its log, through deltalake.
+
+Works for every URI deltalake supports (local path, ``file://``, ``s3://``, ``abfss://``, ``gs://``, with
+storage options). What is read:
+
+* partition columns, properties (exactly as stored), protocol versions and reader/writer features, the
+  current version: from deltalake's snapshot;
+* identity columns: top-level schema fields whose metadata has ``delta.identity.*`` keys;
+* liquid clustering columns: the ``delta.clustering`` domain metadata. deltalake 1.6.6 has no API for
+  domain metadata, so :func:`read_domain_metadata` replays the log itself through deltalake's own storage
+  handler (same URIs and storage options): the newest checkpoint at or below the snapshot version
+  (classic, multi-part or the top-level file of a v2 checkpoint), then the JSON commits after it. It is
+  only read when the protocol lists the ``domainMetadata`` or ``clustering`` writer feature.
+
+Anything the conflict model does not know -- a ``delta.*`` property outside :data:`KNOWN_DELTA_PROPERTIES`
+(and :data:`KNOWN_PROPERTY_PREFIXES`), a table feature outside :data:`KNOWN_TABLE_FEATURES`, or domain
+metadata that could not be read -- is listed in ``TableConfig.unknown`` with a logged warning; the model is
+then conservative on that table. User properties without the ``delta.`` prefix (``owner``, ``comment``)
+are recorded and never unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.errors import TableAccessError
+
+log = logging.getLogger(__name__)
+
+#: ``delta.*`` table properties the conflict model knows (lower-case; Delta keys are case-insensitive).
+#: Most do not change conflict behaviour at all; they are listed so they do not make the model conservative.
+KNOWN_DELTA_PROPERTIES: frozenset[str] = frozenset(
+    key.lower()
+    for key in (
+        "delta.appendOnly",
+        "delta.isolationLevel",
+        "delta.enableDeletionVectors",
+        "delta.enableRowTracking",
+        "delta.enableChangeDataFeed",
+        "delta.enableTypeWidening",
+        "delta.enableInCommitTimestamps",
+        "delta.inCommitTimestampEnablementVersion",
+        "delta.inCommitTimestampEnablementTimestamp",
+        "delta.enableExpiredLogCleanup",
+        "delta.enableIcebergCompatV1",
+        "delta.enableIcebergCompatV2",
+        "delta.checkpointInterval",
+        "delta.checkpointPolicy",
+        "delta.logRetentionDuration",
+        "delta.deletedFileRetentionDuration",
+        "delta.setTransactionRetentionDuration",
+        "delta.dataSkippingNumIndexedCols",
+        "delta.dataSkippingStatsColumns",
+        "delta.targetFileSize",
+        "delta.tuneFileSizesForRewrites",
+        "delta.randomizeFilePrefixes",
+        "delta.randomPrefixLength",
+        "delta.minReaderVersion",
+        "delta.minWriterVersion",
+        "delta.autoOptimize.optimizeWrite",
+        "delta.autoOptimize.autoCompact",
+        "delta.compatibility.symlinkFormatManifest.enabled",
+        "delta.parquet.compression.codec",
+    )
+)
+
+#: Families of ``delta.*`` properties that are known as a whole (lower-case prefixes).
+#: ``delta.feature.<name>`` is handled separately: known when ``<name>`` is a known feature.
+KNOWN_PROPERTY_PREFIXES: tuple[str, ...] = (
+    "delta.constraints.",
+    "delta.columnmapping.",
+    "delta.checkpoint.",
+    "delta.rowtracking.",
+    "delta.universalformat.",
+)
+
+#: Reader/writer table features the conflict model knows (lower-case, as spelled in the protocol).
+KNOWN_TABLE_FEATURES: frozenset[str] = frozenset(
+    name.lower()
+    for name in (
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "identityColumns",
+        "deletionVectors",
+        "rowTracking",
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "clustering",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "inCommitTimestamp",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+        "allowColumnDefaults",
+        "checkpointProtection",
+        "timestampNanos",
+        "materializePartitionColumns",
+    )
+)
+
+#: The domain holding liquid clustering columns.
+CLUSTERING_DOMAIN = "delta.clustering"
+
+_IDENTITY_PREFIX = "delta.identity."
+_PHYSICAL_NAME = "delta.columnMapping.physicalName"
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_FILE = re.compile(
+    r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10}|\.[0-9a-fA-F-]{36})?\.(parquet|json)$"
+)
+
+
+def read_table_config(table_uri: str, storage_options: dict[str, str] | None = None) -> TableConfig:
+    """Read a table's configuration from its Delta log.
+
+    :param table_uri: any URI deltalake supports.
+    :param storage_options: deltalake storage options (credentials, endpoints, ...).
+    :returns: the configuration; ``exists=False`` when no Delta table is at ``table_uri``.
+    :raises TableAccessError: when the log exists but cannot be read (naming the URI and the cause).
+    """
+    try:
+        table = DeltaTable(table_uri, storage_options=storage_options)
+    except TableNotFoundError:
+        return TableConfig(exists=False, uri=table_uri)
+    except (DeltaError, OSError, ValueError) as exc:
+        raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
+    return config_from_table(table, table_uri, storage_options)
+
+
+def config_from_table(
+    table: DeltaTable, table_uri: str | None = None, storage_options: dict[str, str] | None = None
+) -> TableConfig:
+    """The configuration of an already-open table, at the version it is loaded at.
+
+    :param table: an open deltalake table (possibly at an older version).
+    :param table_uri: the URI for messages and for reading domain metadata (default: the table's own).
+    :param storage_options: storage options for reading domain metadata.
+    :raises TableAccessError: when the snapshot cannot be read.
+    """
+    uri = table_uri or table.table_uri
+    try:
+        metadata = table.metadata()
+        protocol = table.protocol()
+        schema = table.schema()
+        version = table.version()
+    except (DeltaError, OSError, ValueError) as exc:
+        raise TableAccessError(f"cannot read the Delta log of {uri}: {short_message(exc)}") from exc
+    properties = dict(metadata.configuration)
+    reader_features = tuple(protocol.reader_features or ())
+    writer_features = tuple(protocol.writer_features or ())
+    unknown = _unknown_properties(properties) + _unknown_features(reader_features + writer_features)
+    fields = list(schema.fields)
+    identity = tuple(f.name for f in fields if any(str(k).startswith(_IDENTITY_PREFIX) for k in f.metadata))
+    clustering: tuple[str, ...] = ()
+    if {"domainmetadata", "clustering"} & {f.lower() for f in writer_features}:
+        try:
+            domains = read_domain_metadata(table.table_uri, version, storage_options)
+            clustering = _clustering_columns(domains.get(CLUSTERING_DOMAIN), fields)
+        except (OSError, ValueError, KeyError, TypeError, DeltaError) as exc:
+            unknown += (f"domainMetadata (unreadable: {short_message(exc)})",)
+    for item in unknown:
+        log.warning(
+            "table %s: %s is unknown to the conflict model; treating every write as conflicting", uri, item
+        )
+    return TableConfig(
+        partition_columns=tuple(metadata.partition_columns),
+        properties=properties,
+        clustering_columns=clustering,
+        identity_columns=identity,
+        exists=True,
+        version=version,
+        min_reader_version=protocol.min_reader_version,
+        min_writer_version=protocol.min_writer_version,
+        reader_features=reader_features,
+        writer_features=writer_features,
+        unknown=tuple(dict.fromkeys(unknown)),
+        uri=uri,
+    )
+
+
+def is_known_property(key: str) -> bool:
+    """Whether the conflict model knows a table property (non-``delta.`` user properties always are)."""
+    lowered = key.lower()
+    if not lowered.startswith("delta."):
+        return True
+    if lowered in KNOWN_DELTA_PROPERTIES or lowered.startswith(KNOWN_PROPERTY_PREFIXES):
+        return True
+    if lowered.startswith("delta.feature."):
+        return lowered.removeprefix("delta.feature.") in KNOWN_TABLE_FEATURES
+    return False
+
+
+def read_domain_metadata(
+    table_uri: str, version: int, storage_options: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The live domain metadata of a table at ``version``: domain -> configuration string.
+
+    Replays the newest checkpoint at or below ``version`` and the JSON commits after it, through
+    deltalake's storage handler (so every deltalake URI and storage option works).
+
+    :raises OSError: when a log file cannot be read; ``ValueError`` when one cannot be parsed.
+    """
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
+
+    fs = pafs.PyFileSystem(DeltaStorageHandler(table_uri, storage_options))
+    commits: dict[int, str] = {}
+    checkpoints: dict[int, list[str]] = {}
+    for info in fs.get_file_info(pafs.FileSelector("_delta_log")):
+        name = info.path.rsplit("/", 1)[-1]
+        if match := _COMMIT_FILE.match(name):
+            commits[int(match.group(1))] = info.path
+        elif match := _CHECKPOINT_FILE.match(name):
+            checkpoints.setdefault(int(match.group(1)), []).append(info.path)
+    usable = [v for v in checkpoints if v <= version]
+    start = max(usable) if usable else -1
+    domains: dict[str, dict[str, Any]] = {}
+    if start >= 0:
+        for path in sorted(checkpoints[start]):
+            for action in _checkpoint_domain_actions(fs, path):
+                domains[action["domain"]] = action
+    for commit_version in range(start + 1, version + 1):
+        path = commits.get(commit_version)
+        if path is None:
+            raise ValueError(f"commit {commit_version} is missing from the log")
+        with fs.open_input_stream(path) as stream:
+            for line in stream.read().decode("utf-8").splitlines():
+                if line.strip():
+                    action = json.loads(line).get("domainMetadata")
+                    if action is not None:
+                        domains[action["domain"]] = action
+    return {name: str(a.get("configuration", "")) for name, a in domains.items() if not a.get("removed")}
+
+
+def short_message(exc: BaseException) -> str:
+    """An exception's message without the Rust backtrace deltalake sometimes appends."""
+    text = str(exc)
+    cut = re.search(r"\n\s+0: ", text)
+    return (text[: cut.start()] if cut else text).strip()
+
+
+def _checkpoint_domain_actions(fs: Any, path: str) -> list[dict[str, Any]]:
+    if path.endswith(".json"):  # a v2 checkpoint's top-level file in JSON
+        with fs.open_input_stream(path) as stream:
+            lines = stream.read().decode("utf-8").splitlines()
+        return [a for a in (json.loads(x).get("domainMetadata") for x in lines if x.strip()) if a is not None]
+    import pyarrow.parquet as pq
+
+    with fs.open_input_file(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        if "domainMetadata" not in parquet.schema_arrow.names:
+            return []
+        column = parquet.read(columns=["domainMetadata"]).column("domainMetadata").to_pylist()
+    return [a for a in column if a is not None and a.get("domain") is not None]
+
+
+def _clustering_columns(configuration: str | None, fields: list[Any]) -> tuple[str, ...]:
+    """Logical clustering column names from the ``delta.clustering`` domain configuration.
+
+    Columns are stored as lists of path parts, by physical name when column mapping is on.
+    """
+    if not configuration:
+        return ()
+    paths = json.loads(configuration).get("clusteringColumns") or []
+    physical_to_logical = {
+        str(f.metadata[_PHYSICAL_NAME]): f.name for f in fields if _PHYSICAL_NAME in f.metadata
+    }
+    names = []
+    for path in paths:
+        parts = [path] if isinstance(path, str) else list(path)
+        if parts:
+            parts[0] = physical_to_logical.get(parts[0], parts[0])
+        names.append(".".join(parts))
+    return tuple(names)
+
+
+def _unknown_properties(properties: dict[str, str]) -> tuple[str, ...]:
+    return tuple(f"property {key}" for key in properties if not is_known_property(key))
+
+
+def _unknown_features(features: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(
+        f"feature {name}" for name in dict.fromkeys(features) if name.lower() not in KNOWN_TABLE_FEATURES
+    )
