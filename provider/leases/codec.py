@@ -1,0 +1,95 @@
+"""JSON encoding of operations, table configurations and engine profiles for the lease stores."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+
+
+def dumps(data: Any) -> str:
+    """Compact, key-sorted JSON (stable text for equal values)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def operation_to_json(op: Operation) -> dict[str, Any]:
+    return {
+        "kind": op.kind.value,
+        "predicate": op.predicate,
+        "merge_condition": op.merge_condition,
+        "target_alias": op.target_alias,
+        "zorder_by": list(op.zorder_by),
+        "reads_target": op.reads_target,
+        "checkpoint_location": op.checkpoint_location,
+        "sql": op.sql,
+        "label": op.label,
+    }
+
+
+def operation_from_json(data: dict[str, Any]) -> Operation:
+    return Operation(
+        kind=OperationKind(data["kind"]),
+        predicate=data.get("predicate"),
+        merge_condition=data.get("merge_condition"),
+        target_alias=data.get("target_alias") or "t",
+        zorder_by=tuple(data.get("zorder_by") or ()),
+        reads_target=bool(data.get("reads_target", False)),
+        checkpoint_location=data.get("checkpoint_location"),
+        sql=data.get("sql"),
+        label=data.get("label"),
+    )
+
+
+def config_to_json(config: TableConfig) -> dict[str, Any]:
+    return {
+        "partition_columns": list(config.partition_columns),
+        "properties": dict(config.properties),
+        "clustering_columns": list(config.clustering_columns),
+        "identity_columns": list(config.identity_columns),
+        "exists": config.exists,
+        "version": config.version,
+        "min_reader_version": config.min_reader_version,
+        "min_writer_version": config.min_writer_version,
+        "reader_features": list(config.reader_features),
+        "writer_features": list(config.writer_features),
+        "unknown": list(config.unknown),
+        "uri": config.uri,
+    }
+
+
+def config_from_json(data: dict[str, Any]) -> TableConfig:
+    return TableConfig(
+        partition_columns=tuple(data.get("partition_columns") or ()),
+        properties=dict(data.get("properties") or {}),
+        clustering_columns=tuple(data.get("clustering_columns") or ()),
+        identity_columns=tuple(data.get("identity_columns") or ()),
+        exists=bool(data.get("exists", True)),
+        version=data.get("version"),
+        min_reader_version=data.get("min_reader_version"),
+        min_writer_version=data.get("min_writer_version"),
+        reader_features=tuple(data.get("reader_features") or ()),
+        writer_features=tuple(data.get("writer_features") or ()),
+        unknown=tuple(data.get("unknown") or ()),
+        uri=data.get("uri"),
+    )
+
+
+def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
+    return {
+        "name": profile.name.value,
+        "version": profile.version,
+        "photon": profile.photon,
+        "row_level_preview": profile.row_level_preview,
+    }
+
+
+def profile_from_json(data: dict[str, Any]) -> EngineProfile:
+    return EngineProfile(
+        name=EngineName(data["name"]),
+        version=str(data["version"]),
+        photon=bool(data.get("photon", False)),
+        row_level_preview=bool(data.get("row_level_preview", False)),
+    )

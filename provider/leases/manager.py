@@ -1,0 +1,675 @@
+"""The lease manager: conflict-aware admission of Delta writes over a lease store.
+
+Every state change (acquire, check of a waiting request, heartbeat, release) is one store transaction over
+the rows of exactly the tables involved: expired leases and abandoned queue entries on those tables are
+reclaimed (and logged with their dead owner), the pure :func:`~deltaguard.core.admission.admit` decides, and
+the grant (with per-table fencing tokens) or the queue entry is written, all atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deltaguard.core.admission import (
+    DEFAULT_AGEING_S,
+    Closed,
+    DecideFn,
+    Granted,
+    Holder,
+    LeaseRequest,
+    Owner,
+    TableClaim,
+    TableView,
+    Waiting,
+    admit,
+    default_decide,
+    explain,
+    queue_rank,
+)
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.leases import codec
+from deltaguard.leases.store import (
+    DecisionRow,
+    LeaseRow,
+    LeaseStore,
+    RequestRow,
+    StoreTxn,
+    WaiterRow,
+    open_store,
+)
+
+log = logging.getLogger("deltaguard.leases")
+
+#: Loads a table's current configuration (e.g. from its Delta log).
+ConfigLoader = Callable[[str], TableConfig]
+
+
+class LeaseError(RuntimeError):
+    """Base class of lease-protocol errors (not store failures)."""
+
+
+class LeaseLostError(LeaseError):
+    """The lease expired (and may have been reclaimed); the holder must stop writing."""
+
+
+class LeaseOwnershipError(LeaseError):
+    """The lease or request belongs to another owner."""
+
+
+class RequestClosedError(LeaseError):
+    """The request id was already used for a lease that ended; ask with a new request id."""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A granted lease on one table (read-only view for the UI and triggers)."""
+
+    lease_id: str
+    uri: str
+    owner: Owner
+    operation: Operation
+    granted_at: float
+    expires_at: float
+    fencing: int
+
+
+@dataclass(frozen=True)
+class WaiterInfo:
+    """A queued request on one table (read-only view)."""
+
+    request_id: str
+    uri: str
+    owner: Owner
+    operation: Operation
+    rank: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class DecisionInfo:
+    """A decision-log entry (read-only view); ``detail`` holds reasons, blockers, fencing tokens."""
+
+    at: float
+    kind: str
+    request_id: str
+    uri: str
+    owner_key: str
+    detail: dict[str, Any]
+
+
+class LeaseManager:
+    """Grants, queues, renews and releases leases.
+
+    :param store: a :class:`~deltaguard.leases.store.LeaseStore` or a store URL.
+    :param decide: the conflict model (default: :func:`deltaguard.core.model.decide`).
+    :param clock: seconds since the epoch; injectable for tests. All processes sharing a store must have
+        synchronised clocks (expiry compares their timestamps).
+    :param ageing_s: seconds of waiting worth one priority level.
+    :param retention_s: how long decision-log entries and closed requests are kept.
+    :param prune_every_s: how often (at most) an acquire prunes old entries.
+    :param config_ttl_s: how long a loaded table configuration is reused without reloading.
+    :param config_loader: loads a table's configuration when a request carries none (or the cached one is
+        older than ``config_ttl_s``).
+    """
+
+    def __init__(
+        self,
+        store: LeaseStore | str,
+        *,
+        decide: DecideFn | None = None,
+        clock: Callable[[], float] = time.time,
+        ageing_s: float = DEFAULT_AGEING_S,
+        retention_s: float = 7 * 86400.0,
+        prune_every_s: float = 60.0,
+        config_ttl_s: float = 30.0,
+        config_loader: ConfigLoader | None = None,
+    ) -> None:
+        self.store = open_store(store) if isinstance(store, str) else store
+        self._decide = decide
+        self.clock = clock
+        self.ageing_s = ageing_s
+        self.retention_s = retention_s
+        self.prune_every_s = prune_every_s
+        self.config_ttl_s = config_ttl_s
+        self.config_loader = config_loader
+        self._loaded: dict[str, tuple[TableConfig, float]] = {}  # uri -> (config, loaded_at)
+        self._parsed: dict[tuple[str, str], TableConfig] = {}  # (uri, stored json) -> config
+        self._lock = threading.Lock()
+        self._last_prune = float("-inf")
+
+    @property
+    def decide(self) -> DecideFn:
+        if self._decide is None:
+            self._decide = default_decide()
+        return self._decide
+
+    # --- the protocol --------------------------------------------------------------------------------
+
+    def acquire(self, request: LeaseRequest) -> Granted | Waiting:
+        """Grant the request now or queue it.
+
+        Asking again with the same ``request_id`` keeps the queue place; once granted it returns the same
+        lease (without renewing it).
+
+        :raises RequestClosedError: the request id belongs to a lease that already ended.
+        :raises LeaseLostError: the request was granted but its lease expired.
+        :raises LeaseOwnershipError: the request id belongs to another owner.
+        :raises StoreError: the store failed; nothing was granted.
+        """
+        result = self._evaluate(request)
+        self._maybe_prune()
+        return result
+
+    def check(self, request_id: str) -> Granted | Waiting | Closed:
+        """The request's status; a waiting request is re-evaluated (and its queue entry kept alive).
+
+        Granted and closed requests cost one primary-key read; a waiting one costs one decision on its own
+        tables only.
+        """
+        row = self.store.read_request(request_id)
+        if row is None:
+            return Closed(request_id, "unknown")
+        if row.status == "granted":
+            leases = self.store.read_lease(request_id)
+            now = self.clock()
+            if leases and all(lease.expires_at > now for lease in leases):
+                return _granted(request_id, leases)
+            return Closed(request_id, "expired", "the lease was not renewed before it expired")
+        if row.status == "waiting":
+            try:
+                return self._evaluate(_request_from_payload(request_id, row.payload))
+            except RequestClosedError:
+                pass
+            row = self.store.read_request(request_id) or row
+        status = row.status if row.status in ("released", "expired", "abandoned") else "unknown"
+        return Closed(request_id, status)  # type: ignore[arg-type]
+
+    def heartbeat(self, lease_id: str, owner: Owner) -> float:
+        """Extend a lease by its ttl; return the new expiry.
+
+        :raises LeaseLostError: the lease is gone or already expired (an expired lease is reclaimed now).
+        :raises LeaseOwnershipError: the lease belongs to another owner.
+        """
+        rows = self.store.read_lease(lease_id)
+        if not rows:
+            raise LeaseLostError(f"lease {lease_id} does not exist (released, or expired and reclaimed)")
+        now = self.clock()
+
+        def body(txn: StoreTxn) -> float | None:
+            current = txn.lease_rows(lease_id)
+            if not current:
+                return None
+            if current[0].owner_key != owner.key:
+                raise LeaseOwnershipError(
+                    f"lease {lease_id} belongs to {_owner(current[0].owner_json).describe()}, not {owner.describe()}"
+                )
+            if min(r.expires_at for r in current) <= now:
+                self._reclaim_leases(txn, current, now)
+                return None
+            expires = now + current[0].ttl_s
+            txn.extend_lease(lease_id, expires)
+            return expires
+
+        expires = self._run([r.uri for r in rows], body)
+        if expires is None:
+            raise LeaseLostError(f"lease {lease_id} expired before this heartbeat; stop writing")
+        return float(expires)
+
+    def release(self, lease_id: str, owner: Owner) -> bool:
+        """Release a lease (or withdraw a queued request). Idempotent: ``False`` when nothing was held.
+
+        :raises LeaseOwnershipError: the lease belongs to another owner (the refusal is logged).
+        """
+        now = self.clock()
+        rows = self.store.read_lease(lease_id)
+        request = self.store.read_request(lease_id)
+        if request is not None and request.owner_key != owner.key:
+            uris = [r.uri for r in rows] or list(json.loads(request.payload)["uris"])
+            self._run(
+                uris,
+                lambda txn: txn.log(
+                    [
+                        self._row(
+                            now,
+                            "refuse",
+                            lease_id,
+                            u,
+                            owner.key,
+                            {"reason": "release by another owner refused", "by": owner.describe()},
+                        )
+                        for u in uris
+                    ]
+                ),
+            )
+            raise LeaseOwnershipError(
+                f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
+            )
+        if not rows:
+            if request is not None and request.status == "waiting":
+                return bool(
+                    self._run(
+                        list(json.loads(request.payload)["uris"]), lambda t: self._withdraw(t, request, now)
+                    )
+                )
+            return False
+
+        def body(txn: StoreTxn) -> bool:
+            current = txn.lease_rows(lease_id)
+            if not current:
+                return False
+            uris = [r.uri for r in current]
+            txn.delete_lease_rows(lease_id, uris)
+            txn.set_request_status(lease_id, "released", now)
+            tables = txn.tables()
+            for r in current:
+                if codec.operation_from_json(json.loads(r.op_json)).changes_metadata:
+                    # The table's configuration changed: force the next decision to use a fresh one.
+                    row = tables[r.uri]
+                    txn.set_table(r.uri, row.fencing, None, None)
+                    with self._lock:
+                        self._loaded.pop(r.uri, None)
+            txn.log(
+                [
+                    self._row(now, "release", lease_id, r.uri, r.owner_key, {"fencing": r.fencing})
+                    for r in current
+                ]
+            )
+            return True
+
+        return bool(self._run([r.uri for r in rows], body))
+
+    # --- read-only queries ---------------------------------------------------------------------------
+
+    def leases(self, uri: str) -> list[LeaseInfo]:
+        """Unexpired granted leases on a table."""
+        now = self.clock()
+        return [
+            LeaseInfo(
+                r.lease_id, r.uri, _owner(r.owner_json), _op(r.op_json), r.granted_at, r.expires_at, r.fencing
+            )
+            for r in self.store.list_leases(uri)
+            if r.expires_at > now
+        ]
+
+    def waiters(self, uri: str) -> list[WaiterInfo]:
+        """Unexpired queued requests on a table, in queue order."""
+        now = self.clock()
+        return [
+            WaiterInfo(w.request_id, w.uri, _owner(w.owner_json), _op(w.op_json), w.rank, w.expires_at)
+            for w in self.store.list_waiters(uri)
+            if w.expires_at > now
+        ]
+
+    def decisions(
+        self,
+        *,
+        owner: Owner | None = None,
+        uri: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+    ) -> list[DecisionInfo]:
+        """Decision-log entries for an owner and/or a table, newest first."""
+        rows = self.store.decisions(owner_key=owner.key if owner else None, uri=uri, since=since, limit=limit)
+        return [
+            DecisionInfo(r.at, r.kind, r.request_id, r.uri, r.owner_key, json.loads(r.detail)) for r in rows
+        ]
+
+    def prune(self) -> int:
+        """Delete decision-log entries and closed requests older than the retention; return the count."""
+        return self.store.prune(self.clock() - self.retention_s)
+
+    # --- internals -----------------------------------------------------------------------------------
+
+    def _run(self, uris: Sequence[str], body: Callable[[StoreTxn], Any]) -> Any:
+        runner = getattr(self.store, "run", None)
+        if runner is not None:
+            return runner(uris, body)
+        with self.store.transaction(uris) as txn:
+            return body(txn)
+
+    def _maybe_prune(self) -> None:
+        now = self.clock()
+        if now - self._last_prune >= self.prune_every_s:
+            self._last_prune = now
+            self.store.prune(now - self.retention_s)
+
+    def _loaded_config(self, claim: TableClaim, now: float) -> TableConfig | None:
+        """The claim's own configuration, or the loader's (cached for ``config_ttl_s``)."""
+        with self._lock:
+            cached = self._loaded.get(claim.uri)
+        if claim.config is not None:
+            if cached is None or _newer(claim.config, cached[0]):
+                with self._lock:
+                    self._loaded[claim.uri] = (claim.config, now)
+                return claim.config
+            return cached[0] if now - cached[1] < self.config_ttl_s else claim.config
+        if self.config_loader is None:
+            return cached[0] if cached else None
+        if cached is None or now - cached[1] >= self.config_ttl_s:
+            config = self.config_loader(claim.uri)
+            with self._lock:
+                self._loaded[claim.uri] = (config, now)
+            return config
+        return cached[0]
+
+    def _stored_config(self, uri: str, text: str | None) -> TableConfig | None:
+        if text is None:
+            return None
+        key = (uri, text)
+        config = self._parsed.get(key)
+        if config is None:
+            config = codec.config_from_json(json.loads(text))
+            if len(self._parsed) > 10_000:  # bounded memory for managers that see many tables
+                self._parsed.clear()
+            self._parsed[key] = config
+        return config
+
+    def _evaluate(self, request: LeaseRequest) -> Granted | Waiting:
+        now = self.clock()
+        offered = {c.uri: self._loaded_config(c, now) for c in request.claims}
+        claims = {c.uri: c for c in request.claims}
+        decide = self.decide
+
+        def body(txn: StoreTxn) -> Granted | Waiting:
+            tables = txn.tables()
+            leases = self._reclaim_leases(txn, txn.leases(), now)
+            waiters = self._reclaim_waiters(txn, txn.waiters(), now)
+            existing = txn.request(request.request_id)
+            rank = queue_rank(now, request.priority, self.ageing_s)
+            enqueued_at = now
+            if existing is not None:
+                if existing.owner_key != request.owner.key:
+                    raise LeaseOwnershipError(f"request {request.request_id} belongs to another owner")
+                if existing.status == "granted":
+                    mine = [lease for lease in leases if lease.lease_id == request.request_id]
+                    if len(mine) == len(claims):
+                        return _granted(request.request_id, mine)
+                    raise LeaseLostError(f"lease {request.request_id} expired; stop writing and ask again")
+                if existing.status in ("released", "expired"):
+                    raise RequestClosedError(
+                        f"request {request.request_id} is {existing.status}; use a new request id"
+                    )
+                if existing.status == "waiting" and existing.expires_at > now:
+                    rank, enqueued_at = existing.rank, existing.enqueued_at
+            # Configuration: the newest known version wins (the request's, or the store's shared copy).
+            configs: dict[str, TableConfig] = {}
+            for uri in request.uris:
+                stored = self._stored_config(uri, tables[uri].config_json)
+                mine_cfg = offered[uri]
+                if mine_cfg is not None and (stored is None or _newer(mine_cfg, stored)):
+                    txn.set_table(
+                        uri,
+                        tables[uri].fencing,
+                        mine_cfg.version,
+                        codec.dumps(codec.config_to_json(mine_cfg)),
+                    )
+                    configs[uri] = mine_cfg
+                elif stored is not None:
+                    configs[uri] = stored
+                else:
+                    raise ValueError(
+                        f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
+                    )
+            tables = txn.tables()
+            views = [
+                TableView(
+                    uri=uri,
+                    operation=claims[uri].operation,
+                    config=configs[uri],
+                    profile=claims[uri].profile,
+                    granted=[_holder_lease(x) for x in leases if x.uri == uri],
+                    waiting=[_holder_waiter(w) for w in waiters if w.uri == uri],
+                )
+                for uri in request.uris
+            ]
+            verdict = admit(request.request_id, rank, views, decide)
+            key = request.owner.key
+            payload = _payload(request)
+            if verdict.granted:
+                expires = now + request.ttl_s
+                rows = []
+                for uri in request.uris:
+                    token = tables[uri].fencing + 1
+                    txn.set_table(uri, token, tables[uri].config_version, tables[uri].config_json)
+                    rows.append(
+                        LeaseRow(
+                            request.request_id,
+                            uri,
+                            key,
+                            codec.dumps(request.owner.to_json()),
+                            codec.dumps(codec.operation_to_json(claims[uri].operation)),
+                            now,
+                            expires,
+                            token,
+                            request.ttl_s,
+                        )
+                    )
+                txn.insert_lease_rows(rows)
+                if existing is not None:
+                    txn.delete_waiter_rows(request.request_id)
+                txn.put_request(
+                    RequestRow(request.request_id, key, "granted", rank, enqueued_at, expires, payload, now)
+                )
+                txn.log(
+                    [
+                        self._row(
+                            now,
+                            "grant",
+                            request.request_id,
+                            r.uri,
+                            key,
+                            {
+                                "fencing": r.fencing,
+                                "operation": claims[r.uri].operation.describe(),
+                                "owner": request.owner.describe(),
+                                "waited_s": round(now - enqueued_at, 3),
+                            },
+                        )
+                        for r in rows
+                    ]
+                )
+                return _granted(request.request_id, rows)
+            expires = now + request.wait_ttl_s
+            result = Waiting(
+                request.request_id,
+                verdict.position,
+                verdict.blockers,
+                verdict.reasons,
+                verdict.advice,
+                verdict.exceptions,
+                expires,
+            )
+            txn.put_waiter_rows(
+                [
+                    WaiterRow(
+                        request.request_id,
+                        uri,
+                        key,
+                        codec.dumps(request.owner.to_json()),
+                        codec.dumps(codec.operation_to_json(claims[uri].operation)),
+                        rank,
+                        expires,
+                    )
+                    for uri in request.uris
+                ]
+            )
+            signature = codec.dumps(sorted({(b.table, b.id) for b in verdict.blockers}))
+            txn.put_request(
+                RequestRow(
+                    request.request_id, key, "waiting", rank, enqueued_at, expires, payload, now, signature
+                )
+            )
+            if existing is None or existing.blockers_sig != signature or existing.status != "waiting":
+                detail = {
+                    "position": verdict.position,
+                    "explain": explain(result),
+                    "blockers": [
+                        {
+                            "table": b.table,
+                            "id": b.id,
+                            "owner": b.owner.describe(),
+                            "kind": b.kind,
+                            "operation": b.operation,
+                        }
+                        for b in verdict.blockers
+                    ],
+                    "reasons": list(verdict.reasons),
+                    "advice": list(verdict.advice),
+                    "exceptions": [e.value for e in verdict.exceptions],
+                }
+                txn.log(
+                    [self._row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris]
+                )
+            return result
+
+        return self._run(request.uris, body)  # type: ignore[no-any-return]
+
+    def _reclaim_leases(self, txn: StoreTxn, rows: Sequence[LeaseRow], now: float) -> list[LeaseRow]:
+        """Delete expired lease rows (of the locked tables), log them with their dead owner; return the rest."""
+        live, dead = [], []
+        for row in rows:
+            (dead if row.expires_at <= now else live).append(row)
+        for row in dead:
+            txn.delete_lease_rows(row.lease_id, [row.uri])
+            txn.set_request_status(row.lease_id, "expired", now)
+            owner = _owner(row.owner_json)
+            log.warning(
+                "reclaimed expired lease %s on %s held by %s (expired %.1fs ago)",
+                row.lease_id,
+                row.uri,
+                owner.describe(),
+                now - row.expires_at,
+            )
+        txn.log(
+            [
+                self._row(
+                    now,
+                    "expiry",
+                    r.lease_id,
+                    r.uri,
+                    r.owner_key,
+                    {
+                        "dead_owner": _owner(r.owner_json).to_json(),
+                        "expired_at": r.expires_at,
+                        "fencing": r.fencing,
+                    },
+                )
+                for r in dead
+            ]
+        )
+        return live
+
+    def _reclaim_waiters(self, txn: StoreTxn, rows: Sequence[WaiterRow], now: float) -> list[WaiterRow]:
+        live, dead = [], []
+        for row in rows:
+            (dead if row.expires_at <= now else live).append(row)
+        for row in dead:
+            txn.delete_waiter_rows(row.request_id, [row.uri])
+            txn.set_request_status(row.request_id, "abandoned", now)
+        txn.log(
+            [
+                self._row(now, "abandon", r.request_id, r.uri, r.owner_key, {"expired_at": r.expires_at})
+                for r in dead
+            ]
+        )
+        return live
+
+    def _withdraw(self, txn: StoreTxn, request: RequestRow, now: float) -> bool:
+        current = txn.request(request.request_id)
+        if current is None or current.status != "waiting":
+            return False
+        txn.delete_waiter_rows(request.request_id)
+        txn.set_request_status(request.request_id, "released", now)
+        uris = json.loads(request.payload)["uris"]
+        txn.log(
+            [
+                self._row(now, "release", request.request_id, u, request.owner_key, {"withdrawn": True})
+                for u in uris
+            ]
+        )
+        return True
+
+    @staticmethod
+    def _row(
+        at: float, kind: str, request_id: str, uri: str, owner_key: str, detail: dict[str, Any]
+    ) -> DecisionRow:
+        return DecisionRow(at, kind, request_id, uri, owner_key, codec.dumps(detail))
+
+
+def _newer(offered: TableConfig, known: TableConfig) -> bool:
+    """Whether ``offered`` was read at a later table version than ``known`` (unknown versions are not newer)."""
+    return offered.version is not None and (known.version is None or offered.version > known.version)
+
+
+def _owner(text: str) -> Owner:
+    return Owner.from_json(json.loads(text))
+
+
+def _op(text: str) -> Operation:
+    return codec.operation_from_json(json.loads(text))
+
+
+def _holder_lease(row: LeaseRow) -> Holder:
+    return Holder(row.lease_id, _owner(row.owner_json), _op(row.op_json), granted=True)
+
+
+def _holder_waiter(row: WaiterRow) -> Holder:
+    return Holder(row.request_id, _owner(row.owner_json), _op(row.op_json), granted=False, rank=row.rank)
+
+
+def _granted(request_id: str, rows: Sequence[LeaseRow]) -> Granted:
+    return Granted(request_id, request_id, {r.uri: r.fencing for r in rows}, min(r.expires_at for r in rows))
+
+
+def _payload(request: LeaseRequest) -> str:
+    return codec.dumps(
+        {
+            "uris": list(request.uris),
+            "claims": [
+                {
+                    "uri": c.uri,
+                    "operation": codec.operation_to_json(c.operation),
+                    "profile": codec.profile_to_json(c.profile),
+                    "config": codec.config_to_json(c.config) if c.config is not None else None,
+                }
+                for c in request.claims
+            ],
+            "owner": request.owner.to_json(),
+            "ttl_s": request.ttl_s,
+            "wait_ttl_s": request.wait_ttl_s,
+            "priority": request.priority,
+        }
+    )
+
+
+def _request_from_payload(request_id: str, text: str) -> LeaseRequest:
+    data = json.loads(text)
+    claims = tuple(
+        TableClaim(
+            uri=c["uri"],
+            operation=codec.operation_from_json(c["operation"]),
+            profile=_profile(c["profile"]),
+            config=codec.config_from_json(c["config"]) if c.get("config") else None,
+        )
+        for c in data["claims"]
+    )
+    return LeaseRequest(
+        claims=claims,
+        owner=Owner.from_json(data["owner"]),
+        ttl_s=float(data["ttl_s"]),
+        priority=int(data["priority"]),
+        request_id=request_id,
+        wait_ttl_s=float(data["wait_ttl_s"]),
+    )
+
+
+def _profile(data: dict[str, Any]) -> EngineProfile:
+    return codec.profile_from_json(data)

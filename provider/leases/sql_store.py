@@ -1,0 +1,317 @@
+"""The SQL lease store shared by SQLite and PostgreSQL (SQLAlchemy 2 Core, plain SQL).
+
+Subclasses supply the engine and the table-locking statement; everything else (reads by table, writes,
+decision log, pruning) is the same SQL on both databases. Every query is by primary key or by an index on
+``uri``/``owner_key``/``at``, so its cost does not grow with the number of tables or the size of the log.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from deltaguard.leases import migrations
+from deltaguard.leases.store import (
+    DecisionRow,
+    LeaseRow,
+    LeaseStore,
+    RequestRow,
+    StoreError,
+    StoreUnavailableError,
+    TableRow,
+    WaiterRow,
+    redact_url,
+)
+
+_LEASE_COLS = "lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s"
+_WAITER_COLS = "request_id, uri, owner_key, owner_json, op_json, rank, expires_at"
+_REQUEST_COLS = (
+    "request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at, blockers_sig"
+)
+_DECISION_COLS = "at, kind, request_id, uri, owner_key, detail"
+
+
+def _in(name: str) -> sa.BindParameter[Any]:
+    return sa.bindparam(name, expanding=True)
+
+
+_Q_LEASES = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri IN :uris").bindparams(_in("uris"))
+_Q_WAITERS = sa.text(f"SELECT {_WAITER_COLS} FROM dg_queue WHERE uri IN :uris").bindparams(_in("uris"))
+_Q_REQUEST = sa.text(f"SELECT {_REQUEST_COLS} FROM dg_requests WHERE request_id = :id")
+_Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
+_Q_LEASES_OF = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri = :uri ORDER BY granted_at")
+_Q_WAITERS_OF = sa.text(f"SELECT {_WAITER_COLS} FROM dg_queue WHERE uri = :uri ORDER BY rank, request_id")
+_DEL_LEASE = sa.text("DELETE FROM dg_leases WHERE lease_id = :id AND uri IN :uris").bindparams(_in("uris"))
+_INS_LEASE = sa.text(
+    f"INSERT INTO dg_leases ({_LEASE_COLS}) VALUES (:lease_id, :uri, :owner_key, :owner_json, :op_json, "
+    ":granted_at, :expires_at, :fencing, :ttl_s)"
+)
+_EXTEND_LEASE = sa.text("UPDATE dg_leases SET expires_at = :exp WHERE lease_id = :id")
+_DEL_WAITER = sa.text("DELETE FROM dg_queue WHERE request_id = :id")
+_DEL_WAITER_ON = sa.text("DELETE FROM dg_queue WHERE request_id = :id AND uri IN :uris").bindparams(
+    _in("uris")
+)
+_UPSERT_WAITER = sa.text(
+    f"INSERT INTO dg_queue ({_WAITER_COLS}) VALUES (:request_id, :uri, :owner_key, :owner_json, :op_json, "
+    ":rank, :expires_at) ON CONFLICT (request_id, uri) DO UPDATE SET expires_at = excluded.expires_at, "
+    "op_json = excluded.op_json"
+)
+_UPSERT_REQUEST = sa.text(
+    f"INSERT INTO dg_requests ({_REQUEST_COLS}) VALUES (:request_id, :owner_key, :status, :rank, :enqueued_at, "
+    ":expires_at, :payload, :updated_at, :blockers_sig) ON CONFLICT (request_id) DO UPDATE SET "
+    "status = excluded.status, rank = excluded.rank, enqueued_at = excluded.enqueued_at, "
+    "expires_at = excluded.expires_at, payload = excluded.payload, updated_at = excluded.updated_at, "
+    "blockers_sig = excluded.blockers_sig"
+)
+_SET_STATUS = sa.text("UPDATE dg_requests SET status = :status, updated_at = :at WHERE request_id = :id")
+_SET_TABLE = sa.text(
+    "UPDATE dg_tables SET fencing = :fencing, config_version = :cv, config_json = :cj WHERE uri = :uri"
+)
+_INS_DECISION = sa.text(
+    f"INSERT INTO dg_decisions ({_DECISION_COLS}) VALUES (:at, :kind, :request_id, :uri, :owner_key, :detail)"
+)
+_ENSURE_TABLE = sa.text("INSERT INTO dg_tables (uri, fencing) VALUES (:uri, 0) ON CONFLICT (uri) DO NOTHING")
+
+
+class _Txn:
+    """:class:`~deltaguard.leases.store.StoreTxn` over one SQLAlchemy connection in a transaction."""
+
+    def __init__(self, conn: sa.Connection, uris: Sequence[str], tables: dict[str, TableRow]) -> None:
+        self._conn = conn
+        self._uris = list(uris)
+        self._tables = tables
+
+    def tables(self) -> dict[str, TableRow]:
+        return dict(self._tables)
+
+    def leases(self) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._conn.execute(_Q_LEASES, {"uris": self._uris})]
+
+    def waiters(self) -> list[WaiterRow]:
+        return [WaiterRow(*r) for r in self._conn.execute(_Q_WAITERS, {"uris": self._uris})]
+
+    def request(self, request_id: str) -> RequestRow | None:
+        row = self._conn.execute(_Q_REQUEST, {"id": request_id}).first()
+        return RequestRow(*row) if row else None
+
+    def lease_rows(self, lease_id: str) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._conn.execute(_Q_LEASE_BY_ID, {"id": lease_id})]
+
+    def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None:
+        self._conn.execute(_DEL_LEASE, {"id": lease_id, "uris": list(uris)})
+
+    def insert_lease_rows(self, rows: Sequence[LeaseRow]) -> None:
+        self._conn.execute(_INS_LEASE, [r.__dict__ for r in rows])
+
+    def extend_lease(self, lease_id: str, expires_at: float) -> None:
+        self._conn.execute(_EXTEND_LEASE, {"id": lease_id, "exp": expires_at})
+
+    def delete_waiter_rows(self, request_id: str, uris: Sequence[str] | None = None) -> None:
+        if uris is None:
+            self._conn.execute(_DEL_WAITER, {"id": request_id})
+        else:
+            self._conn.execute(_DEL_WAITER_ON, {"id": request_id, "uris": list(uris)})
+
+    def put_waiter_rows(self, rows: Sequence[WaiterRow]) -> None:
+        self._conn.execute(_UPSERT_WAITER, [r.__dict__ for r in rows])
+
+    def put_request(self, row: RequestRow) -> None:
+        self._conn.execute(_UPSERT_REQUEST, row.__dict__)
+
+    def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
+        self._conn.execute(_SET_STATUS, {"id": request_id, "status": status, "at": updated_at})
+
+    def set_table(self, uri: str, fencing: int, config_version: int | None, config_json: str | None) -> None:
+        self._conn.execute(
+            _SET_TABLE, {"uri": uri, "fencing": fencing, "cv": config_version, "cj": config_json}
+        )
+        self._tables[uri] = TableRow(uri, fencing, config_version, config_json)
+
+    def log(self, rows: Sequence[DecisionRow]) -> None:
+        if rows:
+            self._conn.execute(_INS_DECISION, [r.__dict__ for r in rows])
+
+
+class SqlLeaseStore(LeaseStore):
+    """A lease store on an SQL database through SQLAlchemy.
+
+    :param url: the SQLAlchemy URL.
+    :param migrate: create/migrate the schema on open (default). Tests pass ``False`` to build old schemas.
+    """
+
+    def __init__(self, url: str, *, migrate: bool = True) -> None:
+        self.url = url
+        self.name = redact_url(url)
+        self._known: set[str] = set()  # table rows known to exist (they are never deleted)
+        self._known_lock = threading.Lock()
+        try:
+            self.engine = self._make_engine(url)
+            if migrate:
+                self.migrate()
+        except sa_exc.SQLAlchemyError as exc:
+            raise StoreUnavailableError(f"lease store {self.name} is unavailable: {_cause(exc)}") from exc
+
+    # --- dialect hooks -------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _make_engine(self, url: str) -> sa.Engine: ...
+
+    @abc.abstractmethod
+    def _lock_migrations(self, conn: sa.Connection) -> None:
+        """Serialise schema migrations across processes (inside the migration transaction)."""
+
+    @abc.abstractmethod
+    def _lock_tables(self, conn: sa.Connection, uris: list[str]) -> dict[str, TableRow]:
+        """Lock the table rows (which exist) in sorted order; return them."""
+
+    #: the column that orders log entries with equal timestamps (insertion order).
+    _log_order = "rowid"
+
+    def _retryable(self, exc: sa_exc.DBAPIError) -> bool:
+        """Whether a failed transaction may simply be retried (e.g. a deadlock victim)."""
+        return False
+
+    # --- schema --------------------------------------------------------------------------------------
+
+    def migrate(self, target: int = migrations.LATEST) -> int:
+        """Create or migrate the schema to ``target``; return the version reached."""
+        with self.engine.begin() as conn:
+            self._lock_migrations(conn)
+            return migrations.migrate(conn, target)
+
+    def schema_version(self) -> int:
+        with self._connect(read_only=True) as conn:
+            return migrations.current_version(conn)
+
+    # --- transactions --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connect(self, read_only: bool = False) -> Iterator[sa.Connection]:
+        try:
+            conn = self.engine.connect()
+            if read_only:
+                # Lets SQLite begin a deferred (shared) transaction instead of taking the write lock.
+                conn.execution_options(dg_read_only=True)
+        except sa_exc.SQLAlchemyError as exc:
+            raise StoreUnavailableError(f"lease store {self.name} is unreachable: {_cause(exc)}") from exc
+        try:
+            yield conn
+        except sa_exc.SQLAlchemyError as exc:
+            raise StoreError(f"lease store {self.name} failed: {_cause(exc)}") from exc
+        finally:
+            conn.close()
+
+    def _ensure_tables(self, uris: list[str]) -> None:
+        # Created in their own short transaction, sorted, so the locking transaction only ever locks
+        # existing rows in sorted order (no lock-order inversions between "insert" and "lock" phases).
+        missing = [u for u in uris if u not in self._known]
+        if not missing:
+            return
+        with self._connect() as conn, conn.begin():
+            conn.execute(_ENSURE_TABLE, [{"uri": u} for u in missing])
+        with self._known_lock:
+            self._known.update(missing)
+
+    @contextlib.contextmanager
+    def transaction(self, uris: Sequence[str]) -> Iterator[_Txn]:
+        ordered = sorted(set(uris))
+        self._ensure_tables(ordered)
+        with self._connect() as conn, conn.begin():
+            tables = self._lock_tables(conn, ordered)
+            if len(tables) != len(ordered):  # a row vanished: only possible if someone edits by hand
+                raise StoreError(f"lease store {self.name}: table rows missing for {ordered}")
+            yield _Txn(conn, ordered, tables)
+
+    def run(self, uris: Sequence[str], body: Any, attempts: int = 5) -> Any:
+        """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims a bounded number of times."""
+        for attempt in range(attempts):
+            try:
+                with self.transaction(uris) as txn:
+                    return body(txn)
+            except StoreError as exc:
+                cause = exc.__cause__
+                if attempt + 1 < attempts and isinstance(cause, sa_exc.DBAPIError) and self._retryable(cause):
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    # --- unlocked reads ------------------------------------------------------------------------------
+
+    def read_request(self, request_id: str) -> RequestRow | None:
+        with self._connect(read_only=True) as conn:
+            row = conn.execute(_Q_REQUEST, {"id": request_id}).first()
+            conn.rollback()
+            return RequestRow(*row) if row else None
+
+    def read_lease(self, lease_id: str) -> list[LeaseRow]:
+        with self._connect(read_only=True) as conn:
+            rows = [LeaseRow(*r) for r in conn.execute(_Q_LEASE_BY_ID, {"id": lease_id})]
+            conn.rollback()
+            return rows
+
+    def list_leases(self, uri: str) -> list[LeaseRow]:
+        with self._connect(read_only=True) as conn:
+            rows = [LeaseRow(*r) for r in conn.execute(_Q_LEASES_OF, {"uri": uri})]
+            conn.rollback()
+            return rows
+
+    def list_waiters(self, uri: str) -> list[WaiterRow]:
+        with self._connect(read_only=True) as conn:
+            rows = [WaiterRow(*r) for r in conn.execute(_Q_WAITERS_OF, {"uri": uri})]
+            conn.rollback()
+            return rows
+
+    def decisions(
+        self,
+        *,
+        owner_key: str | None = None,
+        uri: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+    ) -> list[DecisionRow]:
+        clauses, params = [], {"limit": int(limit)}
+        if owner_key is not None:
+            clauses.append("owner_key = :owner_key")
+            params["owner_key"] = owner_key  # type: ignore[assignment]
+        if uri is not None:
+            clauses.append("uri = :uri")
+            params["uri"] = uri  # type: ignore[assignment]
+        if since is not None:
+            clauses.append("at >= :since")
+            params["since"] = since  # type: ignore[assignment]
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        query = sa.text(
+            f"SELECT {_DECISION_COLS} FROM dg_decisions {where} ORDER BY at DESC, {self._log_order} DESC LIMIT :limit"
+        )
+        with self._connect(read_only=True) as conn:
+            rows = [DecisionRow(*r) for r in conn.execute(query, params)]
+            conn.rollback()
+            return rows
+
+    def prune(self, before: float) -> int:
+        with self._connect() as conn, conn.begin():
+            logged = conn.execute(sa.text("DELETE FROM dg_decisions WHERE at < :t"), {"t": before}).rowcount
+            closed = conn.execute(
+                sa.text(
+                    "DELETE FROM dg_requests WHERE status IN ('released', 'expired', 'abandoned') "
+                    "AND updated_at < :t"
+                ),
+                {"t": before},
+            ).rowcount
+            return int(logged or 0) + int(closed or 0)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _cause(exc: BaseException) -> str:
+    """The driver's own message, first line only (SQLAlchemy appends long background links)."""
+    inner = getattr(exc, "orig", None) or exc
+    text = str(inner).strip().splitlines()
+    return f"{type(inner).__name__}: {text[0] if text else ''}"

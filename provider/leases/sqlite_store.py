@@ -1,0 +1,73 @@
+"""The SQLite lease store: one file, safe across processes on one machine (LocalExecutor).
+
+Every decision runs in a ``BEGIN IMMEDIATE`` transaction, which takes SQLite's single write lock up front:
+decisions are serialised across all processes, so check-and-grant is atomic. WAL mode lets the cheap
+read-only queries (``check``, listings) run beside a writer; a busy timeout makes writers queue instead of
+failing while another process holds the lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from deltaguard.leases.sql_store import SqlLeaseStore
+from deltaguard.leases.store import StoreUnavailableError, TableRow
+
+_Q_TABLES = sa.text(
+    "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri IN :uris ORDER BY uri"
+).bindparams(sa.bindparam("uris", expanding=True))
+
+
+class SqliteLeaseStore(SqlLeaseStore):
+    """Leases in an SQLite file.
+
+    :param url: ``sqlite:///path/to/leases.db`` (the directory must exist; ``:memory:`` is refused because
+        a lease store must be shared between processes).
+    :param busy_timeout_s: how long a decision waits for another process's write lock before failing.
+    :param migrate: create/migrate the schema on open.
+    """
+
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0, migrate: bool = True) -> None:
+        self.busy_timeout_s = busy_timeout_s
+        database = make_url(url).database
+        if not database or database == ":memory:":
+            raise ValueError(f"an SQLite lease store needs a file, got {url!r}")
+        if not Path(database).parent.is_dir():
+            raise StoreUnavailableError(
+                f"lease store {url} is unavailable: directory {Path(database).parent} does not exist"
+            )
+        super().__init__(url, migrate=migrate)
+
+    def _make_engine(self, url: str) -> sa.Engine:
+        engine = sa.create_engine(url, connect_args={"timeout": self.busy_timeout_s})
+        busy_ms = int(self.busy_timeout_s * 1000)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Take transaction control from the driver so BEGIN IMMEDIATE is ours to issue.
+            dbapi_conn.isolation_level = None
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: sa.Connection) -> None:
+            read_only = conn.get_execution_options().get("dg_read_only", False)
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+        return engine
+
+    def _lock_migrations(self, conn: sa.Connection) -> None:
+        # BEGIN IMMEDIATE already holds the database's write lock.
+        return None
+
+    def _lock_tables(self, conn: sa.Connection, uris: list[str]) -> dict[str, TableRow]:
+        # BEGIN IMMEDIATE already serialises all writers; the rows only need reading.
+        return {r[0]: TableRow(*r) for r in conn.execute(_Q_TABLES, {"uris": uris})}

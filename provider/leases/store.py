@@ -1,0 +1,219 @@
+"""The lease store interface: rows, errors, the atomic per-table-set transaction, and ``open_store``.
+
+A store keeps one row per table (its lock and fencing counter), granted lease rows and queued request rows
+indexed by table, request status rows, and the decision log. Every check-and-grant runs inside
+:meth:`LeaseStore.transaction`, which locks the rows of exactly the tables involved, in sorted order, for
+the whole transaction; so decisions on disjoint tables never wait for each other (on PostgreSQL) and no two
+transactions can deadlock on table locks.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+
+class StoreError(RuntimeError):
+    """A lease store failed; no lease was granted (fail closed)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The lease store cannot be reached or opened. The message names the store (without password)."""
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for error messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+@dataclass(frozen=True)
+class TableRow:
+    uri: str
+    fencing: int
+    config_version: int | None
+    config_json: str | None
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    lease_id: str
+    uri: str
+    owner_key: str
+    owner_json: str
+    op_json: str
+    granted_at: float
+    expires_at: float
+    fencing: int
+    ttl_s: float
+
+
+@dataclass(frozen=True)
+class WaiterRow:
+    request_id: str
+    uri: str
+    owner_key: str
+    owner_json: str
+    op_json: str
+    rank: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """A request's status: ``waiting``, ``granted``, ``released``, ``expired`` or ``abandoned``.
+
+    :param payload: the request as JSON (tables with operation, configuration and profile; ttl; priority),
+        so a cheap ``check`` can re-evaluate a waiting request.
+    :param blockers_sig: the blockers at the last wait decision (a wait is only logged when they change).
+    """
+
+    request_id: str
+    owner_key: str
+    status: str
+    rank: float
+    enqueued_at: float
+    expires_at: float
+    payload: str
+    updated_at: float
+    blockers_sig: str | None = None
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One decision-log entry: ``grant``, ``wait``, ``release``, ``expiry``, ``abandon`` or ``refuse``."""
+
+    at: float
+    kind: str
+    request_id: str
+    uri: str
+    owner_key: str
+    detail: str
+
+
+class StoreTxn(Protocol):
+    """Operations inside one locked transaction; only rows of the locked tables are read."""
+
+    def tables(self) -> dict[str, TableRow]: ...
+
+    def leases(self) -> list[LeaseRow]: ...
+
+    def waiters(self) -> list[WaiterRow]: ...
+
+    def request(self, request_id: str) -> RequestRow | None: ...
+
+    def lease_rows(self, lease_id: str) -> list[LeaseRow]: ...
+
+    def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None: ...
+
+    def insert_lease_rows(self, rows: Sequence[LeaseRow]) -> None: ...
+
+    def extend_lease(self, lease_id: str, expires_at: float) -> None: ...
+
+    def delete_waiter_rows(self, request_id: str, uris: Sequence[str] | None = None) -> None: ...
+
+    def put_waiter_rows(self, rows: Sequence[WaiterRow]) -> None: ...
+
+    def put_request(self, row: RequestRow) -> None: ...
+
+    def set_request_status(self, request_id: str, status: str, updated_at: float) -> None: ...
+
+    def set_table(
+        self, uri: str, fencing: int, config_version: int | None, config_json: str | None
+    ) -> None: ...
+
+    def log(self, rows: Sequence[DecisionRow]) -> None: ...
+
+
+class LeaseStore(abc.ABC):
+    """Where leases live. Implementations: :mod:`~deltaguard.leases.sqlite_store`,
+    :mod:`~deltaguard.leases.postgres_store`."""
+
+    #: the store URL without password (for messages).
+    name: str
+
+    @abc.abstractmethod
+    def transaction(self, uris: Sequence[str]) -> contextlib.AbstractContextManager[StoreTxn]:
+        """Lock the rows of ``uris`` (created when missing) in sorted order until commit.
+
+        :raises StoreError: on any store failure (the transaction is rolled back).
+        """
+
+    @abc.abstractmethod
+    def read_request(self, request_id: str) -> RequestRow | None:
+        """A request's status row, without locking (cheap)."""
+
+    @abc.abstractmethod
+    def read_lease(self, lease_id: str) -> list[LeaseRow]:
+        """A lease's rows (one per table), without locking."""
+
+    @abc.abstractmethod
+    def list_leases(self, uri: str) -> list[LeaseRow]:
+        """Lease rows on one table (including expired ones not yet reclaimed)."""
+
+    @abc.abstractmethod
+    def list_waiters(self, uri: str) -> list[WaiterRow]:
+        """Queued requests on one table, earliest rank first."""
+
+    @abc.abstractmethod
+    def decisions(
+        self,
+        *,
+        owner_key: str | None = None,
+        uri: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+    ) -> list[DecisionRow]:
+        """Decision-log entries for an owner and/or a table, newest first."""
+
+    @abc.abstractmethod
+    def prune(self, before: float) -> int:
+        """Delete decision-log entries and closed requests older than ``before``; return how many rows."""
+
+    @abc.abstractmethod
+    def schema_version(self) -> int:
+        """The schema version the store is at."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> LeaseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(url: str, **options: object) -> LeaseStore:
+    """Open (and create or migrate) the lease store at ``url``.
+
+    ``sqlite:///path/to/leases.db`` or ``postgresql+psycopg://user:pw@host:port/db``.
+
+    :param url: the store URL.
+    :param options: passed to the store's constructor.
+    :raises StoreUnavailableError: when the store cannot be reached; the message names it and the cause.
+    :raises ValueError: for an unsupported URL scheme.
+    """
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        from deltaguard.leases.sqlite_store import SqliteLeaseStore
+
+        return SqliteLeaseStore(url, **options)  # type: ignore[arg-type]
+    if scheme in ("postgresql", "postgresql+psycopg", "postgres"):
+        from deltaguard.leases.postgres_store import PostgresLeaseStore
+
+        return PostgresLeaseStore(url, **options)  # type: ignore[arg-type]
+    raise ValueError(
+        f"unsupported lease store URL {redact_url(url)!r}: use sqlite:/// or postgresql+psycopg://"
+    )

@@ -1,0 +1,101 @@
+"""Fixtures for the lease tests: an injectable clock, stores on SQLite and on a throwaway PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
+from deltaguard.leases.store import LeaseStore, open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # make `tests.pg` importable (importlib mode)
+from tests.pg import find_pg_bin, throwaway_postgres
+
+PROFILE = EngineProfile(EngineName.DELTA_SPARK, "4.0")
+CONFIG = TableConfig(partition_columns=("date",), version=1)
+
+
+class FakeClock:
+    """A settable clock: tests move time explicitly."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def op(kind: str, condition: str | None = None) -> Operation:
+    """A MERGE takes ``condition`` as its ON condition; other kinds as their predicate."""
+    k = OperationKind(kind)
+    if k is OperationKind.MERGE:
+        return Operation(k, merge_condition=condition or "t.id = s.id")
+    return Operation(k, predicate=condition)
+
+
+def request(
+    owner: str,
+    *tables: tuple[str, Operation],
+    ttl_s: float = 60.0,
+    priority: int = 0,
+    wait_ttl_s: float = 60.0,
+    config: TableConfig = CONFIG,
+) -> LeaseRequest:
+    return LeaseRequest(
+        claims=tuple(TableClaim(uri, o, PROFILE, config) for uri, o in tables),
+        owner=Owner(dag_id="dag", task_id=owner),
+        ttl_s=ttl_s,
+        priority=priority,
+        wait_ttl_s=wait_ttl_s,
+        request_id=f"{owner}-{uuid.uuid4().hex[:8]}",
+    )
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    if find_pg_bin() is None:
+        pytest.skip("no PostgreSQL server binaries (install the 'postgresql' package)")
+    with throwaway_postgres() as url:
+        yield url
+
+
+def fresh_pg_database(server_url: str) -> str:
+    """A new empty database on the throwaway server; returns its URL."""
+    name = f"dg_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    return fresh_pg_database(pg_server)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'leases.db'}"
+    return fresh_pg_database(request.getfixturevalue("pg_server"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[LeaseStore]:
+    with open_store(store_url) as s:
+        yield s
