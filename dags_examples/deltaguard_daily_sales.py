@@ -1,0 +1,103 @@
+"""The example daily pipeline written with deltaguard operators: no hand-made pools, no retries on conflicts.
+
+Every Delta write is a deltaguard operator. The lease manager lets the writes the conflict model calls
+compatible run at once (the appends to ``events``; the per-country MERGEs into ``sales_fact`` when the
+engine's rules allow disjoint partitions) and makes the others wait, deferred in the triggerer, for the
+write they would collide with: the UPDATE, the DELETE and the schema change on ``customers``, and the
+nightly OPTIMIZE after the MERGEs. Trigger it with ``{"date": "2026-11-21"}`` as run conf to pick the day.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, task
+from example_pipeline import (
+    COUNTRIES,
+    CUSTOMER_DELETE_PREDICATE,
+    CUSTOMER_UPDATE,
+    CUSTOMER_UPDATE_PREDICATE,
+    EVENT_SOURCES,
+    NEW_CUSTOMER_COLUMN,
+    business_date,
+    create_tables,
+    slow_source,
+    table_uris,
+)
+
+from deltaguard.operators.dml import (
+    DeltaDeleteOperator,
+    DeltaInsertOperator,
+    DeltaMergeOperator,
+    DeltaUpdateOperator,
+)
+from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
+
+VARIANT = "deltaguard"
+TABLES = table_uris(VARIANT)
+DAY = "{{ business_date(dag_run, logical_date) }}"
+
+with DAG(
+    dag_id="deltaguard_daily_sales",
+    description="Daily sales pipeline on Delta tables, with conflict-aware deltaguard operators",
+    schedule="@daily",
+    start_date=datetime(2026, 11, 1),
+    catchup=False,
+    max_active_runs=1,
+    user_defined_macros={"business_date": business_date},
+    # A Delta conflict must never be papered over by a retry: deltaguard avoids it instead.
+    default_args={"retries": 0, "execution_timeout": timedelta(minutes=15)},
+    tags=["deltaguard", "example"],
+):
+
+    @task
+    def setup_tables(day: str) -> dict[str, str]:
+        """Create the three tables with seed rows on the first run (idempotent afterwards)."""
+        return create_tables(VARIANT, day)
+
+    setup = setup_tables(DAY)
+
+    merges = [
+        DeltaMergeOperator(
+            task_id=f"merge_sales_{country.lower()}",
+            table=TABLES["sales_fact"],
+            source=slow_source("sales", country),
+            condition="t.date = s.date AND t.country = s.country AND t.sku = s.sku",
+            # The explicit partition values are what tell the model two countries never touch the same files.
+            target_partition_values={"date": DAY, "country": country},
+        )
+        for country in COUNTRIES
+    ]
+
+    appends = [
+        DeltaInsertOperator(
+            task_id=f"log_events_{source}",
+            table=TABLES["events"],
+            source=slow_source("events", source),
+        )
+        for source in EVENT_SOURCES
+    ]
+
+    customer_writes = [
+        DeltaUpdateOperator(
+            task_id="update_customer_tiers",
+            table=TABLES["customers"],
+            updates=CUSTOMER_UPDATE,
+            predicate=CUSTOMER_UPDATE_PREDICATE,
+        ),
+        DeltaDeleteOperator(
+            task_id="delete_closed_customers",
+            table=TABLES["customers"],
+            predicate=CUSTOMER_DELETE_PREDICATE,
+        ),
+        DeltaAlterTableOperator(
+            task_id="add_loyalty_column",
+            table=TABLES["customers"],
+            add_columns={NEW_CUSTOMER_COLUMN[0]: NEW_CUSTOMER_COLUMN[1]},
+        ),
+    ]
+
+    optimize = DeltaOptimizeOperator(task_id="optimize_sales", table=TABLES["sales_fact"])
+
+    setup >> [*merges, *appends, *customer_writes]
+    merges >> optimize
