@@ -1,0 +1,379 @@
+"""The Spark engine: every write of the conflict model through delta-spark's Python API.
+
+Reviewed against delta-spark 4.4.1 (``delta/tables.py``, ``delta/exceptions``) and Delta's Scala options.
+The statements themselves are in :mod:`deltaguard.engines.spark_ops`, spec checks in
+:mod:`deltaguard.engines.spark_specs`.
+
+* DataFrame writes (append, ``replaceWhere``, overwrite) carry ``txnAppId``/``txnVersion``/``userMetadata``
+  writer options (``DeltaOptions``);
+* everything else (MERGE, UPDATE, DELETE, OPTIMIZE, ``ALTER TABLE``, create) runs with the session confs
+  ``spark.databricks.delta.write.txnAppId``/``txnVersion`` ("idempotent DML") and
+  ``spark.databricks.delta.commitInfo.userMetadata``, set for the one statement and restored after, under a
+  lock, because SQL confs are per session.
+
+Idempotency follows the delta-rs engine's rule: if the table already recorded a transaction version
+``>= app_version`` for ``app_id``, the write is a no-op reported as ``duplicate``. The recorded version is
+read from the Delta log (``deltalake``'s ``transaction_version``); when the log cannot be read that way
+(for example ``s3a://`` paths) delta-spark's own check still skips the commit, and the missing commit is
+reported as a duplicate.
+
+Conflicts (Python classes from ``delta.exceptions``, Py4J or Spark Connect wrappers) become
+:class:`~deltaguard.engines.errors.DeltaConflictError` through :mod:`deltaguard.engines.spark_errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
+from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
+from deltaguard.engines.spark_errors import to_conflict_error
+from deltaguard.engines.spark_ops import conf_get, delta_table, execute
+from deltaguard.engines.spark_setup import check_delta_available, installed_version
+from deltaguard.engines.spark_specs import CREATING_SPECS, OPERATION_NAMES, validate_spec
+from deltaguard.engines.spark_target import SparkTarget
+from deltaguard.engines.specs import WriteContext, WriteSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROW_LEVEL_PREVIEW_CONF = "spark.databricks.delta.rowLevelConcurrencyPreview"
+DATABRICKS_VERSION_CONF = "spark.databricks.clusterUsageTags.sparkVersion"
+DATABRICKS_ENGINE_CONF = "spark.databricks.clusterUsageTags.runtimeEngine"
+
+
+SessionSource = Any  # a SparkSession or a zero-argument callable returning one
+
+
+class SparkEngine(DeltaEngine):
+    """Writes through delta-spark on a SparkSession (in the worker or over Spark Connect).
+
+    :param spark: a SparkSession, or a zero-argument callable returning one (called once, lazily).
+    :param conn_id: a ``spark`` connection: master URL and Databricks extras (``databricks-runtime``,
+        ``photon``, ``row-level-preview``) for the profile.
+    :param connect_conn_id: a ``spark_connect`` connection: use Spark Connect.
+    :param master: a master URL for a worker session (overrides the connection's).
+    :param conf: extra Spark conf for a session this engine creates.
+    :param profile: the engine profile, if known better than this engine can tell.
+    :param databricks_runtime: the target is a Databricks cluster running this runtime (``"14.3"``).
+    :param photon: the Databricks cluster runs Photon.
+    :param row_level_preview: Databricks 14.0/14.1 with ``rowLevelConcurrencyPreview`` on.
+    :param delta_version: the delta-spark version on the cluster (default: the installed wheel's).
+    :param storage_options: deltalake storage options for reading the Delta log of path-based tables.
+    :param history_scan: how many recent commits to search for this write's commit.
+    """
+
+    name = "spark"
+
+    def __init__(
+        self,
+        spark: SessionSource | None = None,
+        *,
+        conn_id: str | None = None,
+        connect_conn_id: str | None = None,
+        master: str | None = None,
+        conf: Mapping[str, str] | None = None,
+        profile: EngineProfile | None = None,
+        databricks_runtime: str | None = None,
+        photon: bool | None = None,
+        row_level_preview: bool | None = None,
+        delta_version: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        history_scan: int = 50,
+    ) -> None:
+        if history_scan < 1:
+            raise ValueError("history_scan must be at least 1")
+        self._spark_source = spark
+        self._conn_id = conn_id
+        self._connect_conn_id = connect_conn_id
+        self._master = master
+        self._conf = dict(conf or {})
+        self._profile = profile
+        self._databricks_runtime = databricks_runtime
+        self._photon = photon
+        self._row_level_preview = row_level_preview
+        self._delta_version = delta_version
+        self._storage_options = dict(storage_options or {})
+        self._history_scan = history_scan
+        self._session: SparkSession | None = None
+        self._checked = False
+        # SQL confs are per session: one statement at a time sets and restores them.
+        self._lock = threading.RLock()
+
+    # -- session -------------------------------------------------------------------------------------
+
+    def session(self) -> SparkSession:
+        """The SparkSession, created on first use and checked for Delta's jars.
+
+        :raises SparkSetupError: if Delta cannot run on it (with how to add the jars).
+        """
+        with self._lock:
+            if self._session is None:
+                self._session = self._create_session()
+            if not self._checked:
+                check_delta_available(self._session)
+                self._checked = True
+            return self._session
+
+    def check_setup(self) -> None:
+        """Fail fast (before any lease) when Spark cannot run Delta writes; see :meth:`session`."""
+        self.session()
+
+    def _create_session(self) -> SparkSession:
+        source = self._spark_source
+        if source is not None:
+            # A SparkSession is not callable; anything callable is a factory.
+            return cast("SparkSession", source() if callable(source) else source)
+        if self._connect_conn_id:
+            from deltaguard.engines.spark_session import connect_session
+
+            return cast("SparkSession", connect_session(self._connect_conn_id, conf=self._conf))
+        if self._conn_id is None and self._master is None:
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                return cast("SparkSession", active)
+        from deltaguard.engines.spark_session import worker_session
+
+        return cast("SparkSession", worker_session(self._conn_id, master=self._master, conf=self._conf))
+
+    # -- profile ---------------------------------------------------------------------------------------
+
+    def profile(self) -> EngineProfile:
+        """``databricks`` (runtime, Photon) for Databricks clusters, else ``delta-spark`` (its version).
+
+        Sources, first match wins: the explicit ``profile``; the constructor's Databricks arguments; the
+        ``spark`` connection's extras; an already-created session's Databricks cluster tags; the
+        ``DATABRICKS_RUNTIME_VERSION`` variable (set on Databricks drivers); the delta-spark version.
+        """
+        if self._profile is not None:
+            return self._profile
+        runtime, photon, preview = self._databricks_runtime, self._photon, self._row_level_preview
+        if runtime is None and self._conn_id:
+            with contextlib.suppress(Exception):  # no Airflow/connection: fall through to other sources
+                from deltaguard.engines.spark_session import get_connection_info
+
+                info = get_connection_info(self._conn_id)
+                runtime = info.databricks_runtime
+                photon = info.photon if photon is None else photon
+                preview = info.row_level_preview if preview is None else preview
+        if runtime is None and self._session is not None:
+            tag = conf_get(self._session, DATABRICKS_VERSION_CONF)
+            if tag:
+                runtime = tag
+                if photon is None:
+                    photon = "photon" in conf_get(self._session, DATABRICKS_ENGINE_CONF).lower()
+                if preview is None:
+                    preview = conf_get(self._session, ROW_LEVEL_PREVIEW_CONF).lower() == "true"
+        runtime = runtime or os.environ.get("DATABRICKS_RUNTIME_VERSION") or None
+        if runtime:
+            version = ".".join(str(p) for p in parse_version(runtime)[:2])
+            return EngineProfile(
+                EngineName.DATABRICKS, version, photon=bool(photon), row_level_preview=bool(preview)
+            )
+        delta_version = self._delta_version or installed_version("delta-spark")
+        if not delta_version:
+            raise SparkSetupError("delta-spark is not installed; install airflow-provider-deltaguard[spark]")
+        return EngineProfile(EngineName.DELTA_SPARK, delta_version)
+
+    # -- table configuration -----------------------------------------------------------------------------
+
+    def table_config(self, table_uri: str) -> TableConfig:
+        """Path-based tables: the Delta log (:func:`deltaguard.engines.discovery.read_table_config`), falling
+        back to Spark when deltalake cannot read the location; catalog names: ``DESCRIBE DETAIL``.
+
+        Checks the Spark setup first, so a missing-jars error surfaces before any lease.
+        """
+        spark = self.session()
+        target = SparkTarget.parse(table_uri)
+        if target.path is not None:
+            from deltaguard.engines.discovery import read_table_config
+
+            try:
+                return read_table_config(target.path, self._storage_options or None)
+            except TableAccessError:
+                pass  # e.g. s3a:// or abfss:// through Hadoop: ask Spark
+            from delta.tables import DeltaTable
+
+            if not DeltaTable.isDeltaTable(spark, target.path):
+                return TableConfig(exists=False, uri=table_uri)
+        elif not spark.catalog.tableExists(target.name):
+            return TableConfig(exists=False, uri=table_uri)
+        return self._describe_detail(spark, target)
+
+    def _describe_detail(self, spark: SparkSession, target: SparkTarget) -> TableConfig:
+        from deltaguard.engines.discovery import KNOWN_TABLE_FEATURES, is_known_property
+
+        rows = spark.sql(f"DESCRIBE DETAIL {target.sql_reference()}").collect()
+        if not rows:
+            raise TableAccessError(f"DESCRIBE DETAIL returned nothing for {target.uri}")
+        detail = rows[0].asDict(recursive=True)
+        if str(detail.get("format", "delta")).lower() != "delta":
+            raise TableAccessError(f"{target.uri} is a {detail.get('format')} table, not Delta")
+        properties = detail.get("properties")
+        if properties is None:
+            shown = spark.sql(f"SHOW TBLPROPERTIES {target.sql_reference()}").collect()
+            properties = {
+                r["key"]: r["value"]
+                for r in shown
+                if not r["key"].startswith("delta.feature.")
+                and r["key"] not in ("delta.minReaderVersion", "delta.minWriterVersion")
+            }
+        features = tuple(detail.get("tableFeatures") or ())
+        unknown = tuple(f"property {k}" for k in properties if not is_known_property(k))
+        unknown += tuple(f"feature {f}" for f in features if f.lower() not in KNOWN_TABLE_FEATURES)
+        schema = spark.table(target.sql_reference()).schema
+        identity = tuple(
+            f.name for f in schema.fields if any(str(k).startswith("delta.identity.") for k in f.metadata)
+        )
+        version = self._latest_version(spark, target)
+        return TableConfig(
+            partition_columns=tuple(detail.get("partitionColumns") or ()),
+            properties={str(k): str(v) for k, v in properties.items()},
+            clustering_columns=tuple(detail.get("clusteringColumns") or ()),
+            identity_columns=identity,
+            exists=True,
+            version=version,
+            min_reader_version=detail.get("minReaderVersion"),
+            min_writer_version=detail.get("minWriterVersion"),
+            # DESCRIBE DETAIL lists reader and writer features together; every reader feature is also a
+            # writer feature in Delta's protocol, so they all count as writer features here.
+            writer_features=features,
+            unknown=unknown,
+            uri=target.uri,
+        )
+
+    # -- validation ------------------------------------------------------------------------------------
+
+    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
+        """Check the spec (SQL parses, clauses make sense, partitions exist) and the Spark setup.
+
+        :raises InvalidWriteError: for a malformed spec.
+        :raises SparkSetupError: when Delta's jars are missing.
+        """
+        SparkTarget.parse(table_uri)
+        validate_spec(spec, config)
+        self.check_setup()
+
+    # -- write -------------------------------------------------------------------------------------------
+
+    def write(self, table_uri: str, spec: WriteSpec, context: WriteContext) -> WriteResult:
+        target = SparkTarget.parse(table_uri)
+        validate_spec(spec, None)
+        spark = self.session()
+        started = time.monotonic()
+        expected = OPERATION_NAMES[type(spec)]
+        before = self._latest_version(spark, target)
+        if before is None and not isinstance(spec, CREATING_SPECS):
+            raise InvalidWriteError(
+                f"no Delta table at {table_uri}; {type(spec).__name__} needs an existing table"
+            )
+        idempotent = context.app_id is not None and context.app_version is not None
+        if idempotent and before is not None:
+            recorded = self._recorded_txn_version(spark, target, context.app_id or "")
+            if recorded is not None and recorded >= (context.app_version or 0):
+                return WriteResult(
+                    table_uri, before, expected[0], {}, time.monotonic() - started, duplicate=True
+                )
+        user_metadata = (
+            json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
+        )
+        with self._lock:
+            try:
+                execute(spark, target, spec, context, user_metadata)
+            except Exception as exc:
+                conflict = to_conflict_error(exc, table_uri, engine=self.name)
+                if conflict is not None:
+                    raise conflict from exc
+                raise
+        elapsed = time.monotonic() - started
+        commit = self._find_commit(spark, target, before, user_metadata, expected)
+        if commit is None:
+            # Nothing committed: delta-spark skipped an already-applied (app_id, app_version), or the write
+            # was a no-op (OPTIMIZE with nothing to compact).
+            version = self._latest_version(spark, target)
+            return WriteResult(table_uri, version, expected[0], {}, elapsed, duplicate=idempotent)
+        return WriteResult(table_uri, commit["version"], commit["operation"], commit["metrics"], elapsed)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _latest_version(self, spark: SparkSession, target: SparkTarget) -> int | None:
+        """The table's current version, ``None`` when it does not exist."""
+        from delta.tables import DeltaTable
+
+        if target.path is not None:
+            if not DeltaTable.isDeltaTable(spark, target.path):
+                return None
+        elif not spark.catalog.tableExists(target.name):
+            return None
+        rows = delta_table(spark, target).history(1).select("version").collect()
+        return int(rows[0]["version"]) if rows else None
+
+    def _recorded_txn_version(self, spark: SparkSession, target: SparkTarget, app_id: str) -> int | None:
+        """The ``txn`` version the log holds for ``app_id`` (``None``: none, or the log is unreadable here)."""
+        location = target.path
+        if location is None:
+            with contextlib.suppress(Exception):
+                rows = spark.sql(f"DESCRIBE DETAIL {target.sql_reference()}").select("location").collect()
+                location = rows[0]["location"] if rows else None
+        if not location:
+            return None
+        try:
+            from deltalake import DeltaTable as RsTable
+
+            version = RsTable(location, storage_options=self._storage_options or None).transaction_version(
+                app_id
+            )
+        except Exception:  # deltalake cannot read every Hadoop location; delta-spark still checks
+            return None
+        return None if version is None else int(version)
+
+    def _find_commit(
+        self,
+        spark: SparkSession,
+        target: SparkTarget,
+        before: int | None,
+        user_metadata: str | None,
+        expected: tuple[str, ...],
+    ) -> dict[str, Any] | None:
+        """This write's commit among the recent ones: newer than ``before``, with our ``userMetadata``
+        (or, without metadata, the newest with an expected operation name)."""
+        rows = (
+            delta_table(spark, target)
+            .history(self._history_scan)
+            .select("version", "operation", "operationMetrics", "userMetadata")
+            .collect()
+        )
+        floor = -1 if before is None else before
+        for row in sorted(rows, key=lambda r: -int(r["version"])):
+            if int(row["version"]) <= floor:
+                break
+            if user_metadata is not None and row["userMetadata"] != user_metadata:
+                continue
+            if user_metadata is None and row["operation"] not in expected:
+                continue
+            return {
+                "version": int(row["version"]),
+                "operation": str(row["operation"]),
+                "metrics": _metrics(row["operationMetrics"]),
+            }
+        return None
+
+
+def _metrics(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in (raw or {}).items():
+        try:
+            out[key] = int(value)
+        except (TypeError, ValueError):
+            out[key] = value
+    return out

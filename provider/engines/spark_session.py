@@ -1,0 +1,222 @@
+"""Reach Spark through the apache-airflow-providers-apache-spark connections (no new connection type).
+
+Three ways, one per connection type of that provider:
+
+* ``spark`` connection -> a SparkSession created in the worker (:func:`worker_session`), with the
+  connection's master (``local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://...``);
+* ``spark`` connection -> ``spark-submit`` of :mod:`deltaguard.engines.spark_job` through the provider's
+  ``SparkSubmitHook`` (:func:`submit_hook`);
+* ``spark_connect`` connection -> a Spark Connect session (:func:`connect_session`), URL built by the
+  provider's ``SparkConnectHook``.
+
+Airflow is imported lazily so the module also works inside a spark-submit job without Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deltaguard.engines.errors import SparkSetupError
+from deltaguard.engines.spark_setup import delta_jars_from_env, delta_session_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Defaults that keep a worker-side session small; callers override through ``conf``.
+SMALL_SESSION_CONF: Mapping[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+@dataclass(frozen=True)
+class SparkConnectionInfo:
+    """What deltaguard reads from a ``spark`` connection.
+
+    :param master: the Spark master URL, resolved the way ``SparkSubmitHook`` resolves it.
+    :param deploy_mode: ``client``/``cluster`` (extra ``deploy-mode``).
+    :param conf: extra Spark conf from the connection's extra ``spark-conf`` (a JSON object).
+    :param databricks_runtime: extra ``databricks-runtime`` (``"14.3"``): the target is Databricks.
+    :param photon: extra ``photon``: the Databricks cluster runs Photon.
+    :param row_level_preview: extra ``row-level-preview``: Databricks 14.0/14.1 preview flag.
+    """
+
+    master: str
+    deploy_mode: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+    databricks_runtime: str | None = None
+    photon: bool = False
+    row_level_preview: bool = False
+
+
+def _flag(value: Any) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def connection_info(conn: Any) -> SparkConnectionInfo:
+    """Read a ``spark`` (or ``spark_connect``) Airflow connection.
+
+    The master follows ``SparkSubmitHook._resolve_connection``: a ``spark`` connection whose host holds a
+    full URL (or has no port) uses the host as is, otherwise ``<conn_type>://<host>``; the port is appended.
+
+    :param conn: an ``airflow`` ``Connection`` (anything with ``conn_type``, ``host``, ``port``,
+        ``extra_dejson``).
+    :raises SparkSetupError: if the connection has no host or a malformed ``spark-conf`` extra.
+    """
+    host = (conn.host or "").strip()
+    if not host:
+        raise SparkSetupError(f"Spark connection {getattr(conn, 'conn_id', '?')!r} has no host (master URL)")
+    if conn.conn_type == "spark" and ("://" in host or not conn.port):
+        master = host
+    else:
+        master = f"{conn.conn_type}://{host}"
+    if conn.port:
+        master = f"{master}:{conn.port}"
+    extra = dict(conn.extra_dejson or {})
+    raw_conf = extra.get("spark-conf", {})
+    if isinstance(raw_conf, str):
+        try:
+            raw_conf = json.loads(raw_conf) if raw_conf.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise SparkSetupError(
+                f"extra 'spark-conf' of connection {conn.conn_id!r} is not JSON: {exc}"
+            ) from exc
+    if not isinstance(raw_conf, dict):
+        raise SparkSetupError(f"extra 'spark-conf' of connection {conn.conn_id!r} must be a JSON object")
+    runtime = extra.get("databricks-runtime")
+    return SparkConnectionInfo(
+        master=master,
+        deploy_mode=extra.get("deploy-mode"),
+        conf={str(k): str(v) for k, v in raw_conf.items()},
+        databricks_runtime=str(runtime) if runtime else None,
+        photon=_flag(extra.get("photon", False)),
+        row_level_preview=_flag(extra.get("row-level-preview", False)),
+    )
+
+
+def get_connection_info(conn_id: str) -> SparkConnectionInfo:
+    """:func:`connection_info` of an Airflow connection id (imports Airflow)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    return connection_info(SparkSubmitHook.get_connection(conn_id))
+
+
+def worker_session(
+    conn_id: str | None = None,
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "deltaguard",
+    with_delta: bool = True,
+    default_master: str | None = "local[2]",
+) -> SparkSession:
+    """A SparkSession in this process (the Airflow worker).
+
+    :param conn_id: a ``spark`` connection giving the master and extra conf; ignored if ``master`` is given.
+    :param master: a master URL; default: the connection's, else ``local[2]``.
+    :param conf: Spark conf, applied last.
+    :param app_name: the Spark application name.
+    :param default_master: the master when neither ``master`` nor the connection gives one; ``None`` leaves
+        it to the environment (inside spark-submit, which has already chosen it).
+    :param with_delta: add Delta's extension, catalog and ``DELTAGUARD_DELTA_JARS`` jars to the conf.
+        Sources that only need PySpark (DataFrames for the delta-rs engine) pass ``False``.
+    """
+    from pyspark.sql import SparkSession
+
+    settings: dict[str, str] = dict(SMALL_SESSION_CONF)
+    if master is None and conn_id:
+        info = get_connection_info(conn_id)
+        master = info.master
+        settings.update(info.conf)
+    settings.update(conf or {})
+    if with_delta:
+        settings = delta_session_conf(settings)
+    builder = SparkSession.builder.appName(app_name)
+    if master or default_master:
+        builder = builder.master(master or default_master or "")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def connect_session(
+    conn_id: str = "spark_connect_default", *, conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A Spark Connect session for a ``spark_connect`` connection (URL from ``SparkConnectHook``).
+
+    :param conn_id: the ``spark_connect`` connection.
+    :param conf: runtime SQL conf to set on the session.
+    """
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from pyspark.sql import SparkSession
+
+    url = SparkConnectHook(conn_id=conn_id).get_connection_url()
+    session = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in (conf or {}).items():
+        session.conf.set(key, value)
+    return session
+
+
+def job_application() -> str:
+    """The file spark-submit runs: :mod:`deltaguard.engines.spark_job`, shipped inside deltaguard."""
+    from deltaguard.engines import spark_job
+
+    path = spark_job.__file__
+    if path is None:  # pragma: no cover - only for exotic zip imports
+        raise SparkSetupError("cannot locate deltaguard.engines.spark_job on disk for spark-submit")
+    return path
+
+
+def submit_hook(
+    job_args: Sequence[str],
+    *,
+    conn_id: str = "spark_default",
+    conf: Mapping[str, str] | None = None,
+    packages: str | None = None,
+    py_files: str | None = None,
+    name: str = "deltaguard-write",
+    **hook_kwargs: Any,
+) -> Any:
+    """A ``SparkSubmitHook`` that runs :mod:`deltaguard.engines.spark_job` with ``job_args``.
+
+    Delta's jars: ``packages`` (for example the coordinate from
+    :func:`deltaguard.engines.spark_setup.delta_maven_coordinate`) or the jars of ``DELTAGUARD_DELTA_JARS``
+    (``--jars``); with neither, the cluster must provide them (Databricks does). The Delta SQL extension
+    and catalog are always added to ``--conf``. The job module imports deltaguard, so the cluster's Python
+    must have it installed, or pass a zip of it as ``py_files``.
+
+    :param job_args: the job module's arguments (see :func:`deltaguard.engines.spark_job.build_args`).
+    :param conn_id: the ``spark`` connection.
+    :param conf: extra ``--conf`` settings.
+    :param packages: ``--packages`` value.
+    :param py_files: ``--py-files`` value.
+    :param name: the Spark application name.
+    :param hook_kwargs: passed to ``SparkSubmitHook`` unchanged.
+    """
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    # Jars of DELTAGUARD_DELTA_JARS on this machine go through --jars (spark-submit ships them); the
+    # variable itself is not passed on, since the folder need not exist on the cluster.
+    jars = [j for j in (hook_kwargs.pop("jars", None) or "").split(",") if j] + delta_jars_from_env()
+    settings = delta_session_conf(conf, environ={})
+    return SparkSubmitHook(
+        conf=settings,
+        conn_id=conn_id,
+        jars=",".join(jars) or None,
+        packages=packages,
+        py_files=py_files,
+        name=name,
+        application_args=list(job_args),
+        **hook_kwargs,
+    )
+
+
+def submit_command(hook: Any) -> list[str]:
+    """The spark-submit command line ``hook`` would run for the job module (nothing is started).
+
+    :param hook: a hook from :func:`submit_hook`.
+    """
+    return list(hook._build_spark_submit_command(job_application()))

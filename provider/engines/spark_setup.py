@@ -1,0 +1,169 @@
+"""Can this Spark run Delta writes?  Delta's jars, session extensions, and the guidance when they are missing.
+
+Neither the pyspark nor the delta-spark wheel contains Delta's JVM classes: they come from Maven
+(``spark.jars.packages``) or from local jar files (``spark.jars``). Without them the delta-spark Python
+API fails deep inside Py4J (``'JavaPackage' object is not callable``). deltaguard checks first, before any
+lease is taken, and raises :class:`SparkSetupError` with what to change.
+
+``DELTAGUARD_DELTA_JARS`` names a folder of jars (``delta-spark_*.jar``, ``delta-storage-*.jar``, ...); when
+set, sessions deltaguard creates put them on ``spark.jars``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from deltaguard.engines.errors import SparkSetupError
+
+DELTA_JARS_ENV = "DELTAGUARD_DELTA_JARS"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: The one class every delta-spark Python call goes through.
+DELTA_TABLE_CLASS = "io.delta.tables.DeltaTable"
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def delta_maven_coordinate(delta_version: str | None = None, spark_version: str | None = None) -> str:
+    """The Maven coordinate of the delta-spark jar matching the installed wheels.
+
+    delta-spark 4.x publishes one artifact per Spark minor version (``delta-spark_4.2_2.13``), as its own
+    ``configure_spark_with_delta_pip`` does; older releases use ``delta-spark_2.13``.
+
+    :param delta_version: delta-spark version; default: the installed ``delta-spark`` wheel.
+    :param spark_version: Spark version; default: the installed ``pyspark`` wheel.
+    """
+    delta_version = delta_version or installed_version("delta-spark") or "<delta-version>"
+    spark_version = spark_version or installed_version("pyspark") or ""
+    major = delta_version.split(".")[0]
+    if major.isdigit() and int(major) >= 4 and spark_version:
+        artifact = f"delta-spark_{'.'.join(spark_version.split('.')[:2])}_2.13"
+    else:
+        artifact = "delta-spark_2.13"
+    return f"io.delta:{artifact}:{delta_version}"
+
+
+def missing_jars_message(detail: str = "") -> str:
+    """The guidance shown when Delta's classes cannot be loaded."""
+    coordinate = delta_maven_coordinate()
+    lines = [
+        "Delta Lake's Spark jars are not on this Spark session's classpath, so delta-spark cannot run"
+        + (f" ({detail})." if detail else "."),
+        "Add them in one of these ways (before the session starts; an existing JVM keeps its classpath):",
+        f"  * Spark conf: spark.jars.packages={coordinate}",
+        f"  * spark-submit / pyspark: --packages {coordinate}",
+        f"  * a folder of the jars: export {DELTA_JARS_ENV}=/path/to/delta-jars "
+        "(deltaguard adds every *.jar in it to spark.jars)",
+        f"and enable Delta SQL: spark.sql.extensions={DELTA_EXTENSION}, "
+        f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}.",
+    ]
+    return "\n".join(lines)
+
+
+def delta_jars_from_env(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The jar files in ``DELTAGUARD_DELTA_JARS``, sorted; empty when the variable is unset.
+
+    :param environ: the environment to read (default ``os.environ``).
+    :raises SparkSetupError: if the variable is set but is not a folder holding ``*.jar`` files.
+    """
+    env = os.environ if environ is None else environ
+    folder = env.get(DELTA_JARS_ENV, "").strip()
+    if not folder:
+        return []
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise SparkSetupError(f"{DELTA_JARS_ENV}={folder!r} is not a folder of Delta Lake jars")
+    jars = sorted(str(p.resolve()) for p in path.glob("*.jar"))
+    if not jars:
+        raise SparkSetupError(f"{DELTA_JARS_ENV}={folder!r} holds no *.jar files")
+    return jars
+
+
+def delta_session_conf(
+    conf: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Spark conf for a session that can run Delta: extensions, catalog, and the jars of ``DELTAGUARD_DELTA_JARS``.
+
+    User settings win, except that the env jars are appended to any ``spark.jars`` already given.
+
+    :param conf: the caller's Spark conf.
+    :param environ: the environment to read (default ``os.environ``).
+    """
+    merged = {
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    }
+    merged.update(conf or {})
+    jars = delta_jars_from_env(environ)
+    if jars:
+        existing = [j for j in merged.get("spark.jars", "").split(",") if j]
+        merged["spark.jars"] = ",".join(existing + [j for j in jars if j not in existing])
+    return merged
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def check_delta_available(spark: Any) -> None:
+    """Raise :class:`SparkSetupError` unless ``spark`` can run delta-spark writes.
+
+    Classic sessions: a cheap class lookup through Py4J (no job, no table access), then the Delta SQL
+    extension (``ALTER TABLE``/``DESCRIBE DETAIL`` on Delta tables need it). Spark Connect sessions: the
+    server's ``spark.sql.extensions`` must name Delta's extension (the classpath lives on the server).
+
+    :param spark: a ``pyspark.sql.SparkSession`` (classic or Spark Connect).
+    :raises SparkSetupError: with the guidance of :func:`missing_jars_message`.
+    """
+    if _is_connect(spark):
+        extensions = _conf_get(spark, "spark.sql.extensions")
+        if DELTA_EXTENSION not in extensions:
+            raise SparkSetupError(
+                missing_jars_message(
+                    f"the Spark Connect server's spark.sql.extensions is {extensions!r}; "
+                    "start the server with the Delta jars and extension"
+                )
+            )
+        return
+    from py4j.java_gateway import JavaClass
+
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise SparkSetupError(
+            "this SparkSession has no JVM gateway (stopped?); cannot check for Delta's jars"
+        )
+    looked_up: Any = jvm
+    for part in DELTA_TABLE_CLASS.split("."):
+        looked_up = getattr(looked_up, part)
+    if not isinstance(looked_up, JavaClass):
+        jars = _conf_get(spark, "spark.jars") or "<unset>"
+        packages = _conf_get(spark, "spark.jars.packages") or "<unset>"
+        raise SparkSetupError(
+            missing_jars_message(
+                f"class {DELTA_TABLE_CLASS} not found; spark.jars={jars}, spark.jars.packages={packages}"
+            )
+        )
+    extensions = _conf_get(spark, "spark.sql.extensions")
+    if DELTA_EXTENSION not in extensions:
+        raise SparkSetupError(
+            "Delta's jars are loaded but the session lacks Delta's SQL extension: set "
+            f"spark.sql.extensions={DELTA_EXTENSION} and spark.sql.catalog.spark_catalog={DELTA_CATALOG} "
+            "when building the session (they cannot be added to a running one)."
+        )
+
+
+def _conf_get(spark: Any, key: str) -> str:
+    try:
+        value = spark.conf.get(key, "")
+    except Exception:  # Connect raises for unknown keys on some servers; treat as unset
+        return ""
+    return str(value or "")
