@@ -458,6 +458,10 @@ def _merge_target_cached(condition: str, alias: str) -> Predicate:
     ]
     if not kept:
         return EVERYTHING
+    # Keep an OR in parentheses so the text stays right when a caller ANDs it with more conditions.
+    kept = [
+        exp.paren(conjunct, copy=False) if isinstance(conjunct, exp.Or) else conjunct for conjunct in kept
+    ]
     tree = exp.and_(*kept) if len(kept) > 1 else kept[0]
     return Predicate(sql=tree.sql(dialect=DIALECT), is_everything=False, tree=tree)
 
