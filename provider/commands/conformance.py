@@ -1,0 +1,82 @@
+"""``deltaguard conformance``: measure delta-rs against the conflict model, cell by cell.
+
+Exits 1 when any cell is unsound (the model said ``no_conflict`` but the engine conflicted, failed or
+silently corrupted data), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deltaguard.conformance.cells import CellResult
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the subcommand's options.
+
+    :param parser: the subcommand's parser.
+    """
+    parser.add_argument(
+        "--slice",
+        choices=("representative", "full"),
+        default="representative",
+        help="representative: a fast subset covering every measured fact; full: every pair x layout x spelling",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (default: up to 2)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="print only unsound cells and the summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the slice, print observed vs predicted per cell and the summary.
+
+    :param args: parsed options.
+    :returns: 1 if any cell is unsound, 2 on bad options, else 0.
+    """
+    if args.jobs < 1:
+        print("deltaguard conformance: --jobs must be >= 1", file=sys.stderr)
+        return 2
+    # Imported here so `deltaguard --help` does not pay for deltalake.
+    import deltalake
+
+    from deltaguard.conformance.cells import generate, summarize
+    from deltaguard.conformance.report import cell_line, summary_text, write_json
+    from deltaguard.conformance.runner import run_cells
+
+    cells = generate(args.slice)
+    print(
+        f"deltaguard conformance: delta-rs {deltalake.__version__}, {len(cells)} cells ({args.slice}), "
+        f"{args.jobs} job(s)",
+        flush=True,
+    )
+    started = time.perf_counter()
+
+    def show(done: list[CellResult]) -> None:
+        for result in done:
+            if not args.quiet or result.unsound:
+                print(cell_line(result), flush=True)
+
+    results = run_cells(cells, jobs=args.jobs, progress=show)
+    elapsed = time.perf_counter() - started
+    print(summary_text(results) + f" elapsed={elapsed:.1f}s")
+    if args.json is not None:
+        meta = {
+            "engine": "delta-rs",
+            "deltalake_version": deltalake.__version__,
+            "slice": args.slice,
+            "jobs": args.jobs,
+            "elapsed_s": round(elapsed, 1),
+        }
+        write_json(args.json, results, meta)
+        print(f"results written to {args.json}")
+    return 1 if summarize(results).unsound else 0
