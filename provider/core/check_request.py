@@ -207,7 +207,7 @@ def parse_operation(value: Any, where: str = "operation") -> Operation:
             raise RequestError(
                 f"{where}.{key}: only applies to {', '.join(k.value for k in kinds)}, not {kind.value}"
             )
-    return Operation(
+    operation = Operation(
         kind=kind,
         predicate=fields.get("predicate"),
         merge_condition=fields.get("merge_condition"),
@@ -217,6 +217,18 @@ def parse_operation(value: Any, where: str = "operation") -> Operation:
         checkpoint_location=fields.get("checkpoint_location"),
         label=fields.get("label"),
     )
+    _validate(operation, where)
+    return operation
+
+
+def _validate(operation: Operation, where: str) -> None:
+    """Parse predicates now, so a bad one is reported with the field that holds it."""
+    from deltaguard.core.facts import build_facts
+
+    try:
+        build_facts(operation)
+    except ValueError as error:
+        raise RequestError(f"{where}: {_one_line(error)}") from None
 
 
 def _classify(sql: str, label: str | None, where: str) -> Operation:
@@ -229,7 +241,10 @@ def _classify(sql: str, label: str | None, where: str) -> Operation:
     except ValueError as error:
         raise RequestError(f"{where}.sql: {_one_line(error)}") from None
     operation: Operation = classified.operation
-    return replace(operation, label=label) if label else operation
+    if label:
+        operation = replace(operation, label=label)
+    _validate(operation, where)
+    return operation
 
 
 def _one_line(error: BaseException) -> str:
