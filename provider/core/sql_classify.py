@@ -1,0 +1,446 @@
+"""Classify one Spark SQL write statement into the :class:`~deltaguard.core.operations.Operation` it performs.
+
+DML (INSERT, UPDATE, DELETE, MERGE) is parsed with sqlglot's Spark dialect. Delta/Databricks commands that
+sqlglot only knows as opaque commands (OPTIMIZE, REORG, ALTER TABLE ... actions, REPLACE TABLE, CREATE
+TABLE) are read from sqlglot's tokens, never with regular expressions over raw text, so quotes, comments and
+backticks cannot fool the classifier. A statement that cannot be classified raises
+:class:`SqlClassificationError`: the model never guesses what a write does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.predicates import DIALECT, PredicateError, parse_predicate
+
+_MAX_SHOWN = 120
+
+
+class SqlClassificationError(ValueError):
+    """A SQL statement that is not exactly one Delta write deltaguard can classify."""
+
+
+@dataclass(frozen=True)
+class ClassifiedStatement:
+    """The result of :func:`classify_sql`.
+
+    :param operation: the write, with ``sql`` set to the original statement.
+    :param table: the target table as written (``sales.daily``), or the path of ``delta.`/path```.
+    """
+
+    operation: Operation
+    table: str | None
+
+
+def _shown(sql: str) -> str:
+    flat = " ".join(sql.split())
+    return repr(flat if len(flat) <= _MAX_SHOWN else flat[:_MAX_SHOWN] + "...")
+
+
+def _fail(sql: str, why: str) -> SqlClassificationError:
+    return SqlClassificationError(f"cannot classify SQL {_shown(sql)}: {why}")
+
+
+def _tokenize(text: str, sql: str) -> list[Token]:
+    try:
+        return list(Dialect.get_or_raise(DIALECT).tokenize(text))
+    except SqlglotError as error:
+        raise _fail(sql, str(error).splitlines()[0] if str(error) else "it does not tokenize") from None
+
+
+def _one_statement(sql: str) -> list[Token]:
+    """The tokens of the single statement in ``sql``; a trailing semicolon is fine, two statements are not."""
+    statements: list[list[Token]] = [[]]
+    for token in _tokenize(sql, sql):
+        if token.token_type is TokenType.SEMICOLON:
+            statements.append([])
+        else:
+            statements[-1].append(token)
+    non_empty = [tokens for tokens in statements if tokens]
+    if not non_empty:
+        raise SqlClassificationError("cannot classify an empty SQL statement")
+    if len(non_empty) > 1:
+        raise _fail(sql, f"it contains {len(non_empty)} statements; give one statement per operation")
+    return non_empty[0]
+
+
+def classify_sql(sql: str) -> ClassifiedStatement:
+    """Classify one Spark SQL statement.
+
+    :param sql: one INSERT / UPDATE / DELETE / MERGE / OPTIMIZE / REORG / ALTER TABLE / CREATE or REPLACE
+        TABLE statement.
+    :raises SqlClassificationError: for anything else, or a statement that does not parse.
+    """
+    if not isinstance(sql, str):
+        raise SqlClassificationError(f"SQL must be text, not {type(sql).__name__}")
+    tokens = _one_statement(sql)
+    keyword = tokens[0].text.upper()
+    handler = _HANDLERS.get(keyword)
+    if handler is None:
+        raise _fail(sql, f"{keyword} is not a Delta write deltaguard can classify")
+    return handler(sql, tokens)
+
+
+# -------------------------------------------------------------------------------------- parsed DML
+
+
+def _parse(sql: str) -> exp.Expr:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except SqlglotError as error:
+        message = getattr(error, "errors", None)
+        detail = message[0].get("description") if message and isinstance(message[0], dict) else None
+        raise _fail(sql, f"it does not parse as Spark SQL ({detail or type(error).__name__})") from None
+    if len(statements) != 1:
+        raise _fail(sql, "expected exactly one statement")
+    return statements[0]
+
+
+def _table_name(table: exp.Table) -> str:
+    parts = table.parts
+    if len(parts) == 2 and parts[0].name.lower() == "delta" and _is_path(parts[1]):
+        return parts[1].name
+    return ".".join(part.name for part in parts)
+
+
+def _is_path(part: exp.Expr) -> bool:
+    return bool(part.args.get("quoted")) or "/" in part.name
+
+
+def _same_table(a: exp.Table, b: exp.Table) -> bool:
+    """Could ``a`` and ``b`` be the same table? Unknown qualifiers count as the same (so we err to 'reads')."""
+    a_parts = [part.name.lower() for part in a.parts]
+    b_parts = [part.name.lower() for part in b.parts]
+    shorter, longer = sorted((a_parts, b_parts), key=len)
+    return bool(shorter) and longer[-len(shorter) :] == shorter
+
+
+def _predicate_text(node: exp.Expr | None, sql: str) -> str | None:
+    """Render a condition and check it is one the conflict model can parse."""
+    if node is None:
+        return None
+    text = node.sql(dialect=DIALECT)
+    _check_predicate(text, sql)
+    return text
+
+
+def _check_predicate(text: str, sql: str) -> None:
+    try:
+        parse_predicate(text)
+    except PredicateError as error:
+        raise _fail(sql, str(error)) from None
+
+
+def _where(node: exp.Expr) -> exp.Expr | None:
+    where = node.args.get("where")
+    return where.this if isinstance(where, exp.Where) else where
+
+
+def _classify_insert(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    del tokens
+    insert = _parse(sql)
+    if not isinstance(insert, exp.Insert):
+        raise _fail(sql, f"expected an INSERT, got {insert.key.upper()}")
+    target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
+    if not isinstance(target, exp.Table):
+        raise _fail(sql, "the INSERT target is not a table")
+    name = _table_name(target)
+    reads_target = any(
+        table is not target and _same_table(table, target) for table in insert.find_all(exp.Table)
+    )
+    partition = target.args.get("partition")
+    static = [item for item in (partition.expressions if partition else []) if isinstance(item, exp.EQ)]
+    static_text = _predicate_text(exp.and_(*static), sql) if static else None
+    replace_where = _predicate_text(_where(insert), sql)
+    overwrite = bool(insert.args.get("overwrite"))
+    kind, predicate = OperationKind.INSERT, static_text
+    if replace_where is not None:
+        if overwrite:
+            raise _fail(sql, "INSERT OVERWRITE cannot be combined with REPLACE WHERE")
+        kind, predicate = OperationKind.REPLACE_WHERE, replace_where
+    elif overwrite and static_text is not None:
+        # Static partitions: exactly those partitions are replaced (a dynamic part only narrows that).
+        kind = OperationKind.REPLACE_WHERE
+    elif overwrite:
+        # No static partition: the whole table (or, in dynamic mode, partitions only known at run time).
+        kind = OperationKind.OVERWRITE
+    operation = Operation(kind, predicate=predicate, reads_target=reads_target, sql=sql)
+    return ClassifiedStatement(operation, name)
+
+
+def _classify_with(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    """``WITH cte AS (...) INSERT ...``; a ``WITH ... SELECT`` writes nothing."""
+    return _classify_insert(sql, tokens)
+
+
+def _classify_update_delete(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    del tokens
+    statement = _parse(sql)
+    if isinstance(statement, exp.Update):
+        kind = OperationKind.UPDATE
+    elif isinstance(statement, exp.Delete):
+        kind = OperationKind.DELETE
+    else:
+        raise _fail(sql, f"expected UPDATE or DELETE, got {statement.key.upper()}")
+    target = statement.this
+    if not isinstance(target, exp.Table):
+        raise _fail(sql, "the target is not a table")
+    predicate = _predicate_text(_where(statement), sql)
+    return ClassifiedStatement(Operation(kind, predicate=predicate, sql=sql), _table_name(target))
+
+
+def _classify_merge(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    del tokens
+    merge = _parse(sql)
+    if not isinstance(merge, exp.Merge):
+        raise _fail(sql, f"expected a MERGE, got {merge.key.upper()}")
+    target = merge.this
+    if not isinstance(target, exp.Table):
+        raise _fail(sql, "the MERGE target is not a table")
+    name = _table_name(target)
+    alias = target.alias or ".".join(part.name for part in target.parts)
+    condition = _predicate_text(merge.args.get("on"), sql)
+    whens = merge.args.get("whens")
+    clauses = whens.expressions if whens is not None else []
+    if any(clause.args.get("source") for clause in clauses):
+        # WHEN NOT MATCHED BY SOURCE visits every target row the source does not match, so the ON
+        # condition's target conjuncts no longer bound what is read: the MERGE reads the whole table.
+        condition = None
+    operation = Operation(OperationKind.MERGE, merge_condition=condition, target_alias=alias, sql=sql)
+    return ClassifiedStatement(operation, name)
+
+
+# ------------------------------------------------------------------------------ token-level commands
+
+
+@dataclass
+class _Cursor:
+    """Walks a token list of one statement (and the text its offsets refer to)."""
+
+    sql: str
+    text: str
+    tokens: Sequence[Token]
+    index: int = 0
+
+    def peek(self, offset: int = 0) -> str:
+        position = self.index + offset
+        return _words(self.tokens[position]) if position < len(self.tokens) else ""
+
+    def at_end(self) -> bool:
+        return self.index >= len(self.tokens)
+
+    def accept(self, *words: str) -> bool:
+        """Consume ``words`` if the next tokens spell exactly these keywords.
+
+        sqlglot folds some keyword pairs into one token (``CLUSTER BY``), so tokens are matched by their words.
+        """
+        wanted = list(words)
+        position = self.index
+        while wanted:
+            if position >= len(self.tokens):
+                return False
+            token_words = _words(self.tokens[position]).split(" ")
+            if wanted[: len(token_words)] != token_words:
+                return False
+            del wanted[: len(token_words)]
+            position += 1
+        self.index = position
+        return True
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            found = self.peek() or "the end"
+            raise _fail(self.sql, f"expected {' '.join(words)} but found {found}")
+
+    def table_name(self) -> str:
+        """A possibly qualified table name; ``delta.`/path``` yields the path."""
+        parts: list[Token] = []
+        while True:
+            if self.at_end() or not _is_name_token(self.tokens[self.index]):
+                raise _fail(self.sql, f"expected a table name but found {self.peek() or 'the end'}")
+            parts.append(self.tokens[self.index])
+            self.index += 1
+            if self.peek() != ".":
+                break
+            self.index += 1
+        if (
+            len(parts) == 2
+            and parts[0].text.lower() == "delta"
+            and (parts[1].token_type is TokenType.IDENTIFIER or "/" in parts[1].text)
+        ):
+            return parts[1].text
+        return ".".join(part.text for part in parts)
+
+    def text_until(self, *stop_words: str) -> str | None:
+        """The raw text of the tokens up to (not including) the first top-level ``stop_words`` keyword."""
+        start = self.index
+        depth = 0
+        while not self.at_end():
+            token_type = self.tokens[self.index].token_type
+            if depth == 0 and self.peek() in stop_words:
+                break
+            if token_type is TokenType.L_PAREN:
+                depth += 1
+            elif token_type is TokenType.R_PAREN:
+                depth -= 1
+            self.index += 1
+        if self.index == start:
+            return None
+        return self.text[self.tokens[start].start : self.tokens[self.index - 1].end + 1]
+
+    def predicate_after_where(self, *stop_words: str) -> str | None:
+        if not self.accept("WHERE"):
+            return None
+        text = self.text_until(*stop_words)
+        if text is None:
+            raise _fail(self.sql, "WHERE has no condition")
+        _check_predicate(text, self.sql)
+        return text
+
+    def finish(self) -> None:
+        if not self.at_end():
+            raise _fail(self.sql, f"unexpected {self.peek()} after the statement")
+
+
+def _words(token: Token) -> str:
+    """A keyword token's text, upper-cased, with single spaces (``CLUSTER   BY`` -> ``CLUSTER BY``)."""
+    return " ".join(token.text.upper().split())
+
+
+def _is_name_token(token: Token) -> bool:
+    return token.token_type in (TokenType.VAR, TokenType.IDENTIFIER) or token.text.isidentifier()
+
+
+def _command_cursor(sql: str, tokens: Sequence[Token]) -> _Cursor:
+    """A cursor after the leading keyword; sqlglot swallows the rest of some commands into one string."""
+    if (
+        len(tokens) == 2
+        and tokens[0].token_type is TokenType.COMMAND
+        and tokens[1].token_type is TokenType.STRING
+    ):
+        remainder = tokens[1].text
+        return _Cursor(sql, remainder, _tokenize(remainder, sql))
+    return _Cursor(sql, sql, tokens, index=1)
+
+
+def _classify_optimize(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    """``OPTIMIZE t [WHERE p] [ZORDER BY (c1, c2)]`` or ``OPTIMIZE t FULL``."""
+    cursor = _command_cursor(sql, tokens)
+    name = cursor.table_name()
+    predicate = cursor.predicate_after_where("ZORDER", "FULL")
+    zorder: tuple[str, ...] = ()
+    if cursor.accept("ZORDER", "BY"):
+        zorder = _column_list(cursor)
+        if not zorder:
+            raise _fail(sql, "ZORDER BY has no columns")
+    elif cursor.accept("FULL") and predicate is not None:
+        raise _fail(sql, "OPTIMIZE ... FULL takes no WHERE")
+    cursor.finish()
+    operation = Operation(OperationKind.OPTIMIZE, predicate=predicate, zorder_by=zorder, sql=sql)
+    return ClassifiedStatement(operation, name)
+
+
+def _column_list(cursor: _Cursor) -> tuple[str, ...]:
+    """``(a, b)`` or ``a, b``: plain column names only."""
+    parenthesised = cursor.accept("(")
+    names: list[str] = []
+    while not cursor.at_end() and cursor.peek() != ")":
+        token = cursor.tokens[cursor.index]
+        if not _is_name_token(token):
+            raise _fail(cursor.sql, f"expected a column name but found {token.text}")
+        names.append(token.text)
+        cursor.index += 1
+        if not cursor.accept(","):
+            break
+    if parenthesised:
+        cursor.expect(")")
+    return tuple(names)
+
+
+def _classify_reorg(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    """``REORG TABLE t [WHERE p] APPLY (PURGE)`` or ``... APPLY (UPGRADE UNIFORM(...))``."""
+    cursor = _command_cursor(sql, tokens)
+    cursor.expect("TABLE")
+    name = cursor.table_name()
+    predicate = cursor.predicate_after_where("APPLY")
+    cursor.expect("APPLY", "(")
+    if cursor.accept("PURGE"):
+        cursor.expect(")")
+        cursor.finish()
+        return ClassifiedStatement(Operation(OperationKind.REORG_PURGE, predicate=predicate, sql=sql), name)
+    if cursor.accept("UPGRADE"):
+        # A protocol upgrade; the clause's details do not change how it conflicts.
+        return ClassifiedStatement(Operation(OperationKind.REORG_UPGRADE, sql=sql), name)
+    raise _fail(sql, f"REORG ... APPLY ({cursor.peek()}) is neither PURGE nor UPGRADE")
+
+
+#: ALTER TABLE actions by their leading keywords (longest first wins, see _alter_kind).
+_ALTER_ACTIONS: dict[tuple[str, ...], OperationKind] = {
+    ("SET", "TBLPROPERTIES"): OperationKind.SET_TBLPROPERTIES,
+    ("UNSET", "TBLPROPERTIES"): OperationKind.SET_TBLPROPERTIES,
+    ("ADD", "COLUMNS"): OperationKind.ADD_COLUMNS,
+    ("ADD", "COLUMN"): OperationKind.ADD_COLUMNS,
+    ("DROP", "FEATURE"): OperationKind.REORG_UPGRADE,
+    ("DROP", "COLUMNS"): OperationKind.ALTER_SCHEMA,
+    ("DROP", "COLUMN"): OperationKind.ALTER_SCHEMA,
+    ("RENAME", "COLUMN"): OperationKind.ALTER_SCHEMA,
+    ("ALTER", "COLUMN"): OperationKind.ALTER_SCHEMA,
+    ("CHANGE",): OperationKind.ALTER_SCHEMA,
+    ("REPLACE", "COLUMNS"): OperationKind.ALTER_SCHEMA,
+    ("ADD", "CONSTRAINT"): OperationKind.ALTER_SCHEMA,
+    ("DROP", "CONSTRAINT"): OperationKind.ALTER_SCHEMA,
+    ("ADD", "PRIMARY", "KEY"): OperationKind.ALTER_SCHEMA,
+    ("DROP", "PRIMARY", "KEY"): OperationKind.ALTER_SCHEMA,
+    ("DROP", "FOREIGN", "KEY"): OperationKind.ALTER_SCHEMA,
+    ("CLUSTER", "BY"): OperationKind.ALTER_SCHEMA,
+}
+
+
+def _classify_alter(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    """``ALTER TABLE t <action>``: properties, columns, features, constraints, clustering."""
+    cursor = _command_cursor(sql, tokens)
+    cursor.expect("TABLE")
+    name = cursor.table_name()
+    for words, kind in sorted(_ALTER_ACTIONS.items(), key=lambda item: -len(item[0])):
+        if cursor.accept(*words):
+            if cursor.at_end():
+                raise _fail(sql, f"ALTER TABLE ... {' '.join(words)} is incomplete")
+            return ClassifiedStatement(Operation(kind, sql=sql), name)
+    action = " ".join(cursor.peek(i) for i in range(2)).strip() or "nothing"
+    raise _fail(sql, f"ALTER TABLE ... {action} is not a change deltaguard can classify")
+
+
+def _classify_create(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    """``CREATE [OR REPLACE] [EXTERNAL] TABLE [IF NOT EXISTS] t ...``, ``REPLACE TABLE t ...``, CTAS."""
+    cursor = _Cursor(sql, sql, tokens)
+    if not cursor.accept("REPLACE"):
+        cursor.expect("CREATE")
+        cursor.accept("OR", "REPLACE")
+        cursor.accept("EXTERNAL")
+    if not cursor.accept("TABLE"):
+        raise _fail(sql, f"only tables are classified, not {cursor.peek() or 'this'}")
+    cursor.accept("IF", "NOT", "EXISTS")
+    name = cursor.table_name()
+    return ClassifiedStatement(Operation(OperationKind.CREATE_OR_REPLACE, sql=sql), name)
+
+
+_HANDLERS: dict[str, Callable[[str, Sequence[Token]], ClassifiedStatement]] = {
+    "INSERT": _classify_insert,
+    "WITH": _classify_with,
+    "UPDATE": _classify_update_delete,
+    "DELETE": _classify_update_delete,
+    "MERGE": _classify_merge,
+    "OPTIMIZE": _classify_optimize,
+    "REORG": _classify_reorg,
+    "ALTER": _classify_alter,
+    "CREATE": _classify_create,
+    "REPLACE": _classify_create,
+}
