@@ -16,7 +16,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 from deltalake.transaction import CommitProperties
 
-from deltaguard.core.sql_literals import DATAFUSION, merge_condition_with_partitions
+from deltaguard.core.sql_literals import DATAFUSION, merge_condition_with_partitions, partition_predicate
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.spark_types import schema_from_spark_types, spark_type_to_delta
@@ -152,7 +152,14 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
     elif spec.not_matched_insert_all:
         merger = merger.when_not_matched_insert_all()
     if spec.not_matched_by_source_delete:
-        merger = merger.when_not_matched_by_source_delete()
+        # "Not matched by source" ranges over the whole target whatever the ON condition says; declared
+        # target partitions limit it too, so the MERGE touches only the partitions it was leased for.
+        scope = (
+            partition_predicate(spec.target_partition_values, qualifier=spec.target_alias, dialect=DATAFUSION)
+            if spec.target_partition_values
+            else None
+        )
+        merger = merger.when_not_matched_by_source_delete(predicate=scope)
     return dict(merger.execute())
 
 
@@ -210,7 +217,7 @@ def run_create(spec: CreateSpec, ctx: OpContext) -> Metrics:
             ctx.uri,
             schema_from_spark_types(dict(spec.schema or {})),
             mode=mode,
-            partition_by=list(spec.partition_by) or None,
+            partition_by=list(spec.partition_by),
             configuration=configuration,
             storage_options=ctx.storage_options,
             commit_properties=ctx.commit,
@@ -221,11 +228,29 @@ def run_create(spec: CreateSpec, ctx: OpContext) -> Metrics:
         # The declared schema wins over the source's inferred types.
         target = pa.schema(schema_from_spark_types(dict(spec.schema)).to_arrow())
         data = materialize(data).select(target.names).cast(target)
+    if spec.replace:
+        # delta-rs' overwrite keeps the old properties, so a replace with data is two commits: CREATE OR
+        # REPLACE (schema, partitioning, properties), then the data. The app transaction goes on the
+        # second, so a retry after a crash in between simply replaces again.
+        DeltaTable.create(
+            ctx.uri,
+            data.schema,
+            mode="overwrite",
+            partition_by=list(spec.partition_by),
+            configuration=configuration,
+            storage_options=ctx.storage_options,
+            commit_properties=CommitProperties(
+                custom_metadata=ctx.commit.custom_metadata, max_commit_retries=ctx.commit.max_commit_retries
+            ),
+        )
+        write_deltalake(
+            ctx.uri, data, mode="append", storage_options=ctx.storage_options, commit_properties=ctx.commit
+        )
+        return None
     write_deltalake(
         ctx.uri,
         data,
-        mode="overwrite" if spec.replace else "error",
-        schema_mode="overwrite" if spec.replace else None,
+        mode="error",
         partition_by=list(spec.partition_by) or None,
         configuration=configuration,
         storage_options=ctx.storage_options,
