@@ -177,7 +177,10 @@ def generate(slice_name: str) -> list[Cell]:
         pairs, spellings = REPRESENTATIVE_PAIRS, REPRESENTATIVE_SPELLINGS
     else:
         raise ValueError(f"unknown slice {slice_name!r} (expected 'representative' or 'full')")
-    return [Cell(a, b, layout, iso) for a, b in pairs for layout in Layout for iso in spellings]
+    order = list(ProbeOp)
+    # a pair is unordered: name it in declaration order so slices never hold the same pair twice
+    canonical = [(a, b) if order.index(a) <= order.index(b) else (b, a) for a, b in pairs]
+    return [Cell(a, b, layout, iso) for a, b in canonical for layout in Layout for iso in spellings]
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,10 @@ SEED_COMMITS: tuple[tuple[int, ...], ...] = ((1, 2, 5, 6), (3, 4, 7, 8))
 #: the CHECK constraint ADD_CONSTRAINT adds; INSERT appends a row that violates it on purpose
 CONSTRAINT_EXPRESSION = "v < 1000"
 VIOLATING_VALUE = 5000
+#: the new key both INSERT and INSERT_READING_TARGET add, in both roles: two "insert if absent" writes of the
+#: same key must not both insert it (a serial execution inserts it once), which is the write skew a
+#: weaker isolation level lets through
+SHARED_NEW_ID = 300
 
 
 @dataclass(frozen=True)
@@ -180,13 +184,13 @@ def build_write(probe: ProbeOp, layout: Layout, role: str) -> ProbeWrite:
     operation: Operation | None = None
     if probe is ProbeOp.INSERT:
         spec = AppendSpec(
-            source=rows([base + 1], scope, VIOLATING_VALUE),
+            source=rows([SHARED_NEW_ID], scope, VIOLATING_VALUE),
             partition_values={"p": scope} if partitioned else {},
         )
     elif probe is ProbeOp.INSERT_READING_TARGET:
         # "insert if absent": a MERGE with only a NOT MATCHED clause reads the target to find absent keys
         spec = MergeSpec(
-            source=rows([base + 2, SEED_IDS[scope][0]], scope),
+            source=rows([SHARED_NEW_ID, SEED_IDS[scope][0]], scope),
             condition="t.id = s.id",
             not_matched_insert_all=True,
         )

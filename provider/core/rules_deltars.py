@@ -1,18 +1,39 @@
-"""delta-rs (the ``deltalake`` Python package) conflict rules.
+"""delta-rs (the ``deltalake`` Python package) conflict rules: the measured delta-rs profile.
 
-Until the delta-rs profile is measured and proven by the conformance harness, the model may only declare
-two blind INSERTs compatible; every other pair conflicts (the conservative rule of issue 2).
+Every rule below was measured with ``deltaguard conformance`` against deltalake 1.6.6 (results in
+``benchmarks/results/conformance_deltars.json``, facts in ``docs/adr/0003-delta-rs-profile.md``): two
+handles open the same version, one commits, the other commits from its stale snapshot, in both orders,
+and a commit that slips through is compared with both serial executions. Where delta-rs lets two writes
+both commit but the table matches neither serial order (silent corruption), the rule says ``conflict``,
+because deltaguard must serialize those writes itself.
+
+Measured facts the rules encode (delta-rs 1.6.6):
+
+* appends are never blind: delta-rs writes no ``isBlindAppend``, so an append conflicts with a concurrent
+  UPDATE/DELETE/MERGE/REPLACE WHERE/OVERWRITE anywhere in the table, even in another partition
+  (``ConcurrentDeleteRead`` when the append commits second, ``ConcurrentAppend`` when the rewrite does);
+* two appends never conflict; an append and an OPTIMIZE never conflict;
+* UPDATE/DELETE/MERGE-with-target-filter/REPLACE WHERE on provably different partitions do not conflict; on
+  an unpartitioned table they conflict whatever their predicates (files mix rows of both predicates);
+* a MERGE without an explicit target filter (and an insert-if-absent MERGE) reads the whole table;
+* OPTIMIZE checks the whole table at commit: it conflicts with any concurrent rewrite, even in another
+  partition; two OPTIMIZEs (compact or z-order) of the same files both commit and duplicate the rows, and
+  an OPTIMIZE followed by a concurrent full OVERWRITE leaves the compacted rows in place;
+* ``delta.isolationLevel`` is honoured only in camelCase: ``snapshotIsolation`` (conflicts are then only
+  detected on removed files) and ``writeSerializable`` (no different from Serializable here, because no
+  delta-rs append is blind); ``Serializable``, ``WriteSerializable`` and ``SnapshotIsolation`` are silently
+  treated as Serializable;
+* metadata changes (properties, columns, constraints, replace) conflict with every concurrent write; an ADD
+  CONSTRAINT can even commit over an append that violates it (decided by the shared rules).
 
 Interface (the same for every engine rule module, see :mod:`deltaguard.core.facts`):
 
 ``table_context(table, profile) -> TableContext``
     how delta-rs reads the table (isolation level, no row-level concurrency).
 ``pair(a, b, ctx) -> PairVerdict``
-    ``a`` and ``b`` are :class:`~deltaguard.core.facts.OpFacts` (``a.op`` is the
-    :class:`~deltaguard.core.operations.Operation`, ``a.role``, ``a.scope`` the parsed predicate); the
-    verdict must be symmetric (same answer whatever the order). It is called only after the shared rules
-    (identity columns, metadata changes, table creation, streaming checkpoints, conservative
-    configuration) found nothing.
+    ``a`` and ``b`` are :class:`~deltaguard.core.facts.OpFacts`; the verdict is symmetric. It is called only
+    after the shared rules (identity columns, metadata changes, table creation, streaming checkpoints,
+    conservative configuration) found nothing.
 """
 
 from __future__ import annotations
@@ -20,49 +41,231 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deltaguard.core.decision import DeltaException, PairVerdict
+from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
+from deltaguard.core.operations import OperationKind
 
 if TYPE_CHECKING:
-    from deltaguard.core.facts import OpFacts, TableContext
+    from deltaguard.core.facts import OpFacts
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
 
-_ALL_EXCEPTIONS = (
-    DeltaException.CONCURRENT_APPEND,
-    DeltaException.CONCURRENT_DELETE_READ,
-    DeltaException.CONCURRENT_DELETE_DELETE,
+#: where the evidence comes from, quoted in every reason
+EVIDENCE = "delta-rs 1.6.6 conformance"
+
+#: ``delta.isolationLevel`` values delta-rs 1.6.6 honours (measured; the value is case-sensitive)
+HONOURED_SPELLINGS: frozenset[str] = frozenset({"Serializable", "writeSerializable", "snapshotIsolation"})
+#: spellings measured to be silently ignored (delta-rs then behaves as Serializable)
+IGNORED_SPELLINGS: frozenset[str] = frozenset({"WriteSerializable", "SnapshotIsolation"})
+
+#: operation kinds delta-rs can execute and the harness measured; the rest stay conservative
+_MEASURED: frozenset[OperationKind] = frozenset(
+    {
+        OperationKind.INSERT,
+        OperationKind.UPDATE,
+        OperationKind.DELETE,
+        OperationKind.MERGE,
+        OperationKind.OPTIMIZE,
+        OperationKind.OVERWRITE,
+        OperationKind.REPLACE_WHERE,
+    }
 )
 
 
+def _snapshot(ctx: TableContext) -> bool:
+    """``delta.isolationLevel = 'snapshotIsolation'`` (camelCase): delta-rs then only checks the files the
+    winning commit removed. The shared ``IsolationLevel`` has no such level (``ctx.isolation`` stays
+    Serializable), so the rules read the property itself."""
+    value: str | None = ctx.table.get_property("delta.isolationLevel")
+    return value == "snapshotIsolation"
+
+
 def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
-    """delta-rs: Serializable by default, no row-level concurrency.
+    """How delta-rs reads the table: its isolation level (camelCase only), never row-level concurrency.
 
     :param table: the table configuration.
     :param profile: the delta-rs profile.
     """
-    from deltaguard.core.facts import IsolationLevel, TableContext
+    raw = table.get_property("delta.isolationLevel")
+    notes: tuple[str, ...] = ()
+    conservative: tuple[str, ...] = ()
+    isolation = IsolationLevel.SERIALIZABLE
+    if raw == "writeSerializable":
+        isolation = IsolationLevel.WRITE_SERIALIZABLE
+    elif raw is None or raw in HONOURED_SPELLINGS:
+        pass
+    elif raw in IGNORED_SPELLINGS:
+        notes = (
+            f"{EVIDENCE}: delta.isolationLevel = {raw!r} is silently ignored (only camelCase "
+            "'writeSerializable'/'snapshotIsolation' are honoured), so the table behaves as Serializable",
+        )
+    else:
+        conservative = (f"delta.isolationLevel = {raw!r} was not measured with delta-rs",)
+    return TableContext(
+        table=table, profile=profile, isolation=isolation, notes=notes, conservative=conservative
+    )
 
-    return TableContext(table=table, profile=profile, isolation=IsolationLevel.SERIALIZABLE)
+
+def _verdict(
+    conflict: bool,
+    reason: str,
+    rule: str,
+    ctx: TableContext,
+    exceptions: tuple[DeltaException, ...] = (),
+    advice: tuple[str, ...] = (),
+) -> PairVerdict:
+    text = f"{EVIDENCE}: {reason}"
+    if ctx.notes:
+        text += " (" + "; ".join(ctx.notes) + ")"
+    return PairVerdict(conflict=conflict, exceptions=exceptions, reason=text, advice=advice, rule=rule)
+
+
+def _is_blind_append(f: OpFacts) -> bool:
+    return f.role is Role.APPEND and f.kind is OperationKind.INSERT
+
+
+def _is_reading_insert(f: OpFacts) -> bool:
+    return f.kind is OperationKind.INSERT and f.op.reads_target
+
+
+def _partitions_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
+    """Both scopes name provably different partitions (never on an unpartitioned table)."""
+    columns = ctx.table.partition_columns
+    return bool(columns) and not may_overlap(a, b, columns)
 
 
 def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
-    """Two blind INSERTs are compatible; everything else conflicts until measured.
+    """Whether two data writes can conflict (or silently corrupt data) under delta-rs, in either order.
 
     :param a: one operation's facts.
     :param b: the other operation's facts.
     :param ctx: the table as delta-rs reads it.
     """
-    if a.op.is_blind_append and b.op.is_blind_append:
-        return PairVerdict(
-            conflict=False,
-            reason=f"{ctx.profile.describe()}: two blind INSERTs only add files and read nothing, so neither "
-            "can invalidate the other (issue 2: the only pair delta-rs may declare compatible before probing)",
-            rule="deltars.blind_appends",
+    for f in (a, b):
+        if f.kind not in _MEASURED:
+            return _verdict(
+                True,
+                f"{f.kind.value} cannot be executed by delta-rs, so its pairs are unmeasured and treated as "
+                "conflicting",
+                "deltars.unmeasured",
+                ctx,
+                (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
+                ("run these writes one after the other",),
+            )
+    roles = {a.role, b.role}
+
+    if _is_blind_append(a) and _is_blind_append(b):
+        return _verdict(
+            False, "two appends both commit and keep both sets of rows", "deltars.append_append", ctx
         )
-    return PairVerdict(
-        conflict=True,
-        exceptions=_ALL_EXCEPTIONS,
-        reason=f"{ctx.profile.describe()}: {a.kind.value} x {b.kind.value} is not proven compatible for delta-rs; "
-        "until the conformance harness measures it, every pair except two blind INSERTs conflicts (conservative)",
-        advice=("run these writes one after the other, or express the concurrent write as a blind append",),
-        rule="deltars.unproven",
+    if Role.APPEND in roles and Role.COMPACTION in roles:
+        return _verdict(
+            False,
+            "an append and an OPTIMIZE both commit in either order (OPTIMIZE leaves the new files alone)",
+            "deltars.append_optimize",
+            ctx,
+        )
+    if _snapshot(ctx):
+        verdict = _snapshot_isolation_pair(a, b, ctx)
+        if verdict is not None:
+            return verdict
+    if Role.APPEND in roles:
+        reader = b if a.role is Role.APPEND else a
+        return _verdict(
+            True,
+            f"appends are never blind: an append and a concurrent {reader.kind.value} that reads or rewrites "
+            "files conflict anywhere in the table, even in another partition (ConcurrentDeleteRead when the "
+            "append commits second, ConcurrentAppend when the other does)",
+            "deltars.append_not_blind",
+            ctx,
+            (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
+            ("run the append before or after the other write; delta-rs gives no partition-level isolation",),
+        )
+    if roles == {Role.COMPACTION}:
+        if _partitions_disjoint(a, b, ctx):
+            return _verdict(
+                False,
+                "OPTIMIZEs of provably different partitions both commit without touching each other's files",
+                "deltars.optimize_disjoint",
+                ctx,
+            )
+        return _verdict(
+            True,
+            "OPTIMIZE x OPTIMIZE on the same files both commit and duplicate every compacted row (delta-rs does "
+            "not detect it; deltaguard must serialize them)",
+            "deltars.optimize_optimize_duplicates",
+            ctx,
+            (DeltaException.CONCURRENT_DELETE_DELETE,),
+            (
+                "never run two OPTIMIZEs of the same partitions at once; give each a disjoint partition filter",
+            ),
+        )
+    if Role.COMPACTION in roles:
+        other = b if a.role is Role.COMPACTION else a
+        corrupt = other.kind is OperationKind.OVERWRITE
+        return _verdict(
+            True,
+            (
+                "OPTIMIZE followed by a concurrent full OVERWRITE commits and keeps the compacted rows beside "
+                "the new ones (silent corruption)"
+                if corrupt
+                else f"OPTIMIZE checks the whole table at commit, so it conflicts with a concurrent "
+                f"{other.kind.value} even in another partition (ConcurrentDeleteRead)"
+            )
+            + (
+                "; under snapshotIsolation the rewrite even commits over the compaction and duplicates rows"
+                if _snapshot(ctx)
+                else ""
+            ),
+            "deltars.optimize_rewrite",
+            ctx,
+            (DeltaException.CONCURRENT_DELETE_READ, DeltaException.CONCURRENT_APPEND),
+            ("run OPTIMIZE when no other write on the table is running",),
+        )
+    # Both read and rewrite files (UPDATE, DELETE, MERGE, INSERT reading the target, REPLACE WHERE, OVERWRITE).
+    if _partitions_disjoint(a, b, ctx):
+        return _verdict(
+            False,
+            f"{a.kind.value} and {b.kind.value} on provably different partitions both commit (delta-rs checks "
+            "the files of the partitions each one read)",
+            "deltars.disjoint_partitions",
+            ctx,
+        )
+    return _verdict(
+        True,
+        f"{a.kind.value} x {b.kind.value} conflict: "
+        + (
+            "the table is unpartitioned, so both rewrite files holding rows of either predicate"
+            if not ctx.table.partition_columns
+            else "their partition predicates may overlap (a MERGE without an explicit target filter, an "
+            "INSERT reading the table and an OVERWRITE read every partition)"
+        ),
+        "deltars.rewrite_rewrite",
+        ctx,
+        (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
+        (
+            "partition the table by the column the writes filter on and give each write an explicit partition "
+            "predicate (for MERGE: a t.<partition column> = <value> conjunct in the ON condition)",
+        ),
     )
+
+
+def _snapshot_isolation_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None:
+    """Pairs only ``snapshotIsolation`` makes compatible (delta-rs then checks removed files only).
+
+    An INSERT that reads the table adds files and removes none, so under snapshot isolation it no longer
+    conflicts with a blind append (the serial order "reader first" explains the result) nor with an OPTIMIZE
+    (which changes no rows). Two such INSERTs stay conflicting: both may insert the same absent key.
+    """
+    reading = a if _is_reading_insert(a) else b if _is_reading_insert(b) else None
+    if reading is None:
+        return None
+    other = b if reading is a else a
+    if _is_blind_append(other) or other.role is Role.COMPACTION:
+        return _verdict(
+            False,
+            f"under delta.isolationLevel = 'snapshotIsolation' an INSERT reading the table and a "
+            f"{other.kind.value} both commit and the result equals the serial order with the reading INSERT first",
+            "deltars.snapshot_isolation_reading_insert",
+            ctx,
+        )
+    return None

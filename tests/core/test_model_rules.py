@@ -267,13 +267,15 @@ def test_delta_spark_only_accepts_serializable() -> None:
     assert not conflict(Operation(K.INSERT), Operation(K.INSERT), ok, SPARK)
 
 
-def test_delta_rs_only_declares_blind_inserts_compatible() -> None:
+def test_delta_rs_profile_is_the_measured_one() -> None:
+    # the conservative placeholder was replaced by the measured profile (tests/conformance has the details)
     assert not conflict(Operation(K.INSERT), Operation(K.INSERT), TableConfig(), DELTARS)
     partitioned = TableConfig(partition_columns=("date",))
-    assert conflict(
+    assert not conflict(
         Operation(K.UPDATE, "date = 'a'"), Operation(K.DELETE, "date = 'b'"), partitioned, DELTARS
     )
-    assert conflict(Operation(K.INSERT), Operation(K.OPTIMIZE), partitioned, DELTARS)
+    assert conflict(Operation(K.UPDATE, "date = 'a'"), Operation(K.INSERT, "date = 'b'"), partitioned, DELTARS)
+    assert not conflict(Operation(K.INSERT), Operation(K.OPTIMIZE), partitioned, DELTARS)
 
 
 # ----------------------------------------------------------------------------------------- decide()
