@@ -404,14 +404,20 @@ def _terms_disjoint(a: _Compiled, b: _Compiled) -> bool:
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     for column, first in small.items():
         second = large.get(column)
-        if second is None:
-            continue
-        null = _merge_null(first.null, second.null)
-        domains = dict(first.domains)
-        for kind, domain in second.domains.items():
-            known = domains.get(kind)
-            domains[kind] = domain if known is None else known.intersect(domain)
-        if _empty(null, domains.values()):
+        if second is not None and _columns_disjoint(first, second):
+            return True
+    return False
+
+
+def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bool:
+    """Whether two satisfiable constraints on one column exclude each other."""
+    null = _merge_null(first.null, second.null)
+    if null is _CONFLICT or (null is True and (first.domains or second.domains)):
+        return True
+    # Each domain is satisfiable on its own (unsatisfiable terms were dropped): only shared kinds can clash.
+    for kind, domain in second.domains.items():
+        known = first.domains.get(kind)
+        if known is not None and known.intersect(domain).is_empty():
             return True
     return False
 
