@@ -42,9 +42,11 @@ _TABLE: tuple[tuple[str, str, ConflictKind], ...] = (
 
 _BY_CLASS = {name: kind for name, _, kind in _TABLE}
 
-# Class names as they appear in Java/Scala text: qualified (io.delta.exceptions.X,
-# org.apache.spark.sql.delta.X, com.databricks.sql.transaction.tahoe.X) or bare, word-bounded.
-_CLASS_RE = re.compile(r"(?<![\w$])(?:[\w$]+\.)*(" + "|".join(name for name, _, _ in _TABLE) + r")(?![\w$])")
+# Class names as they appear in Java/Scala text: an exception's toString ("io.delta.exceptions.X: msg",
+# also org.apache.spark.sql.delta.X and com.databricks.sql.transaction.tahoe.X) or Spark Connect's
+# "(io.delta.exceptions.X) msg". The name must be followed by ':' or ')', so a mere mention
+# ("ClassNotFoundException: io.delta.exceptions.X") is not taken for a conflict.
+_CLASS_RE = re.compile(r"(?<![\w$.])(?:[\w$]+\.)*(" + "|".join(name for name, _, _ in _TABLE) + r")(?=[:)])")
 # Delta error classes, optionally with a sub-class (DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT).
 _ERROR_CLASS_RE = re.compile(r"(?<![A-Z_])(" + "|".join(prefix for _, prefix, _ in _TABLE) + r")(?![A-Z_])")
 _BY_ERROR_CLASS = {prefix: kind for _, prefix, kind in _TABLE}
@@ -64,15 +66,15 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def _error_class(exc: BaseException) -> str | None:
     """The Spark error class/condition of a ``PySparkException`` (``getCondition`` on Spark 4)."""
-    for getter in ("getCondition", "getErrorClass"):
-        method = getattr(exc, getter, None)
-        if callable(method):
-            try:
-                value = method()
-            except Exception:  # a half-built captured exception must not hide the conflict
-                continue
-            if isinstance(value, str) and value:
-                return value
+    # Spark 4 deprecates getErrorClass in favour of getCondition: use the older one only when alone.
+    getter = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if callable(getter):
+        try:
+            value = getter()
+        except Exception:  # a half-built captured exception must not hide the conflict
+            return None
+        if isinstance(value, str) and value:
+            return value
     return None
 
 

@@ -5,6 +5,7 @@ Everything here is pure, so it is unit-tested without a JVM and runs before any 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,9 +101,20 @@ def spark_type_sql(type_name: str) -> str:
         data_type = exp.DataType.build(type_name, dialect="spark")
     except (sqlglot.errors.ParseError, ValueError) as exc:
         raise InvalidWriteError(f"not a Spark SQL type: {type_name!r}") from exc
-    if data_type.this == exp.DataType.Type.USERDEFINED:
+    rendered = data_type.sql(dialect="spark")
+    # sqlglot stops at the first token it cannot use ("string) ; DROP ..." builds STRING), so the whole
+    # input must survive the round trip, up to case, spaces, quotes and Spark's type synonyms.
+    if data_type.this == exp.DataType.Type.USERDEFINED or _squash(type_name) != _squash(rendered):
         raise InvalidWriteError(f"not a Spark SQL type: {type_name!r}")
-    return data_type.sql(dialect="spark")
+    return rendered
+
+
+_TYPE_SYNONYMS = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+
+
+def _squash(type_text: str) -> str:
+    words = re.split(r"(\W)", type_text.lower().replace("`", ""))
+    return "".join(_TYPE_SYNONYMS.get(w, w) for w in words if not w.isspace())
 
 
 def _check_sql(text: str | None, what: str) -> None:

@@ -1,0 +1,24 @@
+"""Spark tests: a private Airflow home (connections come from ``AIRFLOW_CONN_*``) and loopback-only Spark.
+
+Set before any test imports Airflow or starts a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="deltaguard-spark-airflow-"))
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+#: Spark conf every test session uses: small, quiet, loopback.
+SMALL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "512m",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+}
