@@ -123,9 +123,8 @@ class DeltaRsEngine(DeltaEngine):
         if type(spec) not in RUNNERS:
             raise InvalidWriteError(f"unsupported write spec {type(spec).__name__}")
         table = snapshot if snapshot is not None else self._load(table_uri)
-        config, columns = self._light_config(table_uri, table)
-        validate_spec(spec, config, columns, dialect=DATAFUSION)
-
+        # A retry is recognised before the spec is checked against the table, which it may have changed
+        # (a retried ADD COLUMNS would otherwise fail with "column already exists").
         if table is not None and context.app_id is not None and context.app_version is not None:
             original = self._already_committed(table_uri, table, spec, context.app_id, context.app_version)
             if original is not None:
@@ -140,6 +139,9 @@ class DeltaRsEngine(DeltaEngine):
                     elapsed_s=time.perf_counter() - started,
                     duplicate=True,
                 )
+
+        config, columns = self._light_config(table_uri, table)
+        validate_spec(spec, config, columns, dialect=DATAFUSION)
 
         commit_id = uuid.uuid4().hex
         properties = self._commit_properties(spec, context, commit_id)
