@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     import deltalake
 
     from deltaguard.conformance.cells import generate, summarize
+    from deltaguard.conformance.facts import facts_from_cells, probe_retries
     from deltaguard.conformance.report import cell_line, summary_text, write_json
     from deltaguard.conformance.runner import run_cells
 
@@ -68,7 +69,11 @@ def run(args: argparse.Namespace) -> int:
 
     results = run_cells(cells, jobs=args.jobs, progress=show)
     elapsed = time.perf_counter() - started
+    facts = facts_from_cells(results) + probe_retries()
     print(summary_text(results) + f" elapsed={elapsed:.1f}s")
+    for fact in facts:
+        verdict = {True: "holds", False: "DOES NOT HOLD", None: "not measured"}[fact.holds]
+        print(f"fact {fact.name}: {verdict} - {fact.claim}")
     if args.json is not None:
         meta = {
             "engine": "delta-rs",
@@ -76,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             "slice": args.slice,
             "jobs": args.jobs,
             "elapsed_s": round(elapsed, 1),
+            "facts": [fact.to_json() for fact in facts],
         }
         write_json(args.json, results, meta)
         print(f"results written to {args.json}")
