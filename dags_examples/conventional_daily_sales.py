@@ -19,6 +19,7 @@ from example_pipeline import (
     business_date,
     conventional_write,
     create_tables,
+    schedule,
 )
 
 VARIANT = "conventional"
@@ -27,7 +28,7 @@ DAY = "{{ business_date(dag_run, logical_date) }}"
 with DAG(
     dag_id="conventional_daily_sales",
     description="Daily sales pipeline on Delta tables, serialized by one-slot pools per table",
-    schedule="@daily",
+    schedule=schedule(),
     start_date=datetime(2026, 11, 1),
     catchup=False,
     max_active_runs=1,

@@ -21,6 +21,7 @@ from example_pipeline import (
     NEW_CUSTOMER_COLUMN,
     business_date,
     create_tables,
+    schedule,
     slow_source,
     table_uris,
 )
@@ -40,7 +41,7 @@ DAY = "{{ business_date(dag_run, logical_date) }}"
 with DAG(
     dag_id="deltaguard_daily_sales",
     description="Daily sales pipeline on Delta tables, with conflict-aware deltaguard operators",
-    schedule="@daily",
+    schedule=schedule(),
     start_date=datetime(2026, 11, 1),
     catchup=False,
     max_active_runs=1,

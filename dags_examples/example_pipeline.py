@@ -27,6 +27,9 @@ import pyarrow as pa
 DATA_DIR_ENV = "DELTAGUARD_EXAMPLE_DATA_DIR"
 #: Seconds each data write spends producing its rows (stands in for the upstream job it waits on).
 WRITE_SECONDS_ENV = "DELTAGUARD_EXAMPLE_WRITE_SECONDS"
+#: The DAGs' schedule (default ``@daily``); the demo and the tests set ``none`` and trigger runs by hand, so
+#: unpausing a DAG does not also start the latest scheduled run.
+SCHEDULE_ENV = "DELTAGUARD_EXAMPLE_SCHEDULE"
 DEFAULT_WRITE_SECONDS = 8.0
 
 COUNTRIES: tuple[str, ...] = ("DE", "FR", "IT", "ES")
@@ -77,6 +80,11 @@ def table_uris(variant: str) -> dict[str, str]:
     """The three table locations of one pipeline variant (``deltaguard`` or ``conventional``)."""
     base = data_dir() / variant
     return {name: str(base / name) for name in ("sales_fact", "events", "customers")}
+
+
+def schedule() -> str | None:
+    value = os.environ.get(SCHEDULE_ENV, "@daily").strip()
+    return None if value.lower() in ("", "none") else value
 
 
 def write_seconds() -> float:

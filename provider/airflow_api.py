@@ -123,6 +123,11 @@ class AirflowApi:
     def import_errors(self) -> list[dict[str, Any]]:
         return list(self.get("/api/v2/importErrors?limit=100")["import_errors"])
 
+    def downstream(self, dag_id: str) -> dict[str, list[str]]:
+        """Each task's direct downstream task ids."""
+        answer = self.get(f"/api/v2/dags/{_q(dag_id)}/tasks")
+        return {t["task_id"]: list(t.get("downstream_task_ids") or ()) for t in answer["tasks"]}
+
     def set_paused(self, dag_id: str, paused: bool) -> None:
         self._raw("PATCH", f"/api/v2/dags/{urllib.parse.quote(dag_id)}", {"is_paused": paused})
 

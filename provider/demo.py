@@ -1,0 +1,259 @@
+"""``python -m deltaguard.demo`` (``make demo``): the conflict model, then the example pipeline under Airflow.
+
+1. Prints the conflict matrix of the example fact table for the embedded engine (delta-rs) and explains
+   one admission decision, straight from :mod:`deltaguard.core`.
+2. Prepares ``<repo>/airflow_home`` (SQLite, LocalExecutor), starts the scheduler, dag-processor, triggerer
+   and api-server, runs ``deltaguard_daily_sales`` (and with ``--compare`` the one-slot-pool baseline),
+   prints per task whether it was granted at once or waited and behind whom, which writes overlapped,
+   the final table versions and row counts, and where to look in the UI; then stops the stack, or keeps it
+   up with ``--keep-running`` until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from deltaguard.airflow_api import TaskInstanceRecord
+from deltaguard.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
+from deltaguard.run_analysis import (
+    PairCheck,
+    WriteRecord,
+    collect_writes,
+    format_pairs,
+    format_writes,
+    judged_writes,
+    pair_checks,
+    run_makespan,
+    upstream_closure,
+)
+
+DELTAGUARD_DAG = "deltaguard_daily_sales"
+CONVENTIONAL_DAG = "conventional_daily_sales"
+TABLE_NAMES = ("sales_fact", "events", "customers")
+DEFAULT_DAY = "2026-11-21"
+
+
+# -- part 1: the model ---------------------------------------------------------------------------------
+
+
+def model_overview() -> str:
+    """The example fact table's conflict matrix for delta-rs, and one decision explained."""
+    import deltalake
+
+    from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig, decide
+    from deltaguard.core.matrix import conflict_matrix
+
+    profile = EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
+    table = TableConfig(partition_columns=("date", "country"), uri="sales_fact")
+    day = f"t.date = '{DEFAULT_DAY}'"
+    on = "t.date = s.date AND t.country = s.country AND t.sku = s.sku"
+    ops = [
+        Operation(
+            OperationKind.MERGE, merge_condition=f"{on} AND {day} AND t.country = 'DE'", label="merge DE"
+        ),
+        Operation(
+            OperationKind.MERGE, merge_condition=f"{on} AND {day} AND t.country = 'FR'", label="merge FR"
+        ),
+        Operation(OperationKind.MERGE, merge_condition=on, label="merge (no partition)"),
+        Operation(OperationKind.INSERT, label="append"),
+        Operation(OperationKind.DELETE, predicate="date = '2026-11-20'", label="delete yesterday"),
+        Operation(OperationKind.OPTIMIZE, label="optimize"),
+        Operation(OperationKind.ADD_COLUMNS, label="add columns"),
+    ]
+    lines = [
+        "=== 1. The conflict model: table sales_fact, partitioned by (date, country) ===",
+        conflict_matrix(table, profile, ops).to_text(),
+        "",
+        "A MERGE into France arrives while the German MERGE and a whole-table MERGE run:",
+    ]
+    running = [ops[0], ops[2]]
+    decision = decide(ops[1], running, table, profile)
+    blockers = [running[i].label for i in decision.conflicts_with]
+    lines.append(f"  verdict: {decision.verdict.value}; conflicts with: {blockers}")
+    lines += [f"  reason: {reason}" for reason in decision.reasons]
+    lines += [f"  advice: {advice}" for advice in decision.advice]
+    alone = decide(ops[1], [ops[0]], table, profile)
+    lines.append(f"Beside the German MERGE alone it is: {alone.verdict.value}")
+    return "\n".join(lines)
+
+
+# -- part 2: the pipeline under the real scheduler -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """One finished run of an example DAG and its evidence."""
+
+    dag_id: str
+    run_id: str
+    state: str
+    task_instances: list[TaskInstanceRecord]
+    writes: list[WriteRecord]
+    pairs: list[PairCheck]
+    tables: dict[str, str]
+
+    @property
+    def makespan_s(self) -> float:
+        return run_makespan(self.task_instances)
+
+    @property
+    def origin(self) -> datetime:
+        starts = [t.start_date for t in self.task_instances if t.start_date]
+        return min(starts) if starts else datetime.now().astimezone()
+
+
+def example_tables(home: AirflowHome, variant: str) -> dict[str, str]:
+    """The example pipeline's table URIs (the same rule as ``dags_examples/example_pipeline.py``)."""
+    return {name: str(home.data_dir / variant / name) for name in TABLE_NAMES}
+
+
+def demo_home(home_dir: Path | None, write_seconds: float, parallelism: int, fresh_data: bool) -> AirflowHome:
+    """Prepare the demo's ``AIRFLOW_HOME``; the example data starts empty unless ``fresh_data`` is off."""
+    home = prepare_home(
+        home_dir,
+        default_dags_folder(),
+        parallelism=parallelism,
+        extra_env={
+            "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(write_seconds),
+            "DELTAGUARD_EXAMPLE_SCHEDULE": "none",
+        },
+    )
+    if fresh_data:
+        for variant in ("deltaguard", "conventional"):
+            shutil.rmtree(home.data_dir / variant, ignore_errors=True)
+    return home
+
+
+def create_pools(stack: AirflowStack) -> None:
+    """The one-slot pools of the conventional DAG, and deltaguard's per-table pools when it has them."""
+    for name in TABLE_NAMES:
+        stack.api.set_pool(f"conventional_{name}", 1, "one-slot pool of the conventional example pipeline")
+    try:
+        from deltaguard import pools  # type: ignore[attr-defined]
+    except ImportError:  # the provider's pool sync is optional for the demo
+        return
+    sync = getattr(pools, "sync_pools_via_api", None)
+    if sync is not None:
+        sync(stack.api, default_dags_folder())
+
+
+def run_pipeline(stack: AirflowStack, dag_id: str, day: str, timeout: float = 600.0) -> PipelineRun:
+    """Trigger one run of an example DAG for ``day``, wait for it and gather the evidence."""
+    variant = "deltaguard" if dag_id == DELTAGUARD_DAG else "conventional"
+    tables = example_tables(stack.home, variant)
+    stack.wait_for_dag(dag_id)
+    run_id = stack.trigger(dag_id, {"date": day})
+    state = stack.wait_for_run(dag_id, run_id, timeout)
+    tis, writes = collect_writes(stack.api, dag_id, run_id, tables.values())
+    pairs: list[PairCheck] = []
+    if variant == "deltaguard":
+        upstream = upstream_closure(stack.api.downstream(dag_id))
+        pairs = pair_checks(writes, judged_writes(stack.home.lease_store_url, writes), upstream)
+    return PipelineRun(dag_id, run_id, state, tis, writes, pairs, tables)
+
+
+def table_summary(tables: dict[str, str]) -> str:
+    from deltalake import DeltaTable
+
+    lines = []
+    for name, uri in tables.items():
+        table = DeltaTable(uri)
+        lines.append(
+            f"  {name:<11} version {table.version():>3}, {table.to_pyarrow_table().num_rows:>4} rows  {uri}"
+        )
+    return "\n".join(lines)
+
+
+def describe_run(run: PipelineRun) -> str:
+    lines = [
+        f"--- {run.dag_id}: run {run.run_id} -> {run.state}, makespan {run.makespan_s:.0f} s ---",
+        "times in seconds since the first task started; 'write' = table opened, 'commit' = Delta commit",
+        format_writes(run.writes, run.origin),
+    ]
+    if run.pairs:
+        lines += ["", "pairs of writes on one table (model verdict: what happened):", format_pairs(run.pairs)]
+    lines += ["", "final tables:", table_summary(run.tables)]
+    return "\n".join(lines)
+
+
+def where_to_look(home: AirflowHome) -> str:
+    return "\n".join(
+        [
+            "=== Where to look ===",
+            f"  Airflow UI:      {home.base_url}  (user admin, password in {home.password_file})",
+            f"  DAG runs:        {home.base_url}/dags/{DELTAGUARD_DAG}",
+            f"  AIRFLOW_HOME:    {home.home}   (component logs in {home.log_dir})",
+            f"  lease store:     {home.lease_store_url}",
+            f"  Delta tables:    {home.data_dir}",
+        ]
+    )
+
+
+def _wait_for_ctrl_c(stack: AirflowStack) -> None:
+    print("Airflow keeps running; press Ctrl-C to stop it.", flush=True)
+    try:
+        while all(p.poll() is None for p in stack.processes.values()):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deltaguard.demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, default=None, help="AIRFLOW_HOME (default <repo>/airflow_home)")
+    parser.add_argument("--model-only", action="store_true", help="print the conflict model part only")
+    parser.add_argument("--compare", action="store_true", help="also run the one-slot-pool baseline DAG")
+    parser.add_argument("--keep-running", action="store_true", help="leave Airflow up until Ctrl-C")
+    parser.add_argument("--write-seconds", type=float, default=10.0, help="seconds each data write takes")
+    parser.add_argument("--parallelism", type=int, default=12, help="LocalExecutor slots (>= 4)")
+    parser.add_argument("--date", default=DEFAULT_DAY, help="business date the pipeline processes")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each DAG run")
+    args = parser.parse_args(argv)
+
+    print(model_overview(), flush=True)
+    if args.model_only:
+        return 0
+    print("\n=== 2. The example pipeline under the real Airflow scheduler ===", flush=True)
+    home = demo_home(args.home, args.write_seconds, args.parallelism, fresh_data=True)
+    print(f"AIRFLOW_HOME {home.home}: migrating the metadata DB and starting Airflow ...", flush=True)
+    stack = AirflowStack(home)
+    # SIGTERM (e.g. from `timeout`) must still stop the stack cleanly.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    runs: list[PipelineRun] = []
+    try:
+        with stack:
+            print(f"Airflow is up at {home.base_url}", flush=True)
+            create_pools(stack)
+            dags = [DELTAGUARD_DAG, *([CONVENTIONAL_DAG] if args.compare else [])]
+            for dag_id in dags:
+                print(f"running {dag_id} for {args.date} ...", flush=True)
+                run = run_pipeline(stack, dag_id, args.date, args.timeout)
+                runs.append(run)
+                print(describe_run(run) + "\n", flush=True)
+            if len(runs) == 2:
+                a, b = runs
+                print(
+                    f"makespan: deltaguard {a.makespan_s:.0f} s vs one-slot pools {b.makespan_s:.0f} s "
+                    f"({a.makespan_s / max(b.makespan_s, 1e-9):.2f}x)",
+                    flush=True,
+                )
+            print(where_to_look(home), flush=True)
+            if args.keep_running:
+                _wait_for_ctrl_c(stack)
+            print("stopping Airflow ...", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted; Airflow stopped", file=sys.stderr)
+        return 130
+    return 0 if runs and all(r.state == "success" for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
