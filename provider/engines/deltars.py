@@ -167,10 +167,10 @@ class DeltaRsEngine(DeltaEngine):
                 committed=False,
             )
         hint = None if uses_uri or table is None else table.version()
-        version, info = self._locate_commit(table_uri, commit_id, hint)
+        committed_version, info = self._locate_commit(table_uri, commit_id, hint)
         return WriteResult(
             table_uri=table_uri,
-            version=version,
+            version=committed_version,
             operation=str(info.get("operation", OPERATION_NAMES[type(spec)]))
             if info
             else OPERATION_NAMES[type(spec)],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
@@ -210,7 +210,7 @@ def run_add_columns(spec: AddColumnsSpec, ctx: OpContext) -> Metrics:
 
 
 def run_create(spec: CreateSpec, ctx: OpContext) -> Metrics:
-    mode = "overwrite" if spec.replace else "error"
+    mode: Literal["overwrite", "error"] = "overwrite" if spec.replace else "error"
     configuration = dict(spec.properties) or None
     if spec.source is None:
         DeltaTable.create(

@@ -235,10 +235,10 @@ def read_domain_metadata(
             for action in _checkpoint_domain_actions(fs, path):
                 domains[action["domain"]] = action
     for commit_version in range(start + 1, version + 1):
-        path = commits.get(commit_version)
-        if path is None:
+        commit_path = commits.get(commit_version)
+        if commit_path is None:
             raise ValueError(f"commit {commit_version} is missing from the log")
-        with fs.open_input_stream(path) as stream:
+        with fs.open_input_stream(commit_path) as stream:
             for line in stream.read().decode("utf-8").splitlines():
                 if line.strip():
                     action = json.loads(line).get("domainMetadata")

@@ -16,16 +16,17 @@ Accepted sources:
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 
 from deltaguard.engines.errors import InvalidWriteError
 
-ArrowData = pa.Table | pa.RecordBatchReader
+ArrowData: TypeAlias = pa.Table | pa.RecordBatchReader
 
 #: Prefix that marks a URI string as a Delta table to read.
 DELTA_PREFIX = "delta+"
@@ -57,10 +58,14 @@ def _is_data(obj: Any) -> bool:
 
 
 def _call_source(source: Callable[[], Any]) -> Any:
+    # Check the signature rather than catching TypeError, which the callable's own body may raise.
     try:
-        return source()
+        inspect.signature(source).bind()
     except TypeError as exc:
         raise InvalidWriteError(f"a source callable must take no arguments: {exc}") from exc
+    except ValueError:  # builtins without a signature: just call them
+        pass
+    return source()
 
 
 def _resolve_value(source: Any, storage_options: dict[str, str] | None) -> ArrowData:

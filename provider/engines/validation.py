@@ -108,7 +108,7 @@ def validate_spec(
     checker(spec, config, tuple(partitions), columns, dialect)
 
 
-def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | None = None) -> exp.Expression:
+def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | None = None) -> exp.Expr:
     """Parse one SQL expression (not a statement), checking unqualified column names when known.
 
     :raises InvalidWriteError: when ``text`` is empty, does not parse, is several statements or a query/DDL.
@@ -122,7 +122,7 @@ def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | Non
         raise InvalidWriteError(f"{what} does not parse: {text!r} ({reason})") from exc
     if len(parsed) != 1 or parsed[0] is None:
         raise InvalidWriteError(f"{what} must be one SQL expression, not several statements: {text!r}")
-    expression = parsed[0]
+    expression: exp.Expr = parsed[0]
     if isinstance(expression, exp.Query | exp.DDL | exp.DML | exp.Command):
         raise InvalidWriteError(f"{what} must be an expression, not a statement: {text!r}")
     if columns is not None:

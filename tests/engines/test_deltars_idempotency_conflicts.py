@@ -143,3 +143,35 @@ def test_open_table_at_an_old_version_and_missing_table(
     assert engine.open_table(partitioned, version=1).version() == 1
     with pytest.raises(TableAccessError, match="no Delta table"):
         engine.open_table(str(tmp_path / "missing"))
+
+
+def test_real_conflict_protocol_changed(engine: DeltaRsEngine, partitioned: str) -> None:
+    from deltalake import TableFeatures
+
+    stale = engine.open_table(partitioned)
+    DeltaTable(partitioned).alter.add_feature(
+        TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+    )
+    with pytest.raises(DeltaConflictError) as info:
+        engine.write(partitioned, DeleteSpec("id = 1"), snapshot=stale)
+    assert info.value.kind is ConflictKind.PROTOCOL_CHANGED
+
+
+def test_corrupt_log_and_unsupported_features_are_access_errors(
+    engine: DeltaRsEngine, partitioned: str
+) -> None:
+    import json
+    from pathlib import Path
+
+    log = Path(partitioned) / "_delta_log"
+    protocol = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["appendOnly", "quantumWrites"],
+    }
+    (log / f"{3:020d}.json").write_text(json.dumps({"protocol": protocol}) + "\n")
+    with pytest.raises(TableAccessError, match="cannot write"):
+        engine.write(partitioned, AppendSpec(rows([5], "2024-01-01")))
+    (log / f"{4:020d}.json").write_text("{ not json\n")
+    with pytest.raises(TableAccessError, match=partitioned):
+        engine.write(partitioned, AppendSpec(rows([5], "2024-01-01")))
