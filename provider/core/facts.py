@@ -18,6 +18,7 @@ same two functions:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
@@ -111,6 +112,23 @@ class OpFacts:
     def name(self) -> str:
         return str(self.op.describe())
 
+    @functools.cached_property
+    def order_key(self) -> tuple[object, ...]:
+        """A total order on operations, so pair rules can see every pair in one canonical order."""
+        op = self.op
+        return (
+            tuple(Role).index(self.role),
+            op.kind.value,
+            self.scope.sql or "",
+            op.merge_condition or "",
+            op.zorder_by,
+            op.reads_target,
+            op.checkpoint_location or "",
+            op.label or "",
+            op.predicate or "",
+            op.target_alias,
+        )
+
 
 @dataclass(frozen=True)
 class TableContext:
@@ -157,12 +175,19 @@ def _and(first: Predicate, second: str | None) -> Predicate:
 
 
 def build_facts(op: Operation) -> OpFacts:
-    """Digest one operation.
+    """Digest one operation (memoised: a scheduler re-checks the same running operations again and again).
 
     :param op: the operation.
     :raises deltaguard.core.predicates.PredicateError: if a predicate or MERGE condition cannot be parsed
         (a ``ValueError`` with a one-line message).
     """
+    # The label is not part of Operation equality, but it is shown in reasons: key on it too.
+    return _build_facts(op, op.label)
+
+
+@functools.lru_cache(maxsize=16384)
+def _build_facts(op: Operation, label: str | None) -> OpFacts:
+    del label  # only part of the cache key
     role = _ROLES[op.kind]
     if op.kind is OperationKind.INSERT and op.reads_target:
         role = Role.READ_WRITE

@@ -26,9 +26,6 @@ _ENGINES: dict[EngineName, ModuleType] = {
     EngineName.DELTA_RS: rules_deltars,
 }
 
-_ROLE_RANK = {role: rank for rank, role in enumerate(Role)}
-
-
 def _rules(profile: EngineProfile) -> ModuleType:
     try:
         return _ENGINES[profile.name]
@@ -46,25 +43,9 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     return context
 
 
-def _sort_key(f: OpFacts) -> tuple[object, ...]:
-    op = f.op
-    return (
-        _ROLE_RANK[f.role],
-        op.kind.value,
-        f.scope.sql or "",
-        op.merge_condition or "",
-        op.zorder_by,
-        op.reads_target,
-        op.checkpoint_location or "",
-        op.label or "",
-        op.predicate or "",
-        op.target_alias,
-    )
-
-
 def _judge(a: OpFacts, b: OpFacts, ctx: TableContext, rules: ModuleType) -> PairVerdict:
     # A canonical order makes every verdict (reason text included) independent of the argument order.
-    first, second = (a, b) if _sort_key(a) <= _sort_key(b) else (b, a)
+    first, second = (a, b) if a.order_key <= b.order_key else (b, a)
     shared = shared_pair(first, second, ctx)
     if shared is not None:
         return shared

@@ -338,6 +338,6 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         _DML_EXCEPTIONS,
         reason,
         "db.dml_dml." + ("row" if row_level else "file"),
-        _advice_disjoint(a, b, ctx, row_level),
+        _advice_disjoint(a, b, ctx, row_level) if overlap else [],
         note,
     )
