@@ -230,61 +230,51 @@ class LeaseManager:
         """
         now = self.clock()
         rows = self.store.read_lease(lease_id)
-        request = self.store.read_request(lease_id)
-        if request is not None and request.owner_key != owner.key:
-            uris = [r.uri for r in rows] or list(json.loads(request.payload)["uris"])
-            self._run(
-                uris,
-                lambda txn: txn.log(
-                    [
-                        self._row(
-                            now,
-                            "refuse",
-                            lease_id,
-                            u,
-                            owner.key,
-                            {"reason": "release by another owner refused", "by": owner.describe()},
-                        )
-                        for u in uris
-                    ]
-                ),
-            )
-            raise LeaseOwnershipError(
-                f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
-            )
         if not rows:
-            if request is not None and request.status == "waiting":
-                return bool(
-                    self._run(
-                        list(json.loads(request.payload)["uris"]), lambda t: self._withdraw(t, request, now)
-                    )
-                )
+            request = self.store.read_request(lease_id)
+            if request is None:
+                return False
+            uris = list(json.loads(request.payload)["uris"])
+            if request.owner_key != owner.key:
+                self._run(uris, lambda txn: self._refuse(txn, lease_id, uris, owner, now))
+                raise LeaseOwnershipError(f"request {lease_id} belongs to another owner")
+            if request.status == "waiting":
+                return bool(self._run(uris, lambda txn: self._withdraw(txn, request, now)))
             return False
 
-        def body(txn: StoreTxn) -> bool:
-            current = txn.lease_rows(lease_id)
-            if not current:
+        def body(txn: StoreTxn) -> bool | None:
+            deleted = txn.release_lease(lease_id, owner.key)
+            if not deleted:
+                if txn.lease_rows(lease_id):
+                    self._refuse(txn, lease_id, [r.uri for r in rows], owner, now)
+                    return None
                 return False
-            uris = [r.uri for r in current]
-            txn.delete_lease_rows(lease_id, uris)
             txn.set_request_status(lease_id, "released", now)
             tables = txn.tables()
-            for r in current:
-                if codec.operation_from_json(json.loads(r.op_json)).changes_metadata:
+            for r in deleted:
+                if _op(r.op_json).changes_metadata:
                     # The table's configuration changed: force the next decision to use a fresh one.
-                    row = tables[r.uri]
-                    txn.set_table(r.uri, row.fencing, None, None)
+                    txn.set_table(r.uri, tables[r.uri].fencing, None, None)
                     with self._lock:
                         self._loaded.pop(r.uri, None)
             txn.log(
                 [
                     self._row(now, "release", lease_id, r.uri, r.owner_key, {"fencing": r.fencing})
-                    for r in current
+                    for r in deleted
                 ]
             )
             return True
 
-        return bool(self._run([r.uri for r in rows], body))
+        released = self._run([r.uri for r in rows], body)
+        if released is None:
+            raise LeaseOwnershipError(
+                f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
+            )
+        return bool(released)
+
+    def _refuse(self, txn: StoreTxn, lease_id: str, uris: Sequence[str], owner: Owner, now: float) -> None:
+        detail = {"reason": "release by another owner refused", "by": owner.describe()}
+        txn.log([self._row(now, "refuse", lease_id, u, owner.key, detail) for u in uris])
 
     # --- read-only queries ---------------------------------------------------------------------------
 
@@ -380,8 +370,9 @@ class LeaseManager:
 
         def body(txn: StoreTxn) -> Granted | Waiting:
             tables = txn.tables()
-            leases = self._reclaim_leases(txn, txn.leases(), now)
-            waiters = self._reclaim_waiters(txn, txn.waiters(), now)
+            all_leases, all_waiters = txn.holders()
+            leases = self._reclaim_leases(txn, all_leases, now)
+            waiters = self._reclaim_waiters(txn, all_waiters, now)
             existing = txn.request(request.request_id)
             rank = queue_rank(now, request.priority, self.ageing_s)
             enqueued_at = now

@@ -57,6 +57,10 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
 LATEST = MIGRATIONS[-1][0]
 
 
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer deltaguard; refusing to guess its meaning."""
+
+
 def current_version(conn: sa.Connection) -> int:
     """The schema version (0 for an empty database)."""
     if not sa.inspect(conn).has_table("dg_schema_version"):
@@ -70,11 +74,13 @@ def migrate(conn: sa.Connection, target: int = LATEST) -> int:
 
     :param conn: a connection inside a transaction that holds the store's migration lock.
     :param target: the version to reach (tests use older targets to build old schemas).
-    :raises RuntimeError: when the database is newer than this package knows.
+    :raises SchemaTooNewError: when the database is newer than this package knows.
     """
     version = current_version(conn)
     if version > LATEST:
-        raise RuntimeError(f"lease store schema version {version} is newer than this deltaguard ({LATEST})")
+        raise SchemaTooNewError(
+            f"lease store schema version {version} is newer than this deltaguard ({LATEST})"
+        )
     for step, statements in MIGRATIONS:
         if version < step <= target:
             for statement in statements:

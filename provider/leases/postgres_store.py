@@ -54,7 +54,6 @@ class PostgresLeaseStore(SqlLeaseStore):
             url,
             pool_size=self.pool_size,
             max_overflow=self.pool_size,
-            pool_pre_ping=True,
             connect_args={
                 "connect_timeout": max(1, int(self.connect_timeout_s)),
                 "options": f"-c lock_timeout={int(self.lock_timeout_s * 1000)}",

@@ -43,6 +43,11 @@ def _in(name: str) -> sa.BindParameter[Any]:
 
 _Q_LEASES = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri IN :uris").bindparams(_in("uris"))
 _Q_WAITERS = sa.text(f"SELECT {_WAITER_COLS} FROM dg_queue WHERE uri IN :uris").bindparams(_in("uris"))
+_Q_HOLDERS = sa.text(
+    f"SELECT 'L', {_LEASE_COLS} FROM dg_leases WHERE uri IN :uris UNION ALL "
+    f"SELECT 'W', {_WAITER_COLS}, 0, 0 FROM dg_queue WHERE uri IN :uris2"
+).bindparams(_in("uris"), _in("uris2"))
+_RELEASE = sa.text(f"DELETE FROM dg_leases WHERE lease_id = :id AND owner_key = :k RETURNING {_LEASE_COLS}")
 _Q_REQUEST = sa.text(f"SELECT {_REQUEST_COLS} FROM dg_requests WHERE request_id = :id")
 _Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
 _Q_LEASES_OF = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri = :uri ORDER BY granted_at")
@@ -95,6 +100,18 @@ class _Txn:
 
     def waiters(self) -> list[WaiterRow]:
         return [WaiterRow(*r) for r in self._conn.execute(_Q_WAITERS, {"uris": self._uris})]
+
+    def holders(self) -> tuple[list[LeaseRow], list[WaiterRow]]:
+        leases, waiters = [], []
+        for r in self._conn.execute(_Q_HOLDERS, {"uris": self._uris, "uris2": self._uris}):
+            if r[0] == "L":
+                leases.append(LeaseRow(*r[1:]))
+            else:
+                waiters.append(WaiterRow(*r[1:8]))
+        return leases, waiters
+
+    def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._conn.execute(_RELEASE, {"id": lease_id, "k": owner_key})]
 
     def request(self, request_id: str) -> RequestRow | None:
         row = self._conn.execute(_Q_REQUEST, {"id": request_id}).first()
@@ -154,7 +171,9 @@ class SqlLeaseStore(LeaseStore):
             self.engine = self._make_engine(url)
             if migrate:
                 self.migrate()
-        except sa_exc.SQLAlchemyError as exc:
+        except (sa_exc.SQLAlchemyError, migrations.SchemaTooNewError) as exc:
+            if hasattr(self, "engine"):
+                self.engine.dispose()
             raise StoreUnavailableError(f"lease store {self.name} is unavailable: {_cause(exc)}") from exc
 
     # --- dialect hooks -------------------------------------------------------------------------------
@@ -229,14 +248,21 @@ class SqlLeaseStore(LeaseStore):
             yield _Txn(conn, ordered, tables)
 
     def run(self, uris: Sequence[str], body: Any, attempts: int = 5) -> Any:
-        """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims a bounded number of times."""
+        """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims and dropped connections a bounded
+        number of times."""
         for attempt in range(attempts):
             try:
                 with self.transaction(uris) as txn:
                     return body(txn)
             except StoreError as exc:
                 cause = exc.__cause__
-                if attempt + 1 < attempts and isinstance(cause, sa_exc.DBAPIError) and self._retryable(cause):
+                if (
+                    attempt + 1 < attempts
+                    and isinstance(cause, sa_exc.DBAPIError)
+                    and (cause.connection_invalidated or self._retryable(cause))
+                ):
+                    # A deadlock victim, or a connection the server dropped (restart): the transaction was
+                    # rolled back whole, so running it again is safe.
                     continue
                 raise
         raise AssertionError("unreachable")
