@@ -144,15 +144,42 @@ def _where(node: exp.Expr) -> exp.Expr | None:
     return where.this if isinstance(where, exp.Where) else where
 
 
-def _classify_insert(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+#: Clauses each parsed statement may carry; anything else sqlglot recognises (``REPLACE USING``,
+#: ``UPDATE ... FROM``, ``DELETE ... USING``, ``DEFAULT VALUES``, ...) is not classified rather than guessed.
+_ALLOWED_ARGS: dict[type[exp.Expr], frozenset[str]] = {
+    exp.Insert: frozenset({"this", "expression", "overwrite", "where", "by_name", "with_", "hint"}),
+    exp.Update: frozenset({"this", "expressions", "where", "with_"}),
+    exp.Delete: frozenset({"this", "where", "with_"}),
+    exp.Merge: frozenset({"this", "using", "on", "whens", "with_"}),
+}
+
+
+def _classify_parsed(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
+    """INSERT, UPDATE, DELETE and MERGE (optionally after ``WITH``), parsed by sqlglot."""
     del tokens
-    insert = _parse(sql)
-    if not isinstance(insert, exp.Insert):
-        raise _fail(sql, f"expected an INSERT, got {insert.key.upper()}")
-    target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
+    statement = _parse(sql)
+    allowed = _ALLOWED_ARGS.get(type(statement))
+    if allowed is None:
+        raise _fail(sql, f"{statement.key.upper()} is not a Delta write deltaguard can classify")
+    unknown = sorted(
+        key for key, value in statement.args.items() if value not in (None, False, []) and key not in allowed
+    )
+    if unknown:
+        clause = unknown[0].rstrip("_").upper()
+        raise _fail(sql, f"{statement.key.upper()} with a {clause} clause is not classified")
+    target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
     if not isinstance(target, exp.Table):
-        raise _fail(sql, "the INSERT target is not a table")
-    name = _table_name(target)
+        raise _fail(sql, f"the {statement.key.upper()} target is not a table")
+    if isinstance(statement, exp.Insert):
+        return _classify_insert(statement, target, sql)
+    if isinstance(statement, exp.Merge):
+        return _classify_merge(statement, target, sql)
+    kind = OperationKind.UPDATE if isinstance(statement, exp.Update) else OperationKind.DELETE
+    predicate = _predicate_text(_where(statement), sql)
+    return ClassifiedStatement(Operation(kind, predicate=predicate, sql=sql), _table_name(target))
+
+
+def _classify_insert(insert: exp.Insert, target: exp.Table, sql: str) -> ClassifiedStatement:
     reads_target = any(
         table is not target and _same_table(table, target) for table in insert.find_all(exp.Table)
     )
@@ -173,39 +200,10 @@ def _classify_insert(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
         # No static partition: the whole table (or, in dynamic mode, partitions only known at run time).
         kind = OperationKind.OVERWRITE
     operation = Operation(kind, predicate=predicate, reads_target=reads_target, sql=sql)
-    return ClassifiedStatement(operation, name)
+    return ClassifiedStatement(operation, _table_name(target))
 
 
-def _classify_with(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
-    """``WITH cte AS (...) INSERT ...``; a ``WITH ... SELECT`` writes nothing."""
-    return _classify_insert(sql, tokens)
-
-
-def _classify_update_delete(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
-    del tokens
-    statement = _parse(sql)
-    if isinstance(statement, exp.Update):
-        kind = OperationKind.UPDATE
-    elif isinstance(statement, exp.Delete):
-        kind = OperationKind.DELETE
-    else:
-        raise _fail(sql, f"expected UPDATE or DELETE, got {statement.key.upper()}")
-    target = statement.this
-    if not isinstance(target, exp.Table):
-        raise _fail(sql, "the target is not a table")
-    predicate = _predicate_text(_where(statement), sql)
-    return ClassifiedStatement(Operation(kind, predicate=predicate, sql=sql), _table_name(target))
-
-
-def _classify_merge(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
-    del tokens
-    merge = _parse(sql)
-    if not isinstance(merge, exp.Merge):
-        raise _fail(sql, f"expected a MERGE, got {merge.key.upper()}")
-    target = merge.this
-    if not isinstance(target, exp.Table):
-        raise _fail(sql, "the MERGE target is not a table")
-    name = _table_name(target)
+def _classify_merge(merge: exp.Merge, target: exp.Table, sql: str) -> ClassifiedStatement:
     alias = target.alias or ".".join(part.name for part in target.parts)
     condition = _predicate_text(merge.args.get("on"), sql)
     whens = merge.args.get("whens")
@@ -215,7 +213,7 @@ def _classify_merge(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
         # condition's target conjuncts no longer bound what is read: the MERGE reads the whole table.
         condition = None
     operation = Operation(OperationKind.MERGE, merge_condition=condition, target_alias=alias, sql=sql)
-    return ClassifiedStatement(operation, name)
+    return ClassifiedStatement(operation, _table_name(target))
 
 
 # ------------------------------------------------------------------------------ token-level commands
@@ -433,11 +431,11 @@ def _classify_create(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
 
 
 _HANDLERS: dict[str, Callable[[str, Sequence[Token]], ClassifiedStatement]] = {
-    "INSERT": _classify_insert,
-    "WITH": _classify_with,
-    "UPDATE": _classify_update_delete,
-    "DELETE": _classify_update_delete,
-    "MERGE": _classify_merge,
+    "INSERT": _classify_parsed,
+    "WITH": _classify_parsed,
+    "UPDATE": _classify_parsed,
+    "DELETE": _classify_parsed,
+    "MERGE": _classify_parsed,
     "OPTIMIZE": _classify_optimize,
     "REORG": _classify_reorg,
     "ALTER": _classify_alter,
