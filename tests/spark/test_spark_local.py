@@ -1,0 +1,271 @@
+"""Real PySpark (local[2], one session for the module), without Delta's jars.
+
+* Spark DataFrame sources (callables receiving a SparkSession) written by the delta-rs engine, end to end;
+* the Spark engine refusing to run without Delta's jars: SparkSetupError with the guidance, before any write;
+* the spark-submit job's exit code for that case; conflict mapping of a real Py4J error; sources as Spark
+  DataFrames; session confs set and restored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from tests.spark.conftest import SMALL_CONF
+
+pyspark = pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+
+from deltaguard.core.profiles import EngineName  # noqa: E402
+from deltaguard.core.table_config import TableConfig  # noqa: E402
+from deltaguard.engines import spark_job  # noqa: E402
+from deltaguard.engines.deltars import DeltaRsEngine  # noqa: E402
+from deltaguard.engines.errors import ConflictKind, SparkSetupError  # noqa: E402
+from deltaguard.engines.spark import SparkEngine  # noqa: E402
+from deltaguard.engines.spark_errors import conflict_kind  # noqa: E402
+from deltaguard.engines.spark_ops import session_conf  # noqa: E402
+from deltaguard.engines.spark_sources import SparkSource, is_spark_source, prepare_source, to_spark_dataframe  # noqa: E402
+from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, WriteContext  # noqa: E402
+
+if os.environ.get("DELTAGUARD_DELTA_JARS"):
+    pytest.skip(
+        "DELTAGUARD_DELTA_JARS is set: this module checks behaviour WITHOUT Delta's jars; run it in a "
+        "process without the variable",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    """A PySpark-only session: exactly what a worker has when Delta's jars are missing."""
+    from deltaguard.engines.spark_session import worker_session
+
+    session = worker_session(
+        master="local[2]", conf=SMALL_CONF, app_name="deltaguard-tests", with_delta=False
+    )
+    yield session
+    session.stop()
+
+
+def orders(spark: SparkSession) -> DataFrame:
+    """A PySpark transformation: the kind of source a pipeline builds."""
+    raw = spark.createDataFrame(
+        [(1, "2024-01-01", 10.0), (2, "2024-01-01", -1.0), (3, "2024-01-02", 7.5)],
+        "id long, day string, v double",
+    )
+    return raw.where("v > 0").withColumnRenamed("v", "amount")
+
+
+def _table_rows(uri: str) -> list[dict[str, object]]:
+    return sorted(DeltaTable(uri).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])  # type: ignore[arg-type, return-value]
+
+
+# -- Spark DataFrame sources through the delta-rs engine ---------------------------------------------------
+
+
+def test_spark_source_callable_is_recognised() -> None:
+    def by_name(spark):  # type: ignore[no-untyped-def]
+        return spark
+
+    def by_annotation(s: SparkSession) -> DataFrame:
+        return s  # type: ignore[return-value]
+
+    assert is_spark_source(orders) and is_spark_source(by_name) and is_spark_source(by_annotation)
+    assert is_spark_source(SparkSource(lambda s: s))
+    assert not is_spark_source(lambda: 1)
+    assert not is_spark_source(lambda x, y: 1)
+    assert not is_spark_source("/data/x.parquet")
+
+
+def test_pyspark_source_appended_by_delta_rs_end_to_end(spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "orders")
+    engine = DeltaRsEngine()
+    source = prepare_source(orders, "delta-rs", session_factory=lambda: spark)
+    result = engine.write(
+        uri, AppendSpec(source=source, partition_by=("day",)), WriteContext(app_id="d.t", app_version=1)
+    )
+    assert result.version == 0 and not result.duplicate
+    assert _table_rows(uri) == [
+        {"id": 1, "day": "2024-01-01", "amount": 10.0},
+        {"id": 3, "day": "2024-01-02", "amount": 7.5},
+    ]
+    assert DeltaTable(uri).metadata().partition_columns == ["day"]
+
+
+def test_pyspark_source_merged_by_delta_rs(spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "merged")
+    engine = DeltaRsEngine()
+    engine.write(
+        uri,
+        CreateSpec(source=pa.table({"id": [1, 2], "day": ["a", "a"], "amount": [0.0, 0.0]})),
+        WriteContext(),
+    )
+
+    def changes(spark: SparkSession) -> DataFrame:
+        return spark.createDataFrame([(2, "a", 5.0), (9, "b", 9.0)], "id long, day string, amount double")
+
+    spec = MergeSpec(
+        source=prepare_source(SparkSource(changes), "delta-rs", session_factory=lambda: spark),
+        condition="t.id = s.id",
+        matched_update_all=True,
+        not_matched_insert_all=True,
+    )
+    engine.write(uri, spec, WriteContext())
+    assert [(r["id"], r["amount"]) for r in _table_rows(uri)] == [(1, 0.0), (2, 5.0), (9, 9.0)]
+
+
+def test_source_session_is_built_from_the_sources_own_settings(spark: SparkSession) -> None:
+    # Without a session_factory the source builds a PySpark-only worker session; getOrCreate returns the
+    # running one here, with the source's conf applied to it.
+    seen: list[str] = []
+
+    def build(s: SparkSession) -> DataFrame:
+        seen.append(s.conf.get("spark.sql.shuffle.partitions"))
+        return s.range(3)
+
+    produce = prepare_source(SparkSource(build, conf={"spark.sql.shuffle.partitions": "3"}), "delta-rs")
+    table = produce().toArrow()
+    assert table.column("id").to_pylist() == [0, 1, 2] and seen == ["3"]
+    spark.conf.set("spark.sql.shuffle.partitions", SMALL_CONF["spark.sql.shuffle.partitions"])
+
+
+def test_spark_engine_keeps_spark_sources_for_itself() -> None:
+    assert prepare_source(orders, "spark") is orders
+
+
+def test_a_spark_source_must_return_a_dataframe(spark: SparkSession) -> None:
+    from deltaguard.engines.errors import InvalidWriteError
+
+    with pytest.raises(InvalidWriteError, match="pyspark DataFrame"):
+        prepare_source(lambda spark: [1, 2], "delta-rs", session_factory=lambda: spark)()
+
+
+# -- sources turned into Spark DataFrames (the Spark engine's side) -----------------------------------------
+
+
+def test_every_source_kind_becomes_a_spark_dataframe(spark: SparkSession, tmp_path: Path) -> None:
+    arrow = pa.table({"id": [1, 2], "day": ["a", "b"]})
+    pq.write_table(arrow, tmp_path / "x.parquet")
+    (tmp_path / "x.csv").write_text("id,day\n1,a\n2,b\n")
+    DeltaRsEngine().write(str(tmp_path / "d"), CreateSpec(source=arrow), WriteContext())
+    sources = [
+        arrow,
+        arrow.to_pandas(),
+        pa.RecordBatchReader.from_batches(arrow.schema, arrow.to_batches()),
+        str(tmp_path / "x.parquet"),
+        str(tmp_path / "x.csv"),
+        lambda: arrow,
+        lambda spark: spark.createDataFrame(arrow),
+        spark.createDataFrame(arrow),
+    ]
+    for source in sources:
+        df = to_spark_dataframe(spark, source)
+        assert sorted(tuple(r) for r in df.select("id", "day").collect()) == [(1, "a"), (2, "b")], source
+
+
+# -- no Delta jars: a clear SparkSetupError before anything is written ---------------------------------------
+
+
+def test_missing_jars_fail_before_any_write_with_guidance(spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "never")
+    engine = SparkEngine(spark)
+    for attempt in (
+        engine.check_setup,
+        lambda: engine.table_config(uri),
+        lambda: engine.validate(uri, DeleteSpec(predicate="id = 1"), TableConfig(uri=uri)),
+        lambda: engine.write(uri, AppendSpec(source=orders), WriteContext(app_id="d.t", app_version=1)),
+    ):
+        with pytest.raises(SparkSetupError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert "io.delta:delta-spark_" in message and "spark.jars.packages=" in message
+        assert "--packages" in message and "DELTAGUARD_DELTA_JARS" in message
+        assert "JavaPackage" not in message and "Py4J" not in message
+    assert not Path(uri).exists()
+
+
+def test_missing_jars_from_a_session_factory_too(spark: SparkSession) -> None:
+    calls: list[int] = []
+
+    def factory() -> SparkSession:
+        calls.append(1)
+        return spark
+
+    engine = SparkEngine(factory)
+    with pytest.raises(SparkSetupError):
+        engine.check_setup()
+    with pytest.raises(SparkSetupError):
+        engine.check_setup()
+    assert calls == [1]  # the factory runs once; the check runs until it passes
+
+
+def test_spark_job_exits_3_on_missing_jars(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = spark_job.build_args(str(tmp_path / "t"), DeleteSpec(predicate="id = 1"))
+    # The job builds its session with getOrCreate: here it finds the module's jar-less session.
+    assert spark_job.run(argv) == spark_job.EXIT_SETUP
+    assert "spark.jars.packages=" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
+
+
+def test_profile_reads_databricks_cluster_tags_from_the_session(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    engine = SparkEngine(spark)
+    with pytest.raises(SparkSetupError):
+        engine.check_setup()  # creates the session (and fails the jar check)
+    assert engine.profile().name is EngineName.DELTA_SPARK
+    keys = {
+        "spark.databricks.clusterUsageTags.sparkVersion": "14.1.x-photon-scala2.12",
+        "spark.databricks.clusterUsageTags.runtimeEngine": "PHOTON",
+        "spark.databricks.delta.rowLevelConcurrencyPreview": "true",
+    }
+    with session_conf(spark, keys):
+        profile = engine.profile()
+    assert (profile.name, profile.version, profile.photon, profile.row_level_preview) == (
+        EngineName.DATABRICKS,
+        "14.1",
+        True,
+        True,
+    )
+
+
+# -- session confs and real Py4J errors ------------------------------------------------------------------------
+
+
+def test_session_conf_sets_and_restores(spark: SparkSession) -> None:
+    key_set, key_unset = (
+        "spark.databricks.delta.write.txnAppId",
+        "spark.databricks.delta.commitInfo.userMetadata",
+    )
+    spark.conf.set(key_unset, "before")
+    with session_conf(spark, {key_set: "dag.task", key_unset: None}):
+        assert spark.conf.get(key_set) == "dag.task"
+        assert spark.conf.get(key_unset, None) is None
+    assert spark.conf.get(key_set, None) is None
+    assert spark.conf.get(key_unset) == "before"
+    spark.conf.unset(key_unset)
+
+
+def test_real_py4j_error_carrying_a_delta_exception_maps(spark: SparkSession) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    text = "io.delta.exceptions.ConcurrentAppendException: Files were added to partition [day=1]"
+    with pytest.raises(Py4JJavaError) as caught:
+        # A real JVM exception whose text is a Delta exception's toString, as a wrapped cause shows it.
+        jvm.java.util.Objects.requireNonNull(None, text)
+    assert conflict_kind(caught.value) is ConflictKind.CONCURRENT_APPEND
+    with pytest.raises(Py4JJavaError) as missing:
+        jvm.java.lang.Class.forName("io.delta.exceptions.ConcurrentAppendException")
+    assert conflict_kind(missing.value) is None  # ClassNotFoundException merely names the class
