@@ -165,6 +165,24 @@ class CreateSpec:
         return Operation(OperationKind.CREATE_OR_REPLACE)
 
 
+@dataclass(frozen=True)
+class SqlSpec:
+    """One Spark SQL write statement executed as written (Spark engine only; delta-rs refuses it).
+
+    Used by ``DeltaSqlOperator`` for statements no plain spec expresses (``MERGE ... USING other_table``,
+    ``INSERT ... SELECT``); the statement must write the table the operator names.
+
+    :param sql: the statement.
+    :param classified: the conflict model's view of it (from ``deltaguard.core.sql_classify``).
+    """
+
+    sql: str
+    classified: Operation
+
+    def operation(self) -> Operation:
+        return self.classified
+
+
 WriteSpec = (
     AppendSpec
     | MergeSpec
@@ -176,6 +194,7 @@ WriteSpec = (
     | SetPropertiesSpec
     | AddColumnsSpec
     | CreateSpec
+    | SqlSpec
 )
 
 
