@@ -69,7 +69,8 @@ def commit_metadata(
 ) -> dict[str, str]:
     """The key/values recorded in the Delta commit (``commitInfo``), all strings.
 
-    Keys are prefixed ``airflow.`` / ``deltaguard.`` so they never collide with an engine's own keys.
+    Keys are prefixed ``airflow.`` (the ``deltaguard.`` prefix is reserved for the engines' own keys, such
+    as ``deltaguard.app_id``); the lease id is recorded as ``lease_id``.
     """
     meta = {
         "airflow.dag_id": dag_id,
@@ -80,7 +81,7 @@ def commit_metadata(
     if map_index is not None and map_index >= 0:
         meta["airflow.map_index"] = str(map_index)
     if lease_id:
-        meta["deltaguard.lease_id"] = lease_id
+        meta["lease_id"] = lease_id
     for key, value in (extra or {}).items():
         meta[str(key)] = str(value)
     return meta

@@ -1,0 +1,412 @@
+"""The shared base of every deltaguard write operator.
+
+``execute`` is always the same five steps; subclasses only say which write they do (:meth:`build_spec`):
+
+1. resolve the table (connection base URI + name), its configuration and the engine;
+2. validate: bad input fails here, before any lease is taken (unknown URI scheme, unparsable predicate,
+   MERGE without ON, partition values for a column the table is not partitioned by, engine checks);
+3. acquire the table's lease from the lease store, or wait: deferrably (a trigger polls the store in the
+   triggerer and frees the worker slot; on resume the task asks again, since a trigger event is a hint and
+   not a grant) or in the worker;
+4. write through the engine while a background thread renews the lease;
+5. release the lease (also on failure and on kill) and return the result (pushed to XCom).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from deltaguard import config
+from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.operators.links import DeltaDecisionLink, DeltaTableHistoryLink
+from deltaguard.table_uri import TableUriError, table_key
+from deltaguard.task_identity import app_id as make_app_id
+from deltaguard.task_identity import app_version as make_app_version
+from deltaguard.task_identity import commit_metadata
+from deltaguard.write_plan import check_spec, decision_line, task_result
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from deltaguard.core.operations import Operation
+    from deltaguard.core.profiles import EngineProfile
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.base import DeltaEngine, WriteResult
+    from deltaguard.engines.specs import WriteSpec
+    from deltaguard.leases.manager import LeaseManager
+
+
+class LeaseWaitTimeout(TimeoutError):
+    """The task waited longer than ``lease_wait_timeout`` for its lease."""
+
+
+class CallableSource:
+    """A zero-argument source callable kept out of Airflow's template rendering.
+
+    Airflow calls any callable found in a template field at render time (with ``context=``); a source
+    callable must instead run only when the write runs, under the lease. Operators wrap callables in this
+    non-callable holder and unwrap them for the engine.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"CallableSource({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+def wrap_source(source: Any) -> Any:
+    """Wrap a callable source (see :class:`CallableSource`); other sources are returned unchanged."""
+    return CallableSource(source) if callable(source) else source
+
+
+def unwrap_source(source: Any) -> Any:
+    return source.fn if isinstance(source, CallableSource) else source
+
+
+class _Prepared:
+    """Everything resolved for one attempt: table, configuration, engine, spec, operation."""
+
+    def __init__(
+        self,
+        uri: str,
+        engine: DeltaEngine,
+        table_config: TableConfig,
+        profile: EngineProfile,
+        spec: WriteSpec,
+        operation: Operation,
+    ) -> None:
+        self.uri = uri
+        self.key = table_key(uri)
+        self.engine = engine
+        self.table_config = table_config
+        self.profile = profile
+        self.spec = spec
+        self.operation = operation
+
+
+class DeltaWriteOperator(BaseOperator):
+    """Base class: one conflict-aware write to one Delta table.
+
+    :param table: table URI (``s3://b/wh/sales``, ``/data/sales``) or a name relative to the connection's
+        base URI. Templated.
+    :param delta_conn_id: a ``delta`` connection (base URI, storage options, engine); optional.
+    :param engine: ``delta-rs`` or ``spark``; default: the connection's, else ``[deltaguard] default_engine``.
+    :param deferrable: wait for the lease in the triggerer (default: ``True`` unless Airflow's
+        ``[operators] default_deferrable`` was set explicitly, which is then obeyed).
+    :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
+        ``None`` waits until Airflow's own task timeout).
+    :param priority: queue priority (-100..100); a higher one may overtake briefly, never starve others.
+    :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index], run start in epoch
+        microseconds)`` so a retry after a committed write is a no-op. See :mod:`deltaguard.task_identity`.
+    :param app_version: override the app-transaction version (an int, templated), e.g. a batch id.
+    :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
+    """
+
+    template_fields: Sequence[str] = ("table", "delta_conn_id")
+    operator_extra_links = (DeltaTableHistoryLink(), DeltaDecisionLink())
+    ui_color = "#cfe8ff"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        delta_conn_id: str | None = None,
+        engine: str | None = None,
+        deferrable: bool | None = None,
+        lease_wait_timeout: dt.timedelta | float | None = None,
+        priority: int = 0,
+        idempotent: bool = True,
+        app_version: int | str | None = None,
+        lease_store_url: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(table, str) or not table.strip():
+            raise ValueError(f"{type(self).__name__}: 'table' must be a non-empty string")
+        if not -100 <= int(priority) <= 100:
+            raise ValueError(f"priority must be between -100 and 100, got {priority}")
+        self.table = table
+        self.delta_conn_id = delta_conn_id
+        self.engine = engine
+        self.deferrable = deferrable
+        if isinstance(lease_wait_timeout, dt.timedelta):
+            lease_wait_timeout = lease_wait_timeout.total_seconds()
+        self.lease_wait_timeout = None if lease_wait_timeout is None else float(lease_wait_timeout)
+        self.priority = int(priority)
+        self.idempotent = idempotent
+        self.app_version = app_version
+        self.lease_store_url = lease_store_url
+        self.resolved_engine: DeltaEngine | None = None
+        # set while a lease is held, so on_kill can release it
+        self._held: tuple[LeaseManager, str, Any] | None = None
+
+    # ----------------------------------------------------------------------------------------- subclasses
+    def build_spec(self, table_config: TableConfig) -> WriteSpec:
+        """The write this task does (subclasses). ``self.resolved_engine`` is set when this is called."""
+        raise NotImplementedError
+
+    def conflict_operation(self, spec: WriteSpec) -> Operation:
+        """What the conflict model is told this task writes (default: the spec's own operation)."""
+        return spec.operation()
+
+    # ------------------------------------------------------------------------------------------ resolving
+    def _hook(self) -> Any:
+        from deltaguard.hooks.delta import DeltaTableHook
+
+        return DeltaTableHook(self.delta_conn_id)
+
+    def _prepare(self) -> _Prepared:
+        """Steps 1 and 2: resolve and validate. Raises before any lease exists."""
+        hook = self._hook()
+        try:
+            uri = hook.table_uri(self.table)
+        except TableUriError as exc:
+            raise InvalidWriteError(str(exc)) from None
+        engine = hook.get_engine(self.engine)
+        self.resolved_engine = engine
+        table_config = engine.table_config(uri)
+        spec = self.build_spec(table_config)
+        check_spec(spec, table_config)
+        engine.validate(uri, spec, table_config)
+        operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id())
+        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
+
+    def _app_id(self) -> str:
+        map_index = getattr(self, "map_index", None)
+        return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
+
+    def _manager(self) -> LeaseManager:
+        from deltaguard.leases.manager import LeaseManager
+
+        return LeaseManager(self.lease_store_url or config.lease_store_url())
+
+    def _use_deferral(self) -> bool:
+        return config.default_deferrable() if self.deferrable is None else bool(self.deferrable)
+
+    # ------------------------------------------------------------------------------------------ execution
+    def execute(self, context: Context) -> dict[str, Any]:
+        prepared = self._prepare()
+        return self._admit_and_write(context, prepared, wait_started=time.time(), behind=[], explanation=None)
+
+    def execute_complete(
+        self,
+        context: Context,
+        event: dict[str, Any] | None = None,
+        wait_started: float | None = None,
+        behind: list[str] | None = None,
+        explanation: str | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Resume after the lease trigger fired: a hint that the lease may be free, so ask again."""
+        if event and event.get("status") == "error":
+            self.log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
+        prepared = self._prepare()  # the table may have changed while we waited: validate again
+        return self._admit_and_write(
+            context,
+            prepared,
+            wait_started=wait_started or time.time(),
+            behind=list(behind or []),
+            explanation=explanation,
+            request_id=request_id,
+        )
+
+    def _admit_and_write(
+        self,
+        context: Context,
+        prepared: _Prepared,
+        *,
+        wait_started: float,
+        behind: list[str],
+        explanation: str | None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        from deltaguard.core.admission import Granted, explain
+        from deltaguard.lease_requests import lease_request
+        from deltaguard.leases.manager import LeaseLostError, RequestClosedError
+
+        manager = self._manager()
+        owner = _owner(context)
+        poll = config.poll_interval()
+        try:
+            while True:
+                request = lease_request(
+                    table_key=prepared.key,
+                    operation=prepared.operation,
+                    profile=prepared.profile,
+                    table_config=prepared.table_config,
+                    owner=owner,
+                    ttl_s=config.lease_ttl(),
+                    poll_interval_s=poll,
+                    priority=self.priority,
+                    request_id=request_id,
+                )
+                try:
+                    result = manager.acquire(request)
+                except (LeaseLostError, RequestClosedError) as exc:
+                    # the trigger's grant expired before the task resumed, or the request ended: ask anew
+                    self.log.info("deltaguard: request %s is over (%s); asking again", request_id, exc)
+                    request_id = None
+                    continue
+                request_id = result.request_id
+                if isinstance(result, Granted):
+                    break
+                behind.extend(b.owner.describe() for b in result.blockers)
+                if explanation is None:
+                    explanation = explain(result)
+                    self.log.info("deltaguard: %s", explanation)
+                waited = time.time() - wait_started
+                remaining = None if self.lease_wait_timeout is None else self.lease_wait_timeout - waited
+                if remaining is not None and remaining <= 0:
+                    manager.release(request_id, owner)  # withdraw from the queue
+                    raise LeaseWaitTimeout(
+                        f"waited {waited:.0f} s for the lease on {prepared.uri} (lease_wait_timeout="
+                        f"{self.lease_wait_timeout:.0f} s): {explanation}"
+                    )
+                if self._use_deferral():
+                    self._defer_for_lease(request_id, remaining, wait_started, behind, explanation)
+                time.sleep(min(poll, remaining if remaining is not None else poll))
+            lease_id = result.lease_id
+            waited_s = time.time() - wait_started
+            decision = decision_line(waited_s, behind, explanation)
+            self.log.info("%s", decision)
+            self._held = (manager, lease_id, owner)
+            try:
+                write_result = self._write_with_heartbeat(context, prepared, manager, lease_id, owner)
+            finally:
+                self._held = None
+                manager.release(lease_id, owner)
+            self.log.info(
+                "deltaguard: committed %s to %s at version %s%s",
+                write_result.operation,
+                prepared.uri,
+                write_result.version,
+                " (duplicate: already committed by an earlier try, nothing written)"
+                if write_result.duplicate
+                else "",
+            )
+            return task_result(
+                write_result,
+                waited_s=waited_s,
+                behind=behind,
+                lease_id=lease_id,
+                app_id=prepared.operation.label,
+                app_version=self._resolved_app_version(context),
+                decision=decision,
+            )
+        finally:
+            manager.store.close()
+
+    def _defer_for_lease(
+        self,
+        request_id: str,
+        remaining: float | None,
+        wait_started: float,
+        behind: list[str],
+        explanation: str | None,
+    ) -> None:
+        from deltaguard.triggers.lease import LeaseAvailableTrigger
+
+        trigger = LeaseAvailableTrigger(
+            store_url=self.lease_store_url or config.lease_store_url(),
+            request_id=request_id,
+            poll_interval=config.poll_interval(),
+        )
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            kwargs={
+                "wait_started": wait_started,
+                "behind": list(dict.fromkeys(behind)),
+                "explanation": explanation,
+                "request_id": request_id,
+            },
+            timeout=None if remaining is None else dt.timedelta(seconds=remaining),
+        )
+
+    def _resolved_app_version(self, context: Context) -> int | None:
+        if not self.idempotent:
+            return None
+        if self.app_version is not None and str(self.app_version).strip() != "":
+            return int(self.app_version)
+        dag_run = context.get("dag_run")
+        return make_app_version(
+            getattr(dag_run, "start_date", None),
+            getattr(dag_run, "run_after", None),
+            getattr(dag_run, "logical_date", None) or context.get("logical_date"),
+        )
+
+    def _write_with_heartbeat(
+        self, context: Context, prepared: _Prepared, manager: LeaseManager, lease_id: str, owner: Any
+    ) -> WriteResult:
+        from deltaguard.engines.specs import WriteContext
+
+        ti = context.get("ti")
+        dag_run = context.get("dag_run")
+        write_context = WriteContext(
+            app_id=prepared.operation.label if self.idempotent else None,
+            app_version=self._resolved_app_version(context),
+            commit_metadata=commit_metadata(
+                dag_id=self.dag_id,
+                run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
+                task_id=self.task_id,
+                try_number=getattr(ti, "try_number", None),
+                map_index=getattr(ti, "map_index", None),
+                lease_id=lease_id,
+            ),
+        )
+        stop = threading.Event()
+        lost: list[BaseException] = []
+        interval = config.heartbeat_interval()
+
+        def beat() -> None:
+            # renew until the write finishes; a failed renewal is reported, the write is not interrupted
+            while not stop.wait(interval):
+                try:
+                    manager.heartbeat(lease_id, owner)
+                except Exception as exc:
+                    lost.append(exc)
+                    self.log.error("deltaguard: lease %s heartbeat failed: %s", lease_id, exc)
+
+        thread = threading.Thread(target=beat, name=f"deltaguard-heartbeat-{lease_id}", daemon=True)
+        thread.start()
+        try:
+            return prepared.engine.write(prepared.uri, prepared.spec, write_context)
+        finally:
+            stop.set()
+            thread.join(timeout=interval + 5)
+            if lost:
+                self.log.warning(
+                    "deltaguard: the lease was not renewed %d time(s) during the write", len(lost)
+                )
+
+    def on_kill(self) -> None:
+        held = self._held
+        if held is not None:
+            manager, lease_id, owner = held
+            try:
+                manager.release(lease_id, owner)
+                self.log.info("deltaguard: released lease %s on kill", lease_id)
+            except Exception as exc:
+                self.log.warning("deltaguard: could not release lease %s on kill: %s", lease_id, exc)
+
+
+def _owner(context: Context) -> Any:
+    from deltaguard.lease_requests import task_owner
+
+    ti = context.get("ti")
+    dag_run = context.get("dag_run")
+    return task_owner(
+        str(getattr(ti, "dag_id", "") or ""),
+        str(getattr(dag_run, "run_id", None) or getattr(ti, "run_id", "") or ""),
+        str(getattr(ti, "task_id", "") or ""),
+        getattr(ti, "map_index", -1),
+        getattr(ti, "try_number", 0),
+    )

@@ -1,0 +1,199 @@
+"""Data writes: MERGE, INSERT (append/overwrite), UPDATE, DELETE, replace-where.
+
+All share :class:`~deltaguard.operators.base.DeltaWriteOperator` (validate -> lease -> write -> release).
+``source`` is a Parquet/CSV/Delta URI (templated; ``delta+<uri>`` forces Delta) or a zero-argument callable
+returning a ``pyarrow.Table`` or ``pandas.DataFrame`` (called only when the write runs, under the lease).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from deltaguard.engines import specs
+from deltaguard.operators.base import DeltaWriteOperator, unwrap_source, wrap_source
+
+if TYPE_CHECKING:
+    from deltaguard.core.table_config import TableConfig
+
+_BASE_FIELDS: tuple[str, ...] = tuple(DeltaWriteOperator.template_fields)
+
+
+class DeltaMergeOperator(DeltaWriteOperator):
+    """``MERGE INTO table t USING source s ON condition`` with the chosen clauses.
+
+    With no clause chosen it upserts (``WHEN MATCHED UPDATE SET *`` + ``WHEN NOT MATCHED INSERT *``).
+
+    :param source: the rows to merge (URI or callable).
+    :param condition: the ON condition (``t`` = target, ``s`` = source).
+    :param target_partition_values: partition values of the target rows this MERGE touches; they are added
+        to the condition as ``t.col = literal``, which is what lets two MERGEs on different partitions run at
+        once (``s.date = t.date`` alone restricts nothing). Templated.
+    :param matched_update: column -> SQL expression for ``WHEN MATCHED THEN UPDATE``.
+    :param matched_update_all: ``WHEN MATCHED THEN UPDATE SET *``.
+    :param matched_delete: ``WHEN MATCHED THEN DELETE``.
+    :param matched_condition: extra condition for the matched clause.
+    :param not_matched_insert: column -> SQL expression for ``WHEN NOT MATCHED THEN INSERT``.
+    :param not_matched_insert_all: ``WHEN NOT MATCHED THEN INSERT *``.
+    :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
+    """
+
+    template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "condition", "target_partition_values")
+
+    def __init__(
+        self,
+        *,
+        source: Any,
+        condition: str,
+        target_partition_values: Mapping[str, Any] | None = None,
+        matched_update: Mapping[str, str] | None = None,
+        matched_update_all: bool = False,
+        matched_delete: bool = False,
+        matched_condition: str | None = None,
+        not_matched_insert: Mapping[str, str] | None = None,
+        not_matched_insert_all: bool = False,
+        not_matched_by_source_delete: bool = False,
+        source_alias: str = "s",
+        target_alias: str = "t",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source = wrap_source(source)
+        self.condition = condition
+        self.target_partition_values = dict(target_partition_values or {})
+        no_clause = (
+            not (
+                matched_update
+                or matched_update_all
+                or matched_delete
+                or not_matched_insert
+                or not_matched_insert_all
+            )
+            and not not_matched_by_source_delete
+        )
+        self.matched_update = dict(matched_update) if matched_update else None
+        self.matched_update_all = matched_update_all or no_clause
+        self.matched_delete = matched_delete
+        self.matched_condition = matched_condition
+        self.not_matched_insert = dict(not_matched_insert) if not_matched_insert else None
+        self.not_matched_insert_all = not_matched_insert_all or no_clause
+        self.not_matched_by_source_delete = not_matched_by_source_delete
+        self.source_alias = source_alias
+        self.target_alias = target_alias
+
+    def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        return specs.MergeSpec(
+            source=unwrap_source(self.source),
+            condition=self.condition,
+            target_partition_values=self.target_partition_values,
+            matched_update=self.matched_update,
+            matched_update_all=self.matched_update_all,
+            matched_delete=self.matched_delete,
+            matched_condition=self.matched_condition,
+            not_matched_insert=self.not_matched_insert,
+            not_matched_insert_all=self.not_matched_insert_all,
+            not_matched_by_source_delete=self.not_matched_by_source_delete,
+            source_alias=self.source_alias,
+            target_alias=self.target_alias,
+        )
+
+
+class DeltaInsertOperator(DeltaWriteOperator):
+    """Append rows (a blind append: it reads nothing of the table), or overwrite the whole table.
+
+    :param source: the rows (URI or callable).
+    :param partition_by: partition columns when the write creates the table.
+    :param partition_values: the partition values the appended rows carry, if known (templated): narrows
+        the conflict model's view, e.g. lets an append to ``date='2024-01-02'`` run beside a DELETE of
+        ``date='2024-01-01'``. Must name partition columns of the table.
+    :param mode: ``append`` (default) or ``overwrite``.
+    """
+
+    template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "partition_values")
+
+    def __init__(
+        self,
+        *,
+        source: Any,
+        partition_by: Sequence[str] = (),
+        partition_values: Mapping[str, Any] | None = None,
+        mode: str = "append",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if mode not in ("append", "overwrite"):
+            raise ValueError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+        self.source = wrap_source(source)
+        self.partition_by = tuple(partition_by)
+        self.partition_values = dict(partition_values or {})
+        self.mode = mode
+
+    def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        if self.mode == "overwrite":
+            return specs.OverwriteSpec(source=unwrap_source(self.source), partition_by=self.partition_by)
+        return specs.AppendSpec(
+            source=unwrap_source(self.source),
+            partition_by=self.partition_by,
+            partition_values=self.partition_values,
+        )
+
+
+class DeltaUpdateOperator(DeltaWriteOperator):
+    """``UPDATE table SET col = expr, ... WHERE predicate``.
+
+    :param updates: column -> SQL expression (templated).
+    :param predicate: which rows (templated); ``None`` updates every row.
+    """
+
+    template_fields: Sequence[str] = (*_BASE_FIELDS, "updates", "predicate")
+
+    def __init__(self, *, updates: Mapping[str, str], predicate: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.updates = dict(updates)
+        self.predicate = predicate
+
+    def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        return specs.UpdateSpec(updates=self.updates, predicate=self.predicate or None)
+
+
+class DeltaDeleteOperator(DeltaWriteOperator):
+    """``DELETE FROM table WHERE predicate``.
+
+    :param predicate: which rows (templated). Deleting every row needs ``predicate=None`` *and*
+        ``allow_delete_all=True``, so a template that renders empty cannot wipe the table.
+    """
+
+    template_fields: Sequence[str] = (*_BASE_FIELDS, "predicate")
+
+    def __init__(self, *, predicate: str | None, allow_delete_all: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.predicate = predicate
+        self.allow_delete_all = allow_delete_all
+
+    def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        from deltaguard.engines.errors import InvalidWriteError
+
+        predicate = (self.predicate or "").strip() or None
+        if predicate is None and not self.allow_delete_all:
+            raise InvalidWriteError(
+                "DELETE without a predicate deletes every row: pass allow_delete_all=True"
+            )
+        return specs.DeleteSpec(predicate=predicate)
+
+
+class DeltaReplaceWhereOperator(DeltaWriteOperator):
+    """Overwrite exactly the rows matching ``predicate`` with ``source`` (Delta's ``replaceWhere``).
+
+    :param source: the new rows (URI or callable); every row must satisfy the predicate.
+    :param predicate: the rows replaced (templated), e.g. ``date = '2024-01-01'``.
+    """
+
+    template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "predicate")
+
+    def __init__(self, *, source: Any, predicate: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source = wrap_source(source)
+        self.predicate = predicate
+
+    def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        return specs.ReplaceWhereSpec(source=unwrap_source(self.source), predicate=self.predicate)

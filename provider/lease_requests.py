@@ -1,0 +1,65 @@
+"""Build lease requests for Airflow task instances (pure: no Airflow import)."""
+
+from __future__ import annotations
+
+import uuid
+
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.table_config import TableConfig
+
+#: a queued request survives this many poll intervals without being asked about (and at least 2 minutes)
+WAIT_TTL_POLLS = 10
+MIN_WAIT_TTL_S = 120.0
+
+
+def task_owner(
+    dag_id: str, run_id: str, task_id: str, map_index: int | None = None, try_number: int | None = None
+) -> Owner:
+    """The lease owner for one try of one task instance (a retry is a different owner)."""
+    return Owner(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=map_index if isinstance(map_index, int) else -1,
+        try_number=int(try_number or 0),
+    )
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def lease_request(
+    *,
+    table_key: str,
+    operation: Operation,
+    profile: EngineProfile,
+    table_config: TableConfig | None,
+    owner: Owner,
+    ttl_s: float,
+    poll_interval_s: float,
+    priority: int = 0,
+    request_id: str | None = None,
+) -> LeaseRequest:
+    """One-table lease request; asking again with the same ``request_id`` keeps the queue place.
+
+    :param table_key: the canonical table key (:func:`deltaguard.table_uri.table_key`).
+    :param operation: what the task writes, labelled with its app id.
+    :param profile: the engine profile the write commits with.
+    :param table_config: the configuration the task read (lets the manager skip reading the table).
+    :param owner: the task instance try.
+    :param ttl_s: lease time-to-live (renewed by heartbeats).
+    :param poll_interval_s: how often the waiter asks again; the queue entry outlives several polls.
+    :param priority: queue priority.
+    :param request_id: the id of an earlier request of this task, or ``None`` for a new one.
+    """
+    return LeaseRequest(
+        claims=(TableClaim(uri=table_key, operation=operation, profile=profile, config=table_config),),
+        owner=owner,
+        ttl_s=ttl_s,
+        priority=priority,
+        request_id=request_id or new_request_id(),
+        wait_ttl_s=max(MIN_WAIT_TTL_S, WAIT_TTL_POLLS * poll_interval_s),
+    )

@@ -1,0 +1,131 @@
+"""What the deltaguard sensors look for, as plain functions shared by ``poke`` and the triggers.
+
+A sensor's ``poke`` and its deferrable trigger call the very same function here, so they cannot disagree.
+No Airflow import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.table_config import TableConfig
+
+#: commit-info key carrying the writer's app id (written by the deltaguard operators)
+APP_ID_KEY = "deltaguard.app_id"
+
+
+def table_version(table_uri: str, storage_options: Mapping[str, str] | None = None) -> int:
+    """The table's current version, ``-1`` when it does not exist yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return int(DeltaTable(table_uri, storage_options=dict(storage_options or {}) or None).version())
+    except TableNotFoundError:
+        return -1
+
+
+def commit_app_id(commit: Mapping[str, Any]) -> str | None:
+    """The app id a commit was written under, from its commit info (``None`` if unknown)."""
+    if commit.get(APP_ID_KEY):
+        return str(commit[APP_ID_KEY])
+    dag_id, task_id = commit.get("airflow.dag_id"), commit.get("airflow.task_id")
+    if dag_id and task_id:
+        map_index = commit.get("airflow.map_index")
+        return f"{dag_id}.{task_id}" + (f".{map_index}" if map_index not in (None, "") else "")
+    return None
+
+
+def find_new_commit(
+    table_uri: str,
+    baseline_version: int,
+    *,
+    operations: Collection[str] = (),
+    app_id: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """The earliest commit after ``baseline_version`` matching the filters, or ``None``.
+
+    :param table_uri: the table.
+    :param baseline_version: commits with a higher version count (``-1``: the table's creation counts).
+    :param operations: Delta operation names to accept (``WRITE``, ``MERGE``, ``DELETE``, ``OPTIMIZE``, ...;
+        case-insensitive); empty accepts all.
+    :param app_id: accept only commits written under this app id (``dag_id.task_id[.map_index]``).
+    :param storage_options: deltalake storage options.
+    :return: ``{"version", "operation", "timestamp", "app_id"}`` of the matching commit.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(table_uri, storage_options=dict(storage_options or {}) or None)
+    except TableNotFoundError:
+        return None
+    current = int(table.version())
+    if current <= baseline_version:
+        return None
+    wanted = {o.upper() for o in operations}
+    for commit in sorted(table.history(current - baseline_version), key=lambda c: int(c.get("version", -1))):
+        version = int(commit.get("version", -1))
+        if version <= baseline_version:
+            continue
+        operation = str(commit.get("operation", ""))
+        if wanted and operation.upper() not in wanted:
+            continue
+        writer = commit_app_id(commit)
+        if app_id is not None and writer != app_id:
+            continue
+        return {
+            "version": version,
+            "operation": operation,
+            "timestamp": commit.get("timestamp"),
+            "app_id": writer,
+        }
+    return None
+
+
+def admission_verdict(
+    operation: Operation,
+    running: Sequence[Operation],
+    table_config: TableConfig,
+    profile: EngineProfile,
+) -> tuple[bool, str]:
+    """Would ``operation`` be admitted next to ``running``? Returns ``(admitted, one-line reason)``."""
+    from deltaguard.core.model import decide
+
+    if not running:
+        return True, "no write is running or queued on the table"
+    decision = decide(operation, running, table_config, profile)
+    if not decision.conflict:
+        return True, f"compatible with the {len(running)} running or queued write(s)"
+    blockers = ", ".join(running[i].describe() for i in decision.conflicts_with)
+    reason = " ".join(decision.reasons)
+    return False, f"conflicts with {blockers}: {reason}".rstrip(": ")
+
+
+def admission_probe(
+    store_url: str,
+    table_key: str,
+    operation: Operation,
+    table_config: TableConfig,
+    profile: EngineProfile,
+    *,
+    include_waiting: bool = True,
+) -> tuple[bool, str]:
+    """Read the leases (and queued requests) on a table and ask :func:`admission_verdict`. Takes nothing.
+
+    :param include_waiting: also respect queued requests (the lease manager's FIFO would).
+    """
+    from deltaguard.leases.manager import LeaseManager
+
+    manager = LeaseManager(store_url)
+    try:
+        running = [lease.operation for lease in manager.leases(table_key)]
+        if include_waiting:
+            running += [waiter.operation for waiter in manager.waiters(table_key)]
+    finally:
+        manager.store.close()
+    return admission_verdict(operation, running, table_config, profile)

@@ -1,0 +1,79 @@
+"""A trigger that waits, in the triggerer, until a queued lease request can be granted.
+
+The lease store is polled with :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`,
+which re-evaluates the waiting request (and keeps its queue place alive). The blocking store call runs in a
+worker thread so the triggerer's event loop never stalls. The event is only a hint: the resumed task asks
+the lease manager again with the same request id and may defer again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+#: after this many consecutive store failures the trigger hands control back to the task, which then
+#: fails loudly (fail closed) or re-defers
+MAX_CONSECUTIVE_ERRORS = 5
+
+
+class LeaseAvailableTrigger(BaseTrigger):
+    """Fire when a queued lease request is granted (or its queue entry is gone).
+
+    :param store_url: the lease store URL (as the task used it).
+    :param request_id: the queued request.
+    :param poll_interval: seconds between checks.
+    """
+
+    def __init__(self, store_url: str, request_id: str, poll_interval: float = 5.0) -> None:
+        super().__init__()
+        self.store_url = store_url
+        self.request_id = request_id
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"store_url": self.store_url, "request_id": self.request_id, "poll_interval": self.poll_interval},
+        )
+
+    def _check(self, manager: Any) -> dict[str, Any] | None:
+        from deltaguard.core.admission import Granted, Waiting
+
+        result = manager.check(self.request_id)
+        if isinstance(result, Waiting):
+            return None
+        if isinstance(result, Granted):
+            return {"status": "granted", "request_id": self.request_id, "lease_id": result.lease_id}
+        return {"status": "closed", "request_id": self.request_id, "message": f"request is {result.status}"}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from deltaguard.leases.manager import LeaseManager
+
+        manager: Any = None
+        errors = 0
+        try:
+            while True:
+                try:
+                    if manager is None:
+                        manager = await asyncio.to_thread(LeaseManager, self.store_url)
+                    event = await asyncio.to_thread(self._check, manager)
+                    errors = 0
+                except Exception as exc:
+                    errors += 1
+                    self.log.warning("deltaguard: lease store check failed (%d): %s", errors, exc)
+                    if errors >= MAX_CONSECUTIVE_ERRORS:
+                        yield TriggerEvent(
+                            {"status": "error", "request_id": self.request_id, "message": str(exc)}
+                        )
+                        return
+                    event = None
+                if event is not None:
+                    yield TriggerEvent(event)
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            if manager is not None:
+                manager.store.close()

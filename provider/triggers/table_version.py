@@ -1,0 +1,139 @@
+"""Triggers behind the deferrable deltaguard sensors; each polls the same function as the sensor's poke."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+class DeltaTableVersionTrigger(BaseTrigger):
+    """Fire when the table has a commit after ``baseline_version`` matching the filters.
+
+    Calls :func:`deltaguard.probes.find_new_commit` (as ``DeltaTableVersionSensor.poke`` does) in a thread.
+
+    :param table_uri: the table.
+    :param baseline_version: the version to look beyond.
+    :param operations: Delta operation names to accept (empty: all).
+    :param app_id: accept only commits of this writer.
+    :param storage_options: deltalake storage options.
+    :param poll_interval: seconds between checks.
+    """
+
+    def __init__(
+        self,
+        table_uri: str,
+        baseline_version: int,
+        operations: list[str] | None = None,
+        app_id: str | None = None,
+        storage_options: dict[str, str] | None = None,
+        poll_interval: float = 30.0,
+    ) -> None:
+        super().__init__()
+        self.table_uri = table_uri
+        self.baseline_version = int(baseline_version)
+        self.operations = list(operations or [])
+        self.app_id = app_id
+        self.storage_options = dict(storage_options or {})
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table_uri": self.table_uri,
+                "baseline_version": self.baseline_version,
+                "operations": self.operations,
+                "app_id": self.app_id,
+                "storage_options": self.storage_options,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    def _probe(self) -> dict[str, Any] | None:
+        from deltaguard.probes import find_new_commit
+
+        return find_new_commit(
+            self.table_uri,
+            self.baseline_version,
+            operations=self.operations,
+            app_id=self.app_id,
+            storage_options=self.storage_options,
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            commit = await asyncio.to_thread(self._probe)
+            if commit is not None:
+                yield TriggerEvent({"status": "success", "commit": commit})
+                return
+            await asyncio.sleep(self.poll_interval)
+
+
+class DeltaAdmissionTrigger(BaseTrigger):
+    """Fire when an operation would be admitted on a table (calls :func:`deltaguard.probes.admission_probe`).
+
+    :param store_url: the lease store.
+    :param table_key: the table's lease key.
+    :param operation: the operation as JSON (:mod:`deltaguard.leases.codec`).
+    :param table_config: the table configuration as JSON.
+    :param profile: the engine profile as JSON.
+    :param include_waiting: also respect queued requests.
+    :param poll_interval: seconds between checks.
+    """
+
+    def __init__(
+        self,
+        store_url: str,
+        table_key: str,
+        operation: dict[str, Any],
+        table_config: dict[str, Any],
+        profile: dict[str, Any],
+        include_waiting: bool = True,
+        poll_interval: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.store_url = store_url
+        self.table_key = table_key
+        self.operation = operation
+        self.table_config = table_config
+        self.profile = profile
+        self.include_waiting = include_waiting
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "store_url": self.store_url,
+                "table_key": self.table_key,
+                "operation": self.operation,
+                "table_config": self.table_config,
+                "profile": self.profile,
+                "include_waiting": self.include_waiting,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    def _probe(self) -> tuple[bool, str]:
+        from deltaguard.leases import codec
+        from deltaguard.probes import admission_probe
+
+        return admission_probe(
+            self.store_url,
+            self.table_key,
+            codec.operation_from_json(self.operation),
+            codec.config_from_json(self.table_config),
+            codec.profile_from_json(self.profile),
+            include_waiting=self.include_waiting,
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            admitted, reason = await asyncio.to_thread(self._probe)
+            if admitted:
+                yield TriggerEvent({"status": "success", "reason": reason})
+                return
+            await asyncio.sleep(self.poll_interval)

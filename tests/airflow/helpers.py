@@ -1,0 +1,118 @@
+"""Shared helpers for the Airflow-layer tests: small Delta tables, running one task through ``dag.test()``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def sales_table(path: str) -> str:
+    """A table partitioned by ``country``: DE (id 1, 2) and FR (id 3)."""
+    data = pa.table({"id": [1, 2, 3], "country": ["DE", "DE", "FR"], "amount": [10, 20, 30]})
+    write_deltalake(path, data, partition_by=["country"])
+    return path
+
+
+def rows(path: str) -> list[dict[str, Any]]:
+    return sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+
+DAG_TEMPLATE = """
+import datetime as dt
+import pyarrow as pa
+from airflow.sdk import DAG
+{imports}
+
+with DAG(dag_id={dag_id!r}, schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), catchup=False) as dag:
+{body}
+"""
+
+
+def write_dag(dag_id: str, body: str, imports: str = "") -> Any:
+    """Write a DAG file into the Airflow home's dags folder and import it; return the DAG.
+
+    ``dag.test()`` in Airflow 3.3 syncs the DAG from its bundle (the dags folder), so the DAG must live in
+    a file there. ``body`` is indented into the ``with DAG(...)`` block.
+    """
+    import importlib.util
+    import os
+    import textwrap
+    from pathlib import Path
+
+    folder = Path(os.environ["AIRFLOW_HOME"]) / "dags"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{dag_id}.py"
+    path.write_text(
+        DAG_TEMPLATE.format(
+            imports=imports, dag_id=dag_id, body=textwrap.indent(textwrap.dedent(body), "    ")
+        )
+    )
+    spec = importlib.util.spec_from_file_location(f"deltaguard_test_dag_{dag_id}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def run_dag(dag_id: str, body: str, imports: str = "", **test_kwargs: Any) -> Any:
+    """Write, import and ``dag.test()`` a DAG; return the DAG run."""
+    dag = write_dag(dag_id, body, imports)
+    return dag.test(logical_date=test_kwargs.pop("logical_date", START), **test_kwargs)
+
+
+def task_state(dag_run: Any, task_id: str) -> str:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=dag_run.dag_id, run_id=dag_run.run_id, task_id=task_id)
+            .one()
+        )
+        return str(ti.state)
+
+
+def xcom_return(dag_run: Any, task_id: str) -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = (
+            session.query(XComModel)
+            .filter_by(dag_id=dag_run.dag_id, run_id=dag_run.run_id, task_id=task_id, key="return_value")
+            .one_or_none()
+        )
+        if row is None:
+            return None
+        value = row.value
+        return json.loads(value) if isinstance(value, str) else value
+
+
+def decision_rows(store_url: str) -> int:
+    """How many decision-log rows the lease store holds (0 when the store was never created)."""
+    import sqlalchemy as sa
+
+    path = store_url.removeprefix("sqlite:///")
+    import os
+
+    if not os.path.exists(path):
+        return 0
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            names = sa.inspect(conn).get_table_names()
+            table = next((n for n in names if "decision" in n), None)
+            return (
+                0
+                if table is None
+                else int(conn.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
+            )
+    finally:
+        engine.dispose()
