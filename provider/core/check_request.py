@@ -180,6 +180,11 @@ def parse_operation(value: Any, where: str = "operation") -> Operation:
     :param where: the field path for messages.
     :raises RequestError: on any problem (an SQL statement that cannot be classified included).
     """
+    return _parse_operation(value, where)[0]
+
+
+def _parse_operation(value: Any, where: str) -> tuple[Operation, str | None]:
+    """The operation and, when given as SQL, the table the statement writes to."""
     fields = _check_fields(where, value, _OPERATION_KEYS)
     if "sql" in fields:
         extra = sorted(set(fields) - {"sql", "label"})
@@ -218,7 +223,7 @@ def parse_operation(value: Any, where: str = "operation") -> Operation:
         label=fields.get("label"),
     )
     _validate(operation, where)
-    return operation
+    return operation, None
 
 
 def _validate(operation: Operation, where: str) -> None:
@@ -231,7 +236,7 @@ def _validate(operation: Operation, where: str) -> None:
         raise RequestError(f"{where}: {_one_line(error)}") from None
 
 
-def _classify(sql: str, label: str | None, where: str) -> Operation:
+def _classify(sql: str, label: str | None, where: str) -> tuple[Operation, str | None]:
     from dataclasses import replace
 
     from deltaguard.core.sql_classify import classify_sql
@@ -244,7 +249,7 @@ def _classify(sql: str, label: str | None, where: str) -> Operation:
     if label:
         operation = replace(operation, label=label)
     _validate(operation, where)
-    return operation
+    return operation, classified.table
 
 
 def _one_line(error: BaseException) -> str:
@@ -265,12 +270,23 @@ def parse_request(value: Any, where: str = "document") -> CheckRequest:
     for required in ("engine", "candidate"):
         if required not in fields:
             raise RequestError(f"{where}: missing {required}")
-    running = tuple(
-        parse_operation(item, f"{where}.running[{i}]") for i, item in enumerate(fields.get("running", []))
-    )
+    profile = parse_engine(fields["engine"], f"{where}.engine")
+    table = parse_table(fields.get("table", {}), f"{where}.table")
+    parsed = [
+        _parse_operation(item, f"{where}.running[{i}]") for i, item in enumerate(fields.get("running", []))
+    ]
+    candidate = _parse_operation(fields["candidate"], f"{where}.candidate")
+    _same_table(where, [*parsed, candidate])
     return CheckRequest(
-        profile=parse_engine(fields["engine"], f"{where}.engine"),
-        table=parse_table(fields.get("table", {}), f"{where}.table"),
-        running=running,
-        candidate=parse_operation(fields["candidate"], f"{where}.candidate"),
+        profile=profile, table=table, running=tuple(op for op, _ in parsed), candidate=candidate[0]
     )
+
+
+def _same_table(where: str, operations: list[tuple[Operation, str | None]]) -> None:
+    """SQL statements in one document must all write to the same table (the document describes one)."""
+    targets = {name.replace("`", "").lower(): name for _, name in operations if name is not None}
+    if len(targets) > 1:
+        raise RequestError(
+            f"{where}: the SQL statements write to different tables ({', '.join(sorted(targets.values()))}); "
+            "one document describes one table"
+        )

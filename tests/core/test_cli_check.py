@@ -169,3 +169,38 @@ def test_core_imports_without_airflow_or_engines() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == ""
+
+
+def test_check_accepts_sql_statements() -> None:
+    from deltaguard.commands.check import check_documents
+
+    document = with_changes(
+        running=[{"sql": "UPDATE sales SET qty = 0 WHERE date = '2024-01-01'", "label": "fix_qty"}],
+        candidate={
+            "sql": "MERGE INTO sales t USING src s ON t.id = s.id AND t.date = '2024-01-01' "
+            "WHEN MATCHED THEN UPDATE SET *"
+        },
+    )
+    out = check_documents(document)
+    assert out["verdict"] == "conflict" and out["conflicts_with"] == [0]
+    assert "fix_qty" in out["reasons"][0]
+    document["candidate"] = {"sql": "DELETE FROM sales WHERE date = '2024-01-05'"}
+    assert check_documents(document)["verdict"] == "no_conflict"
+
+
+@pytest.mark.parametrize(
+    ("candidate", "message"),
+    [
+        ({"sql": "SELECT * FROM sales"}, "candidate.sql"),
+        ({"sql": "DELETE FROM other WHERE date = '2024-01-05'"}, "different tables"),
+        ({"sql": "DELETE FROM sales", "operation": "DELETE"}, "either sql or operation"),
+    ],
+)
+def test_check_rejects_bad_sql(candidate: dict[str, Any], message: str) -> None:
+    from deltaguard.commands.check import check_documents
+
+    document = with_changes(
+        running=[{"sql": "UPDATE sales SET qty = 0 WHERE date = '2024-01-01'"}], candidate=candidate
+    )
+    with pytest.raises(ValueError, match=message):
+        check_documents(document)
