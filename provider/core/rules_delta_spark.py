@@ -15,8 +15,8 @@ which partitions an operation reads, removes and adds, in both commit orders:
   ConcurrentDeleteDeleteException.
 * A commit without data changes (OPTIMIZE) downgrades to SnapshotIsolation and skips the added-files
   check, so OPTIMIZE vs a blind INSERT cannot conflict.
-* ``delta.isolationLevel`` only accepts ``Serializable`` ("must be Serializable"); there is no
-  row-level concurrency.
+* ``delta.isolationLevel`` only accepts ``Serializable`` ("must be Serializable"; ``IsolationLevel.fromString``
+  ignores case); there is no row-level concurrency.
 """
 
 from __future__ import annotations
