@@ -13,8 +13,9 @@ storage options). What is read:
   only read when the protocol lists the ``domainMetadata`` or ``clustering`` writer feature.
 
 Anything the conflict model does not know -- a ``delta.*`` property outside :data:`KNOWN_DELTA_PROPERTIES`
-(and :data:`KNOWN_PROPERTY_PREFIXES`), a table feature outside :data:`KNOWN_TABLE_FEATURES`, or domain
-metadata that could not be read -- is listed in ``TableConfig.unknown`` with a logged warning; the model is
+(and :data:`KNOWN_PROPERTY_PREFIXES`), a table feature outside :data:`KNOWN_TABLE_FEATURES`, a protocol
+version above :data:`MAX_KNOWN_READER_VERSION`/:data:`MAX_KNOWN_WRITER_VERSION`, or domain metadata that
+could not be read -- is listed in ``TableConfig.unknown`` with a logged warning; the model is
 then conservative on that table. User properties without the ``delta.`` prefix (``owner``, ``comment``)
 are recorded and never unknown.
 """
@@ -114,6 +115,10 @@ KNOWN_TABLE_FEATURES: frozenset[str] = frozenset(
     )
 )
 
+#: Newest protocol versions the model knows (3/7 introduced table features; anything newer is unknown).
+MAX_KNOWN_READER_VERSION = 3
+MAX_KNOWN_WRITER_VERSION = 7
+
 #: The domain holding liquid clustering columns.
 CLUSTERING_DOMAIN = "delta.clustering"
 
@@ -163,7 +168,11 @@ def config_from_table(
     properties = dict(metadata.configuration)
     reader_features = tuple(protocol.reader_features or ())
     writer_features = tuple(protocol.writer_features or ())
-    unknown = _unknown_properties(properties) + _unknown_features(reader_features + writer_features)
+    unknown = (
+        _unknown_properties(properties)
+        + _unknown_features(reader_features + writer_features)
+        + _unknown_protocol(protocol.min_reader_version, protocol.min_writer_version)
+    )
     fields = list(schema.fields)
     identity = tuple(f.name for f in fields if any(str(k).startswith(_IDENTITY_PREFIX) for k in f.metadata))
     clustering: tuple[str, ...] = ()
@@ -291,6 +300,16 @@ def _clustering_columns(configuration: str | None, fields: list[Any]) -> tuple[s
 
 def _unknown_properties(properties: dict[str, str]) -> tuple[str, ...]:
     return tuple(f"property {key}" for key in properties if not is_known_property(key))
+
+
+def _unknown_protocol(reader: int, writer: int) -> tuple[str, ...]:
+    """Protocol versions beyond the newest the model knows (reader 3, writer 7: table features)."""
+    found = []
+    if reader > MAX_KNOWN_READER_VERSION:
+        found.append(f"protocol reader version {reader}")
+    if writer > MAX_KNOWN_WRITER_VERSION:
+        found.append(f"protocol writer version {writer}")
+    return tuple(found)
 
 
 def _unknown_features(features: tuple[str, ...]) -> tuple[str, ...]:

@@ -201,3 +201,19 @@ def test_clustering_survives_a_checkpoint(tmp_path: Path) -> None:
     # Commits before the checkpoint are no longer needed: the checkpoint must carry the domain.
     (uri / "_delta_log" / f"{1:020d}.json").unlink()
     assert read_table_config(str(uri)).clustering_columns == ("region",)
+
+
+def test_protocol_newer_than_known(tmp_path: Path) -> None:
+    from deltaguard.engines.discovery import _unknown_protocol
+
+    uri = tmp_path / "t"
+    write_deltalake(str(uri), DATA)
+    _append_commit(
+        uri, 1, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 8, "writerFeatures": []}}]
+    )
+    # deltalake 1.6.6 refuses to load it: a clear access error, never a silent configuration
+    with pytest.raises(TableAccessError, match=str(uri)):
+        read_table_config(str(uri))
+    # an engine that does load it gets a conservative configuration
+    assert _unknown_protocol(3, 7) == ()
+    assert _unknown_protocol(4, 8) == ("protocol reader version 4", "protocol writer version 8")
