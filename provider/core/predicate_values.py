@@ -58,6 +58,14 @@ _NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 _BOOLEAN_WORDS = frozenset({"t", "true", "y", "yes", "f", "false", "n", "no"})
 #: Strings Spark would cast to special floating-point values.
 _SPECIAL_FLOATS = frozenset({"nan", "inf", "infinity", "+inf", "-inf", "+infinity", "-infinity"})
+#: At most this many significant digits: distinct such decimals stay distinct as doubles (DBL_DIG).
+_MAX_DIGITS = 15
+_INTEGER_RANGES = {
+    exp.DataType.Type.TINYINT: (-(2**7), 2**7 - 1),
+    exp.DataType.Type.SMALLINT: (-(2**15), 2**15 - 1),
+    exp.DataType.Type.INT: (-(2**31), 2**31 - 1),
+    exp.DataType.Type.BIGINT: (-(2**63), 2**63 - 1),
+}
 _DATE_TYPES = frozenset({exp.DataType.Type.DATE, exp.DataType.Type.DATE32})
 _TIMESTAMP_TYPES = frozenset(
     {
@@ -87,23 +95,63 @@ def literal_value(node: exp.Expr) -> tuple[str, Value] | None:
     if isinstance(node, exp.Literal):
         if node.is_string:
             return _string_value(node.this)
-        try:
-            return NUM, Decimal(node.this)
-        except InvalidOperation:
-            return None
-    if (
-        isinstance(node, exp.Cast | exp.TryCast)
-        and isinstance(node.this, exp.Literal)
-        and node.this.is_string
-    ):
-        target = node.to.this
-        if target in _DATE_TYPES:
-            date = _parse_date(node.this.this)
-            return None if date is None else (DATE, date)
-        if target in _TIMESTAMP_TYPES:
-            stamp = _parse_timestamp(node.this.this)
-            return None if stamp is None else (TS, stamp)
+        number = _number(node.this)
+        return None if number is None else (NUM, number)
+    if isinstance(node, exp.Cast | exp.TryCast) and isinstance(node.this, exp.Literal):
+        return _cast_value(node.this, node.to)
     return None
+
+
+def _number(text: str) -> Decimal | None:
+    """A numeric literal's value, if a double column would still tell it apart from its neighbours.
+
+    Spark compares a DOUBLE/FLOAT column with a decimal literal as doubles. Decimals of at most 15
+    significant digits map to distinct doubles in the same order, so only those are understood.
+    """
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or len(value.normalize().as_tuple().digits) > _MAX_DIGITS:
+        return None
+    return value
+
+
+def _cast_value(literal: exp.Literal, to: exp.DataType) -> tuple[str, Value] | None:
+    """``DATE '...'``, ``TIMESTAMP '...'``, ``CAST(...)`` and typed numbers such as ``1L`` or ``1.5BD``."""
+    target = to.this
+    if literal.is_string and target in _DATE_TYPES:
+        date = _parse_date(literal.this)
+        return None if date is None else (DATE, date)
+    if literal.is_string and target in _TIMESTAMP_TYPES:
+        stamp = _parse_timestamp(literal.this)
+        return None if stamp is None else (TS, stamp)
+    number = _number(literal.this)
+    if number is None:
+        return None
+    if target in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[target]
+        # A fraction or an overflow would be changed by the cast: not understood.
+        return (NUM, number) if number == number.to_integral_value() and low <= number <= high else None
+    if target is exp.DataType.Type.DOUBLE:
+        return NUM, number
+    if target is exp.DataType.Type.DECIMAL and _fits_decimal(number, to):
+        return NUM, number
+    return None
+
+
+def _fits_decimal(value: Decimal, to: exp.DataType) -> bool:
+    """Whether ``CAST(value AS DECIMAL(p, s))`` keeps the value unchanged."""
+    params = [param.this for param in to.expressions]
+    try:
+        precision = int(params[0].this) if params else 10
+        scale = int(params[1].this) if len(params) > 1 else 0
+    except (AttributeError, ValueError):
+        return False
+    exponent = value.normalize().as_tuple().exponent
+    decimals = -exponent if isinstance(exponent, int) and exponent < 0 else 0
+    integer_digits = len(str(abs(int(value)))) if int(value) else 0
+    return decimals <= scale and integer_digits <= precision - scale
 
 
 def _string_value(text: str) -> tuple[str, Value] | None:
@@ -111,10 +159,8 @@ def _string_value(text: str) -> tuple[str, Value] | None:
         date = _parse_date(text)
         return None if date is None else (DATE, date)
     if _NUMBER_TEXT.fullmatch(text):
-        try:
-            return NUMSTR, Decimal(text.strip())
-        except InvalidOperation:
-            return None
+        number = _number(text)
+        return None if number is None else (NUMSTR, number)
     if _could_cast_to_non_string(text):
         return None
     return STR, text

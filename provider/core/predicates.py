@@ -9,6 +9,12 @@ A predicate is reduced to disjunctive normal form (DNF) over understood atoms. T
 :data:`MAX_TERMS` terms; a conjunct whose expansion would exceed the cap is dropped (treated as ``TRUE``)
 rather than giving up on the whole predicate. Conjuncts are expanded in the order they appear, so appending a
 conjunct to a predicate can never turn "disjoint" into "may overlap".
+
+Known limits (types and schemas are not known here): ``x.y`` is read as column ``y`` qualified by table
+alias ``x``, so an unqualified struct field access such as ``address.city`` is mistaken for column ``city``
+(``t.address.city`` is recognised as a struct field); string comparisons assume Spark's default binary
+collation, not a case-insensitive column collation; see :mod:`deltaguard.core.predicate_values` for how
+literals of unknown column type are compared.
 """
 
 from __future__ import annotations
@@ -193,7 +199,8 @@ def _first_line(error: SqlglotError) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
-_BOOLEAN_NODES = (exp.Predicate, exp.Boolean, exp.Column, exp.Func, exp.Bracket, exp.Dot, exp.Case)
+#: Nodes that can be boolean (NULL is a valid, if useless, boolean operand: "a = 1 OR NULL").
+_BOOLEAN_NODES = (exp.Predicate, exp.Boolean, exp.Null, exp.Column, exp.Func, exp.Bracket, exp.Dot, exp.Case)
 
 
 def _non_boolean_part(node: exp.Expr) -> exp.Expr | None:
@@ -585,8 +592,12 @@ def _is_complex_access(node: exp.Expr) -> bool:
     # More than one qualifier: a struct field behind a table alias ("t.address.city").
     if isinstance(node, exp.Column) and len(node.parts) > 2:
         return True
-    # EXISTS (SELECT ...) is a subquery, not Spark's higher-order exists(array, x -> ...).
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Exists) and node.find(exp.Column) is not None:
+    # EXISTS (SELECT ...) is a subquery; exists(array, x -> ...) is a higher-order array function.
+    if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query | exp.Subquery):
+        return False
+    if isinstance(node, exp.Lambda):
+        return True
+    if isinstance(node, exp.Func) and node.find(exp.Column) is not None:
         names = _function_names(node)
         return any(name in _COMPLEX_FUNCTIONS or name.startswith(_COMPLEX_PREFIXES) for name in names)
     return False
