@@ -1,0 +1,281 @@
+"""The conformance harness's cells, run against delta-spark with forced interleavings.
+
+delta-rs lets the harness commit from a stale table handle; delta-spark has no such handle in its public
+API, so the interleaving is forced inside the second ("stale") write instead: its source DataFrame (or an
+UPDATE/DELETE expression) goes through a Python UDF *gate* that waits, after delta-spark has started the
+transaction and fixed its snapshot, until the first write has committed from another SparkSession. The
+stale write's ``readVersion`` in its commitInfo proves the interleaving happened; an order whose stale
+write has nothing to pause in (OPTIMIZE, ALTER TABLE) or read too late is reported ``not_run``
+(inconclusive), never as evidence.
+
+Everything else is the shared harness: probe writes (:func:`build_write`), table states, serial-order
+matching, :func:`pair_verdict` predictions and :class:`CellResult` judgements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from deltaguard.conformance.cells import Cell, CellResult, Observed, OrderResult, Prediction
+from deltaguard.conformance.runner import read_state
+from deltaguard.conformance.scenarios import (
+    AddConstraintSpec,
+    Layout,
+    ProbeOp,
+    ProbeWrite,
+    build_write,
+    seed_batches,
+    seed_properties,
+)
+from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
+from deltaguard.core.model import pair_verdict
+from deltaguard.engines.errors import DeltaConflictError
+from deltaguard.engines.spark import SparkEngine
+from deltaguard.engines.spark_errors import to_conflict_error
+from deltaguard.engines.spark_sources import SparkSource
+from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, UpdateSpec, WriteContext
+
+#: How long a gate waits for its release, and how long the harness waits for a gate to be reached.
+GATE_WAIT_S = 120.0
+_names = itertools.count()
+
+
+def delta_version_from_jars(jars: list[str]) -> str | None:
+    """``3.2.0`` from ``.../delta-spark_2.13-3.2.0.jar`` (the version the profile must name)."""
+    for jar in jars:
+        match = re.search(r"delta-spark_[\d.]+(?:_[\d.]+)?-(\d+\.\d+\.\d+[\w.-]*)\.jar$", jar)
+        if match:
+            return match.group(1)
+    return None
+
+
+class Gate:
+    """A pause point inside a Spark job, released from the driver (files: UDFs run in Python workers)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.reached = folder / "reached"
+        self.release_file = folder / "release"
+        self.name = f"deltaguard_gate_{next(_names)}"
+
+    def function(self) -> Any:
+        reached, release, wait_s = str(self.reached), str(self.release_file), GATE_WAIT_S
+
+        def gate(value: Any) -> Any:
+            import os
+            import time as _time
+
+            open(reached, "a").close()
+            deadline = _time.monotonic() + wait_s
+            while not os.path.exists(release) and _time.monotonic() < deadline:
+                _time.sleep(0.05)
+            return value
+
+        return gate
+
+    def register(self, spark: Any) -> None:
+        spark.udf.register(self.name, self.function(), "bigint")
+
+    def wait_reached(self, timeout: float = GATE_WAIT_S) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.reached.exists():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def release(self) -> None:
+        self.release_file.touch()
+
+
+def gated_spec(write: ProbeWrite, spark: Any, gate: Gate) -> Any | None:
+    """The stale write's spec with the gate inside it, or ``None`` when it has nothing to pause in."""
+    spec = write.spec
+    if isinstance(spec, AddConstraintSpec):
+        return None
+    source = getattr(spec, "source", None)
+    if source is not None:
+        from pyspark.sql.functions import col, udf
+
+        gate_udf = udf(gate.function(), "bigint")
+
+        def build(session: Any, data: Any = source) -> Any:
+            return session.createDataFrame(data).withColumn("id", gate_udf(col("id")))
+
+        return dataclasses.replace(spec, source=SparkSource(build))
+    gate.register(spark)
+    if isinstance(spec, UpdateSpec):
+        column, expression = next(iter(spec.updates.items()))
+        return dataclasses.replace(spec, updates={**spec.updates, column: f"{gate.name}({expression})"})
+    if isinstance(spec, DeleteSpec) and spec.predicate:
+        # A row-level conjunct: the partition conjuncts still prune files exactly as before.
+        return dataclasses.replace(spec, predicate=f"({spec.predicate}) AND {gate.name}(id) = id")
+    return None
+
+
+def run_write(engine: SparkEngine, uri: str, spec: Any) -> None:
+    """Execute one probe spec; conflicts surface as :class:`DeltaConflictError`."""
+    if isinstance(spec, AddConstraintSpec):
+        spark = engine.session()
+        statement = f"ALTER TABLE delta.`{uri}` ADD CONSTRAINT {spec.name} CHECK ({spec.expression})"
+        try:
+            spark.sql(statement)
+        except Exception as exc:
+            conflict = to_conflict_error(exc, uri)
+            if conflict is not None:
+                raise conflict from exc
+            raise
+        return
+    engine.write(uri, spec, WriteContext())
+
+
+def _latest(spark: Any, uri: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, uri).history(1).collect()[0]["version"])
+
+
+def _read_version_of_commit_after(spark: Any, uri: str, version: int) -> int | None:
+    from delta.tables import DeltaTable
+
+    rows = (
+        DeltaTable.forPath(spark, uri).history().where(f"version > {version}").select("readVersion").collect()
+    )
+    values = [r["readVersion"] for r in rows if r["readVersion"] is not None]
+    return min(values) if values else None
+
+
+class SparkGroupRunner:
+    """Runs cells of one (pair, layout) on delta-spark, with two sessions of one Spark application.
+
+    :param spark: a session with Delta's jars and extension.
+    :param workdir: scratch folder for tables and gates.
+    :param delta_version: the delta-spark version of the jars (for the profile).
+    """
+
+    def __init__(self, spark: Any, workdir: Path, delta_version: str | None = None) -> None:
+        self.spark = spark
+        self.stale_spark = spark.newSession()  # separate SQL confs and UDF registry, same JVM
+        self.engine = SparkEngine(spark, delta_version=delta_version)
+        self.stale_engine = SparkEngine(self.stale_spark, delta_version=delta_version)
+        self.workdir = workdir
+        self._runs = 0
+
+    def _copy(self, template: Path) -> str:
+        self._runs += 1
+        target = self.workdir / f"run{self._runs}"
+        shutil.copytree(template, target)
+        return str(target)
+
+    def template(self, layout: Layout, isolation: str | None) -> Path:
+        path = self.workdir / f"seed_{layout.value}_{isolation or 'absent'}"
+        if not path.exists():
+            first, *rest = seed_batches()
+            partition_by = ("p",) if layout.partitioned else ()
+            create = CreateSpec(
+                source=first, partition_by=partition_by, properties=seed_properties(isolation)
+            )
+            self.engine.write(str(path), create, WriteContext())
+            for batch in rest:
+                self.engine.write(str(path), AppendSpec(source=batch), WriteContext())
+        return path
+
+    def serial(self, template: Path, first: ProbeWrite, second: ProbeWrite) -> Outcome:
+        uri = self._copy(template)
+        committed: set[str] = set()
+        for write in (first, second):
+            try:
+                run_write(self.engine, uri, write.spec)
+                committed.add(write.role)
+            except Exception:  # a write that fails serially is part of the serial outcome
+                pass
+        outcome = Outcome(frozenset(committed), read_state(uri))
+        shutil.rmtree(uri, ignore_errors=True)
+        return outcome
+
+    def concurrent(
+        self, template: Path, first: ProbeWrite, second: ProbeWrite, serial: dict[str, Outcome]
+    ) -> OrderResult:
+        """Start ``second``, pause it inside its transaction, commit ``first``, release ``second``."""
+        order = f"{first.role},{second.role}"
+        uri = self._copy(template)
+        gate = Gate(self.workdir / f"gate{self._runs}")
+        try:
+            stale_spec = gated_spec(second, self.stale_spark, gate)
+            if stale_spec is None:
+                return OrderResult(
+                    order, Observed.NOT_RUN, "", "cannot force: the stale write has nothing to pause in"
+                )
+            outcome: dict[str, Any] = {}
+
+            def stale() -> None:
+                try:
+                    run_write(self.stale_engine, uri, stale_spec)
+                    outcome["committed"] = True
+                except BaseException as exc:  # judged on the driver thread below
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=stale, name="deltaguard-stale-write", daemon=True)
+            thread.start()
+            if not gate.wait_reached():
+                gate.release()
+                thread.join(GATE_WAIT_S)
+                return OrderResult(
+                    order, Observed.NOT_RUN, "", f"gate never reached: {outcome.get('error')!r}"[:300]
+                )
+            try:
+                run_write(self.engine, uri, first.spec)
+            except Exception as exc:
+                gate.release()
+                thread.join(GATE_WAIT_S)
+                return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, str(exc)[:300])
+            first_version = _latest(self.spark, uri)
+            gate.release()
+            thread.join(GATE_WAIT_S * 2)
+            if thread.is_alive():
+                return OrderResult(order, Observed.NOT_RUN, "", "the stale write did not finish")
+            error = outcome.get("error")
+            if isinstance(error, DeltaConflictError):
+                return OrderResult(order, Observed.CONFLICT, error.kind.value, error.original_message[:300])
+            committed = {first.role}
+            if outcome.get("committed"):
+                read_version = _read_version_of_commit_after(self.spark, uri, first_version)
+                if read_version is not None and read_version >= first_version:
+                    return OrderResult(
+                        order, Observed.NOT_RUN, "", "not interleaved: the stale write read late"
+                    )
+                committed.add(second.role)
+            state = Outcome(frozenset(committed), read_state(uri))
+        finally:
+            gate.release()
+            shutil.rmtree(uri, ignore_errors=True)
+        match = matching_serial_order(state, serial)
+        if error is not None:
+            observed = Observed.SERIAL_FAILURE if match else Observed.ERROR
+            return OrderResult(order, observed, type(error).__name__, str(error)[:300], match)
+        if match is None:
+            return OrderResult(order, Observed.CORRUPT, "", explain_mismatch(state, serial)[:300])
+        return OrderResult(order, Observed.COMMIT, "", "", match)
+
+    def predict(self, template: Path, a: ProbeWrite, b: ProbeWrite) -> Prediction:
+        config = self.engine.table_config(str(template))
+        try:
+            verdict = pair_verdict(a.operation, b.operation, config, self.engine.profile())
+        except Exception as exc:  # a model that raises is reported, never hidden
+            return Prediction(None, "model_error", f"{type(exc).__name__}: {exc}")
+        return Prediction(verdict.conflict, verdict.rule, verdict.reason)
+
+    def run(self, a_probe: ProbeOp, b_probe: ProbeOp, layout: Layout, isolation: str | None) -> CellResult:
+        a = build_write(a_probe, layout, "A")
+        b = build_write(b_probe, layout, "B")
+        template = self.template(layout, isolation)
+        serial = {"A,B": self.serial(template, a, b), "B,A": self.serial(template, b, a)}
+        orders = (self.concurrent(template, a, b, serial), self.concurrent(template, b, a, serial))
+        return CellResult(Cell(a_probe, b_probe, layout, isolation), self.predict(template, a, b), orders)

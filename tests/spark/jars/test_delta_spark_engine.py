@@ -1,0 +1,214 @@
+"""Every operation of the Spark engine against real delta-spark (jar-gated: see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsTable
+
+from deltaguard.core.profiles import EngineName
+from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError
+from deltaguard.engines.spark import SparkEngine
+from deltaguard.engines.specs import (
+    AddColumnsSpec,
+    AppendSpec,
+    CreateSpec,
+    DeleteSpec,
+    MergeSpec,
+    OptimizeSpec,
+    OverwriteSpec,
+    ReplaceWhereSpec,
+    SetPropertiesSpec,
+    UpdateSpec,
+    WriteContext,
+)
+from tests.spark.jars.harness import Gate, gated_spec
+
+NONE = WriteContext()
+
+
+def rows(ids: list[int], day: str, v: float = 1.0) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "day": [day] * len(ids), "v": [v] * len(ids)})
+
+
+def content(uri: str) -> list[tuple[Any, ...]]:
+    table = RsTable(uri).to_pyarrow_table()
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.fixture
+def engine(delta_spark: Any) -> SparkEngine:
+    return SparkEngine(delta_spark)
+
+
+@pytest.fixture
+def table(engine: SparkEngine, tmp_path: Path) -> str:
+    """Partitioned by ``day``: ids 1,2 on d1 and 3 on d2 (versions 0 and 1)."""
+    uri = str(tmp_path / "t")
+    engine.write(uri, CreateSpec(source=rows([1, 2], "d1"), partition_by=("day",)), NONE)
+    engine.write(uri, AppendSpec(source=rows([3], "d2")), NONE)
+    return uri
+
+
+def test_profile_is_delta_spark(engine: SparkEngine) -> None:
+    assert engine.profile().name is EngineName.DELTA_SPARK
+
+
+def test_create_from_schema_then_config(engine: SparkEngine, tmp_path: Path) -> None:
+    uri = str(tmp_path / "s")
+    result = engine.write(
+        uri,
+        CreateSpec(
+            schema={"id": "bigint", "day": "string"},
+            partition_by=("day",),
+            properties={"delta.appendOnly": "true"},
+        ),
+        NONE,
+    )
+    assert result.version == 0 and "CREATE" in result.operation
+    config = engine.table_config(uri)
+    assert config.partition_columns == ("day",) and config.flag("delta.appendOnly")
+    with pytest.raises(InvalidWriteError, match="already exists"):
+        engine.validate(uri, CreateSpec(schema={"id": "bigint"}), config)
+
+
+def test_append_is_idempotent_per_app_id_and_version(engine: SparkEngine, table: str) -> None:
+    context = WriteContext(app_id="dag.task", app_version=5, commit_metadata={"lease": "L1"})
+    first = engine.write(table, AppendSpec(source=rows([4], "d2")), context)
+    assert (first.version, first.operation, first.duplicate) == (2, "WRITE", False)
+    again = engine.write(table, AppendSpec(source=rows([4], "d2")), context)
+    older = engine.write(
+        table, AppendSpec(source=rows([4], "d2")), WriteContext(app_id="dag.task", app_version=4)
+    )
+    assert again.duplicate and older.duplicate
+    assert [r[0] for r in content(table)] == [1, 2, 3, 4]
+    assert RsTable(table).transaction_version("dag.task") == 5
+    history = RsTable(table).history(1)[0]
+    assert json.loads(history["userMetadata"]) == {"lease": "L1"}
+
+
+def test_dml_is_idempotent_through_session_confs(engine: SparkEngine, table: str) -> None:
+    context = WriteContext(app_id="dag.update", app_version=1)
+    first = engine.write(table, UpdateSpec(updates={"v": "v + 1"}, predicate="day = 'd1'"), context)
+    second = engine.write(table, UpdateSpec(updates={"v": "v + 1"}, predicate="day = 'd1'"), context)
+    assert first.operation == "UPDATE" and not first.duplicate and second.duplicate
+    assert [r[2] for r in content(table) if r[1] == "d1"] == [2.0, 2.0]
+    # the confs were restored: a later plain write is not skipped
+    assert not engine.write(table, DeleteSpec(predicate="id = 3"), NONE).duplicate
+    assert engine.session().conf.get("spark.databricks.delta.write.txnAppId", None) is None
+
+
+def test_merge_with_every_clause(engine: SparkEngine, table: str) -> None:
+    source = pa.table(
+        {
+            "id": pa.array([1, 2, 9], pa.int64()),
+            "day": ["d1", "d1", "d1"],
+            "v": [10.0, 20.0, 90.0],
+            "op": ["U", "D", "I"],
+        }
+    )
+    spec = MergeSpec(
+        source=source,
+        condition="t.id = s.id",
+        target_partition_values={"day": "d1"},
+        matched_delete=True,
+        matched_condition="s.op = 'D'",
+        matched_update={"v": "s.v"},
+        not_matched_insert={"id": "s.id", "day": "s.day", "v": "s.v"},
+    )
+    result = engine.write(table, spec, NONE)
+    assert result.operation == "MERGE" and result.metrics.get("numTargetRowsDeleted") == 1
+    assert content(table) == [(1, "d1", 10.0), (3, "d2", 1.0), (9, "d1", 90.0)]
+
+
+def test_merge_not_matched_by_source_delete(engine: SparkEngine, table: str) -> None:
+    spec = MergeSpec(
+        source=rows([1], "d1", 5.0),
+        condition="t.id = s.id",
+        matched_update_all=True,
+        not_matched_by_source_delete=True,
+    )
+    engine.write(table, spec, NONE)
+    assert content(table) == [(1, "d1", 5.0)]
+
+
+def test_update_delete_replace_where_overwrite(engine: SparkEngine, table: str) -> None:
+    engine.write(table, UpdateSpec(updates={"v": "v * 3"}, predicate="id = 3"), NONE)
+    engine.write(table, DeleteSpec(predicate="id = 1"), NONE)
+    assert content(table) == [(2, "d1", 1.0), (3, "d2", 3.0)]
+    engine.write(table, ReplaceWhereSpec(source=rows([7], "d1"), predicate="day = 'd1'"), NONE)
+    assert content(table) == [(3, "d2", 3.0), (7, "d1", 1.0)]
+    result = engine.write(table, OverwriteSpec(source=rows([8], "d3"), partition_by=("day",)), NONE)
+    assert result.operation == "WRITE" and content(table) == [(8, "d3", 1.0)]
+
+
+def test_optimize_compaction_and_zorder_with_partition_filter(engine: SparkEngine, table: str) -> None:
+    for i in range(3):
+        engine.write(table, AppendSpec(source=rows([10 + i], "d1")), NONE)
+    compact = engine.write(table, OptimizeSpec(partition_filters={"day": "d1"}), NONE)
+    assert compact.operation == "OPTIMIZE" and compact.metrics.get("numRemovedFiles", 0) >= 2
+    zorder = engine.write(table, OptimizeSpec(zorder_by=("id",), partition_filters={"day": "d2"}), NONE)
+    assert zorder.operation in ("OPTIMIZE",) or zorder.version == compact.version  # nothing to do is fine
+    assert [r[0] for r in content(table)] == [1, 2, 3, 10, 11, 12]
+
+
+def test_set_properties_and_add_columns(engine: SparkEngine, table: str) -> None:
+    engine.write(
+        table, SetPropertiesSpec(properties={"delta.checkpointInterval": "11", "owner": "o'brien"}), NONE
+    )
+    engine.write(table, AddColumnsSpec(columns={"note": "string", "amount": "decimal(10,2)"}), NONE)
+    config = engine.table_config(table)
+    assert (
+        config.get_property("delta.checkpointInterval") == "11" and config.get_property("owner") == "o'brien"
+    )
+    assert {"note", "amount"} <= set(RsTable(table).schema().to_arrow().names)
+
+
+def test_catalog_table_discovery_by_name(engine: SparkEngine, delta_spark: Any) -> None:
+    name = "default.dg_catalog_orders"
+    delta_spark.sql(f"DROP TABLE IF EXISTS {name}")
+    engine.write(name, CreateSpec(schema={"id": "bigint", "day": "string"}, partition_by=("day",)), NONE)
+    engine.write(name, AppendSpec(source=pa.table({"id": pa.array([1], pa.int64()), "day": ["d1"]})), NONE)
+    engine.write(name, SetPropertiesSpec(properties={"delta.appendOnly": "true"}), NONE)
+    config = engine.table_config(name)
+    assert config.exists and config.partition_columns == ("day",) and config.flag("delta.appendOnly")
+    assert config.version == 2
+    assert not engine.table_config("default.dg_no_such_table").exists
+
+
+def test_a_real_conflict_becomes_a_typed_error(
+    engine: SparkEngine, delta_spark: Any, table: str, tmp_path: Path
+) -> None:
+    """A DELETE paused inside its transaction while an UPDATE rewrites the same file: ConcurrentDeleteRead
+    (or ConcurrentAppend/DeleteDelete depending on the version), always as DeltaConflictError."""
+    import threading
+
+    from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
+
+    stale_engine = SparkEngine(delta_spark.newSession())
+    gate = Gate(tmp_path / "gate")
+    delete = DeleteSpec(predicate="day = 'd1' AND id = 1")
+    stale = gated_spec(
+        ProbeWrite(ProbeOp.DELETE, "B", delete, delete.operation()), stale_engine.session(), gate
+    )
+    caught: list[BaseException] = []
+    worker = threading.Thread(target=lambda: _capture(caught, lambda: stale_engine.write(table, stale, NONE)))
+    worker.start()
+    assert gate.wait_reached(60)
+    engine.write(table, UpdateSpec(updates={"v": "v + 1"}, predicate="day = 'd1'"), NONE)
+    gate.release()
+    worker.join(180)
+    assert len(caught) == 1 and isinstance(caught[0], DeltaConflictError), caught
+    assert caught[0].kind in (ConflictKind.CONCURRENT_DELETE_READ, ConflictKind.CONCURRENT_APPEND)
+    assert caught[0].engine == "spark" and caught[0].table_uri == table
+
+
+def _capture(sink: list[BaseException], action: Any) -> None:
+    try:
+        action()
+    except BaseException as exc:
+        sink.append(exc)
