@@ -197,6 +197,25 @@ def _signature(cell: CellResult | None) -> tuple[tuple[str, str], ...]:
 
 
 def probe_retries() -> list[Fact]:
+    """Probe silent rebasing and ``max_commit_retries``; an engine failure is reported, never raised."""
+    try:
+        return _probe_retries()
+    except Exception as exc:  # a broken probe must not discard a run's results
+        evidence = f"probe failed: {type(exc).__name__}: {exc}"
+        return [
+            Fact(
+                "silent_rebase",
+                "a stale commit that conflicts with nothing is silently rebased",
+                None,
+                evidence,
+            ),
+            Fact(
+                "optimize_ignores_max_commit_retries", "OPTIMIZE ignores max_commit_retries", None, evidence
+            ),
+        ]
+
+
+def _probe_retries() -> list[Fact]:
     """Probe silent rebasing and ``max_commit_retries`` with a stale append and a stale OPTIMIZE."""
     from deltaguard.engines.deltars import DeltaRsEngine
 
