@@ -15,6 +15,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("deltaguard.commands.check", "decide whether a write may run beside running writes"),
     "matrix": ("deltaguard.commands.matrix", "print the operation x operation conflict matrix"),
+    "pools": ("deltaguard.commands.pools", "sync one Airflow pool per Delta table"),
     "conformance": ("deltaguard.commands.conformance", "measure an engine against the conflict model"),
 }
 

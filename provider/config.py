@@ -42,6 +42,12 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "5",
         "Seconds between lease checks while a task (or its trigger) waits for admission.",
     ),
+    "pools_file": (
+        "string",
+        "",
+        "Optional JSON/TOML file with per-table pool sizes and exclusivity, read by ``deltaguard pools sync`` "
+        "and the cluster policy (see :mod:`deltaguard.pools`). Empty: every table gets the default size.",
+    ),
     "decision_log_retention": (
         "float",
         "30",
@@ -116,6 +122,11 @@ def heartbeat_interval() -> float:
 def poll_interval() -> float:
     """Seconds between admission checks while waiting."""
     return _positive_float("poll_interval")
+
+
+def pools_file() -> str | None:
+    """The pools file path, or ``None``."""
+    return _raw("pools_file") or None
 
 
 def decision_log_retention_days() -> float:

@@ -19,7 +19,7 @@ from deltaguard.task_identity import app_id, app_version, commit_metadata, epoch
 def test_provider_info_lists_what_exists() -> None:
     info = importlib.import_module("deltaguard.get_provider_info").get_provider_info()
     assert info["package-name"] == "airflow-provider-deltaguard"
-    assert set(info["config"]["deltaguard"]["options"]) == {
+    assert set(info["config"]["deltaguard"]["options"]) >= {
         "lease_store_url",
         "default_engine",
         "lease_ttl",

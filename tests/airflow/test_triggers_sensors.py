@@ -1,0 +1,153 @@
+"""The lease trigger against a real SQLite lease store, and sensors whose poke and trigger agree."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.triggers.lease import LeaseAvailableTrigger
+from deltaguard.triggers.table_version import DeltaAdmissionTrigger, DeltaTableVersionTrigger
+from tests.airflow.helpers import sales_table
+
+PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
+CONFIG = TableConfig(partition_columns=("country",))
+
+
+def _request(owner: str, kind: OperationKind, predicate: str | None = None) -> LeaseRequest:
+    claim = TableClaim("/t/sales", Operation(kind, predicate=predicate, label=owner), PROFILE, CONFIG)
+    return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=30)
+
+
+def _first_event(trigger, timeout: float = 30.0):
+    async def first():
+        async for event in trigger.run():
+            return event
+        return None
+
+    return asyncio.run(asyncio.wait_for(first(), timeout))
+
+
+def test_lease_trigger_serializes_round_trip() -> None:
+    trigger = LeaseAvailableTrigger(store_url="sqlite:////tmp/x.db", request_id="r1", poll_interval=0.5)
+    path, kwargs = trigger.serialize()
+    assert path == "deltaguard.triggers.lease.LeaseAvailableTrigger"
+    assert LeaseAvailableTrigger(**kwargs).serialize() == (path, kwargs)
+    for cls, args in (
+        (DeltaTableVersionTrigger, {"table_uri": "/t", "baseline_version": 3, "operations": ["MERGE"]}),
+        (
+            DeltaAdmissionTrigger,
+            {
+                "store_url": "sqlite:///x",
+                "table_key": "/t",
+                "operation": {},
+                "table_config": {},
+                "profile": {},
+            },
+        ),
+    ):
+        path, kwargs = cls(**args).serialize()
+        assert cls(**kwargs).serialize() == (path, kwargs)
+
+
+def test_lease_trigger_fires_when_another_thread_releases(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    manager = LeaseManager(url)
+    holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
+    assert isinstance(holder, Granted)
+    waiting = manager.acquire(_request("merge", OperationKind.MERGE))
+    assert isinstance(waiting, Waiting)
+
+    released_at: list[float] = []
+
+    def release_later() -> None:
+        time.sleep(1.0)
+        released_at.append(time.time())
+        manager.release(holder.lease_id, Owner(name="alter"))
+
+    thread = threading.Thread(target=release_later)
+    thread.start()
+    started = time.time()
+    event = _first_event(LeaseAvailableTrigger(url, waiting.request_id, poll_interval=0.1))
+    thread.join()
+    assert event.payload["status"] == "granted" and event.payload["request_id"] == waiting.request_id
+    assert released_at and time.time() - started >= 0.9  # it really waited for the release
+    # the grant is visible to the task that resumes: asking again with the same id returns the lease
+    again = manager.acquire(
+        LeaseRequest(
+            claims=_request("merge", OperationKind.MERGE).claims,
+            owner=Owner(name="merge"),
+            ttl_s=30,
+            request_id=waiting.request_id,
+        )
+    )
+    assert isinstance(again, Granted) and again.lease_id == event.payload["lease_id"]
+    manager.store.close()
+
+
+def test_version_sensor_poke_and_trigger_agree(tmp_path) -> None:
+    from deltaguard.sensors.table_version import DeltaTableVersionSensor
+
+    table = sales_table(str(tmp_path / "sales"))
+    sensor = DeltaTableVersionSensor(task_id="wait", table=table, baseline_version=0, operations=["WRITE"])
+    sensor._baseline = 0
+    trigger = DeltaTableVersionTrigger(
+        table_uri=table, baseline_version=0, operations=["WRITE"], poll_interval=0.1
+    )
+    assert sensor.poke({}).is_done is False
+
+    def append_later() -> None:
+        time.sleep(0.5)
+        write_deltalake(table, pa.table({"id": [9], "country": ["DE"], "amount": [1]}), mode="append")
+
+    thread = threading.Thread(target=append_later)
+    thread.start()
+    event = _first_event(trigger)
+    thread.join()
+    poked = sensor.poke({})
+    assert poked.is_done and poked.xcom_value == event.payload["commit"]
+    assert event.payload["commit"]["version"] == 1 and event.payload["commit"]["operation"] == "WRITE"
+    # a filter that matches nothing keeps both waiting
+    sensor.operations = ["MERGE"]
+    assert sensor.poke({}).is_done is False
+
+
+def test_admission_sensor_poke_and_trigger_agree(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltaguard.leases import codec
+    from deltaguard.sensors.admission import DeltaAdmissionSensor
+    from deltaguard.table_uri import table_key
+
+    table = sales_table(str(tmp_path / "sales"))
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    sensor = DeltaAdmissionSensor(task_id="gate", table=table, operation="optimize", lease_store_url=url)
+    _store, key, operation, config, profile = sensor._inputs()
+    assert key == table_key(table)
+    trigger = DeltaAdmissionTrigger(
+        store_url=url,
+        table_key=key,
+        operation=codec.operation_to_json(operation),
+        table_config=codec.config_to_json(config),
+        profile=codec.profile_to_json(profile),
+        poll_interval=0.1,
+    )
+    manager = LeaseManager(url)
+    claim = TableClaim(key, Operation(OperationKind.SET_TBLPROPERTIES, label="alter"), profile, config)
+    held = manager.acquire(LeaseRequest(claims=(claim,), owner=Owner(name="alter"), ttl_s=30))
+    assert isinstance(held, Granted)
+    blocked = sensor.poke({})
+    assert blocked.is_done is False and "alter" in blocked.xcom_value["reason"]
+    assert trigger._probe() == (False, blocked.xcom_value["reason"])  # the same function, the same answer
+    threading.Timer(0.5, manager.release, args=(held.lease_id, Owner(name="alter"))).start()
+    event = _first_event(trigger)
+    assert event.payload["status"] == "success"
+    assert sensor.poke({}).is_done is True
+    manager.store.close()
