@@ -25,7 +25,7 @@ from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars_ops import OPERATION_NAMES, RUNNERS, OpContext
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError, TableAccessError
-from deltaguard.engines.specs import CreateSpec, OptimizeSpec, WriteContext, WriteSpec
+from deltaguard.engines.specs import OptimizeSpec, WriteContext, WriteSpec
 from deltaguard.engines.validation import validate_context, validate_spec
 
 log = logging.getLogger(__name__)
@@ -129,16 +129,7 @@ class DeltaRsEngine(DeltaEngine):
             original = self._already_committed(table_uri, table, spec, context.app_id, context.app_version)
             if original is not None:
                 version, info = original
-                return WriteResult(
-                    table_uri=table_uri,
-                    version=version,
-                    operation=str(info.get("operation", OPERATION_NAMES[type(spec)]))
-                    if info
-                    else OPERATION_NAMES[type(spec)],
-                    metrics=dict(info.get("operationMetrics") or {}) if info else {},
-                    elapsed_s=time.perf_counter() - started,
-                    duplicate=True,
-                )
+                return _result(table_uri, spec, version, info, None, started, duplicate=True)
 
         config, columns = self._light_config(table_uri, table)
         validate_spec(spec, config, columns, dialect=DATAFUSION)
@@ -155,8 +146,9 @@ class DeltaRsEngine(DeltaEngine):
                 raise
             raise translated from exc
 
-        uses_uri = table is None or isinstance(spec, CreateSpec)
-        if not uses_uri and table is not None and table.version() == before:
+        read_version = before if before is not None else -1
+        found = self._locate_commit(table_uri, commit_id, read_version)
+        if found is None:
             # delta-rs commits nothing when a DELETE/UPDATE/MERGE/OPTIMIZE changes nothing.
             return WriteResult(
                 table_uri=table_uri,
@@ -166,17 +158,8 @@ class DeltaRsEngine(DeltaEngine):
                 elapsed_s=time.perf_counter() - started,
                 committed=False,
             )
-        hint = None if uses_uri or table is None else table.version()
-        committed_version, info = self._locate_commit(table_uri, commit_id, hint)
-        return WriteResult(
-            table_uri=table_uri,
-            version=committed_version,
-            operation=str(info.get("operation", OPERATION_NAMES[type(spec)]))
-            if info
-            else OPERATION_NAMES[type(spec)],
-            metrics=metrics if metrics else dict((info or {}).get("operationMetrics") or {}),
-            elapsed_s=time.perf_counter() - started,
-        )
+        committed_version, info = found
+        return _result(table_uri, spec, committed_version, info, metrics, started)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -243,24 +226,33 @@ class DeltaRsEngine(DeltaEngine):
         return None
 
     def _locate_commit(
-        self, table_uri: str, commit_id: str, hint: int | None
-    ) -> tuple[int | None, dict[str, Any] | None]:
-        """Find our commit by its unique id in the recent history (robust under concurrent commits)."""
+        self, table_uri: str, commit_id: str, read_version: int
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """Find our commit by its unique id; ``None`` when the write committed nothing.
+
+        A commit made from ``read_version`` can only land above it, so exactly the commits since then are
+        searched -- right even when other writers committed before or after ours.
+        """
         latest = self._load(table_uri)
         if latest is None:
-            return hint, None
+            return None
         newest = latest.version()
-        window = max(1, newest - hint + 1) if hint is not None and hint <= newest else 8
-        while True:
-            window = min(window, self.history_scan_limit, newest + 1)
-            for info in latest.history(limit=window):
-                if info.get(COMMIT_ID_KEY) == commit_id:
-                    return int(info["version"]), info
-            if window >= min(self.history_scan_limit, newest + 1):
-                break
-            window *= 4
-        log.warning("commit %s not found in the last %d commits of %s", commit_id, window, table_uri)
-        return hint if hint is not None else newest, None
+        if newest <= read_version:
+            return None
+        window = newest - read_version
+        if window > self.history_scan_limit:
+            log.warning(
+                "%d commits landed on %s during the write; searching only the newest %d for commit %s",
+                window,
+                table_uri,
+                self.history_scan_limit,
+                commit_id,
+            )
+            window = self.history_scan_limit
+        for info in latest.history(limit=window):
+            if info.get(COMMIT_ID_KEY) == commit_id:
+                return int(info["version"]), info
+        return None
 
     def _translate(self, exc: Exception, table_uri: str) -> Exception:
         if isinstance(exc, InvalidWriteError | DeltaConflictError | TableAccessError):
@@ -287,3 +279,25 @@ def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: 
     except (TypeError, ValueError):
         return False
     return recorded == app_version if exact else recorded >= app_version
+
+
+def _result(
+    table_uri: str,
+    spec: WriteSpec,
+    version: int,
+    info: dict[str, Any] | None,
+    metrics: dict[str, Any] | None,
+    started: float,
+    *,
+    duplicate: bool = False,
+) -> WriteResult:
+    """A result for a commit: metrics from the call when it returned any, else from the commit's log entry."""
+    commit = info or {}
+    return WriteResult(
+        table_uri=table_uri,
+        version=version,
+        operation=str(commit.get("operation", OPERATION_NAMES[type(spec)])),
+        metrics=metrics if metrics else dict(commit.get("operationMetrics") or {}),
+        elapsed_s=time.perf_counter() - started,
+        duplicate=duplicate,
+    )
