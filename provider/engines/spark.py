@@ -38,7 +38,7 @@ from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableA
 from deltaguard.engines.spark_errors import to_conflict_error
 from deltaguard.engines.spark_ops import conf_get, delta_table, execute
 from deltaguard.engines.spark_setup import check_delta_available, installed_version
-from deltaguard.engines.spark_specs import CREATING_SPECS, OPERATION_NAMES, validate_spec
+from deltaguard.engines.spark_specs import may_create, operation_names, validate_spec
 from deltaguard.engines.spark_target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec
 
@@ -271,9 +271,10 @@ class SparkEngine(DeltaEngine):
         validate_spec(spec, None)
         spark = self.session()
         started = time.monotonic()
-        expected = OPERATION_NAMES[type(spec)]
+        expected = operation_names(spec)
+        name = expected[0] if expected else ""
         before = self._latest_version(spark, target)
-        if before is None and not isinstance(spec, CREATING_SPECS):
+        if before is None and not may_create(spec):
             raise InvalidWriteError(
                 f"no Delta table at {table_uri}; {type(spec).__name__} needs an existing table"
             )
@@ -282,7 +283,12 @@ class SparkEngine(DeltaEngine):
             recorded = self._recorded_txn_version(spark, target, context.app_id or "")
             if recorded is not None and recorded >= (context.app_version or 0):
                 return WriteResult(
-                    table_uri, before, expected[0], {}, time.monotonic() - started, duplicate=True
+                    table_uri,
+                    before,
+                    name,
+                    {},
+                    time.monotonic() - started,
+                    duplicate=True,
                 )
         user_metadata = (
             json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
@@ -301,7 +307,7 @@ class SparkEngine(DeltaEngine):
             # Nothing committed: delta-spark skipped an already-applied (app_id, app_version), or the write
             # was a no-op (OPTIMIZE with nothing to compact).
             version = self._latest_version(spark, target)
-            return WriteResult(table_uri, version, expected[0], {}, elapsed, duplicate=idempotent)
+            return WriteResult(table_uri, version, name, {}, elapsed, duplicate=idempotent)
         return WriteResult(table_uri, commit["version"], commit["operation"], commit["metrics"], elapsed)
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -359,7 +365,7 @@ class SparkEngine(DeltaEngine):
                 break
             if user_metadata is not None and row["userMetadata"] != user_metadata:
                 continue
-            if user_metadata is None and row["operation"] not in expected:
+            if user_metadata is None and expected and row["operation"] not in expected:
                 continue
             return {
                 "version": int(row["version"]),

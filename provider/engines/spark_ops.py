@@ -27,6 +27,7 @@ from deltaguard.engines.specs import (
     OverwriteSpec,
     ReplaceWhereSpec,
     SetPropertiesSpec,
+    SqlSpec,
     UpdateSpec,
     WriteContext,
     WriteSpec,
@@ -205,7 +206,13 @@ def _create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
     builder.execute()
 
 
+def _sql(spark: SparkSession, target: SparkTarget, spec: SqlSpec) -> None:
+    # The statement names its own target (checked when it was classified); run it as written.
+    spark.sql(spec.sql).collect()
+
+
 _EXECUTORS: Mapping[type, Callable[[Any, SparkTarget, Any], None]] = {
+    SqlSpec: _sql,
     MergeSpec: _merge,
     UpdateSpec: _update,
     DeleteSpec: _delete,

@@ -12,6 +12,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from deltaguard.core.operations import OperationKind
 from deltaguard.core.sql_literals import sql_literal
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
@@ -25,6 +26,7 @@ from deltaguard.engines.specs import (
     OverwriteSpec,
     ReplaceWhereSpec,
     SetPropertiesSpec,
+    SqlSpec,
     UpdateSpec,
     WriteSpec,
 )
@@ -40,6 +42,7 @@ OPERATION_NAMES: Mapping[type, tuple[str, ...]] = {
     OptimizeSpec: ("OPTIMIZE",),
     SetPropertiesSpec: ("SET TBLPROPERTIES",),
     AddColumnsSpec: ("ADD COLUMNS",),
+    SqlSpec: (),
     CreateSpec: (
         "CREATE TABLE",
         "REPLACE TABLE",
@@ -51,6 +54,35 @@ OPERATION_NAMES: Mapping[type, tuple[str, ...]] = {
 }
 #: Specs that may create the table they write.
 CREATING_SPECS = (AppendSpec, OverwriteSpec, CreateSpec)
+
+
+#: Log operation names of a SQL statement, by the kind it was classified as (empty: any name).
+SQL_OPERATION_NAMES: Mapping[OperationKind, tuple[str, ...]] = {
+    OperationKind.INSERT: ("WRITE",),
+    OperationKind.OVERWRITE: ("WRITE",),
+    OperationKind.REPLACE_WHERE: ("WRITE",),
+    OperationKind.UPDATE: ("UPDATE",),
+    OperationKind.DELETE: ("DELETE",),
+    OperationKind.MERGE: ("MERGE",),
+    OperationKind.OPTIMIZE: ("OPTIMIZE",),
+    OperationKind.SET_TBLPROPERTIES: ("SET TBLPROPERTIES",),
+    OperationKind.ADD_COLUMNS: ("ADD COLUMNS",),
+    OperationKind.CREATE_OR_REPLACE: OPERATION_NAMES[CreateSpec],
+}
+
+
+def operation_names(spec: WriteSpec) -> tuple[str, ...]:
+    """The Delta log operation names ``spec`` may commit (empty: unknown, any commit may be it)."""
+    if isinstance(spec, SqlSpec):
+        return SQL_OPERATION_NAMES.get(spec.classified.kind, ())
+    return OPERATION_NAMES[type(spec)]
+
+
+def may_create(spec: WriteSpec) -> bool:
+    """Whether ``spec`` may create the table it writes."""
+    if isinstance(spec, SqlSpec):
+        return spec.classified.kind is OperationKind.CREATE_OR_REPLACE
+    return isinstance(spec, CREATING_SPECS)
 
 
 def merge_clauses(spec: MergeSpec) -> list[tuple[Any, ...]]:
@@ -141,7 +173,7 @@ def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
         raise InvalidWriteError(f"the Spark engine cannot run {type(spec).__name__}")
     exists = config.exists if config is not None else None
     partitions = set(config.partition_columns) if config is not None and config.exists else None
-    if exists is False and not isinstance(spec, CREATING_SPECS):
+    if exists is False and not may_create(spec):
         raise InvalidWriteError(
             f"{type(spec).__name__} needs an existing table; {config and config.uri} has none"
         )
@@ -193,6 +225,9 @@ def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
         if not spec.columns:
             raise InvalidWriteError("ADD COLUMNS needs at least one column")
         columns_sql(spec.columns)
+    elif isinstance(spec, SqlSpec):
+        if not spec.sql.strip():
+            raise InvalidWriteError("the SQL statement is empty")
     elif isinstance(spec, CreateSpec):
         if spec.schema is None and spec.source is None:
             raise InvalidWriteError("create needs a schema or a source")

@@ -29,7 +29,7 @@ from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidW
 from deltaguard.engines.spark_errors import conflict_kind
 from deltaguard.engines.spark_job import CONFLICT_MARKER, EXIT_BAD_ARGS, EXIT_SETUP, build_args
 from deltaguard.engines.spark_session import job_application, submit_hook
-from deltaguard.engines.spark_specs import OPERATION_NAMES, validate_spec
+from deltaguard.engines.spark_specs import operation_names, validate_spec
 from deltaguard.engines.spec_json import spec_to_json
 from deltaguard.engines.specs import WriteContext, WriteSpec
 
@@ -159,4 +159,6 @@ class SparkSubmitEngine(DeltaEngine):
             version = self.table_config(table_uri).version
         except Exception:  # a catalog name or a location deltalake cannot read: version unknown
             version = None
-        return WriteResult(table_uri, version, OPERATION_NAMES[type(spec)][0], {}, time.monotonic() - started)
+        return WriteResult(
+            table_uri, version, next(iter(operation_names(spec)), ""), {}, time.monotonic() - started
+        )

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import (
     AddColumnsSpec,
@@ -26,6 +27,7 @@ from deltaguard.engines.specs import (
     OverwriteSpec,
     ReplaceWhereSpec,
     SetPropertiesSpec,
+    SqlSpec,
     UpdateSpec,
     WriteContext,
     WriteSpec,
@@ -42,11 +44,15 @@ SPEC_KINDS: Mapping[str, type] = {
     "set_properties": SetPropertiesSpec,
     "add_columns": AddColumnsSpec,
     "create": CreateSpec,
+    "sql": SqlSpec,
 }
 _KIND_OF = {cls: kind for kind, cls in SPEC_KINDS.items()}
 
 
 def _encode(value: Any) -> Any:
+    if isinstance(value, Operation):
+        # A classified SQL statement: its conflict-model view travels with it.
+        return {"$operation": {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     if isinstance(value, dt.datetime):
         return {"$datetime": value.isoformat()}
     if isinstance(value, dt.date):
@@ -72,6 +78,11 @@ def _decode(value: Any) -> Any:
                 return dt.date.fromisoformat(text)
             if tag == "$decimal":
                 return Decimal(text)
+            if tag == "$operation" and isinstance(text, dict):
+                fields = {k: _decode(v) for k, v in text.items()}
+                fields["kind"] = OperationKind(fields["kind"])
+                fields["zorder_by"] = tuple(fields.get("zorder_by") or ())
+                return Operation(**fields)
         return {k: _decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode(v) for v in value]

@@ -139,3 +139,15 @@ def test_bad_arguments_exit_2_before_spark_starts(
 
     assert spark_job.run(argv, engine=NeverCalled()) == spark_job.EXIT_BAD_ARGS
     assert "bad arguments" in capsys.readouterr().err
+
+
+def test_sql_spec_travels_with_its_classification() -> None:
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.engines.specs import SqlSpec
+
+    spec = SqlSpec(
+        sql="DELETE FROM delta.`/t` WHERE day = '2024-01-01'",
+        classified=Operation(OperationKind.DELETE, predicate="day = '2024-01-01'", zorder_by=("id",)),
+    )
+    back = spec_from_json(json.dumps(spec_to_json(spec)))
+    assert back == spec and back.classified.kind is OperationKind.DELETE

@@ -183,3 +183,24 @@ def test_bad_table_uris(uri: str) -> None:
 def test_partition_values_of_any_literal_type_validate() -> None:
     spec = OptimizeSpec(partition_filters={"day": dt.date(2024, 1, 1)})
     validate_spec(spec, PARTITIONED)
+
+
+def test_sql_specs_need_a_statement_and_know_their_log_names() -> None:
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.engines.spark_specs import may_create, operation_names
+    from deltaguard.engines.specs import SqlSpec
+
+    merge = SqlSpec(
+        sql="MERGE INTO x USING y ON x.id = y.id WHEN MATCHED THEN DELETE",
+        classified=Operation(OperationKind.MERGE),
+    )
+    assert operation_names(merge) == ("MERGE",) and not may_create(merge)
+    create = SqlSpec(
+        sql="CREATE OR REPLACE TABLE x AS SELECT 1", classified=Operation(OperationKind.CREATE_OR_REPLACE)
+    )
+    assert may_create(create)
+    validate_spec(create, MISSING)
+    with pytest.raises(InvalidWriteError, match="needs an existing table"):
+        validate_spec(merge, MISSING)
+    with pytest.raises(InvalidWriteError, match="empty"):
+        validate_spec(SqlSpec(sql="  ", classified=Operation(OperationKind.DELETE)), PARTITIONED)
