@@ -162,6 +162,26 @@ def test_merge_target_partition_value_stays_a_literal(engine: DeltaRsEngine, par
     assert table_rows(partitioned) == before
 
 
+def test_merge_quoted_partition_value_matches_exactly_its_partition(
+    engine: DeltaRsEngine, tmp_path: Path
+) -> None:
+    """A value with quotes is escaped, not dropped: it matches its own partition and nothing else."""
+    uri = str(tmp_path / "quoted")
+    tricky = "x' OR '1'='1"
+    engine.write(
+        uri, AppendSpec(pa.concat_tables([rows([1], tricky), rows([2], "x"), rows([3], "1")]), ("day",))
+    )
+    source = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "day": [tricky, "x", "1"], "v": [-1.0] * 3})
+    result = engine.write(
+        uri,
+        MergeSpec(
+            source, "t.id = s.id", target_partition_values={"day": tricky}, matched_update={"v": "s.v"}
+        ),
+    )
+    assert result.committed and result.metrics["num_target_rows_updated"] == 1
+    assert {r["id"]: r["v"] for r in table_rows(uri)} == {1: -1.0, 2: 2.0, 3: 3.0}
+
+
 def test_merge_with_date_partition_value(engine: DeltaRsEngine, tmp_path: Path) -> None:
     uri = str(tmp_path / "dated")
     data = pa.table(
