@@ -85,20 +85,19 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
             advice=(f"run the {changer.kind.value} alone, when no other write on the table is running",),
             rule="common.metadata_change",
         )
-    if (
-        a.kind is OperationKind.STREAMING_WRITE
-        and b.kind is OperationKind.STREAMING_WRITE
-        and a.op.checkpoint_location is not None
-        and a.op.checkpoint_location == b.op.checkpoint_location
-    ):
-        return PairVerdict(
-            conflict=True,
-            exceptions=(DeltaException.CONCURRENT_TRANSACTION,),
-            reason="seed 003, ConcurrentTransactionException: two streaming queries use the same checkpoint "
-            f"location ({a.op.checkpoint_location})",
-            advice=("give each streaming query its own checkpoint location",),
-            rule="common.same_checkpoint",
-        )
+    if a.kind is OperationKind.STREAMING_WRITE and b.kind is OperationKind.STREAMING_WRITE:
+        first, second = a.op.checkpoint_location, b.op.checkpoint_location
+        if first is None or second is None or first == second:
+            # An unknown checkpoint may be the same one: conservative.
+            where = f"the same checkpoint location ({first})" if first == second else "a checkpoint location"
+            known = "" if first is not None and second is not None else " that is not known to differ"
+            return PairVerdict(
+                conflict=True,
+                exceptions=(DeltaException.CONCURRENT_TRANSACTION,),
+                reason=f"seed 003, ConcurrentTransactionException: two streaming queries use {where}{known}",
+                advice=("give each streaming query its own checkpoint location (and declare it)",),
+                rule="common.same_checkpoint",
+            )
     problems = ctx.conservative + tuple(f"unknown table setting {item!r}" for item in table.unknown)
     if problems:
         return PairVerdict(

@@ -175,6 +175,8 @@ def test_streaming_checkpoints() -> None:
     assert same.conflict and same.exceptions == (DeltaException.CONCURRENT_TRANSACTION,)
     assert any("checkpoint" in x for x in same.advice)
     assert not conflict(a, b, TableConfig(), db())
+    unknown = Operation(K.STREAMING_WRITE)
+    assert conflict(unknown, a, TableConfig(), db())  # an undeclared checkpoint may be the same one
     # A streaming write is an append: in Serializable it conflicts with an overlapping reader.
     serializable = TableConfig(properties={"delta.isolationLevel": "Serializable"})
     assert conflict(a, Operation(K.UPDATE), serializable, db())
@@ -274,7 +276,9 @@ def test_delta_rs_profile_is_the_measured_one() -> None:
     assert not conflict(
         Operation(K.UPDATE, "date = 'a'"), Operation(K.DELETE, "date = 'b'"), partitioned, DELTARS
     )
-    assert conflict(Operation(K.UPDATE, "date = 'a'"), Operation(K.INSERT, "date = 'b'"), partitioned, DELTARS)
+    assert conflict(
+        Operation(K.UPDATE, "date = 'a'"), Operation(K.INSERT, "date = 'b'"), partitioned, DELTARS
+    )
     assert not conflict(Operation(K.INSERT), Operation(K.OPTIMIZE), partitioned, DELTARS)
 
 
