@@ -136,6 +136,9 @@ def _airflow_cfg(
             "simple_auth_manager_passwords_file": str(home / "simple_auth_manager_passwords.json.generated"),
             "execution_api_server_url": f"http://127.0.0.1:{port}/execution/",
             "fernet_key": "",
+            # Every task re-imports its DAG file; with a dozen tasks starting at once on two cores that
+            # takes far longer than the 30 s default, and a timeout reschedules the task.
+            "dagbag_import_timeout": "300",
         },
         "database": {"sql_alchemy_conn": f"sqlite:///{home / 'airflow.db'}"},
         "api": {
@@ -152,6 +155,7 @@ def _airflow_cfg(
             "refresh_interval": "5",
             "parsing_processes": "1",
             "min_file_process_interval": "30",
+            "dag_file_processor_timeout": "600",
         },
         "scheduler": {"enable_health_check": "False", "use_job_schedule": "True"},
         "operators": {"default_deferrable": "True"},
