@@ -26,6 +26,7 @@ _ENGINES: dict[EngineName, ModuleType] = {
     EngineName.DELTA_RS: rules_deltars,
 }
 
+
 def _rules(profile: EngineProfile) -> ModuleType:
     try:
         return _ENGINES[profile.name]
