@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltaguard.core.predicates import parse_predicate, provably_disjoint
+from deltaguard.core.predicates import merge_target_predicate, parse_predicate, provably_disjoint
 
 COLUMNS = ("a", "b")
 LITERALS = [Fraction(n, 2) for n in range(-2, 11)]  # -1 .. 5 in steps of 0.5
@@ -49,15 +49,18 @@ def _lit(value: Fraction | str) -> str:
 columns = st.sampled_from(COLUMNS)
 
 
-def predicate_trees(pool: list[Any], unknown: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
-    """Random predicate trees over columns a and b with literals from ``pool``."""
+def predicate_trees(
+    pool: list[Any], unknown: st.SearchStrategy[Node], names: tuple[str, ...] = COLUMNS
+) -> st.SearchStrategy[Node]:
+    """Random predicate trees over the columns ``names`` with literals from ``pool``."""
     literals = st.sampled_from(pool)
+    columns = st.sampled_from(names)
     atoms = st.one_of(
         st.tuples(st.just("cmp"), columns, st.sampled_from(sorted(_OPS)), literals, st.booleans()),
         st.tuples(st.just("in"), columns, st.lists(literals, min_size=1, max_size=3), st.booleans()),
         st.tuples(st.just("between"), columns, literals, literals, st.booleans()),
         st.tuples(st.just("isnull"), columns, st.booleans()),
-        st.tuples(st.just("colcmp"), st.sampled_from(sorted(_OPS))),  # a <op> b: not understood
+        st.tuples(st.just("colcmp"), st.sampled_from(sorted(_OPS)), columns, columns),  # not understood
         unknown,
         st.tuples(st.just("bool"), st.booleans()),
     )
@@ -108,7 +111,7 @@ def render(node: Node) -> str:
     if tag == "isnull":
         return f"{node[1]} IS {'NOT NULL' if node[2] else 'NULL'}"
     if tag == "colcmp":
-        return f"a {node[1]} b"
+        return f"{node[2]} {node[1]} {node[3]}"
     if tag == "sum":
         return f"a + b = {_lit(node[1])}"
     if tag == "upper":
@@ -139,8 +142,8 @@ def evaluate(node: Node, row: Row) -> Truth:
     if tag == "isnull":
         return (row[node[1]] is None) != node[2]
     if tag == "colcmp":
-        a, b = row["a"], row["b"]
-        return None if a is None or b is None else _OPS[node[1]](a, b)
+        left, right = row[node[2]], row[node[3]]
+        return None if left is None or right is None else _OPS[node[1]](left, right)
     if tag == "sum":
         a, b = row["a"], row["b"]
         return None if a is None or b is None else a + b == node[1]
@@ -213,3 +216,30 @@ def test_monotonicity_survives_the_dnf_cap(wide: list[tuple[str, list[Any]]], ex
     narrowed = parse_predicate(f"{base} AND ({render(extra)})")
     if provably_disjoint(full, probe, None):
         assert provably_disjoint(narrowed, probe, None)
+
+
+#: A MERGE world: target columns t.a and t.b, source column s.a, and an unqualified column a.
+MERGE_NAMES = ("t.a", "t.b", "s.a", "a")
+MERGE_VALUES: list[Fraction | None] = [None, Fraction(0), Fraction(1), Fraction(2), Fraction(3)]
+MERGE_ROWS = [
+    dict(zip(MERGE_NAMES, values, strict=True)) for values in itertools.product(MERGE_VALUES, repeat=4)
+]
+merge_conjuncts = predicate_trees(MERGE_VALUES[1:], st.tuples(st.just("bool"), st.just(True)), MERGE_NAMES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(merge_conjuncts, min_size=1, max_size=4), predicates)
+def test_merge_target_predicate_is_implied_by_the_condition(conjuncts: list[Node], probe: Node) -> None:
+    """Every (target, source) pair the ON condition accepts has a target row inside the extracted predicate,
+    so anything provably disjoint from the extracted predicate never meets a row the MERGE reads."""
+    condition = " AND ".join(f"({render(conjunct)})" for conjunct in conjuncts)
+    target = merge_target_predicate(condition, "t")
+    probe_predicate = parse_predicate(render(probe))
+    if not provably_disjoint(target, probe_predicate, None):
+        return
+    for row in MERGE_ROWS:
+        if all(evaluate(conjunct, row) is True for conjunct in conjuncts):
+            target_row = {"a": row["t.a"], "b": row["t.b"]}
+            assert evaluate(probe, target_row) is not True, (
+                f"{condition!r} reads {row}, which {render(probe)!r} matches"
+            )
