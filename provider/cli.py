@@ -22,7 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="deltaguard", description="Conflict-aware orchestration of Delta writes")
+    parser = argparse.ArgumentParser(
+        prog="deltaguard", description="Conflict-aware orchestration of Delta writes"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         command_parser = sub.add_parser(name, help=help_text)

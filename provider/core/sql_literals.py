@@ -53,7 +53,9 @@ def column_equals(column: str, value: object, qualifier: str | None = None) -> e
     return exp.EQ(this=col, expression=_literal_expression(value))
 
 
-def partition_predicate(values: Mapping[str, object], qualifier: str | None = None, dialect: str = SPARK) -> str:
+def partition_predicate(
+    values: Mapping[str, object], qualifier: str | None = None, dialect: str = SPARK
+) -> str:
     """``date = '2024-01-01' AND country = 'DE'`` for a mapping of partition values.
 
     :param values: partition column -> value; must not be empty.
