@@ -44,7 +44,9 @@ class DeltaConflictError(DeltaGuardError):
     :param engine: the engine that raised it.
     """
 
-    def __init__(self, kind: ConflictKind, message: str, table_uri: str | None = None, engine: str = "") -> None:
+    def __init__(
+        self, kind: ConflictKind, message: str, table_uri: str | None = None, engine: str = ""
+    ) -> None:
         super().__init__(f"{kind.value} conflict on {table_uri or 'table'} ({engine}): {message}")
         self.kind = kind
         self.original_message = message
