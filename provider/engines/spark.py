@@ -141,7 +141,7 @@ class SparkEngine(DeltaEngine):
 
             active = SparkSession.getActiveSession()
             if active is not None:
-                return cast("SparkSession", active)
+                return active
         from deltaguard.engines.spark_session import worker_session
 
         return cast("SparkSession", worker_session(self._conn_id, master=self._master, conf=self._conf))

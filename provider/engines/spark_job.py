@@ -33,7 +33,7 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_ARGS, EXIT_SETUP, EXIT_CONFLICT = 0, 1, 2, 3, 4
 
 class _Parser(argparse.ArgumentParser):
     # argparse exits on errors; the job reports them as InvalidWriteError with the right exit code.
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise InvalidWriteError(message)
 
 

@@ -132,7 +132,7 @@ def spec_from_json(payload: Mapping[str, Any] | str) -> WriteSpec:
             decoded = tuple(decoded)
         kwargs[name] = decoded
     try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
+        return cls(**kwargs)
     except TypeError as exc:
         raise InvalidWriteError(f"bad {kind} spec: {exc}") from exc
 

@@ -5,6 +5,7 @@ Set before any test imports Airflow or starts a JVM.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 
@@ -12,6 +13,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="deltaguard-spark-airflow-"))
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+
+# py4j logs at interpreter exit, after pytest has closed its capture streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 #: Spark conf every test session uses: small, quiet, loopback.
 SMALL_CONF = {
