@@ -237,6 +237,7 @@ def conventional_write(table: str, write: str, key: str = "") -> dict[str, objec
 
     uri = table_uris("conventional")[table]
     day = _current_day()
+    started = time.monotonic()
     target = DeltaTable(uri)
     if write == "merge":
         time.sleep(write_seconds())
@@ -262,4 +263,9 @@ def conventional_write(table: str, write: str, key: str = "") -> dict[str, objec
         metrics = target.optimize.compact()
     else:
         raise ValueError(f"unknown write {write!r}")
-    return {"version": DeltaTable(uri).version(), "metrics": {k: str(v) for k, v in metrics.items()}}
+    return {
+        "table_uri": uri,
+        "version": DeltaTable(uri).version(),
+        "elapsed_s": round(time.monotonic() - started, 3),
+        "metrics": {k: str(v) for k, v in metrics.items()},
+    }

@@ -64,7 +64,7 @@ class AirflowApi:
     :param timeout: seconds per HTTP request.
     """
 
-    def __init__(self, base_url: str, username: str, password: str, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, username: str, password: str, timeout: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.username = username
         self.password = password

@@ -159,6 +159,8 @@ def _airflow_cfg(
         },
         "scheduler": {"enable_health_check": "False", "use_job_schedule": "True"},
         "operators": {"default_deferrable": "True"},
+        # Task supervisors talk to the api-server; on a loaded machine a call can take tens of seconds.
+        "workers": {"execution_api_timeout": "60", "execution_api_retries": "10"},
         "deltaguard": {
             "lease_store_url": f"sqlite:///{home / 'deltaguard_leases.db'}",
             "poll_interval": "1",
@@ -227,26 +229,59 @@ def prepare_home(
     return prepared
 
 
+def _process_table() -> dict[int, tuple[int, int]]:
+    """``pid -> (parent pid, start time in clock ticks)`` of every live, non-zombie process."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name may contain spaces and parentheses: split after its closing parenthesis
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z":
+            continue
+        table[int(entry.name)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def descendants(roots: Sequence[int]) -> dict[int, int]:
+    """Live descendants of ``roots`` (and the roots themselves): ``pid -> start time``."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, int] = {}
+    todo = [pid for pid in roots if pid in table]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found[pid] = table[pid][1]
+        todo.extend(children.get(pid, ()))
+    return found
+
+
 def stack_processes(home: Path) -> list[int]:
     """PIDs of live processes whose environment names this ``AIRFLOW_HOME`` (our own processes only).
 
     Task processes put themselves in their own process groups, so process groups alone cannot find every
-    process a stack started; the environment can.
+    process a stack started. Processes that rename themselves (``setproctitle``, as the api-server does)
+    may overwrite their environment, so :class:`AirflowStack` also follows the process tree.
     """
     marker = f"AIRFLOW_HOME={home}".encode()
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for pid in _process_table():
+        if pid == os.getpid():
             continue
         try:
-            environ = (entry / "environ").read_bytes()
-            status = (entry / "status").read_text()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if "State:\tZ" in status:
-            continue
         if marker in environ.split(b"\0"):
-            found.append(int(entry.name))
+            found.append(pid)
     return sorted(found)
 
 
@@ -267,6 +302,8 @@ class AirflowStack:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[Any] = []
         self._api: AirflowApi | None = None
+        #: the processes seen at the last :meth:`stop` (``pid -> start time``), for orphan checks
+        self.last_snapshot: dict[int, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -331,31 +368,56 @@ class AirflowStack:
 
         return dict(self.api.wait("all Airflow components to report healthy", healthy, timeout, 2.0))
 
+    def tracked_processes(self) -> dict[int, int]:
+        """Every live process of this stack: ``pid -> start time`` (component trees and env marker)."""
+        table = _process_table()
+        tracked = descendants([p.pid for p in self.processes.values()])
+        for pid in stack_processes(self.home.home):
+            if pid in table:
+                tracked.update(descendants([pid]))
+        return tracked
+
+    def leftover_processes(self, tracked: Mapping[int, int] | None = None) -> list[int]:
+        """Processes of this stack still alive (``tracked`` adds earlier snapshots, matched by start time)."""
+        table = _process_table()
+        alive = {pid for pid, start in (tracked or {}).items() if pid in table and table[pid][1] == start}
+        return sorted(alive | set(self.tracked_processes()))
+
     def stop(self, grace: float = 45.0) -> list[int]:
         """Stop every component: SIGINT to each process group, then SIGTERM, then SIGKILL.
+
+        Processes are tracked by a snapshot of the component trees taken before signalling, so task
+        processes in their own process groups, or orphaned by a dying parent, are found too.
 
         :param grace: seconds to wait after SIGINT and again after SIGTERM.
         :return: PIDs that had to be killed with SIGKILL (empty when everything stopped cleanly).
         """
+        snapshot = self.tracked_processes()
         killed: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             for process in self.processes.values():
                 if process.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(process.pid, sig)
+            if sig == signal.SIGTERM:
+                for pid in self.leftover_processes(snapshot):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
             deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and (
-                any(p.poll() is None for p in self.processes.values()) or stack_processes(self.home.home)
-            ):
+            while time.monotonic() < deadline and self.leftover_processes(snapshot):
+                for process in self.processes.values():
+                    process.poll()  # reap finished components so they stop counting as alive
                 time.sleep(0.5)
+            snapshot.update(self.tracked_processes())
         # Whatever is left (a component or a task process in its own group) is killed outright.
-        for pid in stack_processes(self.home.home):
+        for pid in self.leftover_processes(snapshot):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
         for process in self.processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
+        self.last_snapshot = snapshot
         for log in self._logs:
             log.close()
         self._logs.clear()

@@ -165,6 +165,9 @@ def table_summary(tables: dict[str, str]) -> str:
 
     lines = []
     for name, uri in tables.items():
+        if not DeltaTable.is_deltatable(uri):
+            lines.append(f"  {name:<11} (not created)  {uri}")
+            continue
         table = DeltaTable(uri)
         lines.append(
             f"  {name:<11} version {table.version():>3}, {table.to_pyarrow_table().num_rows:>4} rows  {uri}"

@@ -52,9 +52,11 @@ class Commit:
 
 
 def table_history(uri: str) -> list[Commit]:
-    """The table's whole history, oldest first."""
+    """The table's whole history, oldest first (empty when the table does not exist)."""
     from deltalake import DeltaTable
 
+    if not DeltaTable.is_deltatable(uri):
+        return []
     commits = []
     for entry in DeltaTable(uri).history():
         read_version = entry.get("readVersion")
