@@ -269,3 +269,21 @@ def test_real_py4j_error_carrying_a_delta_exception_maps(spark: SparkSession) ->
     with pytest.raises(Py4JJavaError) as missing:
         jvm.java.lang.Class.forName("io.delta.exceptions.ConcurrentAppendException")
     assert conflict_kind(missing.value) is None  # ClassNotFoundException merely names the class
+
+
+def test_operator_with_engine_spark_fails_before_any_lease(spark: SparkSession, tmp_path: Path) -> None:
+    """The operator resolves the engine (by name, through the registry) and validates before leasing: the
+    missing jars surface there, and the lease store is never opened."""
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    store = tmp_path / "leases.db"
+    operator = DeltaDeleteOperator(
+        task_id="delete_one",
+        table=str(tmp_path / "t"),
+        predicate="id = 1",
+        engine="spark",
+        lease_store_url=f"sqlite:///{store}",
+    )
+    with pytest.raises(SparkSetupError, match=r"spark\.jars\.packages="):
+        operator.execute(context={})  # type: ignore[arg-type]
+    assert not store.exists() and not (tmp_path / "t").exists()
