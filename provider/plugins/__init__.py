@@ -1,0 +1,1 @@
+"""The deltaguard Airflow UI plugin (registered through the provider's ``plugins`` entry)."""

@@ -1,0 +1,258 @@
+"""The FastAPI app the plugin mounts under the api-server at ``/deltaguard``: JSON endpoints and HTML pages.
+
+Airflow does not protect a plugin's FastAPI app, so every route here depends on Airflow's own
+:func:`airflow.api_fastapi.core_api.security.get_user` (the UI's ``_token`` cookie or an
+``Authorization: Bearer`` JWT, validated by the configured auth manager) and then asks the auth manager:
+
+* reads need ``is_authorized_custom_view(GET, "deltaguard")``; the Decision page also needs read access
+  to the task instances of its DAG;
+* the one write, ``POST /api/leases/{id}/release-stale``, needs ``is_authorized_custom_view(DELETE,
+  "deltaguard")`` *and* edit access to the task instances of the DAG that holds the lease (the same right
+  as marking that task failed); it only accepts a JSON body, so a cross-site HTML form cannot send it.
+
+Anonymous requests get 401 (JSON) or a redirect to the login page (HTML); authenticated users without
+the right get 403. The lease store is ``[deltaguard] lease_store_url``, read on every request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from deltaguard.plugins import service
+from deltaguard.plugins.templates import render, ti_url
+from deltaguard.ui_reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
+
+log = logging.getLogger("deltaguard.ui")
+
+#: The resource name the auth manager is asked about (``is_authorized_custom_view``).
+RESOURCE = "deltaguard"
+
+_readers: dict[str, UiReader] = {}
+_readers_lock = threading.Lock()
+
+
+def reader() -> UiReader:
+    """The reader of the configured lease store (one per URL, kept open; the URL is read every time)."""
+    from deltaguard import config
+    from deltaguard.leases.store import open_store
+
+    url = config.lease_store_url()
+    with _readers_lock:
+        found = _readers.get(url)
+        if found is None:
+            found = _readers[url] = UiReader(open_store(url))
+        return found
+
+
+def _auth_manager() -> Any:
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return get_auth_manager()
+
+
+async def _user(request: Request) -> Any:
+    """The authenticated Airflow user (401 when there is none or the token is invalid/expired)."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.security import HTTPBearer
+
+    credentials = await HTTPBearer(auto_error=False)(request)
+    return await get_user(request, None, credentials)
+
+
+def _require(allowed: bool, what: str) -> None:
+    if not allowed:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"not allowed to {what}")
+
+
+async def read_user(request: Request) -> Any:
+    """Dependency: an authenticated user allowed to read the deltaguard views."""
+    user = await _user(request)
+    _require(
+        _auth_manager().is_authorized_custom_view(method="GET", resource_name=RESOURCE, user=user),
+        "read deltaguard views",
+    )
+    return user
+
+
+def _require_dag(user: Any, dag_id: str, method: str) -> None:
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    allowed = _auth_manager().is_authorized_dag(
+        method=method, access_entity=DagAccessEntity.TASK_INSTANCE, details=DagDetails(id=dag_id), user=user
+    )
+    _require(allowed, f"{'read' if method == 'GET' else 'change'} task instances of DAG {dag_id!r}")
+
+
+ReadUser = Annotated[Any, Depends(read_user)]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"page size (at most {MAX_LIMIT})")]
+
+
+def _bad_request(exc: Exception) -> HTTPException:
+    return HTTPException(status.HTTP_400_BAD_REQUEST, str(exc))
+
+
+def create_app() -> FastAPI:
+    """Build the app (routes are documented in FastAPI's OpenAPI at ``/deltaguard/docs``)."""
+    app = FastAPI(
+        title="deltaguard UI",
+        description="Why a Delta write waits, who holds the table, and what the conflict matrix says. "
+        "Every route needs an authenticated Airflow user (cookie `_token` or `Authorization: Bearer`).",
+        version="1",
+    )
+
+    @app.exception_handler(HTTPException)
+    async def _html_login_redirect(request: Request, exc: HTTPException) -> Response:
+        # A browser opening a page without a session goes to Airflow's login and comes back.
+        wants_html = "text/html" in request.headers.get("accept", "") and not request.url.path.startswith(
+            f"{request.scope.get('root_path', '')}/api/"
+        )
+        if exc.status_code == status.HTTP_401_UNAUTHORIZED and wants_html and request.method == "GET":
+            try:
+                login = _auth_manager().get_url_login(next_url=str(request.url))
+            except Exception:
+                login = None
+            if login:
+                return RedirectResponse(login, status_code=status.HTTP_303_SEE_OTHER)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    # --- JSON ---------------------------------------------------------------------------------------
+
+    @app.get("/api/tables", summary="Tables with configuration in words, leases and waiting queue")
+    def api_tables(user: ReadUser, limit: Limit = 50, after: str | None = None) -> dict[str, Any]:
+        return service.tables(reader(), after=after, limit=limit)
+
+    @app.get("/api/table", summary="One table: summary, conflict matrix, recent decisions, timeline")
+    def api_table(
+        user: ReadUser,
+        uri: str,
+        engine: str | None = None,
+        version: str | None = None,
+        limit: Limit = 50,
+        before: float | None = None,
+    ) -> dict[str, Any]:
+        try:
+            return service.table_detail(
+                reader(), uri, engine=engine, version=version, limit=limit, before=before
+            )
+        except service.NotFoundError as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
+        except ValueError as exc:
+            raise _bad_request(exc) from exc
+
+    @app.get("/api/decisions", summary="A page of the decision log, newest first")
+    def api_decisions(
+        user: ReadUser, uri: str | None = None, limit: Limit = 50, before: float | None = None
+    ) -> dict[str, Any]:
+        return service.decisions(reader(), uri=uri, before=before, limit=limit)
+
+    @app.get("/api/decision", summary="What deltaguard decided for one task instance")
+    def api_decision(
+        user: ReadUser,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        try_number: int | None = Query(None, ge=0),
+    ) -> dict[str, Any]:
+        _require_dag(user, dag_id, "GET")
+        try:
+            return service.task_instance_decision(
+                reader(),
+                dag_id=dag_id,
+                run_id=run_id,
+                task_id=task_id,
+                map_index=map_index,
+                try_number=try_number,
+            )
+        except ValueError as exc:
+            raise _bad_request(exc) from exc
+
+    @app.post(
+        "/api/leases/{lease_id}/release-stale",
+        summary="Release an expired (stale) lease; live leases are refused with 409. Logged with the user.",
+    )
+    async def api_release_stale(lease_id: str, request: Request) -> dict[str, Any]:
+        user = await _user(request)
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "send a JSON body ({})")
+        _require(
+            _auth_manager().is_authorized_custom_view(method="DELETE", resource_name=RESOURCE, user=user),
+            "release deltaguard leases",
+        )
+        store = reader()
+        rows = store.store.read_lease(lease_id)
+        if not rows:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"lease {lease_id} does not exist")
+        from deltaguard.ui_views import owner_view
+
+        owner = owner_view(rows[0].owner_json)
+        _require_dag(user, str(owner.get("dag_id", "")), "PUT")
+        try:
+            released = store.release_stale(lease_id, user.get_name())
+        except LeaseNotFoundError as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
+        except NotStaleError as exc:
+            raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
+        log.warning(
+            "user %s released stale lease %s held by %s", user.get_name(), lease_id, owner["describe"]
+        )
+        return {"released": lease_id, "tables": [r.uri for r in released], "by": user.get_name()}
+
+    # --- pages --------------------------------------------------------------------------------------
+
+    def page(request: Request, name: str, user: Any, **context: Any) -> HTMLResponse:
+        base = request.scope.get("root_path", "").rstrip("/")
+        return HTMLResponse(render(name, base=base, user=user.get_name(), **context))
+
+    @app.get("/", response_class=HTMLResponse, summary="Tables page")
+    def page_tables(request: Request, user: ReadUser, after: str | None = None) -> HTMLResponse:
+        return page(request, "tables", user, data=api_tables(user, 50, after))
+
+    @app.get("/table", response_class=HTMLResponse, summary="Table page")
+    def page_table(
+        request: Request,
+        user: ReadUser,
+        uri: str,
+        engine: str | None = None,
+        version: str | None = None,
+        before: float | None = None,
+    ) -> HTMLResponse:
+        data = api_table(user, uri, engine or None, version or None, 50, before)
+        return page(request, "table", user, data=data)
+
+    @app.get("/decision", response_class=HTMLResponse, summary="Decision page of a task instance")
+    def page_decision(
+        request: Request,
+        user: ReadUser,
+        dag_id: str | None = None,
+        run_id: str | None = None,
+        task_id: str | None = None,
+        map_index: int = -1,
+        try_number: int | None = None,
+    ) -> HTMLResponse:
+        query = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
+        data = None
+        link = ""
+        if dag_id and run_id and task_id:
+            data = api_decision(user, dag_id, run_id, task_id, map_index, try_number)
+            link = ti_url(dag_id, run_id, task_id, map_index)
+        return page(request, "decision", user, data=data, q=query, ti_url=link)
+
+    return app
+
+
+def decision_path(
+    dag_id: str, run_id: str, task_id: str, map_index: int = -1, try_number: int | None = None
+) -> str:
+    """The Decision page's path (under the api-server root) for a task instance, for extra links."""
+    path = (
+        f"/deltaguard/decision?dag_id={quote(dag_id, safe='')}&run_id={quote(run_id, safe='')}"
+        f"&task_id={quote(task_id, safe='')}&map_index={map_index}"
+    )
+    return path + (f"&try_number={try_number}" if try_number is not None else "")

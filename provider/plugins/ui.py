@@ -1,0 +1,29 @@
+"""The Airflow plugin: mounts the deltaguard UI at ``/deltaguard`` in the api-server and adds a menu entry.
+
+Registered once, through ``get_provider_info()["plugins"]``. Airflow only loads provider plugins when
+providers are discovered eagerly: set ``[core] lazy_discover_providers = False`` (see ``docs/ui.md``).
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from deltaguard.plugins.app import create_app
+
+URL_PREFIX = "/deltaguard"
+
+
+class DeltaguardUiPlugin(AirflowPlugin):
+    """Delta leases: tables, queues, conflict matrices and per-task decisions."""
+
+    name = "deltaguard"
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "deltaguard UI"}]
+    external_views = [
+        {
+            "name": "Delta leases",
+            "href": f"{URL_PREFIX}/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "deltaguard",
+        }
+    ]

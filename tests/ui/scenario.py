@@ -1,0 +1,76 @@
+"""A lease store filled through the real :class:`LeaseManager`: a MERGE holds ``customers``, a second MERGE
+and an OPTIMIZE wait behind it, an append to ``events`` ran and was released, and one lease has expired."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.manager import LeaseManager
+
+CUSTOMERS = "file:///data/customers"
+EVENTS = "file:///data/events"
+STALE = "file:///data/stale_table"
+RUN = "manual__2026-11-21"
+PROFILE = EngineProfile(EngineName.DATABRICKS, "14.3")
+CUSTOMERS_CONFIG = TableConfig(partition_columns=("country",), version=3)
+EVENTS_CONFIG = TableConfig(properties={"delta.enableDeletionVectors": "true"}, version=1)
+
+
+class Clock:
+    def __init__(self, now: float = 1_790_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def owner(task_id: str, try_number: int = 1, dag_id: str = "daily_sales") -> Owner:
+    return Owner(dag_id=dag_id, run_id=RUN, task_id=task_id, try_number=try_number)
+
+
+def claim(uri: str, op: Operation, config: TableConfig) -> TableClaim:
+    return TableClaim(uri=uri, operation=op, profile=PROFILE, config=config)
+
+
+MERGE = Operation(OperationKind.MERGE, merge_condition="t.id = s.id")
+OPTIMIZE = Operation(OperationKind.OPTIMIZE)
+APPEND = Operation(OperationKind.INSERT)
+
+
+@dataclass
+class Scenario:
+    url: str
+    clock: Clock
+    manager: LeaseManager
+    holder: Granted
+    waiter: Waiting
+    stale_lease: str
+
+
+def build(tmp_path: Path) -> Scenario:
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    clock = Clock()
+    manager = LeaseManager(url, clock=clock)
+    append = manager.acquire(LeaseRequest((claim(EVENTS, APPEND, EVENTS_CONFIG),), owner("append_events"), request_id="r-append"))
+    assert isinstance(append, Granted)
+    clock.now += 5
+    manager.release("r-append", owner("append_events"))
+    stale = manager.acquire(
+        LeaseRequest((claim(STALE, MERGE, CUSTOMERS_CONFIG),), owner("crashed_merge", dag_id="other_dag"), ttl_s=30, request_id="r-stale")
+    )
+    assert isinstance(stale, Granted)
+    holder = manager.acquire(LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_a"), request_id="r-merge-a"))
+    assert isinstance(holder, Granted)
+    clock.now += 2
+    waiter = manager.acquire(LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_b"), request_id="r-merge-b"))
+    assert isinstance(waiter, Waiting)
+    clock.now += 1
+    third = manager.acquire(LeaseRequest((claim(CUSTOMERS, OPTIMIZE, CUSTOMERS_CONFIG),), owner("optimize"), request_id="r-opt"))
+    assert isinstance(third, Waiting)
+    clock.now += 40  # the stale lease (ttl 30) has expired; nobody asked for its table since
+    return Scenario(url, clock, manager, holder, waiter, "r-stale")

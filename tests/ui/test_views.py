@@ -1,0 +1,138 @@
+"""The Airflow-free JSON layer over a real SQLite lease store (filled by the real lease manager)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deltaguard.core.model import pair_verdict
+from deltaguard.plugins import service
+from deltaguard.ui_reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
+from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, EVENTS, MERGE, PROFILE, RUN, STALE, Scenario
+
+
+def _table(data: dict, uri: str) -> dict:
+    return next(t for t in data["tables"] if t["uri"] == uri)
+
+
+def test_tables_page_shows_config_leases_and_queue_with_blockers(reader: UiReader) -> None:
+    data = service.tables(reader)
+    assert [t["uri"] for t in data["tables"]] == sorted([CUSTOMERS, EVENTS, STALE])
+    customers = _table(data, CUSTOMERS)
+    cfg = customers["config"]
+    assert cfg["isolation_level"] == "WriteSerializable" and cfg["partitions"] == ["country"]
+    assert cfg["deletion_vectors"] is False
+    assert cfg["row_level_concurrency"]["enabled"] is False
+    assert "partitioned" in cfg["row_level_concurrency"]["why"]
+    assert [lease["owner"]["task_id"] for lease in customers["leases"]] == ["merge_a"]
+    assert customers["leases"][0]["stale"] is False
+    waiting = {w["owner"]["task_id"]: w for w in customers["waiting"]}
+    assert set(waiting) == {"merge_b", "optimize"}
+    merge_b = waiting["merge_b"]
+    assert [b["owner"] for b in merge_b["blockers"]] == ["daily_sales.merge_a"]
+    assert merge_b["reasons"] and merge_b["waiting_s"] == pytest.approx(41.0)
+    # the OPTIMIZE waits behind the holder and the queued MERGE ahead of it (FIFO)
+    assert {b["owner"] for b in waiting["optimize"]["blockers"]} >= {"daily_sales.merge_a"}
+    events = _table(data, EVENTS)
+    assert events["config"]["deletion_vectors"] is True and events["config"]["row_level_concurrency"]["enabled"]
+    assert events["leases"] == [] and events["waiting"] == []
+    assert _table(data, STALE)["leases"][0]["stale"] is True
+
+
+def test_tables_are_paged_by_uri_cursor(reader: UiReader) -> None:
+    first = service.tables(reader, limit=2)
+    assert len(first["tables"]) == 2 and first["next_after"] == first["tables"][-1]["uri"]
+    rest = service.tables(reader, after=first["next_after"], limit=2)
+    assert [t["uri"] for t in rest["tables"]] == [STALE] and rest["next_after"] is None
+
+
+def test_table_detail_matrix_is_the_models(reader: UiReader) -> None:
+    data = service.table_detail(reader, CUSTOMERS)
+    matrix = data["matrix"]
+    assert matrix["engine"] == PROFILE.describe()
+    cell = next(c for row in matrix["rows"] if row["label"] == "MERGE" for c in row["cells"] if c["b"] == "INSERT")
+    from deltaguard.core.matrix import representative_operations
+
+    ops = {op.label: op for op in representative_operations()}
+    expected = pair_verdict(ops["MERGE"], ops["INSERT"], CUSTOMERS_CONFIG, PROFILE)
+    assert (cell["conflict"], cell["reason"], cell["rule"]) == (expected.conflict, expected.reason, expected.rule)
+    assert len(matrix["rows"]) == len(matrix["labels"]) == len(matrix["rows"][0]["cells"])
+    kinds = [d["kind"] for d in data["decisions"]]
+    assert kinds.count("wait") == 2 and kinds.count("grant") == 1
+    rows = {r["owner"]["task_id"]: r for r in data["timeline"]["rows"]}
+    assert [b["kind"] for b in rows["merge_a"]["bars"]] == ["writing"] and rows["merge_a"]["bars"][0]["open"]
+    assert [b["kind"] for b in rows["merge_b"]["bars"]] == ["waiting"]
+
+
+def test_table_detail_engine_override_and_errors(reader: UiReader) -> None:
+    data = service.table_detail(reader, CUSTOMERS, engine="delta-spark", version="3.2")
+    assert data["matrix"]["engine"] == "delta-spark 3.2"
+    with pytest.raises(ValueError, match="unknown engine"):
+        service.table_detail(reader, CUSTOMERS, engine="oracle")
+    with pytest.raises(service.NotFoundError):
+        service.table_detail(reader, "file:///nowhere")
+
+
+def test_decision_of_a_waiting_task_names_blocker_rule_and_advice(reader: UiReader) -> None:
+    data = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b")
+    assert data["headline"] == "waiting behind daily_sales.merge_a"
+    attempt = data["attempts"][-1]
+    assert attempt["status"] == "waiting" and attempt["try_number"] == 1
+    blocker = attempt["waits"][0]["blockers"][0]
+    expected = pair_verdict(MERGE, MERGE, CUSTOMERS_CONFIG, PROFILE)
+    assert blocker["rule"] == expected.rule and blocker["rule_reason"] == expected.reason
+    assert blocker["rule_advice"] == list(expected.advice)
+
+
+def test_decision_after_the_holder_releases(scenario: Scenario, reader: UiReader) -> None:
+    scenario.clock.now += 3
+    scenario.manager.release("r-merge-a", scenario.manager.leases(CUSTOMERS)[0].owner)
+    granted = scenario.manager.check("r-merge-b")
+    assert granted.__class__.__name__ == "Granted"
+    data = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b", try_number=1)
+    attempt = data["attempts"][-1]
+    assert attempt["status"] == "granted" and attempt["waited_s"] == pytest.approx(44.0)
+    assert data["headline"].startswith("granted after waiting 44.0 s behind daily_sales.merge_a")
+    at_once = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_a")
+    assert at_once["headline"].startswith("granted at once")
+    nothing = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="nope")
+    assert nothing["attempts"] == [] and "no deltaguard decision" in nothing["headline"]
+    with pytest.raises(ValueError):
+        service.task_instance_decision(reader, dag_id="", run_id=RUN, task_id="x")
+
+
+def test_release_stale_only_for_expired_leases_and_logged(scenario: Scenario, reader: UiReader) -> None:
+    with pytest.raises(NotStaleError):
+        reader.release_stale("r-merge-a", "alice")
+    with pytest.raises(LeaseNotFoundError):
+        reader.release_stale("no-such-lease", "alice")
+    with pytest.raises(ValueError):
+        reader.release_stale(scenario.stale_lease, "")
+    released = reader.release_stale(scenario.stale_lease, "alice")
+    assert [r.uri for r in released] == [STALE]
+    assert reader.leases(STALE) == [] and reader.request(scenario.stale_lease).status == "expired"
+    logged = reader.decisions(uri=STALE, limit=1)[0]
+    assert logged.kind == "release" and json.loads(logged.detail)["by"] == "alice"
+    # the live lease is untouched
+    assert [r.lease_id for r in reader.leases(CUSTOMERS)] == ["r-merge-a"]
+
+
+def test_decision_pages_are_bounded_and_continue(reader: UiReader) -> None:
+    first = service.decisions(reader, limit=2)
+    assert len(first["decisions"]) == 2 and first["next_before"] is not None
+    older = service.decisions(reader, limit=2, before=first["next_before"])
+    assert all(d["at"] < first["next_before"] for d in older["decisions"])
+    assert service.decisions(reader, limit=10**6)["limit"] == MAX_LIMIT
+
+
+def test_empty_store(tmp_path) -> None:
+    from deltaguard.leases.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'empty.db'}")
+    try:
+        reader = UiReader(store)
+        assert service.tables(reader) == {"tables": [], "next_after": None, "limit": 50}
+        assert service.decisions(reader)["decisions"] == []
+    finally:
+        store.close()
