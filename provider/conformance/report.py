@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import CellResult, summarize
+from deltaguard.conformance.cells import CellResult, Observed, summarize
 
 
 def cell_line(result: CellResult) -> str:
@@ -27,12 +27,35 @@ def summary_text(results: Sequence[CellResult]) -> str:
     )
 
 
+#: outcomes whose engine message adds nothing to the conflict kind (kept out of the JSON to keep it small)
+_PLAIN = frozenset({Observed.COMMIT.value, Observed.CONFLICT.value})
+
+
+def compact_cell(result: CellResult) -> dict[str, Any]:
+    """A cell for the JSON file: the rule instead of its reason text (``deltaguard check`` prints reasons),
+    and engine messages only where they explain something (corruption, errors)."""
+    data = result.to_json()
+    data.pop("reason", None)
+    for order in data["orders"]:
+        if order["observed"] in _PLAIN:
+            order.pop("detail", None)
+    return data
+
+
 def to_json(results: Sequence[CellResult], meta: dict[str, Any]) -> dict[str, Any]:
     """The whole run as one JSON document (``meta``: engine, version, slice, elapsed time...)."""
-    return {"meta": meta, "summary": summarize(results).to_json(), "cells": [r.to_json() for r in results]}
+    return {
+        "meta": meta,
+        "summary": summarize(results).to_json(),
+        "cells": [compact_cell(r) for r in results],
+    }
 
 
 def write_json(path: Path, results: Sequence[CellResult], meta: dict[str, Any]) -> None:
-    """Write :func:`to_json` to ``path`` (parent directories are created)."""
+    """Write :func:`to_json` to ``path`` (parent directories are created), one cell per line."""
+    document = to_json(results, meta)
+    cells = document.pop("cells")
+    head = json.dumps(document, indent=1)[:-2]  # reopen the object to append the cells
+    lines = ",\n".join("  " + json.dumps(cell, separators=(",", ":")) for cell in cells)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(results, meta), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    path.write_text(f'{head},\n "cells": [\n{lines}\n ]\n}}\n', encoding="utf-8")
