@@ -30,7 +30,7 @@ from deltaguard.table_uri import TableUriError, table_key
 from deltaguard.task_identity import app_id as make_app_id
 from deltaguard.task_identity import app_version as make_app_version
 from deltaguard.task_identity import commit_metadata
-from deltaguard.write_plan import check_spec, decision_line, task_result
+from deltaguard.write_plan import check_spec, decision_line, task_result, wait_reason
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -209,6 +209,11 @@ class DeltaWriteOperator(BaseOperator):
         if event and event.get("status") == "error":
             self.log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
         prepared = self._prepare()  # the table may have changed while we waited: validate again
+        if wait_started is None:
+            # resumed without our kwargs (dag.test() drops them): the decision log knows when we queued
+            wait_started, logged_behind, logged_explanation = self._logged_wait(_owner(context))
+            behind = [*logged_behind, *(behind or [])]
+            explanation = explanation or logged_explanation
         return self._admit_and_write(
             context,
             prepared,
@@ -217,6 +222,34 @@ class DeltaWriteOperator(BaseOperator):
             explanation=explanation,
             request_id=request_id,
         )
+
+    def _logged_wait(self, owner: Any) -> tuple[float | None, list[str], str | None]:
+        """When this try first queued, behind whom, and why, from the lease store's decision log."""
+        from deltaguard.lease_requests import task_request_id
+
+        request_id = task_request_id(owner)
+        manager = self._manager()
+        try:
+            waits = [
+                d
+                for d in manager.decisions(owner=owner, limit=50)
+                if d.kind == "wait" and d.request_id == request_id
+            ]
+        finally:
+            manager.store.close()
+        if not waits:
+            return None, [], None
+        first = min(waits, key=lambda d: d.at)
+        behind = [
+            b.get("owner", "")
+            for d in sorted(waits, key=lambda d: d.at)
+            for b in d.detail.get("blockers", [])
+        ]
+        detail = first.detail
+        reason = wait_reason(
+            detail.get("reasons", []), detail.get("exceptions", []), detail.get("advice", [])
+        )
+        return first.at, [b for b in behind if b], reason or None
 
     def _admit_and_write(
         self,
@@ -260,8 +293,10 @@ class DeltaWriteOperator(BaseOperator):
                     break
                 behind.extend(b.owner.describe() for b in result.blockers)
                 if explanation is None:
-                    explanation = explain(result)
-                    self.log.info("deltaguard: %s", explanation)
+                    self.log.info("deltaguard: %s", explain(result))
+                    explanation = wait_reason(
+                        result.reasons, [e.value for e in result.exceptions], result.advice
+                    )
                 waited = time.time() - wait_started
                 remaining = None if self.lease_wait_timeout is None else self.lease_wait_timeout - waited
                 if remaining is not None and remaining <= 0:
@@ -282,7 +317,7 @@ class DeltaWriteOperator(BaseOperator):
                 write_result = self._write_with_heartbeat(context, prepared, manager, lease_id, owner)
             finally:
                 self._held = None
-                manager.release(lease_id, owner)
+                self._release(manager, lease_id, owner)
             self.log.info(
                 "deltaguard: committed %s to %s at version %s%s",
                 write_result.operation,
@@ -386,6 +421,18 @@ class DeltaWriteOperator(BaseOperator):
                 self.log.warning(
                     "deltaguard: the lease was not renewed %d time(s) during the write", len(lost)
                 )
+
+    def _release(self, manager: LeaseManager, lease_id: str, owner: Any) -> None:
+        # a failing release must not hide the write's own outcome; the lease then expires after its TTL
+        try:
+            manager.release(lease_id, owner)
+        except Exception as exc:
+            self.log.warning(
+                "deltaguard: could not release lease %s (%s); it expires after %.0f s",
+                lease_id,
+                exc,
+                config.lease_ttl(),
+            )
 
     def on_kill(self) -> None:
         held = self._held

@@ -77,7 +77,7 @@ def task_table_key(table: str, conn_id: str | None) -> str | None:
     if not text or "{{" in text or "{%" in text:
         return None
     if "://" in text or text.startswith("/"):
-        return table_key(text)
+        return str(table_key(text))
     return f"{conn_id or 'delta_default'}/{text.strip('/')}"
 
 
@@ -153,7 +153,7 @@ def scan_dag_tables(dags_folder: str | Path) -> set[str]:
 
     from deltaguard.operators.base import DeltaWriteOperator
 
-    bag = DagBag(dag_folder=str(dags_folder), include_examples=False)
+    bag = DagBag(dag_folder=str(dags_folder))
     if bag.import_errors:
         files = ", ".join(sorted(bag.import_errors))
         raise RuntimeError(f"cannot scan DAGs: import errors in {files}")

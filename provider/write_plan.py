@@ -81,8 +81,14 @@ def check_spec(spec: specs.WriteSpec, config: TableConfig) -> None:
             raise InvalidWriteError("ALTER TABLE SET TBLPROPERTIES needs at least one property")
     elif isinstance(spec, specs.AddColumnsSpec) and not spec.columns:
         raise InvalidWriteError("ALTER TABLE ADD COLUMNS needs at least one column")
-    needs_table = (specs.MergeSpec, specs.UpdateSpec, specs.DeleteSpec, specs.OptimizeSpec)
-    needs_table += (specs.SetPropertiesSpec, specs.AddColumnsSpec)
+    needs_table = (
+        specs.MergeSpec,
+        specs.UpdateSpec,
+        specs.DeleteSpec,
+        specs.OptimizeSpec,
+        specs.SetPropertiesSpec,
+        specs.AddColumnsSpec,
+    )
     if isinstance(spec, needs_table) and not config.exists:
         raise InvalidWriteError(
             f"{type(spec).__name__} needs an existing table; {config.uri or 'it'} does not exist"
@@ -92,6 +98,16 @@ def check_spec(spec: specs.WriteSpec, config: TableConfig) -> None:
 def labelled_operation(spec: specs.WriteSpec, label: str) -> Operation:
     """The spec's operation for the conflict model, named ``label`` (the task's app id) in messages."""
     return dataclasses.replace(spec.operation(), label=label)
+
+
+def wait_reason(reasons: Sequence[str], exceptions: Sequence[str] = (), advice: Sequence[str] = ()) -> str:
+    """``<reasons> [can raise X]; advice: <advice>`` - why a write waited, for :func:`decision_line`."""
+    text = " ".join(r.strip() for r in reasons if r.strip())
+    if exceptions:
+        text += f" (can raise {', '.join(dict.fromkeys(exceptions))})"
+    if advice:
+        text += "; advice: " + " ".join(a.strip() for a in advice if a.strip())
+    return text.strip()
 
 
 def decision_line(waited_s: float, behind: Sequence[str], explanation: str | None = None) -> str:
@@ -121,7 +137,7 @@ def task_result(
     decision: str,
 ) -> dict[str, Any]:
     """The operator's XCom return value (JSON-serialisable)."""
-    out = result.to_json()
+    out: dict[str, Any] = dict(result.to_json())
     out.update(
         {
             "waited_s": round(waited_s, 3),

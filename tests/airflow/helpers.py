@@ -116,3 +116,50 @@ def decision_rows(store_url: str) -> int:
             )
     finally:
         engine.dispose()
+
+
+def hold_lease_until_waiter(
+    table: str, waiter_task_id: str, until: str = "appears", timeout_s: float = 300
+) -> str:
+    """Take an exclusive lease on ``table`` as "maintenance" and release it from a background thread once a
+    request of ``waiter_task_id`` is queued (``until="appears"``) or was queued and withdrawn again
+    (``until="withdrawn"``). Returns the lease id. Bounded by ``timeout_s``.
+    """
+    import threading
+    import time
+
+    from deltaguard import config
+    from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.core.profiles import EngineName, EngineProfile
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.table_uri import table_key
+
+    key = table_key(table)
+    manager = LeaseManager(config.lease_store_url())
+    owner = Owner(name="maintenance")
+    claim = TableClaim(
+        key,
+        Operation(OperationKind.SET_TBLPROPERTIES, label="maintenance"),
+        EngineProfile(EngineName.DELTA_RS, "1.6.6"),
+        TableConfig(),
+    )
+    granted = manager.acquire(LeaseRequest(claims=(claim,), owner=owner, ttl_s=timeout_s))
+    assert isinstance(granted, Granted)
+
+    def release_when_seen() -> None:
+        seen = False
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            queued = any(w.owner.task_id == waiter_task_id for w in manager.waiters(key))
+            seen = seen or queued
+            if seen and (until == "appears" or not queued):
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)  # let the waiter wait a little longer, so the measured wait is clearly > 0
+        manager.release(granted.lease_id, owner)
+        manager.store.close()
+
+    threading.Thread(target=release_when_seen, daemon=True).start()
+    return granted.lease_id

@@ -128,3 +128,41 @@ def test_retry_after_commit_does_not_append_twice(tmp_path, lease_store_url) -> 
     assert [r["id"] for r in rows(table)].count(7) == 1
     assert DeltaTable(table).version() == 1
     assert xcom_return(dag_run, "append")["duplicate"] is True
+
+
+def test_waiting_deferred_in_worker_and_timeout(tmp_path, lease_store_url) -> None:
+    table = sales_table(str(tmp_path / "sales"))
+    body = f"""
+    t = {table!r}
+
+    @task
+    def hold(waiter, until="appears"):
+        return hold_lease_until_waiter(t, waiter, until)
+
+    def append(task_id, **kwargs):
+        return DeltaInsertOperator(
+            task_id=task_id, table=t, trigger_rule="all_done",
+            source=lambda: pa.table({{"id": [8], "country": ["FR"], "amount": [80]}}), **kwargs,
+        )
+
+    (
+        hold.override(task_id="hold1")("deferred")
+        >> append("deferred", deferrable=True)
+        >> hold.override(task_id="hold2", trigger_rule="all_done")("in_worker")
+        >> append("in_worker", deferrable=False)
+        >> hold.override(task_id="hold3", trigger_rule="all_done")("timeout", "withdrawn")
+        >> append("timeout", deferrable=False, lease_wait_timeout=1)
+    )
+    """
+    imports = (
+        OPS + "\nfrom airflow.sdk import task\nfrom tests.airflow.helpers import hold_lease_until_waiter"
+    )
+    dag_run = run_dag("waiting_dag", body, imports)
+    for task_id in ("deferred", "in_worker"):
+        assert task_state(dag_run, task_id) == "success", task_id
+        result = xcom_return(dag_run, task_id)
+        assert result["waited_s"] >= 1 and result["waited_behind"] == ["maintenance"], result
+        assert result["decision"].startswith("deltaguard: waited") and "maintenance" in result["decision"]
+    assert task_state(dag_run, "timeout") == "failed"
+    # the deferred and in-worker appends committed once each, the timed-out one never
+    assert [r["id"] for r in rows(table)].count(8) == 2

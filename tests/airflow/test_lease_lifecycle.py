@@ -1,0 +1,81 @@
+"""The lease is released when a write fails and when the task is killed (operator called directly)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.table_uri import table_key
+from tests.airflow.helpers import sales_table
+
+
+def _context(task_id: str) -> dict:
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    ti = SimpleNamespace(dag_id="adhoc", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
+    return {
+        "ti": ti,
+        "dag_run": SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start),
+    }
+
+
+def _decision_kinds(url: str, key: str) -> list[str]:
+    manager = LeaseManager(url)
+    try:
+        assert manager.leases(key) == []  # nothing left held
+        return [d.kind for d in manager.decisions(uri=key)]
+    finally:
+        manager.store.close()
+
+
+def test_failed_write_releases_the_lease(tmp_path, lease_store_url) -> None:
+    from deltaguard.operators.dml import DeltaReplaceWhereOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+
+    def broken_source() -> pa.Table:
+        raise RuntimeError("upstream extract failed")
+
+    op = DeltaReplaceWhereOperator(
+        task_id="replace", table=table, predicate="country = 'FR'", source=broken_source
+    )
+    with pytest.raises(Exception, match="upstream extract failed"):
+        op.execute(_context("replace"))
+    assert _decision_kinds(lease_store_url, table_key(table))[:2] == ["release", "grant"]  # newest first
+
+
+def test_on_kill_releases_the_lease(tmp_path, lease_store_url) -> None:
+    from deltaguard.operators.dml import DeltaInsertOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    writing, killed = threading.Event(), threading.Event()
+
+    def slow_source() -> pa.Table:
+        writing.set()
+        killed.wait(60)
+        raise RuntimeError("killed")
+
+    op = DeltaInsertOperator(task_id="append", table=table, source=slow_source)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            op.execute(_context("append"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert writing.wait(120), "the write never started"
+    manager = LeaseManager(lease_store_url)
+    assert len(manager.leases(table_key(table))) == 1  # held while writing
+    op.on_kill()
+    assert manager.leases(table_key(table)) == []  # released by on_kill, before the write ended
+    manager.store.close()
+    killed.set()
+    worker.join(60)
+    assert errors and "killed" in str(errors[0])
