@@ -114,16 +114,29 @@ def _is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+#: Set on every Databricks cluster; Databricks ships Delta built in, with its own extension and catalog.
+DATABRICKS_TAG_CONF = "spark.databricks.clusterUsageTags.sparkVersion"
+
+
+def on_databricks(spark: Any, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``spark`` runs on Databricks (driver environment or the session's cluster tags)."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("DATABRICKS_RUNTIME_VERSION")) or bool(_conf_get(spark, DATABRICKS_TAG_CONF))
+
+
 def check_delta_available(spark: Any) -> None:
     """Raise :class:`SparkSetupError` unless ``spark`` can run delta-spark writes.
 
-    Classic sessions: a cheap class lookup through Py4J (no job, no table access), then the Delta SQL
-    extension (``ALTER TABLE``/``DESCRIBE DETAIL`` on Delta tables need it). Spark Connect sessions: the
-    server's ``spark.sql.extensions`` must name Delta's extension (the classpath lives on the server).
+    Databricks (classic or Connect) ships Delta built in: accepted as is. Classic sessions: a cheap class
+    lookup through Py4J (no job, no table access), then Delta's SQL extension and catalog (``ALTER TABLE``,
+    ``DESCRIBE DETAIL`` and ``writeTo`` on Delta tables need them). Spark Connect sessions: the server's
+    ``spark.sql.extensions`` must name Delta's extension (the classpath lives on the server).
 
     :param spark: a ``pyspark.sql.SparkSession`` (classic or Spark Connect).
     :raises SparkSetupError: with the guidance of :func:`missing_jars_message`.
     """
+    if on_databricks(spark):
+        return
     if _is_connect(spark):
         extensions = _conf_get(spark, "spark.sql.extensions")
         if DELTA_EXTENSION not in extensions:
@@ -153,11 +166,13 @@ def check_delta_available(spark: Any) -> None:
             )
         )
     extensions = _conf_get(spark, "spark.sql.extensions")
-    if DELTA_EXTENSION not in extensions:
+    catalog = _conf_get(spark, "spark.sql.catalog.spark_catalog")
+    if DELTA_EXTENSION not in extensions or catalog != DELTA_CATALOG:
         raise SparkSetupError(
-            "Delta's jars are loaded but the session lacks Delta's SQL extension: set "
-            f"spark.sql.extensions={DELTA_EXTENSION} and spark.sql.catalog.spark_catalog={DELTA_CATALOG} "
-            "when building the session (they cannot be added to a running one)."
+            "Delta's jars are loaded but the session is not set up for Delta SQL "
+            f"(spark.sql.extensions={extensions or '<unset>'}, spark.sql.catalog.spark_catalog="
+            f"{catalog or '<unset>'}): build the session with spark.sql.extensions={DELTA_EXTENSION} and "
+            f"spark.sql.catalog.spark_catalog={DELTA_CATALOG} (they cannot be added to a running one)."
         )
 
 

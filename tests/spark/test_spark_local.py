@@ -287,3 +287,18 @@ def test_operator_with_engine_spark_fails_before_any_lease(spark: SparkSession, 
     with pytest.raises(SparkSetupError, match=r"spark\.jars\.packages="):
         operator.execute(context={})  # type: ignore[arg-type]
     assert not store.exists() and not (tmp_path / "t").exists()
+
+
+def test_databricks_sessions_are_trusted_to_have_delta(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Databricks ships Delta built in, with its own extension/catalog settings: no false SparkSetupError.
+    from deltaguard.engines.spark_setup import check_delta_available
+
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    with pytest.raises(SparkSetupError):
+        check_delta_available(spark)
+    with session_conf(spark, {"spark.databricks.clusterUsageTags.sparkVersion": "15.4.x-scala2.12"}):
+        check_delta_available(spark)
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
+    check_delta_available(spark)
