@@ -36,7 +36,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.spark_errors import to_conflict_error
-from deltaguard.engines.spark_ops import conf_get, delta_table, execute
+from deltaguard.engines.spark_ops import conf_get, delta_table, delta_table_class, execute
 from deltaguard.engines.spark_setup import check_delta_available, installed_version
 from deltaguard.engines.spark_specs import may_create, operation_names, validate_spec
 from deltaguard.engines.spark_target import SparkTarget
@@ -202,9 +202,7 @@ class SparkEngine(DeltaEngine):
                 return read_table_config(target.path, self._storage_options or None)
             except TableAccessError:
                 pass  # e.g. s3a:// or abfss:// through Hadoop: ask Spark
-            from delta.tables import DeltaTable
-
-            if not DeltaTable.isDeltaTable(spark, target.path):
+            if not delta_table_class(spark).isDeltaTable(spark, target.path):
                 return TableConfig(exists=False, uri=table_uri)
         elif not spark.catalog.tableExists(target.name):
             return TableConfig(exists=False, uri=table_uri)
@@ -314,10 +312,8 @@ class SparkEngine(DeltaEngine):
 
     def _latest_version(self, spark: SparkSession, target: SparkTarget) -> int | None:
         """The table's current version, ``None`` when it does not exist."""
-        from delta.tables import DeltaTable
-
         if target.path is not None:
-            if not DeltaTable.isDeltaTable(spark, target.path):
+            if not delta_table_class(spark).isDeltaTable(spark, target.path):
                 return None
         elif not spark.catalog.tableExists(target.name):
             return None

@@ -42,12 +42,26 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 OPTIMIZE_MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 
 
-def delta_table(spark: SparkSession, target: SparkTarget) -> Any:
+def delta_table_class(spark: SparkSession) -> Any:
+    """delta-spark's ``DeltaTable`` for this session: the Spark Connect one for Connect sessions.
+
+    ``delta.tables.DeltaTable`` forwards only ``forPath``/``forName``/``convertToDelta`` to Spark Connect;
+    ``isDeltaTable`` and the ``create`` builders must come from ``delta.connect.tables`` there.
+    """
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from delta.connect.tables import DeltaTable as ConnectDeltaTable
+
+        return ConnectDeltaTable
     from delta.tables import DeltaTable
 
+    return DeltaTable
+
+
+def delta_table(spark: SparkSession, target: SparkTarget) -> Any:
+    table_cls = delta_table_class(spark)
     if target.path is not None:
-        return DeltaTable.forPath(spark, target.path)
-    return DeltaTable.forName(spark, target.name)
+        return table_cls.forPath(spark, target.path)
+    return table_cls.forName(spark, target.name)
 
 
 @contextlib.contextmanager
@@ -193,9 +207,8 @@ def _create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
         else:
             writer.create()
         return
-    from delta.tables import DeltaTable
-
-    builder = DeltaTable.createOrReplace(spark) if spec.replace else DeltaTable.create(spark)
+    table_cls = delta_table_class(spark)
+    builder = table_cls.createOrReplace(spark) if spec.replace else table_cls.create(spark)
     builder = builder.location(target.path) if target.path is not None else builder.tableName(target.name)
     for name, type_name in (spec.schema or {}).items():
         builder = builder.addColumn(name, spark_type_sql(type_name))
