@@ -163,7 +163,7 @@ class DeltaWriteOperator(BaseOperator):
 
         return DeltaTableHook(self.delta_conn_id)
 
-    def _prepare(self) -> _Prepared:
+    def _prepare(self, context: Context) -> _Prepared:
         """Steps 1 and 2: resolve and validate. Raises before any lease exists."""
         hook = self._hook()
         try:
@@ -176,11 +176,12 @@ class DeltaWriteOperator(BaseOperator):
         spec = self.build_spec(table_config)
         check_spec(spec, table_config)
         engine.validate(uri, spec, table_config)
-        operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id())
+        operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
         return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
 
-    def _app_id(self) -> str:
-        map_index = getattr(self, "map_index", None)
+    def _app_id(self, context: Context) -> str:
+        # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
+        map_index = getattr(context.get("ti"), "map_index", None)
         return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
 
     def _manager(self) -> LeaseManager:
@@ -193,7 +194,7 @@ class DeltaWriteOperator(BaseOperator):
 
     # ------------------------------------------------------------------------------------------ execution
     def execute(self, context: Context) -> dict[str, Any]:
-        prepared = self._prepare()
+        prepared = self._prepare(context)
         return self._admit_and_write(context, prepared, wait_started=time.time(), behind=[], explanation=None)
 
     def execute_complete(
@@ -208,7 +209,7 @@ class DeltaWriteOperator(BaseOperator):
         """Resume after the lease trigger fired: a hint that the lease may be free, so ask again."""
         if event and event.get("status") == "error":
             self.log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
-        prepared = self._prepare()  # the table may have changed while we waited: validate again
+        prepared = self._prepare(context)  # the table may have changed while we waited: validate again
         if wait_started is None:
             # resumed without our kwargs (dag.test() drops them): the decision log knows when we queued
             wait_started, logged_behind, logged_explanation = self._logged_wait(_owner(context))

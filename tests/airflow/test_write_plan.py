@@ -101,3 +101,19 @@ def test_request_ids_follow_the_try() -> None:
     assert task_request_id(first) != task_request_id(
         Owner(dag_id="d", run_id="r", task_id="t", map_index=0, try_number=1)
     )
+
+
+def test_sql_operator_hands_untranslatable_sql_to_spark_only() -> None:
+    from types import SimpleNamespace
+
+    from deltaguard.operators.sql import DeltaSqlOperator
+
+    merge = "MERGE INTO t USING updates s ON t.id = s.id WHEN MATCHED THEN UPDATE SET *"
+    op = DeltaSqlOperator(task_id="sql", table="/t", sql=merge)
+    op.resolved_engine = SimpleNamespace(name="spark")
+    spec = op.build_spec(PARTITIONED)
+    assert isinstance(spec, specs.SqlSpec) and spec.sql == merge
+    assert spec.operation().kind is OperationKind.MERGE
+    op.resolved_engine = SimpleNamespace(name="delta-rs")
+    with pytest.raises(InvalidWriteError, match="engine='spark'"):
+        op.build_spec(PARTITIONED)
