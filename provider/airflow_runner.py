@@ -177,13 +177,34 @@ def _airflow_cfg(
     return "\n".join(lines) + "\n"
 
 
+#: Imported by every Airflow process at start. The scheduler's LocalExecutor workers fork task processes,
+#: which then inherit these modules instead of importing them again for each task: on a small machine a
+#: dozen tasks starting at once otherwise spend most of a minute each importing pyarrow and deltalake.
+PRELOAD_MODULES: tuple[str, ...] = (
+    "pyarrow",
+    "deltalake",
+    "deltaguard.operators.dml",
+    "deltaguard.operators.maintenance",
+    "deltaguard.engines.deltars",
+)
+
+
 def _local_settings() -> str:
-    if importlib.util.find_spec("deltaguard.policy") is None:
-        return '"""Cluster policies: deltaguard.policy is not installed yet, so none."""\n'
-    return (
-        '"""Cluster policies: route deltaguard tasks to their table\'s pool (deltaguard.policy)."""\n\n'
-        "from deltaguard.policy import task_policy  # noqa: F401\n"
-    )
+    lines = ['"""Written by deltaguard.airflow_runner: cluster policy and preloaded modules."""', ""]
+    if importlib.util.find_spec("deltaguard.policy") is not None:
+        # routes each deltaguard task to its table's pool; exclusive operations take every slot
+        lines.append("from deltaguard.policy import task_policy  # noqa: F401")
+    lines += [
+        "",
+        "import importlib",
+        "",
+        f"for _module in {list(PRELOAD_MODULES)!r}:",
+        "    try:",
+        "        importlib.import_module(_module)",
+        "    except ImportError:  # a preload is an optimisation only",
+        "        pass",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def prepare_home(

@@ -133,16 +133,21 @@ def demo_home(home_dir: Path | None, write_seconds: float, parallelism: int, fre
 
 
 def create_pools(stack: AirflowStack) -> None:
-    """The one-slot pools of the conventional DAG, and deltaguard's per-table pools when it has them."""
+    """The conventional DAG's one-slot pools, and deltaguard's per-table pools for the example tables.
+
+    The cluster policy routes each deltaguard task to its table's pool (:mod:`deltaguard.pools` names
+    them); a task in a pool that does not exist would never be scheduled, so the pools are created first,
+    through the REST API, with the slots ``deltaguard pools sync`` would give them.
+    """
+    from deltaguard.pools import PoolsConfig, desired_pools
+    from deltaguard.table_uri import table_key
+
     for name in TABLE_NAMES:
         stack.api.set_pool(f"conventional_{name}", 1, "one-slot pool of the conventional example pipeline")
-    try:
-        from deltaguard import pools  # type: ignore[attr-defined]
-    except ImportError:  # the provider's pool sync is optional for the demo
-        return
-    sync = getattr(pools, "sync_pools_via_api", None)
-    if sync is not None:
-        sync(stack.api, default_dags_folder())
+    keys = [table_key(uri) for uri in example_tables(stack.home, "deltaguard").values()]
+    for spec in desired_pools(PoolsConfig(), keys):
+        # deferred tasks (waiting for a lease in the triggerer) must not hold pool slots
+        stack.api.set_pool(spec.name, spec.slots, spec.description, include_deferred=False)
 
 
 def run_pipeline(stack: AirflowStack, dag_id: str, day: str, timeout: float = 600.0) -> PipelineRun:

@@ -124,6 +124,7 @@ def collect_writes(
     A task is a write when one of ``tables`` has a commit carrying its ``airflow.task_id`` for this run, or
     when its XCom names a ``table_uri`` and ``version`` (writers that record no commit metadata).
     """
+    tables = list(tables)
     tis = api.task_instances(dag_id, run_id)
     commits: dict[tuple[str, int], Commit] = {}
     by_task: dict[str, tuple[str, Commit]] = {}
@@ -141,6 +142,10 @@ def collect_writes(
         elif xcom.get("table_uri") in tables and xcom.get("version") is not None:
             uri = str(xcom["table_uri"])
             commit = commits.get((uri, int(xcom["version"])))
+            if commit is not None and commit.task_id not in (None, ti.task_id):
+                # the write committed nothing (e.g. OPTIMIZE with nothing to compact): the version it
+                # reports is someone else's commit
+                commit = None
         else:
             continue
         elapsed = xcom.get("elapsed_s")
