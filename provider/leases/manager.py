@@ -18,6 +18,7 @@ from typing import Any
 
 from deltaguard.core.admission import (
     DEFAULT_AGEING_S,
+    Blocker,
     Closed,
     DecideFn,
     Granted,
@@ -32,6 +33,7 @@ from deltaguard.core.admission import (
     explain,
     queue_rank,
 )
+from deltaguard.core.decision import DeltaException
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
@@ -184,6 +186,9 @@ class LeaseManager:
                 return _granted(request_id, leases)
             return Closed(request_id, "expired", "the lease was not renewed before it expired")
         if row.status == "waiting":
+            cached = self._still_blocked(row)
+            if cached is not None:
+                return cached
             try:
                 return self._evaluate(_request_from_payload(request_id, row.payload))
             except RequestClosedError:
@@ -191,6 +196,24 @@ class LeaseManager:
             row = self.store.read_request(request_id) or row
         status = row.status if row.status in ("released", "expired", "abandoned") else "unknown"
         return Closed(request_id, status)  # type: ignore[arg-type]
+
+    def _still_blocked(self, row: RequestRow) -> Waiting | None:
+        """The last wait answer if every blocker is still there and the queue entry is not due for
+        renewal (half its wait ttl left); ``None`` when a full decision is needed.
+
+        Sound: a blocker that still exists still conflicts (its operation did not change), so the full
+        decision would also wait; it only costs an unlocked read instead of a locking transaction.
+        """
+        if not row.last_wait:
+            return None
+        now = self.clock()
+        if now >= row.expires_at - (row.expires_at - row.updated_at) / 2:
+            return None
+        last = _waiting_from_json(row.request_id, row.expires_at, row.last_wait)
+        ids = {b.id for b in last.blockers}
+        if not ids or self.store.alive(sorted(ids), now) != ids:
+            return None
+        return last
 
     def heartbeat(self, lease_id: str, owner: Owner) -> float:
         """Extend a lease by its ttl; return the new expiry.
@@ -492,13 +515,19 @@ class LeaseManager:
                     for uri in request.uris
                 ]
             )
-            signature = codec.dumps(sorted({(b.table, b.id) for b in verdict.blockers}))
+            last_wait = _waiting_to_json(result)
             txn.put_request(
                 RequestRow(
-                    request.request_id, key, "waiting", rank, enqueued_at, expires, payload, now, signature
+                    request.request_id, key, "waiting", rank, enqueued_at, expires, payload, now, last_wait
                 )
             )
-            if existing is None or existing.blockers_sig != signature or existing.status != "waiting":
+            before = (
+                _waiting_from_json("", 0.0, existing.last_wait) if existing and existing.last_wait else None
+            )
+            changed = before is None or {(b.table, b.id) for b in before.blockers} != {
+                (b.table, b.id) for b in verdict.blockers
+            }
+            if existing is None or existing.status != "waiting" or changed:
                 detail = {
                     "position": verdict.position,
                     "explain": explain(result),
@@ -618,6 +647,31 @@ def _holder_waiter(row: WaiterRow) -> Holder:
 
 def _granted(request_id: str, rows: Sequence[LeaseRow]) -> Granted:
     return Granted(request_id, request_id, {r.uri: r.fencing for r in rows}, min(r.expires_at for r in rows))
+
+
+def _waiting_to_json(result: Waiting) -> str:
+    return codec.dumps(
+        {
+            "position": result.position,
+            "blockers": [[b.table, b.id, b.owner.to_json(), b.kind, b.operation] for b in result.blockers],
+            "reasons": list(result.reasons),
+            "advice": list(result.advice),
+            "exceptions": [e.value for e in result.exceptions],
+        }
+    )
+
+
+def _waiting_from_json(request_id: str, expires_at: float, text: str) -> Waiting:
+    data = json.loads(text)
+    return Waiting(
+        request_id,
+        int(data["position"]),
+        tuple(Blocker(t, i, Owner.from_json(o), k, d) for t, i, o, k, d in data["blockers"]),
+        tuple(data["reasons"]),
+        tuple(data["advice"]),
+        tuple(DeltaException(e) for e in data["exceptions"]),
+        expires_at,
+    )
 
 
 def _payload(request: LeaseRequest) -> str:

@@ -43,8 +43,9 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
     (
         2,
         (
-            # Log a wait only when its blockers change (a polling waiter would otherwise flood the log).
-            "ALTER TABLE dg_requests ADD COLUMN blockers_sig TEXT",
+            # The last wait answer: a polling waiter whose blockers are all still there gets it back without a
+            # locking transaction, and a wait is logged only when its blockers change.
+            "ALTER TABLE dg_requests ADD COLUMN last_wait TEXT",
             # Decisions for one owner (task logs) and pruning of closed requests, without full scans.
             "CREATE INDEX dg_decisions_owner ON dg_decisions (owner_key, at)",
             "CREATE INDEX dg_requests_closed ON dg_requests (status, updated_at)",

@@ -31,9 +31,7 @@ from deltaguard.leases.store import (
 
 _LEASE_COLS = "lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s"
 _WAITER_COLS = "request_id, uri, owner_key, owner_json, op_json, rank, expires_at"
-_REQUEST_COLS = (
-    "request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at, blockers_sig"
-)
+_REQUEST_COLS = "request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at, last_wait"
 _DECISION_COLS = "at, kind, request_id, uri, owner_key, detail"
 
 
@@ -48,6 +46,10 @@ _Q_HOLDERS = sa.text(
     f"SELECT 'W', {_WAITER_COLS}, 0, 0 FROM dg_queue WHERE uri IN :uris2"
 ).bindparams(_in("uris"), _in("uris2"))
 _RELEASE = sa.text(f"DELETE FROM dg_leases WHERE lease_id = :id AND owner_key = :k RETURNING {_LEASE_COLS}")
+_Q_ALIVE = sa.text(
+    "SELECT lease_id FROM dg_leases WHERE lease_id IN :ids AND expires_at > :now UNION "
+    "SELECT request_id FROM dg_queue WHERE request_id IN :ids2 AND expires_at > :now"
+).bindparams(_in("ids"), _in("ids2"))
 _Q_REQUEST = sa.text(f"SELECT {_REQUEST_COLS} FROM dg_requests WHERE request_id = :id")
 _Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
 _Q_LEASES_OF = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri = :uri ORDER BY granted_at")
@@ -69,10 +71,10 @@ _UPSERT_WAITER = sa.text(
 )
 _UPSERT_REQUEST = sa.text(
     f"INSERT INTO dg_requests ({_REQUEST_COLS}) VALUES (:request_id, :owner_key, :status, :rank, :enqueued_at, "
-    ":expires_at, :payload, :updated_at, :blockers_sig) ON CONFLICT (request_id) DO UPDATE SET "
+    ":expires_at, :payload, :updated_at, :last_wait) ON CONFLICT (request_id) DO UPDATE SET "
     "status = excluded.status, rank = excluded.rank, enqueued_at = excluded.enqueued_at, "
     "expires_at = excluded.expires_at, payload = excluded.payload, updated_at = excluded.updated_at, "
-    "blockers_sig = excluded.blockers_sig"
+    "last_wait = excluded.last_wait"
 )
 _SET_STATUS = sa.text("UPDATE dg_requests SET status = :status, updated_at = :at WHERE request_id = :id")
 _SET_TABLE = sa.text(
@@ -274,6 +276,14 @@ class SqlLeaseStore(LeaseStore):
             row = conn.execute(_Q_REQUEST, {"id": request_id}).first()
             conn.rollback()
             return RequestRow(*row) if row else None
+
+    def alive(self, ids: Sequence[str], now: float) -> set[str]:
+        if not ids:
+            return set()
+        with self._connect(read_only=True) as conn:
+            found = {r[0] for r in conn.execute(_Q_ALIVE, {"ids": list(ids), "ids2": list(ids), "now": now})}
+            conn.rollback()
+            return found
 
     def read_lease(self, lease_id: str) -> list[LeaseRow]:
         with self._connect(read_only=True) as conn:

@@ -75,7 +75,7 @@ class RequestRow:
 
     :param payload: the request as JSON (tables with operation, configuration and profile; ttl; priority),
         so a cheap ``check`` can re-evaluate a waiting request.
-    :param blockers_sig: the blockers at the last wait decision (a wait is only logged when they change).
+    :param last_wait: the last wait answer as JSON (blockers, reasons, advice, position).
     """
 
     request_id: str
@@ -86,7 +86,7 @@ class RequestRow:
     expires_at: float
     payload: str
     updated_at: float
-    blockers_sig: str | None = None
+    last_wait: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,10 @@ class LeaseStore(abc.ABC):
     @abc.abstractmethod
     def read_request(self, request_id: str) -> RequestRow | None:
         """A request's status row, without locking (cheap)."""
+
+    @abc.abstractmethod
+    def alive(self, ids: Sequence[str], now: float) -> set[str]:
+        """Which of ``ids`` are unexpired leases or queue entries (without locking)."""
 
     @abc.abstractmethod
     def read_lease(self, lease_id: str) -> list[LeaseRow]:

@@ -266,3 +266,18 @@ def test_foreign_owner_cannot_reuse_a_request_id(manager: LeaseManager) -> None:
     stolen = type(a)(claims=a.claims, owner=Owner(dag_id="dag", task_id="b"), request_id=a.request_id)
     with pytest.raises(LeaseOwnershipError):
         manager.acquire(stolen)
+
+
+def test_check_of_a_blocked_waiter_is_a_cheap_read(manager: LeaseManager, clock: FakeClock) -> None:
+    granted(manager.acquire(request("a", ("t1", op("MERGE")))))
+    b = request("b", ("t1", op("MERGE")), wait_ttl_s=60)
+    first = waiting(manager.acquire(b))
+    before = manager.store.read_request(b.request_id)
+    clock.advance(20)
+    again = waiting(manager.check(b.request_id))
+    assert (again.blockers, again.reasons, again.position) == (first.blockers, first.reasons, first.position)
+    assert manager.store.read_request(b.request_id) == before  # nothing written
+    clock.advance(15)  # past half the wait ttl: the queue entry is renewed by a full decision
+    renewed = waiting(manager.check(b.request_id))
+    assert renewed.expires_at == clock.now + 60
+    assert [w.expires_at for w in manager.waiters("t1")] == [clock.now + 60]
