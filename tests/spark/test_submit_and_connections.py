@@ -194,3 +194,29 @@ def test_databricks_driver_environment_gives_the_runtime(monkeypatch: pytest.Mon
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
     profile = SparkEngine(photon=False).profile()
     assert (profile.name, profile.version, profile.photon) == (EngineName.DATABRICKS, "15.4", False)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_real_spark_submit_of_the_job_reports_missing_jars(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """spark-submit (pyspark's own, local[1]) runs the shipped job module; without Delta's jars the job exits
+    3 and the engine raises SparkSetupError, with nothing written."""
+    import os
+    import sys
+
+    if os.environ.get("DELTAGUARD_DELTA_JARS"):
+        pytest.skip("checks behaviour without Delta's jars")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the driver must import deltaguard
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conn_id = _conn(monkeypatch, "dg_local_submit", conn_type="spark", host="local[1]")
+    engine = SparkSubmitEngine(
+        conn_id,
+        conf={"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1", "spark.driver.memory": "512m"},
+    )
+    uri = str(tmp_path / "t")
+    with pytest.raises(SparkSetupError, match="Delta Lake's Spark jars"):
+        engine.write(uri, DeleteSpec(predicate="id = 1"), WriteContext(app_id="d.t", app_version=1))
+    assert not Path(uri).exists()
