@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from deltaguard.conformance.cells import CellResult
+    from deltaguard.conformance.cells import CellResult, Summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,4 +85,12 @@ def run(args: argparse.Namespace) -> int:
         }
         write_json(args.json, results, meta)
         print(f"results written to {args.json}")
-    return 1 if summarize(results).unsound else 0
+    return exit_code(summarize(results))
+
+
+def exit_code(summary: Summary) -> int:
+    """1 when any cell is unsound, else 0.
+
+    :param summary: the run's summary.
+    """
+    return 1 if summary.unsound else 0

@@ -7,6 +7,7 @@ Groups run in worker processes (``spawn``, so no delta-rs runtime is inherited a
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -29,7 +30,10 @@ from deltaguard.conformance.scenarios import (
     seed_properties,
 )
 from deltaguard.conformance.state import Outcome, TableState, explain_mismatch, matching_serial_order
+from deltaguard.core.decision import PairVerdict
 from deltaguard.core.model import pair_verdict
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars import DeltaRsEngine
@@ -37,6 +41,9 @@ from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.specs import AppendSpec, CreateSpec
 
 _DETAIL_LIMIT = 300
+
+#: the model under test: ``pair_verdict(a, b, table, profile)``; must be picklable (a module-level function)
+Predictor = Callable[[Operation, Operation, TableConfig, EngineProfile], PairVerdict]
 
 
 @dataclass(frozen=True)
@@ -125,10 +132,12 @@ class GroupRunner:
     """Runs one :class:`Group` in a scratch directory.
 
     :param workdir: where the scratch tables go (removed afterwards).
+    :param predictor: the conflict model to judge (default: deltaguard's ``pair_verdict``).
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, predictor: Predictor = pair_verdict) -> None:
         self.workdir = workdir
+        self.predictor = predictor
         self.engine = DeltaRsEngine()
         self.executor = _Executor(self.engine)
         self._runs = 0
@@ -195,7 +204,7 @@ class GroupRunner:
     def predict(self, template: Path, a: ProbeWrite, b: ProbeWrite) -> tuple[TableConfig, Prediction]:
         config = self.engine.table_config(str(template))
         try:
-            verdict = pair_verdict(a.operation, b.operation, config, self.engine.profile())
+            verdict = self.predictor(a.operation, b.operation, config, self.engine.profile())
         except Exception as exc:  # a model that raises is reported, never hidden
             return config, Prediction(None, "model_error", f"{type(exc).__name__}: {exc}")
         return config, Prediction(verdict.conflict, verdict.rule, verdict.reason)
@@ -215,20 +224,24 @@ class GroupRunner:
         return results
 
 
-def run_group(group: Group) -> list[CellResult]:
+def run_group(group: Group, predictor: Predictor = pair_verdict) -> list[CellResult]:
     """Run one group in its own scratch directory (the worker-process entry point)."""
     with tempfile.TemporaryDirectory(prefix="deltaguard-conformance-") as scratch:
-        return GroupRunner(Path(scratch)).run(group)
+        return GroupRunner(Path(scratch), predictor).run(group)
 
 
 def run_cells(
-    cells: Sequence[Cell], jobs: int = 1, progress: Callable[[list[CellResult]], None] | None = None
+    cells: Sequence[Cell],
+    jobs: int = 1,
+    progress: Callable[[list[CellResult]], None] | None = None,
+    predictor: Predictor = pair_verdict,
 ) -> list[CellResult]:
     """Run cells, in ``jobs`` worker processes when ``jobs > 1``; results come back in cell order.
 
     :param cells: the cells.
     :param jobs: worker processes (1 = in this process).
     :param progress: called with each finished group's results.
+    :param predictor: the conflict model to judge (default: deltaguard's ``pair_verdict``).
     :raises ValueError: if ``jobs < 1``.
     """
     if jobs < 1:
@@ -237,13 +250,13 @@ def run_cells(
     finished: list[CellResult] = []
     if jobs == 1:
         for group in groups:
-            done = run_group(group)
+            done = run_group(group, predictor)
             finished.extend(done)
             if progress:
                 progress(done)
     else:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            for done in pool.map(run_group, groups):
+            for done in pool.map(functools.partial(run_group, predictor=predictor), groups):
                 finished.extend(done)
                 if progress:
                     progress(done)

@@ -12,9 +12,14 @@ from typing import Any
 import pytest
 
 from deltaguard.cli import main
-from deltaguard.conformance.cells import Observed
-from deltaguard.conformance.runner import Group, run_group
+from deltaguard.commands.conformance import exit_code
+from deltaguard.conformance.cells import Cell, Observed, summarize
+from deltaguard.conformance.runner import Group, run_cells, run_group
 from deltaguard.conformance.scenarios import Layout, ProbeOp
+from deltaguard.core.decision import PairVerdict
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.table_config import TableConfig
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +100,22 @@ def test_two_optimizes_of_one_partition_duplicate_rows(tmp_path: Path) -> None:
     assert [o.observed for o in result.orders] == [Observed.CORRUPT, Observed.CORRUPT]
     assert "12 rows vs 8 rows" in result.orders[0].detail  # partition a's four rows are there twice
     assert result.prediction.conflict is True and not result.unsound
+
+
+def allow_everything(a: Operation, b: Operation, table: TableConfig, profile: EngineProfile) -> PairVerdict:
+    """A deliberately wrong model (module level, so worker processes can load it)."""
+    return PairVerdict(conflict=False, rule="test.allow_everything")
+
+
+def test_a_model_that_allows_everything_is_caught() -> None:
+    cells = [
+        Cell(ProbeOp.OPTIMIZE_COMPACT, ProbeOp.OPTIMIZE_ZORDER, Layout.UNPARTITIONED, None),
+        Cell(ProbeOp.INSERT, ProbeOp.UPDATE, Layout.PARTITIONED_DISJOINT, "snapshotIsolation"),
+        Cell(ProbeOp.INSERT, ProbeOp.INSERT, Layout.PARTITIONED_SAME, None),
+    ]
+    results = run_cells(cells, jobs=1, predictor=allow_everything)
+    assert [r.cell for r in results] == cells
+    assert [r.unsound for r in results] == [True, True, False]
+    assert summarize(results).unsound == 2
+    assert exit_code(summarize(results)) == 1
+    assert exit_code(summarize(results[2:])) == 0
