@@ -72,5 +72,6 @@ def get_provider_info() -> dict[str, Any]:
                 },
             }
         ],
+        "plugins": [{"name": "deltaguard", "plugin-class": "deltaguard.plugins.ui.DeltaguardUiPlugin"}],
         "config": provider_config_description(),
     }

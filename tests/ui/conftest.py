@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from deltaguard.ui_reads import UiReader
-
 from tests.ui.scenario import Scenario, build
 
 

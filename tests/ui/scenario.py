@@ -3,6 +3,7 @@ and an OPTIMIZE wait behind it, an append to ``events`` ran and was released, an
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,10 @@ EVENTS_CONFIG = TableConfig(properties={"delta.enableDeletionVectors": "true"}, 
 
 
 class Clock:
-    def __init__(self, now: float = 1_790_000_000.0) -> None:
-        self.now = now
+    """Starts a minute in the past, so the scenario is also consistent for readers on the real clock."""
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = time.time() - 60 if now is None else now
 
     def __call__(self) -> float:
         return self.now
@@ -56,21 +59,34 @@ def build(tmp_path: Path) -> Scenario:
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     clock = Clock()
     manager = LeaseManager(url, clock=clock)
-    append = manager.acquire(LeaseRequest((claim(EVENTS, APPEND, EVENTS_CONFIG),), owner("append_events"), request_id="r-append"))
+    append = manager.acquire(
+        LeaseRequest((claim(EVENTS, APPEND, EVENTS_CONFIG),), owner("append_events"), request_id="r-append")
+    )
     assert isinstance(append, Granted)
     clock.now += 5
     manager.release("r-append", owner("append_events"))
     stale = manager.acquire(
-        LeaseRequest((claim(STALE, MERGE, CUSTOMERS_CONFIG),), owner("crashed_merge", dag_id="other_dag"), ttl_s=30, request_id="r-stale")
+        LeaseRequest(
+            (claim(STALE, MERGE, CUSTOMERS_CONFIG),),
+            owner("crashed_merge", dag_id="other_dag"),
+            ttl_s=30,
+            request_id="r-stale",
+        )
     )
     assert isinstance(stale, Granted)
-    holder = manager.acquire(LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_a"), request_id="r-merge-a"))
+    holder = manager.acquire(
+        LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_a"), request_id="r-merge-a")
+    )
     assert isinstance(holder, Granted)
     clock.now += 2
-    waiter = manager.acquire(LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_b"), request_id="r-merge-b"))
+    waiter = manager.acquire(
+        LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_b"), request_id="r-merge-b")
+    )
     assert isinstance(waiter, Waiting)
     clock.now += 1
-    third = manager.acquire(LeaseRequest((claim(CUSTOMERS, OPTIMIZE, CUSTOMERS_CONFIG),), owner("optimize"), request_id="r-opt"))
+    third = manager.acquire(
+        LeaseRequest((claim(CUSTOMERS, OPTIMIZE, CUSTOMERS_CONFIG),), owner("optimize"), request_id="r-opt")
+    )
     assert isinstance(third, Waiting)
     clock.now += 40  # the stale lease (ttl 30) has expired; nobody asked for its table since
     return Scenario(url, clock, manager, holder, waiter, "r-stale")

@@ -35,7 +35,9 @@ def test_tables_page_shows_config_leases_and_queue_with_blockers(reader: UiReade
     # the OPTIMIZE waits behind the holder and the queued MERGE ahead of it (FIFO)
     assert {b["owner"] for b in waiting["optimize"]["blockers"]} >= {"daily_sales.merge_a"}
     events = _table(data, EVENTS)
-    assert events["config"]["deletion_vectors"] is True and events["config"]["row_level_concurrency"]["enabled"]
+    assert (
+        events["config"]["deletion_vectors"] is True and events["config"]["row_level_concurrency"]["enabled"]
+    )
     assert events["leases"] == [] and events["waiting"] == []
     assert _table(data, STALE)["leases"][0]["stale"] is True
 
@@ -51,12 +53,18 @@ def test_table_detail_matrix_is_the_models(reader: UiReader) -> None:
     data = service.table_detail(reader, CUSTOMERS)
     matrix = data["matrix"]
     assert matrix["engine"] == PROFILE.describe()
-    cell = next(c for row in matrix["rows"] if row["label"] == "MERGE" for c in row["cells"] if c["b"] == "INSERT")
+    cell = next(
+        c for row in matrix["rows"] if row["label"] == "MERGE" for c in row["cells"] if c["b"] == "INSERT"
+    )
     from deltaguard.core.matrix import representative_operations
 
     ops = {op.label: op for op in representative_operations()}
     expected = pair_verdict(ops["MERGE"], ops["INSERT"], CUSTOMERS_CONFIG, PROFILE)
-    assert (cell["conflict"], cell["reason"], cell["rule"]) == (expected.conflict, expected.reason, expected.rule)
+    assert (cell["conflict"], cell["reason"], cell["rule"]) == (
+        expected.conflict,
+        expected.reason,
+        expected.rule,
+    )
     assert len(matrix["rows"]) == len(matrix["labels"]) == len(matrix["rows"][0]["cells"])
     kinds = [d["kind"] for d in data["decisions"]]
     assert kinds.count("wait") == 2 and kinds.count("grant") == 1
@@ -90,7 +98,9 @@ def test_decision_after_the_holder_releases(scenario: Scenario, reader: UiReader
     scenario.manager.release("r-merge-a", scenario.manager.leases(CUSTOMERS)[0].owner)
     granted = scenario.manager.check("r-merge-b")
     assert granted.__class__.__name__ == "Granted"
-    data = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b", try_number=1)
+    data = service.task_instance_decision(
+        reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b", try_number=1
+    )
     attempt = data["attempts"][-1]
     assert attempt["status"] == "granted" and attempt["waited_s"] == pytest.approx(44.0)
     assert data["headline"].startswith("granted after waiting 44.0 s behind daily_sales.merge_a")

@@ -1,0 +1,82 @@
+"""A real Airflow api-server app (``create_app``) with the simple auth manager and real users, for the UI tests.
+
+The environment is prepared lazily by :func:`build_app` (not at import), and only where nothing else in the
+test session chose an Airflow home already: ``tests/airflow/conftest.py`` sets one at import, and then its
+database path is used (migrated here if still missing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+USERS = {"admin": "admin", "viewer": "viewer"}
+PASSWORDS = {"admin": "admin-pw-1", "viewer": "viewer-pw-1"}
+
+
+def _migrated_template() -> Path:
+    cache = Path(tempfile.gettempdir()) / f"deltaguard-airflow-{version('apache-airflow-core')}.db"
+    if not cache.exists():
+        build = cache.with_suffix(f".{os.getpid()}.tmp")
+        env = dict(os.environ, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{build}")
+        airflow_bin = Path(sys.executable).with_name("airflow")
+        subprocess.run(
+            [str(airflow_bin), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300
+        )
+        os.replace(build, cache)
+    return cache
+
+
+def prepare_environment(lease_store_url: str) -> Path:
+    """Point Airflow at a home with a migrated SQLite DB and two simple-auth users; return the home."""
+    if "AIRFLOW_HOME" not in os.environ:
+        home = Path(tempfile.mkdtemp(prefix="deltaguard-ui-airflow-"))
+        os.environ["AIRFLOW_HOME"] = str(home)
+        os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
+        os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+        os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
+    home = Path(os.environ["AIRFLOW_HOME"])
+    db = Path(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///"))
+    if not db.exists():
+        shutil.copyfile(_migrated_template(), db)
+    passwords = home / "deltaguard_ui_passwords.json"
+    passwords.write_text(json.dumps(PASSWORDS))
+    os.environ["AIRFLOW__CORE__AUTH_MANAGER"] = (
+        "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+    )
+    os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = ",".join(f"{u}:{r}" for u, r in USERS.items())
+    os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+    os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"] = "False"
+    os.environ["AIRFLOW__API_AUTH__JWT_SECRET"] = "deltaguard-ui-tests-" + "x" * 48
+    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = lease_store_url
+    return home
+
+
+def build_app(lease_store_url: str) -> Any:
+    """The api-server app with every provider plugin loaded (as with ``lazy_discover_providers = False``)."""
+    prepare_environment(lease_store_url)
+    from airflow import plugins_manager, settings
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+
+    purge_cached_app()
+    plugins_manager.get_fastapi_plugins.cache_clear()
+    lazy = settings.LAZY_LOAD_PROVIDERS
+    settings.LAZY_LOAD_PROVIDERS = False  # what `[core] lazy_discover_providers = False` sets
+    try:
+        return create_app(apps="core")
+    finally:
+        settings.LAZY_LOAD_PROVIDERS = lazy
+
+
+def token(client: Any, user: str) -> str:
+    """A JWT from Airflow's own ``POST /auth/token`` (what the UI and API clients use)."""
+    answer = client.post("/auth/token", json={"username": user, "password": PASSWORDS[user]})
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["access_token"])

@@ -1,0 +1,194 @@
+"""The plugin's endpoints inside the real Airflow api-server app, with real users and tokens.
+
+One app per module (building it imports most of Airflow); the lease store is a real SQLite file filled
+through the real lease manager, and ``[deltaguard] lease_store_url`` is changed between tests (it is read
+on every request).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltaguard.leases.store import DecisionRow, open_store
+from tests.ui.airflow_app import build_app, token
+from tests.ui.scenario import CUSTOMERS, RUN, STALE, Scenario, build
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    placeholder = tmp_path_factory.mktemp("ui-store") / "leases.db"
+    app = build_app(f"sqlite:///{placeholder}")
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="module")
+def tokens(client: Any) -> dict[str, str]:
+    return {user: token(client, user) for user in ("admin", "viewer")}
+
+
+@pytest.fixture
+def store_of(scenario: Scenario) -> Iterator[Scenario]:
+    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = scenario.url
+    yield scenario
+
+
+def bearer(tok: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tok}"}
+
+
+READ_ROUTES = [
+    "/deltaguard/api/tables",
+    f"/deltaguard/api/table?uri={CUSTOMERS}",
+    "/deltaguard/api/decisions",
+    f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
+    "/deltaguard/",
+    f"/deltaguard/table?uri={CUSTOMERS}",
+    f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
+    "/deltaguard/decision",
+]
+
+
+def test_plugin_is_registered_through_the_provider(client: Any, tokens: dict[str, str]) -> None:
+    plugins = client.get("/api/v2/plugins", headers=bearer(tokens["admin"])).json()["plugins"]
+    mine = [p for p in plugins if p["name"] == "deltaguard"]
+    assert len(mine) == 1
+    assert mine[0]["fastapi_apps"][0]["url_prefix"] == "/deltaguard"
+    assert mine[0]["external_views"][0]["href"] == "/deltaguard/"
+    from airflow.providers_manager import ProvidersManager
+
+    provided = [p for p in ProvidersManager().plugins if p.name == "deltaguard"]
+    assert [(p.plugin_class, p.provider_name) for p in provided] == [
+        ("deltaguard.plugins.ui.DeltaguardUiPlugin", "airflow-provider-deltaguard")
+    ]
+
+
+@pytest.mark.parametrize("route", READ_ROUTES)
+def test_anonymous_and_forged_requests_are_refused(client: Any, store_of: Scenario, route: str) -> None:
+    assert client.get(route).status_code == 401
+    assert client.get(route, headers=bearer("not-a-jwt")).status_code in (401, 403)
+    assert client.get(route, cookies={"_token": "not-a-jwt"}).status_code in (401, 403)
+
+
+def test_anonymous_browser_is_sent_to_login(client: Any, store_of: Scenario) -> None:
+    answer = client.get("/deltaguard/", headers={"accept": "text/html"}, follow_redirects=False)
+    assert answer.status_code == 303 and "/auth/login" in answer.headers["location"]
+
+
+@pytest.mark.parametrize("route", READ_ROUTES)
+def test_viewer_reads_with_bearer_or_ui_cookie(
+    client: Any, tokens: dict[str, str], store_of: Scenario, route: str
+) -> None:
+    by_header = client.get(route, headers=bearer(tokens["viewer"]))
+    assert by_header.status_code == 200, by_header.text
+    client.cookies.set("_token", tokens["viewer"])
+    try:
+        assert client.get(route).status_code == 200
+    finally:
+        client.cookies.clear()
+
+
+def test_pages_show_the_waiting_task_its_blocker_and_reason(
+    client: Any, tokens: dict[str, str], store_of: Scenario
+) -> None:
+    tables = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
+    assert "daily_sales.merge_b" in tables and "daily_sales.merge_a" in tables
+    assert "Release stale lease" in tables  # the expired lease on the stale table
+    api = client.get("/deltaguard/api/tables", headers=bearer(tokens["viewer"])).json()
+    customers = next(t for t in api["tables"] if t["uri"] == CUSTOMERS)
+    reason = next(w for w in customers["waiting"] if w["owner"]["task_id"] == "merge_b")["reasons"][0]
+    assert reason.split(":")[0] in tables
+    decision = client.get(
+        f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
+        headers=bearer(tokens["viewer"]),
+    ).text
+    assert "waiting behind daily_sales.merge_a" in decision
+
+
+def test_bad_input_is_a_client_error(client: Any, tokens: dict[str, str], store_of: Scenario) -> None:
+    h = bearer(tokens["viewer"])
+    assert client.get("/deltaguard/api/table?uri=file:///nowhere", headers=h).status_code == 404
+    assert client.get(f"/deltaguard/api/table?uri={CUSTOMERS}&engine=oracle", headers=h).status_code == 400
+    assert client.get("/deltaguard/api/decisions?limit=0", headers=h).status_code == 422
+    assert client.get("/deltaguard/api/decisions?limit=100000", headers=h).status_code == 422
+
+
+def test_release_stale_lease_authorization(client: Any, tokens: dict[str, str], store_of: Scenario) -> None:
+    url = f"/deltaguard/api/leases/{store_of.stale_lease}/release-stale"
+    assert client.post(url, json={}).status_code == 401
+    assert client.post(url, json={}, headers=bearer(tokens["viewer"])).status_code == 403
+    # a form post (what a cross-site page could send with the cookie) is refused
+    form = client.post(url, data={"x": "1"}, headers=bearer(tokens["admin"]))
+    assert form.status_code == 415
+    live = client.post(
+        "/deltaguard/api/leases/r-merge-a/release-stale", json={}, headers=bearer(tokens["admin"])
+    )
+    assert live.status_code == 409, live.text
+    assert (
+        client.post(
+            "/deltaguard/api/leases/nope/release-stale", json={}, headers=bearer(tokens["admin"])
+        ).status_code
+        == 404
+    )
+    done = client.post(url, json={}, headers=bearer(tokens["admin"]))
+    assert done.status_code == 200 and done.json() == {
+        "released": store_of.stale_lease,
+        "tables": [STALE],
+        "by": "admin",
+    }
+    logged = client.get(
+        f"/deltaguard/api/decisions?uri={STALE}&limit=1", headers=bearer(tokens["viewer"])
+    ).json()
+    assert logged["decisions"][0]["kind"] == "release" and logged["decisions"][0]["detail"]["by"] == "admin"
+    assert client.post(url, json={}, headers=bearer(tokens["admin"])).status_code == 404
+
+
+def test_empty_store(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = f"sqlite:///{tmp_path / 'empty.db'}"
+    h = bearer(tokens["viewer"])
+    assert client.get("/deltaguard/api/tables", headers=h).json() == {
+        "tables": [],
+        "next_after": None,
+        "limit": 50,
+    }
+    assert "No table yet" in client.get("/deltaguard/", headers=h).text
+    assert client.get("/deltaguard/api/decisions", headers=h).json()["decisions"] == []
+
+
+def test_large_store_answers_are_bounded(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+    """10,000 decisions on one table by one task: every answer is one page, and pages continue."""
+    scenario = build(tmp_path)
+    store = open_store(scenario.url)
+    owner_key = scenario.manager.leases(CUSTOMERS)[0].owner.key
+    start = time.time() - 10_000
+    with store.transaction([CUSTOMERS]) as txn:
+        txn.log(
+            [
+                DecisionRow(start + i, "wait", f"bulk-{i}", CUSTOMERS, owner_key, '{"explain": "bulk"}')
+                for i in range(10_000)
+            ]
+        )
+    store.close()
+    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = scenario.url
+    h = bearer(tokens["viewer"])
+    page = client.get("/deltaguard/api/decisions?limit=500", headers=h).json()
+    assert len(page["decisions"]) == 500 and page["next_before"] is not None
+    second = client.get(f"/deltaguard/api/decisions?limit=500&before={page['next_before']}", headers=h).json()
+    assert len(second["decisions"]) == 500 and second["decisions"][0]["at"] < page["next_before"]
+    detail = client.get(f"/deltaguard/api/table?uri={CUSTOMERS}", headers=h).json()
+    assert len(detail["decisions"]) == 50 and len(detail["timeline"]["rows"]) <= 50
+    decision = client.get(
+        f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_a", headers=h
+    ).json()
+    assert sum(len(a["log"]) for a in decision["attempts"]) <= 500
+    assert len(client.get(f"/deltaguard/table?uri={CUSTOMERS}", headers=h).content) < 400_000
