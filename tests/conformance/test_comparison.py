@@ -19,7 +19,9 @@ from deltaguard.conformance.state import Outcome, TableState, explain_mismatch, 
 COLUMNS = ("id", "p", "v")
 
 
-def state(*ids: int, properties: dict[str, str] | None = None, columns: tuple[str, ...] = COLUMNS) -> TableState:
+def state(
+    *ids: int, properties: dict[str, str] | None = None, columns: tuple[str, ...] = COLUMNS
+) -> TableState:
     return TableState.of([{"id": i, "p": "a", "v": i * 10} for i in ids], columns, properties or {})
 
 
@@ -95,7 +97,9 @@ def result(predicted: bool | None, *observed: Observed) -> CellResult:
         (False, (Observed.NOT_RUN, Observed.COMMIT), False, False),
     ],
 )
-def test_cell_judgement(predicted: bool | None, observed: tuple[Observed, ...], unsound: bool, allowed: bool) -> None:
+def test_cell_judgement(
+    predicted: bool | None, observed: tuple[Observed, ...], unsound: bool, allowed: bool
+) -> None:
     cell = result(predicted, *observed)
     assert cell.unsound is unsound
     assert cell.engine_allows is allowed
