@@ -7,7 +7,7 @@ the operator with its templates rendered.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from airflow.sdk import BaseOperatorLink
 
@@ -42,6 +42,12 @@ def task_instance_url(base_url: str, dag_id: str, run_id: str, task_id: str, map
     return f"{url}/mapped/{map_index}" if map_index is not None and map_index >= 0 else url
 
 
+def decision_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """The deltaguard UI's Decision page of one task instance (the plugin serves it at ``/deltaguard``)."""
+    query = urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index})
+    return f"{base_url.rstrip('/')}/deltaguard/decision?{query}"
+
+
 class DeltaTableHistoryLink(BaseOperatorLink):
     """Link to the written table's Delta log."""
 
@@ -53,7 +59,7 @@ class DeltaTableHistoryLink(BaseOperatorLink):
 
 
 class DeltaDecisionLink(BaseOperatorLink):
-    """Link to the admission decision (for now: the task instance page, whose log has the decision line)."""
+    """Link to the admission decision: granted or waited, behind whom, which rule (the deltaguard UI)."""
 
     name = "deltaguard decision"
 
@@ -61,6 +67,4 @@ class DeltaDecisionLink(BaseOperatorLink):
         from airflow.sdk import conf
 
         base_url: Any = conf.get("api", "base_url", fallback="/") or "/"
-        return task_instance_url(
-            str(base_url), ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index
-        )
+        return decision_url(str(base_url), ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import threading
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -245,14 +244,3 @@ def create_app() -> FastAPI:
         return page(request, "decision", user, data=data, q=query, ti_url=link)
 
     return app
-
-
-def decision_path(
-    dag_id: str, run_id: str, task_id: str, map_index: int = -1, try_number: int | None = None
-) -> str:
-    """The Decision page's path (under the api-server root) for a task instance, for extra links."""
-    path = (
-        f"/deltaguard/decision?dag_id={quote(dag_id, safe='')}&run_id={quote(run_id, safe='')}"
-        f"&task_id={quote(task_id, safe='')}&map_index={map_index}"
-    )
-    return path + (f"&try_number={try_number}" if try_number is not None else "")

@@ -192,3 +192,14 @@ def test_large_store_answers_are_bounded(client: Any, tokens: dict[str, str], tm
     ).json()
     assert sum(len(a["log"]) for a in decision["attempts"]) <= 500
     assert len(client.get(f"/deltaguard/table?uri={CUSTOMERS}", headers=h).content) < 400_000
+
+
+def test_operator_extra_link_opens_the_decision_page(
+    client: Any, tokens: dict[str, str], store_of: Scenario
+) -> None:
+    from deltaguard.operators.links import decision_url
+
+    url = decision_url("http://airflow.example:8080/", "daily_sales", RUN, "merge_b")
+    assert url.startswith("http://airflow.example:8080/deltaguard/decision?")
+    page = client.get(url.removeprefix("http://airflow.example:8080"), headers=bearer(tokens["viewer"]))
+    assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
