@@ -79,3 +79,33 @@ def test_on_kill_releases_the_lease(tmp_path, lease_store_url) -> None:
     killed.set()
     worker.join(60)
     assert errors and "killed" in str(errors[0])
+
+
+def test_heartbeat_keeps_the_lease_through_a_write_longer_than_its_ttl(
+    tmp_path, lease_store_url, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from deltaguard.operators.dml import DeltaInsertOperator
+
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "1.5")
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__HEARTBEAT_INTERVAL", "0.3")
+    table = sales_table(str(tmp_path / "sales"))
+    key = table_key(table)
+    observed: list[int] = []
+
+    def slow_source() -> pa.Table:
+        manager = LeaseManager(lease_store_url)
+        try:
+            for _ in range(8):  # 4 s: well past the 1.5 s TTL
+                time.sleep(0.5)
+                observed.append(len(manager.leases(key)))  # unexpired leases only
+        finally:
+            manager.store.close()
+        return pa.table({"id": [11], "country": ["DE"], "amount": [1]})
+
+    op = DeltaInsertOperator(task_id="slow", table=table, source=slow_source)
+    result = op.execute(_context("slow"))
+    assert observed == [1] * 8  # never expired while writing
+    assert result["version"] == 1
+    assert _decision_kinds(lease_store_url, key)[0] == "release"
