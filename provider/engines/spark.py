@@ -135,7 +135,7 @@ class SparkEngine(DeltaEngine):
         if self._connect_conn_id:
             from deltaguard.engines.spark_session import connect_session
 
-            return cast("SparkSession", connect_session(self._connect_conn_id, conf=self._conf))
+            return connect_session(self._connect_conn_id, conf=self._conf)
         if self._conn_id is None and self._master is None:
             from pyspark.sql import SparkSession
 
@@ -144,7 +144,7 @@ class SparkEngine(DeltaEngine):
                 return active
         from deltaguard.engines.spark_session import worker_session
 
-        return cast("SparkSession", worker_session(self._conn_id, master=self._master, conf=self._conf))
+        return worker_session(self._conn_id, master=self._master, conf=self._conf)
 
     # -- profile ---------------------------------------------------------------------------------------
 
@@ -204,7 +204,7 @@ class SparkEngine(DeltaEngine):
                 pass  # e.g. s3a:// or abfss:// through Hadoop: ask Spark
             if not delta_table_class(spark).isDeltaTable(spark, target.path):
                 return TableConfig(exists=False, uri=table_uri)
-        elif not spark.catalog.tableExists(target.name):
+        elif not spark.catalog.tableExists(target.name or ""):
             return TableConfig(exists=False, uri=table_uri)
         return self._describe_detail(spark, target)
 
@@ -315,7 +315,7 @@ class SparkEngine(DeltaEngine):
         if target.path is not None:
             if not delta_table_class(spark).isDeltaTable(spark, target.path):
                 return None
-        elif not spark.catalog.tableExists(target.name):
+        elif not spark.catalog.tableExists(target.name or ""):
             return None
         rows = delta_table(spark, target).history(1).select("version").collect()
         return int(rows[0]["version"]) if rows else None

@@ -58,9 +58,9 @@ def failure_from_submit_error(message: str, table_uri: str) -> Exception | None:
         return SparkSetupError(f"the Spark job could not run Delta writes on the cluster:\n{message}")
     if code and int(code.group(1)) == EXIT_BAD_ARGS:
         return InvalidWriteError(f"the Spark job rejected the write:\n{message}")
-    kind = conflict_kind(RuntimeError(message))
-    if kind is not None:
-        return DeltaConflictError(kind, message.splitlines()[0], table_uri=table_uri, engine="spark")
+    named = conflict_kind(RuntimeError(message))
+    if named is not None:
+        return DeltaConflictError(named, message.splitlines()[0], table_uri=table_uri, engine="spark")
     return None
 
 

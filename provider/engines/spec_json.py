@@ -132,9 +132,10 @@ def spec_from_json(payload: Mapping[str, Any] | str) -> WriteSpec:
             decoded = tuple(decoded)
         kwargs[name] = decoded
     try:
-        return cls(**kwargs)
+        spec: WriteSpec = cls(**kwargs)
     except TypeError as exc:
         raise InvalidWriteError(f"bad {kind} spec: {exc}") from exc
+    return spec
 
 
 def context_to_json(context: WriteContext) -> dict[str, Any]:
