@@ -55,6 +55,12 @@ class LeaseAvailableTrigger(BaseTrigger):
         manager: Any = None
         errors = 0
         try:
+            # Wait one interval before the first check. An event fired at once (the blocker finished
+            # while the task was deferring) lets the scheduler re-queue the task before it has processed
+            # the deferring worker's exit; Airflow 3.3's LocalExecutor then drops the new run from its
+            # running set and the scheduler fails the task ("finished with state success, but the task
+            # instance's state attribute is queued"). Seen under the real scheduler on a loaded machine.
+            await asyncio.sleep(self.poll_interval)
             while True:
                 try:
                     if manager is None:
