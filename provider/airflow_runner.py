@@ -163,7 +163,8 @@ def _airflow_cfg(
         "workers": {"execution_api_timeout": "60", "execution_api_retries": "10"},
         "deltaguard": {
             "lease_store_url": f"sqlite:///{home / 'deltaguard_leases.db'}",
-            "poll_interval": "1",
+            # also the trigger's delay before its first check: see deltaguard.triggers.lease
+            "poll_interval": "6",
             "heartbeat_interval": "5",
             "lease_ttl": "60",
         },
