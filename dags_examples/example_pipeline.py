@@ -214,7 +214,8 @@ def create_tables(variant: str, day: str) -> dict[str, str]:
             continue
         Path(uris[name]).mkdir(parents=True, exist_ok=True)
         # Two commits, so each partition holds two small files and the nightly OPTIMIZE has work to do.
-        evens, odds = list(range(0, rows.num_rows, 2)), list(range(1, rows.num_rows, 2))
+        evens = pa.array(range(0, rows.num_rows, 2), type=pa.int64())
+        odds = pa.array(range(1, rows.num_rows, 2), type=pa.int64())
         write_deltalake(uris[name], rows.take(evens), partition_by=partition_by, mode="error")
         write_deltalake(uris[name], rows.take(odds), partition_by=partition_by, mode="append")
     return uris
