@@ -10,7 +10,9 @@ annotated ``SparkSession`` or named ``spark``/``session``/``spark_session``::
   the DataFrame.
 * ``engine="delta-rs"``: :func:`prepare_source` binds it to a PySpark-only session (no Delta jars needed)
   and returns a zero-argument callable; :mod:`deltaguard.engines.sources` then calls it and converts the
-  DataFrame with ``DataFrame.toArrow()`` for delta-rs to commit.
+  DataFrame with ``DataFrame.toArrow()`` for delta-rs to commit. A :class:`SparkSource` is such a
+  zero-argument callable itself, so it works with either engine even where nothing calls
+  :func:`prepare_source` (``@SparkSource`` decorates a builder function).
 
 Other sources (Arrow, pandas, URIs) pass through :func:`prepare_source` unchanged.
 """
@@ -49,6 +51,20 @@ class SparkSource:
     def __post_init__(self) -> None:
         if not callable(self.build):
             raise InvalidWriteError(f"SparkSource needs a callable, got {type(self.build).__name__}")
+
+    def __call__(self) -> DataFrame:
+        """Build the DataFrame on a PySpark-only worker session (from ``conn_id``/``conf``).
+
+        This makes a ``SparkSource`` a zero-argument source callable, so any engine that accepts those
+        (delta-rs, through ``toArrow()``) takes it without :func:`prepare_source`; the Spark engine instead
+        calls :attr:`build` with its own session.
+        """
+        from deltaguard.engines.spark_session import worker_session
+
+        spark = worker_session(
+            self.conn_id, conf=dict(self.conf), app_name="deltaguard-source", with_delta=False
+        )
+        return _check_dataframe(self.build(spark))
 
 
 def is_spark_source(source: Any) -> bool:

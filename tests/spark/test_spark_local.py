@@ -302,3 +302,17 @@ def test_databricks_sessions_are_trusted_to_have_delta(
         check_delta_available(spark)
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")
     check_delta_available(spark)
+
+
+def test_a_spark_source_object_works_with_delta_rs_unprepared(spark: SparkSession, tmp_path: Path) -> None:
+    """``@SparkSource`` makes a zero-argument source: delta-rs takes it as is (no prepare_source call)."""
+
+    @SparkSource
+    def recent_orders(spark: SparkSession) -> DataFrame:
+        return orders(spark).where("day = '2024-01-02'")
+
+    uri = str(tmp_path / "recent")
+    DeltaRsEngine().write(uri, AppendSpec(source=recent_orders), WriteContext())
+    assert _table_rows(uri) == [{"id": 3, "day": "2024-01-02", "amount": 7.5}]
+    # the Spark engine's side builds it on the session it is given
+    assert to_spark_dataframe(spark, recent_orders).count() == 1
