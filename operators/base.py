@@ -263,7 +263,7 @@ class DeltaWriteOperator(BaseOperator):
         request_id: str | None = None,
     ) -> dict[str, Any]:
         from deltaguard.core.admission import Granted, explain
-        from deltaguard.lease_requests import lease_request
+        from deltaguard.lease_requests import lease_request, new_request_id
         from deltaguard.leases.manager import LeaseLostError, RequestClosedError
 
         manager = self._manager()
@@ -286,8 +286,11 @@ class DeltaWriteOperator(BaseOperator):
                     result = manager.acquire(request)
                 except (LeaseLostError, RequestClosedError) as exc:
                     # the trigger's grant expired before the task resumed, or the request ended: ask anew
-                    self.log.info("deltaguard: request %s is over (%s); asking again", request_id, exc)
-                    request_id = None
+                    self.log.info(
+                        "deltaguard: request %s is over (%s); asking again", request.request_id, exc
+                    )
+                    # a fresh random id: the try's derived id names the request that just ended
+                    request_id = new_request_id()
                     continue
                 request_id = result.request_id
                 if isinstance(result, Granted):

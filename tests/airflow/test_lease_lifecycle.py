@@ -109,3 +109,35 @@ def test_heartbeat_keeps_the_lease_through_a_write_longer_than_its_ttl(
     assert observed == [1] * 8  # never expired while writing
     assert result["version"] == 1
     assert _decision_kinds(lease_store_url, key)[0] == "release"
+
+
+@pytest.mark.timeout(180)
+def test_a_lease_that_expired_before_resume_is_asked_for_anew(tmp_path, lease_store_url) -> None:
+    """The trigger granted the try's request, but the task resumed after the TTL: it must queue anew."""
+    import time
+
+    from deltaguard.core.admission import Granted, LeaseRequest, TableClaim
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.core.profiles import EngineName, EngineProfile
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.lease_requests import task_owner, task_request_id
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    owner = task_owner("adhoc", "r1", "late", -1, 1)
+    claim = TableClaim(
+        table_key(table),
+        Operation(OperationKind.DELETE),
+        EngineProfile(EngineName.DELTA_RS, "1.6.6"),
+        TableConfig(),
+    )
+    manager = LeaseManager(lease_store_url)
+    stale = manager.acquire(
+        LeaseRequest(claims=(claim,), owner=owner, ttl_s=0.5, request_id=task_request_id(owner))
+    )
+    assert isinstance(stale, Granted)
+    time.sleep(1.0)
+    manager.store.close()
+
+    result = DeltaDeleteOperator(task_id="late", table=table, predicate="id = 3").execute(_context("late"))
+    assert result["version"] == 1 and result["lease_id"] != stale.lease_id
