@@ -224,6 +224,35 @@ class DeltaWriteOperator(BaseOperator):
             request_id=request_id,
         )
 
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """On a trigger timeout, withdraw the queued request before failing.
+
+        Otherwise the abandoned queue entry would hold back conflicting writers until it expires.
+        """
+        from airflow.sdk.exceptions import TaskDeferralError, TaskDeferralTimeout
+
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except (TaskDeferralTimeout, TaskDeferralError) as exc:
+            self._withdraw(context, (next_kwargs or {}).get("request_id"))
+            if isinstance(exc, TaskDeferralTimeout):
+                raise LeaseWaitTimeout(
+                    f"waited longer than lease_wait_timeout={self.lease_wait_timeout} s for the lease on {self.table}"
+                ) from exc
+            raise
+
+    def _withdraw(self, context: Context, request_id: str | None) -> None:
+        from deltaguard.lease_requests import task_request_id
+
+        owner = _owner(context)
+        manager = self._manager()
+        try:
+            for rid in dict.fromkeys([request_id, task_request_id(owner)]):
+                if rid:
+                    self._release(manager, rid, owner)
+        finally:
+            manager.store.close()
+
     def _logged_wait(self, owner: Any) -> tuple[float | None, list[str], str | None]:
         """When this try first queued, behind whom, and why, from the lease store's decision log."""
         from deltaguard.lease_requests import task_request_id

@@ -141,3 +141,28 @@ def test_a_lease_that_expired_before_resume_is_asked_for_anew(tmp_path, lease_st
 
     result = DeltaDeleteOperator(task_id="late", table=table, predicate="id = 3").execute(_context("late"))
     assert result["version"] == 1 and result["lease_id"] != stale.lease_id
+
+
+def test_trigger_timeout_withdraws_the_queued_request(tmp_path, lease_store_url) -> None:
+    from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from deltaguard.operators.base import LeaseWaitTimeout
+    from deltaguard.operators.dml import DeltaDeleteOperator
+    from tests.airflow.helpers import hold_lease_until_waiter
+
+    table = sales_table(str(tmp_path / "sales"))
+    key = table_key(table)
+    hold_lease_until_waiter(table, "never-seen", timeout_s=5)  # an exclusive lease, released after 5 s
+    op = DeltaDeleteOperator(task_id="gated", table=table, predicate="id = 3", deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(_context("gated"))
+    assert deferred.value.trigger.serialize()[0] == "deltaguard.triggers.lease.LeaseAvailableTrigger"
+    manager = LeaseManager(lease_store_url)
+    assert [w.owner.task_id for w in manager.waiters(key)] == ["gated"]
+    with pytest.raises(LeaseWaitTimeout):
+        op.resume_execution(
+            TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, _context("gated")
+        )
+    assert manager.waiters(key) == []  # withdrawn, not left to expire
+    manager.store.close()
