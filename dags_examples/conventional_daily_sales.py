@@ -58,6 +58,7 @@ with DAG(
         pooled(f"log_events_{source}", "events")("events", "append", source) for source in EVENT_SOURCES
     ]
     customer_writes = [
+        pooled("upsert_customers", "customers")("customers", "upsert"),
         pooled("update_customer_tiers", "customers")("customers", "update"),
         pooled("delete_closed_customers", "customers")("customers", "delete"),
         pooled("add_loyalty_column", "customers")("customers", "add_column"),

@@ -3,7 +3,7 @@
 Every Delta write is a deltaguard operator. The lease manager lets the writes the conflict model calls
 compatible run at once (the appends to ``events``; the per-country MERGEs into ``sales_fact`` when the
 engine's rules allow disjoint partitions) and makes the others wait, deferred in the triggerer, for the
-write they would collide with: the UPDATE, the DELETE and the schema change on ``customers``, and the
+write they would collide with: the upsert, the UPDATE, the DELETE and the schema change on ``customers``, and the
 nightly OPTIMIZE after the MERGEs. Trigger it with ``{"date": "2026-11-21"}`` as run conf to pick the day.
 """
 
@@ -15,6 +15,9 @@ from airflow.sdk import DAG, task
 from example_pipeline import (
     COUNTRIES,
     CUSTOMER_DELETE_PREDICATE,
+    CUSTOMER_MERGE_CONDITION,
+    CUSTOMER_MERGE_INSERT,
+    CUSTOMER_MERGE_UPDATE,
     CUSTOMER_UPDATE,
     CUSTOMER_UPDATE_PREDICATE,
     EVENT_SOURCES,
@@ -80,6 +83,14 @@ with DAG(
     ]
 
     customer_writes = [
+        DeltaMergeOperator(
+            task_id="upsert_customers",
+            table=TABLES["customers"],
+            source=slow_source("customers", "crm"),
+            condition=CUSTOMER_MERGE_CONDITION,
+            matched_update=CUSTOMER_MERGE_UPDATE,
+            not_matched_insert=CUSTOMER_MERGE_INSERT,
+        ),
         DeltaUpdateOperator(
             task_id="update_customer_tiers",
             table=TABLES["customers"],

@@ -155,6 +155,37 @@ def seed_customer_rows() -> list[dict[str, Any]]:
     ]
 
 
+def customer_change_rows(day: str) -> list[dict[str, Any]]:
+    """The day's export from the CRM, upserted into ``customers``: renamed and new customers.
+
+    New customers arrive active and already carry the tier the UPDATE would give them, so the result
+    does not depend on whether the upsert commits before or after the UPDATE and the DELETE.
+    """
+    renamed = [dict(row, name=f"{row['name']} (renamed {day})") for row in seed_customer_rows()[:2]]
+    new = []
+    for i in range(SEED_CUSTOMERS + 1, SEED_CUSTOMERS + 5):
+        value = float((i - SEED_CUSTOMERS) * 450)
+        new.append(
+            {
+                "id": i,
+                "name": f"customer {i:02d}",
+                "country": COUNTRIES[i % len(COUNTRIES)],
+                "status": "active",
+                "lifetime_value": value,
+                "tier": "gold" if value > 1000 else "standard",
+            }
+        )
+    return renamed + new
+
+
+#: The customers upsert: rename matched customers, insert new ones with the source's columns (so it also
+#: works after the schema change added a column the source lacks).
+CUSTOMER_MERGE_CONDITION = "t.id = s.id"
+CUSTOMER_MERGE_UPDATE = {"name": "s.name"}
+CUSTOMER_MERGE_INSERT = {
+    column: f"s.{column}" for column in ("id", "name", "country", "status", "lifetime_value", "tier")
+}
+
 #: The customers UPDATE and DELETE. They commute (the UPDATE never touches what the DELETE removes
 #: differently), so the final table does not depend on which of them the lease manager runs first.
 CUSTOMER_UPDATE = {"tier": "'gold'"}
@@ -182,15 +213,17 @@ def slow_source(kind: str, key: str) -> Callable[[], pa.Table]:
     The sleep stands in for the upstream job a real write waits on; it makes writes long enough that the
     scheduler visibly runs compatible ones at the same time.
 
-    :param kind: ``sales`` (``key`` = country) or ``events`` (``key`` = event source).
+    :param kind: ``sales`` (``key`` = country), ``events`` (``key`` = event source) or ``customers``.
     :param key: see ``kind``.
     """
-    if kind not in ("sales", "events"):
+    if kind not in ("sales", "events", "customers"):
         raise ValueError(f"unknown source kind {kind!r}")
 
     def produce() -> pa.Table:
         day = _current_day()
         time.sleep(write_seconds())
+        if kind == "customers":
+            return to_table(customer_change_rows(day), CUSTOMERS_SCHEMA)
         if kind == "sales":
             return to_table(sales_rows(day, key), SALES_SCHEMA)
         return to_table(event_rows(day, key), EVENTS_SCHEMA)
@@ -234,7 +267,7 @@ def conventional_write(table: str, write: str, key: str = "") -> dict[str, objec
     transaction. Only the one-slot pool keeps two of them on one table from colliding.
 
     :param table: ``sales_fact``, ``events`` or ``customers``.
-    :param write: ``merge``, ``append``, ``update``, ``delete``, ``add_column`` or ``optimize``.
+    :param write: ``merge``, ``upsert`` (customers), ``append``, ``update``, ``delete``, ``add_column`` or ``optimize``.
     :param key: the country (merge) or the event source (append).
     """
     from deltalake import DeltaTable, Field, write_deltalake
@@ -243,6 +276,7 @@ def conventional_write(table: str, write: str, key: str = "") -> dict[str, objec
     day = _current_day()
     started = time.monotonic()
     target = DeltaTable(uri)
+    before = target.version()
     if write == "merge":
         time.sleep(write_seconds())
         source = to_table(sales_rows(day, key), SALES_SCHEMA)
@@ -250,6 +284,16 @@ def conventional_write(table: str, write: str, key: str = "") -> dict[str, objec
             target.merge(source, "t.date = s.date AND t.country = s.country AND t.sku = s.sku", "s", "t")
             .when_matched_update_all()
             .when_not_matched_insert_all()
+            .execute()
+        )
+    elif write == "upsert":
+        time.sleep(write_seconds())
+        metrics = (
+            target.merge(
+                to_table(customer_change_rows(day), CUSTOMERS_SCHEMA), CUSTOMER_MERGE_CONDITION, "s", "t"
+            )
+            .when_matched_update(CUSTOMER_MERGE_UPDATE)
+            .when_not_matched_insert(CUSTOMER_MERGE_INSERT)
             .execute()
         )
     elif write == "append":
@@ -267,9 +311,12 @@ def conventional_write(table: str, write: str, key: str = "") -> dict[str, objec
         metrics = target.optimize.compact()
     else:
         raise ValueError(f"unknown write {write!r}")
+    after = DeltaTable(uri).version()
     return {
         "table_uri": uri,
-        "version": DeltaTable(uri).version(),
+        # None when nothing was committed (e.g. OPTIMIZE with nothing to compact); the pool serializes the
+        # table's writes, so a new version is this task's own commit
+        "version": after if after != before else None,
         "elapsed_s": round(time.monotonic() - started, 3),
         "metrics": {k: str(v) for k, v in metrics.items()},
     }

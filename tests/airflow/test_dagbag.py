@@ -48,6 +48,7 @@ WRITE_TASKS = {
     "merge_sales_es",
     "log_events_orders",
     "log_events_shipments",
+    "upsert_customers",
     "update_customer_tiers",
     "delete_closed_customers",
     "add_loyalty_column",
@@ -103,5 +104,10 @@ def test_conventional_variant_serializes_each_table_through_its_pool(dagbag: dic
         "conventional_sales_fact"
     }
     assert {pools[t] for t in WRITE_TASKS if t.startswith("log_events")} == {"conventional_events"}
-    customer_tasks = ("update_customer_tiers", "delete_closed_customers", "add_loyalty_column")
+    customer_tasks = (
+        "upsert_customers",
+        "update_customer_tiers",
+        "delete_closed_customers",
+        "add_loyalty_column",
+    )
     assert {pools[t] for t in customer_tasks} == {"conventional_customers"}
