@@ -53,6 +53,19 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "30",
         "Days the lease store keeps admission decisions before they may be pruned.",
     ),
+    "spark_conn_id": (
+        "string",
+        "",
+        "``spark`` connection (apache-spark provider) the Spark engine builds its worker session from "
+        "(master, extra ``spark-conf``, Databricks extras), unless the task or its ``delta`` connection "
+        "names one. Empty: the active SparkSession, else ``local[2]``.",
+    ),
+    "spark_connect_conn_id": (
+        "string",
+        "",
+        "``spark_connect`` connection the Spark engine reaches Spark Connect through, unless the task or "
+        "its ``delta`` connection names a Spark connection. Empty: no Spark Connect.",
+    ),
 }
 
 
@@ -127,6 +140,16 @@ def poll_interval() -> float:
 def pools_file() -> str | None:
     """The pools file path, or ``None``."""
     return _raw("pools_file") or None
+
+
+def spark_conn_id() -> str | None:
+    """The default ``spark`` connection id for the Spark engine, or ``None``."""
+    return _raw("spark_conn_id") or None
+
+
+def spark_connect_conn_id() -> str | None:
+    """The default ``spark_connect`` connection id for the Spark engine, or ``None``."""
+    return _raw("spark_connect_conn_id") or None
 
 
 def decision_log_retention_days() -> float:

@@ -68,7 +68,19 @@ def get_provider_info() -> dict[str, Any]:
                         "label": "Engine",
                         "description": "delta-rs (default) or spark; empty uses [deltaguard] default_engine",
                         "schema": {"type": ["string", "null"]},
-                    }
+                    },
+                    "spark_conn_id": {
+                        "label": "Spark connection",
+                        "description": "spark connection for engine=spark (master, spark-conf); empty uses "
+                        "[deltaguard] spark_conn_id",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "spark_connect_conn_id": {
+                        "label": "Spark Connect connection",
+                        "description": "spark_connect connection for engine=spark over Spark Connect; empty "
+                        "uses [deltaguard] spark_connect_conn_id",
+                        "schema": {"type": ["string", "null"]},
+                    },
                 },
             }
         ],

@@ -1,11 +1,16 @@
-"""Choose a write engine by name.
+"""Choose and build a write engine.
 
 Engines are imported only when chosen, so a DAG that writes with delta-rs never imports PySpark.
+:func:`build_engine` is the one place that turns a task's resolved settings into engine constructor
+arguments.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from deltaguard.engines.base import DeltaEngine
@@ -59,3 +64,38 @@ def create_engine(name: str, **kwargs: Any) -> DeltaEngine:
     :param kwargs: constructor arguments (``storage_options`` for delta-rs; Spark session settings for spark).
     """
     return engine_class(name)(**kwargs)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """A task's resolved engine settings (operator arguments, ``delta`` connection, ``[deltaguard]``).
+
+    :param storage_options: ``deltalake`` storage options (any engine whose constructor takes them).
+    :param spark_conn_id: ``spark`` connection for Spark engines (their ``conn_id``).
+    :param spark_connect_conn_id: ``spark_connect`` connection for Spark engines (their ``connect_conn_id``).
+    """
+
+    storage_options: Mapping[str, str] | None = None
+    spark_conn_id: str | None = None
+    spark_connect_conn_id: str | None = None
+
+
+def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngine:
+    """Build the engine called ``name`` from a task's settings.
+
+    Each setting goes to the constructor parameter of the same meaning when the constructor has it and the
+    setting is given: ``storage_options`` to any engine; the Spark connections (``conn_id``,
+    ``connect_conn_id``) only to engines named ``spark`` (:class:`~deltaguard.engines.spark.SparkEngine`,
+    ``SparkSubmitEngine``), since another engine's ``conn_id`` would mean something else.
+
+    :param name: an engine name, alias or ``module:Class`` path.
+    :param settings: the resolved settings; ``None`` builds the engine with its defaults.
+    """
+    cls = engine_class(name)
+    settings = settings or EngineSettings()
+    offered: dict[str, Any] = {"storage_options": dict(settings.storage_options or {}) or None}
+    if getattr(cls, "name", None) == "spark":
+        offered["conn_id"] = settings.spark_conn_id
+        offered["connect_conn_id"] = settings.spark_connect_conn_id
+    accepted = inspect.signature(cls).parameters
+    return cls(**{key: value for key, value in offered.items() if key in accepted and value is not None})

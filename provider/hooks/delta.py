@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -10,11 +9,13 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from deltaguard.engines.base import DeltaEngine
-from deltaguard.engines.registry import canonical_engine_name, engine_class
+from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
 from deltaguard.table_uri import resolve_table_uri
 
+#: extras keys naming the Spark connections the Spark engine uses
+SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
 #: extras keys that configure deltaguard itself rather than object storage
-_RESERVED_EXTRAS = frozenset({"storage_options", "engine"})
+_RESERVED_EXTRAS = frozenset({"storage_options", "engine", *SPARK_EXTRAS})
 
 
 class DeltaTableHook(BaseHook):
@@ -22,7 +23,8 @@ class DeltaTableHook(BaseHook):
 
     Connection fields: ``host`` = base URI (``s3://bucket/warehouse``, ``file:///data/delta``);
     extras = ``{"storage_options": {...}}`` (or the storage options as top-level keys) and optionally
-    ``{"engine": "delta-rs" | "spark"}``. Without a connection id, table names must be absolute URIs.
+    ``{"engine": "delta-rs" | "spark"}`` and the Spark engine's connections ``{"spark_conn_id": ...}`` /
+    ``{"spark_connect_conn_id": ...}``. Without a connection id, table names must be absolute URIs.
 
     :param delta_conn_id: the Airflow connection id, or ``None`` for no connection.
     """
@@ -87,20 +89,74 @@ class DeltaTableHook(BaseHook):
         """Resolve ``table`` (URI, absolute path, or name relative to the base URI)."""
         return resolve_table_uri(table, self.base_uri)
 
-    def get_engine(self, name: str | None = None) -> DeltaEngine:
-        """Build the engine: ``name``, else the connection's ``engine`` extra, else ``[deltaguard] default_engine``.
+    def spark_connections(
+        self, spark_conn_id: str | None = None, spark_connect_conn_id: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """The ``(spark, spark_connect)`` connection ids for the Spark engine.
 
-        delta-rs receives the connection's storage options; any engine whose constructor accepts
-        ``storage_options`` does too.
+        The pair is taken whole from the first level that names either: the arguments (the task's), the
+        connection extras ``spark_conn_id``/``spark_connect_conn_id``, then ``[deltaguard] spark_conn_id``
+        / ``spark_connect_conn_id``. Taking it whole keeps a task's ``spark_conn_id`` from being overridden
+        by a Spark Connect connection configured further out (the engine prefers Spark Connect).
+
+        :param spark_conn_id: the task's ``spark`` connection, if it names one.
+        :param spark_connect_conn_id: the task's ``spark_connect`` connection, if it names one.
         """
         from deltaguard import config
 
-        chosen = canonical_engine_name(name or self.engine_name or config.default_engine())
-        cls = engine_class(chosen)
-        kwargs: dict[str, Any] = {}
-        if "storage_options" in inspect.signature(cls).parameters:
-            kwargs["storage_options"] = self.storage_options or None
-        return cls(**kwargs)
+        if spark_conn_id or spark_connect_conn_id:
+            return spark_conn_id or None, spark_connect_conn_id or None
+        self._load()
+        extras = tuple(self._extra_str(key) for key in SPARK_EXTRAS)
+        if any(extras):
+            return extras[0], extras[1]
+        return config.spark_conn_id(), config.spark_connect_conn_id()
+
+    def _extra_str(self, key: str) -> str | None:
+        value = self._extras.get(key)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError(
+                f"connection {self.delta_conn_id!r}: extra {key!r} must be a connection id string"
+            )
+        return value.strip() or None
+
+    def engine_settings(
+        self, spark_conn_id: str | None = None, spark_connect_conn_id: str | None = None
+    ) -> EngineSettings:
+        """Storage options and Spark connections for the engine (see :meth:`spark_connections`)."""
+        spark, connect = self.spark_connections(spark_conn_id, spark_connect_conn_id)
+        return EngineSettings(
+            storage_options=self.storage_options or None, spark_conn_id=spark, spark_connect_conn_id=connect
+        )
+
+    def engine_choice(self, name: str | None = None) -> str:
+        """The canonical engine name: ``name``, else the connection's ``engine`` extra, else
+        ``[deltaguard] default_engine``."""
+        from deltaguard import config
+
+        return canonical_engine_name(name or self.engine_name or config.default_engine())
+
+    def get_engine(
+        self,
+        name: str | None = None,
+        *,
+        spark_conn_id: str | None = None,
+        spark_connect_conn_id: str | None = None,
+    ) -> DeltaEngine:
+        """Build the engine (:meth:`engine_choice`) through :func:`~deltaguard.engines.registry.build_engine`.
+
+        Engines taking ``storage_options`` receive the connection's; Spark engines receive the Spark
+        connections of :meth:`spark_connections`. Only ``engine="spark"`` imports PySpark.
+
+        :param name: the task's engine, if it names one.
+        :param spark_conn_id: the task's ``spark`` connection, if it names one.
+        :param spark_connect_conn_id: the task's ``spark_connect`` connection, if it names one.
+        """
+        return build_engine(
+            self.engine_choice(name), self.engine_settings(spark_conn_id, spark_connect_conn_id)
+        )
 
 
 def _parse_extras(extra: str | Mapping[str, Any] | None) -> dict[str, Any]:
