@@ -71,6 +71,31 @@ def unwrap_source(source: Any) -> Any:
     return source.fn if isinstance(source, CallableSource) else source
 
 
+def source_for_engine(source: Any, engine_name: str, spark_connections: tuple[str | None, str | None]) -> Any:
+    """``source`` as the engine called ``engine_name`` takes it.
+
+    Unwraps a :class:`CallableSource`; a Spark source (``def f(spark) -> DataFrame`` or a ``SparkSource``)
+    goes through :func:`deltaguard.engines.spark_sources.prepare_source`: the Spark engine builds it on its
+    own session, any other engine gets a zero-argument callable whose DataFrame it converts with
+    ``toArrow()``. A bare function's session is built from the task's Spark connections (a ``SparkSource``
+    keeps its own settings); without any, a local PySpark-only session. Nothing here starts Spark: the
+    session is created when the engine reads the source, during the write.
+
+    :param source: the operator's source (possibly wrapped).
+    :param engine_name: the resolved engine's ``name``.
+    :param spark_connections: the task's ``(spark, spark_connect)`` connection ids.
+    """
+    raw = unwrap_source(source)
+    if not callable(raw):
+        return raw
+    from deltaguard.engines.spark_sources import SparkSource, is_spark_source, prepare_source, session_factory
+
+    factory = None
+    if engine_name != "spark" and is_spark_source(raw) and not isinstance(raw, SparkSource):
+        factory = session_factory(*spark_connections)
+    return prepare_source(raw, engine_name, session_factory=factory)
+
+
 class _Prepared:
     """Everything resolved for one attempt: table, configuration, engine, spec, operation."""
 
@@ -99,6 +124,13 @@ class DeltaWriteOperator(BaseOperator):
         base URI. Templated.
     :param delta_conn_id: a ``delta`` connection (base URI, storage options, engine); optional.
     :param engine: ``delta-rs`` or ``spark``; default: the connection's, else ``[deltaguard] default_engine``.
+    :param spark_conn_id: ``spark`` connection (apache-spark provider) for ``engine="spark"``: master and
+        extra ``spark-conf`` of the worker session, Databricks extras for the profile. Also the session that
+        builds ``def f(spark)`` sources for other engines. Templated.
+    :param spark_connect_conn_id: ``spark_connect`` connection: ``engine="spark"`` over Spark Connect (and
+        such sources built there). Templated. Without either, the ``delta`` connection's extras
+        ``spark_conn_id``/``spark_connect_conn_id`` are used, else ``[deltaguard] spark_conn_id`` /
+        ``spark_connect_conn_id``; the pair comes whole from the first of these that names either.
     :param deferrable: wait for the lease in the triggerer (default: ``True`` unless Airflow's
         ``[operators] default_deferrable`` was set explicitly, which is then obeyed).
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
@@ -110,7 +142,7 @@ class DeltaWriteOperator(BaseOperator):
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     """
 
-    template_fields: Sequence[str] = ("table", "delta_conn_id")
+    template_fields: Sequence[str] = ("table", "delta_conn_id", "spark_conn_id", "spark_connect_conn_id")
     operator_extra_links = (DeltaTableHistoryLink(), DeltaDecisionLink())
     ui_color = "#cfe8ff"
 
@@ -120,6 +152,8 @@ class DeltaWriteOperator(BaseOperator):
         table: str,
         delta_conn_id: str | None = None,
         engine: str | None = None,
+        spark_conn_id: str | None = None,
+        spark_connect_conn_id: str | None = None,
         deferrable: bool | None = None,
         lease_wait_timeout: dt.timedelta | float | None = None,
         priority: int = 0,
@@ -136,6 +170,8 @@ class DeltaWriteOperator(BaseOperator):
         self.table = table
         self.delta_conn_id = delta_conn_id
         self.engine = engine
+        self.spark_conn_id = spark_conn_id
+        self.spark_connect_conn_id = spark_connect_conn_id
         self.deferrable = deferrable
         if isinstance(lease_wait_timeout, dt.timedelta):
             lease_wait_timeout = lease_wait_timeout.total_seconds()
@@ -145,13 +181,20 @@ class DeltaWriteOperator(BaseOperator):
         self.app_version = app_version
         self.lease_store_url = lease_store_url
         self.resolved_engine: DeltaEngine | None = None
+        self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
         # set while a lease is held, so on_kill can release it
         self._held: tuple[LeaseManager, str, Any] | None = None
 
     # ----------------------------------------------------------------------------------------- subclasses
     def build_spec(self, table_config: TableConfig) -> WriteSpec:
-        """The write this task does (subclasses). ``self.resolved_engine`` is set when this is called."""
+        """The write this task does (subclasses). ``self.resolved_engine`` is set when this is called;
+        sources go into the spec through :meth:`write_source`."""
         raise NotImplementedError
+
+    def write_source(self, source: Any) -> Any:
+        """``source`` adapted to the resolved engine (see :func:`source_for_engine`)."""
+        engine_name = str(getattr(self.resolved_engine, "name", "") or "")
+        return source_for_engine(source, engine_name, self.resolved_spark_connections)
 
     def conflict_operation(self, spec: WriteSpec) -> Operation:
         """What the conflict model is told this task writes (default: the spec's own operation)."""
@@ -170,8 +213,12 @@ class DeltaWriteOperator(BaseOperator):
             uri = hook.table_uri(self.table)
         except TableUriError as exc:
             raise InvalidWriteError(str(exc)) from None
-        engine = hook.get_engine(self.engine)
+        spark_connections = hook.spark_connections(self.spark_conn_id, self.spark_connect_conn_id)
+        engine = hook.get_engine(
+            self.engine, spark_conn_id=spark_connections[0], spark_connect_conn_id=spark_connections[1]
+        )
         self.resolved_engine = engine
+        self.resolved_spark_connections = spark_connections
         table_config = engine.table_config(uri)
         spec = self.build_spec(table_config)
         check_spec(spec, table_config)

@@ -1,8 +1,9 @@
 """Data writes: MERGE, INSERT (append/overwrite), UPDATE, DELETE, replace-where.
 
 All share :class:`~deltaguard.operators.base.DeltaWriteOperator` (validate -> lease -> write -> release).
-``source`` is a Parquet/CSV/Delta URI (templated; ``delta+<uri>`` forces Delta) or a zero-argument callable
-returning a ``pyarrow.Table`` or ``pandas.DataFrame`` (called only when the write runs, under the lease).
+``source`` is a Parquet/CSV/Delta URI (templated; ``delta+<uri>`` forces Delta), a zero-argument callable
+returning a ``pyarrow.Table`` or ``pandas.DataFrame``, or a PySpark source (``def f(spark) -> DataFrame`` or a
+``SparkSource``), called only when the write runs, under the lease.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.engines import specs
-from deltaguard.operators.base import DeltaWriteOperator, unwrap_source, wrap_source
+from deltaguard.operators.base import DeltaWriteOperator, wrap_source
 
 if TYPE_CHECKING:
     from deltaguard.core.table_config import TableConfig
@@ -83,7 +84,7 @@ class DeltaMergeOperator(DeltaWriteOperator):
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
         return specs.MergeSpec(
-            source=unwrap_source(self.source),
+            source=self.write_source(self.source),
             condition=self.condition,
             target_partition_values=self.target_partition_values,
             matched_update=self.matched_update,
@@ -130,9 +131,9 @@ class DeltaInsertOperator(DeltaWriteOperator):
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
         if self.mode == "overwrite":
-            return specs.OverwriteSpec(source=unwrap_source(self.source), partition_by=self.partition_by)
+            return specs.OverwriteSpec(source=self.write_source(self.source), partition_by=self.partition_by)
         return specs.AppendSpec(
-            source=unwrap_source(self.source),
+            source=self.write_source(self.source),
             partition_by=self.partition_by,
             partition_values=self.partition_values,
         )
@@ -196,4 +197,4 @@ class DeltaReplaceWhereOperator(DeltaWriteOperator):
         self.predicate = predicate
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
-        return specs.ReplaceWhereSpec(source=unwrap_source(self.source), predicate=self.predicate)
+        return specs.ReplaceWhereSpec(source=self.write_source(self.source), predicate=self.predicate)

@@ -133,6 +133,36 @@ def prepare_source(
     return produce
 
 
+def session_factory(
+    conn_id: str | None = None, connect_conn_id: str | None = None
+) -> Callable[[], SparkSession] | None:
+    """A factory of PySpark-only sessions from a task's Spark connections, for :func:`prepare_source`.
+
+    Spark Connect wins when both are given (as in the Spark engine). ``None`` when neither is: the source
+    then gets the default local session.
+
+    :param conn_id: a ``spark`` connection (master, extra ``spark-conf``).
+    :param connect_conn_id: a ``spark_connect`` connection.
+    """
+    if connect_conn_id:
+
+        def connect() -> SparkSession:
+            from deltaguard.engines.spark_session import connect_session
+
+            return connect_session(connect_conn_id)
+
+        return connect
+    if conn_id:
+
+        def worker() -> SparkSession:
+            from deltaguard.engines.spark_session import worker_session
+
+            return worker_session(conn_id, app_name="deltaguard-source", with_delta=False)
+
+        return worker
+    return None
+
+
 def to_spark_dataframe(spark: SparkSession, source: Any) -> DataFrame:
     """Turn any write source into a Spark DataFrame on ``spark`` (for the Spark engine).
 
