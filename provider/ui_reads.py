@@ -81,7 +81,7 @@ class UiReader:
         self.store = store
         self.clock = clock
 
-    def _rows(self, query: sa.TextClause, params: dict[str, Any]) -> list[Sequence[Any]]:
+    def _rows(self, query: sa.TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with self.store._connect(read_only=True) as conn:
             rows = [tuple(r) for r in conn.execute(query, params)]
             conn.rollback()
@@ -111,13 +111,14 @@ class UiReader:
 
     def leases(self, uri: str) -> list[LeaseRow]:
         """Lease rows on the table, expired ones included (the UI marks them stale)."""
-        return self.store.list_leases(uri)
+        return list(self.store.list_leases(uri))
 
     def waiters(self, uri: str) -> list[WaiterRow]:
-        return self.store.list_waiters(uri)
+        return list(self.store.list_waiters(uri))
 
     def request(self, request_id: str) -> RequestRow | None:
-        return self.store.read_request(request_id)
+        found: RequestRow | None = self.store.read_request(request_id)
+        return found
 
     def requests(self, request_ids: Sequence[str]) -> dict[str, RequestRow]:
         """Request rows by id (at most :data:`MAX_LIMIT` ids)."""

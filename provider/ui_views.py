@@ -411,7 +411,7 @@ def task_decision(
     by_request: dict[str, list[DecisionRow]] = {}
     for row in sorted(decisions, key=lambda r: r.at):
         by_request.setdefault(row.request_id, []).append(row)
-    attempts = []
+    attempts: list[dict[str, Any]] = []
     for request_id, rows in by_request.items():
         owner = owner_view(rows[0].owner_key)
         request = requests.get(request_id)
@@ -469,7 +469,7 @@ def task_decision(
             }
         )
     attempts.sort(key=lambda a: (a["try_number"] or 0, a["granted_at"] or ""))
-    latest = attempts[-1] if attempts else None
+    latest: dict[str, Any] | None = attempts[-1] if attempts else None
     if latest is None:
         headline = (
             "no deltaguard decision recorded for this task instance (it took no lease, or the log was pruned)"

@@ -19,6 +19,8 @@ main{padding:16px 20px;max-width:1400px}
 h1{font-size:20px;margin:4px 0 12px}h2{font-size:16px;margin:4px 0 8px}h3{font-size:14px;margin:12px 0 6px}
 table.list{border-collapse:collapse;width:100%}table.list th,table.list td{border-bottom:1px solid #eceff2;padding:5px 8px;text-align:left;vertical-align:top}
 table.list th{background:#f0f2f5;font-weight:600}
+table.list{table-layout:fixed}table.list td{overflow-wrap:anywhere}
+table.list col.n{width:34px}col.task{width:22%}col.op{width:18%}col.age{width:80px}col.why{width:34%}col.when{width:190px}
 .muted{color:#667085}.uri{font-family:ui-monospace,monospace;font-size:12px;color:#475467}
 .tag{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;margin-right:4px}
 .yes{background:#d1fadf;color:#05603a}.no{background:#fee4e2;color:#912018}.warn{background:#fef0c7;color:#93370d}
@@ -69,13 +71,13 @@ _MACROS = """
 {%- endmacro %}
 {% macro leases_block(t) -%}
 <h3>Active leases ({{ t.leases|length }})</h3>
-{% if t.leases %}<table class="list"><tr><th>Owner task</th><th>Operation</th><th>Age</th><th>Expires</th><th>Fencing</th><th></th></tr>
+{% if t.leases %}<table class="list"><colgroup><col class="task"><col class="op"><col class="age"><col><col class="age"><col></colgroup><tr><th>Owner task</th><th>Operation</th><th>Age</th><th>Expires</th><th>Fencing</th><th></th></tr>
 {% for l in t.leases %}<tr class="lease"><td>{{ owner_link(l.owner) }}</td><td>{{ l.operation }}</td><td>{{ '%.0f'|format(l.age_s) }} s</td>
 <td>{% if l.stale %}<span class="tag stale">stale: expired {{ '%.0f'|format(-l.expires_in_s) }} s ago</span>{% else %}in {{ '%.0f'|format(l.expires_in_s) }} s{% endif %}</td>
 <td>#{{ l.fencing }}</td><td>{% if l.stale %}<button onclick="releaseStale('{{ l.lease_id }}')">Release stale lease</button>{% endif %}</td></tr>{% endfor %}
 </table>{% else %}<p class="muted">nobody holds this table</p>{% endif %}
 <h3>Waiting ({{ t.waiting|length }})</h3>
-{% if t.waiting %}<table class="list"><tr><th>#</th><th>Waiting task</th><th>Operation</th><th>Waiting for</th><th>Behind</th><th>Why</th></tr>
+{% if t.waiting %}<table class="list"><colgroup><col class="n"><col class="task"><col class="op"><col class="age"><col><col class="why"></colgroup><tr><th>#</th><th>Waiting task</th><th>Operation</th><th>Waiting for</th><th>Behind</th><th>Why</th></tr>
 {% for w in t.waiting %}<tr class="waiter"><td>{{ w.position or '' }}</td><td>{{ owner_link(w.owner) }}</td><td>{{ w.operation }}</td>
 <td>{% if w.waiting_s is not none %}{{ '%.0f'|format(w.waiting_s) }} s{% endif %}</td>
 <td class="blockers">{% for b in w.blockers %}<div><b>{{ b.owner }}</b> <span class="muted">{{ b.operation }}{{ ', queued' if b.kind == 'waiting' }}</span></div>{% endfor %}</td>
@@ -114,7 +116,7 @@ version <input name="version" size="6" placeholder="e.g. 14.3"><button type="sub
 <table class="list">{% for r in data.timeline.rows %}<tr><td style="width:260px">{{ m.owner_link(r.owner) }}</td><td><div class="tl">
 {% for b in r.bars %}<div class="bar {{ b.kind }}{{ ' open' if b.open }}" style="left:{{ b.left }}%;width:{{ b.width }}%" title="{{ b.kind }} {{ b.seconds }} s"></div>{% endfor %}
 </div></td></tr>{% else %}<tr><td class="muted">no writes logged</td></tr>{% endfor %}</table></div>
-<div class="card"><h2>Recent decisions</h2><table class="list"><tr><th>When (UTC)</th><th>Decision</th><th>Task</th><th>What</th></tr>
+<div class="card"><h2>Recent decisions</h2><table class="list"><colgroup><col class="when"><col class="age"><col class="task"><col></colgroup><tr><th>When (UTC)</th><th>Decision</th><th>Task</th><th>What</th></tr>
 {% for d in data.decisions %}<tr><td>{{ d.at_iso }}</td><td>{{ d.kind }}</td><td>{{ m.owner_link(d.owner) }}</td><td>{{ d.summary }}</td></tr>{% endfor %}</table>
 {% if data.next_before %}<a href="{{ base }}/table?uri={{ t.uri|urlencode }}&before={{ data.next_before }}">older decisions</a>{% endif %}</div>
 {% endblock %}"""
@@ -138,7 +140,7 @@ task <input name="task_id" value="{{ q.task_id or '' }}"> map index <input name=
 <td><code>{{ b.rule or '' }}</code></td><td class="reason">{{ b.rule_reason or w.reasons|join(' ') }}</td>
 <td class="advice">{{ (b.rule_advice or w.advice)|join(' ') }}</td></tr>{% endfor %}</table>
 {% if w.exceptions %}<div class="muted">Delta would raise: {{ w.exceptions|join(', ') }}</div>{% endif %}{% endfor %}
-<h3>Log</h3><table class="list">{% for d in a.log %}<tr><td>{{ d.at_iso }}</td><td>{{ d.kind }}</td><td>{{ d.table }}</td><td>{{ d.summary }}</td></tr>{% endfor %}</table>
+<h3>Log</h3><table class="list"><colgroup><col class="when"><col class="age"><col class="op"><col></colgroup>{% for d in a.log %}<tr><td>{{ d.at_iso }}</td><td>{{ d.kind }}</td><td>{{ d.table }}</td><td>{{ d.summary }}</td></tr>{% endfor %}</table>
 </div>{% endfor %}{% endif %}
 {% endblock %}"""
 

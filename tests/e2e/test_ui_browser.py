@@ -1,0 +1,217 @@
+"""End to end in a browser: the deltaguard UI inside a real Airflow, with the example pipeline mid-run.
+
+A real stack (:mod:`deltaguard.airflow_runner`) runs the example DAG. Before the run starts, the test takes
+a lease on the ``customers`` table for a MERGE of another (fictitious) job through the real lease manager on
+the stack's lease store, so the DAG's ``customers`` writers must queue behind it, whatever the timing of
+task start-up on a busy machine. Headless Debian Chromium, driven by Playwright, logs in through Airflow's
+own login page, finds a waiting task with its blocker and reason on the Tables page, opens the table's
+matrix; then the test releases the lease, and once a writer that waited has finished, the browser goes to
+its task-instance page in the Airflow UI and clicks its "deltaguard decision" extra link to its Decision
+page.
+
+Screenshots go to the test's temporary directory; with ``DELTAGUARD_UPDATE_SCREENSHOTS=1`` they are also
+copied to ``docs/screenshots/`` (the committed ones the README shows).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from deltaguard.airflow_runner import AirflowStack, default_dags_folder, prepare_home, repo_root
+from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.demo import DELTAGUARD_DAG, create_pools, example_tables
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.plugins import service
+from deltaguard.ui_reads import UiReader
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+DAY = "2026-11-21"
+WRITE_SECONDS = 5
+#: the job holding ``customers`` when the run starts
+HOLDER = Owner(dag_id="customers_backfill", run_id="manual__e2e", task_id="rewrite_customers", try_number=1)
+T = TypeVar("T")
+
+
+def _poll(what: str, check: Callable[[], T | None], timeout: float, interval: float = 2.0) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _waiting_behind_holder(reader: UiReader) -> dict[str, Any] | None:
+    for table in service.tables(reader)["tables"]:
+        for waiter in table["waiting"]:
+            if any(b["owner"] == HOLDER.describe() for b in waiter["blockers"]) and waiter["reasons"]:
+                return {"table": table, "waiter": waiter}
+    return None
+
+
+def _hold_customers(manager: LeaseManager, uri: str) -> Granted:
+    """A MERGE of another job on ``customers``: every write of the DAG on that table conflicts with it."""
+    import deltalake
+
+    claim = TableClaim(
+        uri=uri,
+        operation=Operation(OperationKind.MERGE, merge_condition="t.id = s.id"),
+        profile=EngineProfile(EngineName.DELTA_RS, deltalake.__version__),
+        config=TableConfig(uri=uri),
+    )
+    granted = manager.acquire(LeaseRequest((claim,), HOLDER, ttl_s=600.0, request_id="e2e-holder"))
+    assert isinstance(granted, Granted)
+    return granted
+
+
+def _shot(page: Any, out: Path, name: str, **options: Any) -> Path:
+    path = out / name
+    page.screenshot(path=str(path), **options)
+    if os.environ.get("DELTAGUARD_UPDATE_SCREENSHOTS") == "1":
+        docs = repo_root() / "docs" / "screenshots"
+        docs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, docs / name)
+    return path
+
+
+def _login(page: Any, password: str) -> None:
+    """Airflow's simple-auth-manager login form (a React page): user name, password, submit."""
+    page.wait_for_selector("input[type=password]", timeout=60_000)
+    page.locator("input:not([type=password])").first.fill("admin")
+    page.locator("input[type=password]").fill(password)
+    page.locator("button[type=submit]").click()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt install chromium)")
+def test_ui_in_a_browser_mid_run(tmp_path: Path) -> None:
+    out = tmp_path / "screenshots"
+    out.mkdir()
+    home = prepare_home(
+        tmp_path / "airflow_home",
+        default_dags_folder(),
+        parallelism=8,
+        data_dir=tmp_path / "data",
+        # provider plugins are only loaded when providers are discovered eagerly
+        options={"core": {"lazy_discover_providers": "False"}},
+        extra_env={
+            "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(WRITE_SECONDS),
+            "DELTAGUARD_EXAMPLE_SCHEDULE": "none",
+        },
+    )
+    with AirflowStack(home) as stack:
+        create_pools(stack)
+        stack.wait_for_dag(DELTAGUARD_DAG)
+        manager = LeaseManager(home.lease_store_url)
+        try:
+            _hold_customers(manager, example_tables(home, "deltaguard")["customers"])
+            run_id = stack.trigger(DELTAGUARD_DAG, {"date": DAY})
+            reader = UiReader(manager.store)
+            found = _poll("a DAG write queued behind the holder", lambda: _waiting_behind_holder(reader), 300)
+            _browse(stack, home, run_id, found, out, manager)
+        finally:
+            manager.store.close()
+    for name in ("ui_tables.png", "ui_table.png", "ui_decision.png"):
+        assert (out / name).stat().st_size > 10_000, name
+
+
+def _browse(
+    stack: AirflowStack, home: Any, run_id: str, found: dict[str, Any], out: Path, manager: LeaseManager
+) -> None:
+    """Drive Chromium through the pages; releases the holder's lease half-way."""
+    from playwright.sync_api import expect, sync_playwright
+
+    waiter = found["waiter"]
+    blocker = HOLDER.describe()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 900})
+            page.set_default_timeout(60_000)
+            page.goto(f"{home.base_url}/deltaguard/")
+            _login(page, home.admin_password())
+            page.wait_for_url("**/deltaguard/**", timeout=60_000)
+
+            # Tables: the waiting task, who it waits behind, and the model's reason
+            card = page.locator(".table-card", has=page.locator(f"text={found['table']['name']}")).first
+            row = card.locator("tr.waiter", has_text=waiter["owner"]["describe"]).first
+            expect(row).to_be_visible()
+            expect(row.locator(".blockers")).to_contain_text(blocker)
+            expect(row.locator(".reason")).to_contain_text(waiter["reasons"][0][:60])
+            expect(card).to_contain_text("Row-level concurrency")
+            card.scroll_into_view_if_needed()
+            _shot(page, out, "ui_tables.png")
+
+            # Table detail: the colour-coded matrix with reasons on hover, and the timeline
+            card.locator("h2 a").first.click()
+            page.wait_for_url("**/deltaguard/table?**")
+            cell = page.locator("table.matrix td.conflict").first
+            expect(cell).to_have_attribute("title", re.compile(r".+ x .+: .+\[rule .+\]"))
+            assert page.locator("table.matrix td.ok").count() > 0
+            expect(page.locator(".bar.waiting").first).to_be_visible()
+            _shot(page, out, "ui_table.png", full_page=True)
+
+            # The holder finishes; a writer that waited behind it finishes too, and its extra link
+            # in the Airflow UI opens its decision.
+            assert manager.release("e2e-holder", HOLDER)
+            waited_task = waiter["owner"]["task_id"]
+            state = _poll(
+                f"{waited_task} to finish",
+                lambda: next(
+                    (
+                        t.state
+                        for t in stack.task_instances(DELTAGUARD_DAG, run_id)
+                        if t.task_id == waited_task and t.state in ("success", "failed", "upstream_failed")
+                    ),
+                    None,
+                ),
+                300,
+            )
+            assert state == "success", f"{waited_task} ended {state}; see {home.log_dir}"
+            page.goto(f"{home.base_url}/dags/{DELTAGUARD_DAG}/runs/{run_id}/tasks/{waited_task}")
+            link = page.get_by_role("link", name="deltaguard decision").or_(
+                page.get_by_role("button", name="deltaguard decision")
+            )
+            link.first.wait_for(timeout=90_000)
+            link.first.click()  # Airflow may open extra links in a new tab
+            decision = _poll(
+                "the decision page",
+                lambda: next((p for p in page.context.pages if "/deltaguard/decision" in p.url), None),
+                60,
+                1.0,
+            )
+            decision.wait_for_load_state()
+            expect(decision.locator("#headline")).to_contain_text("granted after waiting")
+            expect(decision.locator("#headline")).to_contain_text(blocker)
+            expect(decision.locator("tr.blocker").first).to_contain_text(blocker)
+            _shot(decision, out, "ui_decision.png", full_page=True)
+        except Exception:
+            for i, open_page in enumerate(browser.contexts[0].pages if browser.contexts else []):
+                (out / f"failure-{i}.html").write_text(open_page.content())
+                open_page.screenshot(path=str(out / f"failure-{i}.png"))
+            print(f"pages at failure saved in {out}")
+            raise
+        finally:
+            browser.close()
