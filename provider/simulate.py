@@ -480,7 +480,7 @@ def stream_lower_bound(stream: Stream, slots: int, conflicts: ConflictFn) -> dic
     With arrivals, no write can finish before it arrived and ran: ``max(arrival + duration)`` is a bound
     too, and at a day's scale usually the largest.
     """
-    bound = lower_bound(stream.workload, slots, conflicts).to_json()
+    bound: dict[str, Any] = lower_bound(stream.workload, slots, conflicts).to_json()
     start = min(stream.arrivals, default=0.0)
     arrival_s = max(
         (a + w.duration_s - start for a, w in zip(stream.arrivals, stream.workload.writes, strict=True)),

@@ -349,7 +349,7 @@ def operation(write: BenchWrite, table: BenchTable) -> Operation:
 def _merge_condition(partition: str | None) -> str:
     # rendering through sqlglot costs about a millisecond; the simulation asks for millions
     values = {"p": partition} if partition else {}
-    return merge_condition_with_partitions(MERGE_CONDITION, values, "t")
+    return str(merge_condition_with_partitions(MERGE_CONDITION, values, "t"))
 
 
 def delete_predicate(write: BenchWrite) -> str:
@@ -468,7 +468,8 @@ def lower_bound(workload: Workload, slots: int, conflicts: ConflictFn) -> LowerB
     """
     if slots < 1:
         raise ValueError(f"slots must be >= 1, got {slots}")
-    chain_s, chain_table, chain_ids, exact = 0.0, None, (), True
+    chain_s, chain_table, exact = 0.0, None, True
+    chain_ids: tuple[str, ...] = ()
     for name, writes in workload.by_table().items():
         weight, ids, table_exact = heaviest_conflict_chain(writes, conflicts)
         exact = exact and table_exact
