@@ -232,15 +232,17 @@ def create_app() -> FastAPI:
         dag_id: str | None = None,
         run_id: str | None = None,
         task_id: str | None = None,
-        map_index: int = -1,
+        map_index: str | None = None,
         try_number: int | None = None,
     ) -> HTMLResponse:
-        query = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
+        # The task-instance tab fills {MAP_INDEX} itself; anything but an integer means "not mapped".
+        index = int(map_index) if map_index and map_index.lstrip("-").isdigit() else -1
+        query = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": index}
         data = None
         link = ""
         if dag_id and run_id and task_id:
-            data = api_decision(user, dag_id, run_id, task_id, map_index, try_number)
-            link = ti_url(dag_id, run_id, task_id, map_index)
+            data = api_decision(user, dag_id, run_id, task_id, index, try_number)
+            link = ti_url(dag_id, run_id, task_id, index)
         return page(request, "decision", user, data=data, q=query, ti_url=link)
 
     return app

@@ -25,5 +25,13 @@ class DeltaguardUiPlugin(AirflowPlugin):
             "destination": "nav",
             "category": "browse",
             "url_route": "deltaguard",
-        }
+        },
+        {
+            # A tab on every task instance (also while it waits; extra links only exist once it finished).
+            "name": "deltaguard",
+            "href": f"{URL_PREFIX}/decision?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}"
+            "&map_index={MAP_INDEX}",
+            "destination": "task_instance",
+            "url_route": "deltaguard-decision",
+        },
     ]

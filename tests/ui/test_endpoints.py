@@ -65,6 +65,8 @@ def test_plugin_is_registered_through_the_provider(client: Any, tokens: dict[str
     assert len(mine) == 1
     assert mine[0]["fastapi_apps"][0]["url_prefix"] == "/deltaguard"
     assert mine[0]["external_views"][0]["href"] == "/deltaguard/"
+    tab = mine[0]["external_views"][1]
+    assert tab["destination"] == "task_instance" and "{RUN_ID}" in tab["href"]
     from airflow.providers_manager import ProvidersManager
 
     provided = [p for p in ProvidersManager().plugins if p.name == "deltaguard"]
@@ -202,4 +204,21 @@ def test_operator_extra_link_opens_the_decision_page(
     url = decision_url("http://airflow.example:8080/", "daily_sales", RUN, "merge_b")
     assert url.startswith("http://airflow.example:8080/deltaguard/decision?")
     page = client.get(url.removeprefix("http://airflow.example:8080"), headers=bearer(tokens["viewer"]))
+    assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
+
+
+@pytest.mark.parametrize("map_index", ["-1", "", "{MAP_INDEX}"])
+def test_task_instance_tab_url_opens_the_decision(
+    client: Any, tokens: dict[str, str], store_of: Scenario, map_index: str
+) -> None:
+    """The task-instance tab's href with Airflow's placeholders filled (an unmapped task's index may be odd)."""
+    href = client.get("/api/v2/plugins", headers=bearer(tokens["admin"])).json()["plugins"]
+    tab = next(p for p in href if p["name"] == "deltaguard")["external_views"][1]["href"]
+    url = (
+        tab.replace("{DAG_ID}", "daily_sales")
+        .replace("{RUN_ID}", RUN)
+        .replace("{TASK_ID}", "merge_b")
+        .replace("{MAP_INDEX}", map_index)
+    )
+    page = client.get(url, headers=bearer(tokens["viewer"]))
     assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
