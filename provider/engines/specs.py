@@ -78,7 +78,9 @@ class MergeSpec:
     def operation(self) -> Operation:
         from deltaguard.core.sql_literals import merge_condition_with_partitions
 
-        condition = merge_condition_with_partitions(self.condition, self.target_partition_values, self.target_alias)
+        condition = merge_condition_with_partitions(
+            self.condition, self.target_partition_values, self.target_alias
+        )
         return Operation(OperationKind.MERGE, merge_condition=condition, target_alias=self.target_alias)
 
 

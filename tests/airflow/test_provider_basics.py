@@ -122,8 +122,4 @@ def test_app_transaction_rules() -> None:
     with pytest.raises(ValueError):
         app_version(None)
     meta = commit_metadata(dag_id="d", run_id="r", task_id="t", try_number=2, map_index=1, lease_id="L")
-    assert (
-        meta["airflow.try_number"] == "2"
-        and meta["lease_id"] == "L"
-        and meta["airflow.map_index"] == "1"
-    )
+    assert meta["airflow.try_number"] == "2" and meta["lease_id"] == "L" and meta["airflow.map_index"] == "1"
