@@ -105,6 +105,11 @@ class PipelineRun:
         return run_makespan(self.task_instances)
 
     @property
+    def writes_makespan_s(self) -> float:
+        """First write task start to last write task end: the table work, without the shared setup."""
+        return run_makespan([w.ti for w in self.writes])
+
+    @property
     def origin(self) -> datetime:
         starts = [t.start_date for t in self.task_instances if t.start_date]
         return min(starts) if starts else datetime.now().astimezone()
@@ -182,7 +187,8 @@ def table_summary(tables: dict[str, str]) -> str:
 
 def describe_run(run: PipelineRun) -> str:
     lines = [
-        f"--- {run.dag_id}: run {run.run_id} -> {run.state}, makespan {run.makespan_s:.0f} s ---",
+        f"--- {run.dag_id}: run {run.run_id} -> {run.state}, makespan {run.makespan_s:.0f} s "
+        f"(writes {run.writes_makespan_s:.0f} s) ---",
         "times in seconds since the first task started; 'write' = table opened, 'commit' = Delta commit",
         format_writes(run.writes, run.origin),
     ]
@@ -249,8 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if len(runs) == 2:
                 a, b = runs
                 print(
-                    f"makespan: deltaguard {a.makespan_s:.0f} s vs one-slot pools {b.makespan_s:.0f} s "
-                    f"({a.makespan_s / max(b.makespan_s, 1e-9):.2f}x)",
+                    f"time from the first write's start to the last write's end: deltaguard "
+                    f"{a.writes_makespan_s:.0f} s vs one-slot pools {b.writes_makespan_s:.0f} s "
+                    f"({a.writes_makespan_s / max(b.writes_makespan_s, 1e-9):.2f}x)",
                     flush=True,
                 )
             print(where_to_look(home), flush=True)
