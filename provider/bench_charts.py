@@ -109,18 +109,31 @@ def bar_chart(
     names = list(summary)
     makespan = [summary[n]["makespan_s"] / scale for n in names]
     wasted = [summary[n]["wasted_task_s"] / scale for n in names]
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    # the simulation also reports waits before start: at a day's scale that is where strategies differ most
+    waits = all("wait_p99_s" in summary[n] for n in names)
+    fig, axes = plt.subplots(1, 3 if waits else 2, figsize=(11 if waits else 8, 3.2))
     axes[0].bar(names, makespan, color=["#8d6e63", "#ffb300", "#1e88e5"][: len(names)])
     axes[0].axhline(lower_bound_s / scale, color="black", linestyle="--", linewidth=1, label="lower bound")
     axes[0].set_ylabel(f"makespan ({unit})")
     axes[0].legend(fontsize=8)
     axes[1].bar(names, wasted, color="#e53935")
     axes[1].set_ylabel(f"task time wasted on failed attempts ({unit})")
-    for ax, values in ((axes[0], makespan), (axes[1], wasted)):
+    panels = [(axes[0], makespan), (axes[1], wasted)]
+    if waits:
+        p95 = [summary[n]["wait_p95_s"] for n in names]
+        p99 = [summary[n]["wait_p99_s"] for n in names]
+        xs = range(len(names))
+        axes[2].bar([x - 0.2 for x in xs], p95, width=0.4, label="p95", color="#90caf9")
+        axes[2].bar([x + 0.2 for x in xs], p99, width=0.4, label="p99", color="#1565c0")
+        axes[2].set_xticks(list(xs), names)
+        axes[2].set_ylabel("wait before start (s)")
+        axes[2].legend(fontsize=8)
+        axes[2].tick_params(labelsize=8)
+    for ax, values in panels:
         ax.tick_params(labelsize=8)
         for i, value in enumerate(values):
             ax.annotate(
-                f"{value:.0f}" if value >= 10 else f"{value:.2f}",
+                f"{value:.0f}" if value >= 100 else f"{value:.1f}",
                 (i, value),
                 ha="center",
                 va="bottom",
