@@ -17,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "matrix": ("deltaguard.commands.matrix", "print the operation x operation conflict matrix"),
     "pools": ("deltaguard.commands.pools", "sync one Airflow pool per Delta table"),
     "conformance": ("deltaguard.commands.conformance", "measure an engine against the conflict model"),
-    "simulate": ("deltaguard.commands.simulate", "simulate pools, optimistic retries and deltaguard at scale"),
+    "simulate": (
+        "deltaguard.commands.simulate",
+        "simulate pools, optimistic retries and deltaguard at scale",
+    ),
 }
 
 
