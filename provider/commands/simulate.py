@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             "max_retries": args.max_retries,
             "generate_s": round(generated_s, 1),
             "total_wall_s": round(time.perf_counter() - began, 1),
+            "command": "deltaguard simulate " + " ".join(sys.argv[2:]),
         },
         lower_bound=bound,
         strategies=results,
