@@ -9,7 +9,8 @@ The same writes (Poisson arrivals over a day, heavy-tailed durations, a few hot 
 * ``deltaguard``: each write asks :func:`deltaguard.core.admission.admit` (the lease manager's real,
   pure decision logic with the real conflict model, :func:`deltaguard.core.model.decide`) whether it may
   start; if not it waits and is asked again when one of the leases or queued requests it waited for goes
-  away (what the lease trigger's polling achieves, without the polling).
+  away (what the lease trigger's polling achieves, without the polling); a granted write also needs a slot
+  of its table's pool (8 by default, as ``deltaguard pools`` configures).
 
 All three share a global pool of worker slots (waiting in a pool or for a lease takes no slot). Virtual
 time only: the simulation never sleeps. Decisions are memoised on their exact inputs (operations compare
@@ -304,6 +305,7 @@ def simulate(
     max_retries: int = 10,
     seed: int = 0,
     decide: MemoDecide | None = None,
+    table_slots: int | None = 8,
 ) -> SimResult:
     """Play one strategy on a stream in virtual time.
 
@@ -318,10 +320,14 @@ def simulate(
     :param max_retries: retries before a write is given up (counted in ``failed_writes``).
     :param seed: seed of the optimistic conflict draws.
     :param decide: the memoised conflict model to share between runs.
+    :param table_slots: deltaguard only: the per-table pool size the provider configures (default 8, like
+        ``deltaguard pools``); a granted write waits for a free slot of its table's pool. ``None``: no pools.
     :raises ValueError: on an unknown strategy or bad parameters.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {STRATEGIES}")
+    if table_slots is not None and table_slots < 1:
+        raise ValueError(f"table_slots must be >= 1 or None, got {table_slots}")
     if slots < 1 or not 0 <= conflict_probability <= 1 or max_retries < 0:
         raise ValueError("need slots >= 1, 0 <= conflict_probability <= 1 and max_retries >= 0")
     started = time.perf_counter()
@@ -402,6 +408,16 @@ def simulate(
         waiting: dict[str, dict[int, Holder]] = {}  # insertion order == rank order (arrivals are sorted)
         waits_on: dict[int, set[int]] = {}  # blocker -> waiting writes it blocks
         holders: dict[int, Holder] = {}
+        in_pool: dict[str, int] = {}  # writes of a table holding one of its pool slots
+        pool_queue: dict[str, deque[int]] = {}
+
+        def start_when_pool_allows(i: int) -> None:
+            table = writes[i].table
+            if table_slots is not None and in_pool.get(table, 0) >= table_slots:
+                pool_queue.setdefault(table, deque()).append(i)
+                return
+            in_pool[table] = in_pool.get(table, 0) + 1
+            sim.make_ready(i)
 
         def holder(i: int, is_granted: bool) -> Holder:
             found = holders.get(i)
@@ -433,7 +449,7 @@ def simulate(
             if verdict.granted:
                 queue.pop(i, None)
                 granted.setdefault(write.table, {})[i] = holder(i, True)
-                sim.make_ready(i)
+                start_when_pool_allows(i)
                 return True
             if i not in queue:
                 queue[i] = mine
@@ -449,6 +465,10 @@ def simulate(
             table = writes[i].table
             granted[table].pop(i, None)
             holders.pop(i, None)
+            in_pool[table] -= 1
+            queued = pool_queue.get(table)
+            if queued:
+                start_when_pool_allows(queued.popleft())
             blocked = waits_on.pop(i, set())
             # Only requests that waited for the finished write can have become grantable; ask them again
             # in queue order (their other blockers are still there, so the rest stay blocked).

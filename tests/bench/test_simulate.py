@@ -157,3 +157,13 @@ def test_cli_writes_json_and_charts(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_cli_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--writes", "0"]) == 2
     assert main(["simulate", "--writes", "10", "--engine", "duckdb"]) == 2
+
+
+def test_deltaguard_respects_the_table_pool() -> None:
+    tables = (BenchTable("t", partitions=8),)
+    writes = tuple(BenchWrite(f"w{i}", "t", "append", f"p{i}", 10.0, i) for i in range(6))
+    stream = Stream(Workload(tables, writes), tuple(float(i) / 10 for i in range(6)))
+    free = simulate("deltaguard", stream, slots=10, profile=DATABRICKS, table_slots=None)
+    pooled = simulate("deltaguard", stream, slots=10, profile=DATABRICKS, table_slots=2)
+    assert max(free.finish) < 11.0  # all six appends at once
+    assert max(pooled.finish) >= 30.0  # two at a time
