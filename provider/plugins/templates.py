@@ -81,7 +81,7 @@ _MACROS = """
 {% for w in t.waiting %}<tr class="waiter"><td>{{ w.position or '' }}</td><td>{{ owner_link(w.owner) }}</td><td>{{ w.operation }}</td>
 <td>{% if w.waiting_s is not none %}{{ '%.0f'|format(w.waiting_s) }} s{% endif %}</td>
 <td class="blockers">{% for b in w.blockers %}<div><b>{{ b.owner }}</b> <span class="muted">{{ b.operation }}{{ ', queued' if b.kind == 'waiting' }}</span></div>{% endfor %}</td>
-<td><div class="reason">{{ w.reasons|join(' ') }}</div>{% if w.exceptions %}<div class="muted">{{ w.exceptions|join(', ') }}</div>{% endif %}
+<td><div class="reason">{% for r in w.reasons %}<div>{{ r }}</div>{% endfor %}</div>{% if w.exceptions %}<div class="muted">{{ w.exceptions|join(', ') }}</div>{% endif %}
 {% if w.advice %}<div class="advice">Advice: {{ w.advice|join(' ') }}</div>{% endif %}</td></tr>{% endfor %}
 </table>{% else %}<p class="muted">no queue</p>{% endif %}
 {%- endmacro %}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,7 +92,11 @@ def _shot(page: Any, out: Path, name: str, **options: Any) -> Path:
     if os.environ.get("DELTAGUARD_UPDATE_SCREENSHOTS") == "1":
         docs = repo_root() / "docs" / "screenshots"
         docs.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, docs / name)
+        # 64 colours keep the committed PNGs small (the pages are flat colours and text)
+        from PIL import Image
+
+        with Image.open(path) as image:
+            image.convert("RGB").quantize(colors=64).save(docs / name, optimize=True)
     return path
 
 
@@ -161,7 +164,6 @@ def _browse(
             expect(row.locator(".blockers")).to_contain_text(blocker)
             expect(row.locator(".reason")).to_contain_text(waiter["reasons"][0][:60])
             expect(card).to_contain_text("Row-level concurrency")
-            card.scroll_into_view_if_needed()
             _shot(page, out, "ui_tables.png")
 
             # Table detail: the colour-coded matrix with reasons on hover, and the timeline
@@ -191,10 +193,11 @@ def _browse(
             )
             assert state == "success", f"{waited_task} ended {state}; see {home.log_dir}"
             page.goto(f"{home.base_url}/dags/{DELTAGUARD_DAG}/runs/{run_id}/tasks/{waited_task}")
-            link = page.get_by_role("link", name="deltaguard decision").or_(
-                page.get_by_role("button", name="deltaguard decision")
-            )
+            # Airflow 3.3 lists a finished task's extra links on the task instance's Details tab
+            page.get_by_role("tab", name="Details").or_(page.get_by_text("Details", exact=True)).first.click()
+            link = page.get_by_role("link", name="deltaguard decision")
             link.first.wait_for(timeout=90_000)
+            assert "/deltaguard/decision?" in (link.first.get_attribute("href") or "")
             link.first.click()  # Airflow may open extra links in a new tab
             decision = _poll(
                 "the decision page",
