@@ -133,13 +133,30 @@ def worker_session(
         settings.update(info.conf)
     settings.update(conf or {})
     if with_delta:
-        settings = delta_session_conf(settings)
+        delta = delta_session_conf(settings)
+        if _context_running():
+            # getOrCreate() would set these on the running session: its extensions are fixed at start, and
+            # switching spark_catalog at run time to a class that is not there breaks every later query of
+            # that session (a PySpark-only one built for sources). Keep the session as it is, unless the
+            # caller asked; check_delta_available then says what is missing.
+            delta = {k: v for k, v in delta.items() if k in settings or k not in _DELTA_SESSION_KEYS}
+        settings = delta
     builder = SparkSession.builder.appName(app_name)
     if master or default_master:
         builder = builder.master(master or default_master or "")
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+#: Delta settings :func:`delta_session_conf` adds that only take effect when a session starts
+_DELTA_SESSION_KEYS = frozenset({"spark.sql.extensions", "spark.sql.catalog.spark_catalog"})
+
+
+def _context_running() -> bool:
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
 
 
 def connect_session(

@@ -245,5 +245,8 @@ def test_engine_spark_uses_the_spark_connection_and_fails_before_any_lease(
     assert session is not None
     assert session.conf.get(MARKER_KEY) == marker
     assert session.sparkContext.master == "local[2]"
+    # the engine found the module's running session: it must not have switched its catalog to Delta's
+    # (missing) one, which would break every later query of the session
+    assert session.sql("SELECT abs(-2) AS v").collect()[0]["v"] == 2
     assert decision_rows(store_url) == 0
     assert not (tmp_path / "t").exists()
