@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -167,8 +166,6 @@ class SqlLeaseStore(LeaseStore):
     def __init__(self, url: str, *, migrate: bool = True) -> None:
         self.url = url
         self.name = redact_url(url)
-        self._known: set[str] = set()  # table rows known to exist (they are never deleted)
-        self._known_lock = threading.Lock()
         try:
             self.engine = self._make_engine(url)
             if migrate:
@@ -190,6 +187,10 @@ class SqlLeaseStore(LeaseStore):
     @abc.abstractmethod
     def _lock_tables(self, conn: sa.Connection, uris: list[str]) -> dict[str, TableRow]:
         """Lock the table rows (which exist) in sorted order; return them."""
+
+    #: execution options of unlocked reads: SQLite begins a deferred (shared) transaction instead of
+    #: taking the write lock; PostgreSQL reads in autocommit (no BEGIN/ROLLBACK round trips).
+    _read_options: dict[str, Any] = {"dg_read_only": True}
 
     #: the column that orders log entries with equal timestamps (insertion order).
     _log_order = "rowid"
@@ -217,8 +218,7 @@ class SqlLeaseStore(LeaseStore):
         try:
             conn = self.engine.connect()
             if read_only:
-                # Lets SQLite begin a deferred (shared) transaction instead of taking the write lock.
-                conn.execution_options(dg_read_only=True)
+                conn.execution_options(**self._read_options)
         except sa_exc.SQLAlchemyError as exc:
             raise StoreUnavailableError(f"lease store {self.name} is unreachable: {_cause(exc)}") from exc
         try:
@@ -226,28 +226,37 @@ class SqlLeaseStore(LeaseStore):
         except sa_exc.SQLAlchemyError as exc:
             raise StoreError(f"lease store {self.name} failed: {_cause(exc)}") from exc
         finally:
+            if conn.in_transaction():  # never hand a connection back mid-transaction
+                conn.rollback()
             conn.close()
 
     def _ensure_tables(self, uris: list[str]) -> None:
-        # Created in their own short transaction, sorted, so the locking transaction only ever locks
-        # existing rows in sorted order (no lock-order inversions between "insert" and "lock" phases).
-        missing = [u for u in uris if u not in self._known]
-        if not missing:
-            return
+        # Created in their own short transaction, sorted, and only when the lock found them missing; so
+        # the locking transaction only ever locks existing rows in sorted order (no lock-order inversion
+        # between an "insert" phase and a "lock" phase) and costs nothing extra for known tables.
         with self._connect() as conn, conn.begin():
-            conn.execute(_ENSURE_TABLE, [{"uri": u} for u in missing])
-        with self._known_lock:
-            self._known.update(missing)
+            conn.execute(_ENSURE_TABLE, [{"uri": u} for u in uris])
 
     @contextlib.contextmanager
     def transaction(self, uris: Sequence[str]) -> Iterator[_Txn]:
         ordered = sorted(set(uris))
-        self._ensure_tables(ordered)
-        with self._connect() as conn, conn.begin():
-            tables = self._lock_tables(conn, ordered)
-            if len(tables) != len(ordered):  # a row vanished: only possible if someone edits by hand
-                raise StoreError(f"lease store {self.name}: table rows missing for {ordered}")
-            yield _Txn(conn, ordered, tables)
+        with self._connect() as conn:
+            trans = conn.begin()
+            try:
+                tables = self._lock_tables(conn, ordered)
+                if len(tables) != len(ordered):
+                    trans.rollback()
+                    self._ensure_tables([u for u in ordered if u not in tables])
+                    trans = conn.begin()
+                    tables = self._lock_tables(conn, ordered)
+                    if len(tables) != len(ordered):  # only possible if someone deletes rows by hand
+                        raise StoreError(f"lease store {self.name}: table rows missing for {ordered}")
+                yield _Txn(conn, ordered, tables)
+            except BaseException:
+                if trans.is_active:
+                    trans.rollback()
+                raise
+            trans.commit()
 
     def run(self, uris: Sequence[str], body: Any, attempts: int = 5) -> Any:
         """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims and dropped connections a bounded

@@ -8,6 +8,9 @@ failing while another process holds the lock.
 
 from __future__ import annotations
 
+import random
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +47,8 @@ class SqliteLeaseStore(SqlLeaseStore):
         super().__init__(url, migrate=migrate)
 
     def _make_engine(self, url: str) -> sa.Engine:
-        engine = sa.create_engine(url, connect_args={"timeout": self.busy_timeout_s})
-        busy_ms = int(self.busy_timeout_s * 1000)
+        engine = sa.create_engine(url, connect_args={"timeout": 0.05})
+        busy_ms = 50
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -53,14 +56,28 @@ class SqliteLeaseStore(SqlLeaseStore):
             dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
+            # Only statements after BEGIN IMMEDIATE (e.g. a checkpoint) use SQLite's own busy wait.
             cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: sa.Connection) -> None:
-            read_only = conn.get_execution_options().get("dg_read_only", False)
-            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+            raw = conn.connection.driver_connection
+            if conn.get_execution_options().get("dg_read_only", False):
+                raw.execute("BEGIN")
+                return
+            # Poll for the write lock with short, jittered sleeps instead of SQLite's busy handler, whose
+            # growing back-off (up to 100 ms per try) lets newcomers overtake a long waiter again and again.
+            deadline = time.monotonic() + self.busy_timeout_s
+            while True:
+                try:
+                    raw.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() >= deadline:
+                        raise
+                time.sleep(random.uniform(0.0002, 0.002))
 
         return engine
 
