@@ -51,6 +51,8 @@ WRITE_SECONDS = 5
 #: the job holding ``customers`` when the run starts
 HOLDER = Owner(dag_id="customers_backfill", run_id="manual__e2e", task_id="rewrite_customers", try_number=1)
 T = TypeVar("T")
+#: the screenshots kept in docs/screenshots/ (the README and docs/ui.md show them)
+DOC_SCREENSHOTS = ("ui_tables.png", "ui_decision.png")
 
 
 def _poll(what: str, check: Callable[[], T | None], timeout: float, interval: float = 2.0) -> T:
@@ -89,7 +91,7 @@ def _hold_customers(manager: LeaseManager, uri: str) -> Granted:
 def _shot(page: Any, out: Path, name: str, **options: Any) -> Path:
     path = out / name
     page.screenshot(path=str(path), **options)
-    if os.environ.get("DELTAGUARD_UPDATE_SCREENSHOTS") == "1":
+    if os.environ.get("DELTAGUARD_UPDATE_SCREENSHOTS") == "1" and name in DOC_SCREENSHOTS:
         docs = repo_root() / "docs" / "screenshots"
         docs.mkdir(parents=True, exist_ok=True)
         # 64 colours keep the committed PNGs small (the pages are flat colours and text)
