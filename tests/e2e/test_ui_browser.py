@@ -10,7 +10,7 @@ its task-instance page in the Airflow UI and clicks its "deltaguard decision" ex
 page.
 
 Screenshots go to the test's temporary directory; with ``DELTAGUARD_UPDATE_SCREENSHOTS=1`` they are also
-copied to ``docs/screenshots/`` (the committed ones the README shows).
+copied to ``docs/screenshots/`` (the Tables page and the task-instance tab, which the docs show).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ WRITE_SECONDS = 5
 HOLDER = Owner(dag_id="customers_backfill", run_id="manual__e2e", task_id="rewrite_customers", try_number=1)
 T = TypeVar("T")
 #: the screenshots kept in docs/screenshots/ (the README and docs/ui.md show them)
-DOC_SCREENSHOTS = ("ui_tables.png", "ui_decision.png")
+DOC_SCREENSHOTS = ("ui_tables.png", "ui_ti_tab.png")
 
 
 def _poll(what: str, check: Callable[[], T | None], timeout: float, interval: float = 2.0) -> T:
@@ -176,6 +176,22 @@ def _browse(
             assert page.locator("table.matrix td.ok").count() > 0
             expect(page.locator(".bar.waiting").first).to_be_visible()
             _shot(page, out, "ui_table.png", full_page=True)
+
+            # Inside Airflow's own UI: the Browse menu entry, and the task instance's deltaguard tab,
+            # both embed the plugin's pages; the tab works while the task still waits.
+            page.goto(f"{home.base_url}/plugin/deltaguard")
+            expect(page.frame_locator("iframe").locator("h1")).to_contain_text(
+                "Delta tables under deltaguard"
+            )
+            waiting_task = waiter["owner"]["task_id"]
+            page.goto(f"{home.base_url}/dags/{DELTAGUARD_DAG}/runs/{run_id}/tasks/{waiting_task}")
+            page.get_by_role("tab", name="deltaguard").or_(
+                page.get_by_text("deltaguard", exact=True)
+            ).first.click()
+            headline = page.frame_locator("iframe").locator("#headline")
+            expect(headline).to_contain_text("waiting behind")
+            expect(headline).to_contain_text(blocker)
+            _shot(page, out, "ui_ti_tab.png")
 
             # The holder finishes; a writer that waited behind it finishes too, and its extra link
             # in the Airflow UI opens its decision.
