@@ -138,7 +138,7 @@ def test_ui_in_a_browser_mid_run(tmp_path: Path) -> None:
             _browse(stack, home, run_id, found, out, manager)
         finally:
             manager.store.close()
-    for name in ("ui_tables.png", "ui_table.png", "ui_decision.png"):
+    for name in ("ui_tables.png", "ui_table.png", "ui_ti_tab.png", "ui_decision.png"):
         assert (out / name).stat().st_size > 10_000, name
 
 
