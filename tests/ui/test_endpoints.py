@@ -27,9 +27,14 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
     placeholder = tmp_path_factory.mktemp("ui-store") / "leases.db"
-    app = build_app(f"sqlite:///{placeholder}")
-    with TestClient(app) as test_client:
-        yield test_client
+    saved = dict(os.environ)  # the Airflow settings below are for this module only
+    try:
+        app = build_app(f"sqlite:///{placeholder}")
+        with TestClient(app) as test_client:
+            yield test_client
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +43,9 @@ def tokens(client: Any) -> dict[str, str]:
 
 
 @pytest.fixture
-def store_of(scenario: Scenario) -> Iterator[Scenario]:
-    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = scenario.url
-    yield scenario
+def store_of(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> Scenario:
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", scenario.url)
+    return scenario
 
 
 def bearer(tok: str) -> dict[str, str]:
@@ -155,8 +160,10 @@ def test_release_stale_lease_authorization(client: Any, tokens: dict[str, str], 
     assert client.post(url, json={}, headers=bearer(tokens["admin"])).status_code == 404
 
 
-def test_empty_store(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
-    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = f"sqlite:///{tmp_path / 'empty.db'}"
+def test_empty_store(
+    client: Any, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
     h = bearer(tokens["viewer"])
     assert client.get("/deltaguard/api/tables", headers=h).json() == {
         "tables": [],
@@ -167,7 +174,9 @@ def test_empty_store(client: Any, tokens: dict[str, str], tmp_path: Path) -> Non
     assert client.get("/deltaguard/api/decisions", headers=h).json()["decisions"] == []
 
 
-def test_large_store_answers_are_bounded(client: Any, tokens: dict[str, str], tmp_path: Path) -> None:
+def test_large_store_answers_are_bounded(
+    client: Any, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """10,000 decisions on one table by one task: every answer is one page, and pages continue."""
     scenario = build(tmp_path)
     store = open_store(scenario.url)
@@ -181,7 +190,7 @@ def test_large_store_answers_are_bounded(client: Any, tokens: dict[str, str], tm
             ]
         )
     store.close()
-    os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = scenario.url
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", scenario.url)
     h = bearer(tokens["viewer"])
     page = client.get("/deltaguard/api/decisions?limit=500", headers=h).json()
     assert len(page["decisions"]) == 500 and page["next_before"] is not None
