@@ -109,7 +109,10 @@ def config_words(config: TableConfig | None, profile: EngineProfile) -> dict[str
         "clustering": list(config.clustering_columns),
         "deletion_vectors": config.deletion_vectors_enabled,
         "row_level_concurrency": row_level,
-        "conservative": list(ctx.conservative),
+        # The pair rules treat unknown settings conservatively too (rule common.conservative).
+        "conservative": list(
+            dict.fromkeys([*ctx.conservative, *(f"unknown table setting {u!r}" for u in config.unknown)])
+        ),
         "version": config.version,
         "summary": (
             f"{ctx.isolation.value}; "
