@@ -55,8 +55,8 @@ class Scenario:
     stale_lease: str
 
 
-def build(tmp_path: Path) -> Scenario:
-    url = f"sqlite:///{tmp_path / 'leases.db'}"
+def build(tmp_path: Path, url: str | None = None) -> Scenario:
+    url = url or f"sqlite:///{tmp_path / 'leases.db'}"
     clock = Clock()
     manager = LeaseManager(url, clock=clock)
     append = manager.acquire(

@@ -146,3 +146,32 @@ def test_empty_store(tmp_path) -> None:
         assert service.decisions(reader)["decisions"] == []
     finally:
         store.close()
+
+
+@pytest.mark.postgres
+def test_the_same_answers_on_postgresql(pg_server: str, tmp_path) -> None:
+    import uuid
+
+    import sqlalchemy as sa
+
+    from tests.ui.scenario import build
+
+    name = f"dg_ui_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    scenario = build(tmp_path, pg_server.rsplit("/", 1)[0] + f"/{name}")
+    try:
+        reader = UiReader(scenario.manager.store, clock=scenario.clock)
+        tables = service.tables(reader)
+        assert [t["uri"] for t in tables["tables"]] == sorted([CUSTOMERS, EVENTS, STALE])
+        customers = _table(tables, CUSTOMERS)
+        assert {w["owner"]["task_id"] for w in customers["waiting"]} == {"merge_b", "optimize"}
+        decision = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b")
+        assert decision["headline"] == "waiting behind daily_sales.merge_a"
+        assert decision["attempts"][0]["waits"][0]["blockers"][0]["rule"]
+        assert len(service.decisions(reader, limit=2)["decisions"]) == 2
+        assert [r.uri for r in reader.release_stale(scenario.stale_lease, "bob")] == [STALE]
+    finally:
+        scenario.manager.store.close()
