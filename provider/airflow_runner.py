@@ -139,6 +139,9 @@ def _airflow_cfg(
             # Every task re-imports its DAG file; with a dozen tasks starting at once on two cores that
             # takes far longer than the 30 s default, and a timeout reschedules the task.
             "dagbag_import_timeout": "300",
+            # Airflow loads plugins declared by providers (the deltaguard UI) only when providers are
+            # discovered eagerly; the default (lazy) would leave the UI out.
+            "lazy_discover_providers": "False",
         },
         "database": {"sql_alchemy_conn": f"sqlite:///{home / 'airflow.db'}"},
         "api": {
