@@ -8,6 +8,7 @@ the grant (with per-table fencing tokens) or the queue entry is written, all ato
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -146,6 +147,7 @@ class LeaseManager:
         self._parsed: dict[tuple[str, str], TableConfig] = {}  # (uri, stored json) -> config
         self._lock = threading.Lock()
         self._last_prune = float("-inf")
+        self._granted_uris: dict[str, list[str]] = {}  # lease id -> its tables, for leases granted here
 
     @property
     def decide(self) -> DecideFn:
@@ -252,8 +254,11 @@ class LeaseManager:
         :raises LeaseOwnershipError: the lease belongs to another owner (the refusal is logged).
         """
         now = self.clock()
-        rows = self.store.read_lease(lease_id)
-        if not rows:
+        with self._lock:
+            known = self._granted_uris.pop(lease_id, None)
+        # A lease's tables never change after the grant, so the ones this manager granted need no read.
+        rows_uris = known if known is not None else [r.uri for r in self.store.read_lease(lease_id)]
+        if not rows_uris:
             request = self.store.read_request(lease_id)
             if request is None:
                 return False
@@ -269,7 +274,7 @@ class LeaseManager:
             deleted = txn.release_lease(lease_id, owner.key)
             if not deleted:
                 if txn.lease_rows(lease_id):
-                    self._refuse(txn, lease_id, [r.uri for r in rows], owner, now)
+                    self._refuse(txn, lease_id, rows_uris, owner, now)
                     return None
                 return False
             txn.set_request_status(lease_id, "released", now)
@@ -288,7 +293,7 @@ class LeaseManager:
             )
             return True
 
-        released = self._run([r.uri for r in rows], body)
+        released = self._run(rows_uris, body)
         if released is None:
             raise LeaseOwnershipError(
                 f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
@@ -341,10 +346,12 @@ class LeaseManager:
 
     # --- internals -----------------------------------------------------------------------------------
 
-    def _run(self, uris: Sequence[str], body: Callable[[StoreTxn], Any]) -> Any:
+    def _run(
+        self, uris: Sequence[str], body: Callable[[StoreTxn], Any], request_id: str | None = None
+    ) -> Any:
         runner = getattr(self.store, "run", None)
         if runner is not None:
-            return runner(uris, body)
+            return runner(uris, body, request_id=request_id) if request_id else runner(uris, body)
         with self.store.transaction(uris) as txn:
             return body(txn)
 
@@ -550,7 +557,13 @@ class LeaseManager:
                 )
             return result
 
-        return self._run(request.uris, body)  # type: ignore[no-any-return]
+        result: Granted | Waiting = self._run(request.uris, body, request.request_id)
+        if isinstance(result, Granted):  # committed: remember its tables so release needs no read
+            with self._lock:
+                if len(self._granted_uris) > 10_000:  # bounded: a forgotten entry only costs a read
+                    self._granted_uris.clear()
+                self._granted_uris[request.request_id] = list(request.uris)
+        return result
 
     def _reclaim_leases(self, txn: StoreTxn, rows: Sequence[LeaseRow], now: float) -> list[LeaseRow]:
         """Delete expired lease rows (of the locked tables), log them with their dead owner; return the rest."""
@@ -629,10 +642,14 @@ def _newer(offered: TableConfig, known: TableConfig) -> bool:
     return offered.version is not None and (known.version is None or offered.version > known.version)
 
 
+# Stored owners and operations are immutable values, decoded once per distinct text: a decision reads every
+# holder on its tables, and the same few texts come back again and again.
+@functools.lru_cache(maxsize=4096)
 def _owner(text: str) -> Owner:
     return Owner.from_json(json.loads(text))
 
 
+@functools.lru_cache(maxsize=4096)
 def _op(text: str) -> Operation:
     return codec.operation_from_json(json.loads(text))
 

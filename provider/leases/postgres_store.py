@@ -8,11 +8,15 @@ serialised with a transaction-scoped advisory lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from deltaguard.leases.sql_store import SqlLeaseStore
-from deltaguard.leases.store import TableRow
+from deltaguard.leases.sql_store import SqlLeaseStore, _Txn
+from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, StoreError, TableRow, WaiterRow
 
 _Q_LOCK = sa.text(
     "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri = ANY(:uris) ORDER BY uri FOR UPDATE"
@@ -71,6 +75,228 @@ class PostgresLeaseStore(SqlLeaseStore):
     def _lock_tables(self, conn: sa.Connection, uris: list[str]) -> dict[str, TableRow]:
         return {r[0]: TableRow(*r) for r in conn.execute(_Q_LOCK, {"uris": uris})}
 
+    def _open_txn(self, conn: sa.Connection, uris: list[str], request_id: str | None) -> _Txn | None:
+        # One round trip: BEGIN, lock the table rows, then (with a fresh snapshot, after the lock) read
+        # their holders and the request's status row.
+        raw: psycopg.Connection[Any] = conn.connection.dbapi_connection  # type: ignore[assignment]
+        try:
+            with raw.pipeline():
+                lock = raw.execute(_P_LOCK, {"uris": uris})
+                holders = raw.execute(_P_HOLDERS, {"uris": uris})
+                request = raw.execute(_P_REQUEST, {"id": request_id}) if request_id is not None else None
+            tables = {r[0]: TableRow(*r) for r in lock.fetchall()}
+            held = _split_holders(holders.fetchall())
+            prefetched = None
+            if request is not None:
+                rows = request.fetchall()
+                prefetched = (str(request_id), RequestRow(*rows[0]) if rows else None)
+        except psycopg.Error as exc:
+            if raw.closed or raw.broken:
+                conn.invalidate()
+            raise StoreError(f"lease store {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        if len(tables) != len(uris):
+            return None
+        return _PgTxn(conn, uris, tables, held, prefetched, self.name)
+
+    def _retryable_cause(self, cause: BaseException | None) -> bool:
+        if isinstance(cause, psycopg.Error):
+            # Deadlock victim or serialisation failure (rolled back whole), or a lost connection (class 08,
+            # or the server shutting down, 57P0x). A lock timeout (55P03) is not retried: it already waited.
+            state = getattr(cause, "sqlstate", None) or ""
+            lost = isinstance(cause, psycopg.OperationalError) and (
+                not state or state[:2] == "08" or state[:4] == "57P0"
+            )
+            return state in ("40P01", "40001") or lost
+        return super()._retryable_cause(cause)
+
     def _retryable(self, exc: sa_exc.DBAPIError) -> bool:
         # 40P01 deadlock_detected, 40001 serialization_failure: the transaction was rolled back whole.
         return getattr(exc.orig, "sqlstate", None) in ("40P01", "40001")
+
+
+# --- the pipelined transaction ------------------------------------------------------------------------
+# PostgreSQL runs the statements of one pipeline in order, each with its own snapshot (READ COMMITTED), so
+# "lock the table rows, then read their holders" can travel in one round trip and still read the holders
+# as they are after the lock was granted. Writes are buffered and sent with the COMMIT in one more round
+# trip. An acquire costs two round trips (plus pool checkout), a release three; see ADR 0004.
+
+_L = "lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s"
+_W = "request_id, uri, owner_key, owner_json, op_json, rank, expires_at"
+_R = "request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at, last_wait"
+_P_LOCK = (
+    "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri = ANY(%(uris)s) "
+    "ORDER BY uri FOR UPDATE"
+)
+_P_HOLDERS = (
+    f"SELECT 'L', {_L} FROM dg_leases WHERE uri = ANY(%(uris)s) UNION ALL "
+    f"SELECT 'W', {_W}, 0, 0 FROM dg_queue WHERE uri = ANY(%(uris)s)"
+)
+_P_REQUEST = f"SELECT {_R} FROM dg_requests WHERE request_id = %(id)s"
+_P_RELEASE = f"DELETE FROM dg_leases WHERE lease_id = %(id)s AND owner_key = %(k)s RETURNING {_L}"
+_P_LEASE_BY_ID = f"SELECT {_L} FROM dg_leases WHERE lease_id = %(id)s"
+_P_DEL_LEASE = "DELETE FROM dg_leases WHERE lease_id = %(id)s AND uri = ANY(%(uris)s)"
+_P_INS_LEASE = (
+    f"INSERT INTO dg_leases ({_L}) SELECT * FROM unnest(%(lease_id)s::text[], %(uri)s::text[], "
+    "%(owner_key)s::text[], %(owner_json)s::text[], %(op_json)s::text[], %(granted_at)s::float8[], "
+    "%(expires_at)s::float8[], %(fencing)s::int8[], %(ttl_s)s::float8[])"
+)
+_P_EXTEND = "UPDATE dg_leases SET expires_at = %(exp)s WHERE lease_id = %(id)s"
+_P_DEL_WAITER = "DELETE FROM dg_queue WHERE request_id = %(id)s"
+_P_DEL_WAITER_ON = "DELETE FROM dg_queue WHERE request_id = %(id)s AND uri = ANY(%(uris)s)"
+_P_UPSERT_WAITER = (
+    f"INSERT INTO dg_queue ({_W}) SELECT * FROM unnest(%(request_id)s::text[], %(uri)s::text[], "
+    "%(owner_key)s::text[], %(owner_json)s::text[], %(op_json)s::text[], %(rank)s::float8[], "
+    "%(expires_at)s::float8[]) ON CONFLICT (request_id, uri) DO UPDATE SET expires_at = excluded.expires_at, "
+    "op_json = excluded.op_json"
+)
+_P_UPSERT_REQUEST = (
+    f"INSERT INTO dg_requests ({_R}) VALUES (%(request_id)s, %(owner_key)s, %(status)s, %(rank)s, "
+    "%(enqueued_at)s, %(expires_at)s, %(payload)s, %(updated_at)s, %(last_wait)s) ON CONFLICT (request_id) "
+    "DO UPDATE SET status = excluded.status, rank = excluded.rank, enqueued_at = excluded.enqueued_at, "
+    "expires_at = excluded.expires_at, payload = excluded.payload, updated_at = excluded.updated_at, "
+    "last_wait = excluded.last_wait"
+)
+_P_SET_STATUS = "UPDATE dg_requests SET status = %(status)s, updated_at = %(at)s WHERE request_id = %(id)s"
+_P_SET_TABLE = (
+    "UPDATE dg_tables SET fencing = %(fencing)s, config_version = %(cv)s, config_json = %(cj)s "
+    "WHERE uri = %(uri)s"
+)
+_P_LOG = (
+    "INSERT INTO dg_decisions (at, kind, request_id, uri, owner_key, detail) SELECT * FROM "
+    "unnest(%(at)s::float8[], %(kind)s::text[], %(request_id)s::text[], %(uri)s::text[], "
+    "%(owner_key)s::text[], %(detail)s::text[])"
+)
+
+_Stmt = tuple[str, dict[str, Any]]
+
+
+def _columns(rows: Sequence[Any]) -> dict[str, list[Any]]:
+    """Dataclass rows as one array per column (for ``unnest``: one statement whatever the row count)."""
+    names = list(rows[0].__dict__)
+    return {n: [getattr(r, n) for r in rows] for n in names}
+
+
+class _PgTxn(_Txn):
+    """A transaction on the raw psycopg connection that batches statements into pipelines.
+
+    Reads flush the buffered writes ahead of them in the same round trip; :meth:`commit` sends the rest
+    with the COMMIT. Every psycopg failure surfaces as :class:`StoreError` (the caller rolls back).
+    """
+
+    def __init__(
+        self,
+        conn: sa.Connection,
+        uris: Sequence[str],
+        tables: dict[str, TableRow],
+        holders: tuple[list[LeaseRow], list[WaiterRow]] | None,
+        request: tuple[str, RequestRow | None] | None,
+        store_name: str,
+    ) -> None:
+        super().__init__(conn, uris, tables)
+        self._raw: psycopg.Connection[Any] = conn.connection.dbapi_connection  # type: ignore[assignment]
+        self._pending: list[_Stmt] = []
+        self._holders = holders
+        self._request = request
+        self._name = store_name
+
+    # --- plumbing ------------------------------------------------------------------------------------
+
+    def _pipeline(self, reads: Sequence[_Stmt], commit: bool = False) -> list[list[tuple[Any, ...]]]:
+        """Send the buffered writes, then ``reads`` (and a COMMIT) in one round trip; return the reads' rows."""
+        writes, self._pending = self._pending, []
+        try:
+            with self._raw.pipeline():
+                for sql, params in writes:
+                    self._raw.execute(sql, params)
+                cursors = [self._raw.execute(sql, params) for sql, params in reads]
+                if commit:
+                    self._raw.commit()
+            return [cur.fetchall() for cur in cursors]
+        except psycopg.Error as exc:
+            if self._raw.closed or self._raw.broken:
+                self._conn.invalidate()
+            raise StoreError(f"lease store {self._name} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _write(self, sql: str, params: dict[str, Any]) -> None:
+        self._pending.append((sql, params))
+
+    def commit(self) -> None:
+        self._pipeline((), commit=True)
+
+    # --- reads ---------------------------------------------------------------------------------------
+
+    def leases(self) -> list[LeaseRow]:
+        return self.holders()[0]
+
+    def waiters(self) -> list[WaiterRow]:
+        return self.holders()[1]
+
+    def holders(self) -> tuple[list[LeaseRow], list[WaiterRow]]:
+        # The prefetched rows are current only until this transaction writes.
+        if self._holders is not None and not self._pending:
+            result, self._holders = self._holders, None
+            return result
+        self._holders = None
+        return _split_holders(self._pipeline([(_P_HOLDERS, {"uris": self._uris})])[0])
+
+    def request(self, request_id: str) -> RequestRow | None:
+        if self._request is not None and self._request[0] == request_id and not self._pending:
+            row = self._request[1]
+            self._request = None
+            return row
+        self._request = None
+        rows = self._pipeline([(_P_REQUEST, {"id": request_id})])[0]
+        return RequestRow(*rows[0]) if rows else None
+
+    def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
+        rows = self._pipeline([(_P_RELEASE, {"id": lease_id, "k": owner_key})])[0]
+        return [LeaseRow(*r) for r in rows]
+
+    def lease_rows(self, lease_id: str) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._pipeline([(_P_LEASE_BY_ID, {"id": lease_id})])[0]]
+
+    # --- writes (buffered) ---------------------------------------------------------------------------
+
+    def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None:
+        self._write(_P_DEL_LEASE, {"id": lease_id, "uris": list(uris)})
+
+    def insert_lease_rows(self, rows: Sequence[LeaseRow]) -> None:
+        if rows:
+            self._write(_P_INS_LEASE, _columns(rows))
+
+    def extend_lease(self, lease_id: str, expires_at: float) -> None:
+        self._write(_P_EXTEND, {"id": lease_id, "exp": expires_at})
+
+    def delete_waiter_rows(self, request_id: str, uris: Sequence[str] | None = None) -> None:
+        if uris is None:
+            self._write(_P_DEL_WAITER, {"id": request_id})
+        else:
+            self._write(_P_DEL_WAITER_ON, {"id": request_id, "uris": list(uris)})
+
+    def put_waiter_rows(self, rows: Sequence[WaiterRow]) -> None:
+        if rows:
+            self._write(_P_UPSERT_WAITER, _columns(rows))
+
+    def put_request(self, row: RequestRow) -> None:
+        self._write(_P_UPSERT_REQUEST, dict(row.__dict__))
+
+    def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
+        self._write(_P_SET_STATUS, {"id": request_id, "status": status, "at": updated_at})
+
+    def set_table(self, uri: str, fencing: int, config_version: int | None, config_json: str | None) -> None:
+        self._write(_P_SET_TABLE, {"uri": uri, "fencing": fencing, "cv": config_version, "cj": config_json})
+        self._tables[uri] = TableRow(uri, fencing, config_version, config_json)
+
+    def log(self, rows: Sequence[DecisionRow]) -> None:
+        if rows:
+            self._write(_P_LOG, _columns(rows))
+
+
+def _split_holders(rows: Sequence[Sequence[Any]]) -> tuple[list[LeaseRow], list[WaiterRow]]:
+    leases, waiters = [], []
+    for r in rows:
+        if r[0] == "L":
+            leases.append(LeaseRow(*r[1:]))
+        else:
+            waiters.append(WaiterRow(*r[1:8]))
+    return leases, waiters

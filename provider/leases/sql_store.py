@@ -155,6 +155,9 @@ class _Txn:
         if rows:
             self._conn.execute(_INS_DECISION, [r.__dict__ for r in rows])
 
+    def commit(self) -> None:
+        """Send what is still buffered (nothing here: every call above executes at once)."""
+
 
 class SqlLeaseStore(LeaseStore):
     """A lease store on an SQL database through SQLAlchemy.
@@ -187,6 +190,23 @@ class SqlLeaseStore(LeaseStore):
     @abc.abstractmethod
     def _lock_tables(self, conn: sa.Connection, uris: list[str]) -> dict[str, TableRow]:
         """Lock the table rows (which exist) in sorted order; return them."""
+
+    def _open_txn(self, conn: sa.Connection, uris: list[str], request_id: str | None) -> _Txn | None:
+        """Lock the table rows and return the transaction object, or ``None`` when some rows are missing.
+
+        The default locks with :meth:`_lock_tables`; a dialect may override this to lock and prefetch the
+        rows every decision reads (holders, the request's status) in the same round trip.
+
+        :param request_id: the request the transaction is about, when known (prefetch hint only).
+        """
+        tables = self._lock_tables(conn, uris)
+        return _Txn(conn, uris, tables) if len(tables) == len(uris) else None
+
+    def _retryable_cause(self, cause: BaseException | None) -> bool:
+        """Whether a transaction that failed with ``cause`` was rolled back whole and may be re-run."""
+        return isinstance(cause, sa_exc.DBAPIError) and (
+            cause.connection_invalidated or self._retryable(cause)
+        )
 
     #: execution options of unlocked reads: SQLite begins a deferred (shared) transaction instead of
     #: taking the write lock; PostgreSQL reads in autocommit (no BEGIN/ROLLBACK round trips).
@@ -238,40 +258,40 @@ class SqlLeaseStore(LeaseStore):
             conn.execute(_ENSURE_TABLE, [{"uri": u} for u in uris])
 
     @contextlib.contextmanager
-    def transaction(self, uris: Sequence[str]) -> Iterator[_Txn]:
+    def transaction(self, uris: Sequence[str], request_id: str | None = None) -> Iterator[_Txn]:
         ordered = sorted(set(uris))
         with self._connect() as conn:
             trans = conn.begin()
             try:
-                tables = self._lock_tables(conn, ordered)
-                if len(tables) != len(ordered):
+                txn = self._open_txn(conn, ordered, request_id)
+                if txn is None:
                     trans.rollback()
-                    self._ensure_tables([u for u in ordered if u not in tables])
+                    self._ensure_tables(ordered)
                     trans = conn.begin()
-                    tables = self._lock_tables(conn, ordered)
-                    if len(tables) != len(ordered):  # only possible if someone deletes rows by hand
+                    txn = self._open_txn(conn, ordered, request_id)
+                    if txn is None:  # only possible if someone deletes rows by hand
                         raise StoreError(f"lease store {self.name}: table rows missing for {ordered}")
-                yield _Txn(conn, ordered, tables)
+                yield txn
+                txn.commit()
             except BaseException:
                 if trans.is_active:
                     trans.rollback()
                 raise
-            trans.commit()
+            if trans.is_active:
+                trans.commit()
 
-    def run(self, uris: Sequence[str], body: Any, attempts: int = 5) -> Any:
+    def run(self, uris: Sequence[str], body: Any, attempts: int = 5, request_id: str | None = None) -> Any:
         """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims and dropped connections a bounded
-        number of times."""
+        number of times.
+
+        :param request_id: the request the body decides on, when known (lets the store prefetch its row).
+        """
         for attempt in range(attempts):
             try:
-                with self.transaction(uris) as txn:
+                with self.transaction(uris, request_id) as txn:
                     return body(txn)
             except StoreError as exc:
-                cause = exc.__cause__
-                if (
-                    attempt + 1 < attempts
-                    and isinstance(cause, sa_exc.DBAPIError)
-                    and (cause.connection_invalidated or self._retryable(cause))
-                ):
+                if attempt + 1 < attempts and self._retryable_cause(exc.__cause__):
                     # A deadlock victim, or a connection the server dropped (restart): the transaction was
                     # rolled back whole, so running it again is safe.
                     continue
