@@ -293,7 +293,7 @@ class LeaseManager:
             )
             return True
 
-        released = self._run(rows_uris, body)
+        released = self._run(rows_uris, body, lease_id, owner.key)
         if released is None:
             raise LeaseOwnershipError(
                 f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
@@ -347,11 +347,19 @@ class LeaseManager:
     # --- internals -----------------------------------------------------------------------------------
 
     def _run(
-        self, uris: Sequence[str], body: Callable[[StoreTxn], Any], request_id: str | None = None
+        self,
+        uris: Sequence[str],
+        body: Callable[[StoreTxn], Any],
+        request_id: str | None = None,
+        release_by: str | None = None,
     ) -> Any:
+        """Run ``body`` in one store transaction; ``request_id``/``release_by`` are prefetch hints for stores
+        that take them (``release_by``: the body's first call is ``release_lease(request_id, release_by)``)."""
         runner = getattr(self.store, "run", None)
         if runner is not None:
-            return runner(uris, body, request_id=request_id) if request_id else runner(uris, body)
+            if request_id is None:
+                return runner(uris, body)
+            return runner(uris, body, request_id=request_id, release_by=release_by)
         with self.store.transaction(uris) as txn:
             return body(txn)
 

@@ -191,13 +191,17 @@ class SqlLeaseStore(LeaseStore):
     def _lock_tables(self, conn: sa.Connection, uris: list[str]) -> dict[str, TableRow]:
         """Lock the table rows (which exist) in sorted order; return them."""
 
-    def _open_txn(self, conn: sa.Connection, uris: list[str], request_id: str | None) -> _Txn | None:
+    def _open_txn(
+        self, conn: sa.Connection, uris: list[str], request_id: str | None, release_by: str | None = None
+    ) -> _Txn | None:
         """Lock the table rows and return the transaction object, or ``None`` when some rows are missing.
 
         The default locks with :meth:`_lock_tables`; a dialect may override this to lock and prefetch the
         rows every decision reads (holders, the request's status) in the same round trip.
 
         :param request_id: the request the transaction is about, when known (prefetch hint only).
+        :param release_by: an owner key: the body promises that its first call is
+            ``release_lease(request_id, release_by)``, so a dialect may run that delete with the lock.
         """
         tables = self._lock_tables(conn, uris)
         return _Txn(conn, uris, tables) if len(tables) == len(uris) else None
@@ -258,17 +262,19 @@ class SqlLeaseStore(LeaseStore):
             conn.execute(_ENSURE_TABLE, [{"uri": u} for u in uris])
 
     @contextlib.contextmanager
-    def transaction(self, uris: Sequence[str], request_id: str | None = None) -> Iterator[_Txn]:
+    def transaction(
+        self, uris: Sequence[str], request_id: str | None = None, release_by: str | None = None
+    ) -> Iterator[_Txn]:
         ordered = sorted(set(uris))
         with self._connect() as conn:
             trans = conn.begin()
             try:
-                txn = self._open_txn(conn, ordered, request_id)
+                txn = self._open_txn(conn, ordered, request_id, release_by)
                 if txn is None:
                     trans.rollback()
                     self._ensure_tables(ordered)
                     trans = conn.begin()
-                    txn = self._open_txn(conn, ordered, request_id)
+                    txn = self._open_txn(conn, ordered, request_id, release_by)
                     if txn is None:  # only possible if someone deletes rows by hand
                         raise StoreError(f"lease store {self.name}: table rows missing for {ordered}")
                 yield txn
@@ -280,15 +286,23 @@ class SqlLeaseStore(LeaseStore):
             if trans.is_active:
                 trans.commit()
 
-    def run(self, uris: Sequence[str], body: Any, attempts: int = 5, request_id: str | None = None) -> Any:
+    def run(
+        self,
+        uris: Sequence[str],
+        body: Any,
+        attempts: int = 5,
+        request_id: str | None = None,
+        release_by: str | None = None,
+    ) -> Any:
         """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims and dropped connections a bounded
         number of times.
 
         :param request_id: the request the body decides on, when known (lets the store prefetch its row).
+        :param release_by: see :meth:`_open_txn` (a promise about the body's first call).
         """
         for attempt in range(attempts):
             try:
-                with self.transaction(uris, request_id) as txn:
+                with self.transaction(uris, request_id, release_by) as txn:
                     return body(txn)
             except StoreError as exc:
                 if attempt + 1 < attempts and self._retryable_cause(exc.__cause__):
