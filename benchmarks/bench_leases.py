@@ -4,16 +4,24 @@ Run: ``.venv/bin/python benchmarks/bench_leases.py`` (writes ``benchmarks/result
 
 Setup per store: 10,000 tables (each with a stored configuration), 100,000 historical decision-log entries,
 and a standing blind-INSERT lease on every tenth table, so some decisions call the conflict model and either
-grant (INSERT beside INSERT) or queue (MERGE behind INSERT on a Serializable table). Each requester loops:
-pick a random table, ``acquire`` (timed: this is the decision), then ``release`` (or withdraw the queued
-request). Throughput counts acquire decisions per second of wall time over all requesters.
+grant (INSERT beside INSERT) or queue (MERGE behind INSERT on a Serializable table). A requester picks a
+random table, ``acquire``s (timed: this is the decision), then ``release``s (or withdraws the queued request).
+
+Two modes (the ``mode`` field of each row):
+
+* ``closed_loop``: each requester issues its next request as soon as the previous release returns. This
+  measures maximum throughput; its latency hides queueing (a slow answer delays the next request).
+* ``open_loop``: requesters issue requests at a fixed aggregate rate (``offered_per_s``: ``--rate``, at most
+  ``--rate-per-requester`` per requester) with exponential gaps (Poisson arrivals), the way independent
+  Airflow tasks arrive. Latency runs from each request's *scheduled* send time, so a request stuck behind a
+  slow one counts its wait (no coordinated omission); ``decisions_per_s`` is what was achieved.
 
 Requesters are separate processes, not threads: Airflow workers are processes, and threads would measure
-the GIL (the decision's Python work) instead of the store's concurrency. On a 2-core machine 32 processes
-over-subscribe the CPU; that is the point of the 32-requester row.
+the GIL instead of the store's concurrency. On a 2-core machine 32 processes over-subscribe the CPU.
 
-For the "cost does not grow" comparison, the same workload also runs against a store with 100 tables and an
-empty decision log (rows with ``tables`` = 100).
+Flatness ("cost does not grow with tables or log size"): the same workload, 1 requester closed loop and 8
+requesters open loop, against 100 tables with an empty log (``small``), 10,000 tables with an empty log and
+100 tables with the full log. Every row records the 1-minute load average of the (shared) machine.
 """
 
 from __future__ import annotations
@@ -124,58 +132,118 @@ def populate(url: str, tables: int, history: int) -> None:
                 conn.execute(sa.text("ANALYZE"))
 
 
-def requester(url: str, worker: int, tables: int, duration_s: float, start: Any, out: Any) -> None:
+def _warm(manager: LeaseManager, owner: Owner, tables: int, tag: str) -> None:
+    """Open the pool's connection and let psycopg prepare the repeated statements (after 5 uses) outside
+    the measurement."""
+    for n in range(12):
+        warm = LeaseRequest(
+            (TableClaim(table_uri((n * 7919) % tables), OPS[0], PROFILE, CONFIG),),
+            owner,
+            request_id=f"{tag}-{n}",
+        )
+        manager.acquire(warm)
+        manager.release(warm.request_id, owner)
+
+
+def _request(rng: random.Random, tables: int, owner: Owner, request_id: str) -> LeaseRequest:
+    return LeaseRequest(
+        (TableClaim(table_uri(rng.randrange(tables)), rng.choice(OPS), PROFILE, CONFIG),),
+        owner,
+        request_id=request_id,
+    )
+
+
+def requester(
+    url: str, worker: int, tables: int, duration_s: float, rate: float, start: Any, start_at: Any, out: Any
+) -> None:
+    """One requester process. ``rate`` 0: closed loop (acquire, release, repeat, timing each acquire).
+    ``rate`` > 0: open loop, this process's share of the offered rate, with exponential gaps (Poisson
+    arrivals); latency runs from the *scheduled* send time, so a request delayed behind a slow one counts
+    its wait (no coordinated omission)."""
     manager = LeaseManager(url)
     manager.decide  # noqa: B018 - import the model before the clock starts
     owner = Owner(dag_id="bench", task_id=f"req{worker}")
     rng = random.Random(worker)
-    # Warm the connection pool and statement caches outside the measurement.
-    warm = LeaseRequest(
-        (TableClaim(table_uri(1), OPS[0], PROFILE, CONFIG),), owner, request_id=f"warm-{os.getpid()}-{worker}"
-    )
-    manager.acquire(warm)
-    manager.release(warm.request_id, owner)
-    start.wait(300)
+    _warm(manager, owner, tables, f"warm-{os.getpid()}-{worker}")
+    start.put(None)  # ready
+    start_at.wait(300)  # ... until the parent publishes the common start time
+    # Translate the shared wall-clock start into this process's perf_counter timeline.
+    base = time.perf_counter() + (start_at.when.value - time.time())
     latencies: list[float] = []
-    end = time.monotonic() + duration_s
+    end = base + duration_s
     n = 0
-    while time.monotonic() < end:
-        request = LeaseRequest(
-            (TableClaim(table_uri(rng.randrange(tables)), rng.choice(OPS), PROFILE, CONFIG),),
-            owner,
-            request_id=f"r{os.getpid()}-{worker}-{n}",
-        )
-        t0 = time.perf_counter()
+    due = base
+    while True:
+        if rate > 0:
+            due += rng.expovariate(rate)
+            if due >= end:
+                break
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        else:
+            due = time.perf_counter()
+            if due >= end:
+                break
+        request = _request(rng, tables, owner, f"r{os.getpid()}-{worker}-{n}")
         manager.acquire(request)
-        latencies.append(time.perf_counter() - t0)
+        latencies.append(time.perf_counter() - due)
         manager.release(request.request_id, owner)
         n += 1
-    out.put(latencies)
+    out.put((latencies, time.perf_counter() - base))
     manager.store.close()
 
 
+class _StartSignal:
+    """A start time shared by all requesters: published once by the parent, read after ``wait``."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.when = ctx.Value("d", 0.0)
+        self.event = ctx.Event()
+
+    def publish(self, at: float) -> None:
+        self.when.value = at
+        self.event.set()
+
+    def wait(self, timeout: float) -> None:
+        if not self.event.wait(timeout):
+            raise TimeoutError("the benchmark never started")
+
+
 def measure(
-    url: str, store: str, requesters: int, tables: int, history: int, duration_s: float
+    url: str,
+    store: str,
+    requesters: int,
+    tables: int,
+    history: int,
+    duration_s: float,
+    offered: float = 0.0,
 ) -> dict[str, Any]:
+    """One row: closed loop when ``offered`` is 0, else open loop at ``offered`` acquires/s in aggregate."""
     ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(requesters + 1)
+    start = ctx.Queue()
+    start_at = _StartSignal(ctx)
     out = ctx.Queue()
+    share = offered / requesters
     procs = [
-        ctx.Process(target=requester, args=(url, w, tables, duration_s, start, out))
+        ctx.Process(target=requester, args=(url, w, tables, duration_s, share, start, start_at, out))
         for w in range(requesters)
     ]
     for p in procs:
         p.start()
-    start.wait(300)
-    t0 = time.monotonic()
+    for _ in procs:  # every requester is warmed up
+        start.get(timeout=300)
+    start_at.publish(time.time() + 0.2)
     results = [out.get(timeout=duration_s + 300) for _ in procs]
-    wall = time.monotonic() - t0
     for p in procs:
         p.join(60)
-    latencies = sorted(x for r in results for x in r)
+    latencies = sorted(x for r, _ in results for x in r)
+    wall = max(elapsed for _, elapsed in results)
     q = statistics.quantiles(latencies, n=100, method="inclusive")
     row = {
         "store": store,
+        "mode": "open_loop" if offered else "closed_loop",
+        "offered_per_s": offered or None,
         "requesters": requesters,
         "tables": tables,
         "history_decisions": history,
@@ -193,7 +261,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--requesters", default="1,8,32")
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds per measurement")
+    parser.add_argument("--rate", type=float, default=500.0, help="open-loop offered acquires/s (aggregate)")
+    parser.add_argument(
+        "--rate-per-requester",
+        type=float,
+        default=100.0,
+        help="open-loop cap per requester (one requester offers at most this many acquires/s)",
+    )
     parser.add_argument("--tables", type=int, default=10_000)
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--pg-url", help="an empty PostgreSQL database (default: a throwaway cluster)")
@@ -237,10 +312,19 @@ def run_store(store: str, make_url: Any, counts: list[int], args: argparse.Names
     populate(big, args.tables, args.history)
     for n in counts:
         rows.append(measure(big, store, n, args.tables, args.history, args.duration))
-    small = make_url("bench_small")
-    populate(small, 100, 0)
-    for n in (1, 8):
-        rows.append(measure(small, store, n, 100, 0, args.duration))
+    for n in counts:
+        rate = min(args.rate, args.rate_per_requester * n)
+        rows.append(measure(big, store, n, args.tables, args.history, args.duration, rate))
+    # Flatness: the same per-decision work against fewer tables and/or an empty log.
+    for name, tables, history in (
+        ("small", 100, 0),
+        ("tables_only", args.tables, 0),
+        ("log_only", 100, args.history),
+    ):
+        url = make_url(f"bench_{name}")
+        populate(url, tables, history)
+        rows.append(measure(url, store, 1, tables, history, args.duration))
+        rows.append(measure(url, store, 8, tables, history, args.duration, args.rate))
     return rows
 
 
