@@ -14,7 +14,8 @@ Two modes (the ``mode`` field of each row):
 * ``open_loop``: requesters issue requests at a fixed aggregate rate (``offered_per_s``: ``--rate``, at most
   ``--rate-per-requester`` per requester) with exponential gaps (Poisson arrivals), the way independent
   Airflow tasks arrive. Latency runs from each request's *scheduled* send time, so a request stuck behind a
-  slow one counts its wait (no coordinated omission); ``decisions_per_s`` is what was achieved.
+  slow one counts its wait (no coordinated omission); ``decisions_per_s`` is what was achieved. One more
+  open-loop row with the most requesters runs at ``--moderate-rate`` (below saturation).
 
 Requesters are separate processes, not threads: Airflow workers are processes, and threads would measure
 the GIL instead of the store's concurrency. On a 2-core machine 32 processes over-subscribe the CPU.
@@ -264,6 +265,12 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per measurement")
     parser.add_argument("--rate", type=float, default=500.0, help="open-loop offered acquires/s (aggregate)")
     parser.add_argument(
+        "--moderate-rate",
+        type=float,
+        default=200.0,
+        help="an extra open-loop row at this rate with the most requesters (0: none)",
+    )
+    parser.add_argument(
         "--rate-per-requester",
         type=float,
         default=100.0,
@@ -315,6 +322,11 @@ def run_store(store: str, make_url: Any, counts: list[int], args: argparse.Names
     for n in counts:
         rate = min(args.rate, args.rate_per_requester * n)
         rows.append(measure(big, store, n, args.tables, args.history, args.duration, rate))
+    # Below saturation: the latency a moderate, steady arrival rate sees with many requesters.
+    if args.moderate_rate:
+        rows.append(
+            measure(big, store, max(counts), args.tables, args.history, args.duration, args.moderate_rate)
+        )
     # Flatness: the same per-decision work against fewer tables and/or an empty log.
     for name, tables, history in (
         ("small", 100, 0),
