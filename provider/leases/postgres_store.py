@@ -131,7 +131,8 @@ class PostgresLeaseStore(SqlLeaseStore):
 # PostgreSQL runs the statements of one pipeline in order, each with its own snapshot (READ COMMITTED), so
 # "lock the table rows, then read their holders" can travel in one round trip and still read the holders
 # as they are after the lock was granted. Writes are buffered and sent with the COMMIT in one more round
-# trip. An acquire costs two round trips (plus pool checkout), a release three; see ADR 0004.
+# trip. An acquire costs two round trips, a release two (three when it must first look up the tables);
+# see ADR 0004.
 
 _L = "lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s"
 _W = "request_id, uri, owner_key, owner_json, op_json, rank, expires_at"
