@@ -66,7 +66,11 @@ def build_app(lease_store_url: str) -> Any:
     from airflow.api_fastapi.app import create_app, purge_cached_app
 
     purge_cached_app()
-    plugins_manager.get_fastapi_plugins.cache_clear()
+    # An earlier in-process DagBag or dag.test() may have loaded (and cached) the plugins with the default
+    # lazy provider discovery, which leaves provider plugins out: clear every cached plugin lookup.
+    for cached in vars(plugins_manager).values():
+        if callable(getattr(cached, "cache_clear", None)):
+            cached.cache_clear()
     lazy = settings.LAZY_LOAD_PROVIDERS
     settings.LAZY_LOAD_PROVIDERS = False  # what `[core] lazy_discover_providers = False` sets
     try:
