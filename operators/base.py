@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import datetime as dt
 import threading
@@ -186,10 +187,11 @@ class DeltaWriteOperator(BaseOperator):
         self._held: tuple[LeaseManager, str, Any] | None = None
 
     # ----------------------------------------------------------------------------------------- subclasses
+    @abc.abstractmethod
     def build_spec(self, table_config: TableConfig) -> WriteSpec:
-        """The write this task does (subclasses). ``self.resolved_engine`` is set when this is called;
+        """The write this task does; every operator defines it (BaseOperator's metaclass is an ABCMeta, so
+        a subclass without it cannot be instantiated). ``self.resolved_engine`` is set when this is called;
         sources go into the spec through :meth:`write_source`."""
-        raise NotImplementedError
 
     def write_source(self, source: Any) -> Any:
         """``source`` adapted to the resolved engine (see :func:`source_for_engine`)."""
