@@ -41,6 +41,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.leases import codec
 from deltaguard.leases.store import (
     DecisionRow,
+    IdleGrant,
     LeaseRow,
     LeaseStore,
     RequestRow,
@@ -147,7 +148,8 @@ class LeaseManager:
         self._parsed: dict[tuple[str, str], TableConfig] = {}  # (uri, stored json) -> config
         self._lock = threading.Lock()
         self._last_prune = float("-inf")
-        self._granted_uris: dict[str, list[str]] = {}  # lease id -> its tables, for leases granted here
+        # request id -> (its tables, those whose metadata it changes, granted?), for requests answered here
+        self._known_tables: dict[str, tuple[list[str], list[str], bool]] = {}
 
     @property
     def decide(self) -> DecideFn:
@@ -255,9 +257,27 @@ class LeaseManager:
         """
         now = self.clock()
         with self._lock:
-            known = self._granted_uris.pop(lease_id, None)
-        # A lease's tables never change after the grant, so the ones this manager granted need no read.
-        rows_uris = known if known is not None else [r.uri for r in self.store.read_lease(lease_id)]
+            known = self._known_tables.pop(lease_id, None)
+        # A request's tables never change, so the ones this manager answered need no read.
+        if known is not None:
+            uris, reset, is_lease = known
+        else:
+            rows = self.store.read_lease(lease_id)
+            uris = [r.uri for r in rows]
+            reset = [r.uri for r in rows if _op(r.op_json).changes_metadata]
+            is_lease = bool(rows)
+        if uris:
+            released = self.store.release_owned(lease_id, owner.key, uris, reset, now)
+            if released:
+                if reset and any(fencing is not None for _, fencing in released):
+                    with self._lock:
+                        for uri in reset:
+                            self._loaded.pop(uri, None)
+                return True
+            # Not done in one step (another owner's, already ended, or no fast path): the general path
+            # below tells these apart.
+        # A request this manager saw queued may have been granted since (by another process).
+        rows_uris = uris if is_lease else [r.uri for r in self.store.read_lease(lease_id)] if known else []
         if not rows_uris:
             request = self.store.read_request(lease_id)
             if request is None:
@@ -400,9 +420,48 @@ class LeaseManager:
             self._parsed[key] = config
         return config
 
+    def _grant_if_idle(
+        self, request: LeaseRequest, offered: dict[str, TableConfig | None], now: float
+    ) -> Granted | None:
+        """The store's one-step grant when none of the tables has a holder or a queued request.
+
+        Then :func:`~deltaguard.core.admission.admit` grants without asking the model, so the store can
+        check and grant in one call; ``None`` sends the request down the general path.
+        """
+        uris = tuple(sorted(request.uris))
+        claims = {c.uri: c for c in request.claims}
+        owner = request.owner.describe()
+        grant = IdleGrant(
+            request_id=request.request_id,
+            owner_key=request.owner.key,
+            owner_json=codec.dumps(request.owner.to_json()),
+            uris=uris,
+            op_jsons=tuple(codec.dumps(codec.operation_to_json(claims[u].operation)) for u in uris),
+            config_versions=tuple(_version(offered[u]) for u in uris),
+            config_jsons=tuple(_config_text(offered[u]) for u in uris),
+            now=now,
+            expires_at=now + request.ttl_s,
+            ttl_s=request.ttl_s,
+            rank=queue_rank(now, request.priority, self.ageing_s),
+            payload=_payload(request),
+            # The general path's grant detail; the store adds "fencing" (sorted first) with the new token.
+            details=tuple(
+                codec.dumps({"operation": claims[u].operation.describe(), "owner": owner, "waited_s": 0.0})
+                for u in uris
+            ),
+        )
+        fencing = self.store.grant_if_idle(grant)
+        if fencing is None:
+            return None
+        return Granted(request.request_id, request.request_id, fencing, grant.expires_at)
+
     def _evaluate(self, request: LeaseRequest) -> Granted | Waiting:
         now = self.clock()
         offered = {c.uri: self._loaded_config(c, now) for c in request.claims}
+        fast = self._grant_if_idle(request, offered, now)
+        if fast is not None:
+            self._remember(request.request_id, request.uris, request.claims, True)
+            return fast
         claims = {c.uri: c for c in request.claims}
         decide = self.decide
 
@@ -566,12 +625,19 @@ class LeaseManager:
             return result
 
         result: Granted | Waiting = self._run(request.uris, body, request.request_id)
-        if isinstance(result, Granted):  # committed: remember its tables so release needs no read
-            with self._lock:
-                if len(self._granted_uris) > 10_000:  # bounded: a forgotten entry only costs a read
-                    self._granted_uris.clear()
-                self._granted_uris[request.request_id] = list(request.uris)
+        self._remember(request.request_id, request.uris, request.claims, isinstance(result, Granted))
         return result
+
+    def _remember(
+        self, request_id: str, uris: Sequence[str], claims: Sequence[TableClaim], granted: bool
+    ) -> None:
+        """Keep a committed answer's tables (and those whose metadata it changes) so releasing the lease or
+        withdrawing the queued request needs no read: a request's tables and operations never change."""
+        reset = [c.uri for c in claims if c.operation.changes_metadata]
+        with self._lock:
+            if len(self._known_tables) > 10_000:  # bounded: a forgotten entry only costs a read
+                self._known_tables.clear()
+            self._known_tables[request_id] = (list(uris), reset, granted)
 
     def _reclaim_leases(self, txn: StoreTxn, rows: Sequence[LeaseRow], now: float) -> list[LeaseRow]:
         """Delete expired lease rows (of the locked tables), log them with their dead owner; return the rest."""
@@ -643,6 +709,16 @@ class LeaseManager:
         at: float, kind: str, request_id: str, uri: str, owner_key: str, detail: dict[str, Any]
     ) -> DecisionRow:
         return DecisionRow(at, kind, request_id, uri, owner_key, codec.dumps(detail))
+
+
+def _version(config: TableConfig | None) -> int | None:
+    return config.version if config is not None else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _config_text(config: TableConfig | None) -> str | None:
+    """A configuration's stored JSON text (configurations are immutable values, reused across requests)."""
+    return codec.dumps(codec.config_to_json(config)) if config is not None else None
 
 
 def _newer(offered: TableConfig, known: TableConfig) -> bool:

@@ -11,6 +11,116 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+# The fast-path functions. sa.text reads ":word" as a bind parameter, so no colon here is followed by a
+# letter (JSON text is glued with || instead), and there is no "%".
+_PG_GRANT_IF_IDLE = """
+CREATE FUNCTION dg_grant_if_idle(
+    p_uris TEXT[], p_request_id TEXT, p_owner_key TEXT, p_owner_json TEXT, p_op_jsons TEXT[],
+    p_config_versions BIGINT[], p_config_jsons TEXT[], p_now DOUBLE PRECISION,
+    p_expires_at DOUBLE PRECISION, p_ttl_s DOUBLE PRECISION, p_rank DOUBLE PRECISION, p_payload TEXT,
+    p_details TEXT[]
+) RETURNS TABLE (granted_uri TEXT, granted_fencing BIGINT)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    locked INTEGER;
+BEGIN
+    -- The same lock as every decision: the table rows, in sorted order (no deadlocks).
+    SELECT count(*) INTO locked FROM (
+        SELECT t.uri FROM dg_tables t WHERE t.uri = ANY(p_uris) ORDER BY t.uri FOR UPDATE
+    ) AS rows_locked;
+    IF locked <> cardinality(p_uris) THEN
+        RETURN;  -- unknown tables: the general path creates their rows
+    END IF;
+    -- Idle means no lease (an expired one must be reclaimed and logged), no queued request (FIFO), no
+    -- earlier answer for this request id, and a configuration known for every table.
+    IF EXISTS (SELECT 1 FROM dg_leases l WHERE l.uri = ANY(p_uris))
+        OR EXISTS (SELECT 1 FROM dg_queue q WHERE q.uri = ANY(p_uris))
+        OR EXISTS (SELECT 1 FROM dg_requests r WHERE r.request_id = p_request_id)
+        OR EXISTS (
+            SELECT 1 FROM dg_tables t JOIN unnest(p_uris, p_config_jsons) AS o(uri, config_json)
+                ON t.uri = o.uri
+            WHERE t.config_json IS NULL AND o.config_json IS NULL
+        )
+    THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH offered AS (
+        SELECT * FROM unnest(p_uris, p_config_versions, p_config_jsons, p_op_jsons, p_details)
+            AS o(uri, config_version, config_json, op_json, detail)
+    ), bumped AS (
+        -- An offered configuration replaces the stored one when there is none, or when it was read at a
+        -- later table version (the manager's rule).
+        UPDATE dg_tables t SET
+            fencing = t.fencing + 1,
+            config_version = CASE WHEN o.config_json IS NOT NULL AND (t.config_json IS NULL OR
+                (o.config_version IS NOT NULL AND (t.config_version IS NULL OR o.config_version > t.config_version)))
+                THEN o.config_version ELSE t.config_version END,
+            config_json = CASE WHEN o.config_json IS NOT NULL AND (t.config_json IS NULL OR
+                (o.config_version IS NOT NULL AND (t.config_version IS NULL OR o.config_version > t.config_version)))
+                THEN o.config_json ELSE t.config_json END
+        FROM offered o WHERE t.uri = o.uri
+        RETURNING t.uri, t.fencing, o.op_json, o.detail
+    ), leases AS (
+        INSERT INTO dg_leases (lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s)
+        SELECT p_request_id, b.uri, p_owner_key, p_owner_json, b.op_json, p_now, p_expires_at, b.fencing, p_ttl_s
+        FROM bumped b
+    ), request AS (
+        INSERT INTO dg_requests (request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at)
+        VALUES (p_request_id, p_owner_key, 'granted', p_rank, p_now, p_expires_at, p_payload, p_now)
+    ), logged AS (
+        INSERT INTO dg_decisions (at, kind, request_id, uri, owner_key, detail)
+        SELECT p_now, 'grant', p_request_id, b.uri, p_owner_key,
+            '{"fencing":' || b.fencing::TEXT || ',' || substr(b.detail, 2)
+        FROM bumped b ORDER BY b.uri
+    )
+    SELECT b.uri, b.fencing FROM bumped b ORDER BY b.uri;
+END
+$fn$
+"""
+
+_PG_RELEASE_OWNED = """
+CREATE FUNCTION dg_release_owned(
+    p_request_id TEXT, p_owner_key TEXT, p_uris TEXT[], p_reset_uris TEXT[], p_now DOUBLE PRECISION
+) RETURNS TABLE (released_uri TEXT, released_fencing BIGINT)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM 1 FROM dg_tables t WHERE t.uri = ANY(p_uris) ORDER BY t.uri FOR UPDATE;
+    RETURN QUERY
+    WITH gone AS (
+        DELETE FROM dg_leases l
+        WHERE l.lease_id = p_request_id AND l.owner_key = p_owner_key AND l.uri = ANY(p_uris)
+        RETURNING l.uri, l.fencing
+    ), withdrawn AS (
+        -- No lease: a queued request of this owner is withdrawn instead.
+        DELETE FROM dg_queue q
+        WHERE q.request_id = p_request_id AND q.uri = ANY(p_uris) AND NOT EXISTS (SELECT 1 FROM gone) AND EXISTS (
+            SELECT 1 FROM dg_requests r
+            WHERE r.request_id = p_request_id AND r.owner_key = p_owner_key AND r.status = 'waiting'
+        )
+        RETURNING q.uri
+    ), closed AS (
+        UPDATE dg_requests r SET status = 'released', updated_at = p_now
+        WHERE r.request_id = p_request_id
+            AND (EXISTS (SELECT 1 FROM gone) OR EXISTS (SELECT 1 FROM withdrawn))
+    ), reset AS (
+        -- The lease changed the table's metadata: the next decision must bring a fresh configuration.
+        UPDATE dg_tables t SET config_version = NULL, config_json = NULL
+        WHERE t.uri = ANY(p_reset_uris) AND t.uri IN (SELECT g.uri FROM gone g)
+    ), logged AS (
+        INSERT INTO dg_decisions (at, kind, request_id, uri, owner_key, detail)
+        SELECT p_now, 'release', p_request_id, x.uri, p_owner_key, x.detail FROM (
+            SELECT g.uri, '{"fencing":' || g.fencing::TEXT || '}' AS detail FROM gone g
+            UNION ALL SELECT w.uri, '{"withdrawn":' || 'true}' FROM withdrawn w
+        ) AS x ORDER BY x.uri
+    )
+    SELECT g.uri, g.fencing FROM gone g
+    UNION ALL SELECT w.uri, NULL::BIGINT FROM withdrawn w
+    ORDER BY 1;
+END
+$fn$
+"""
+
 #: (version, statements). Never edit a released step: append a new one.
 #: A statement is SQL for every dialect, or ``(dialect, sql)`` for one dialect only.
 MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
@@ -51,6 +161,17 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             "CREATE INDEX dg_requests_closed ON dg_requests (status, updated_at)",
             # Insertion order breaks ties between log entries with equal timestamps (SQLite has rowid).
             ("postgresql", "ALTER TABLE dg_decisions ADD COLUMN seq BIGSERIAL"),
+        ),
+    ),
+    (
+        3,
+        (
+            # One-statement fast paths for the PostgreSQL store (see ADR 0004): a grant on tables with no
+            # lease, queue or request row, and a release by the owner. Each runs as one call in autocommit;
+            # PL/pgSQL gives every statement a fresh snapshot, so the checks after the row locks see what
+            # transactions that held the locks before committed (one plain statement could not).
+            ("postgresql", _PG_GRANT_IF_IDLE),
+            ("postgresql", _PG_RELEASE_OWNED),
         ),
     ),
 )

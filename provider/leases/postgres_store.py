@@ -17,7 +17,15 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from deltaguard.leases.sql_store import SqlLeaseStore, _Txn
-from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, StoreError, TableRow, WaiterRow
+from deltaguard.leases.store import (
+    DecisionRow,
+    IdleGrant,
+    LeaseRow,
+    RequestRow,
+    StoreError,
+    TableRow,
+    WaiterRow,
+)
 
 _Q_LOCK = sa.text(
     "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri = ANY(:uris) ORDER BY uri FOR UPDATE"
@@ -111,6 +119,62 @@ class PostgresLeaseStore(SqlLeaseStore):
                 conn.invalidate()
             raise StoreError(f"lease store {self.name} failed: {type(exc).__name__}: {exc}") from exc
 
+    # --- one-call fast paths (schema version 3 functions; see ADR 0004) --------------------------------
+
+    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | None:
+        rows = self._call(
+            _P_GRANT_IF_IDLE,
+            {
+                "uris": list(grant.uris),
+                "request_id": grant.request_id,
+                "owner_key": grant.owner_key,
+                "owner_json": grant.owner_json,
+                "op_jsons": list(grant.op_jsons),
+                "config_versions": list(grant.config_versions),
+                "config_jsons": list(grant.config_jsons),
+                "now": grant.now,
+                "expires_at": grant.expires_at,
+                "ttl_s": grant.ttl_s,
+                "rank": grant.rank,
+                "payload": grant.payload,
+                "details": list(grant.details),
+            },
+        )
+        return {uri: int(fencing) for uri, fencing in rows} if rows else None
+
+    def release_owned(
+        self, request_id: str, owner_key: str, uris: Sequence[str], reset_config: Sequence[str], now: float
+    ) -> list[tuple[str, int | None]] | None:
+        rows = self._call(
+            _P_RELEASE_OWNED,
+            {"id": request_id, "k": owner_key, "uris": sorted(uris), "reset": list(reset_config), "now": now},
+        )
+        return [(uri, None if fencing is None else int(fencing)) for uri, fencing in rows]
+
+    def _call(self, sql: str, params: dict[str, Any], attempts: int = 3) -> list[tuple[Any, ...]]:
+        """Run one statement in autocommit (one round trip, no BEGIN/COMMIT); retry a lost connection.
+
+        Safe to retry: the statement is one transaction that either committed before the failure was seen
+        (then the retry finds the rows it wrote and changes nothing) or was rolled back whole.
+        """
+        for attempt in range(attempts):
+            with self._connect() as conn:
+                raw: psycopg.Connection[Any] = conn.connection.dbapi_connection  # type: ignore[assignment]
+                try:
+                    raw.autocommit = True
+                    try:
+                        return raw.execute(sql, params).fetchall()
+                    finally:
+                        if not raw.closed:
+                            raw.autocommit = False
+                except psycopg.Error as exc:
+                    if raw.closed or raw.broken:
+                        conn.invalidate()
+                    if attempt + 1 < attempts and self._retryable_cause(exc):
+                        continue
+                    raise StoreError(f"lease store {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        raise AssertionError("unreachable")
+
     def _retryable_cause(self, cause: BaseException | None) -> bool:
         if isinstance(cause, psycopg.Error):
             # Deadlock victim or serialisation failure (rolled back whole), or a lost connection (class 08,
@@ -147,6 +211,15 @@ _P_HOLDERS = (
     f"SELECT 'W', {_W}, 0, 0 FROM dg_queue WHERE uri = ANY(%(uris)s)"
 )
 _P_REQUEST = f"SELECT {_R} FROM dg_requests WHERE request_id = %(id)s"
+_P_GRANT_IF_IDLE = (
+    "SELECT granted_uri, granted_fencing FROM dg_grant_if_idle(%(uris)b, %(request_id)s, %(owner_key)s, "
+    "%(owner_json)s, %(op_jsons)b, %(config_versions)b::BIGINT[], %(config_jsons)b::TEXT[], %(now)s, "
+    "%(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s, %(details)b)"
+)
+_P_RELEASE_OWNED = (
+    "SELECT released_uri, released_fencing FROM dg_release_owned(%(id)s, %(k)s, %(uris)b, %(reset)b::TEXT[], "
+    "%(now)s)"
+)
 _P_RELEASE = f"DELETE FROM dg_leases WHERE lease_id = %(id)s AND owner_key = %(k)s RETURNING {_L}"
 _P_LEASE_BY_ID = f"SELECT {_L} FROM dg_leases WHERE lease_id = %(id)s"
 _P_DEL_LEASE = "DELETE FROM dg_leases WHERE lease_id = %(id)s AND uri = ANY(%(uris)s)"

@@ -101,6 +101,37 @@ class DecisionRow:
     detail: str
 
 
+@dataclass(frozen=True)
+class IdleGrant:
+    """A grant that needs no conflict-model call, for :meth:`LeaseStore.grant_if_idle`.
+
+    Valid only while none of its tables has a lease row (live or expired), a queue row, and the request id
+    has no status row: then the admission rule grants whatever the operations are.
+
+    :param uris: the tables, sorted.
+    :param op_jsons: each table's operation as JSON, in ``uris`` order.
+    :param config_versions: the configuration version the requester offers per table (``None``: unknown).
+    :param config_jsons: the offered configuration as JSON per table (``None``: none offered; the stored
+        one must exist).
+    :param details: each table's grant log detail as compact key-sorted JSON *without* ``fencing``; the
+        store logs it with ``"fencing"`` (the new token) added as its first key.
+    """
+
+    request_id: str
+    owner_key: str
+    owner_json: str
+    uris: tuple[str, ...]
+    op_jsons: tuple[str, ...]
+    config_versions: tuple[int | None, ...]
+    config_jsons: tuple[str | None, ...]
+    now: float
+    expires_at: float
+    ttl_s: float
+    rank: float
+    payload: str
+    details: tuple[str, ...]
+
+
 class StoreTxn(Protocol):
     """Operations inside one locked transaction; only rows of the locked tables are read."""
 
@@ -156,6 +187,36 @@ class LeaseStore(abc.ABC):
 
         :raises StoreError: on any store failure (the transaction is rolled back).
         """
+
+    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | None:
+        """Grant ``grant`` in one step if none of its tables has a holder or a queued request.
+
+        An optional fast path: the result must equal what the general decision would commit (fencing
+        bumped, configuration kept or replaced by a newer offered one, lease, request and log rows).
+        ``None`` means "not done, take the general path" (a table is busy or unknown, the request id is
+        known, no configuration is known, or the store has no fast path). The default has none.
+
+        :return: the fencing token per table, or ``None``.
+        :raises StoreError: on a store failure (nothing was granted).
+        """
+        return None
+
+    def release_owned(
+        self, request_id: str, owner_key: str, uris: Sequence[str], reset_config: Sequence[str], now: float
+    ) -> list[tuple[str, int | None]] | None:
+        """Release a lease, or withdraw a queued request, of ``owner_key`` in one step.
+
+        A lease's rows on ``uris`` are deleted, the request is marked released, the stored configuration of
+        the ``reset_config`` tables is dropped and each release is logged; without a lease, a waiting
+        request's queue rows on ``uris`` are deleted instead (logged as withdrawn). An optional fast path
+        like :meth:`grant_if_idle`: ``None`` or an empty list means nothing was done here (someone else's
+        request, already ended, or no fast path), and the caller takes the general path, which tells these
+        apart.
+
+        :return: ``(uri, fencing)`` per released lease row, ``(uri, None)`` per withdrawn queue row.
+        :raises StoreError: on a store failure (nothing was released).
+        """
+        return None
 
     @abc.abstractmethod
     def read_request(self, request_id: str) -> RequestRow | None:

@@ -59,7 +59,7 @@ def test_bad_urls() -> None:
 
 
 def test_fresh_store_is_at_latest_version(store) -> None:
-    assert store.schema_version() == migrations.LATEST == 2
+    assert store.schema_version() == migrations.LATEST == 3
 
 
 def test_migration_from_version_1_keeps_data(store_url: str) -> None:
@@ -79,7 +79,7 @@ def test_migration_from_version_1_keeps_data(store_url: str) -> None:
     old.close()
     # Opening the store migrates it; existing rows and fencing counters survive.
     with open_store(store_url) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == migrations.LATEST
         assert store.read_request("old").status == "released"
         manager = LeaseManager(store, clock=FakeClock())
         g = manager.acquire(request("a", ("t1", op("MERGE"))))

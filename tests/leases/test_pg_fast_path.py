@@ -1,0 +1,287 @@
+"""The PostgreSQL store's one-call fast paths: a grant on idle tables and a release by the owner.
+
+They must commit exactly what the general (locking, model-calling) path commits, and step aside whenever a
+table has a holder, an expired lease to reclaim, a queued request, or the request id is already known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from deltaguard.core import TableConfig
+from deltaguard.core.admission import Granted, Owner, Waiting
+from deltaguard.leases import codec
+from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
+from deltaguard.leases.store import IdleGrant
+
+from .conftest import FakeClock, fresh_pg_database, op, request
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def manager(pg_url: str) -> Iterator[LeaseManager]:
+    m = LeaseManager(pg_url, clock=FakeClock())
+    yield m
+    m.store.close()
+
+
+def _count_calls(manager: LeaseManager, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """Record the store's fast-path answers and its general-path transactions."""
+    store = manager.store
+    seen: dict[str, list[Any]] = {"grant_if_idle": [], "release_owned": [], "run": []}
+    for name in seen:
+        real = getattr(store, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            out = _real(*args, **kwargs)
+            seen[_name].append(out)
+            return out
+
+        monkeypatch.setattr(store, name, spy)
+    return seen
+
+
+def _owner(task_id: str) -> Owner:
+    """The owner the conftest ``request`` helper gives a task."""
+    return Owner(dag_id="dag", task_id=task_id)
+
+
+def _grant(request_id: str, uris: tuple[str, ...], **overrides: Any) -> IdleGrant:
+    fields: dict[str, Any] = {
+        "request_id": request_id,
+        "owner_key": "k",
+        "owner_json": "{}",
+        "uris": uris,
+        "op_jsons": tuple(codec.dumps(codec.operation_to_json(op("INSERT"))) for _ in uris),
+        "config_versions": tuple(1 for _ in uris),
+        "config_jsons": tuple(codec.dumps(codec.config_to_json(TableConfig(version=1))) for _ in uris),
+        "now": 10.0,
+        "expires_at": 70.0,
+        "ttl_s": 60.0,
+        "rank": 10.0,
+        "payload": json.dumps({"uris": list(uris)}),
+        "details": tuple('{"operation":"INSERT","owner":"o","waited_s":0.0}' for _ in uris),
+    }
+    fields.update(overrides)
+    return IdleGrant(**fields)
+
+
+def test_idle_tables_are_granted_and_released_without_a_locking_transaction(
+    manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warm = request("warm", ("t1", op("MERGE")), ("t2", op("MERGE")))
+    first = manager.acquire(warm)  # unknown tables: the general path creates their rows
+    assert isinstance(first, Granted)
+    assert manager.release(first.lease_id, warm.owner) is True
+    seen = _count_calls(manager, monkeypatch)
+    a = request("a", ("t2", op("MERGE")), ("t1", op("MERGE")))
+    lease = manager.acquire(a)
+    assert isinstance(lease, Granted)
+    assert lease.fencing == {"t1": first.fencing["t1"] + 1, "t2": first.fencing["t2"] + 1}
+    assert manager.release(lease.lease_id, a.owner) is True
+    assert seen["run"] == []  # neither needed the general path
+    assert seen["grant_if_idle"] == [lease.fencing]
+    assert seen["release_owned"] == [[("t1", lease.fencing["t1"]), ("t2", lease.fencing["t2"])]]
+    grant, release = manager.decisions(uri="t1", limit=2)[::-1]
+    assert (grant.kind, grant.request_id, release.kind) == ("grant", a.request_id, "release")
+    assert grant.detail == {
+        "fencing": lease.fencing["t1"],
+        "operation": op("MERGE").describe(),
+        "owner": a.owner.describe(),
+        "waited_s": 0.0,
+    }
+    assert release.detail == {"fencing": lease.fencing["t1"]}
+    assert manager.store.read_request(a.request_id).status == "released"  # type: ignore[union-attr]
+
+
+def test_a_busy_table_takes_the_general_path_and_keeps_fifo(
+    manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = request("holder", ("t1", op("MERGE")))
+    held = manager.acquire(holder)
+    assert isinstance(held, Granted)
+    queued = request("queued", ("t1", op("MERGE")))
+    assert isinstance(manager.acquire(queued), Waiting)
+    assert manager.release(held.lease_id, holder.owner) is True
+    manager.clock.advance(1.0)  # type: ignore[attr-defined]  # the newcomer ranks after the queued one
+    seen = _count_calls(manager, monkeypatch)
+    # The table has no lease now, but a queued request: a newcomer may not jump it.
+    late = request("late", ("t1", op("MERGE")))
+    answer = manager.acquire(late)
+    assert isinstance(answer, Waiting) and [b.id for b in answer.blockers] == [queued.request_id]
+    assert seen["grant_if_idle"] == [None] and len(seen["run"]) == 1
+    granted = manager.acquire(queued)
+    assert isinstance(granted, Granted) and granted.fencing["t1"] == held.fencing["t1"] + 1
+
+
+def test_an_expired_holder_is_reclaimed_and_logged_by_the_general_path(pg_url: str) -> None:
+    clock = FakeClock()
+    manager = LeaseManager(pg_url, clock=clock)
+    try:
+        dead = manager.acquire(request("dead", ("t1", op("MERGE")), ttl_s=5.0))
+        assert isinstance(dead, Granted)
+        clock.advance(10.0)
+        new = manager.acquire(request("new", ("t1", op("MERGE"))))
+        assert isinstance(new, Granted) and new.fencing["t1"] == dead.fencing["t1"] + 1
+        kinds = [(d.kind, d.request_id) for d in manager.decisions(uri="t1")][::-1]
+        assert kinds == [("grant", dead.lease_id), ("expiry", dead.lease_id), ("grant", new.lease_id)]
+        assert manager.store.read_request(dead.lease_id).status == "expired"  # type: ignore[union-attr]
+    finally:
+        manager.store.close()
+
+
+def test_the_store_steps_aside_for_known_requests_unknown_tables_and_missing_configuration(
+    manager: LeaseManager,
+) -> None:
+    store = manager.store
+    assert store.grant_if_idle(_grant("r1", ("new",))) is None  # no table row yet
+    lease = manager.acquire(request("a", ("t1", op("INSERT"))))
+    assert isinstance(lease, Granted)
+    assert store.grant_if_idle(_grant("r2", ("t1",))) is None  # busy: a lease is held
+    assert store.grant_if_idle(_grant(lease.lease_id, ("t2",))) is None  # the request id is known
+    manager.acquire(request("b", ("t2", op("INSERT"))))  # creates t2 with a configuration
+    with store.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(sa.text("DELETE FROM dg_leases"))
+        conn.execute(sa.text("UPDATE dg_tables SET config_json = NULL, config_version = NULL"))
+    # No stored configuration and none offered: the general path must raise, so the fast path declines.
+    assert store.grant_if_idle(_grant("r3", ("t2",), config_versions=(None,), config_jsons=(None,))) is None
+    fencing = store.grant_if_idle(_grant("r4", ("t2",)))
+    assert fencing is not None and set(fencing) == {"t2"}
+
+
+def test_release_of_a_foreign_or_ended_lease_is_not_done_in_one_step(
+    manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = request("a", ("t1", op("MERGE")))
+    lease = manager.acquire(a)
+    assert isinstance(lease, Granted)
+    intruder = _owner("intruder")
+    assert manager.store.release_owned(lease.lease_id, intruder.key, ["t1"], [], 5.0) == []
+    with pytest.raises(LeaseOwnershipError):
+        manager.release(lease.lease_id, intruder)
+    assert [x.lease_id for x in manager.leases("t1")] == [lease.lease_id]
+    assert manager.release(lease.lease_id, a.owner) is True
+    assert manager.release(lease.lease_id, a.owner) is False  # idempotent
+    kinds = [d.kind for d in manager.decisions(uri="t1")][::-1]
+    assert kinds == ["grant", "refuse", "release"]
+
+
+def test_a_queued_request_is_withdrawn_in_one_step_only_by_its_owner(
+    manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = request("holder", ("t1", op("MERGE")))
+    assert isinstance(manager.acquire(holder), Granted)
+    queued = request("queued", ("t1", op("MERGE")))
+    assert isinstance(manager.acquire(queued), Waiting)
+    assert manager.store.release_owned(queued.request_id, _owner("intruder").key, ["t1"], [], 1.0) == []
+    seen = _count_calls(manager, monkeypatch)
+    assert manager.release(queued.request_id, queued.owner) is True
+    assert seen["release_owned"] == [[("t1", None)]] and seen["run"] == []
+    assert manager.waiters("t1") == []
+    assert manager.store.read_request(queued.request_id).status == "released"  # type: ignore[union-attr]
+    withdrawn = manager.decisions(uri="t1", limit=1)[0]
+    assert (withdrawn.kind, withdrawn.request_id, withdrawn.detail) == (
+        "release",
+        queued.request_id,
+        {"withdrawn": True},
+    )
+    assert manager.release(queued.request_id, queued.owner) is False  # idempotent
+
+
+def test_releasing_a_metadata_change_drops_the_stored_configuration(manager: LeaseManager) -> None:
+    alter = request("alter", ("t1", op("SET_TBLPROPERTIES")))
+    lease = manager.acquire(alter)
+    assert isinstance(lease, Granted)
+    assert manager.release(lease.lease_id, alter.owner) is True
+    other = LeaseManager(manager.store, clock=manager.clock)  # a manager that did not grant it
+    second = request("again", ("t1", op("SET_TBLPROPERTIES")))
+    lease2 = other.acquire(second)
+    assert isinstance(lease2, Granted)
+    with manager.store.transaction(["t1"]) as txn:  # type: ignore[attr-defined]
+        assert txn.tables()["t1"].config_json is not None
+    assert manager.release(lease2.lease_id, second.owner) is True  # read_lease finds the operation
+    with manager.store.transaction(["t1"]) as txn:  # type: ignore[attr-defined]
+        row = txn.tables()["t1"]
+    assert (row.config_json, row.config_version) == (None, None)
+
+
+def _snapshot(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the decisions wrote, in a comparable order (the decision-log sequence left out)."""
+    engine = sa.create_engine(url)
+    queries = {
+        "tables": "SELECT uri, fencing, config_version, config_json FROM dg_tables ORDER BY uri",
+        "leases": "SELECT lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s "
+        "FROM dg_leases ORDER BY lease_id, uri",
+        "queue": "SELECT request_id, uri, owner_key, rank, expires_at FROM dg_queue ORDER BY request_id, uri",
+        "requests": "SELECT request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at "
+        "FROM dg_requests ORDER BY request_id",
+        "decisions": "SELECT at, kind, request_id, uri, owner_key, detail FROM dg_decisions "
+        "ORDER BY at, request_id, uri, kind",
+    }
+    try:
+        with engine.connect() as conn:
+            return {name: [tuple(r) for r in conn.execute(sa.text(q))] for name, q in queries.items()}
+    finally:
+        engine.dispose()
+
+
+def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[Any, ...]]]:
+    """Grants, a refused release, releases (one of a metadata change) and re-grants with older and newer
+    configurations, with deterministic ids and times."""
+    clock = FakeClock()
+    manager = LeaseManager(url, clock=clock)
+    if not fast:
+        monkeypatch.setattr(manager.store, "grant_if_idle", lambda grant: None)
+        monkeypatch.setattr(manager.store, "release_owned", lambda *args: None)
+
+    def ask(owner: str, *tables: Any, config: TableConfig) -> Granted:
+        req = dataclasses.replace(request(owner, *tables, config=config), request_id=f"{owner}-id")
+        answer = manager.acquire(req)
+        clock.advance(1.0)
+        assert isinstance(answer, Granted)
+        return answer
+
+    def release(lease: Granted, owner: str) -> None:
+        assert manager.release(lease.lease_id, _owner(owner)) is True
+        clock.advance(1.0)
+
+    v1, v2 = TableConfig(version=1), TableConfig(partition_columns=("d",), version=2)
+    try:
+        a = ask("a", ("t1", op("MERGE")), ("t2", op("INSERT")), config=v1)
+        b = ask("b", ("t3", op("DELETE", "d = 1")), config=v2)
+        release(b, "b")
+        c = ask("c", ("t3", op("INSERT")), config=v1)  # older than the stored v2: v2 is kept
+        with pytest.raises(LeaseOwnershipError):
+            manager.release(a.lease_id, _owner("intruder"))
+        queued = dataclasses.replace(request("w", ("t1", op("MERGE")), config=v1), request_id="w-id")
+        assert isinstance(manager.acquire(queued), Waiting)  # behind a's MERGE
+        clock.advance(1.0)
+        assert manager.release(queued.request_id, _owner("w")) is True  # withdrawn
+        clock.advance(1.0)
+        release(a, "a")
+        release(c, "c")
+        d = ask("d", ("t1", op("MERGE")), ("t2", op("MERGE")), config=v2)  # newer: replaces v1
+        e = ask("e", ("t4", op("SET_TBLPROPERTIES")), config=v1)
+        release(e, "e")  # a metadata change: the stored configuration is dropped
+        assert d.fencing == {"t1": 2, "t2": 2}
+    finally:
+        manager.store.close()
+    return _snapshot(url)
+
+
+def test_fast_and_general_paths_commit_the_same_rows(pg_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with_fast = _scenario(fresh_pg_database(pg_server), True, monkeypatch)
+    without = _scenario(fresh_pg_database(pg_server), False, monkeypatch)
+    assert with_fast == without
+    tables = {row[0]: row[1:] for row in with_fast["tables"]}
+    assert tables["t1"][:2] == (2, 2) and tables["t3"][:2] == (2, 2) and tables["t4"] == (1, None, None)
+    kinds = [row[1] for row in with_fast["decisions"]]
+    assert kinds.count("refuse") == 2 and kinds.count("wait") == 1  # refused on both tables of lease a
+    assert ("w-id", "released") in [(row[0], row[2]) for row in with_fast["requests"]]
