@@ -18,6 +18,7 @@ always point to lower ranks, so they cannot form a cycle (no deadlock).
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -77,9 +78,12 @@ class Owner:
         if not (self.dag_id or self.task_id or self.name):
             raise ValueError("an owner needs at least a name, a dag_id or a task_id")
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """A canonical string identity (owners are compared by it)."""
+        """A canonical string identity (owners are compared by it); also the owner's stored JSON text.
+
+        Computed once per owner: every decision and release compares and stores it.
+        """
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
