@@ -434,9 +434,9 @@ class LeaseManager:
         grant = IdleGrant(
             request_id=request.request_id,
             owner_key=request.owner.key,
-            owner_json=codec.dumps(request.owner.to_json()),
+            owner_json=request.owner.key,  # the key is the owner's compact, key-sorted JSON
             uris=uris,
-            op_jsons=tuple(codec.dumps(codec.operation_to_json(claims[u].operation)) for u in uris),
+            op_jsons=tuple(_op_text(claims[u].operation) for u in uris),
             config_versions=tuple(_version(offered[u]) for u in uris),
             config_jsons=tuple(_config_text(offered[u]) for u in uris),
             now=now,
@@ -713,6 +713,12 @@ class LeaseManager:
 
 def _version(config: TableConfig | None) -> int | None:
     return config.version if config is not None else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _op_text(operation: Operation) -> str:
+    """An operation's stored JSON text (operations are immutable values)."""
+    return codec.dumps(codec.operation_to_json(operation))
 
 
 @functools.lru_cache(maxsize=1024)

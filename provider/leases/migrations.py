@@ -15,15 +15,24 @@ import sqlalchemy as sa
 # letter (JSON text is glued with || instead), and there is no "%".
 _PG_GRANT_IF_IDLE = """
 CREATE FUNCTION dg_grant_if_idle(
-    p_uris TEXT[], p_request_id TEXT, p_owner_key TEXT, p_owner_json TEXT, p_op_jsons TEXT[],
-    p_config_versions BIGINT[], p_config_jsons TEXT[], p_now DOUBLE PRECISION,
-    p_expires_at DOUBLE PRECISION, p_ttl_s DOUBLE PRECISION, p_rank DOUBLE PRECISION, p_payload TEXT,
-    p_details TEXT[]
+    p_request_id TEXT, p_owner_key TEXT, p_owner_json TEXT, p_claims TEXT, p_now DOUBLE PRECISION,
+    p_expires_at DOUBLE PRECISION, p_ttl_s DOUBLE PRECISION, p_rank DOUBLE PRECISION, p_payload TEXT
 ) RETURNS TABLE (granted_uri TEXT, granted_fencing BIGINT)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     locked INTEGER;
+    p_uris TEXT[];
+    p_config_versions BIGINT[];
+    p_config_jsons TEXT[];
+    p_op_jsons TEXT[];
+    p_details TEXT[];
 BEGIN
+    -- p_claims: a JSON array of [uri, operation JSON, configuration version, configuration JSON, log
+    -- detail] per table, sorted by uri (one text parameter is cheaper for the client than five arrays).
+    SELECT array_agg(c->>0 ORDER BY n), array_agg((c->>2)::BIGINT ORDER BY n), array_agg(c->>3 ORDER BY n),
+        array_agg(c->>1 ORDER BY n), array_agg(c->>4 ORDER BY n)
+    INTO p_uris, p_config_versions, p_config_jsons, p_op_jsons, p_details
+    FROM json_array_elements(p_claims::JSON) WITH ORDINALITY AS e(c, n);
     -- The same lock as every decision: the table rows, in sorted order (no deadlocks).
     SELECT count(*) INTO locked FROM (
         SELECT t.uri FROM dg_tables t WHERE t.uri = ANY(p_uris) ORDER BY t.uri FOR UPDATE
@@ -81,10 +90,17 @@ $fn$
 
 _PG_RELEASE_OWNED = """
 CREATE FUNCTION dg_release_owned(
-    p_request_id TEXT, p_owner_key TEXT, p_uris TEXT[], p_reset_uris TEXT[], p_now DOUBLE PRECISION
+    p_request_id TEXT, p_owner_key TEXT, p_tables TEXT, p_now DOUBLE PRECISION
 ) RETURNS TABLE (released_uri TEXT, released_fencing BIGINT)
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    p_uris TEXT[];
+    p_reset_uris TEXT[];
 BEGIN
+    -- p_tables: a JSON array of [uri, whether releasing drops the stored configuration] per table.
+    SELECT array_agg(c->>0 ORDER BY c->>0), coalesce(array_agg(c->>0) FILTER (WHERE (c->>1)::BOOLEAN), '{}')
+    INTO p_uris, p_reset_uris
+    FROM json_array_elements(p_tables::JSON) AS e(c);
     PERFORM 1 FROM dg_tables t WHERE t.uri = ANY(p_uris) ORDER BY t.uri FOR UPDATE;
     RETURN QUERY
     WITH gone AS (

@@ -9,6 +9,7 @@ serialised with a transaction-scoped advisory lock.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,22 +123,30 @@ class PostgresLeaseStore(SqlLeaseStore):
     # --- one-call fast paths (schema version 3 functions; see ADR 0004) --------------------------------
 
     def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | None:
+        claims = json.dumps(
+            list(
+                zip(
+                    grant.uris,
+                    grant.op_jsons,
+                    grant.config_versions,
+                    grant.config_jsons,
+                    grant.details,
+                    strict=True,
+                )
+            )
+        )
         rows = self._call(
             _P_GRANT_IF_IDLE,
             {
-                "uris": list(grant.uris),
                 "request_id": grant.request_id,
                 "owner_key": grant.owner_key,
                 "owner_json": grant.owner_json,
-                "op_jsons": list(grant.op_jsons),
-                "config_versions": list(grant.config_versions),
-                "config_jsons": list(grant.config_jsons),
+                "claims": claims,
                 "now": grant.now,
                 "expires_at": grant.expires_at,
                 "ttl_s": grant.ttl_s,
                 "rank": grant.rank,
                 "payload": grant.payload,
-                "details": list(grant.details),
             },
         )
         return {uri: int(fencing) for uri, fencing in rows} if rows else None
@@ -145,10 +154,9 @@ class PostgresLeaseStore(SqlLeaseStore):
     def release_owned(
         self, request_id: str, owner_key: str, uris: Sequence[str], reset_config: Sequence[str], now: float
     ) -> list[tuple[str, int | None]] | None:
-        rows = self._call(
-            _P_RELEASE_OWNED,
-            {"id": request_id, "k": owner_key, "uris": sorted(uris), "reset": list(reset_config), "now": now},
-        )
+        reset = set(reset_config)
+        tables = json.dumps([(uri, uri in reset) for uri in uris])
+        rows = self._call(_P_RELEASE_OWNED, {"id": request_id, "k": owner_key, "tables": tables, "now": now})
         return [(uri, None if fencing is None else int(fencing)) for uri, fencing in rows]
 
     def _call(self, sql: str, params: dict[str, Any], attempts: int = 3) -> list[tuple[Any, ...]]:
@@ -211,14 +219,14 @@ _P_HOLDERS = (
     f"SELECT 'W', {_W}, 0, 0 FROM dg_queue WHERE uri = ANY(%(uris)s)"
 )
 _P_REQUEST = f"SELECT {_R} FROM dg_requests WHERE request_id = %(id)s"
+# The fast paths take their per-table values as one JSON text: psycopg dumps one string far cheaper than
+# several arrays.
 _P_GRANT_IF_IDLE = (
-    "SELECT granted_uri, granted_fencing FROM dg_grant_if_idle(%(uris)b, %(request_id)s, %(owner_key)s, "
-    "%(owner_json)s, %(op_jsons)b, %(config_versions)b::BIGINT[], %(config_jsons)b::TEXT[], %(now)s, "
-    "%(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s, %(details)b)"
+    "SELECT granted_uri, granted_fencing FROM dg_grant_if_idle(%(request_id)s, %(owner_key)s, %(owner_json)s, "
+    "%(claims)s, %(now)s, %(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s)"
 )
 _P_RELEASE_OWNED = (
-    "SELECT released_uri, released_fencing FROM dg_release_owned(%(id)s, %(k)s, %(uris)b, %(reset)b::TEXT[], "
-    "%(now)s)"
+    "SELECT released_uri, released_fencing FROM dg_release_owned(%(id)s, %(k)s, %(tables)s, %(now)s)"
 )
 _P_RELEASE = f"DELETE FROM dg_leases WHERE lease_id = %(id)s AND owner_key = %(k)s RETURNING {_L}"
 _P_LEASE_BY_ID = f"SELECT {_L} FROM dg_leases WHERE lease_id = %(id)s"
