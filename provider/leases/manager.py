@@ -715,15 +715,17 @@ def _version(config: TableConfig | None) -> int | None:
     return config.version if config is not None else None
 
 
-@functools.lru_cache(maxsize=1024)
 def _op_text(operation: Operation) -> str:
-    """An operation's stored JSON text (operations are immutable values)."""
+    """An operation's stored JSON text.
+
+    Not cached by operation: operations that compare equal may still differ in fields the text keeps (the
+    label and SQL are not compared).
+    """
     return codec.dumps(codec.operation_to_json(operation))
 
 
-@functools.lru_cache(maxsize=1024)
 def _config_text(config: TableConfig | None) -> str | None:
-    """A configuration's stored JSON text (configurations are immutable values, reused across requests)."""
+    """A configuration's stored JSON text (not cached by value either: the URI is not compared)."""
     return codec.dumps(codec.config_to_json(config)) if config is not None else None
 
 

@@ -101,6 +101,20 @@ def test_idle_tables_are_granted_and_released_without_a_locking_transaction(
     assert manager.store.read_request(a.request_id).status == "released"  # type: ignore[union-attr]
 
 
+def test_each_grant_stores_its_own_operation_text(manager: LeaseManager) -> None:
+    # Operations that compare equal (labels are not compared) must still be stored with their own label.
+    first = dataclasses.replace(op("MERGE"), label="dag_a.merge")
+    second = dataclasses.replace(op("MERGE"), label="dag_b.merge")
+    assert first == second
+    for uri in ("t1", "t2"):  # make the tables known, so the grants below take the fast path
+        warm = request("warm", (uri, op("INSERT")))
+        assert manager.release(manager.acquire(warm).lease_id, warm.owner)
+    for uri, operation in (("t1", first), ("t2", second)):
+        lease = manager.acquire(request("a", (uri, operation)))
+        assert isinstance(lease, Granted)
+        assert [x.operation.label for x in manager.leases(uri)] == [operation.label]
+
+
 def test_a_busy_table_takes_the_general_path_and_keeps_fifo(
     manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
