@@ -20,6 +20,9 @@ Two modes (the ``mode`` field of each row):
 Requesters are separate processes, not threads: Airflow workers are processes, and threads would measure
 the GIL instead of the store's concurrency. On a 2-core machine 32 processes over-subscribe the CPU.
 
+``--series 32:500,32:200 --repeat 5 --out ...`` runs only those open-loop rows, repeatedly, on the big database
+(the spread of p99 between runs; ``benchmarks/results/leases_series.json``).
+
 Flatness ("cost does not grow with tables or log size"): the same workload, 1 requester closed loop and 8
 requesters open loop, against 100 tables with an empty log (``small``), 10,000 tables with an empty log and
 100 tables with the full log. Every row records the 1-minute load average of the (shared) machine.
@@ -290,6 +293,12 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=100_000)
     parser.add_argument("--pg-url", help="an empty PostgreSQL database (default: a throwaway cluster)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "leases.json"))
+    parser.add_argument(
+        "--series",
+        help="instead of the full set: only these open-loop rows, as requesters:rate pairs (e.g. 32:500,32:200), "
+        "each --repeat times on the big database, to show the spread of p99 between runs",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="how many times --series runs each row")
     args = parser.parse_args()
     counts = [int(x) for x in args.requesters.split(",")]
     rows: list[dict[str, Any]] = []
@@ -327,6 +336,13 @@ def run_store(store: str, make_url: Any, counts: list[int], args: argparse.Names
     rows = []
     big = make_url("bench_big")
     populate(big, args.tables, args.history)
+    if args.series:
+        for attempt in range(args.repeat):
+            for pair in args.series.split(","):
+                n, rate = pair.split(":")
+                row = measure(big, store, int(n), args.tables, args.history, args.duration, float(rate))
+                rows.append({**row, "repeat": attempt + 1})
+        return rows
     for n in counts:
         rows.append(measure(big, store, n, args.tables, args.history, args.duration))
     for n in counts:
