@@ -194,7 +194,8 @@ class LeaseManager:
             if cached is not None:
                 return cached
             try:
-                return self._evaluate(_request_from_payload(request_id, row.payload))
+                # Its own queue entry keeps the tables busy: the one-step grant cannot apply.
+                return self._evaluate(_request_from_payload(request_id, row.payload), fast=False)
             except RequestClosedError:
                 pass
             row = self.store.read_request(request_id) or row
@@ -266,7 +267,7 @@ class LeaseManager:
             uris = [r.uri for r in rows]
             reset = [r.uri for r in rows if _op(r.op_json).changes_metadata]
             is_lease = bool(rows)
-        if uris:
+        if uris and self.store.has_fast_paths:
             released = self.store.release_owned(lease_id, owner.key, uris, reset, now)
             if released:
                 if reset and any(fencing is not None for _, fencing in released):
@@ -455,13 +456,16 @@ class LeaseManager:
             return None
         return Granted(request.request_id, request.request_id, fencing, grant.expires_at)
 
-    def _evaluate(self, request: LeaseRequest) -> Granted | Waiting:
+    def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
+        """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``), else by
+        the general locking transaction."""
         now = self.clock()
         offered = {c.uri: self._loaded_config(c, now) for c in request.claims}
-        fast = self._grant_if_idle(request, offered, now)
-        if fast is not None:
-            self._remember(request.request_id, request.uris, request.claims, True)
-            return fast
+        if fast and self.store.has_fast_paths:
+            granted = self._grant_if_idle(request, offered, now)
+            if granted is not None:
+                self._remember(request.request_id, request.uris, request.claims, True)
+                return granted
         claims = {c.uri: c for c in request.claims}
         decide = self.decide
 

@@ -62,6 +62,7 @@ class PostgresLeaseStore(SqlLeaseStore):
         super().__init__(url, migrate=migrate)
 
     _log_order = "seq"
+    has_fast_paths = True
     _read_options = {"isolation_level": "AUTOCOMMIT"}
 
     def _make_engine(self, url: str) -> sa.Engine:

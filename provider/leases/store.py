@@ -181,6 +181,10 @@ class LeaseStore(abc.ABC):
     #: the store URL without password (for messages).
     name: str
 
+    #: whether :meth:`grant_if_idle` and :meth:`release_owned` can do anything (callers skip preparing
+    #: their arguments otherwise).
+    has_fast_paths: bool = False
+
     @abc.abstractmethod
     def transaction(self, uris: Sequence[str]) -> contextlib.AbstractContextManager[StoreTxn]:
         """Lock the rows of ``uris`` (created when missing) in sorted order until commit.

@@ -131,8 +131,9 @@ def test_a_busy_table_takes_the_general_path_and_keeps_fifo(
     answer = manager.acquire(late)
     assert isinstance(answer, Waiting) and [b.id for b in answer.blockers] == [queued.request_id]
     assert seen["grant_if_idle"] == [None] and len(seen["run"]) == 1
-    granted = manager.acquire(queued)
+    granted = manager.check(queued.request_id)  # a waiting request's re-check skips the one-step attempt
     assert isinstance(granted, Granted) and granted.fencing["t1"] == held.fencing["t1"] + 1
+    assert seen["grant_if_idle"] == [None] and len(seen["run"]) == 2
 
 
 def test_an_expired_holder_is_reclaimed_and_logged_by_the_general_path(pg_url: str) -> None:
