@@ -17,7 +17,9 @@ from deltaguard.core.admission import (
     explain,
     queue_rank,
 )
+from deltaguard.core.decision import Decision
 from deltaguard.core.model import decide
+from deltaguard.core.operations import Operation, OperationKind
 
 from .conftest import CONFIG, PROFILE, op
 
@@ -43,6 +45,19 @@ def test_default_decide_is_the_real_model() -> None:
 
 def test_empty_table_grants() -> None:
     assert admit("r", 0.0, [view("t1", op("MERGE"))], decide).granted
+
+
+@pytest.mark.parametrize("kind", [k.value for k in OperationKind])
+def test_idle_tables_grant_every_operation_without_asking_the_model(kind: str) -> None:
+    """What the PostgreSQL store's one-step grant relies on: with no lease and no queued request on any of
+    its tables, a request is granted whatever its operations, and the model is not consulted."""
+
+    def no_model(*args: object) -> Decision:
+        raise AssertionError("the model must not be asked about idle tables")
+
+    candidate = op(kind) if kind != "STREAMING_WRITE" else Operation(OperationKind.STREAMING_WRITE)
+    views = [view("t1", candidate), view("t2", op("MERGE"))]
+    assert admit("r", 0.0, views, no_model).granted
 
 
 def test_conflict_with_a_lease_waits_with_blocker_and_reason() -> None:
