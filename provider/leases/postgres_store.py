@@ -117,9 +117,7 @@ class PostgresLeaseStore(SqlLeaseStore):
                     txn.prefetch_request(request_id, RequestRow(*rows[0]) if rows else None)
             return txn
         except psycopg.Error as exc:
-            if raw.closed or raw.broken:
-                conn.invalidate()
-            raise StoreError(f"lease store {self.name} failed: {type(exc).__name__}: {exc}") from exc
+            raise _failure(self.name, conn, raw, exc) from exc
 
     # --- one-call fast paths (schema version 3 functions; see ADR 0004) --------------------------------
 
@@ -164,7 +162,9 @@ class PostgresLeaseStore(SqlLeaseStore):
         """Run one statement in autocommit (one round trip, no BEGIN/COMMIT); retry a lost connection.
 
         Safe to retry: the statement is one transaction that either committed before the failure was seen
-        (then the retry finds the rows it wrote and changes nothing) or was rolled back whole.
+        (then the retry finds the rows it wrote and changes nothing) or was rolled back whole. In the first
+        case the caller's general path answers from what is stored: a committed grant is found and returned
+        again, while a committed release reads as "nothing was held" (``release`` returns ``False``).
         """
         for attempt in range(attempts):
             with self._connect() as conn:
@@ -177,11 +177,10 @@ class PostgresLeaseStore(SqlLeaseStore):
                         if not raw.closed:
                             raw.autocommit = False
                 except psycopg.Error as exc:
-                    if raw.closed or raw.broken:
-                        conn.invalidate()
+                    error = _failure(self.name, conn, raw, exc)
                     if attempt + 1 < attempts and self._retryable_cause(exc):
                         continue
-                    raise StoreError(f"lease store {self.name} failed: {type(exc).__name__}: {exc}") from exc
+                    raise error from exc
         raise AssertionError("unreachable")
 
     def _retryable_cause(self, cause: BaseException | None) -> bool:
@@ -311,9 +310,7 @@ class _PgTxn(_Txn):
                     self._raw.commit()
             return [cur.fetchall() for cur in cursors]
         except psycopg.Error as exc:
-            if self._raw.closed or self._raw.broken:
-                self._conn.invalidate()
-            raise StoreError(f"lease store {self._name} failed: {type(exc).__name__}: {exc}") from exc
+            raise _failure(self._name, self._conn, self._raw, exc) from exc
 
     def _write(self, sql: str, params: dict[str, Any]) -> None:
         self._pending.append((sql, params))
@@ -396,6 +393,16 @@ class _PgTxn(_Txn):
     def log(self, rows: Sequence[DecisionRow]) -> None:
         if rows:
             self._pending.append(_insert("dg_decisions", _D, rows))
+
+
+def _failure(
+    store_name: str, conn: sa.Connection, raw: psycopg.Connection[Any], exc: psycopg.Error
+) -> StoreError:
+    """The :class:`StoreError` for a psycopg failure; a connection the failure broke is invalidated first, so
+    the pool never hands it out again."""
+    if raw.closed or raw.broken:
+        conn.invalidate()
+    return StoreError(f"lease store {store_name} failed: {type(exc).__name__}: {exc}")
 
 
 def _target(sql: str) -> str:
