@@ -15,7 +15,7 @@ from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.leases.store import LeaseStore, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # make `tests.pg` importable (importlib mode)
-from tests.pg import find_pg_bin, throwaway_postgres
+from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture offered to this directory)
 
 PROFILE = EngineProfile(EngineName.DELTA_SPARK, "4.0")
 CONFIG = TableConfig(partition_columns=("date",), version=1)
@@ -65,14 +65,6 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
-    if find_pg_bin() is None:
-        pytest.skip("no PostgreSQL server binaries (install the 'postgresql' package)")
-    with throwaway_postgres() as url:
-        yield url
-
-
 def fresh_pg_database(server_url: str) -> str:
     """A new empty database on the throwaway server; returns its URL."""
     name = f"dg_{uuid.uuid4().hex[:12]}"
@@ -84,7 +76,7 @@ def fresh_pg_database(server_url: str) -> str:
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> str:
+def pg_url(pg_server: str) -> str:  # noqa: F811 (the imported fixture, requested by name)
     return fresh_pg_database(pg_server)
 
 

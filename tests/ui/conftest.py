@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from deltaguard.ui_reads import UiReader
+from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture offered to this directory)
 from tests.ui.scenario import Scenario, build
 
 
@@ -21,13 +22,3 @@ def scenario(tmp_path: Path) -> Iterator[Scenario]:
 @pytest.fixture
 def reader(scenario: Scenario) -> UiReader:
     return UiReader(scenario.manager.store, clock=scenario.clock)
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
-    from tests.pg import find_pg_bin, throwaway_postgres
-
-    if find_pg_bin() is None:
-        pytest.skip("no PostgreSQL server binaries (install the 'postgresql' package)")
-    with throwaway_postgres() as url:
-        yield url
