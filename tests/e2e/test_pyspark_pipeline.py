@@ -11,8 +11,6 @@ documented per-day rules, never with Spark.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import re
 import time
@@ -20,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -41,6 +38,7 @@ from deltaguard.run_analysis import (
     pair_checks,
     upstream_closure,
 )
+from tests.e2e.shared import CONFLICT_TEXT, error_records, load_example_pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -65,18 +63,6 @@ WRITE_TASKS = (
     "add_loyalty_column",
     "optimize_sales",
 )
-CONFLICT_TEXT = re.compile(
-    r"Concurrent\w+Exception|MetadataChangedException|ProtocolChangedException|CommitFailed|DeltaConflictError"
-)
-
-
-def _pipeline_module() -> ModuleType:
-    path = default_dags_folder() / "example_pipeline.py"
-    spec = importlib.util.spec_from_file_location("example_pipeline_for_pyspark_tests", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass(frozen=True)
@@ -178,23 +164,8 @@ def _task_log(outcome: Outcome, task_id: str) -> str:
     return "\n".join(log.read_text(errors="replace") for log in logs)
 
 
-def _error_records(text: str) -> list[str]:
-    """Error-level records of a task log (JSON lines): where a failed commit would show up."""
-    errors = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and (
-            record.get("level") in ("error", "critical") or "error_detail" in record
-        ):
-            errors.append(json.dumps(record))
-    return errors
-
-
 def test_no_task_log_reports_a_delta_conflict(outcome: Outcome) -> None:
-    errors = [e for task_id in WRITE_TASKS for e in _error_records(_task_log(outcome, task_id))]
+    errors = [e for task_id in WRITE_TASKS for e in error_records(_task_log(outcome, task_id))]
     # waiting tasks legitimately *name* the exception they avoid; only errors would mean a failed commit
     assert [e for e in errors if CONFLICT_TEXT.search(e)] == []
 
@@ -236,7 +207,7 @@ def _expected_sales_row(day: str, country: str, sku: int) -> dict[str, Any]:
 
 
 def test_final_tables_equal_the_expected_contents(outcome: Outcome) -> None:
-    p = _pipeline_module()
+    p = load_example_pipeline("example_pipeline_for_pyspark_tests")
     tables = outcome.tables
 
     expected_sales: dict[tuple[str, str, int], dict[str, Any]] = {}

@@ -11,14 +11,9 @@ Expected final table contents are computed here from the seed and source rows wi
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -31,6 +26,7 @@ from deltaguard.airflow_runner import (
     stack_processes,
 )
 from deltaguard.demo import DELTAGUARD_DAG, PipelineRun, create_pools, run_pipeline
+from tests.e2e.shared import CONFLICT_TEXT, error_records, load_example_pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -38,18 +34,6 @@ DAY = "2026-11-21"
 #: Long enough that writes started together are still running when the slowest of them starts,
 #: even with task start-up spread over several seconds on a busy 2-core machine.
 WRITE_SECONDS = 12
-CONFLICT_TEXT = re.compile(
-    r"Concurrent\w+Exception|MetadataChangedException|ProtocolChangedException|CommitFailed|DeltaConflictError"
-)
-
-
-def _pipeline_module() -> ModuleType:
-    path = default_dags_folder() / "example_pipeline.py"
-    spec = importlib.util.spec_from_file_location("example_pipeline_for_tests", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass(frozen=True)
@@ -107,23 +91,10 @@ def test_run_succeeded_with_no_failed_or_retried_task(outcome: Outcome) -> None:
         assert write.commit.info.get("airflow.try_number") == "1"
 
 
-def _error_records(log: Path) -> list[str]:
-    """Error-level records of a task log (JSON lines): where a failed commit would show up."""
-    errors = []
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("level") in ("error", "critical") or "error_detail" in record:
-            errors.append(json.dumps(record))
-    return errors
-
-
 def test_no_task_log_reports_a_delta_conflict(outcome: Outcome) -> None:
     logs = list((outcome.home.log_dir / f"dag_id={DELTAGUARD_DAG}").rglob("*.log*"))
     assert logs, "task logs must exist"
-    errors = [e for log in logs for e in _error_records(log)]
+    errors = [e for log in logs for e in error_records(log.read_text(errors="replace"))]
     # waiting tasks legitimately *name* the exception they avoid; only errors would mean a failed commit
     assert [e for e in errors if CONFLICT_TEXT.search(e)] == []
 
@@ -169,7 +140,7 @@ def test_writes_the_model_calls_conflicting_never_overlapped(outcome: Outcome) -
 
 
 def test_final_tables_equal_the_expected_contents(outcome: Outcome) -> None:
-    p = _pipeline_module()
+    p = load_example_pipeline("example_pipeline_for_tests")
     tables = outcome.run.tables
 
     expected_sales: dict[tuple[str, str, int], dict[str, Any]] = {}
