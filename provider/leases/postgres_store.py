@@ -34,6 +34,13 @@ _Q_LOCK = sa.text(
 #: An arbitrary constant naming deltaguard's migration lock.
 _MIGRATION_LOCK_KEY = 0x6467_6C65_6173
 
+#: Planner settings for the store's sessions (ADR 0004). Every store statement is a key lookup or a short
+#: index range, but the tables swing between empty and millions of rows. A plan cached while a table was
+#: nearly empty kept scanning all of it sequentially once it had grown (``dg_requests`` lookups by request id
+#: reached 0.5 ms each), and the fast-path functions re-planned their statements on every call because a
+#: custom plan looked cheaper than a generic one. Generic plans without sequential scans fix both.
+_PLANNER_OPTIONS = "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off"
+
 
 class PostgresLeaseStore(SqlLeaseStore):
     """Leases in a PostgreSQL database.
@@ -75,7 +82,7 @@ class PostgresLeaseStore(SqlLeaseStore):
             pool_reset_on_return=None,
             connect_args={
                 "connect_timeout": max(1, int(self.connect_timeout_s)),
-                "options": f"-c lock_timeout={int(self.lock_timeout_s * 1000)}",
+                "options": f"-c lock_timeout={int(self.lock_timeout_s * 1000)} {_PLANNER_OPTIONS}",
                 "application_name": "deltaguard-leases",
             },
         )
