@@ -21,7 +21,7 @@ Requesters are separate processes, not threads: Airflow workers are processes, a
 the GIL instead of the store's concurrency. On a 2-core machine 32 processes over-subscribe the CPU.
 
 ``--series 32:500,32:200 --repeat 5 --out ...`` runs only those open-loop rows, repeatedly, on the big database
-(the spread of p99 between runs; ``benchmarks/results/leases_series.json``).
+(the spread of p99 between runs, each repeat with its own arrival schedule and tables; ``benchmarks/results/leases_series.json``).
 
 Flatness ("cost does not grow with tables or log size"): the same workload, 1 requester closed loop and 8
 requesters open loop, against 100 tables with an empty log (``small``), 10,000 tables with an empty log and
@@ -164,16 +164,24 @@ def _request(rng: random.Random, tables: int, owner: Owner, request_id: str) -> 
 
 
 def requester(
-    url: str, worker: int, tables: int, duration_s: float, rate: float, start: Any, start_at: Any, out: Any
+    url: str,
+    worker: int,
+    tables: int,
+    duration_s: float,
+    rate: float,
+    start: Any,
+    start_at: Any,
+    out: Any,
+    seed: int = 0,
 ) -> None:
     """One requester process. ``rate`` 0: closed loop (acquire, release, repeat, timing each acquire).
     ``rate`` > 0: open loop, this process's share of the offered rate, with exponential gaps (Poisson
     arrivals); latency runs from the *scheduled* send time, so a request delayed behind a slow one counts
-    its wait (no coordinated omission)."""
+    its wait (no coordinated omission). ``seed`` picks the arrival schedule and tables (with ``worker``)."""
     manager = LeaseManager(url)
     manager.decide  # noqa: B018 - import the model before the clock starts
     owner = Owner(dag_id="bench", task_id=f"req{worker}")
-    rng = random.Random(worker)
+    rng = random.Random(seed * 10_007 + worker)
     _warm(manager, owner, tables, f"warm-{os.getpid()}-{worker}")
     start.put(None)  # ready
     start_at.wait(300)  # ... until the parent publishes the common start time
@@ -232,15 +240,18 @@ def measure(
     history: int,
     duration_s: float,
     offered: float = 0.0,
+    seed: int = 0,
 ) -> dict[str, Any]:
-    """One row: closed loop when ``offered`` is 0, else open loop at ``offered`` acquires/s in aggregate."""
+    """One row: closed loop when ``offered`` is 0, else open loop at ``offered`` acquires/s in aggregate.
+    ``seed`` 0 is the fixed workload of the main rows; repeats of ``--series`` use others, so that their
+    spread covers different arrival schedules, not one schedule replayed."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Queue()
     start_at = _StartSignal(ctx)
     out = ctx.Queue()
     share = offered / requesters
     procs = [
-        ctx.Process(target=requester, args=(url, w, tables, duration_s, share, start, start_at, out))
+        ctx.Process(target=requester, args=(url, w, tables, duration_s, share, start, start_at, out, seed))
         for w in range(requesters)
     ]
     for p in procs:
@@ -267,6 +278,8 @@ def measure(
         "decisions_per_s": round(len(latencies) / wall, 1),
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
+    if seed:
+        row["seed"] = seed
     print(json.dumps(row), flush=True)
     return row
 
@@ -340,7 +353,16 @@ def run_store(store: str, make_url: Any, counts: list[int], args: argparse.Names
         for attempt in range(args.repeat):
             for pair in args.series.split(","):
                 n, rate = pair.split(":")
-                row = measure(big, store, int(n), args.tables, args.history, args.duration, float(rate))
+                row = measure(
+                    big,
+                    store,
+                    int(n),
+                    args.tables,
+                    args.history,
+                    args.duration,
+                    float(rate),
+                    seed=attempt + 1,
+                )
                 rows.append({**row, "repeat": attempt + 1})
         return rows
     for n in counts:
