@@ -21,7 +21,8 @@ Requesters are separate processes, not threads: Airflow workers are processes, a
 the GIL instead of the store's concurrency. On a 2-core machine 32 processes over-subscribe the CPU.
 
 ``--series 32:500,32:200 --repeat 5 --out ...`` runs only those open-loop rows, repeatedly, on the big database
-(the spread of p99 between runs, each repeat with its own arrival schedule and tables; ``benchmarks/results/leases_series.json``).
+(the spread of p99 between runs, each repeat with its own arrival schedule and tables;
+``benchmarks/results/leases_series.json``).
 
 Flatness ("cost does not grow with tables or log size"): the same workload, 1 requester closed loop and 8
 requesters open loop, against 100 tables with an empty log (``small``), 10,000 tables with an empty log and
