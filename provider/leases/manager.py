@@ -277,8 +277,12 @@ class LeaseManager:
                 return True
             # Not done in one step (another owner's, already ended, or no fast path): the general path
             # below tells these apart.
-        # A request this manager saw queued may have been granted since (by another process).
-        rows_uris = uris if is_lease else [r.uri for r in self.store.read_lease(lease_id)] if known else []
+        if is_lease:
+            rows_uris = uris
+        elif known is not None:  # this manager saw it queued; another process may have granted it since
+            rows_uris = [r.uri for r in self.store.read_lease(lease_id)]
+        else:  # nothing read above: no lease
+            rows_uris = []
         if not rows_uris:
             request = self.store.read_request(lease_id)
             if request is None:
@@ -445,11 +449,8 @@ class LeaseManager:
             ttl_s=request.ttl_s,
             rank=queue_rank(now, request.priority, self.ageing_s),
             payload=_payload(request),
-            # The general path's grant detail; the store adds "fencing" (sorted first) with the new token.
-            details=tuple(
-                codec.dumps({"operation": claims[u].operation.describe(), "owner": owner, "waited_s": 0.0})
-                for u in uris
-            ),
+            # The store adds "fencing" (sorted first) with the new token.
+            details=tuple(codec.dumps(_grant_detail(claims[u].operation, owner, 0.0)) for u in uris),
         )
         fencing = self.store.grant_if_idle(grant)
         if fencing is None:
@@ -560,9 +561,11 @@ class LeaseManager:
                             key,
                             {
                                 "fencing": r.fencing,
-                                "operation": claims[r.uri].operation.describe(),
-                                "owner": request.owner.describe(),
-                                "waited_s": round(now - enqueued_at, 3),
+                                **_grant_detail(
+                                    claims[r.uri].operation,
+                                    request.owner.describe(),
+                                    round(now - enqueued_at, 3),
+                                ),
                             },
                         )
                         for r in rows
@@ -713,6 +716,11 @@ class LeaseManager:
         at: float, kind: str, request_id: str, uri: str, owner_key: str, detail: dict[str, Any]
     ) -> DecisionRow:
         return DecisionRow(at, kind, request_id, uri, owner_key, codec.dumps(detail))
+
+
+def _grant_detail(operation: Operation, owner: str, waited_s: float) -> dict[str, Any]:
+    """A grant's log detail without its fencing token (both grant paths log this shape)."""
+    return {"operation": operation.describe(), "owner": owner, "waited_s": waited_s}
 
 
 def _version(config: TableConfig | None) -> int | None:
