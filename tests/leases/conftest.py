@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
+from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.store import LeaseStore, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # make `tests.pg` importable (importlib mode)
@@ -63,6 +64,12 @@ def request(
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+def general_path_only(manager: LeaseManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch off the store's one-call fast paths, so every decision takes the general (locking) path."""
+    monkeypatch.setattr(manager.store, "grant_if_idle", lambda grant: None)
+    monkeypatch.setattr(manager.store, "release_owned", lambda *args: None)
 
 
 def fresh_pg_database(server_url: str) -> str:

@@ -10,7 +10,7 @@ from deltaguard.core.admission import Granted
 from deltaguard.leases import postgres_store
 from deltaguard.leases.manager import LeaseManager
 
-from .conftest import FakeClock, op, request
+from .conftest import FakeClock, general_path_only, op, request
 
 _SET = postgres_store._P_SET_TABLE
 
@@ -65,18 +65,12 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def _general_path_only(manager: LeaseManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Switch off the one-call fast paths (tested in test_pg_fast_path.py), so the general path runs."""
-    monkeypatch.setattr(manager.store, "grant_if_idle", lambda grant: None)
-    monkeypatch.setattr(manager.store, "release_owned", lambda *args: None)
-
-
 @pytest.mark.postgres
 def test_grant_and_release_commit_one_statement_and_keep_fencing_and_log(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manager = LeaseManager(pg_url, clock=FakeClock())
-    _general_path_only(manager, monkeypatch)
+    general_path_only(manager, monkeypatch)  # the fast paths are tested in test_pg_fast_path.py
     try:
         a = request("a", ("t1", op("MERGE")), ("t2", op("MERGE")))
         warm = request("warm", ("t1", op("MERGE")), ("t2", op("MERGE")))
@@ -102,7 +96,7 @@ def test_expired_holder_reclaim_is_logged_and_not_folded_unsafely(
 ) -> None:
     clock = FakeClock()
     manager = LeaseManager(pg_url, clock=clock)
-    _general_path_only(manager, monkeypatch)
+    general_path_only(manager, monkeypatch)  # the fast paths are tested in test_pg_fast_path.py
     try:
         old = manager.acquire(request("old", ("t1", op("MERGE")), ttl_s=5.0))
         assert isinstance(old, Granted)

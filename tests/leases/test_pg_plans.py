@@ -52,16 +52,6 @@ def _settled_sequential_scans(engine: sa.Engine) -> dict[str, int]:
     return _sequential_scans(engine)
 
 
-def test_store_sessions_run_generic_plans_without_sequential_scans(pg_url: str) -> None:
-    manager = LeaseManager(pg_url)
-    try:
-        with manager.store.engine.connect() as conn:  # type: ignore[attr-defined]
-            assert conn.execute(sa.text("SHOW plan_cache_mode")).scalar() == "force_generic_plan"
-            assert conn.execute(sa.text("SHOW enable_seqscan")).scalar() == "off"
-    finally:
-        manager.store.close()
-
-
 def test_decisions_never_scan_a_whole_table_after_it_grew(pg_url: str) -> None:
     """Plans are cached while the tables are nearly empty; then ``dg_requests`` and the log grow by thousands
     of rows; later decisions (fast paths and the general path: grant beside a holder, queue, withdraw) must
