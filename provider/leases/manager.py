@@ -3,7 +3,9 @@
 Every state change (acquire, check of a waiting request, heartbeat, release) is one store transaction over
 the rows of exactly the tables involved: expired leases and abandoned queue entries on those tables are
 reclaimed (and logged with their dead owner), the pure :func:`~deltaguard.core.admission.admit` decides, and
-the grant (with per-table fencing tokens) or the queue entry is written, all atomically.
+the grant (with per-table fencing tokens) or the queue entry is written, all atomically. A store may also
+answer a decision on busy tables with a snapshot of their rows and commit the decision made from it only if
+those rows are unchanged under the locks (ADR 0007); otherwise the locking transaction decides.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ from deltaguard.leases.store import (
     LeaseRow,
     LeaseStore,
     RequestRow,
+    StoreError,
     StoreTxn,
+    TableSnapshot,
     WaiterRow,
     open_store,
 )
@@ -230,8 +234,10 @@ class LeaseManager:
         if not rows:
             raise LeaseLostError(f"lease {lease_id} does not exist (released, or expired and reclaimed)")
         now = self.clock()
+        reclaimed: list[LeaseRow] = []
 
         def body(txn: StoreTxn) -> float | None:
+            reclaimed.clear()
             current = txn.lease_rows(lease_id)
             if not current:
                 return None
@@ -240,13 +246,14 @@ class LeaseManager:
                     f"lease {lease_id} belongs to {_owner(current[0].owner_json).describe()}, not {owner.describe()}"
                 )
             if min(r.expires_at for r in current) <= now:
-                self._reclaim_leases(txn, current, now)
+                self._reclaim_leases(txn, current, now, reclaimed)
                 return None
             expires = now + current[0].ttl_s
             txn.extend_lease(lease_id, expires)
             return expires
 
         expires = self._run([r.uri for r in rows], body)
+        _warn_reclaimed(reclaimed, now)
         if expires is None:
             raise LeaseLostError(f"lease {lease_id} expired before this heartbeat; stop writing")
         return float(expires)
@@ -427,11 +434,12 @@ class LeaseManager:
 
     def _grant_if_idle(
         self, request: LeaseRequest, offered: dict[str, TableConfig | None], now: float
-    ) -> Granted | None:
+    ) -> Granted | TableSnapshot | None:
         """The store's one-step grant when none of the tables has a holder or a queued request.
 
         Then :func:`~deltaguard.core.admission.admit` grants without asking the model, so the store can
-        check and grant in one call; ``None`` sends the request down the general path.
+        check and grant in one call. Otherwise the store answers with a snapshot of the busy tables (to
+        decide from without locking) or ``None``.
         """
         uris = tuple(sorted(request.uris))
         claims = {c.uri: c for c in request.claims}
@@ -452,29 +460,37 @@ class LeaseManager:
             # The store adds "fencing" (sorted first) with the new token.
             details=tuple(codec.dumps(_grant_detail(claims[u].operation, owner, 0.0)) for u in uris),
         )
-        fencing = self.store.grant_if_idle(grant)
-        if fencing is None:
-            return None
-        return Granted(request.request_id, request.request_id, fencing, grant.expires_at)
+        answer = self.store.grant_if_idle(grant)
+        if isinstance(answer, dict):
+            return Granted(request.request_id, request.request_id, answer, grant.expires_at)
+        return answer
 
     def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
-        """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``), else by
-        the general locking transaction."""
+        """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``); on busy
+        tables from the snapshot that attempt returned (committed only if the tables did not change since,
+        ADR 0007); else by the general locking transaction."""
         now = self.clock()
         offered = {c.uri: self._loaded_config(c, now) for c in request.claims}
+        snapshot = None
         if fast and self.store.has_fast_paths:
-            granted = self._grant_if_idle(request, offered, now)
-            if granted is not None:
+            answer = self._grant_if_idle(request, offered, now)
+            if isinstance(answer, Granted):
                 self._remember(request.request_id, request.uris, request.claims, True)
-                return granted
+                return answer
+            snapshot = answer
         claims = {c.uri: c for c in request.claims}
         decide = self.decide
+        reclaimed: list[LeaseRow] = []  # logged once the decision committed (a body may run twice)
 
         def body(txn: StoreTxn) -> Granted | Waiting:
+            reclaimed.clear()
             tables = txn.tables()
             all_leases, all_waiters = txn.holders()
-            leases = self._reclaim_leases(txn, all_leases, now)
+            leases = self._reclaim_leases(txn, all_leases, now, reclaimed)
             waiters = self._reclaim_waiters(txn, all_waiters, now)
+            # Oldest first, whichever order the store read them in: blockers and reasons list them so.
+            leases.sort(key=lambda x: (x.granted_at, x.lease_id))
+            waiters.sort(key=lambda w: (w.rank, w.request_id))
             existing = txn.request(request.request_id)
             rank = queue_rank(now, request.priority, self.ageing_s)
             enqueued_at = now
@@ -631,7 +647,18 @@ class LeaseManager:
                 )
             return result
 
-        result: Granted | Waiting = self._run(request.uris, body, request.request_id)
+        result: Granted | Waiting | None = None
+        if snapshot is not None:
+            try:
+                result = self.store.run_on_snapshot(snapshot, body)
+            except (StoreError, LeaseError, ValueError) as exc:
+                # The tables changed since the snapshot, or the decision raised: decide again under the
+                # locks, which is authoritative for the answer and for any error alike.
+                log.debug("request %s: deciding again under the table locks (%s)", request.request_id, exc)
+                result = None
+        if result is None:
+            result = self._run(request.uris, body, request.request_id)
+        _warn_reclaimed(reclaimed, now)
         self._remember(request.request_id, request.uris, request.claims, isinstance(result, Granted))
         return result
 
@@ -646,22 +673,18 @@ class LeaseManager:
                 self._known_tables.clear()
             self._known_tables[request_id] = (list(uris), reset, granted)
 
-    def _reclaim_leases(self, txn: StoreTxn, rows: Sequence[LeaseRow], now: float) -> list[LeaseRow]:
-        """Delete expired lease rows (of the locked tables), log them with their dead owner; return the rest."""
+    def _reclaim_leases(
+        self, txn: StoreTxn, rows: Sequence[LeaseRow], now: float, reclaimed: list[LeaseRow]
+    ) -> list[LeaseRow]:
+        """Delete expired lease rows (of the locked tables) and put them in the decision log with their dead
+        owner; append them to ``reclaimed`` (for :func:`_warn_reclaimed` after commit); return the rest."""
         live, dead = [], []
         for row in rows:
             (dead if row.expires_at <= now else live).append(row)
         for row in dead:
             txn.delete_lease_rows(row.lease_id, [row.uri])
             txn.set_request_status(row.lease_id, "expired", now)
-            owner = _owner(row.owner_json)
-            log.warning(
-                "reclaimed expired lease %s on %s held by %s (expired %.1fs ago)",
-                row.lease_id,
-                row.uri,
-                owner.describe(),
-                now - row.expires_at,
-            )
+        reclaimed.extend(dead)
         txn.log(
             [
                 self._row(
@@ -716,6 +739,18 @@ class LeaseManager:
         at: float, kind: str, request_id: str, uri: str, owner_key: str, detail: dict[str, Any]
     ) -> DecisionRow:
         return DecisionRow(at, kind, request_id, uri, owner_key, codec.dumps(detail))
+
+
+def _warn_reclaimed(rows: Sequence[LeaseRow], now: float) -> None:
+    """Warn about leases a committed decision reclaimed (not before: an uncommitted body may run again)."""
+    for row in rows:
+        log.warning(
+            "reclaimed expired lease %s on %s held by %s (expired %.1fs ago)",
+            row.lease_id,
+            row.uri,
+            _owner(row.owner_json).describe(),
+            now - row.expires_at,
+        )
 
 
 def _grant_detail(operation: Operation, owner: str, waited_s: float) -> dict[str, Any]:

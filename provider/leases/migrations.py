@@ -137,6 +137,76 @@ END
 $fn$
 """
 
+# A decision's view of its tables (ADR 0007): the table rows, their leases and queue entries, and the
+# request's status row, as one JSON text in a fixed order. A declined one-call grant returns it, and a
+# decision made from it commits only if the text is still the same under the locks (compared whole: no hash
+# to trust). PL/pgSQL rather than SQL,
+# so its plan is cached per session; each call reads with a fresh snapshot (after the caller's row locks).
+_PG_TABLE_STATE = """
+CREATE FUNCTION dg_table_state(p_uris TEXT[], p_request_id TEXT) RETURNS TEXT
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN (SELECT json_build_array(
+        (SELECT coalesce(json_agg(json_build_array(t.uri, t.fencing, t.config_version, t.config_json)
+            ORDER BY t.uri), '[]'::JSON) FROM dg_tables t WHERE t.uri = ANY(p_uris)),
+        (SELECT coalesce(json_agg(json_build_array(l.lease_id, l.uri, l.owner_key, l.owner_json, l.op_json,
+            l.granted_at, l.expires_at, l.fencing, l.ttl_s) ORDER BY l.uri, l.lease_id), '[]'::JSON)
+            FROM dg_leases l WHERE l.uri = ANY(p_uris)),
+        (SELECT coalesce(json_agg(json_build_array(q.request_id, q.uri, q.owner_key, q.owner_json, q.op_json,
+            q.rank, q.expires_at) ORDER BY q.uri, q.request_id), '[]'::JSON)
+            FROM dg_queue q WHERE q.uri = ANY(p_uris)),
+        (SELECT json_build_array(r.request_id, r.owner_key, r.status, r.rank, r.enqueued_at, r.expires_at,
+            r.payload, r.updated_at, r.last_wait) FROM dg_requests r WHERE r.request_id = p_request_id)
+    )::TEXT);
+END
+$fn$
+"""
+
+
+# Version 3's one-call grant, now answering a busy table with its state (from dg_table_state, read while
+# the table rows are still locked) instead of nothing. Unknown tables still get no answer.
+def _edited(text: str, *edits: tuple[str, str]) -> str:
+    """``text`` with each ``(old, new)`` replaced; an ``old`` that is not there is a bug, not a no-op."""
+    for old, new in edits:
+        if old not in text:
+            raise AssertionError(f"migration text to edit not found: {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
+_PG_GRANT_IF_IDLE_4 = _edited(
+    _PG_GRANT_IF_IDLE,
+    (
+        "RETURNS TABLE (granted_uri TEXT, granted_fencing BIGINT)",
+        "RETURNS TABLE (granted_uri TEXT, granted_fencing BIGINT, state TEXT)",
+    ),
+    ("    locked INTEGER;\n", "    locked INTEGER;\n    v_state TEXT;\n"),
+    (
+        "    THEN\n        RETURN;\n    END IF;",
+        "    THEN\n        v_state := dg_table_state(p_uris, p_request_id);\n"
+        "        RETURN QUERY SELECT NULL::TEXT, NULL::BIGINT, v_state;\n"
+        "        RETURN;\n    END IF;",
+    ),
+    (
+        "    SELECT b.uri, b.fencing FROM bumped b ORDER BY b.uri;",
+        "    SELECT b.uri, b.fencing, NULL::TEXT FROM bumped b ORDER BY b.uri;",
+    ),
+)
+
+_PG_CHECK_STATE = """
+CREATE FUNCTION dg_check_state(p_uris TEXT[], p_request_id TEXT, p_state TEXT) RETURNS VOID
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    -- The same lock as every decision; then the rows must be exactly those the decision was made from.
+    PERFORM 1 FROM dg_tables t WHERE t.uri = ANY(p_uris) ORDER BY t.uri FOR UPDATE;
+    IF dg_table_state(p_uris, p_request_id) IS DISTINCT FROM p_state THEN
+        RAISE EXCEPTION 'deltaguard: the tables changed since the decision read them'
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+END
+$fn$
+"""
+
 #: (version, statements). Never edit a released step: append a new one.
 #: A statement is SQL for every dialect, or ``(dialect, sql)`` for one dialect only.
 MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
@@ -188,6 +258,17 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             # transactions that held the locks before committed (one plain statement could not).
             ("postgresql", _PG_GRANT_IF_IDLE),
             ("postgresql", _PG_RELEASE_OWNED),
+        ),
+    ),
+    (
+        4,
+        (
+            # Optimistic decisions on busy tables (ADR 0007): the one-call grant returns the tables' state
+            # when it cannot grant, and a decision made from that state commits after one check.
+            ("postgresql", _PG_TABLE_STATE),
+            ("postgresql", "DROP FUNCTION dg_grant_if_idle"),
+            ("postgresql", _PG_GRANT_IF_IDLE_4),
+            ("postgresql", _PG_CHECK_STATE),
         ),
     ),
 )

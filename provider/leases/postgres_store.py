@@ -3,15 +3,18 @@
 Each decision locks the per-table rows of exactly the tables it names with ``SELECT ... ORDER BY uri FOR
 UPDATE`` (rows are locked in sorted order, so two decisions can never deadlock), then reads and writes only
 those tables' lease, queue and log rows. Decisions on disjoint tables run in parallel. Schema migrations are
-serialised with a transaction-scoped advisory lock.
+serialised with a transaction-scoped advisory lock. A grant on idle tables and a release are one call to a
+server-side function each (ADR 0004); a decision on busy tables is made from the state the declined grant
+returned and committed after a check of that state under the same locks (ADR 0007).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy as sa
@@ -23,10 +26,15 @@ from deltaguard.leases.store import (
     IdleGrant,
     LeaseRow,
     RequestRow,
+    SnapshotChanged,
     StoreError,
+    StoreTxn,
     TableRow,
+    TableSnapshot,
     WaiterRow,
 )
+
+T = TypeVar("T")
 
 _Q_LOCK = sa.text(
     "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri = ANY(:uris) ORDER BY uri FOR UPDATE"
@@ -40,6 +48,9 @@ _MIGRATION_LOCK_KEY = 0x6467_6C65_6173
 #: reached 0.5 ms each), and the fast-path functions re-planned their statements on every call because a
 #: custom plan looked cheaper than a generic one. Generic plans without sequential scans fix both.
 _PLANNER_OPTIONS = "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off"
+#: Table snapshots (ADR 0007) carry DOUBLE PRECISION values as JSON text; this setting (the default since
+#: PostgreSQL 12, pinned against a role or database that lowers it) makes that text round-trip exactly.
+_FLOAT_OPTIONS = "-c extra_float_digits=1"
 
 
 class PostgresLeaseStore(SqlLeaseStore):
@@ -82,7 +93,7 @@ class PostgresLeaseStore(SqlLeaseStore):
             pool_reset_on_return=None,
             connect_args={
                 "connect_timeout": max(1, int(self.connect_timeout_s)),
-                "options": f"-c lock_timeout={int(self.lock_timeout_s * 1000)} {_PLANNER_OPTIONS}",
+                "options": f"-c lock_timeout={int(self.lock_timeout_s * 1000)} {_PLANNER_OPTIONS} {_FLOAT_OPTIONS}",
                 "application_name": "deltaguard-leases",
             },
         )
@@ -126,9 +137,9 @@ class PostgresLeaseStore(SqlLeaseStore):
         except psycopg.Error as exc:
             raise _failure(self.name, conn, raw, exc) from exc
 
-    # --- one-call fast paths (schema version 3 functions; see ADR 0004) --------------------------------
+    # --- one-call fast paths (schema 3 and 4 functions; ADR 0004) and snapshot decisions (ADR 0007) ----
 
-    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | None:
+    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | TableSnapshot | None:
         claims = json.dumps(
             list(
                 zip(
@@ -155,7 +166,28 @@ class PostgresLeaseStore(SqlLeaseStore):
                 "payload": grant.payload,
             },
         )
-        return {uri: int(fencing) for uri, fencing in rows} if rows else None
+        if not rows:
+            return None
+        if rows[0][0] is not None:
+            return {uri: int(fencing) for uri, fencing, _ in rows}
+        snapshot = _parse_state(grant.uris, grant.request_id, rows[0][2])
+        # A table without a row yet: the general path creates it.
+        return snapshot if len(snapshot.tables) == len(grant.uris) else None
+
+    def run_on_snapshot(self, snapshot: TableSnapshot, body: Callable[[StoreTxn], T]) -> T:
+        with self._connect() as conn:
+            trans = conn.begin()
+            try:
+                txn = _SnapshotTxn(conn, snapshot, self.name)
+                result = body(txn)
+                txn.commit()
+            except BaseException:
+                if trans.is_active:
+                    trans.rollback()
+                raise
+            if trans.is_active:
+                trans.commit()
+            return result
 
     def release_owned(
         self, request_id: str, owner_key: str, uris: Sequence[str], reset_config: Sequence[str], now: float
@@ -229,9 +261,10 @@ _P_REQUEST = f"SELECT {_R} FROM dg_requests WHERE request_id = %(id)s"
 # The fast paths take their per-table values as one JSON text: psycopg dumps one string far cheaper than
 # several arrays.
 _P_GRANT_IF_IDLE = (
-    "SELECT granted_uri, granted_fencing FROM dg_grant_if_idle(%(request_id)s, %(owner_key)s, %(owner_json)s, "
-    "%(claims)s, %(now)s, %(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s)"
+    "SELECT granted_uri, granted_fencing, state FROM dg_grant_if_idle(%(request_id)s, %(owner_key)s, "
+    "%(owner_json)s, %(claims)s, %(now)s, %(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s)"
 )
+_P_CHECK_STATE = "SELECT dg_check_state(%(uris)s, %(id)s, %(state)s)"
 _P_RELEASE_OWNED = (
     "SELECT released_uri, released_fencing FROM dg_release_owned(%(id)s, %(k)s, %(tables)s, %(now)s)"
 )
@@ -400,6 +433,101 @@ class _PgTxn(_Txn):
     def log(self, rows: Sequence[DecisionRow]) -> None:
         if rows:
             self._pending.append(_insert("dg_decisions", _D, rows))
+
+
+class _SnapshotTxn(_PgTxn):
+    """A decision's transaction on a :class:`TableSnapshot` (ADR 0007).
+
+    Reads answer from the snapshot and writes are buffered, with no lock held; :meth:`commit` sends the
+    state check (which takes the table locks), the writes and the COMMIT in one round trip. A read the
+    snapshot cannot answer raises :class:`SnapshotChanged` before anything is sent.
+    """
+
+    def __init__(self, conn: sa.Connection, snapshot: TableSnapshot, store_name: str) -> None:
+        super().__init__(conn, snapshot.uris, dict(snapshot.tables), store_name)
+        self._snapshot = snapshot
+        self._holders = (list(snapshot.leases), list(snapshot.waiters))
+        self._request_row = snapshot.request
+
+    def holders(self) -> tuple[list[LeaseRow], list[WaiterRow]]:
+        # Only before the first write: afterwards the snapshot no longer shows the transaction's own state.
+        if self._holders is None or self._pending:
+            raise SnapshotChanged("a decision read holders after writing; it needs the table locks")
+        result, self._holders = self._holders, None
+        return result
+
+    def request(self, request_id: str) -> RequestRow | None:
+        if request_id != self._snapshot.request_id:
+            raise SnapshotChanged(f"the snapshot holds request {self._snapshot.request_id}, not {request_id}")
+        return self._request_row
+
+    def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
+        # Reclaiming an expired lease or queue entry may close this very request; a later request() must
+        # see that, as it would after the same UPDATE under the locks.
+        super().set_request_status(request_id, status, updated_at)
+        row = self._request_row
+        if row is not None and row.request_id == request_id:
+            self._request_row = dataclasses.replace(row, status=status, updated_at=updated_at)
+
+    def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
+        raise SnapshotChanged("a release needs the table locks")
+
+    def lease_rows(self, lease_id: str) -> list[LeaseRow]:
+        raise SnapshotChanged("a lease lookup by id needs the table locks")
+
+    def commit(self) -> None:
+        if not self._pending:
+            return  # nothing to write: the answer stands as read at one instant under the locks
+        writes, self._pending = _fold(self._pending), []
+        check = {
+            "uris": list(self._snapshot.uris),
+            "id": self._snapshot.request_id,
+            "state": self._snapshot.state,
+        }
+        failure: psycopg.Error | None = None
+        try:
+            with self._raw.pipeline():
+                try:
+                    self._raw.execute(_P_CHECK_STATE, check)
+                    for sql, params in writes:
+                        self._raw.execute(sql, params)
+                    self._raw.commit()
+                except psycopg.Error as exc:
+                    # A failed check surfaces at a later call inside this block (the server skipped the
+                    # writes and the COMMIT). Caught here, psycopg does not also log the aborted pipeline.
+                    failure = exc
+        except psycopg.Error as exc:
+            failure = failure or exc
+        if isinstance(failure, psycopg.errors.SerializationFailure):
+            raise SnapshotChanged(
+                f"lease store {self._name}: the tables changed since the snapshot"
+            ) from failure
+        if failure is not None:
+            raise _failure(self._name, self._conn, self._raw, failure) from failure
+
+
+def _parse_state(uris: Sequence[str], request_id: str, state: str) -> TableSnapshot:
+    """The :class:`TableSnapshot` in ``dg_table_state``'s JSON text.
+
+    JSON writes a whole-valued DOUBLE PRECISION as an integer; those columns are made floats again, as the
+    locking path reads them.
+    """
+    tables, leases, waiters, request = json.loads(state)
+    return TableSnapshot(
+        uris=tuple(uris),
+        request_id=request_id,
+        tables={t[0]: TableRow(*t) for t in tables},
+        leases=[LeaseRow(*r[:5], float(r[5]), float(r[6]), r[7], float(r[8])) for r in leases],
+        waiters=[WaiterRow(*r[:5], float(r[5]), float(r[6])) for r in waiters],
+        request=(
+            RequestRow(
+                *request[:3], *(float(x) for x in request[3:6]), request[6], float(request[7]), request[8]
+            )
+            if request
+            else None
+        ),
+        state=state,
+    )
 
 
 def _failure(

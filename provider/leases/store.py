@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
+
+T = TypeVar("T")
 
 
 class StoreError(RuntimeError):
@@ -23,6 +25,12 @@ class StoreError(RuntimeError):
 
 class StoreUnavailableError(StoreError):
     """The lease store cannot be reached or opened. The message names the store (without password)."""
+
+
+class SnapshotChanged(StoreError):
+    """A decision made from a :class:`TableSnapshot` was not committed: the tables changed since the
+    snapshot was read, or the decision needed a read the snapshot cannot answer. Nothing was written; decide
+    again under the table locks."""
 
 
 def redact_url(url: str) -> str:
@@ -132,6 +140,28 @@ class IdleGrant:
     details: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class TableSnapshot:
+    """Everything a decision on ``uris`` reads, as it stood at one instant under the table locks.
+
+    :meth:`LeaseStore.grant_if_idle` returns one when the tables are busy, so the general decision can run
+    on it without taking the locks first; :meth:`LeaseStore.run_on_snapshot` commits that decision only if
+    the rows are still exactly these (ADR 0007).
+
+    :param uris: the tables, sorted.
+    :param request_id: the request whose status row was read.
+    :param state: the store's text of these rows, compared again under the locks at commit.
+    """
+
+    uris: tuple[str, ...]
+    request_id: str
+    tables: dict[str, TableRow]
+    leases: list[LeaseRow]
+    waiters: list[WaiterRow]
+    request: RequestRow | None
+    state: str
+
+
 class StoreTxn(Protocol):
     """Operations inside one locked transaction; only rows of the locked tables are read."""
 
@@ -192,18 +222,31 @@ class LeaseStore(abc.ABC):
         :raises StoreError: on any store failure (the transaction is rolled back).
         """
 
-    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | None:
+    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | TableSnapshot | None:
         """Grant ``grant`` in one step if none of its tables has a holder or a queued request.
 
         An optional fast path: the result must equal what the general decision would commit (fencing
         bumped, configuration kept or replaced by a newer offered one, lease, request and log rows).
-        ``None`` means "not done, take the general path" (a table is busy or unknown, the request id is
-        known, no configuration is known, or the store has no fast path). The default has none.
+        Otherwise nothing is written, and the answer is a :class:`TableSnapshot` of the tables (a table is
+        busy, the request id is known, or no configuration is known; for stores that support
+        :meth:`run_on_snapshot`) or ``None`` (a table is unknown, or the store has no fast path): either
+        way the caller takes the general path. The default has none.
 
-        :return: the fencing token per table, or ``None``.
+        :return: the fencing token per table, a snapshot, or ``None``.
         :raises StoreError: on a store failure (nothing was granted).
         """
         return None
+
+    def run_on_snapshot(self, snapshot: TableSnapshot, body: Callable[[StoreTxn], T]) -> T:
+        """Run ``body`` on a transaction whose reads answer from ``snapshot``; commit its writes only if the
+        tables' rows are still those of the snapshot, checked under the table locks in the same round trip
+        as the writes (optimistic concurrency: no lock is held while ``body`` runs).
+
+        :raises SnapshotChanged: the rows changed, or ``body`` needed a read the snapshot cannot answer;
+            nothing was written. The default always raises it.
+        :raises StoreError: on a store failure.
+        """
+        raise SnapshotChanged(f"lease store {self.name} cannot commit decisions made from snapshots")
 
     def release_owned(
         self, request_id: str, owner_key: str, uris: Sequence[str], reset_config: Sequence[str], now: float

@@ -15,6 +15,7 @@ from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.store import SnapshotChanged
 
 PROFILE = EngineProfile(EngineName.DELTA_SPARK, "4.0")
 CONFIG = TableConfig(partition_columns=("date",), version=1)
@@ -53,6 +54,7 @@ def hammer(
     rng = random.Random(seed)
     manager = LeaseManager(url)
     manager.decide  # import the model before the start line  # noqa: B018
+    snapshots = _count_snapshot_decisions(manager)
     if start is not None:
         start.wait(120)
     owner = Owner(dag_id="hammer", task_id=f"w{worker}")
@@ -85,8 +87,27 @@ def hammer(
                 }
             )
         assert manager.release(result.lease_id, owner)
-    Path(out).write_text(json.dumps({"records": records, "ungranted": ungranted}))
+    Path(out).write_text(json.dumps({"records": records, "ungranted": ungranted, "snapshots": snapshots}))
     manager.store.close()
+
+
+def _count_snapshot_decisions(manager: LeaseManager) -> dict[str, int]:
+    """Count the decisions made from a snapshot (ADR 0007) that committed, and those whose tables changed
+    before the commit (then decided again under the locks), so a test can see the optimistic path ran."""
+    counts = {"committed": 0, "changed": 0}
+    real = manager.store.run_on_snapshot
+
+    def counting(snapshot: Any, body: Any) -> Any:
+        try:
+            result = real(snapshot, body)
+        except SnapshotChanged:
+            counts["changed"] += 1
+            raise
+        counts["committed"] += 1
+        return result
+
+    manager.store.run_on_snapshot = counting  # type: ignore[method-assign]
+    return counts
 
 
 def crash_holding(url: str, ttl_s: float) -> None:

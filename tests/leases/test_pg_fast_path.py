@@ -1,7 +1,9 @@
-"""The PostgreSQL store's one-call fast paths: a grant on idle tables and a release by the owner.
+"""The PostgreSQL store's one-call fast paths: a grant on idle tables and a release by the owner, and the
+decision on busy tables made from the snapshot the declined grant returns (ADR 0007).
 
-They must commit exactly what the general (locking, model-calling) path commits, and step aside whenever a
-table has a holder, an expired lease to reclaim, a queued request, or the request id is already known.
+They must commit exactly what the general (locking, model-calling) path commits. The one-call grant steps
+aside whenever a table has a holder, an expired lease to reclaim, a queued request, or the request id is
+already known; a decision made from a snapshot is committed only if the tables did not change since.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from deltaguard.core import TableConfig
 from deltaguard.core.admission import Granted, Owner, Waiting
 from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
-from deltaguard.leases.store import IdleGrant
+from deltaguard.leases.store import DecisionRow, IdleGrant, SnapshotChanged, TableSnapshot
 
 from .conftest import FakeClock, fresh_pg_database, general_path_only, op, request
 
@@ -35,7 +37,7 @@ def manager(pg_url: str) -> Iterator[LeaseManager]:
 def _count_calls(manager: LeaseManager, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """Record the store's fast-path answers and its general-path transactions."""
     store = manager.store
-    seen: dict[str, list[Any]] = {"grant_if_idle": [], "release_owned": [], "run": []}
+    seen: dict[str, list[Any]] = {"grant_if_idle": [], "release_owned": [], "run": [], "run_on_snapshot": []}
     for name in seen:
         real = getattr(store, name)
 
@@ -115,7 +117,7 @@ def test_each_grant_stores_its_own_operation_text(manager: LeaseManager) -> None
         assert [x.operation.label for x in manager.leases(uri)] == [operation.label]
 
 
-def test_a_busy_table_takes_the_general_path_and_keeps_fifo(
+def test_a_busy_table_is_decided_from_its_snapshot_and_keeps_fifo(
     manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     holder = request("holder", ("t1", op("MERGE")))
@@ -130,10 +132,16 @@ def test_a_busy_table_takes_the_general_path_and_keeps_fifo(
     late = request("late", ("t1", op("MERGE")))
     answer = manager.acquire(late)
     assert isinstance(answer, Waiting) and [b.id for b in answer.blockers] == [queued.request_id]
-    assert seen["grant_if_idle"] == [None] and len(seen["run"]) == 1
+    # The declined grant returned the table's state; the wait was decided from it, with no locking round.
+    (snapshot,) = seen["grant_if_idle"]
+    assert isinstance(snapshot, TableSnapshot) and [w.request_id for w in snapshot.waiters] == [
+        queued.request_id
+    ]
+    assert seen["run_on_snapshot"] == [answer] and seen["run"] == []
+    assert [w.request_id for w in manager.waiters("t1")] == [queued.request_id, late.request_id]
     granted = manager.check(queued.request_id)  # a waiting request's re-check skips the one-step attempt
     assert isinstance(granted, Granted) and granted.fencing["t1"] == held.fencing["t1"] + 1
-    assert seen["grant_if_idle"] == [None] and len(seen["run"]) == 2
+    assert len(seen["grant_if_idle"]) == 1 and len(seen["run"]) == 1
 
 
 def test_an_expired_holder_is_reclaimed_and_logged_by_the_general_path(pg_url: str) -> None:
@@ -159,16 +167,26 @@ def test_the_store_steps_aside_for_known_requests_unknown_tables_and_missing_con
     assert store.grant_if_idle(_grant("r1", ("new",))) is None  # no table row yet
     lease = manager.acquire(request("a", ("t1", op("INSERT"))))
     assert isinstance(lease, Granted)
-    assert store.grant_if_idle(_grant("r2", ("t1",))) is None  # busy: a lease is held
-    assert store.grant_if_idle(_grant(lease.lease_id, ("t2",))) is None  # the request id is known
+    busy = store.grant_if_idle(_grant("r2", ("t1",)))  # a lease is held: its state comes back instead
+    assert isinstance(busy, TableSnapshot) and busy.request is None
+    assert [(x.lease_id, x.fencing) for x in busy.leases] == [(lease.lease_id, lease.fencing["t1"])]
+    assert busy.leases == store.read_lease(lease.lease_id)  # the same values the locking path reads
+    assert busy.tables["t1"].fencing == lease.fencing["t1"]
+    known = store.grant_if_idle(_grant(lease.lease_id, ("t1",)))  # the request's own status row comes too
+    assert isinstance(known, TableSnapshot) and known.request == store.read_request(lease.lease_id)
+    assert store.grant_if_idle(_grant("r3", ("t1", "new"))) is None  # one table has no row yet
     manager.acquire(request("b", ("t2", op("INSERT"))))  # creates t2 with a configuration
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(sa.text("DELETE FROM dg_leases"))
         conn.execute(sa.text("UPDATE dg_tables SET config_json = NULL, config_version = NULL"))
     # No stored configuration and none offered: the general path must raise, so the fast path declines.
-    assert store.grant_if_idle(_grant("r3", ("t2",), config_versions=(None,), config_jsons=(None,))) is None
+    unknown = store.grant_if_idle(_grant("r3", ("t2",), config_versions=(None,), config_jsons=(None,)))
+    assert isinstance(unknown, TableSnapshot) and unknown.leases == []
+    with pytest.raises(ValueError, match="no table configuration known"):  # raised by the locking path
+        fresh = LeaseManager(store, clock=manager.clock)  # nothing cached either
+        fresh.acquire(request("c", ("t2", op("INSERT")), config=None))  # type: ignore[arg-type]
     fencing = store.grant_if_idle(_grant("r4", ("t2",)))
-    assert fencing is not None and set(fencing) == {"t2"}
+    assert isinstance(fencing, dict) and set(fencing) == {"t2"}
 
 
 def test_release_of_a_foreign_or_ended_lease_is_not_done_in_one_step(manager: LeaseManager) -> None:
@@ -246,17 +264,20 @@ def _snapshot(url: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[Any, ...]]]:
-    """Grants, a refused release, releases (one of a metadata change) and re-grants with older and newer
-    configurations, with deterministic ids and times."""
-    clock = FakeClock()
+    """Grants, a refused release, releases (one of a metadata change), re-grants with older and newer
+    configurations, a wait, a grant beside a holder and a grant after reclaiming an expired holder, with
+    deterministic ids and times."""
+    clock = FakeClock(1_700_000_000.123456789)  # a fraction: stored floats must come back exact
     manager = LeaseManager(url, clock=clock)
     if fast:
         seen = _count_calls(manager, monkeypatch)
     else:
         general_path_only(manager, monkeypatch)
 
-    def ask(owner: str, *tables: Any, config: TableConfig) -> Granted:
-        req = dataclasses.replace(request(owner, *tables, config=config), request_id=f"{owner}-id")
+    def ask(owner: str, *tables: Any, config: TableConfig, ttl_s: float = 60.0) -> Granted:
+        req = dataclasses.replace(
+            request(owner, *tables, config=config, ttl_s=ttl_s), request_id=f"{owner}-id"
+        )
         answer = manager.acquire(req)
         clock.advance(1.0)
         assert isinstance(answer, Granted)
@@ -276,6 +297,8 @@ def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str
             manager.release(a.lease_id, _owner("intruder"))
         queued = dataclasses.replace(request("w", ("t1", op("MERGE")), config=v1), request_id="w-id")
         assert isinstance(manager.acquire(queued), Waiting)  # behind a's MERGE
+        clock.advance(0.25)
+        assert isinstance(manager.acquire(queued), Waiting)  # asks again: keeps its rank, as read
         clock.advance(1.0)
         assert manager.release(queued.request_id, _owner("w")) is True  # withdrawn
         clock.advance(1.0)
@@ -285,8 +308,16 @@ def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str
         e = ask("e", ("t4", op("SET_TBLPROPERTIES")), config=v1)
         release(e, "e")  # a metadata change: the stored configuration is dropped
         assert d.fencing == {"t1": 2, "t2": 2}
+        f = ask("f", ("t5", op("INSERT")), config=v1)
+        g = ask("g", ("t5", op("INSERT")), config=v1)  # beside f: the model says blind appends coexist
+        release(f, "f")
+        release(g, "g")
+        ask("x", ("t6", op("MERGE")), config=v1, ttl_s=0.5)  # dies: never released
+        y = ask("y", ("t6", op("MERGE")), config=v1)  # reclaims x's expired lease first
+        assert (g.fencing, y.fencing) == ({"t5": 2}, {"t6": 2})
         if fast:  # the comparison means something only if the one-call paths did part of the work
             assert any(seen["grant_if_idle"]) and any(seen["release_owned"])
+            assert len(seen["run_on_snapshot"]) == 4  # committed: w's two waits, g's and y's grants
     finally:
         manager.store.close()
     return _snapshot(url)
@@ -300,4 +331,91 @@ def test_fast_and_general_paths_commit_the_same_rows(pg_server: str, monkeypatch
     assert tables["t1"][:2] == (2, 2) and tables["t3"][:2] == (2, 2) and tables["t4"] == (1, None, None)
     kinds = [row[1] for row in with_fast["decisions"]]
     assert kinds.count("refuse") == 2 and kinds.count("wait") == 1  # refused on both tables of lease a
+    assert [(row[1], row[2]) for row in with_fast["decisions"] if row[3] == "t6"] == [
+        ("grant", "x-id"),
+        ("expiry", "x-id"),
+        ("grant", "y-id"),
+    ]
     assert ("w-id", "released") in [(row[0], row[2]) for row in with_fast["requests"]]
+
+
+def test_a_decision_from_a_stale_snapshot_writes_nothing(manager: LeaseManager) -> None:
+    store = manager.store
+    a, b = request("a", ("t1", op("INSERT"))), request("b", ("t1", op("INSERT")))
+    assert isinstance(manager.acquire(a), Granted) and isinstance(manager.acquire(b), Granted)
+    entry = DecisionRow(5.0, "wait", "r1", "t1", "k", "{}")
+
+    def decide(txn: Any) -> str:
+        assert len(txn.holders()[0]) == 2
+        txn.log([entry])
+        return "decided"
+
+    stale = store.grant_if_idle(_grant("r1", ("t1",)))
+    assert isinstance(stale, TableSnapshot)
+    assert manager.release(b.request_id, b.owner) is True  # the table changes after the snapshot
+    with pytest.raises(SnapshotChanged):
+        store.run_on_snapshot(stale, decide)
+    assert [d.request_id for d in manager.decisions(uri="t1")] == [b.request_id, b.request_id, a.request_id]
+
+    def read_after_write(txn: Any) -> str:
+        txn.log([entry])
+        txn.holders()  # the snapshot does not show the transaction's own writes
+        return "decided"
+
+    with pytest.raises(SnapshotChanged, match="needs the table locks"):
+        store.run_on_snapshot(store.grant_if_idle(_grant("r1", ("t1",))), read_after_write)  # type: ignore[arg-type]
+    assert "r1" not in [d.request_id for d in manager.decisions(uri="t1")]
+
+    def decide_beside_one(txn: Any) -> str:
+        assert len(txn.holders()[0]) == 1
+        txn.log([entry])
+        return "decided"
+
+    fresh = store.grant_if_idle(_grant("r1", ("t1",)))
+    assert isinstance(fresh, TableSnapshot)
+    assert store.run_on_snapshot(fresh, decide_beside_one) == "decided"
+    assert "r1" in [d.request_id for d in manager.decisions(uri="t1")]  # an unchanged snapshot commits
+
+
+def test_tables_that_changed_meanwhile_are_decided_again_under_the_locks(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    manager, other = LeaseManager(pg_url, clock=clock), LeaseManager(pg_url, clock=clock)
+    try:
+        dead = manager.acquire(request("dead", ("t1", op("INSERT")), ttl_s=5.0))
+        holder = request("holder", ("t1", op("INSERT")))
+        held = manager.acquire(holder)
+        assert isinstance(dead, Granted) and isinstance(held, Granted)
+        clock.advance(10.0)  # the dead lease expired; the holder's has not
+        real = manager.store.run_on_snapshot
+        outcomes: list[Any] = []
+
+        def racing(snapshot: TableSnapshot, body: Any) -> Any:
+            assert {x.lease_id for x in snapshot.leases} == {dead.lease_id, held.lease_id}
+            other.release(held.lease_id, holder.owner)  # another process releases after the snapshot
+            try:
+                outcomes.append(real(snapshot, body))
+            except SnapshotChanged as exc:
+                outcomes.append(exc)
+                raise
+            return outcomes[-1]
+
+        monkeypatch.setattr(manager.store, "run_on_snapshot", racing)
+        with caplog.at_level("WARNING", logger="deltaguard.leases"):
+            late = manager.acquire(request("late", ("t1", op("MERGE"))))
+        # From the snapshot a MERGE would have waited for the holder; under the locks the holder is gone.
+        assert [type(x) for x in outcomes] == [SnapshotChanged]
+        assert isinstance(late, Granted) and late.fencing["t1"] == held.fencing["t1"] + 1
+        kinds = [(d.kind, d.request_id) for d in manager.decisions(uri="t1")][::-1]
+        assert kinds[2:] == [
+            ("release", held.lease_id),
+            ("expiry", dead.lease_id),
+            ("grant", late.lease_id),
+        ]
+        assert manager.waiters("t1") == []
+        warned = [r.getMessage() for r in caplog.records if "reclaimed expired lease" in r.getMessage()]
+        assert len(warned) == 1 and dead.lease_id in warned[0]  # once: the discarded attempt said nothing
+    finally:
+        manager.store.close()
+        other.store.close()
