@@ -175,18 +175,13 @@ class PostgresLeaseStore(SqlLeaseStore):
         return snapshot if len(snapshot.tables) == len(grant.uris) else None
 
     def run_on_snapshot(self, snapshot: TableSnapshot, body: Callable[[StoreTxn], T]) -> T:
+        # If the body or the commit raises, _connect rolls the transaction back.
         with self._connect() as conn:
-            trans = conn.begin()
-            try:
-                txn = _SnapshotTxn(conn, snapshot, self.name)
-                result = body(txn)
-                txn.commit()
-            except BaseException:
-                if trans.is_active:
-                    trans.rollback()
-                raise
-            if trans.is_active:
-                trans.commit()
+            conn.begin()
+            txn = _SnapshotTxn(conn, snapshot, self.name)
+            result = body(txn)
+            txn.commit()
+            conn.commit()
             return result
 
     def release_owned(

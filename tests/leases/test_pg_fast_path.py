@@ -345,16 +345,21 @@ def test_a_decision_from_a_stale_snapshot_writes_nothing(manager: LeaseManager) 
     assert isinstance(manager.acquire(a), Granted) and isinstance(manager.acquire(b), Granted)
     entry = DecisionRow(5.0, "wait", "r1", "t1", "k", "{}")
 
-    def decide(txn: Any) -> str:
-        assert len(txn.holders()[0]) == 2
-        txn.log([entry])
-        return "decided"
+    def log_beside(holders: int) -> Any:
+        """A decision body that sees ``holders`` leases and writes one log entry."""
+
+        def body(txn: Any) -> str:
+            assert len(txn.holders()[0]) == holders
+            txn.log([entry])
+            return "decided"
+
+        return body
 
     stale = store.grant_if_idle(_grant("r1", ("t1",)))
     assert isinstance(stale, TableSnapshot)
     assert manager.release(b.request_id, b.owner) is True  # the table changes after the snapshot
     with pytest.raises(SnapshotChanged):
-        store.run_on_snapshot(stale, decide)
+        store.run_on_snapshot(stale, log_beside(2))
     assert [d.request_id for d in manager.decisions(uri="t1")] == [b.request_id, b.request_id, a.request_id]
 
     def read_after_write(txn: Any) -> str:
@@ -366,14 +371,9 @@ def test_a_decision_from_a_stale_snapshot_writes_nothing(manager: LeaseManager) 
         store.run_on_snapshot(store.grant_if_idle(_grant("r1", ("t1",))), read_after_write)  # type: ignore[arg-type]
     assert "r1" not in [d.request_id for d in manager.decisions(uri="t1")]
 
-    def decide_beside_one(txn: Any) -> str:
-        assert len(txn.holders()[0]) == 1
-        txn.log([entry])
-        return "decided"
-
     fresh = store.grant_if_idle(_grant("r1", ("t1",)))
     assert isinstance(fresh, TableSnapshot)
-    assert store.run_on_snapshot(fresh, decide_beside_one) == "decided"
+    assert store.run_on_snapshot(fresh, log_beside(1)) == "decided"
     assert "r1" in [d.request_id for d in manager.decisions(uri="t1")]  # an unchanged snapshot commits
 
 
