@@ -140,8 +140,8 @@ $fn$
 # A decision's view of its tables (ADR 0007): the table rows, their leases and queue entries, and the
 # request's status row, as one JSON text in a fixed order. A declined one-call grant returns it, and a
 # decision made from it commits only if the text is still the same under the locks (compared whole: no hash
-# to trust). PL/pgSQL rather than SQL,
-# so its plan is cached per session; each call reads with a fresh snapshot (after the caller's row locks).
+# to trust). PL/pgSQL rather than SQL, so its plan is cached per session; each call reads with a fresh
+# snapshot (after the caller's row locks).
 _PG_TABLE_STATE = """
 CREATE FUNCTION dg_table_state(p_uris TEXT[], p_request_id TEXT) RETURNS TEXT
 LANGUAGE plpgsql AS $fn$
@@ -163,8 +163,6 @@ $fn$
 """
 
 
-# Version 3's one-call grant, now answering a busy table with its state (from dg_table_state, read while
-# the table rows are still locked) instead of nothing. Unknown tables still get no answer.
 def _edited(text: str, *edits: tuple[str, str]) -> str:
     """``text`` with each ``(old, new)`` replaced; an ``old`` that is not there is a bug, not a no-op."""
     for old, new in edits:
@@ -174,6 +172,8 @@ def _edited(text: str, *edits: tuple[str, str]) -> str:
     return text
 
 
+# Version 3's one-call grant, now answering a busy table with its state (from dg_table_state, read while
+# the table rows are still locked) instead of nothing. Unknown tables still get no answer.
 _PG_GRANT_IF_IDLE_4 = _edited(
     _PG_GRANT_IF_IDLE,
     (

@@ -333,19 +333,34 @@ class _PgTxn(_Txn):
 
     # --- plumbing ------------------------------------------------------------------------------------
 
-    def _pipeline(self, reads: Sequence[_Stmt], commit: bool = False) -> list[list[tuple[Any, ...]]]:
-        """Send the buffered writes, then ``reads`` (and a COMMIT) in one round trip; return the reads' rows."""
+    def _pipeline(
+        self, reads: Sequence[_Stmt], commit: bool = False, first: _Stmt | None = None
+    ) -> list[list[tuple[Any, ...]]]:
+        """Send ``first`` (if any), the buffered writes, then ``reads`` (and a COMMIT) in one round trip;
+        return the reads' rows. A failed statement makes the server skip the rest of the pipeline.
+
+        :raises StoreError: with the first psycopg error as its cause.
+        """
         writes, self._pending = _fold(self._pending), []
+        statements = [first, *writes] if first is not None else writes
+        failure: psycopg.Error | None = None
         try:
             with self._raw.pipeline():
-                for sql, params in writes:
-                    self._raw.execute(sql, params)
-                cursors = [self._raw.execute(sql, params) for sql, params in reads]
-                if commit:
-                    self._raw.commit()
-            return [cur.fetchall() for cur in cursors]
+                try:
+                    for sql, params in statements:
+                        self._raw.execute(sql, params)
+                    cursors = [self._raw.execute(sql, params) for sql, params in reads]
+                    if commit:
+                        self._raw.commit()
+                except psycopg.Error as exc:
+                    # An earlier statement's error surfaces at a later call inside this block. Caught here,
+                    # psycopg does not also log the aborted pipeline as an ignored error on the way out.
+                    failure = exc
+            if failure is None:
+                return [cur.fetchall() for cur in cursors]
         except psycopg.Error as exc:
-            raise _failure(self._name, self._conn, self._raw, exc) from exc
+            failure = failure or exc
+        raise _failure(self._name, self._conn, self._raw, failure) from failure
 
     def _write(self, sql: str, params: dict[str, Any]) -> None:
         self._pending.append((sql, params))
@@ -473,32 +488,19 @@ class _SnapshotTxn(_PgTxn):
     def commit(self) -> None:
         if not self._pending:
             return  # nothing to write: the answer stands as read at one instant under the locks
-        writes, self._pending = _fold(self._pending), []
         check = {
             "uris": list(self._snapshot.uris),
             "id": self._snapshot.request_id,
             "state": self._snapshot.state,
         }
-        failure: psycopg.Error | None = None
         try:
-            with self._raw.pipeline():
-                try:
-                    self._raw.execute(_P_CHECK_STATE, check)
-                    for sql, params in writes:
-                        self._raw.execute(sql, params)
-                    self._raw.commit()
-                except psycopg.Error as exc:
-                    # A failed check surfaces at a later call inside this block (the server skipped the
-                    # writes and the COMMIT). Caught here, psycopg does not also log the aborted pipeline.
-                    failure = exc
-        except psycopg.Error as exc:
-            failure = failure or exc
-        if isinstance(failure, psycopg.errors.SerializationFailure):
-            raise SnapshotChanged(
-                f"lease store {self._name}: the tables changed since the snapshot"
-            ) from failure
-        if failure is not None:
-            raise _failure(self._name, self._conn, self._raw, failure) from failure
+            self._pipeline((), commit=True, first=(_P_CHECK_STATE, check))
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.SerializationFailure):
+                raise SnapshotChanged(
+                    f"lease store {self._name}: the tables changed since the snapshot"
+                ) from exc.__cause__
+            raise
 
 
 def _parse_state(uris: Sequence[str], request_id: str, state: str) -> TableSnapshot:

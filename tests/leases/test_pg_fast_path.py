@@ -144,7 +144,7 @@ def test_a_busy_table_is_decided_from_its_snapshot_and_keeps_fifo(
     assert len(seen["grant_if_idle"]) == 1 and len(seen["run"]) == 1
 
 
-def test_an_expired_holder_is_reclaimed_and_logged_by_the_general_path(pg_url: str) -> None:
+def test_an_expired_holder_is_reclaimed_and_logged_by_the_next_decision(pg_url: str) -> None:
     clock = FakeClock()
     manager = LeaseManager(pg_url, clock=clock)
     try:
@@ -160,7 +160,7 @@ def test_an_expired_holder_is_reclaimed_and_logged_by_the_general_path(pg_url: s
         manager.store.close()
 
 
-def test_the_store_steps_aside_for_known_requests_unknown_tables_and_missing_configuration(
+def test_busy_tables_come_back_as_state_and_unknown_tables_as_nothing(
     manager: LeaseManager,
 ) -> None:
     store = manager.store
@@ -179,7 +179,8 @@ def test_the_store_steps_aside_for_known_requests_unknown_tables_and_missing_con
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(sa.text("DELETE FROM dg_leases"))
         conn.execute(sa.text("UPDATE dg_tables SET config_json = NULL, config_version = NULL"))
-    # No stored configuration and none offered: the general path must raise, so the fast path declines.
+    # No stored configuration and none offered: the grant declines with the state, the decision made from
+    # it raises, and so does the locking path it falls back to.
     unknown = store.grant_if_idle(_grant("r3", ("t2",), config_versions=(None,), config_jsons=(None,)))
     assert isinstance(unknown, TableSnapshot) and unknown.leases == []
     with pytest.raises(ValueError, match="no table configuration known"):  # raised by the locking path
