@@ -8,6 +8,11 @@ import re
 from types import ModuleType
 
 from deltaguard.airflow_runner import default_dags_folder
+from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.manager import LeaseManager
 
 #: Text a failed Delta commit leaves in a task's error records, on either engine.
 CONFLICT_TEXT = re.compile(
@@ -38,3 +43,22 @@ def error_records(text: str) -> list[str]:
         ):
             errors.append(json.dumps(record))
     return errors
+
+
+def hold_customers(manager: LeaseManager, uri: str, holder: Owner, request_id: str) -> Granted:
+    """Take a lease on ``customers`` for a MERGE of another (fictitious) job, through the real lease manager.
+
+    Every write of the example DAG on that table conflicts with it, so the DAG's ``customers`` writers queue
+    behind it whatever the timing of task start-up on a busy machine.
+    """
+    import deltalake
+
+    claim = TableClaim(
+        uri=uri,
+        operation=Operation(OperationKind.MERGE, merge_condition="t.id = s.id"),
+        profile=EngineProfile(EngineName.DELTA_RS, deltalake.__version__),
+        config=TableConfig(uri=uri),
+    )
+    granted = manager.acquire(LeaseRequest((claim,), holder, ttl_s=600.0, request_id=request_id))
+    assert isinstance(granted, Granted)
+    return granted

@@ -7,10 +7,16 @@ each table (commit versions, read versions, commit metadata) and the operations 
 to judge. ``dag.test()`` runs tasks one by one and could prove none of this.
 
 Expected final table contents are computed here from the seed and source rows with plain Python.
+
+Contention on ``customers`` is made certain rather than left to timing: before the run starts the test
+holds a lease on that table for another job, and releases it once all four of the DAG's ``customers``
+writers have queued. Released together, those four conflicting writers must then take turns; without the
+holder, a late start of the one slow writer could let the quick ones finish before it ever asked.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,8 +31,10 @@ from deltaguard.airflow_runner import (
     prepare_home,
     stack_processes,
 )
-from deltaguard.demo import DELTAGUARD_DAG, PipelineRun, create_pools, run_pipeline
-from tests.e2e.shared import CONFLICT_TEXT, error_records, load_example_pipeline
+from deltaguard.core.admission import Owner
+from deltaguard.demo import DELTAGUARD_DAG, PipelineRun, create_pools, example_tables, run_pipeline
+from deltaguard.leases.manager import LeaseManager
+from tests.e2e.shared import CONFLICT_TEXT, error_records, hold_customers, load_example_pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -34,6 +42,9 @@ DAY = "2026-11-21"
 #: Long enough that writes started together are still running when the slowest of them starts,
 #: even with task start-up spread over several seconds on a busy 2-core machine.
 WRITE_SECONDS = 12
+#: the job holding ``customers`` until the DAG's four writers of that table have all queued
+HOLDER = Owner(dag_id="customers_backfill", run_id="manual__e2e", task_id="rewrite_customers", try_number=1)
+CUSTOMERS_WRITERS = 4
 
 
 @dataclass(frozen=True)
@@ -61,9 +72,39 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     stack = AirflowStack(home)
     with stack:
         create_pools(stack)
-        run = run_pipeline(stack, DELTAGUARD_DAG, DAY, timeout=480)
+        customers = example_tables(home, "deltaguard")["customers"]
+        manager = LeaseManager(home.lease_store_url)
+        try:
+            hold_customers(manager, customers, HOLDER, "e2e-holder")
+        finally:
+            manager.store.close()
+        releaser = threading.Thread(
+            target=_release_when_queued, args=(home.lease_store_url, customers), daemon=True
+        )
+        releaser.start()
+        try:
+            run = run_pipeline(stack, DELTAGUARD_DAG, DAY, timeout=480)
+        finally:
+            releaser.join(timeout=300)
     leftovers = sorted(set(stack.leftover_processes(stack.last_snapshot)) | set(stack_processes(home.home)))
     yield Outcome(run, home, time.monotonic() - started, leftovers)
+
+
+def _release_when_queued(lease_store_url: str, uri: str, timeout: float = 300.0) -> None:
+    """Release the holder's lease once every ``customers`` writer of the DAG has a wait in the decision log
+    (or after ``timeout``, so a broken run fails on its assertions rather than hanging). Runs in its own
+    thread, with its own store connection."""
+    manager = LeaseManager(lease_store_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = {d.owner_key for d in manager.decisions(uri=uri, limit=500) if d.kind == "wait"}
+            if len(waiting - {HOLDER.key}) >= CUSTOMERS_WRITERS:
+                break
+            time.sleep(1.0)
+        manager.release("e2e-holder", HOLDER)
+    finally:
+        manager.store.close()
 
 
 def _rows(uri: str) -> list[dict[str, Any]]:
@@ -133,9 +174,13 @@ def test_writes_the_model_calls_conflicting_never_overlapped(outcome: Outcome) -
         assert second.write_start >= first.write_end  # type: ignore[operator]
         if second.commit.read_version is not None:  # type: ignore[union-attr]
             assert second.commit.read_version >= first.commit.version  # type: ignore[union-attr]
-    # contention was resolved by waiting (deferred in the triggerer), not by failing
+    # contention was resolved by waiting (deferred in the triggerer), not by failing: every customers
+    # writer queued behind the holder, and those queued later also waited for the DAG's own writers
     customers = [w for w in outcome.run.writes if w.table.endswith("customers")]
-    assert sum(bool(w.waited_behind) for w in customers) >= 1
+    assert len(customers) == CUSTOMERS_WRITERS
+    assert all(HOLDER.describe() in w.waited_behind for w in customers)
+    names = {f"{DELTAGUARD_DAG}.{w.task_id}" for w in customers}
+    assert any(names & set(w.waited_behind) for w in customers), [w.waited_behind for w in customers]
     assert all(w.waited_s is not None for w in outcome.run.writes)
 
 

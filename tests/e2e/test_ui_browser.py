@@ -25,14 +25,12 @@ from typing import Any, TypeVar
 import pytest
 
 from deltaguard.airflow_runner import AirflowStack, default_dags_folder, prepare_home, repo_root
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
-from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.table_config import TableConfig
+from deltaguard.core.admission import Owner
 from deltaguard.demo import DELTAGUARD_DAG, create_pools, example_tables
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.plugins import service
 from deltaguard.ui_reads import UiReader
+from tests.e2e.shared import hold_customers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -71,21 +69,6 @@ def _waiting_behind_holder(reader: UiReader) -> dict[str, Any] | None:
             if any(b["owner"] == HOLDER.describe() for b in waiter["blockers"]) and waiter["reasons"]:
                 return {"table": table, "waiter": waiter}
     return None
-
-
-def _hold_customers(manager: LeaseManager, uri: str) -> Granted:
-    """A MERGE of another job on ``customers``: every write of the DAG on that table conflicts with it."""
-    import deltalake
-
-    claim = TableClaim(
-        uri=uri,
-        operation=Operation(OperationKind.MERGE, merge_condition="t.id = s.id"),
-        profile=EngineProfile(EngineName.DELTA_RS, deltalake.__version__),
-        config=TableConfig(uri=uri),
-    )
-    granted = manager.acquire(LeaseRequest((claim,), HOLDER, ttl_s=600.0, request_id="e2e-holder"))
-    assert isinstance(granted, Granted)
-    return granted
 
 
 def _shot(page: Any, out: Path, name: str, **options: Any) -> Path:
@@ -131,7 +114,7 @@ def test_ui_in_a_browser_mid_run(tmp_path: Path) -> None:
         stack.wait_for_dag(DELTAGUARD_DAG)
         manager = LeaseManager(home.lease_store_url)
         try:
-            _hold_customers(manager, example_tables(home, "deltaguard")["customers"])
+            hold_customers(manager, example_tables(home, "deltaguard")["customers"], HOLDER, "e2e-holder")
             run_id = stack.trigger(DELTAGUARD_DAG, {"date": DAY})
             reader = UiReader(manager.store)
             found = _poll("a DAG write queued behind the holder", lambda: _waiting_behind_holder(reader), 300)
