@@ -81,6 +81,7 @@ class PostgresLeaseStore(SqlLeaseStore):
 
     _log_order = "seq"
     has_fast_paths = True
+    _keep_spare = True
     _read_options = {"isolation_level": "AUTOCOMMIT"}
 
     def _make_engine(self, url: str) -> sa.Engine:

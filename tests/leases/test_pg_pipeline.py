@@ -73,3 +73,40 @@ def test_a_write_failing_at_commit_rolls_back_the_whole_decision(pg_url: str) ->
         with store.transaction(["t1"]) as txn:
             assert txn.tables()["t1"].fencing == 0  # the buffered update never committed
             assert [r.lease_id for r in txn.holders()[0]] == ["L1"]
+
+
+def test_one_connection_stays_checked_out_between_calls_and_is_reused(pg_url: str) -> None:
+    """The store keeps one connection out of the pool between uses (a check-out and check-in cost more
+    client CPU than a one-call decision); nested uses get their own, which go back to the pool."""
+    store = open_store(pg_url)
+    try:
+        pool = store.engine.pool  # type: ignore[attr-defined]
+        with store._connect() as first:  # type: ignore[attr-defined]
+            with store._connect() as nested:  # type: ignore[attr-defined]
+                assert nested is not first
+            assert pool.checkedout() == 2
+        assert pool.checkedout() == 1  # the first one back is kept; the other went back to the pool
+        with store._connect() as again:  # type: ignore[attr-defined]
+            assert again is nested
+        # Read-only uses carry their own execution options (autocommit): never kept as the spare.
+        with store._connect(read_only=True) as reader:  # type: ignore[attr-defined]
+            assert reader is not nested
+        assert pool.checkedout() == 1
+    finally:
+        store.close()
+    assert pool.checkedout() == 0
+
+
+def test_a_connection_broken_in_use_is_not_kept(pg_url: str) -> None:
+    manager = LeaseManager(pg_url, clock=FakeClock())
+    try:
+        a = request("a", ("t1", op("MERGE")))
+        assert isinstance(manager.acquire(a), Granted)
+        spare = manager.store._spare[0]  # type: ignore[attr-defined]
+        assert _kill_backends(pg_url) >= 1
+        # The one-call release fails on the dead connection, is retried on a new one and succeeds.
+        assert manager.release(a.request_id, a.owner) is True
+        assert manager.store._spare[0] is not spare  # type: ignore[attr-defined]
+        assert spare.closed  # invalidated, then closed rather than kept
+    finally:
+        manager.store.close()
