@@ -433,13 +433,21 @@ class LeaseManager:
         return config
 
     def _grant_if_idle(
-        self, request: LeaseRequest, offered: dict[str, TableConfig | None], now: float
+        self,
+        request: LeaseRequest,
+        offered: dict[str, TableConfig | None],
+        now: float,
+        payload: str,
+        op_texts: dict[str, str],
     ) -> Granted | TableSnapshot | None:
         """The store's one-step grant when none of the tables has a holder or a queued request.
 
         Then :func:`~deltaguard.core.admission.admit` grants without asking the model, so the store can
         check and grant in one call. Otherwise the store answers with a snapshot of the busy tables (to
         decide from without locking) or ``None``.
+
+        :param payload: the request's stored text (:func:`_payload`).
+        :param op_texts: each table's operation as stored JSON text, by URI.
         """
         uris = tuple(sorted(request.uris))
         claims = {c.uri: c for c in request.claims}
@@ -449,14 +457,14 @@ class LeaseManager:
             owner_key=request.owner.key,
             owner_json=request.owner.key,  # the key is the owner's compact, key-sorted JSON
             uris=uris,
-            op_jsons=tuple(_op_text(claims[u].operation) for u in uris),
+            op_jsons=tuple(op_texts[u] for u in uris),
             config_versions=tuple(_version(offered[u]) for u in uris),
             config_jsons=tuple(_config_text(offered[u]) for u in uris),
             now=now,
             expires_at=now + request.ttl_s,
             ttl_s=request.ttl_s,
             rank=queue_rank(now, request.priority, self.ageing_s),
-            payload=_payload(request),
+            payload=payload,
             # The store adds "fencing" (sorted first) with the new token.
             details=tuple(codec.dumps(_grant_detail(claims[u].operation, owner, 0.0)) for u in uris),
         )
@@ -471,9 +479,12 @@ class LeaseManager:
         ADR 0007); else by the general locking transaction."""
         now = self.clock()
         offered = {c.uri: self._loaded_config(c, now) for c in request.claims}
+        # Stored texts, encoded once for the one-call attempt and the decision body alike.
+        payload = _payload(request)
+        op_texts = {c.uri: _op_text(c.operation) for c in request.claims}
         snapshot = None
         if fast and self.store.has_fast_paths:
-            answer = self._grant_if_idle(request, offered, now)
+            answer = self._grant_if_idle(request, offered, now, payload, op_texts)
             if isinstance(answer, Granted):
                 self._remember(request.request_id, request.uris, request.claims, True)
                 return answer
@@ -540,8 +551,7 @@ class LeaseManager:
                 for uri in request.uris
             ]
             verdict = admit(request.request_id, rank, views, decide)
-            key = request.owner.key
-            payload = _payload(request)
+            key = request.owner.key  # also the owner's stored JSON text
             if verdict.granted:
                 expires = now + request.ttl_s
                 rows = []
@@ -553,8 +563,8 @@ class LeaseManager:
                             request.request_id,
                             uri,
                             key,
-                            codec.dumps(request.owner.to_json()),
-                            codec.dumps(codec.operation_to_json(claims[uri].operation)),
+                            key,
+                            op_texts[uri],
                             now,
                             expires,
                             token,
@@ -604,8 +614,8 @@ class LeaseManager:
                         request.request_id,
                         uri,
                         key,
-                        codec.dumps(request.owner.to_json()),
-                        codec.dumps(codec.operation_to_json(claims[uri].operation)),
+                        key,
+                        op_texts[uri],
                         rank,
                         expires,
                     )
