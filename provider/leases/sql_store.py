@@ -169,8 +169,8 @@ class SqlLeaseStore(LeaseStore):
     def __init__(self, url: str, *, migrate: bool = True) -> None:
         self.url = url
         self.name = redact_url(url)
-        #: a connection kept checked out between uses (see ``_keep_spare``); list pop/append are atomic,
-        #: so two threads never get the same one
+        #: connections kept checked out between uses (see ``_keep_spare``): usually one, two only if threads
+        #: put theirs back at the same instant; list pop/append are atomic, so no two threads get the same one
         self._spare: list[sa.Connection] = []
         try:
             self.engine = self._make_engine(url)

@@ -78,30 +78,33 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             hold_customers(manager, customers, HOLDER, "e2e-holder")
         finally:
             manager.store.close()
+        run_over = threading.Event()
         releaser = threading.Thread(
-            target=_release_when_queued, args=(home.lease_store_url, customers), daemon=True
+            target=_release_when_queued, args=(home.lease_store_url, customers, run_over), daemon=True
         )
         releaser.start()
         try:
             run = run_pipeline(stack, DELTAGUARD_DAG, DAY, timeout=480)
         finally:
-            releaser.join(timeout=300)
+            run_over.set()  # a run that ended early (or failed) must not wait out the releaser's timeout
+            releaser.join(timeout=60)
     leftovers = sorted(set(stack.leftover_processes(stack.last_snapshot)) | set(stack_processes(home.home)))
     yield Outcome(run, home, time.monotonic() - started, leftovers)
 
 
-def _release_when_queued(lease_store_url: str, uri: str, timeout: float = 300.0) -> None:
+def _release_when_queued(
+    lease_store_url: str, uri: str, run_over: threading.Event, timeout: float = 300.0
+) -> None:
     """Release the holder's lease once every ``customers`` writer of the DAG has a wait in the decision log
-    (or after ``timeout``, so a broken run fails on its assertions rather than hanging). Runs in its own
-    thread, with its own store connection."""
+    (or after ``timeout``, or when the run is over, so a broken run fails on its assertions rather than
+    hanging). Runs in its own thread, with its own store connection."""
     manager = LeaseManager(lease_store_url)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             waiting = {d.owner_key for d in manager.decisions(uri=uri, limit=500) if d.kind == "wait"}
-            if len(waiting - {HOLDER.key}) >= CUSTOMERS_WRITERS:
+            if len(waiting - {HOLDER.key}) >= CUSTOMERS_WRITERS or run_over.wait(1.0):
                 break
-            time.sleep(1.0)
         manager.release("e2e-holder", HOLDER)
     finally:
         manager.store.close()
