@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,6 +154,10 @@ class LeaseManager:
         self._last_prune = float("-inf")
         # request id -> (its tables, those whose metadata it changes, granted?), for requests answered here
         self._known_tables: dict[str, tuple[list[str], list[str], bool]] = {}
+        # (operation text, configuration text, profile) -> operation texts of sole holders beside which this
+        # manager's model granted that operation: the store may then grant beside them in one call (ADR 0009).
+        # Values are replaced, never mutated, so readers need no lock.
+        self._compatible: dict[tuple[str, str, EngineProfile], frozenset[str]] = {}
 
     @property
     def decide(self) -> DecideFn:
@@ -452,6 +456,7 @@ class LeaseManager:
         uris = tuple(sorted(request.uris))
         claims = {c.uri: c for c in request.claims}
         owner = request.owner.describe()
+        config_texts = tuple(_config_text(offered[u]) for u in uris)
         grant = IdleGrant(
             request_id=request.request_id,
             owner_key=request.owner.key,
@@ -459,7 +464,7 @@ class LeaseManager:
             uris=uris,
             op_jsons=tuple(op_texts[u] for u in uris),
             config_versions=tuple(_version(offered[u]) for u in uris),
-            config_jsons=tuple(_config_text(offered[u]) for u in uris),
+            config_jsons=config_texts,
             now=now,
             expires_at=now + request.ttl_s,
             ttl_s=request.ttl_s,
@@ -467,6 +472,10 @@ class LeaseManager:
             payload=payload,
             # The store adds "fencing" (sorted first) with the new token.
             details=tuple(codec.dumps(_grant_detail(claims[u].operation, owner, 0.0)) for u in uris),
+            compatible=tuple(
+                tuple(self._compatible.get((op_texts[u], text, claims[u].profile), ())) if text else ()
+                for u, text in zip(uris, config_texts, strict=True)
+            ),
         )
         answer = self.store.grant_if_idle(grant)
         if isinstance(answer, dict):
@@ -521,19 +530,18 @@ class LeaseManager:
                     rank, enqueued_at = existing.rank, existing.enqueued_at
             # Configuration: the newest known version wins (the request's, or the store's shared copy).
             configs: dict[str, TableConfig] = {}
+            config_texts: dict[str, str] = {}  # the text of each one used
             for uri in request.uris:
-                stored = self._stored_config(uri, tables[uri].config_json)
+                stored_text = tables[uri].config_json
+                stored = self._stored_config(uri, stored_text)
                 mine_cfg = offered[uri]
                 if mine_cfg is not None and (stored is None or _newer(mine_cfg, stored)):
-                    txn.set_table(
-                        uri,
-                        tables[uri].fencing,
-                        mine_cfg.version,
-                        codec.dumps(codec.config_to_json(mine_cfg)),
-                    )
+                    config_texts[uri] = codec.dumps(codec.config_to_json(mine_cfg))
+                    txn.set_table(uri, tables[uri].fencing, mine_cfg.version, config_texts[uri])
                     configs[uri] = mine_cfg
-                elif stored is not None:
+                elif stored is not None and stored_text is not None:
                     configs[uri] = stored
+                    config_texts[uri] = stored_text
                 else:
                     raise ValueError(
                         f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
@@ -553,6 +561,7 @@ class LeaseManager:
             verdict = admit(request.request_id, rank, views, decide)
             key = request.owner.key  # also the owner's stored JSON text
             if verdict.granted:
+                self._learn_compatible(request, op_texts, config_texts, leases, waiters)
                 expires = now + request.ttl_s
                 rows = []
                 for uri in request.uris:
@@ -671,6 +680,30 @@ class LeaseManager:
         _warn_reclaimed(reclaimed, now)
         self._remember(request.request_id, request.uris, request.claims, isinstance(result, Granted))
         return result
+
+    def _learn_compatible(
+        self,
+        request: LeaseRequest,
+        op_texts: Mapping[str, str],
+        config_texts: Mapping[str, str],
+        leases: Sequence[LeaseRow],
+        waiters: Sequence[WaiterRow],
+    ) -> None:
+        """Remember, per table, a sole live holder beside which the model just granted (no queued request):
+        the verdict for exactly that pair under exactly that configuration, which the store may reuse to
+        grant in one call (ADR 0009). Tables with more holders are not remembered: the model has rules over
+        several running operations, so pairs do not add up."""
+        for claim in request.claims:
+            uri = claim.uri
+            holders = [x for x in leases if x.uri == uri and x.lease_id != request.request_id]
+            if len(holders) != 1 or any(w.uri == uri for w in waiters):
+                continue
+            memo_key = (op_texts[uri], config_texts[uri], claim.profile)
+            known = self._compatible.get(memo_key, frozenset())
+            if holders[0].op_json not in known:
+                if len(self._compatible) > 10_000:  # bounded memory for managers that see many shapes
+                    self._compatible.clear()
+                self._compatible[memo_key] = known | {holders[0].op_json}
 
     def _remember(
         self, request_id: str, uris: Sequence[str], claims: Sequence[TableClaim], granted: bool

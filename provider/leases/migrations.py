@@ -193,6 +193,50 @@ _PG_GRANT_IF_IDLE_4 = _edited(
     ),
 )
 
+# Version 4's one-call grant, now also granting beside one live lease whose operation the requester's
+# conflict model already found compatible with its own under the same configuration (ADR 0009). Each claim
+# may carry a sixth element: a JSON array of such holder operation texts (absent or empty: none known).
+_PG_GRANT_IF_IDLE_5 = _edited(
+    _PG_GRANT_IF_IDLE_4,
+    ("    p_details TEXT[];\n", "    p_details TEXT[];\n    p_compatible TEXT[];\n"),
+    (
+        "    -- detail] per table, sorted by uri (one text parameter is cheaper for the client than five arrays).",
+        "    -- detail, compatible holder operation texts] per table, sorted by uri (one text parameter).",
+    ),
+    (
+        "    -- Idle means no lease (an expired one must be reclaimed and logged), no queued request (FIFO), no\n",
+        "    -- Grantable in one call: no lease but a compatible one, no queued request (FIFO), no\n",
+    ),
+    (
+        "        array_agg(c->>1 ORDER BY n), array_agg(c->>4 ORDER BY n)\n"
+        "    INTO p_uris, p_config_versions, p_config_jsons, p_op_jsons, p_details\n",
+        "        array_agg(c->>1 ORDER BY n), array_agg(c->>4 ORDER BY n), array_agg(c->>5 ORDER BY n)\n"
+        "    INTO p_uris, p_config_versions, p_config_jsons, p_op_jsons, p_details, p_compatible\n",
+    ),
+    (
+        "    IF EXISTS (SELECT 1 FROM dg_leases l WHERE l.uri = ANY(p_uris))\n",
+        """    IF EXISTS (
+            -- A lease blocks this call unless it is the table's only lease, live (an expired one must be
+            -- reclaimed and logged), with an operation text the requester's model found compatible with
+            -- its own, and the decision would use the configuration that verdict was made under: the
+            -- offered one (stored is none, the same text, or older).
+            SELECT 1 FROM dg_leases l
+                JOIN unnest(p_uris, p_compatible, p_config_versions, p_config_jsons)
+                    AS o(uri, compatible, config_version, config_json) ON l.uri = o.uri
+                JOIN dg_tables t ON t.uri = o.uri
+            WHERE NOT (
+                l.expires_at > p_now
+                AND o.compatible IS NOT NULL AND o.config_json IS NOT NULL
+                AND l.op_json IN (SELECT json_array_elements_text(o.compatible::JSON))
+                AND NOT EXISTS (SELECT 1 FROM dg_leases x WHERE x.uri = l.uri AND x.lease_id <> l.lease_id)
+                AND (t.config_json IS NULL OR t.config_json = o.config_json OR (o.config_version IS NOT NULL
+                    AND (t.config_version IS NULL OR o.config_version > t.config_version)))
+            )
+        )
+""",
+    ),
+)
+
 _PG_CHECK_STATE = """
 CREATE FUNCTION dg_check_state(p_uris TEXT[], p_request_id TEXT, p_state TEXT) RETURNS VOID
 LANGUAGE plpgsql AS $fn$
@@ -269,6 +313,14 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             ("postgresql", "DROP FUNCTION dg_grant_if_idle"),
             ("postgresql", _PG_GRANT_IF_IDLE_4),
             ("postgresql", _PG_CHECK_STATE),
+        ),
+    ),
+    (
+        5,
+        (
+            # A grant beside a holder the requester already knows to be compatible, in one call (ADR 0009).
+            ("postgresql", "DROP FUNCTION dg_grant_if_idle"),
+            ("postgresql", _PG_GRANT_IF_IDLE_5),
         ),
     ),
 )

@@ -138,7 +138,7 @@ class PostgresLeaseStore(SqlLeaseStore):
         except psycopg.Error as exc:
             raise _failure(self.name, conn, raw, exc) from exc
 
-    # --- one-call fast paths (schema 3 and 4 functions; ADR 0004) and snapshot decisions (ADR 0007) ----
+    # --- one-call fast paths (schema 3-5 functions; ADR 0004, 0009) and snapshot decisions (ADR 0007) ---
 
     def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | TableSnapshot | None:
         claims = json.dumps(
@@ -149,6 +149,7 @@ class PostgresLeaseStore(SqlLeaseStore):
                     grant.config_versions,
                     grant.config_jsons,
                     grant.details,
+                    grant.compatible or tuple(() for _ in grant.uris),
                     strict=True,
                 )
             )

@@ -114,7 +114,10 @@ class IdleGrant:
     """A grant that needs no conflict-model call, for :meth:`LeaseStore.grant_if_idle`.
 
     Valid only while none of its tables has a lease row (live or expired), a queue row, and the request id
-    has no status row: then the admission rule grants whatever the operations are.
+    has no status row: then the admission rule grants whatever the operations are. A table may also have
+    one live lease whose operation text is among ``compatible`` for that table, when the decision would use
+    the offered configuration: the requester's conflict model granted beside that very operation before
+    (ADR 0009).
 
     :param uris: the tables, sorted.
     :param op_jsons: each table's operation as JSON, in ``uris`` order.
@@ -123,6 +126,8 @@ class IdleGrant:
         one must exist).
     :param details: each table's grant log detail as compact key-sorted JSON *without* ``fencing``; the
         store logs it with ``"fencing"`` (the new token) added as its first key.
+    :param compatible: per table in ``uris`` order, stored operation texts of a sole holder beside which
+        the model granted this table's operation under its offered configuration (empty: none known).
     """
 
     request_id: str
@@ -138,6 +143,7 @@ class IdleGrant:
     rank: float
     payload: str
     details: tuple[str, ...]
+    compatible: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -223,7 +229,8 @@ class LeaseStore(abc.ABC):
         """
 
     def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | TableSnapshot | None:
-        """Grant ``grant`` in one step if none of its tables has a holder or a queued request.
+        """Grant ``grant`` in one step if none of its tables has a holder (but a known-compatible one, see
+        :class:`IdleGrant`) or a queued request.
 
         An optional fast path: the result must equal what the general decision would commit (fencing
         bumped, configuration kept or replaced by a newer offered one, lease, request and log rows).

@@ -22,7 +22,7 @@ from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
 from deltaguard.leases.store import DecisionRow, IdleGrant, SnapshotChanged, TableSnapshot
 
-from .conftest import FakeClock, fresh_pg_database, general_path_only, op, request
+from .conftest import CONFIG, FakeClock, fresh_pg_database, general_path_only, op, request
 
 pytestmark = pytest.mark.postgres
 
@@ -190,6 +190,99 @@ def test_busy_tables_come_back_as_state_and_unknown_tables_as_nothing(
     assert isinstance(fencing, dict) and set(fencing) == {"t2"}
 
 
+def _text(operation: Any) -> str:
+    return codec.dumps(codec.operation_to_json(operation))
+
+
+def test_a_sole_live_holder_known_compatible_is_granted_beside_in_one_call(manager: LeaseManager) -> None:
+    store, clock = manager.store, manager.clock
+    insert, merge = _text(op("INSERT")), _text(op("MERGE"))
+    v1, v2 = (codec.dumps(codec.config_to_json(c)) for c in (CONFIG, dataclasses.replace(CONFIG, version=2)))
+    held = manager.acquire(request("holder", ("t1", op("INSERT"))))  # stores CONFIG as the configuration
+    assert isinstance(held, Granted)
+    now = clock()  # type: ignore[operator]
+    key = _owner("direct").key  # also its stored JSON text
+    live = {"now": now, "expires_at": now + 60.0, "config_jsons": (v1,), "owner_key": key, "owner_json": key}
+
+    def ask(request_id: str, **fields: Any) -> Any:
+        return store.grant_if_idle(_grant(request_id, ("t1",), **{**live, **fields}))
+
+    assert isinstance(ask("r1"), TableSnapshot)  # nothing known compatible
+    assert isinstance(ask("r2", compatible=((merge,),)), TableSnapshot)  # not the holder's operation
+    # Judged under another configuration than the one the decision would use (the stored one, as new):
+    unpartitioned = codec.dumps(codec.config_to_json(dataclasses.replace(CONFIG, partition_columns=())))
+    assert isinstance(ask("r3", compatible=((insert,),), config_jsons=(unpartitioned,)), TableSnapshot)
+    assert store.read_request("r3") is None and [x.lease_id for x in manager.leases("t1")] == [held.lease_id]
+
+    granted = ask("r4", compatible=((merge, insert),))
+    assert granted == {"t1": held.fencing["t1"] + 1}
+    assert sorted(x.lease_id for x in manager.leases("t1")) == sorted([held.lease_id, "r4"])
+    assert store.read_request("r4").status == "granted"  # type: ignore[union-attr]
+    assert isinstance(ask("r5", compatible=((insert,),)), TableSnapshot)  # two holders: pairs do not add up
+
+    # A newer offered configuration is the one the decision uses: granted, and it replaces the stored one.
+    manager.acquire(request("other", ("t2", op("INSERT"))))
+    newer = store.grant_if_idle(
+        _grant(
+            "r6", ("t2",), compatible=((insert,),), config_versions=(2,), **{**live, "config_jsons": (v2,)}
+        )
+    )
+    assert isinstance(newer, dict)
+    with store.transaction(["t2"]) as txn:  # type: ignore[attr-defined]
+        assert (txn.tables()["t2"].config_version, txn.tables()["t2"].config_json) == (2, v2)
+
+    # An expired holder must be reclaimed and logged: the general decision does that.
+    manager.acquire(request("dying", ("t3", op("INSERT")), ttl_s=5.0))
+    later = {"now": now + 10.0, "expires_at": now + 70.0}
+    assert isinstance(
+        store.grant_if_idle(_grant("r7", ("t3",), compatible=((insert,),), **{**live, **later})),
+        TableSnapshot,
+    )
+    # A queued request keeps its place (FIFO): the general decision runs.
+    manager.acquire(request("h4", ("t4", op("INSERT"))))
+    assert isinstance(manager.acquire(request("q4", ("t4", op("MERGE")))), Waiting)
+    assert isinstance(
+        store.grant_if_idle(_grant("r8", ("t4",), compatible=((insert,),), **live)), TableSnapshot
+    )
+
+
+def test_the_manager_learns_a_compatible_holder_from_its_model_and_reuses_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltaguard.core import model
+
+    asked: list[str] = []
+
+    def counting_decide(candidate: Any, running: Any, table: Any, profile: Any) -> Any:
+        asked.append(candidate.kind.value)
+        return model.decide(candidate, running, table, profile)
+
+    manager = LeaseManager(pg_url, clock=FakeClock(), decide=counting_decide)
+    try:
+        holder = manager.acquire(request("holder", ("t1", op("INSERT"))))  # creates t1: general path
+        assert isinstance(holder, Granted)
+        seen = _count_calls(manager, monkeypatch)
+        first = manager.acquire(request("first", ("t1", op("INSERT"))))
+        assert isinstance(first, Granted) and asked == ["INSERT"]  # decided from the snapshot by the model
+        assert len(seen["run_on_snapshot"]) == 1
+        assert manager.release(first.lease_id, _owner("first")) is True
+        second = manager.acquire(request("second", ("t1", op("INSERT"))))
+        assert isinstance(second, Granted) and second.fencing == {"t1": first.fencing["t1"] + 1}
+        # One call, no model: the store granted beside the holder the model had found compatible.
+        assert seen["grant_if_idle"][-1] == second.fencing and asked == ["INSERT"]
+        assert len(seen["run_on_snapshot"]) == 1 and seen["run"] == []
+        grant = manager.decisions(uri="t1", limit=1)[0]
+        assert (grant.kind, grant.request_id, grant.detail["fencing"]) == ("grant", second.lease_id, 3)
+        # With two holders now, a third INSERT goes back to the model (rules over several operations).
+        third = manager.acquire(request("third", ("t1", op("INSERT"))))
+        assert isinstance(third, Granted) and asked == ["INSERT", "INSERT"]
+        # A MERGE was never found compatible: the model decides, and it waits.
+        assert isinstance(manager.acquire(request("merge", ("t1", op("MERGE")))), Waiting)
+        assert asked[-1] == "MERGE" and len(seen["run_on_snapshot"]) == 3
+    finally:
+        manager.store.close()
+
+
 def test_release_of_a_foreign_or_ended_lease_is_not_done_in_one_step(manager: LeaseManager) -> None:
     a = request("a", ("t1", op("MERGE")))
     lease = manager.acquire(a)
@@ -266,8 +359,8 @@ def _snapshot(url: str) -> dict[str, list[tuple[Any, ...]]]:
 
 def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[Any, ...]]]:
     """Grants, a refused release, releases (one of a metadata change), re-grants with older and newer
-    configurations, a wait, a grant beside a holder and a grant after reclaiming an expired holder, with
-    deterministic ids and times."""
+    configurations, a wait, grants beside a holder (decided by the model, then known compatible) and a grant
+    after reclaiming an expired holder, with deterministic ids and times."""
     clock = FakeClock(1_700_000_000.123456789)  # a fraction: stored floats must come back exact
     manager = LeaseManager(url, clock=clock)
     if fast:
@@ -311,14 +404,17 @@ def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str
         assert d.fencing == {"t1": 2, "t2": 2}
         f = ask("f", ("t5", op("INSERT")), config=v1)
         g = ask("g", ("t5", op("INSERT")), config=v1)  # beside f: the model says blind appends coexist
-        release(f, "f")
         release(g, "g")
+        h = ask("h", ("t5", op("INSERT")), config=v1)  # beside f again: known compatible, one call
+        release(f, "f")
+        release(h, "h")
         ask("x", ("t6", op("MERGE")), config=v1, ttl_s=0.5)  # dies: never released
         y = ask("y", ("t6", op("MERGE")), config=v1)  # reclaims x's expired lease first
-        assert (g.fencing, y.fencing) == ({"t5": 2}, {"t6": 2})
+        assert (g.fencing, h.fencing, y.fencing) == ({"t5": 2}, {"t5": 3}, {"t6": 2})
         if fast:  # the comparison means something only if the one-call paths did part of the work
             assert any(seen["grant_if_idle"]) and any(seen["release_owned"])
             assert len(seen["run_on_snapshot"]) == 4  # committed: w's two waits, g's and y's grants
+            assert h.fencing in seen["grant_if_idle"]
     finally:
         manager.store.close()
     return _snapshot(url)
