@@ -17,12 +17,14 @@ Two modes (the ``mode`` field of each row):
   slow one counts its wait (no coordinated omission); ``decisions_per_s`` is what was achieved. One more
   open-loop row with the most requesters runs at ``--moderate-rate`` (below saturation).
 
-Windows: closed-loop rows run ``--duration`` (8 s); open-loop rows run ``--open-duration`` (60 s), because
-PostgreSQL's autovacuum visits the store's churning tables once a minute (its naptime), and each visit brings
-a burst of slow decisions (the visit's own CPU, and every backend re-plans its cached statements on a table
-whose planner statistics the vacuum or analyze updated). An 8-s window holds about 4,000 decisions, so its p99 is the 40th slowest: one burst inside it
-decides the p99, and a window without one hides it. A 60-s window weighs the bursts at their real rate. Each
-row also gives ``p999_ms``, the tail the bursts live in.
+Windows: closed-loop and flatness rows run ``--duration`` (8 s); other open-loop rows run ``--open-duration``
+(60 s), because PostgreSQL's autovacuum visits the store's churning tables once a minute (its naptime), and
+each visit brings a burst of slow decisions (the visit's own CPU, and every backend re-plans its cached
+statements on a table whose planner statistics the vacuum or analyze updated). An 8-s window holds about 4,000
+decisions, so its p99 is the 40th slowest: one burst inside it decides the p99, and a window without one hides
+it. A 60-s window weighs the bursts at their real rate. Each row also gives ``p999_ms``, the tail the bursts
+live in. A longer window does not remove the machine's own drift: compare commits in alternating runs (ADR
+0008).
 
 Requesters are separate processes, not threads: Airflow workers are processes, and threads would measure
 the GIL instead of the store's concurrency. On a 2-core machine 32 processes over-subscribe the CPU.
