@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from deltaguard.core import TableConfig
-from deltaguard.core.admission import Granted, Owner, Waiting
+from deltaguard.core import EngineName, EngineProfile, Operation, TableConfig
+from deltaguard.core.admission import Granted, Owner, TableClaim, Waiting
 from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
 from deltaguard.leases.store import DecisionRow, IdleGrant, SnapshotChanged, TableSnapshot
@@ -55,15 +55,25 @@ def _owner(task_id: str) -> Owner:
     return Owner(dag_id="dag", task_id=task_id)
 
 
+def _text(operation: Operation) -> str:
+    """An operation's stored JSON text."""
+    return codec.dumps(codec.operation_to_json(operation))
+
+
+def _config_text(config: TableConfig) -> str:
+    """A configuration's stored JSON text."""
+    return codec.dumps(codec.config_to_json(config))
+
+
 def _grant(request_id: str, uris: tuple[str, ...], **overrides: Any) -> IdleGrant:
     fields: dict[str, Any] = {
         "request_id": request_id,
         "owner_key": "k",
         "owner_json": "{}",
         "uris": uris,
-        "op_jsons": tuple(codec.dumps(codec.operation_to_json(op("INSERT"))) for _ in uris),
+        "op_jsons": tuple(_text(op("INSERT")) for _ in uris),
         "config_versions": tuple(1 for _ in uris),
-        "config_jsons": tuple(codec.dumps(codec.config_to_json(TableConfig(version=1))) for _ in uris),
+        "config_jsons": tuple(_config_text(TableConfig(version=1)) for _ in uris),
         "now": 10.0,
         "expires_at": 70.0,
         "ttl_s": 60.0,
@@ -190,14 +200,10 @@ def test_busy_tables_come_back_as_state_and_unknown_tables_as_nothing(
     assert isinstance(fencing, dict) and set(fencing) == {"t2"}
 
 
-def _text(operation: Any) -> str:
-    return codec.dumps(codec.operation_to_json(operation))
-
-
 def test_a_sole_live_holder_known_compatible_is_granted_beside_in_one_call(manager: LeaseManager) -> None:
     store, clock = manager.store, manager.clock
     insert, merge = _text(op("INSERT")), _text(op("MERGE"))
-    v1, v2 = (codec.dumps(codec.config_to_json(c)) for c in (CONFIG, dataclasses.replace(CONFIG, version=2)))
+    v1, v2 = _config_text(CONFIG), _config_text(dataclasses.replace(CONFIG, version=2))
     held = manager.acquire(request("holder", ("t1", op("INSERT"))))  # stores CONFIG as the configuration
     assert isinstance(held, Granted)
     now = clock()  # type: ignore[operator]
@@ -210,7 +216,7 @@ def test_a_sole_live_holder_known_compatible_is_granted_beside_in_one_call(manag
     assert isinstance(ask("r1"), TableSnapshot)  # nothing known compatible
     assert isinstance(ask("r2", compatible=((merge,),)), TableSnapshot)  # not the holder's operation
     # Judged under another configuration than the one the decision would use (the stored one, as new):
-    unpartitioned = codec.dumps(codec.config_to_json(dataclasses.replace(CONFIG, partition_columns=())))
+    unpartitioned = _config_text(dataclasses.replace(CONFIG, partition_columns=()))
     assert isinstance(ask("r3", compatible=((insert,),), config_jsons=(unpartitioned,)), TableSnapshot)
     assert store.read_request("r3") is None and [x.lease_id for x in manager.leases("t1")] == [held.lease_id]
 
@@ -266,19 +272,28 @@ def test_the_manager_learns_a_compatible_holder_from_its_model_and_reuses_it(
         assert isinstance(first, Granted) and asked == ["INSERT"]  # decided from the snapshot by the model
         assert len(seen["run_on_snapshot"]) == 1
         assert manager.release(first.lease_id, _owner("first")) is True
+        # The verdict was for that engine: the same INSERT committed by another engine asks the model again.
+        other_engine = dataclasses.replace(
+            request("rs", ("t1", op("INSERT"))),
+            claims=(TableClaim("t1", op("INSERT"), EngineProfile(EngineName.DELTA_RS, "1.6.6"), CONFIG),),
+        )
+        rs = manager.acquire(other_engine)
+        assert isinstance(rs, Granted) and asked == ["INSERT", "INSERT"]
+        assert len(seen["run_on_snapshot"]) == 2
+        assert manager.release(rs.lease_id, other_engine.owner) is True
         second = manager.acquire(request("second", ("t1", op("INSERT"))))
-        assert isinstance(second, Granted) and second.fencing == {"t1": first.fencing["t1"] + 1}
+        assert isinstance(second, Granted) and second.fencing == {"t1": rs.fencing["t1"] + 1}
         # One call, no model: the store granted beside the holder the model had found compatible.
-        assert seen["grant_if_idle"][-1] == second.fencing and asked == ["INSERT"]
-        assert len(seen["run_on_snapshot"]) == 1 and seen["run"] == []
+        assert seen["grant_if_idle"][-1] == second.fencing and asked == ["INSERT", "INSERT"]
+        assert len(seen["run_on_snapshot"]) == 2 and seen["run"] == []
         grant = manager.decisions(uri="t1", limit=1)[0]
-        assert (grant.kind, grant.request_id, grant.detail["fencing"]) == ("grant", second.lease_id, 3)
+        assert (grant.kind, grant.request_id, grant.detail["fencing"]) == ("grant", second.lease_id, 4)
         # With two holders now, a third INSERT goes back to the model (rules over several operations).
         third = manager.acquire(request("third", ("t1", op("INSERT"))))
-        assert isinstance(third, Granted) and asked == ["INSERT", "INSERT"]
+        assert isinstance(third, Granted) and asked == ["INSERT"] * 3
         # A MERGE was never found compatible: the model decides, and it waits.
         assert isinstance(manager.acquire(request("merge", ("t1", op("MERGE")))), Waiting)
-        assert asked[-1] == "MERGE" and len(seen["run_on_snapshot"]) == 3
+        assert asked[-1] == "MERGE" and len(seen["run_on_snapshot"]) == 4
     finally:
         manager.store.close()
 
