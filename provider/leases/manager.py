@@ -10,6 +10,7 @@ those rows are unchanged under the locks (ADR 0007); otherwise the locking trans
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -21,7 +22,6 @@ from typing import Any
 
 from deltaguard.core.admission import (
     DEFAULT_AGEING_S,
-    Blocker,
     Closed,
     DecideFn,
     Granted,
@@ -33,10 +33,8 @@ from deltaguard.core.admission import (
     Waiting,
     admit,
     default_decide,
-    explain,
     queue_rank,
 )
-from deltaguard.core.decision import DeltaException
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
@@ -46,12 +44,20 @@ from deltaguard.leases.store import (
     IdleGrant,
     LeaseRow,
     LeaseStore,
+    QueuedBehind,
     RequestRow,
     StoreError,
     StoreTxn,
     TableSnapshot,
     WaiterRow,
     open_store,
+)
+from deltaguard.leases.wait_texts import (
+    WaitShape,
+    wait_detail,
+    wait_shape,
+    waiting_from_json,
+    waiting_to_json,
 )
 
 log = logging.getLogger("deltaguard.leases")
@@ -158,6 +164,9 @@ class LeaseManager:
         # manager's model granted that operation: the store may then grant beside them in one call (ADR 0009).
         # Values are replaced, never mutated, so readers need no lock.
         self._compatible: dict[tuple[str, str, EngineProfile], frozenset[str]] = {}
+        # The same key -> the model's wait answer behind a sole holder, by the holder's operation text: the
+        # store may then queue a one-table request behind it in one call (ADR 0010). Replaced, not mutated.
+        self._conflicting: dict[tuple[str, str, EngineProfile], Mapping[str, WaitShape]] = {}
 
     @property
     def decide(self) -> DecideFn:
@@ -222,7 +231,7 @@ class LeaseManager:
         now = self.clock()
         if now >= row.expires_at - (row.expires_at - row.updated_at) / 2:
             return None
-        last = _waiting_from_json(row.request_id, row.expires_at, row.last_wait)
+        last = waiting_from_json(row.request_id, row.expires_at, row.last_wait)
         ids = {b.id for b in last.blockers}
         if not ids or self.store.alive(sorted(ids), now) != ids:
             return None
@@ -443,8 +452,9 @@ class LeaseManager:
         now: float,
         payload: str,
         op_texts: dict[str, str],
-    ) -> Granted | TableSnapshot | None:
-        """The store's one-step grant when none of the tables has a holder or a queued request.
+    ) -> Granted | Waiting | TableSnapshot | None:
+        """The store's one-step grant when none of the tables has a holder or a queued request (or the
+        store's one-step queue entry behind a holder whose wait answer the model gave before, ADR 0010).
 
         Then :func:`~deltaguard.core.admission.admit` grants without asking the model, so the store can
         check and grant in one call. Otherwise the store answers with a snapshot of the busy tables (to
@@ -477,9 +487,25 @@ class LeaseManager:
                 for u, text in zip(uris, config_texts, strict=True)
             ),
         )
+        known: Mapping[str, WaitShape] | None = None
+        expires_at = now + request.wait_ttl_s
+        if len(uris) == 1 and config_texts[0]:
+            known = self._conflicting.get((op_texts[uris[0]], config_texts[0], claims[uris[0]].profile))
+            if known:
+                grant = dataclasses.replace(
+                    grant,
+                    waits={holder: shape.pieces_for(uris[0]) for holder, shape in known.items()},
+                    wait_expires_at=expires_at,
+                )
         answer = self.store.grant_if_idle(grant)
         if isinstance(answer, dict):
             return Granted(request.request_id, request.request_id, answer, grant.expires_at)
+        if isinstance(answer, QueuedBehind):
+            assert known is not None  # the store queues only behind a holder it was sent
+            shape = known[answer.op_json]
+            return shape.waiting(
+                request.request_id, answer.uri, answer.lease_id, _owner(answer.owner_json), expires_at
+            )
         return answer
 
     def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
@@ -494,8 +520,8 @@ class LeaseManager:
         snapshot = None
         if fast and self.store.has_fast_paths:
             answer = self._grant_if_idle(request, offered, now, payload, op_texts)
-            if isinstance(answer, Granted):
-                self._remember(request.request_id, request.uris, request.claims, True)
+            if isinstance(answer, Granted | Waiting):
+                self._remember(request.request_id, request.uris, request.claims, isinstance(answer, Granted))
                 return answer
             snapshot = answer
         claims = {c.uri: c for c in request.claims}
@@ -617,6 +643,8 @@ class LeaseManager:
                 verdict.exceptions,
                 expires,
             )
+            if existing is None:
+                self._learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
             txn.put_waiter_rows(
                 [
                     WaiterRow(
@@ -631,36 +659,20 @@ class LeaseManager:
                     for uri in request.uris
                 ]
             )
-            last_wait = _waiting_to_json(result)
+            last_wait = waiting_to_json(result)
             txn.put_request(
                 RequestRow(
                     request.request_id, key, "waiting", rank, enqueued_at, expires, payload, now, last_wait
                 )
             )
             before = (
-                _waiting_from_json("", 0.0, existing.last_wait) if existing and existing.last_wait else None
+                waiting_from_json("", 0.0, existing.last_wait) if existing and existing.last_wait else None
             )
             changed = before is None or {(b.table, b.id) for b in before.blockers} != {
                 (b.table, b.id) for b in verdict.blockers
             }
             if existing is None or existing.status != "waiting" or changed:
-                detail = {
-                    "position": verdict.position,
-                    "explain": explain(result),
-                    "blockers": [
-                        {
-                            "table": b.table,
-                            "id": b.id,
-                            "owner": b.owner.describe(),
-                            "kind": b.kind,
-                            "operation": b.operation,
-                        }
-                        for b in verdict.blockers
-                    ],
-                    "reasons": list(verdict.reasons),
-                    "advice": list(verdict.advice),
-                    "exceptions": [e.value for e in verdict.exceptions],
-                }
+                detail = wait_detail(result)
                 txn.log(
                     [self._row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris]
                 )
@@ -704,6 +716,37 @@ class LeaseManager:
                 if len(self._compatible) > 10_000:  # bounded memory for managers that see many shapes
                     self._compatible.clear()
                 self._compatible[memo_key] = known | {holders[0].op_json}
+
+    def _learn_conflicting(
+        self,
+        request: LeaseRequest,
+        op_texts: Mapping[str, str],
+        config_texts: Mapping[str, str],
+        leases: Sequence[LeaseRow],
+        waiters: Sequence[WaiterRow],
+        result: Waiting,
+    ) -> None:
+        """Remember the model's wait answer for a new one-table request behind the table's sole live
+        holder, nothing queued: the verdict for exactly that pair under exactly that configuration, which
+        the store may reuse to queue the same operation behind the same holder operation in one call
+        (ADR 0010)."""
+        if len(request.claims) != 1:
+            return
+        claim = request.claims[0]
+        holders = [x for x in leases if x.uri == claim.uri and x.lease_id != request.request_id]
+        if len(holders) != 1 or any(w.uri == claim.uri for w in waiters):
+            return
+        if [b.id for b in result.blockers] != [holders[0].lease_id]:
+            return
+        shape = wait_shape(result)
+        if shape is None:
+            return
+        memo_key = (op_texts[claim.uri], config_texts[claim.uri], claim.profile)
+        known = self._conflicting.get(memo_key, {})
+        if known.get(holders[0].op_json) != shape:
+            if len(self._conflicting) > 10_000:  # bounded memory, as for the compatible holders
+                self._conflicting.clear()
+            self._conflicting[memo_key] = {**known, holders[0].op_json: shape}
 
     def _remember(
         self, request_id: str, uris: Sequence[str], claims: Sequence[TableClaim], granted: bool
@@ -846,31 +889,6 @@ def _holder_waiter(row: WaiterRow) -> Holder:
 
 def _granted(request_id: str, rows: Sequence[LeaseRow]) -> Granted:
     return Granted(request_id, request_id, {r.uri: r.fencing for r in rows}, min(r.expires_at for r in rows))
-
-
-def _waiting_to_json(result: Waiting) -> str:
-    return codec.dumps(
-        {
-            "position": result.position,
-            "blockers": [[b.table, b.id, b.owner.to_json(), b.kind, b.operation] for b in result.blockers],
-            "reasons": list(result.reasons),
-            "advice": list(result.advice),
-            "exceptions": [e.value for e in result.exceptions],
-        }
-    )
-
-
-def _waiting_from_json(request_id: str, expires_at: float, text: str) -> Waiting:
-    data = json.loads(text)
-    return Waiting(
-        request_id,
-        int(data["position"]),
-        tuple(Blocker(t, i, Owner.from_json(o), k, d) for t, i, o, k, d in data["blockers"]),
-        tuple(data["reasons"]),
-        tuple(data["advice"]),
-        tuple(DeltaException(e) for e in data["exceptions"]),
-        expires_at,
-    )
 
 
 def _payload(request: LeaseRequest) -> str:

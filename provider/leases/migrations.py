@@ -237,6 +237,93 @@ _PG_GRANT_IF_IDLE_5 = _edited(
     ),
 )
 
+# An owner's short name as ``Owner.describe`` gives it, from its stored JSON text: the one-call queue entry
+# writes it into the wait's log detail (tests compare the two on generated owners).
+_PG_OWNER_NAME = """
+CREATE FUNCTION dg_owner_name(p_owner_json TEXT) RETURNS TEXT
+LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT CASE WHEN coalesce(o->>'name', '') <> '' THEN o->>'name'
+        ELSE concat_ws('.', nullif(o->>'dag_id', ''), nullif(o->>'task_id', ''))
+            || CASE WHEN (o->>'map_index')::BIGINT >= 0 THEN '[' || ((o->>'map_index')::BIGINT)::TEXT || ']'
+                ELSE '' END
+    END FROM (SELECT p_owner_json::JSON AS o) AS owner_row
+$fn$
+"""
+
+# Version 5's one-call call, now also queueing a one-table request behind the table's only lease, when that
+# lease is live, nothing is queued, and the requester brings its model's wait answer behind that very
+# operation under the configuration the decision would use (ADR 0010). Each claim may carry a seventh
+# element: a JSON object from holder operation text to the six text pieces of that answer (absent or null:
+# none known). The answer names the holder: (uri, NULL, JSON [lease id, owner JSON text, operation text]).
+_PG_GRANT_IF_IDLE_6 = _edited(
+    _PG_GRANT_IF_IDLE_5,
+    (
+        "    p_expires_at DOUBLE PRECISION, p_ttl_s DOUBLE PRECISION, p_rank DOUBLE PRECISION, p_payload TEXT\n)",
+        "    p_expires_at DOUBLE PRECISION, p_ttl_s DOUBLE PRECISION, p_rank DOUBLE PRECISION, p_payload TEXT,\n"
+        "    p_wait_expires_at DOUBLE PRECISION\n)",
+    ),
+    (
+        "    p_compatible TEXT[];\n",
+        "    p_compatible TEXT[];\n    p_waits TEXT[];\n    v_lease_id TEXT;\n    v_owner_json TEXT;\n"
+        "    v_op_json TEXT;\n    v_pieces JSON;\n    v_name TEXT;\n",
+    ),
+    (
+        "    -- detail, compatible holder operation texts] per table, sorted by uri (one text parameter).",
+        "    -- detail, compatible holder operation texts, wait answers by holder operation text] per table,\n"
+        "    -- sorted by uri (one text parameter).",
+    ),
+    (
+        "array_agg(c->>5 ORDER BY n)\n"
+        "    INTO p_uris, p_config_versions, p_config_jsons, p_op_jsons, p_details, p_compatible\n",
+        "array_agg(c->>5 ORDER BY n),\n        array_agg(c->>6 ORDER BY n)\n"
+        "    INTO p_uris, p_config_versions, p_config_jsons, p_op_jsons, p_details, p_compatible, p_waits\n",
+    ),
+    (
+        "    THEN\n        v_state := dg_table_state(p_uris, p_request_id);\n",
+        """    THEN
+        IF cardinality(p_uris) = 1 AND p_waits[1] IS NOT NULL AND p_wait_expires_at IS NOT NULL THEN
+            -- Queued in one call: the table's only lease is live (an expired one must be reclaimed and
+            -- logged), nothing is queued (so the position is the answer's), the request id is new, and the
+            -- decision would use the configuration the requester's model judged the pair under.
+            SELECT l.lease_id, l.owner_json, l.op_json, p_waits[1]::JSON -> l.op_json
+            INTO v_lease_id, v_owner_json, v_op_json, v_pieces
+            FROM dg_leases l JOIN dg_tables t ON t.uri = l.uri
+            WHERE l.uri = p_uris[1] AND l.expires_at > p_now
+                AND p_waits[1]::JSON -> l.op_json IS NOT NULL
+                -- PostgreSQL cannot read a NUL escaped in JSON as text: such an owner takes the general path.
+                AND position('\\u0000' IN l.owner_json) = 0
+                AND p_config_jsons[1] IS NOT NULL
+                AND (t.config_json IS NULL OR t.config_json = p_config_jsons[1] OR (p_config_versions[1] IS NOT NULL
+                    AND (t.config_version IS NULL OR p_config_versions[1] > t.config_version)))
+                AND NOT EXISTS (SELECT 1 FROM dg_leases x WHERE x.uri = l.uri AND x.lease_id <> l.lease_id)
+                AND NOT EXISTS (SELECT 1 FROM dg_queue q WHERE q.uri = l.uri)
+                AND NOT EXISTS (SELECT 1 FROM dg_requests r WHERE r.request_id = p_request_id);
+            IF FOUND THEN
+                -- A newer offered configuration replaces the stored one, as in the general decision; the
+                -- fencing token moves only on grants.
+                UPDATE dg_tables t SET config_version = p_config_versions[1], config_json = p_config_jsons[1]
+                WHERE t.uri = p_uris[1] AND (t.config_json IS NULL OR (p_config_versions[1] IS NOT NULL
+                        AND (t.config_version IS NULL OR p_config_versions[1] > t.config_version)));
+                INSERT INTO dg_queue (request_id, uri, owner_key, owner_json, op_json, rank, expires_at)
+                VALUES (p_request_id, p_uris[1], p_owner_key, p_owner_json, p_op_jsons[1], p_rank, p_wait_expires_at);
+                INSERT INTO dg_requests (request_id, owner_key, status, rank, enqueued_at, expires_at, payload,
+                    updated_at, last_wait)
+                VALUES (p_request_id, p_owner_key, 'waiting', p_rank, p_now, p_wait_expires_at, p_payload, p_now,
+                    (v_pieces->>0) || to_json(v_lease_id)::TEXT || ',' || v_owner_json || (v_pieces->>1));
+                v_name := to_json(dg_owner_name(v_owner_json))::TEXT;
+                INSERT INTO dg_decisions (at, kind, request_id, uri, owner_key, detail)
+                VALUES (p_now, 'wait', p_request_id, p_uris[1], p_owner_key,
+                    (v_pieces->>2) || to_json(v_lease_id)::TEXT || (v_pieces->>3) || v_name || (v_pieces->>4)
+                    || substr(v_name, 2, length(v_name) - 2) || (v_pieces->>5));
+                RETURN QUERY SELECT p_uris[1], NULL::BIGINT, json_build_array(v_lease_id, v_owner_json, v_op_json)::TEXT;
+                RETURN;
+            END IF;
+        END IF;
+        v_state := dg_table_state(p_uris, p_request_id);
+""",
+    ),
+)
+
 _PG_CHECK_STATE = """
 CREATE FUNCTION dg_check_state(p_uris TEXT[], p_request_id TEXT, p_state TEXT) RETURNS VOID
 LANGUAGE plpgsql AS $fn$
@@ -321,6 +408,15 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             # A grant beside a holder the requester already knows to be compatible, in one call (ADR 0009).
             ("postgresql", "DROP FUNCTION dg_grant_if_idle"),
             ("postgresql", _PG_GRANT_IF_IDLE_5),
+        ),
+    ),
+    (
+        6,
+        (
+            # A queue entry behind a holder the requester already knows to conflict, in one call (ADR 0010).
+            ("postgresql", _PG_OWNER_NAME),
+            ("postgresql", "DROP FUNCTION dg_grant_if_idle"),
+            ("postgresql", _PG_GRANT_IF_IDLE_6),
         ),
     ),
 )

@@ -25,6 +25,7 @@ from deltaguard.leases.store import (
     DecisionRow,
     IdleGrant,
     LeaseRow,
+    QueuedBehind,
     RequestRow,
     SnapshotChanged,
     StoreError,
@@ -140,7 +141,9 @@ class PostgresLeaseStore(SqlLeaseStore):
 
     # --- one-call fast paths (schema 3-5 functions; ADR 0004, 0009) and snapshot decisions (ADR 0007) ---
 
-    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | TableSnapshot | None:
+    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | QueuedBehind | TableSnapshot | None:
+        if grant.waits and (len(grant.uris) != 1 or grant.wait_expires_at is None):
+            raise ValueError("a one-call queue entry is for one table, with its expiry")
         claims = json.dumps(
             list(
                 zip(
@@ -150,6 +153,8 @@ class PostgresLeaseStore(SqlLeaseStore):
                     grant.config_jsons,
                     grant.details,
                     grant.compatible or tuple(() for _ in grant.uris),
+                    # Only a one-table request is queued in one call (checked above).
+                    (grant.waits or None,) if len(grant.uris) == 1 else tuple(None for _ in grant.uris),
                     strict=True,
                 )
             )
@@ -166,10 +171,14 @@ class PostgresLeaseStore(SqlLeaseStore):
                 "ttl_s": grant.ttl_s,
                 "rank": grant.rank,
                 "payload": grant.payload,
+                "wait_expires_at": grant.wait_expires_at,
             },
         )
         if not rows:
             return None
+        if rows[0][0] is not None and rows[0][1] is None:  # queued: the state names the holder
+            lease_id, owner_json, op_json = json.loads(rows[0][2])
+            return QueuedBehind(rows[0][0], lease_id, owner_json, op_json)
         if rows[0][0] is not None:
             return {uri: int(fencing) for uri, fencing, _ in rows}
         snapshot = _parse_state(grant.uris, grant.request_id, rows[0][2])
@@ -259,7 +268,7 @@ _P_REQUEST = f"SELECT {_R} FROM dg_requests WHERE request_id = %(id)s"
 # several arrays.
 _P_GRANT_IF_IDLE = (
     "SELECT granted_uri, granted_fencing, state FROM dg_grant_if_idle(%(request_id)s, %(owner_key)s, "
-    "%(owner_json)s, %(claims)s, %(now)s, %(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s)"
+    "%(owner_json)s, %(claims)s, %(now)s, %(expires_at)s, %(ttl_s)s, %(rank)s, %(payload)s, %(wait_expires_at)s)"
 )
 _P_CHECK_STATE = "SELECT dg_check_state(%(uris)s, %(id)s, %(state)s)"
 _P_RELEASE_OWNED = (

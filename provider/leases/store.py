@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -128,6 +128,11 @@ class IdleGrant:
         store logs it with ``"fencing"`` (the new token) added as its first key.
     :param compatible: per table in ``uris`` order, stored operation texts of a sole holder beside which
         the model granted this table's operation under its offered configuration (empty: none known).
+    :param waits: for a one-table request, the wait answers its model gave behind a sole holder under the
+        offered configuration: holder operation text -> the six text pieces of
+        :attr:`~deltaguard.leases.wait_texts.WaitShape.pieces` for this table. The store may then queue the
+        request behind such a holder in the same call (ADR 0010). Empty or ``None``: none known.
+    :param wait_expires_at: when such a queue entry expires (required with ``waits``).
     """
 
     request_id: str
@@ -144,6 +149,24 @@ class IdleGrant:
     payload: str
     details: tuple[str, ...]
     compatible: tuple[tuple[str, ...], ...] = ()
+    waits: Mapping[str, Sequence[str]] | None = None
+    wait_expires_at: float | None = None
+
+
+@dataclass(frozen=True)
+class QueuedBehind:
+    """:meth:`LeaseStore.grant_if_idle` queued the request behind one live lease (ADR 0010).
+
+    :param uri: the table.
+    :param lease_id: the holder's lease id.
+    :param owner_json: the holder's stored owner JSON text.
+    :param op_json: the holder's stored operation text (which of the sent wait answers applies).
+    """
+
+    uri: str
+    lease_id: str
+    owner_json: str
+    op_json: str
 
 
 @dataclass(frozen=True)
@@ -228,9 +251,10 @@ class LeaseStore(abc.ABC):
         :raises StoreError: on any store failure (the transaction is rolled back).
         """
 
-    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | TableSnapshot | None:
+    def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | QueuedBehind | TableSnapshot | None:
         """Grant ``grant`` in one step if none of its tables has a holder (but a known-compatible one, see
-        :class:`IdleGrant`) or a queued request.
+        :class:`IdleGrant`) or a queued request; or queue it in one step behind a sole live holder whose
+        wait answer it brings (:attr:`IdleGrant.waits`), writing the rows the general decision would.
 
         An optional fast path: the result must equal what the general decision would commit (fencing
         bumped, configuration kept or replaced by a newer offered one, lease, request and log rows).
@@ -239,7 +263,7 @@ class LeaseStore(abc.ABC):
         :meth:`run_on_snapshot`) or ``None`` (a table is unknown, or the store has no fast path): either
         way the caller takes the general path. The default has none.
 
-        :return: the fencing token per table, a snapshot, or ``None``.
+        :return: the fencing token per table, the holder it was queued behind, a snapshot, or ``None``.
         :raises StoreError: on a store failure (nothing was granted).
         """
         return None

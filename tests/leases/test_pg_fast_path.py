@@ -20,7 +20,7 @@ from deltaguard.core import EngineName, EngineProfile, Operation, TableConfig
 from deltaguard.core.admission import Granted, Owner, TableClaim, Waiting
 from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
-from deltaguard.leases.store import DecisionRow, IdleGrant, SnapshotChanged, TableSnapshot
+from deltaguard.leases.store import DecisionRow, IdleGrant, QueuedBehind, SnapshotChanged, TableSnapshot
 
 from .conftest import CONFIG, FakeClock, fresh_pg_database, general_path_only, op, request
 
@@ -360,8 +360,8 @@ def _snapshot(url: str) -> dict[str, list[tuple[Any, ...]]]:
         "leases": "SELECT lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s "
         "FROM dg_leases ORDER BY lease_id, uri",
         "queue": "SELECT request_id, uri, owner_key, rank, expires_at FROM dg_queue ORDER BY request_id, uri",
-        "requests": "SELECT request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at "
-        "FROM dg_requests ORDER BY request_id",
+        "requests": "SELECT request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at, "
+        "last_wait FROM dg_requests ORDER BY request_id",
         "decisions": "SELECT at, kind, request_id, uri, owner_key, detail FROM dg_decisions "
         "ORDER BY at, request_id, uri, kind",
     }
@@ -374,7 +374,7 @@ def _snapshot(url: str) -> dict[str, list[tuple[Any, ...]]]:
 
 def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[Any, ...]]]:
     """Grants, a refused release, releases (one of a metadata change), re-grants with older and newer
-    configurations, a wait, grants beside a holder (decided by the model, then known compatible) and a grant
+    configurations, waits (decided by the model, then known), grants beside a holder (decided by the model, then known compatible) and a grant
     after reclaiming an expired holder, with deterministic ids and times."""
     clock = FakeClock(1_700_000_000.123456789)  # a fraction: stored floats must come back exact
     manager = LeaseManager(url, clock=clock)
@@ -411,6 +411,11 @@ def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str
         clock.advance(1.0)
         assert manager.release(queued.request_id, _owner("w")) is True  # withdrawn
         clock.advance(1.0)
+        again = dataclasses.replace(request("w2", ("t1", op("MERGE")), config=v1), request_id="w2-id")
+        assert isinstance(manager.acquire(again), Waiting)  # the same wait: queued in one call (ADR 0010)
+        clock.advance(1.0)
+        assert manager.release(again.request_id, _owner("w2")) is True
+        clock.advance(1.0)
         release(a, "a")
         release(c, "c")
         d = ask("d", ("t1", op("MERGE")), ("t2", op("MERGE")), config=v2)  # newer: replaces v1
@@ -430,6 +435,7 @@ def _scenario(url: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str
             assert any(seen["grant_if_idle"]) and any(seen["release_owned"])
             assert len(seen["run_on_snapshot"]) == 4  # committed: w's two waits, g's and y's grants
             assert h.fencing in seen["grant_if_idle"]
+            assert [x.lease_id for x in seen["grant_if_idle"] if isinstance(x, QueuedBehind)] == [a.lease_id]
     finally:
         manager.store.close()
     return _snapshot(url)
@@ -442,7 +448,7 @@ def test_fast_and_general_paths_commit_the_same_rows(pg_server: str, monkeypatch
     tables = {row[0]: row[1:] for row in with_fast["tables"]}
     assert tables["t1"][:2] == (2, 2) and tables["t3"][:2] == (2, 2) and tables["t4"] == (1, None, None)
     kinds = [row[1] for row in with_fast["decisions"]]
-    assert kinds.count("refuse") == 2 and kinds.count("wait") == 1  # refused on both tables of lease a
+    assert kinds.count("refuse") == 2 and kinds.count("wait") == 2  # refused on both tables of lease a
     assert [(row[1], row[2]) for row in with_fast["decisions"] if row[3] == "t6"] == [
         ("grant", "x-id"),
         ("expiry", "x-id"),
