@@ -706,16 +706,15 @@ class LeaseManager:
         grant in one call (ADR 0009). Tables with more holders are not remembered: the model has rules over
         several running operations, so pairs do not add up."""
         for claim in request.claims:
-            uri = claim.uri
-            holders = [x for x in leases if x.uri == uri and x.lease_id != request.request_id]
-            if len(holders) != 1 or any(w.uri == uri for w in waiters):
+            holder = _sole_holder(claim.uri, request.request_id, leases, waiters)
+            if holder is None:
                 continue
-            memo_key = (op_texts[uri], config_texts[uri], claim.profile)
+            memo_key = (op_texts[claim.uri], config_texts[claim.uri], claim.profile)
             known = self._compatible.get(memo_key, frozenset())
-            if holders[0].op_json not in known:
+            if holder.op_json not in known:
                 if len(self._compatible) > 10_000:  # bounded memory for managers that see many shapes
                     self._compatible.clear()
-                self._compatible[memo_key] = known | {holders[0].op_json}
+                self._compatible[memo_key] = known | {holder.op_json}
 
     def _learn_conflicting(
         self,
@@ -733,20 +732,18 @@ class LeaseManager:
         if len(request.claims) != 1:
             return
         claim = request.claims[0]
-        holders = [x for x in leases if x.uri == claim.uri and x.lease_id != request.request_id]
-        if len(holders) != 1 or any(w.uri == claim.uri for w in waiters):
-            return
-        if [b.id for b in result.blockers] != [holders[0].lease_id]:
+        holder = _sole_holder(claim.uri, request.request_id, leases, waiters)
+        if holder is None or [b.id for b in result.blockers] != [holder.lease_id]:
             return
         shape = wait_shape(result)
         if shape is None:
             return
         memo_key = (op_texts[claim.uri], config_texts[claim.uri], claim.profile)
         known = self._conflicting.get(memo_key, {})
-        if known.get(holders[0].op_json) != shape:
+        if known.get(holder.op_json) != shape:
             if len(self._conflicting) > 10_000:  # bounded memory, as for the compatible holders
                 self._conflicting.clear()
-            self._conflicting[memo_key] = {**known, holders[0].op_json: shape}
+            self._conflicting[memo_key] = {**known, holder.op_json: shape}
 
     def _remember(
         self, request_id: str, uris: Sequence[str], claims: Sequence[TableClaim], granted: bool
@@ -837,6 +834,17 @@ def _warn_reclaimed(rows: Sequence[LeaseRow], now: float) -> None:
             _owner(row.owner_json).describe(),
             now - row.expires_at,
         )
+
+
+def _sole_holder(
+    uri: str, request_id: str, leases: Sequence[LeaseRow], waiters: Sequence[WaiterRow]
+) -> LeaseRow | None:
+    """The table's only live lease other than the request's own, if nothing is queued on it: the one
+    situation whose verdict the manager remembers (ADR 0009, 0010)."""
+    holders = [x for x in leases if x.uri == uri and x.lease_id != request_id]
+    if len(holders) != 1 or any(w.uri == uri for w in waiters):
+        return None
+    return holders[0]
 
 
 def _grant_detail(operation: Operation, owner: str, waited_s: float) -> dict[str, Any]:

@@ -139,7 +139,7 @@ class PostgresLeaseStore(SqlLeaseStore):
         except psycopg.Error as exc:
             raise _failure(self.name, conn, raw, exc) from exc
 
-    # --- one-call fast paths (schema 3-5 functions; ADR 0004, 0009) and snapshot decisions (ADR 0007) ---
+    # --- one-call fast paths (schema 3-6 functions; ADR 0004, 0009, 0010), snapshot decisions (ADR 0007) ---
 
     def grant_if_idle(self, grant: IdleGrant) -> dict[str, int] | QueuedBehind | TableSnapshot | None:
         if grant.waits and (len(grant.uris) != 1 or grant.wait_expires_at is None):

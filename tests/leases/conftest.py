@@ -6,12 +6,13 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
-from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
+from deltaguard.core.admission import DecideFn, LeaseRequest, Owner, TableClaim
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.store import LeaseStore, open_store
 
@@ -64,6 +65,19 @@ def request(
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+def counting_model() -> tuple[list[str], DecideFn]:
+    """The conflict model, and the list of candidate kinds it is asked about (to count model calls)."""
+    from deltaguard.core import model  # imported when needed, as the manager does
+
+    asked: list[str] = []
+
+    def decide(candidate: Any, running: Any, table: Any, profile: Any) -> Any:
+        asked.append(candidate.kind.value)
+        return model.decide(candidate, running, table, profile)
+
+    return asked, decide
 
 
 def general_path_only(manager: LeaseManager, monkeypatch: pytest.MonkeyPatch) -> None:

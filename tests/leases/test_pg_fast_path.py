@@ -22,7 +22,7 @@ from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
 from deltaguard.leases.store import DecisionRow, IdleGrant, QueuedBehind, SnapshotChanged, TableSnapshot
 
-from .conftest import CONFIG, FakeClock, fresh_pg_database, general_path_only, op, request
+from .conftest import CONFIG, FakeClock, counting_model, fresh_pg_database, general_path_only, op, request
 
 pytestmark = pytest.mark.postgres
 
@@ -255,14 +255,7 @@ def test_a_sole_live_holder_known_compatible_is_granted_beside_in_one_call(manag
 def test_the_manager_learns_a_compatible_holder_from_its_model_and_reuses_it(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deltaguard.core import model
-
-    asked: list[str] = []
-
-    def counting_decide(candidate: Any, running: Any, table: Any, profile: Any) -> Any:
-        asked.append(candidate.kind.value)
-        return model.decide(candidate, running, table, profile)
-
+    asked, counting_decide = counting_model()
     manager = LeaseManager(pg_url, clock=FakeClock(), decide=counting_decide)
     try:
         holder = manager.acquire(request("holder", ("t1", op("INSERT"))))  # creates t1: general path

@@ -21,7 +21,7 @@ from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.store import IdleGrant, QueuedBehind, TableSnapshot
 from deltaguard.leases.wait_texts import wait_detail, wait_shape, waiting_to_json
 
-from .conftest import CONFIG, FakeClock, op, request
+from .conftest import CONFIG, FakeClock, counting_model, op, request
 
 pytestmark = pytest.mark.postgres
 
@@ -155,14 +155,7 @@ def held_owner_key(manager: LeaseManager, lease: Granted) -> str:
 def test_the_manager_learns_a_wait_from_its_model_and_queues_in_one_call_after(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deltaguard.core import model
-
-    asked: list[str] = []
-
-    def counting_decide(candidate: Any, running: Any, table: Any, profile: Any) -> Any:
-        asked.append(candidate.kind.value)
-        return model.decide(candidate, running, table, profile)
-
+    asked, counting_decide = counting_model()
     clock = FakeClock()
     manager = LeaseManager(pg_url, clock=clock, decide=counting_decide)
     engine = sa.create_engine(pg_url)
