@@ -76,7 +76,8 @@ class WaitShape:
     :param advice: the model's advice.
     :param exceptions: the exceptions the pair can raise.
     :param operation: the holder operation's description.
-    :param pieces: the texts between the holder's fields, with a placeholder for the table (:func:`pieces`).
+    :param pieces: the texts between the holder's fields, with a placeholder for the table (see
+        :func:`wait_shape`; :meth:`pieces_for` fills it in).
     """
 
     position: int

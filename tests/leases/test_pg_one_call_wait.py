@@ -72,6 +72,12 @@ def test_the_sql_owner_name_is_the_python_one(manager: LeaseManager, owner: Owne
     assert name == owner.describe() and json.loads(as_json) == owner.describe()
 
 
+def _owner_key_of(manager: LeaseManager, lease: Granted) -> str:
+    """The stored owner key of ``lease`` on table t1."""
+    (info,) = [x for x in manager.leases("t1") if x.lease_id == lease.lease_id]
+    return info.owner.key
+
+
 def test_a_sole_live_holder_with_a_known_wait_answer_queues_in_one_call(manager: LeaseManager) -> None:
     store, clock = manager.store, manager.clock
     insert, merge = _text(op("INSERT")), _text(op("MERGE"))
@@ -116,7 +122,7 @@ def test_a_sole_live_holder_with_a_known_wait_answer_queues_in_one_call(manager:
         ask("r4", waits={insert: _pieces("t1")}, wait_expires_at=None)
 
     queued = ask("r5")
-    assert queued == QueuedBehind("t1", held.lease_id, held_owner_key(manager, held), insert)
+    assert queued == QueuedBehind("t1", held.lease_id, _owner_key_of(manager, held), insert)
     row = store.read_request("r5")
     assert row is not None and (row.status, row.expires_at, row.rank) == ("waiting", now + 30.0, now)
     assert [(w.request_id, w.expires_at) for w in manager.waiters("t1")] == [("r5", now + 30.0)]
@@ -145,11 +151,6 @@ def test_a_sole_live_holder_with_a_known_wait_answer_queues_in_one_call(manager:
         Granted,
     )
     assert isinstance(ask("r10", uri="t5"), TableSnapshot) and store.read_request("r10") is None
-
-
-def held_owner_key(manager: LeaseManager, lease: Granted) -> str:
-    (info,) = [x for x in manager.leases("t1") if x.lease_id == lease.lease_id]
-    return info.owner.key
 
 
 def test_the_manager_learns_a_wait_from_its_model_and_queues_in_one_call_after(
