@@ -338,6 +338,11 @@ END
 $fn$
 """
 
+#: The largest ``autovacuum_analyze_threshold`` PostgreSQL accepts: automatic ANALYZE never starts.
+_NEVER = 2_147_483_647
+#: An insert-triggered VACUUM once the table has taken as many new rows as it holds (the default is a fifth).
+_INSERTS_DOUBLE = "autovacuum_vacuum_insert_scale_factor = 1.0"
+
 #: (version, statements). Never edit a released step: append a new one.
 #: A statement is SQL for every dialect, or ``(dialect, sql)`` for one dialect only.
 MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
@@ -417,6 +422,27 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             ("postgresql", _PG_OWNER_NAME),
             ("postgresql", "DROP FUNCTION dg_grant_if_idle"),
             ("postgresql", _PG_GRANT_IF_IDLE_6),
+        ),
+    ),
+    (
+        7,
+        (
+            # Autovacuum for the store's tables (ADR 0011). Every VACUUM or ANALYZE of a table makes every
+            # session re-plan the statements that read it, all at once; the store's plans are generic index
+            # lookups that no column statistic changes, so automatic ANALYZE only costs (a manual ANALYZE still
+            # works). The small churning tables are still vacuumed, without truncating their tail (that needs
+            # an ACCESS EXCLUSIVE lock, which stalls every decision). The two growing tables are vacuumed for
+            # their inserts once they have doubled rather than after every fifth more rows.
+            *(
+                ("postgresql", f"ALTER TABLE {table} SET ({options})")
+                for table, options in (
+                    ("dg_tables", f"autovacuum_analyze_threshold = {_NEVER}"),
+                    ("dg_leases", f"autovacuum_analyze_threshold = {_NEVER}, vacuum_truncate = false"),
+                    ("dg_queue", f"autovacuum_analyze_threshold = {_NEVER}, vacuum_truncate = false"),
+                    ("dg_requests", f"autovacuum_analyze_threshold = {_NEVER}, {_INSERTS_DOUBLE}"),
+                    ("dg_decisions", f"autovacuum_analyze_threshold = {_NEVER}, {_INSERTS_DOUBLE}"),
+                )
+            ),
         ),
     ),
 )

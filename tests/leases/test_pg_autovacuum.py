@@ -1,0 +1,107 @@
+"""Autovacuum on the PostgreSQL store's tables (ADR 0011): vacuumed, never analyzed automatically.
+
+Every VACUUM or ANALYZE of a table makes each session re-plan the statements that read it on its next call,
+all sessions at once. The store's plans do not depend on column statistics, so automatic ANALYZE is switched
+off for its tables while automatic VACUUM keeps them small.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from deltaguard.core.admission import Granted
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.store import open_store
+
+from .conftest import op, request
+
+pytestmark = pytest.mark.postgres
+
+STORE_TABLES = ("dg_tables", "dg_leases", "dg_queue", "dg_requests", "dg_decisions")
+
+
+def _options(conn: sa.Connection) -> dict[str, dict[str, str]]:
+    rows = conn.execute(
+        sa.text("SELECT relname, reloptions FROM pg_class WHERE relname = ANY(:names) AND relkind = 'r'"),
+        {"names": list(STORE_TABLES)},
+    )
+    return {name: dict(option.split("=", 1) for option in options or ()) for name, options in rows}
+
+
+def test_store_tables_carry_their_autovacuum_settings(pg_url: str) -> None:
+    with open_store(pg_url) as store, store.engine.connect() as conn:
+        options = _options(conn)
+    assert set(options) == set(STORE_TABLES)
+    for table in STORE_TABLES:
+        assert options[table]["autovacuum_analyze_threshold"] == "2147483647", table
+    for table in ("dg_leases", "dg_queue"):
+        assert options[table]["vacuum_truncate"] == "false", table
+    for table in ("dg_requests", "dg_decisions"):
+        assert options[table]["autovacuum_vacuum_insert_scale_factor"] == "1.0", table
+    # The table every decision locks keeps its default vacuum; only analyze is off.
+    assert set(options["dg_tables"]) == {"autovacuum_analyze_threshold"}
+
+
+@pytest.fixture
+def quick_autovacuum(pg_server: str) -> Iterator[None]:
+    """The server's autovacuum wakes every second for this test (default: every minute), then as before."""
+    admin = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text("ALTER SYSTEM SET autovacuum_naptime = 1"))
+        conn.execute(sa.text("SELECT pg_reload_conf()"))
+    try:
+        yield
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text("ALTER SYSTEM RESET autovacuum_naptime"))
+            conn.execute(sa.text("SELECT pg_reload_conf()"))
+        admin.dispose()
+
+
+def _counts(conn: sa.Connection) -> dict[str, tuple[int, int]]:
+    rows = conn.execute(
+        sa.text(
+            "SELECT relname, autovacuum_count, autoanalyze_count FROM pg_stat_user_tables "
+            "WHERE relname = ANY(:names)"
+        ),
+        {"names": [*STORE_TABLES, "control"]},
+    )
+    return {name: (int(vacuums), int(analyzes)) for name, vacuums, analyzes in rows}
+
+
+@pytest.mark.usefixtures("quick_autovacuum")
+def test_autovacuum_vacuums_but_never_analyzes_the_store_tables(pg_url: str) -> None:
+    """Real decisions churn the store's tables past the default thresholds, and a control table with default
+    settings gets the same churn: once autovacuum has analyzed the control and vacuumed the lease table, no
+    store table has been analyzed."""
+    with open_store(pg_url) as store:
+        manager = LeaseManager(store)
+        for n in range(300):
+            asked = request(f"r{n}", (f"t{n % 20}", op("INSERT")))
+            assert isinstance(manager.acquire(asked), Granted)
+            assert manager.release(asked.request_id, asked.owner)
+    observer = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    try:
+        with observer.connect() as conn:
+            conn.execute(sa.text("CREATE TABLE control (id INTEGER PRIMARY KEY)"))
+            for _ in range(3):
+                conn.execute(sa.text("INSERT INTO control SELECT generate_series(1, 300)"))
+                conn.execute(sa.text("DELETE FROM control"))
+        # A session hands its table statistics over when it ends, so the observer polls from new sessions.
+        deadline = time.monotonic() + 90
+        counts: dict[str, tuple[int, int]] = {}
+        while time.monotonic() < deadline:
+            with observer.connect() as conn:
+                counts = _counts(conn)
+            if counts.get("control", (0, 0))[1] >= 1 and counts.get("dg_leases", (0, 0))[0] >= 1:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"autovacuum did not visit the database in 90 s: {counts}")
+    finally:
+        observer.dispose()
+    assert {table: counts[table][1] for table in STORE_TABLES} == dict.fromkeys(STORE_TABLES, 0)
