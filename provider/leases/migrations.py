@@ -433,6 +433,12 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             # works). The small churning tables are still vacuumed, without truncating their tail (that needs
             # an ACCESS EXCLUSIVE lock, which stalls every decision). The two growing tables are vacuumed for
             # their inserts once they have doubled rather than after every fifth more rows.
+            # Closing a request then rewrites its row in place (a HOT update: no indexed column changes, and
+            # the page has room), so closed requests leave no dead index entries for VACUUM to scan the
+            # indexes for. Pruning finds old requests by enqueue time, which closing does not change.
+            "DROP INDEX dg_requests_closed",
+            "CREATE INDEX dg_requests_enqueued ON dg_requests (enqueued_at)",
+            ("postgresql", "ALTER TABLE dg_requests SET (fillfactor = 70)"),
             *(
                 ("postgresql", f"ALTER TABLE {table} SET ({options})")
                 for table, options in (

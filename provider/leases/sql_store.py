@@ -399,8 +399,10 @@ class SqlLeaseStore(LeaseStore):
             logged = conn.execute(sa.text("DELETE FROM dg_decisions WHERE at < :t"), {"t": before}).rowcount
             closed = conn.execute(
                 sa.text(
-                    "DELETE FROM dg_requests WHERE status IN ('released', 'expired', 'abandoned') "
-                    "AND updated_at < :t"
+                    # enqueued_at <= updated_at, so the first condition only lets the index (schema 7) find
+                    # the candidates.
+                    "DELETE FROM dg_requests WHERE enqueued_at < :t "
+                    "AND status IN ('released', 'expired', 'abandoned') AND updated_at < :t"
                 ),
                 {"t": before},
             ).rowcount

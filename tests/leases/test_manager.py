@@ -260,6 +260,23 @@ def test_decision_log_retention(manager: LeaseManager, clock: FakeClock) -> None
     assert manager.check(a.request_id) == Closed(a.request_id, "unknown")
 
 
+def test_retention_keeps_open_requests_and_recently_closed_ones(manager: LeaseManager, clock: FakeClock) -> None:
+    """Pruning finds old requests by enqueue time (schema 7); what counts is still when a request closed."""
+    held = request("a", ("t1", op("INSERT")), ttl_s=10_000)
+    granted(manager.acquire(held))
+    closed_late = request("b", ("t2", op("INSERT")), ttl_s=10_000)
+    granted(manager.acquire(closed_late))
+    clock.advance(3601)
+    assert manager.release(closed_late.request_id, closed_late.owner)
+    manager.prune()
+    assert manager.store.read_request(held.request_id).status == "granted"
+    assert manager.store.read_request(closed_late.request_id).status == "released"
+    clock.advance(3601)
+    manager.prune()
+    assert manager.store.read_request(closed_late.request_id) is None
+    assert manager.store.read_request(held.request_id).status == "granted"
+
+
 def test_foreign_owner_cannot_reuse_a_request_id(manager: LeaseManager) -> None:
     a = request("a", ("t1", op("MERGE")))
     granted(manager.acquire(a))

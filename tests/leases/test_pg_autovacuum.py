@@ -105,3 +105,30 @@ def test_autovacuum_vacuums_but_never_analyzes_the_store_tables(pg_url: str) -> 
     finally:
         observer.dispose()
     assert {table: counts[table][1] for table in STORE_TABLES} == dict.fromkeys(STORE_TABLES, 0)
+
+
+def test_closing_a_request_rewrites_its_row_in_place(pg_url: str) -> None:
+    """No index covers what closing a request changes (status, update time), and its table keeps room on each
+    page, so PostgreSQL updates the row in place (HOT): no new index entries, no dead ones for VACUUM."""
+    cycles = 200
+    with open_store(pg_url) as store:
+        manager = LeaseManager(store)
+        for n in range(cycles):
+            asked = request(f"r{n}", (f"t{n % 20}", op("INSERT")))
+            assert isinstance(manager.acquire(asked), Granted)
+            assert manager.release(asked.request_id, asked.owner)
+    observer = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    query = sa.text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'dg_requests'")
+    try:
+        deadline = time.monotonic() + 30
+        updates, in_place = 0, 0
+        while time.monotonic() < deadline:  # the store's sessions hand their statistics over as they end
+            with observer.connect() as conn:
+                updates, in_place = conn.execute(query).one()
+            if updates >= cycles:
+                break
+            time.sleep(0.2)
+    finally:
+        observer.dispose()
+    assert updates >= cycles
+    assert in_place >= 0.9 * updates, (updates, in_place)
