@@ -260,7 +260,9 @@ def test_decision_log_retention(manager: LeaseManager, clock: FakeClock) -> None
     assert manager.check(a.request_id) == Closed(a.request_id, "unknown")
 
 
-def test_retention_keeps_open_requests_and_recently_closed_ones(manager: LeaseManager, clock: FakeClock) -> None:
+def test_retention_keeps_open_requests_and_recently_closed_ones(
+    manager: LeaseManager, clock: FakeClock
+) -> None:
     """Pruning finds old requests by enqueue time (schema 7); what counts is still when a request closed."""
     held = request("a", ("t1", op("INSERT")), ttl_s=10_000)
     granted(manager.acquire(held))
