@@ -427,18 +427,21 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
     (
         7,
         (
-            # Autovacuum for the store's tables (ADR 0011). Every VACUUM or ANALYZE of a table makes every
-            # session re-plan the statements that read it, all at once; the store's plans are generic index
-            # lookups that no column statistic changes, so automatic ANALYZE only costs (a manual ANALYZE still
-            # works). The small churning tables are still vacuumed, without truncating their tail (that needs
-            # an ACCESS EXCLUSIVE lock, which stalls every decision). The two growing tables are vacuumed for
-            # their inserts once they have doubled rather than after every fifth more rows.
-            # Closing a request then rewrites its row in place (a HOT update: no indexed column changes, and
-            # the page has room), so closed requests leave no dead index entries for VACUUM to scan the
-            # indexes for. Pruning finds old requests by enqueue time, which closing does not change.
+            # Less work for autovacuum (ADR 0011): every VACUUM or ANALYZE of a table makes every session
+            # re-plan the statements that read it, all at once.
+            #
+            # Closing a request changes its status and update time. With no index on either, PostgreSQL
+            # rewrites the row in place (a HOT update, given room on the page), so closed requests leave no
+            # dead index entries for VACUUM to scan the indexes for. Pruning finds old requests by enqueue
+            # time, which closing does not change.
             "DROP INDEX dg_requests_closed",
             "CREATE INDEX dg_requests_enqueued ON dg_requests (enqueued_at)",
             ("postgresql", "ALTER TABLE dg_requests SET (fillfactor = 70)"),
+            # The store's plans are generic index lookups that no column statistic changes, so automatic
+            # ANALYZE only costs (a manual ANALYZE still works). The small churning tables are still vacuumed,
+            # without truncating their tail (that needs an ACCESS EXCLUSIVE lock, which stalls every
+            # decision). The two growing tables are vacuumed for their inserts once they have doubled rather
+            # than after every fifth more rows.
             *(
                 ("postgresql", f"ALTER TABLE {table} SET ({options})")
                 for table, options in (
