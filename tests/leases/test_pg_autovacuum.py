@@ -9,7 +9,8 @@ which leaves VACUUM no index entries to clean up.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 import sqlalchemy as sa
@@ -21,6 +22,8 @@ from deltaguard.leases.store import open_store
 from .conftest import op, request
 
 pytestmark = pytest.mark.postgres
+
+T = TypeVar("T")
 
 STORE_TABLES = ("dg_tables", "dg_leases", "dg_queue", "dg_requests", "dg_decisions")
 
@@ -64,6 +67,35 @@ def quick_autovacuum(pg_server: str) -> Iterator[None]:
         admin.dispose()
 
 
+def _churn(url: str, cycles: int) -> None:
+    """Real decisions on 20 tables: each cycle grants and releases one INSERT lease."""
+    with open_store(url) as store:
+        manager = LeaseManager(store)
+        for n in range(cycles):
+            asked = request(f"r{n}", (f"t{n % 20}", op("INSERT")))
+            assert isinstance(manager.acquire(asked), Granted)
+            assert manager.release(asked.request_id, asked.owner)
+
+
+def _poll(
+    observer: sa.Engine, read: Callable[[sa.Connection], T], done: Callable[[T], bool], timeout_s: float
+) -> T:
+    """``read`` from a new session until ``done`` says so; a session hands its table statistics over when
+    it ends, so each read opens its own.
+
+    :raises AssertionError: when ``done`` never holds within ``timeout_s``, with the last reading.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with observer.connect() as conn:
+            reading = read(conn)
+        if done(reading):
+            return reading
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {timeout_s} s; last reading: {reading}")
+        time.sleep(0.3)
+
+
 def _counts(conn: sa.Connection) -> dict[str, tuple[int, int]]:
     rows = conn.execute(
         sa.text(
@@ -80,12 +112,7 @@ def test_autovacuum_vacuums_but_never_analyzes_the_store_tables(pg_url: str) -> 
     """Real decisions churn the store's tables past the default thresholds, and a control table with default
     settings gets the same churn: once autovacuum has analyzed the control and vacuumed the lease table, no
     store table has been analyzed."""
-    with open_store(pg_url) as store:
-        manager = LeaseManager(store)
-        for n in range(300):
-            asked = request(f"r{n}", (f"t{n % 20}", op("INSERT")))
-            assert isinstance(manager.acquire(asked), Granted)
-            assert manager.release(asked.request_id, asked.owner)
+    _churn(pg_url, 300)
     observer = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
     try:
         with observer.connect() as conn:
@@ -93,17 +120,12 @@ def test_autovacuum_vacuums_but_never_analyzes_the_store_tables(pg_url: str) -> 
             for _ in range(3):
                 conn.execute(sa.text("INSERT INTO control SELECT generate_series(1, 300)"))
                 conn.execute(sa.text("DELETE FROM control"))
-        # A session hands its table statistics over when it ends, so the observer polls from new sessions.
-        deadline = time.monotonic() + 90
-        counts: dict[str, tuple[int, int]] = {}
-        while time.monotonic() < deadline:
-            with observer.connect() as conn:
-                counts = _counts(conn)
-            if counts.get("control", (0, 0))[1] >= 1 and counts.get("dg_leases", (0, 0))[0] >= 1:
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"autovacuum did not visit the database in 90 s: {counts}")
+        counts = _poll(
+            observer,
+            _counts,
+            lambda c: c.get("control", (0, 0))[1] >= 1 and c.get("dg_leases", (0, 0))[0] >= 1,
+            timeout_s=90,
+        )
     finally:
         observer.dispose()
     assert {table: counts[table][1] for table in STORE_TABLES} == dict.fromkeys(STORE_TABLES, 0)
@@ -113,24 +135,13 @@ def test_closing_a_request_rewrites_its_row_in_place(pg_url: str) -> None:
     """No index covers what closing a request changes (status, update time), and its table keeps room on each
     page, so PostgreSQL updates the row in place (HOT): no new index entries, no dead ones for VACUUM."""
     cycles = 200
-    with open_store(pg_url) as store:
-        manager = LeaseManager(store)
-        for n in range(cycles):
-            asked = request(f"r{n}", (f"t{n % 20}", op("INSERT")))
-            assert isinstance(manager.acquire(asked), Granted)
-            assert manager.release(asked.request_id, asked.owner)
+    _churn(pg_url, cycles)
     observer = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
     query = sa.text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'dg_requests'")
     try:
-        deadline = time.monotonic() + 30
-        updates, in_place = 0, 0
-        while time.monotonic() < deadline:  # the store's sessions hand their statistics over as they end
-            with observer.connect() as conn:
-                updates, in_place = conn.execute(query).one()
-            if updates >= cycles:
-                break
-            time.sleep(0.2)
+        updates, in_place = _poll(
+            observer, lambda conn: tuple(conn.execute(query).one()), lambda c: c[0] >= cycles, timeout_s=30
+        )
     finally:
         observer.dispose()
-    assert updates >= cycles
     assert in_place >= 0.9 * updates, (updates, in_place)
