@@ -70,9 +70,9 @@ def resolve_table_uri(table: str, base_uri: str | None) -> str:
 def table_key(uri: str) -> str:
     """A stable key for one table (lease scope, pool name): the URI without trailing slash or ``file://``.
 
-    ``file:///data/t`` and ``/data/t/`` are the same table and must share leases.
+    ``file:///data/t``, ``file:/data/t`` and ``/data/t/`` are the same table and must share leases
+    (:func:`deltaguard.core.locations.normalise_location`).
     """
-    text = uri.strip().rstrip("/")
-    if text.lower().startswith("file://"):
-        text = text[len("file://") :]
-    return text
+    from deltaguard.core.locations import normalise_location
+
+    return normalise_location(uri)

@@ -58,6 +58,8 @@ _OPERATION_KEYS: dict[str, type] = {
     "zorder_by": list,
     "reads_target": bool,
     "checkpoint_location": str,
+    "assignments": dict,
+    "inserts": str,
     "sql": str,
     "label": str,
 }
@@ -66,7 +68,18 @@ _ONLY_FOR: dict[str, frozenset[OperationKind]] = {
     "merge_condition": frozenset({OperationKind.MERGE}),
     "target_alias": frozenset({OperationKind.MERGE}),
     "zorder_by": frozenset({OperationKind.OPTIMIZE}),
-    "reads_target": frozenset({OperationKind.INSERT}),
+    "reads_target": frozenset(
+        {
+            OperationKind.INSERT,
+            OperationKind.UPDATE,
+            OperationKind.DELETE,
+            OperationKind.MERGE,
+            OperationKind.REPLACE_WHERE,
+            OperationKind.OVERWRITE,
+        }
+    ),
+    "inserts": frozenset({OperationKind.MERGE}),
+    "assignments": frozenset({OperationKind.UPDATE, OperationKind.MERGE}),
     "checkpoint_location": frozenset({OperationKind.STREAMING_WRITE}),
 }
 _TYPE_NAMES = {str: "a string", bool: "a boolean", list: "a list", dict: "an object"}
@@ -220,10 +233,27 @@ def _parse_operation(value: Any, where: str) -> tuple[Operation, str | None]:
         zorder_by=_string_list(f"{where}.zorder_by", fields.get("zorder_by", [])),
         reads_target=fields.get("reads_target", False),
         checkpoint_location=fields.get("checkpoint_location"),
+        assignments=_assignment_pairs(f"{where}.assignments", fields.get("assignments", {})),
+        inserts=_inserts(value, fields),
         label=fields.get("label"),
     )
     _validate(operation, where)
     return operation, None
+
+
+def _assignment_pairs(where: str, value: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``{"date": "'2024-01-03'"}``: column -> SQL expression an UPDATE / MERGE sets."""
+    for key, item in value.items():
+        if not isinstance(item, str) or not item.strip():
+            raise RequestError(f"{where}.{key}: expected a SQL expression string, got {_json_type(item)}")
+    return tuple(value.items())
+
+
+def _inserts(value: dict[str, Any], fields: dict[str, Any]) -> str | None:
+    """A MERGE's inserted rows: absent means none, ``null`` means anywhere, text is a predicate on them."""
+    if "inserts" not in value:
+        return ""
+    return fields.get("inserts")
 
 
 def _validate(operation: Operation, where: str) -> None:

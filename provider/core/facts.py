@@ -26,9 +26,15 @@ from enum import StrEnum
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.operations import DML, Operation, OperationKind
 from deltaguard.core.predicates import (
+    EVERYTHING,
+    SUBQUERY,
     Predicate,
+    PredicateError,
+    conjoin,
     merge_target_predicate,
     parse_predicate,
+    partition_conjuncts,
+    project_out,
     provably_disjoint,
     row_level_limitations,
 )
@@ -87,6 +93,10 @@ class OpFacts:
     :param limitations: reasons its conditions defeat row-level concurrency (complex types,
         non-deterministic expressions, subqueries); empty when none.
     :param has_zorder: an OPTIMIZE ... ZORDER BY.
+    :param writes: rows it adds outside ``scope`` (its write scope beyond its read scope): rows an UPDATE
+        or MERGE moves by setting a column, rows a MERGE inserts. Empty when it writes only where it reads.
+    :param unknown: what was not understood about it (it is then judged as reading and writing the whole
+        table); shown in reasons.
     """
 
     op: Operation
@@ -94,6 +104,8 @@ class OpFacts:
     scope: Predicate
     limitations: tuple[str, ...] = ()
     has_zorder: bool = False
+    writes: tuple[Predicate, ...] = ()
+    unknown: tuple[str, ...] = ()
 
     @property
     def kind(self) -> OperationKind:
@@ -127,6 +139,9 @@ class OpFacts:
             op.label or "",
             op.predicate or "",
             op.target_alias,
+            op.assignments,
+            "\0" if op.inserts is None else op.inserts,
+            op.engine.describe() if op.engine is not None else "",
         )
 
 
@@ -191,36 +206,129 @@ def _build_facts(op: Operation, label: str | None) -> OpFacts:
     role = _ROLES[op.kind]
     if op.kind is OperationKind.INSERT and op.reads_target:
         role = Role.READ_WRITE
+    try:
+        return _digest(op, role)
+    except RecursionError:
+        # A valid but pathologically deep expression: judged as reading and writing the whole table.
+        why = "an expression nested too deeply to analyse"
+        return OpFacts(
+            op=op, role=role, scope=EVERYTHING, limitations=(why,), writes=(EVERYTHING,), unknown=(why,)
+        )
+
+
+def _digest(op: Operation, role: Role) -> OpFacts:
     limitations: tuple[str, ...] = ()
+    given = parse_predicate(op.predicate)
     if role is Role.METADATA or op.kind is OperationKind.OVERWRITE:
         # A metadata change or a full overwrite concerns the whole table whatever its predicate says.
-        scope = parse_predicate(None)
+        reads = EVERYTHING
     elif op.kind is OperationKind.MERGE:
         if op.merge_condition is None or not op.merge_condition.strip():
-            scope = _and(parse_predicate(None), op.predicate)
+            reads = _and(EVERYTHING, op.predicate)
         else:
             target = merge_target_predicate(op.merge_condition, op.target_alias)
-            scope = _and(target, op.predicate)
-            limitations = row_level_limitations(parse_predicate(op.merge_condition))
+            reads = _and(target, op.predicate)
+            limitations = row_level_limitations(parse_predicate(op.merge_condition), table_qualifiers=True)
     elif op.kind is OperationKind.INSERT and op.reads_target:
         # What an INSERT ... SELECT reads from its own table is not described; only its predicate (the
         # rows it adds) is known, so it is treated as reading the whole table.
-        scope = parse_predicate(None)
+        reads = EVERYTHING
     else:
-        scope = parse_predicate(op.predicate)
+        reads = given
     if op.kind is not OperationKind.MERGE and role is not Role.METADATA:
-        limitations = row_level_limitations(scope)
-    return OpFacts(op=op, role=role, scope=scope, limitations=limitations, has_zorder=bool(op.zorder_by))
+        limitations = row_level_limitations(given)
+    writes = _writes(op, reads)
+    if op.reads_target and role is not Role.METADATA:
+        # A subquery, CTE or MERGE source over the table itself reads it wherever it likes: the whole table.
+        reads = EVERYTHING
+        limitations = tuple(dict.fromkeys((*limitations, SUBQUERY)))
+    unknown = tuple(
+        dict.fromkeys(
+            f"{p.unknown} ({_short(p.sql)})" for p in (given, reads, *writes) if p.unknown and p.sql
+        )
+    )
+    return OpFacts(
+        op=op,
+        role=role,
+        scope=reads,
+        limitations=limitations,
+        has_zorder=bool(op.zorder_by),
+        writes=writes,
+        unknown=unknown,
+    )
 
 
-def may_overlap(a: OpFacts, b: OpFacts, columns: Collection[str] | None) -> bool:
-    """Whether some row could be in both scopes, reasoning only over ``columns`` (``None``: any column).
+def _short(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + "..."
+
+
+def _writes(op: Operation, reads: Predicate) -> tuple[Predicate, ...]:
+    """Where the operation adds rows outside ``reads`` (see :attr:`OpFacts.writes`)."""
+    found: list[Predicate] = []
+    if op.kind in (OperationKind.UPDATE, OperationKind.MERGE) and op.assignments:
+        found.append(_moved_rows(reads, op.assignments))
+    if op.kind is OperationKind.MERGE and op.inserts is None:
+        found.append(EVERYTHING)  # source rows: any partition, any key
+    elif op.kind is OperationKind.MERGE and op.inserts:
+        found.append(parse_predicate(op.inserts))
+    return tuple(found)
+
+
+def _moved_rows(reads: Predicate, assignments: tuple[tuple[str, str], ...]) -> Predicate:
+    """The rows an assignment list turns the rows of ``reads`` into.
+
+    The assigned columns no longer restrict anything, except where the new value is a literal
+    (``SET date = '2024-01-03'`` writes into partition 2024-01-03).
+    """
+    columns: set[str] = set()
+    fixed = EVERYTHING
+    for column, expression in assignments:
+        if column.strip() == "*":
+            return EVERYTHING
+        parts = [part.strip("` ") for part in column.split(".")]
+        columns.update(parts)  # "meta.date" changes struct column meta; a dotted name moves every part
+        if len(parts) != 1:
+            continue
+        try:
+            value = parse_predicate(f"`{parts[0].replace('`', '``')}` = ({expression})")
+        except PredicateError:
+            continue  # not a plain value: the column may take any value
+        fixed = conjoin(fixed, value)
+    return conjoin(project_out(reads, columns), fixed)
+
+
+def may_overlap(
+    a: OpFacts, b: OpFacts, columns: Collection[str] | None, conjuncts_only: bool = False
+) -> bool:
+    """Whether one operation may add, remove or read rows the other reads, reasoning only over ``columns``
+    (``None``: any column).
 
     Sound: whatever the predicate analysis does not understand counts as overlapping.
+
+    :param a: one operation.
+    :param b: the other.
+    :param columns: the columns whose conditions may separate them (the partition columns for file-level
+        rules).
+    :param conjuncts_only: the engine narrows what a reader read only by its top-level conjuncts on
+        ``columns`` (delta-spark, see :func:`~deltaguard.core.predicates.partition_conjuncts`).
     """
-    if a.scope.is_everything or b.scope.is_everything:
+    read_a, read_b = _read_scope(a, columns, conjuncts_only), _read_scope(b, columns, conjuncts_only)
+    pairs = [(read_a, read_b), *((w, read_b) for w in a.writes), *((read_a, w) for w in b.writes)]
+    return any(_scopes_overlap(x, y, columns) for x, y in pairs)
+
+
+def _read_scope(f: OpFacts, columns: Collection[str] | None, conjuncts_only: bool) -> Predicate:
+    # An append's scope is the rows it adds: exact partition values, never narrowed by the engine.
+    if conjuncts_only and columns is not None and f.role is not Role.APPEND:
+        return partition_conjuncts(f.scope, columns)
+    return f.scope
+
+
+def _scopes_overlap(x: Predicate, y: Predicate, columns: Collection[str] | None) -> bool:
+    if x.is_everything or y.is_everything:
         return True
-    return not provably_disjoint(a.scope, b.scope, columns)
+    return not provably_disjoint(x, y, columns)
 
 
 def is_dml(kind: OperationKind) -> bool:

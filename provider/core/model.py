@@ -10,6 +10,7 @@ concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from types import ModuleType
 
 from deltaguard.core import rules_databricks, rules_delta_spark, rules_deltars
@@ -54,17 +55,66 @@ def _judge(a: OpFacts, b: OpFacts, ctx: TableContext, rules: ModuleType) -> Pair
     return verdict
 
 
+class _Contexts:
+    """The table as each committing engine reads it, computed once per decision."""
+
+    def __init__(self, table: TableConfig, profile: EngineProfile) -> None:
+        self.table = table
+        self.profile = profile
+        self.known: dict[EngineProfile, TableContext] = {profile: table_context(table, profile)}
+
+    def __call__(self, profile: EngineProfile) -> TableContext:
+        found = self.known.get(profile)
+        if found is None:
+            found = self.known[profile] = table_context(self.table, profile)
+        return found
+
+
+def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
+    """The pair under every engine that commits one of the two (ADR 0012, mixed engines).
+
+    Each engine checks a concurrent commit with its own rules, whoever wrote it (a delta-rs writer treats a
+    delta-spark blind append as a conflict like any other append), so the pair is compatible only if every
+    committing engine's rules say so.
+    """
+    engines = dict.fromkeys([contexts.profile, *(f.op.engine for f in (a, b) if f.op.engine is not None)])
+    verdict: PairVerdict | None = None
+    for profile in engines:
+        found = _judge(a, b, contexts(profile), _rules(profile))
+        if profile != contexts.profile:
+            found = replace(found, reason=f"when {profile.describe()} commits: {found.reason}")
+        if verdict is None or (found.conflict and not verdict.conflict):
+            verdict = found
+        elif found.conflict and verdict.conflict:
+            verdict = replace(
+                verdict,
+                exceptions=ordered(set(verdict.exceptions) | set(found.exceptions)),
+                reason=f"{verdict.reason}; {found.reason}",
+                advice=tuple(dict.fromkeys((*verdict.advice, *found.advice))),
+            )
+    assert verdict is not None
+    unknown = tuple(dict.fromkeys((*a.unknown, *b.unknown)))
+    if unknown and verdict.conflict:
+        verdict = replace(
+            verdict,
+            reason=f"{verdict.reason} (not understood, judged as the whole table: {'; '.join(unknown)})",
+        )
+    return verdict
+
+
 def pair_verdict(a: Operation, b: Operation, table: TableConfig, profile: EngineProfile) -> PairVerdict:
     """Whether ``a`` and ``b`` can conflict on ``table`` in either commit order (symmetric).
 
     :param a: one operation.
     :param b: the other operation.
     :param table: the table both write to.
-    :param profile: the engine that commits them.
+    :param profile: the engine that commits them (unless an operation names its own ``engine``).
     :raises ValueError: on an unparsable predicate or MERGE condition (one-line message).
     """
-    rules = _rules(profile)
-    return _judge(build_facts(a), build_facts(b), table_context(table, profile), rules)
+    first, second = build_facts(a), build_facts(b)
+    if first.order_key > second.order_key:
+        first, second = second, first
+    return _judge_all(first, second, _Contexts(table, profile))
 
 
 class _Overlap:
@@ -147,8 +197,8 @@ def decide(
     :raises ValueError: on an unparsable predicate or MERGE condition (one-line message), before any
         verdict is produced.
     """
-    rules = _rules(profile)
-    ctx = table_context(table, profile)
+    contexts = _Contexts(table, profile)
+    ctx = contexts(profile)
     cand = build_facts(candidate)
     others = [build_facts(op) for op in running]
 
@@ -159,7 +209,7 @@ def decide(
     rules_used: dict[str, None] = {}
     any_conflict = False
     for index, other in enumerate(others):
-        verdict = _judge(cand, other, ctx, rules)
+        verdict = _judge_all(cand, other, contexts)
         rules_used[verdict.rule] = None
         if verdict.conflict:
             any_conflict = True

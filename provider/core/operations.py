@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from deltaguard.core.profiles import EngineProfile
+
 
 class OperationKind(StrEnum):
     """Every kind of Delta write the conflict model reasons about."""
@@ -53,10 +55,19 @@ class Operation:
         restrict what the MERGE reads.
     :param target_alias: the alias of the target table in ``merge_condition`` (default ``t``).
     :param zorder_by: OPTIMIZE ... ZORDER BY columns.
-    :param reads_target: an INSERT that reads the same table (INSERT ... SELECT, conditional insert);
-        it then behaves like MERGE.
+    :param reads_target: the statement reads its own table besides its predicate (INSERT ... SELECT from
+        it, a subquery, CTE or MERGE source over it, or a relation that may be it). It then reads the whole
+        table and has MERGE concurrency ("Isolation levels and write conflicts", footnote 1).
     :param checkpoint_location: a streaming write's checkpoint; two streams with the same checkpoint
         conflict.
+    :param assignments: ``(column, expression)`` pairs an UPDATE or a MERGE's ``WHEN MATCHED THEN UPDATE``
+        sets on the rows it reads; ``("*", "*")`` for ``UPDATE SET *``. A row whose partition column is set
+        moves to another partition, so the operation writes outside what it reads (ADR 0012).
+    :param inserts: the rows a MERGE's ``WHEN NOT MATCHED THEN INSERT`` adds: ``""`` when it has no such
+        clause, a predicate such as ``date = '2024-01-01'`` when the inserted values are fixed, ``None``
+        when they come from the source (anywhere in the table).
+    :param engine: the engine that commits this operation, when it is not the one the question is asked
+        for (a running write of another engine on the same table).
     :param sql: the Spark SQL statement this operation was classified from, if any.
     :param label: a human name for messages (e.g. the Airflow task id).
     """
@@ -68,6 +79,9 @@ class Operation:
     zorder_by: tuple[str, ...] = ()
     reads_target: bool = False
     checkpoint_location: str | None = None
+    assignments: tuple[tuple[str, str], ...] = ()
+    inserts: str | None = ""
+    engine: EngineProfile | None = None
     sql: str | None = field(default=None, compare=False)
     label: str | None = field(default=None, compare=False)
 

@@ -10,10 +10,12 @@ Kinds:
 - ``num``: numeric literals (``1``, ``-2.5``), compared as :class:`~decimal.Decimal`.
 - ``str``: string literals that no Spark cast could turn into a number, date, timestamp or boolean
   (``'DE'``, ``'sales'``), compared as text (Spark's default binary collation orders like Python ``str``).
-- ``date``: ``DATE '...'``, ``CAST('...' AS DATE)`` and strings in canonical ``YYYY-MM-DD`` form, compared
-  as ISO text. For canonical text, text order is date order, so this is right for string, date and timestamp
-  columns alike. (One edge is accepted: a *string* column holding non-canonical dates such as ``'2024-1-5'``,
-  compared against a ``DATE`` literal, which Spark evaluates by casting the column.)
+- ``date``: ``DATE '...'`` and ``CAST('...' AS DATE)``, compared as ISO text. Spark compares a column of
+  any type with a DATE literal as dates (a STRING column is cast), so two DATE literals compare the same way.
+- ``datestr``: string literals in canonical ``YYYY-MM-DD`` form, compared as text. On a STRING column Spark
+  compares them as text, on a DATE or TIMESTAMP column it casts them, and for canonical text both orders
+  agree. It is a kind of its own because it does not compare like ``date`` on a STRING column:
+  ``s > '2024-01-05'`` and ``s = DATE '2024-01-05'`` both hold for ``'2024-01-05 12:00'``.
 - ``ts``: ``TIMESTAMP '...'`` and ``CAST('...' AS TIMESTAMP)``, compared as naive datetimes.
 - ``numstr``: strings that Spark could cast to a number (``'01'``). ``'01'`` and ``'1'`` are the same row on
   an integer column but different rows on a string column, and text order differs from numeric order, so
@@ -39,14 +41,15 @@ Value = Decimal | str | dt.datetime | bool
 NUM = "num"
 STR = "str"
 DATE = "date"
+DATESTR = "datestr"
 TS = "ts"
 NUMSTR = "numstr"
 BOOL = "bool"
 
 #: Kinds with a total order that means the same on every column type they can be compared with.
-ORDERED_KINDS = frozenset({NUM, STR, DATE, TS})
+ORDERED_KINDS = frozenset({NUM, STR, DATE, DATESTR, TS})
 #: Kinds for which ``!=`` / ``NOT IN`` is understood.
-EXCLUDABLE_KINDS = frozenset({NUM, STR, DATE, TS, BOOL})
+EXCLUDABLE_KINDS = frozenset({NUM, STR, DATE, DATESTR, TS, BOOL})
 
 _CANONICAL_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _LENIENT_DATE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
@@ -146,18 +149,19 @@ def _fits_decimal(value: Decimal, to: exp.DataType) -> bool:
     try:
         precision = int(params[0].this) if params else 10
         scale = int(params[1].this) if len(params) > 1 else 0
-    except (AttributeError, ValueError):
+    except (AttributeError, ValueError):  # ValueError also covers integers past Python's digit limit
         return False
     exponent = value.normalize().as_tuple().exponent
     decimals = -exponent if isinstance(exponent, int) and exponent < 0 else 0
-    integer_digits = len(str(abs(int(value)))) if int(value) else 0
+    # The adjusted exponent counts integer digits without converting to int (no digit limit applies).
+    integer_digits = value.adjusted() + 1 if abs(value) >= 1 else 0
     return decimals <= scale and integer_digits <= precision - scale
 
 
 def _string_value(text: str) -> tuple[str, Value] | None:
     if _CANONICAL_DATE.fullmatch(text):
         date = _parse_date(text)
-        return None if date is None else (DATE, date)
+        return None if date is None else (DATESTR, date)
     if _NUMBER_TEXT.fullmatch(text):
         number = _number(text)
         return None if number is None else (NUMSTR, number)

@@ -41,6 +41,10 @@ from deltaguard.core.predicate_values import (
 MAX_TERMS = 64
 #: Predicates are parsed in Spark SQL.
 DIALECT = "spark"
+#: Deeper expression trees are not analysed (the parser and the analysis recurse): they read the whole table.
+MAX_DEPTH = 64
+#: Reason given for a predicate too deeply nested to analyse.
+TOO_DEEP = "the predicate is nested too deeply to analyse"
 
 _MAX_SHOWN = 200
 
@@ -128,11 +132,14 @@ class Predicate:
     :param is_everything: ``True`` when there is no predicate at all (the whole table).
     :param tree: the parsed sqlglot expression (``None`` for everything). Shared between callers through a
         cache: never modify it.
+    :param unknown: why a predicate that is given could not be analysed (it then counts as the whole
+        table); ``None`` when it was analysed.
     """
 
     sql: str | None
     is_everything: bool
     tree: exp.Expr | None = field(default=None, compare=False, repr=False)
+    unknown: str | None = field(default=None, compare=False)
     _terms: dict[frozenset[str] | None, tuple[_Compiled, ...]] = field(
         default_factory=dict, compare=False, repr=False, hash=False
     )
@@ -141,7 +148,10 @@ class Predicate:
         """The satisfiable DNF terms of this predicate, restricted to ``columns`` (cached per column set)."""
         cached = self._terms.get(columns)
         if cached is None:
-            dnf = _TRUE if self.tree is None else _dnf(self.tree, False, columns)
+            try:
+                dnf = _TRUE if self.tree is None else _dnf(self.tree, False, columns)
+            except RecursionError:
+                dnf = _TRUE  # restricts nothing: sound
             cached = tuple(term for term in (_compile(t) for t in dnf) if term is not None)
             self._terms[columns] = cached
         return cached
@@ -171,12 +181,41 @@ def parse_predicate(sql: str | None) -> Predicate:
     return _parse_cached(sql)
 
 
+def opaque(sql: str, why: str) -> Predicate:
+    """A predicate that is given but not analysed: it counts as the whole table, with ``why`` as the reason.
+
+    :param sql: the predicate text.
+    :param why: what was not understood.
+    """
+    return Predicate(sql=sql, is_everything=True, tree=None, unknown=why)
+
+
+def tree_depth(node: exp.Expr) -> int:
+    """The nesting depth of an expression tree, computed without recursion (the tree may be very deep).
+
+    A chain of one connector (``a OR b OR c ...``, which sqlglot nests one level per operand) counts as one
+    level: the analysis walks such chains without recursion.
+    """
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for child in current.iter_expressions():
+            same_chain = isinstance(current, exp.Connector) and type(child) is type(current)
+            stack.append((child, depth if same_chain else depth + 1))
+    return deepest
+
+
 @functools.lru_cache(maxsize=8192)
 def _parse_cached(sql: str) -> Predicate:
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except SqlglotError as error:
         raise PredicateError(f"cannot parse predicate {_shown(sql)}: {_first_line(error)}") from None
+    except RecursionError:
+        # sqlglot's parser recurses about a dozen frames per parenthesis: a valid but deep predicate.
+        return opaque(sql, TOO_DEEP)
     if not statements:
         return EVERYTHING
     if len(statements) > 1:
@@ -184,6 +223,8 @@ def _parse_cached(sql: str) -> Predicate:
             f"predicate {_shown(sql)} contains {len(statements)} statements; give one condition"
         )
     tree = statements[0]
+    if tree_depth(tree) > MAX_DEPTH:
+        return opaque(sql, TOO_DEEP)
     bad = _non_boolean_part(tree)
     if bad is not None:
         raise PredicateError(
@@ -205,16 +246,17 @@ _BOOLEAN_NODES = (exp.Predicate, exp.Boolean, exp.Null, exp.Column, exp.Func, ex
 
 def _non_boolean_part(node: exp.Expr) -> exp.Expr | None:
     """The first part of a would-be condition that cannot be boolean (a literal, alias, query, sum, ...)."""
-    if isinstance(node, exp.Paren):
-        return _non_boolean_part(node.this)
-    if isinstance(node, exp.And | exp.Or):
-        return _non_boolean_part(node.left) or _non_boolean_part(node.right)
-    if isinstance(node, exp.Not):
-        return _non_boolean_part(node.this)
-    # A trailing word is parsed as an alias ("a = 1 b"): garbage, not a condition.
-    if isinstance(node, _BOOLEAN_NODES) and not isinstance(node, exp.Alias):
-        return None
-    return node
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, exp.Paren | exp.Not):
+            stack.append(current.this)
+        elif isinstance(current, exp.And | exp.Or):
+            stack.extend((current.right, current.left))
+        # A trailing word is parsed as an alias ("a = 1 b"): garbage, not a condition.
+        elif not isinstance(current, _BOOLEAN_NODES) or isinstance(current, exp.Alias):
+            return current
+    return None
 
 
 # --------------------------------------------------------------------------------------------------- DNF
@@ -222,13 +264,15 @@ def _non_boolean_part(node: exp.Expr) -> exp.Expr | None:
 
 def _flatten(node: exp.Expr, kind: type[exp.Connector]) -> Iterator[exp.Expr]:
     """The operands of a chain of one connector (``a AND (b AND c)`` -> a, b, c), through parentheses."""
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, kind):
-        yield from _flatten(node.left, kind)
-        yield from _flatten(node.right, kind)
-    else:
-        yield node
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        while isinstance(current, exp.Paren):
+            current = current.this
+        if isinstance(current, kind):
+            stack.extend((current.right, current.left))
+        else:
+            yield current
 
 
 def _conjoin(parts: Iterable[_Dnf]) -> _Dnf:
@@ -277,8 +321,13 @@ def _dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None) -> _Dnf:
 
 
 def _column_name(node: exp.Expr) -> str | None:
-    """Lower-cased name of a plain (optionally table-qualified) column; ``None`` for anything else."""
-    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and len(node.parts) <= 2:
+    """Lower-cased name of a plain, unqualified column; ``None`` for anything else.
+
+    ``x.y`` may be column ``y`` of table ``x`` or field ``y`` of a struct column ``x`` (``meta.date`` is not
+    the partition column ``date``); without the schema it is not understood. Callers strip known table
+    qualifiers first (the MERGE target alias, the statement's own table name).
+    """
+    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star) and len(node.parts) == 1:
         return node.name.lower()
     return None
 
@@ -586,11 +635,17 @@ def _function_names(node: exp.Func) -> tuple[str, ...]:
     return (node.key.lower(), *(name.lower() for name in node.sql_names()))
 
 
-def _is_complex_access(node: exp.Expr) -> bool:
-    if isinstance(node, exp.Bracket | exp.Dot):
+#: Constructors of complex values: comparing with ``array(...)``, ``named_struct(...)`` or ``map(...)`` is a
+#: condition on a complex type.
+_COMPLEX_CONSTRUCTORS = (exp.Array, exp.Struct, exp.Map, exp.VarMap, exp.MapFromEntries)
+
+
+def _is_complex_access(node: exp.Expr, table_qualifiers: bool) -> bool:
+    if isinstance(node, (exp.Bracket, exp.Dot, *_COMPLEX_CONSTRUCTORS)):
         return True
-    # More than one qualifier: a struct field behind a table alias ("t.address.city").
-    if isinstance(node, exp.Column) and len(node.parts) > 2:
+    # More than one qualifier: a struct field behind a table alias ("t.address.city"). Without known table
+    # qualifiers even one qualifier may be a struct ("address.city").
+    if isinstance(node, exp.Column) and len(node.parts) > (2 if table_qualifiers else 1):
         return True
     # EXISTS (SELECT ...) is a subquery; exists(array, x -> ...) is a higher-order array function.
     if isinstance(node, exp.Exists) and isinstance(node.this, exp.Query | exp.Subquery):
@@ -615,16 +670,19 @@ def _is_correlated(query: exp.Expr) -> bool:
     return False
 
 
-def row_level_limitations(p: Predicate) -> tuple[str, ...]:
-    """Why this predicate keeps Databricks from resolving conflicts row by row (the seed's limitations).
+def row_level_limitations(p: Predicate, table_qualifiers: bool = False) -> tuple[str, ...]:
+    """Why this predicate keeps Databricks from resolving conflicts row by row ("Isolation levels and write
+    conflicts", Limitations for row-level concurrency).
 
     :param p: the predicate (of an UPDATE/DELETE, or a MERGE condition).
+    :param table_qualifiers: ``x.y`` names column ``y`` of table ``x`` (a MERGE condition, whose
+        qualifiers are the target and source aliases); otherwise a qualifier may be a struct column.
     :returns: short phrases, each at most once and in a fixed order: :data:`COMPLEX_TYPE`,
         ``"non-deterministic expression (<function>)"``, :data:`SUBQUERY`, :data:`CORRELATED_SUBQUERY`
         (a correlated subquery is reported as both). Empty when there is none.
     """
     if p.tree is None:
-        return ()
+        return (p.unknown,) if p.unknown else ()
     complex_type = False
     random_names: list[str] = []
     subquery = correlated = False
@@ -637,7 +695,9 @@ def row_level_limitations(p: Predicate) -> tuple[str, ...]:
                 if name in _NON_DETERMINISTIC and _NON_DETERMINISTIC[name] not in random_names:
                     random_names.append(_NON_DETERMINISTIC[name])
                     break
-        complex_type = complex_type or _is_complex_access(node)
+        # Inside a subquery a qualifier names one of the subquery's own tables.
+        in_query = isinstance(node, exp.Column) and node.find_ancestor(exp.Query) is not None
+        complex_type = complex_type or _is_complex_access(node, table_qualifiers or in_query)
     reasons: list[str] = []
     if complex_type:
         reasons.append(COMPLEX_TYPE)
@@ -661,3 +721,77 @@ def referenced_columns(p: Predicate) -> frozenset[str]:
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             names.add(node.name.lower())
     return frozenset(names)
+
+
+# ------------------------------------------------------------------------------------ derived scopes
+
+
+def project_out(p: Predicate, columns: Collection[str]) -> Predicate:
+    """``p`` with every restriction of ``columns`` removed: the rows ``p`` selects after those columns were
+    set to anything (where an UPDATE moves the rows it read).
+
+    Each column is wrapped in an opaque function, so every atom using it is not understood and restricts
+    nothing, whatever its polarity.
+
+    :param p: the predicate.
+    :param columns: the columns whose values change (case-insensitive).
+    """
+    if p.tree is None or not columns:
+        return p
+    names = {column.lower() for column in columns}
+
+    def hide(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.name.lower() in names:
+            return exp.Anonymous(this="moved", expressions=[node.copy()])
+        return node
+
+    tree = p.tree.transform(hide)
+    return Predicate(sql=tree.sql(dialect=DIALECT), is_everything=False, tree=tree)
+
+
+def conjoin(first: Predicate, second: Predicate) -> Predicate:
+    """``first AND second`` on parsed predicates ("everything" is the neutral element).
+
+    :param first: one predicate.
+    :param second: the other.
+    """
+    if first.tree is None:
+        return first if first.unknown is not None else second
+    if second.tree is None:
+        return second if second.unknown is not None else first
+    tree = exp.and_(exp.paren(first.tree.copy()), exp.paren(second.tree.copy()))
+    return Predicate(sql=tree.sql(dialect=DIALECT), is_everything=False, tree=tree)
+
+
+def partition_conjuncts(p: Predicate, partition_columns: Collection[str]) -> Predicate:
+    """The top-level ``AND`` conjuncts of ``p`` that use partition columns only, and nothing else.
+
+    This is how delta-spark records what a transaction read (``OptimisticTransaction.filterFiles`` keeps
+    the filters for which ``DeltaTableUtils.isPredicatePartitionColumnsOnly`` holds, over the conjuncts
+    of the condition), so ``(date = '1' AND id = 1) OR (date = '2' AND id = 2)`` reads the whole table
+    there although its partitions are known.
+
+    :param p: the predicate.
+    :param partition_columns: the table's partition columns (case-insensitive).
+    """
+    if p.tree is None:
+        return p
+    return _partition_conjuncts_cached(p, frozenset(column.lower() for column in partition_columns))
+
+
+@functools.lru_cache(maxsize=4096)
+def _partition_conjuncts_cached(p: Predicate, columns: frozenset[str]) -> Predicate:
+    assert p.tree is not None
+    kept = []
+    for conjunct in _flatten(p.tree, exp.And):
+        if conjunct.find(exp.Query, exp.Subquery) is not None:
+            continue
+        used = list(conjunct.find_all(exp.Column))
+        if used and all(_column_name(column) in columns for column in used):
+            kept.append(conjunct)
+    if not kept:
+        return EVERYTHING
+    if len(kept) == len(list(_flatten(p.tree, exp.And))):
+        return p
+    tree = exp.and_(*(exp.paren(conjunct.copy()) for conjunct in kept))
+    return Predicate(sql=tree.sql(dialect=DIALECT), is_everything=False, tree=tree)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import OpFacts, Role, TableContext
+from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import OperationKind
 
 #: every data-file conflict exception, for verdicts that cannot say which one
@@ -87,9 +88,14 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
         )
     if a.kind is OperationKind.STREAMING_WRITE and b.kind is OperationKind.STREAMING_WRITE:
         first, second = a.op.checkpoint_location, b.op.checkpoint_location
-        if first is None or second is None or first == second:
+        same = (
+            first is not None
+            and second is not None
+            and normalise_location(first) == normalise_location(second)
+        )
+        if first is None or second is None or same:
             # An unknown checkpoint may be the same one: conservative.
-            where = f"the same checkpoint location ({first})" if first == second else "a checkpoint location"
+            where = f"the same checkpoint location ({first}, {second})" if same else "a checkpoint location"
             known = "" if first is not None and second is not None else " that is not known to differ"
             return PairVerdict(
                 conflict=True,

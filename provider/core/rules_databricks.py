@@ -157,7 +157,8 @@ def _overlaps(a: OpFacts, b: OpFacts, ctx: TableContext, row_level: bool) -> boo
         return bool(may_overlap(a, b, None))
     if not ctx.table.is_partitioned:
         return True
-    return bool(may_overlap(a, b, ctx.table.partition_columns))
+    # Databricks records a transaction's partition reads as delta-spark does: top-level conjuncts only.
+    return bool(may_overlap(a, b, ctx.table.partition_columns, conjuncts_only=True))
 
 
 def reads_appended_rows(reader: OpFacts, append: OpFacts, ctx: TableContext) -> bool:

@@ -99,7 +99,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             rule="spark.no_shared_files",
         )
     table = ctx.table
-    overlap = not table.is_partitioned or may_overlap(a, b, table.partition_columns)
+    overlap = not table.is_partitioned or may_overlap(a, b, table.partition_columns, conjuncts_only=True)
     if not overlap:
         return PairVerdict(
             conflict=False,

@@ -139,6 +139,57 @@ def _check_predicate(text: str, sql: str) -> None:
         raise _fail(sql, str(error)) from None
 
 
+def _qualifiers(target: exp.Table) -> frozenset[str]:
+    """The names a column of the target may be qualified with: its alias, its name, its dotted name."""
+    parts = [part.name.lower() for part in target.parts]
+    names = {".".join(parts[i:]) for i in range(len(parts))}
+    if target.alias:
+        names = {target.alias.lower()}  # with an alias, the table name no longer qualifies its columns
+    return frozenset(names)
+
+
+def _unqualify(node: exp.Expr | None, qualifiers: frozenset[str]) -> exp.Expr | None:
+    """``node`` with the target's own qualifiers removed from its columns (``t.date`` -> ``date``).
+
+    Other qualifiers stay: ``meta.date`` may be a struct field, which the conflict model does not confuse
+    with the partition column ``date``. Columns inside subqueries keep their qualifiers.
+    """
+    if node is None:
+        return None
+
+    def strip(current: exp.Expr) -> exp.Expr:
+        if (
+            isinstance(current, exp.Column)
+            and len(current.parts) > 1
+            and ".".join(part.name for part in current.parts[:-1]).lower() in qualifiers
+            and current.find_ancestor(exp.Query) is None
+        ):
+            return exp.column(current.this.copy())
+        return current
+
+    return node.copy().transform(strip)
+
+
+def _reads_target(statement: exp.Expr, target: exp.Table) -> bool:
+    """Whether the statement reads its own table anywhere besides the target reference (a subquery, a CTE,
+    a MERGE source, an INSERT ... SELECT). A relation whose name could be the target counts."""
+    return any(table is not target and _same_table(table, target) for table in statement.find_all(exp.Table))
+
+
+def _assignments(items: Sequence[exp.Expr], qualifiers: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """``SET a = x, t.b = y`` as ``(("a", "x"), ("b", "y"))``; ``SET *`` as ``(("*", "*"),)``."""
+    found: list[tuple[str, str]] = []
+    for item in items:
+        if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column):
+            column = _unqualify(item.this, qualifiers)
+            assert isinstance(column, exp.Column)
+            name = ".".join(part.name for part in column.parts)
+            found.append((name, item.expression.sql(dialect=DIALECT)))
+        else:
+            found.append(("*", "*"))  # SET * or a form not understood: every column may change
+    return tuple(found)
+
+
 def _where(node: exp.Expr) -> exp.Expr | None:
     where = node.args.get("where")
     return where.this if isinstance(where, exp.Where) else where
@@ -174,9 +225,18 @@ def _classify_parsed(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
         return _classify_insert(statement, target, sql)
     if isinstance(statement, exp.Merge):
         return _classify_merge(statement, target, sql)
-    kind = OperationKind.UPDATE if isinstance(statement, exp.Update) else OperationKind.DELETE
-    predicate = _predicate_text(_where(statement), sql)
-    return ClassifiedStatement(Operation(kind, predicate=predicate, sql=sql), _table_name(target))
+    qualifiers = _qualifiers(target)
+    predicate = _predicate_text(_unqualify(_where(statement), qualifiers), sql)
+    operation = Operation(
+        OperationKind.UPDATE if isinstance(statement, exp.Update) else OperationKind.DELETE,
+        predicate=predicate,
+        reads_target=_reads_target(statement, target),
+        assignments=_assignments(statement.expressions, qualifiers)
+        if isinstance(statement, exp.Update)
+        else (),
+        sql=sql,
+    )
+    return ClassifiedStatement(operation, _table_name(target))
 
 
 def _classify_insert(insert: exp.Insert, target: exp.Table, sql: str) -> ClassifiedStatement:
@@ -186,7 +246,7 @@ def _classify_insert(insert: exp.Insert, target: exp.Table, sql: str) -> Classif
     partition = target.args.get("partition")
     static = [item for item in (partition.expressions if partition else []) if isinstance(item, exp.EQ)]
     static_text = _predicate_text(exp.and_(*static), sql) if static else None
-    replace_where = _predicate_text(_where(insert), sql)
+    replace_where = _predicate_text(_unqualify(_where(insert), _qualifiers(target)), sql)
     overwrite = bool(insert.args.get("overwrite"))
     kind, predicate = OperationKind.INSERT, static_text
     if replace_where is not None:
@@ -212,8 +272,50 @@ def _classify_merge(merge: exp.Merge, target: exp.Table, sql: str) -> Classified
         # WHEN NOT MATCHED BY SOURCE visits every target row the source does not match, so the ON
         # condition's target conjuncts no longer bound what is read: the MERGE reads the whole table.
         condition = None
-    operation = Operation(OperationKind.MERGE, merge_condition=condition, target_alias=alias, sql=sql)
+    qualifiers = _qualifiers(target)
+    assignments: list[tuple[str, str]] = []
+    inserted: list[str | None] = []
+    for clause in clauses:
+        then = clause.args.get("then")
+        if isinstance(then, exp.Update):
+            assignments.extend(_assignments(then.expressions, qualifiers))
+        elif isinstance(then, exp.Insert):
+            inserted.append(_inserted_rows(then, sql))
+    operation = Operation(
+        OperationKind.MERGE,
+        merge_condition=condition,
+        target_alias=alias,
+        reads_target=_reads_target(merge, target),
+        assignments=tuple(assignments),
+        inserts=_any_of(inserted),
+        sql=sql,
+    )
     return ClassifiedStatement(operation, _table_name(target))
+
+
+def _inserted_rows(insert: exp.Insert, sql: str) -> str | None:
+    """What ``WHEN NOT MATCHED THEN INSERT`` adds: the literal column values it fixes, or ``None`` (anywhere)
+    when it inserts source values only (``INSERT *``, ``VALUES (s.id, s.date)``)."""
+    columns, values = insert.this, insert.expression
+    if not isinstance(columns, exp.Tuple) or not isinstance(values, exp.Tuple):
+        return None
+    fixed = [
+        exp.EQ(this=exp.column(column.name, quoted=True), expression=value.copy())
+        for column, value in zip(columns.expressions, values.expressions, strict=False)
+        if isinstance(column, exp.Column) and isinstance(value, exp.Literal | exp.Boolean | exp.Cast)
+    ]
+    if not fixed:
+        return None
+    return _predicate_text(exp.and_(*fixed), sql)
+
+
+def _any_of(predicates: Sequence[str | None]) -> str | None:
+    """The rows any of several insert clauses adds: ``""`` for none, ``None`` for anywhere."""
+    if not predicates:
+        return ""
+    if any(predicate is None for predicate in predicates):
+        return None
+    return " OR ".join(f"({predicate})" for predicate in predicates)
 
 
 # ------------------------------------------------------------------------------ token-level commands

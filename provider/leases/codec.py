@@ -16,7 +16,7 @@ def dumps(data: Any) -> str:
 
 
 def operation_to_json(op: Operation) -> dict[str, Any]:
-    return {
+    data = {
         "kind": op.kind.value,
         "predicate": op.predicate,
         "merge_condition": op.merge_condition,
@@ -27,6 +27,14 @@ def operation_to_json(op: Operation) -> dict[str, Any]:
         "sql": op.sql,
         "label": op.label,
     }
+    # The write scope and committing engine (ADR 0012), only when set: older stored texts stay valid.
+    if op.assignments:
+        data["assignments"] = [list(pair) for pair in op.assignments]
+    if op.inserts != "":
+        data["inserts"] = op.inserts
+    if op.engine is not None:
+        data["engine"] = profile_to_json(op.engine)
+    return data
 
 
 def operation_from_json(data: dict[str, Any]) -> Operation:
@@ -38,6 +46,9 @@ def operation_from_json(data: dict[str, Any]) -> Operation:
         zorder_by=tuple(data.get("zorder_by") or ()),
         reads_target=bool(data.get("reads_target", False)),
         checkpoint_location=data.get("checkpoint_location"),
+        assignments=tuple((str(column), str(value)) for column, value in data.get("assignments") or ()),
+        inserts=data.get("inserts", ""),
+        engine=profile_from_json(data["engine"]) if data.get("engine") else None,
         sql=data.get("sql"),
         label=data.get("label"),
     )

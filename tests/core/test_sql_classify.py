@@ -58,7 +58,7 @@ def classify(sql: str) -> ClassifiedStatement:
             "UPDATE sales.daily AS x SET a = a + 1 WHERE x.d = '2024-01-01'",
             K.UPDATE,
             "sales.daily",
-            "x.d = '2024-01-01'",
+            "d = '2024-01-01'",
             False,
         ),
         ("UPDATE t SET a = 1", K.UPDATE, "t", None, False),

@@ -22,7 +22,16 @@ from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
 from deltaguard.leases.store import DecisionRow, IdleGrant, QueuedBehind, SnapshotChanged, TableSnapshot
 
-from .conftest import CONFIG, FakeClock, counting_model, fresh_pg_database, general_path_only, op, request
+from .conftest import (
+    CONFIG,
+    PROFILE,
+    FakeClock,
+    counting_model,
+    fresh_pg_database,
+    general_path_only,
+    op,
+    request,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -57,7 +66,7 @@ def _owner(task_id: str) -> Owner:
 
 def _text(operation: Operation) -> str:
     """An operation's stored JSON text."""
-    return codec.dumps(codec.operation_to_json(operation))
+    return codec.dumps(codec.operation_to_json(dataclasses.replace(operation, engine=PROFILE)))
 
 
 def _config_text(config: TableConfig) -> str:

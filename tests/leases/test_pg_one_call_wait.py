@@ -21,7 +21,7 @@ from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.store import IdleGrant, QueuedBehind, TableSnapshot
 from deltaguard.leases.wait_texts import wait_detail, wait_shape, waiting_to_json
 
-from .conftest import CONFIG, FakeClock, counting_model, op, request
+from .conftest import CONFIG, PROFILE, FakeClock, counting_model, op, request
 
 pytestmark = pytest.mark.postgres
 
@@ -34,7 +34,7 @@ def manager(pg_url: str) -> Iterator[LeaseManager]:
 
 
 def _text(value: Any) -> str:
-    return codec.dumps(codec.operation_to_json(value))
+    return codec.dumps(codec.operation_to_json(dataclasses.replace(value, engine=PROFILE)))
 
 
 def _pieces(uri: str) -> list[str]:
