@@ -63,6 +63,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID
+    except (RecursionError, ValueError) as error:
+        # No document nests deeply or holds numbers (every field is text, a boolean, a list or an object).
+        why = (
+            "it nests too deeply" if isinstance(error, RecursionError) else " ".join(str(error).split())[:200]
+        )
+        print(f"deltaguard check: not a check document: {why}", file=sys.stderr)
+        return EXIT_INVALID
     try:
         result = check_documents(value)
     except ValueError as error:

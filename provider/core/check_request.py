@@ -277,7 +277,7 @@ def _classify(sql: str, label: str | None, where: str) -> tuple[Operation, str |
         raise RequestError(f"{where}.sql: {_one_line(error)}") from None
     operation: Operation = classified.operation
     if label:
-        operation = replace(operation, label=label)
+        operation = replace(operation, label=f"{label}: {operation.label}" if operation.label else label)
     _validate(operation, where)
     return operation, classified.table
 

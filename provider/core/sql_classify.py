@@ -10,7 +10,7 @@ backticks cannot fool the classifier. A statement that cannot be classified rais
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -205,9 +205,31 @@ _ALLOWED_ARGS: dict[type[exp.Expr], frozenset[str]] = {
 }
 
 
+#: What a statement too deeply nested to parse is judged as, by its first keyword: reading the whole table,
+#: writing anywhere (every column may change, inserts come from anywhere, an INSERT may overwrite).
+_TOO_DEEP: dict[str, Operation] = {
+    "UPDATE": Operation(OperationKind.UPDATE, reads_target=True, assignments=(("*", "*"),)),
+    "DELETE": Operation(OperationKind.DELETE, reads_target=True),
+    "MERGE": Operation(OperationKind.MERGE, reads_target=True, assignments=(("*", "*"),), inserts=None),
+    "INSERT": Operation(OperationKind.OVERWRITE, reads_target=True),
+    "WITH": Operation(OperationKind.OVERWRITE, reads_target=True),
+}
+
+
 def _classify_parsed(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
     """INSERT, UPDATE, DELETE and MERGE (optionally after ``WITH``), parsed by sqlglot."""
-    del tokens
+    try:
+        return _classify_tree(sql)
+    except RecursionError:
+        # A valid statement nested deeper than sqlglot's parser can recurse: judged conservatively.
+        keyword = tokens[0].text.upper()
+        why = (
+            f"{keyword} statement nested too deeply to analyse, judged as reading and writing the whole table"
+        )
+        return ClassifiedStatement(replace(_TOO_DEEP[keyword], sql=sql, label=why), None)
+
+
+def _classify_tree(sql: str) -> ClassifiedStatement:
     statement = _parse(sql)
     allowed = _ALLOWED_ARGS.get(type(statement))
     if allowed is None:
