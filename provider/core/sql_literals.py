@@ -11,12 +11,46 @@ import datetime as dt
 from collections.abc import Mapping
 from decimal import Decimal
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 #: Spark SQL (delta-spark, Databricks, and the conflict model's parser).
 SPARK = "spark"
 #: DataFusion, which parses delta-rs predicates: standard SQL strings (no backslash escapes).
 DATAFUSION = "postgres"
+
+
+class RenderError(ValueError):
+    """SQL the executing engine would not read exactly as the conflict model read it."""
+
+
+def render_sql(text: str, dialect: str) -> str:
+    """Render a Spark SQL expression, read exactly as the conflict model reads it, in ``dialect``.
+
+    The model reads every condition in Spark SQL (backslash escapes in strings); delta-rs executes
+    DataFusion SQL (none), so ``day = 'x\\' OR true --'`` is one partition to the model and every row to
+    delta-rs when handed over as text. Rendering the one parse for the executing engine, and checking that
+    the engine's dialect reads the rendering back as the same tree, makes what runs what was judged.
+
+    :param text: a Spark SQL expression (a condition, or the value of an assignment).
+    :param dialect: the executing engine's sqlglot dialect (:data:`DATAFUSION`, :data:`SPARK`).
+    :raises RenderError: when the text does not parse as one expression or the rendering would be read
+        differently.
+    """
+    if dialect == SPARK:
+        return text  # Spark runs the very text the model read
+    try:
+        tree = sqlglot.parse_one(text, read=SPARK)
+        rendered = tree.sql(dialect=dialect)
+        faithful = sqlglot.parse_one(rendered, read=dialect) == tree
+    except (SqlglotError, RecursionError) as error:
+        raise RenderError(f"cannot render {text!r} for the engine: {type(error).__name__}") from None
+    if not faithful:
+        raise RenderError(
+            f"{text!r} cannot be rendered faithfully in the engine's SQL dialect ({rendered!r})"
+        )
+    return rendered
 
 
 def sql_literal(value: object, dialect: str = SPARK) -> str:
@@ -79,8 +113,10 @@ def merge_condition_with_partitions(
     :param condition: the MERGE ``ON`` condition.
     :param values: target partition column -> value; empty returns the condition unchanged.
     :param target_alias: the target table's alias in the condition.
-    :param dialect: the sqlglot dialect to render for.
+    :param dialect: the sqlglot dialect to render for; the condition (Spark SQL) is rendered for it too.
+    :raises RenderError: when the condition cannot be rendered faithfully for ``dialect``.
     """
+    rendered = render_sql(condition, dialect)
     if not values:
-        return condition
-    return f"({condition}) AND {partition_predicate(values, qualifier=target_alias, dialect=dialect)}"
+        return rendered
+    return f"({rendered}) AND {partition_predicate(values, qualifier=target_alias, dialect=dialect)}"

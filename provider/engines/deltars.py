@@ -18,7 +18,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchEr
 from deltalake.transaction import CommitProperties, Transaction
 
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql_literals import DATAFUSION
+from deltaguard.core.sql_literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.conflict_messages import parse_conflict_kind
@@ -95,7 +95,9 @@ class DeltaRsEngine(DeltaEngine):
         return table
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
-        validate_spec(spec, config, dialect=DATAFUSION)
+        # User conditions are Spark SQL, read as the conflict model reads them; deltars_ops renders them for
+        # DataFusion (ADR 0012).
+        validate_spec(spec, config, dialect=SPARK)
 
     def write(
         self,
@@ -132,7 +134,7 @@ class DeltaRsEngine(DeltaEngine):
                 return _result(table_uri, spec, version, info, None, started, duplicate=True)
 
         config, columns = self._light_config(table_uri, table)
-        validate_spec(spec, config, columns, dialect=DATAFUSION)
+        validate_spec(spec, config, columns, dialect=SPARK)
 
         commit_id = uuid.uuid4().hex
         properties = self._commit_properties(spec, context, commit_id)

@@ -16,7 +16,13 @@ import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 from deltalake.transaction import CommitProperties
 
-from deltaguard.core.sql_literals import DATAFUSION, merge_condition_with_partitions, partition_predicate
+from deltaguard.core.sql_literals import (
+    DATAFUSION,
+    RenderError,
+    merge_condition_with_partitions,
+    partition_predicate,
+    render_sql,
+)
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.spark_types import schema_from_spark_types, spark_type_to_delta
@@ -48,6 +54,20 @@ OPERATION_NAMES: dict[type, str] = {
     AddColumnsSpec: "ADD COLUMN",
     CreateSpec: "CREATE TABLE",
 }
+
+
+def _engine_sql(text: str | None) -> str | None:
+    """A Spark SQL condition or expression, as the conflict model read it, rendered for DataFusion."""
+    if text is None:
+        return None
+    try:
+        return render_sql(text, DATAFUSION)
+    except RenderError as error:
+        raise InvalidWriteError(str(error)) from None
+
+
+def _engine_sql_map(items: Any) -> dict[str, str]:
+    return {column: str(_engine_sql(expression)) for column, expression in dict(items).items()}
 
 
 class OpContext:
@@ -117,7 +137,11 @@ def run_overwrite(spec: OverwriteSpec, ctx: OpContext) -> Metrics:
 def run_replace_where(spec: ReplaceWhereSpec, ctx: OpContext) -> Metrics:
     data = resolve_source(spec.source, ctx.storage_options)
     write_deltalake(
-        ctx.require_table(), data, mode="overwrite", predicate=spec.predicate, commit_properties=ctx.commit
+        ctx.require_table(),
+        data,
+        mode="overwrite",
+        predicate=_engine_sql(spec.predicate),
+        commit_properties=ctx.commit,
     )
     return None
 
@@ -125,10 +149,18 @@ def run_replace_where(spec: ReplaceWhereSpec, ctx: OpContext) -> Metrics:
 def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
     table = ctx.require_table()
     data = resolve_source(spec.source, ctx.storage_options)
+    if spec.not_matched_insert_all and spec.target_partition_values:
+        # The lease covers the declared partitions only; INSERT * would add unmatched source rows of other
+        # partitions (measured: a concurrent DELETE there fails with ConcurrentAppend).
+        data = materialize(data)
+        check_rows_in_partition(data, spec.target_partition_values)
     # The explicit target predicate is rendered for DataFusion, delta-rs' SQL dialect; values stay literals.
-    condition = merge_condition_with_partitions(
-        spec.condition, spec.target_partition_values, spec.target_alias, dialect=DATAFUSION
-    )
+    try:
+        condition = merge_condition_with_partitions(
+            spec.condition, spec.target_partition_values, spec.target_alias, dialect=DATAFUSION
+        )
+    except RenderError as error:
+        raise InvalidWriteError(str(error)) from None
     merger = table.merge(
         data,
         predicate=condition,
@@ -138,17 +170,19 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
     )
     # One matched condition in the spec: with both DELETE and UPDATE it guards the DELETE (listed first,
     # as in "WHEN MATCHED AND cond THEN DELETE WHEN MATCHED THEN UPDATE"); alone it guards its clause.
-    matched_condition = spec.matched_condition
+    matched_condition = _engine_sql(spec.matched_condition)
     if spec.matched_delete:
         merger = merger.when_matched_delete(predicate=matched_condition)
         if spec.matched_update is not None or spec.matched_update_all:
             matched_condition = None
     if spec.matched_update is not None:
-        merger = merger.when_matched_update(updates=dict(spec.matched_update), predicate=matched_condition)
+        merger = merger.when_matched_update(
+            updates=_engine_sql_map(spec.matched_update), predicate=matched_condition
+        )
     elif spec.matched_update_all:
         merger = merger.when_matched_update_all(predicate=matched_condition)
     if spec.not_matched_insert is not None:
-        merger = merger.when_not_matched_insert(updates=dict(spec.not_matched_insert))
+        merger = merger.when_not_matched_insert(updates=_engine_sql_map(spec.not_matched_insert))
     elif spec.not_matched_insert_all:
         merger = merger.when_not_matched_insert_all()
     if spec.not_matched_by_source_delete:
@@ -166,13 +200,17 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
 def run_update(spec: UpdateSpec, ctx: OpContext) -> Metrics:
     return dict(
         ctx.require_table().update(
-            updates=dict(spec.updates), predicate=spec.predicate, commit_properties=ctx.commit
+            updates=_engine_sql_map(spec.updates),
+            predicate=_engine_sql(spec.predicate),
+            commit_properties=ctx.commit,
         )
     )
 
 
 def run_delete(spec: DeleteSpec, ctx: OpContext) -> Metrics:
-    return dict(ctx.require_table().delete(predicate=spec.predicate, commit_properties=ctx.commit))
+    return dict(
+        ctx.require_table().delete(predicate=_engine_sql(spec.predicate), commit_properties=ctx.commit)
+    )
 
 
 def run_optimize(spec: OptimizeSpec, ctx: OpContext) -> Metrics:

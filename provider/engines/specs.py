@@ -81,7 +81,31 @@ class MergeSpec:
         condition = merge_condition_with_partitions(
             self.condition, self.target_partition_values, self.target_alias
         )
-        return Operation(OperationKind.MERGE, merge_condition=condition, target_alias=self.target_alias)
+        assignments: tuple[tuple[str, str], ...] = ()
+        if self.matched_update_all:
+            assignments = (("*", "*"),)
+        elif self.matched_update is not None:
+            assignments = tuple(self.matched_update.items())
+        return Operation(
+            OperationKind.MERGE,
+            merge_condition=condition,
+            target_alias=self.target_alias,
+            assignments=assignments,
+            inserts=self.inserted_rows(),
+        )
+
+    def inserted_rows(self) -> str | None:
+        """Where ``WHEN NOT MATCHED THEN INSERT`` adds rows (the conflict model's write scope, ADR 0012).
+
+        ``""`` without an insert clause. ``INSERT *`` with declared target partitions adds rows of exactly
+        those partitions (the engine refuses a source with rows of other partitions); otherwise inserted
+        source values can land in any partition (``None``).
+        """
+        if self.not_matched_insert is None and not self.not_matched_insert_all:
+            return ""
+        if self.not_matched_insert_all and self.target_partition_values:
+            return _partition_predicate(self.target_partition_values)
+        return None
 
 
 @dataclass(frozen=True)
@@ -90,7 +114,9 @@ class UpdateSpec:
     predicate: str | None = None
 
     def operation(self) -> Operation:
-        return Operation(OperationKind.UPDATE, predicate=self.predicate)
+        return Operation(
+            OperationKind.UPDATE, predicate=self.predicate, assignments=tuple(self.updates.items())
+        )
 
 
 @dataclass(frozen=True)
