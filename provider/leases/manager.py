@@ -516,7 +516,9 @@ class LeaseManager:
         offered = {c.uri: self._loaded_config(c, now) for c in request.claims}
         # Stored texts, encoded once for the one-call attempt and the decision body alike.
         payload = _payload(request)
-        op_texts = {c.uri: _op_text(dataclasses.replace(c.operation, engine=c.profile)) for c in request.claims}
+        op_texts = {
+            c.uri: _op_text(dataclasses.replace(c.operation, engine=c.profile)) for c in request.claims
+        }
         snapshot = None
         if fast and self.store.has_fast_paths:
             answer = self._grant_if_idle(request, offered, now, payload, op_texts)
