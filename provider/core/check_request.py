@@ -37,7 +37,13 @@ class CheckRequest:
 
 
 _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
-    EngineName.DATABRICKS: {"name": str, "runtime": str, "photon": bool, "row_level_preview": bool},
+    EngineName.DATABRICKS: {
+        "name": str,
+        "runtime": str,
+        "photon": bool,
+        "row_level_preview": bool,
+        "row_level_off": bool,
+    },
     EngineName.DELTA_SPARK: {"name": str, "version": str},
     EngineName.DELTA_RS: {"name": str, "version": str},
 }
@@ -150,6 +156,7 @@ def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
         version=version,
         photon=fields.get("photon", False),
         row_level_preview=fields.get("row_level_preview", False),
+        row_level_off=fields.get("row_level_off", False),
     )
 
 

@@ -45,12 +45,16 @@ class EngineProfile:
     :param photon: Databricks only: the cluster runs Photon.
     :param row_level_preview: Databricks 14.0/14.1 only: the session sets
         ``spark.databricks.delta.rowLevelConcurrencyPreview = true``.
+        :param row_level_off: Databricks only: do not count on row-level concurrency. "Isolation levels and write
+        conflicts": under heavy load "the writer prioritizes latency over conflict resolution" and conflicts
+        may occur that row-level concurrency would otherwise resolve; this judges every pair file by file.
     """
 
     name: EngineName
     version: str
     photon: bool = False
     row_level_preview: bool = False
+    row_level_off: bool = False
 
     def __post_init__(self) -> None:
         parse_version(self.version)  # fail early on nonsense versions

@@ -63,6 +63,11 @@ def _row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozen
     liquid = table.has_liquid_clustering and deletion_vectors_on(table)
     dv_unpartitioned = table.deletion_vectors_enabled and not table.is_partitioned
     runtime = profile.describe()
+    if profile.row_level_off:
+        return frozenset(), (
+            f"{runtime}: row-level concurrency is not counted on (under heavy load the writer prioritizes latency "
+            'over conflict resolution, "Isolation levels and write conflicts", Limitations)'
+        )
     if not profile.at_least(13, 3):
         return (
             frozenset(),
@@ -187,6 +192,11 @@ def _advice_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext, row_level: bool)
     if table.is_partitioned:
         cols = ", ".join(table.partition_columns)
         advice.append(f"restrict both operations to different partitions ({cols}) in their conditions")
+    elif table.has_liquid_clustering:
+        advice.append(
+            "keep deletion vectors on and make the conditions provably disjoint on the clustering columns "
+            f"({', '.join(table.clustering_columns)}) so row-level concurrency applies"
+        )
     else:
         advice.append("partition the table by the predicate column so the operations touch different files")
         if ctx.profile.at_least(14, 2):
@@ -226,6 +236,8 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     row_level, why_not = _row_level_pair(a, b, ctx)
     section = ROW if row_level else FILE
     note = why_not if (ctx.row_level and not row_level) else ""
+    if ctx.profile.row_level_off and ctx.notes:
+        note = ctx.notes[0]
     serializable = ctx.isolation is IsolationLevel.SERIALIZABLE
     level = ctx.isolation.value
 
@@ -278,7 +290,10 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             row_level, section, what = False, FILE, f"OPTIMIZE vs {other.kind.value} (judged as DELETE)"
         exceptions = (DeltaException.CONCURRENT_DELETE_DELETE,) if both else _OPTIMIZE_DML_EXCEPTIONS
         rule = "db.optimize_optimize" if both else "db.optimize_dml"
-        if row_level or dv:
+        # The page's deletion-vector exemption names OPTIMIZE vs UPDATE/DELETE/MERGE and OPTIMIZE vs OPTIMIZE;
+        # OVERWRITE/REPLACE WHERE are not in its tables (delta-rs even corrupts the OVERWRITE case), so they
+        # stay on the file-level "can conflict" path.
+        if (row_level or dv) and other.role is not Role.REWRITE:
             if not zorder:
                 cite = (
                     "cannot conflict unless ZORDER BY is used"

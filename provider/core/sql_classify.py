@@ -18,6 +18,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
+from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.predicates import DIALECT, PredicateError, parse_predicate
 
@@ -115,8 +116,19 @@ def _is_path(part: exp.Expr) -> bool:
     return bool(part.args.get("quoted")) or "/" in part.name
 
 
+def _delta_path(table: exp.Table) -> str | None:
+    parts = table.parts
+    if len(parts) == 2 and parts[0].name.lower() == "delta" and _is_path(parts[1]):
+        return normalise_location(parts[1].name)
+    return None
+
+
 def _same_table(a: exp.Table, b: exp.Table) -> bool:
-    """Could ``a`` and ``b`` be the same table? Unknown qualifiers count as the same (so we err to 'reads')."""
+    """Could ``a`` and ``b`` be the same table? Unknown qualifiers count as the same (so we err to 'reads'),
+    and so does a ``delta.`path``` beside a table name (the name may be registered at that path)."""
+    a_path, b_path = _delta_path(a), _delta_path(b)
+    if a_path is not None or b_path is not None:
+        return a_path is None or b_path is None or a_path == b_path
     a_parts = [part.name.lower() for part in a.parts]
     b_parts = [part.name.lower() for part in b.parts]
     shorter, longer = sorted((a_parts, b_parts), key=len)

@@ -94,6 +94,7 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
         "version": profile.version,
         "photon": profile.photon,
         "row_level_preview": profile.row_level_preview,
+        **({"row_level_off": True} if profile.row_level_off else {}),
     }
 
 
@@ -103,4 +104,5 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         version=str(data["version"]),
         photon=bool(data.get("photon", False)),
         row_level_preview=bool(data.get("row_level_preview", False)),
+        row_level_off=bool(data.get("row_level_off", False)),
     )

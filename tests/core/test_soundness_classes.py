@@ -197,3 +197,44 @@ def test_a_pair_committed_by_two_engines_needs_both_engines_consent() -> None:
     # and the other way round: the delta-rs newcomer beside a running delta-spark write
     spark_running = Operation(OperationKind.INSERT, predicate="date = '2024-01-02'", engine=DELTA_SPARK)
     assert decide(alone, [spark_running], PARTITIONED, DELTA_RS).conflict
+
+
+def test_a_delta_path_beside_a_table_name_may_be_the_target() -> None:
+    statement = "MERGE INTO sales.daily AS t USING delta.`/lake/sales/daily` AS s ON t.id = s.id WHEN MATCHED THEN DELETE"
+    assert classify_sql(statement).operation.reads_target
+    other_path = (
+        "MERGE INTO delta.`/lake/a` AS t USING delta.`/lake/b` AS s ON t.id = s.id WHEN MATCHED THEN DELETE"
+    )
+    assert not classify_sql(other_path).operation.reads_target
+    same_path = "MERGE INTO delta.`/lake/a` AS t USING delta.`file:/lake/a/` AS s ON t.id = s.id WHEN MATCHED THEN DELETE"
+    assert classify_sql(same_path).operation.reads_target
+
+
+def test_row_level_concurrency_can_be_switched_off_for_heavy_load() -> None:
+    first = Operation(OperationKind.DELETE, predicate="city = 'Berlin'")
+    second = Operation(OperationKind.DELETE, predicate="city = 'Paris'")
+    assert not decide(first, [second], ROW_LEVEL, DATABRICKS).conflict
+    loaded = EngineProfile(EngineName.DATABRICKS, "14.3", row_level_off=True)
+    decision = decide(first, [second], ROW_LEVEL, loaded)
+    assert decision.conflict
+    assert any("heavy load" in reason for reason in decision.reasons)
+
+
+@pytest.mark.parametrize("kind", [OperationKind.REPLACE_WHERE, OperationKind.OVERWRITE])
+def test_a_rewrite_beside_an_optimize_on_a_deletion_vector_table_conflicts(kind: OperationKind) -> None:
+    table = TableConfig(partition_columns=("date",), properties={"delta.enableDeletionVectors": "true"})
+    rewrite = Operation(
+        kind, predicate="date = '2024-01-01'" if kind is OperationKind.REPLACE_WHERE else None
+    )
+    optimize = Operation(OperationKind.OPTIMIZE, predicate="date = '2024-01-01'")
+    assert decide(rewrite, [optimize], table, DATABRICKS).conflict
+
+
+def test_a_liquid_clustered_table_is_not_advised_to_be_partitioned() -> None:
+    table = TableConfig(clustering_columns=("id",), properties={"delta.enableDeletionVectors": "false"})
+    first = Operation(OperationKind.DELETE, predicate="id = 1")
+    second = Operation(OperationKind.DELETE, predicate="id = 2")
+    decision = decide(first, [second], table, DATABRICKS)
+    assert decision.conflict
+    assert not any("partition the table" in item for item in decision.advice)
+    assert any("clustering columns" in item for item in decision.advice)
