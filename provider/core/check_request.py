@@ -8,7 +8,7 @@ Every error is a :class:`RequestError` with a one-line message naming the offend
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deltaguard.core.operations import Operation, OperationKind
@@ -66,6 +66,7 @@ _OPERATION_KEYS: dict[str, type] = {
     "checkpoint_location": str,
     "assignments": dict,
     "inserts": str,
+    "engine": dict,
     "sql": str,
     "label": str,
 }
@@ -206,13 +207,15 @@ def parse_operation(value: Any, where: str = "operation") -> Operation:
 def _parse_operation(value: Any, where: str) -> tuple[Operation, str | None]:
     """The operation and, when given as SQL, the table the statement writes to."""
     fields = _check_fields(where, value, _OPERATION_KEYS)
+    engine = parse_engine(fields["engine"], f"{where}.engine") if "engine" in fields else None
     if "sql" in fields:
-        extra = sorted(set(fields) - {"sql", "label"})
+        extra = sorted(set(fields) - {"sql", "label", "engine"})
         if extra:
             raise RequestError(
                 f"{where}: give either sql or operation fields, not both (also got {', '.join(extra)})"
             )
-        return _classify(fields["sql"], fields.get("label"), where)
+        operation, table = _classify(fields["sql"], fields.get("label"), where)
+        return replace(operation, engine=engine), table
     raw_kind = fields.get("operation")
     if raw_kind is None:
         raise RequestError(f"{where}: needs operation (or sql)")
@@ -242,6 +245,7 @@ def _parse_operation(value: Any, where: str) -> tuple[Operation, str | None]:
         checkpoint_location=fields.get("checkpoint_location"),
         assignments=_assignment_pairs(f"{where}.assignments", fields.get("assignments", {})),
         inserts=_inserts(value, fields),
+        engine=engine,
         label=fields.get("label"),
     )
     _validate(operation, where)
@@ -274,8 +278,6 @@ def _validate(operation: Operation, where: str) -> None:
 
 
 def _classify(sql: str, label: str | None, where: str) -> tuple[Operation, str | None]:
-    from dataclasses import replace
-
     from deltaguard.core.sql_classify import classify_sql
 
     try:

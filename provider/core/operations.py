@@ -98,4 +98,15 @@ class Operation:
         """A short human description such as ``MERGE (t.date = '2024-01-01')``."""
         name = self.label or self.kind.value
         detail = self.merge_condition if self.kind is OperationKind.MERGE else self.predicate
-        return f"{name} ({detail})" if detail else name
+        text = f"{name} ({detail})" if detail else name
+        # What it writes outside what it reads, so a reason about a write scope names it.
+        if self.assignments:
+            text += " SET " + ", ".join(f"{column} = {value}" for column, value in self.assignments[:3])
+            text += ", ..." if len(self.assignments) > 3 else ""
+        if self.inserts is None:
+            text += " INSERT source rows"
+        elif self.inserts:
+            text += f" INSERT ({self.inserts})"
+        if self.reads_target and self.kind is not OperationKind.INSERT:
+            text += " reading its own table"
+        return text

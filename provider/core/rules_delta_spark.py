@@ -110,7 +110,8 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     where = (
         "the table is unpartitioned, so any added or removed file is in what the other read"
         if not table.is_partitioned
-        else "their partition predicates may overlap"
+        else "their partition scopes may overlap (what one reads, with what the other writes outside what it "
+        "reads; only top-level partition-only conjuncts narrow a read)"
     )
     advice = []
     for f in (a, b):

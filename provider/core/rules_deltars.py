@@ -237,7 +237,8 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             "the table is unpartitioned, so both rewrite files holding rows of either predicate"
             if not ctx.table.partition_columns
             else "their partition predicates may overlap (a MERGE without an explicit target filter, an "
-            "INSERT reading the table and an OVERWRITE read every partition)"
+            "INSERT reading the table and an OVERWRITE read every partition; rows an UPDATE or MERGE moves or "
+            "inserts count where they land)"
         ),
         "deltars.rewrite_rewrite",
         ctx,

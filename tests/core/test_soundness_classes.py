@@ -238,3 +238,26 @@ def test_a_liquid_clustered_table_is_not_advised_to_be_partitioned() -> None:
     assert decision.conflict
     assert not any("partition the table" in item for item in decision.advice)
     assert any("clustering columns" in item for item in decision.advice)
+
+
+def test_a_check_document_declares_write_scopes_and_committing_engines() -> None:
+    from deltaguard.commands.check import check_documents
+
+    base = {"table": {"partition_columns": ["date"]}}
+    merge = {"operation": "MERGE", "merge_condition": "t.id = s.id AND t.date = '2024-01-01'"}
+    delete = {"operation": "DELETE", "predicate": "date = '2024-01-02'"}
+    spark = {"name": "delta-spark", "version": "3.2.0"}
+    declared_in_place = check_documents({**base, "engine": spark, "running": [merge], "candidate": delete})
+    inserting = check_documents(
+        {**base, "engine": spark, "running": [{**merge, "inserts": None}], "candidate": delete}
+    )
+    assert (declared_in_place["verdict"], inserting["verdict"]) == ("no_conflict", "conflict")
+    mixed = check_documents(
+        {
+            **base,
+            "engine": spark,
+            "running": [{**delete, "engine": {"name": "delta-rs", "version": "1.6.6"}}],
+            "candidate": {"operation": "INSERT", "predicate": "date = '2024-01-03'"},
+        }
+    )
+    assert mixed["verdict"] == "conflict"
