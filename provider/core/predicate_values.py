@@ -16,6 +16,10 @@ Kinds:
   compares them as text, on a DATE or TIMESTAMP column it casts them, and for canonical text both orders
   agree. It is a kind of its own because it does not compare like ``date`` on a STRING column:
   ``s > '2024-01-05'`` and ``s = DATE '2024-01-05'`` both hold for ``'2024-01-05 12:00'``.
+- ``day``: ``CAST(c AS DATE)`` as ISO text, never from a literal directly: ``year(c) = 2024`` and
+  ``c LIKE '2024-01%'`` state it, and a finite set of ``date`` or ``datestr`` values implies it (``c =
+  '2024-01-05'`` and ``c = DATE '2024-01-05'`` both mean the cast is 2024-01-05, whatever the column type).
+  Ranges do not: on a TIMESTAMP column ``ts > DATE '2024-01-05'`` holds at 12:00 that day.
 - ``ts``: ``TIMESTAMP '...'`` and ``CAST('...' AS TIMESTAMP)``, compared as naive datetimes.
 - ``numstr``: strings that Spark could cast to a number (``'01'``). ``'01'`` and ``'1'`` are the same row on
   an integer column but different rows on a string column, and text order differs from numeric order, so
@@ -42,6 +46,7 @@ NUM = "num"
 STR = "str"
 DATE = "date"
 DATESTR = "datestr"
+DAY = "day"
 TS = "ts"
 NUMSTR = "numstr"
 BOOL = "bool"

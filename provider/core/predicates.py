@@ -19,9 +19,12 @@ literals of unknown column type are compared.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
+import re
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import sqlglot
 from sqlglot import exp
@@ -29,7 +32,11 @@ from sqlglot.errors import SqlglotError
 
 from deltaguard.core.predicate_values import (
     BOOL,
+    DATE,
+    DATESTR,
+    DAY,
     EXCLUDABLE_KINDS,
+    NUM,
     ORDERED_KINDS,
     Bound,
     Domain,
@@ -99,7 +106,35 @@ class _ColumnConstraint:
             self.domains[atom.kind] = atom.domain if known is None else known.intersect(atom.domain)
 
     def is_empty(self) -> bool:
-        return _empty(self.null, self.domains.values())
+        return _empty(self.null, _lifted(self.domains).values())
+
+
+def _lifted(domains: dict[str, Domain]) -> dict[str, Domain]:
+    """``domains`` with finite sets of dates also stated as ``CAST(c AS DATE)`` values (kind ``day``).
+
+    ``c = '2024-01-05'`` and ``c = DATE '2024-01-05'`` both mean ``CAST(c AS DATE) = DATE '2024-01-05'`` on
+    every column type (a STRING column holds text that casts to that date, a DATE column that date, a
+    TIMESTAMP column midnight of it), so such sets may meet ``year(c)`` and ``c LIKE '2024-01%'``. Ranges
+    are not lifted (on a TIMESTAMP column ``ts > DATE '2024-01-05'`` holds at noon that day).
+    """
+    lifted: list[Domain] = []
+    for kind in (DATESTR, DATE):
+        domain = domains.get(kind)
+        if domain is not None and domain.values is not None:
+            # Admitted values only: bounds and exclusions of the domain already apply to them.
+            admitted = frozenset(
+                value
+                for value in domain.values
+                if not Domain(values=frozenset({value})).intersect(domain).is_empty()
+            )
+            lifted.append(Domain(values=admitted))
+    if not lifted:
+        return domains
+    day = domains.get(DAY)
+    for domain in lifted:
+        day = domain if day is None else day.intersect(domain)
+    assert day is not None
+    return {**domains, DAY: day}
 
 
 #: A compiled conjunctive term: column -> constraint, never provably empty on its own.
@@ -360,9 +395,77 @@ def _atom_dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None) -> 
     return dnf
 
 
+def _year_of(node: exp.Expr) -> str | None:
+    """The column of ``year(column)`` (sqlglot: ``Year(TsOrDsToDate(column))``)."""
+    if not isinstance(node, exp.Year):
+        return None
+    inner = node.this
+    if isinstance(inner, exp.TsOrDsToDate) and not inner.args.get("format"):
+        inner = inner.this
+    return _column_name(inner)
+
+
+def _year_comparison(column: str, op: type[exp.Expr], literal: tuple[str, object] | None) -> _Dnf | None:
+    """``year(c) <op> N`` as a ``day`` range: ``year`` casts its argument to DATE on every column type."""
+    if literal is None or literal[0] != NUM or op is exp.NEQ:
+        return None
+    number = literal[1]
+    assert isinstance(number, Decimal)
+    if number != number.to_integral_value() or not 1 <= number <= 9999:
+        return None
+    year = int(number)
+    first, last = f"{year:04d}-01-01", f"{year:04d}-12-31"
+    if op is exp.EQ:
+        return _single(column, DAY, Domain(low=Bound(first, True), high=Bound(last, True)))
+    if op in (exp.LT, exp.GTE):
+        bound = Bound(first, op is exp.GTE)
+        return _single(column, DAY, Domain(high=bound) if op is exp.LT else Domain(low=bound))
+    bound = Bound(last, op is exp.LTE)
+    return _single(column, DAY, Domain(high=bound) if op is exp.LTE else Domain(low=bound))
+
+
+_DATE_PREFIX = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?%")
+
+
+def _like_prefix(node: exp.Like) -> _Dnf | None:
+    """``c LIKE '2024-01%'`` (or ``'2024-01-05%'``) as a ``day`` range (``CAST(c AS DATE)``).
+
+    Spark compares a DATE or TIMESTAMP column as its ``yyyy-MM-dd...`` text, and a STRING column whose text
+    starts with a month (or day) and casts to a date at all casts into that month (day): Spark's date cast
+    needs a one- or two-digit month and day after the four-digit year. Text that does not cast matches no
+    date, so it cannot be in a row set the other side states as dates.
+    """
+    column = _column_name(node.this)
+    pattern = node.expression
+    if (
+        column is None
+        or not isinstance(pattern, exp.Literal)
+        or not pattern.is_string
+        or node.args.get("escape")
+    ):
+        return None
+    match = _DATE_PREFIX.fullmatch(pattern.this)
+    if match is None:
+        return None
+    year, month, day = int(match[1]), int(match[2]), match[3]
+    try:
+        start = dt.date(year, month, int(day) if day else 1)
+        end = start if day else (dt.date(year + month // 12, month % 12 + 1, 1) - dt.timedelta(days=1))
+    except ValueError:
+        return None
+    return _single(column, DAY, Domain(low=Bound(start.isoformat(), True), high=Bound(end.isoformat(), True)))
+
+
 def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
     op = type(node)
     if op in _FLIPPED and isinstance(node, exp.Binary):
+        for year_side, other in ((node.left, node.right), (node.right, node.left)):
+            year_column = _year_of(year_side)
+            if year_column is not None:
+                year_op = op if year_side is node.left else _FLIPPED[op]
+                return _year_comparison(
+                    year_column, _NEGATED[year_op] if negated else year_op, literal_value(other)
+                )
         column, literal = _column_name(node.left), literal_value(node.right)
         if column is None:
             column, literal = _column_name(node.right), literal_value(node.left)
@@ -370,6 +473,8 @@ def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
         if column is None or literal is None:
             return None
         return _comparison(column, _NEGATED[op] if negated else op, *literal)
+    if isinstance(node, exp.Like) and not negated:
+        return _like_prefix(node)
     if isinstance(node, exp.NullSafeEQ) and not negated:
         column, literal = _column_name(node.left), literal_value(node.right)
         if column is None:
@@ -471,8 +576,9 @@ def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bo
     if null is _CONFLICT or (null is True and (first.domains or second.domains)):
         return True
     # Each domain is satisfiable on its own (unsatisfiable terms were dropped): only shared kinds can clash.
-    for kind, domain in second.domains.items():
-        known = first.domains.get(kind)
+    first_domains, second_domains = _lifted(first.domains), _lifted(second.domains)
+    for kind, domain in second_domains.items():
+        known = first_domains.get(kind)
         if known is not None and known.intersect(domain).is_empty():
             return True
     return False

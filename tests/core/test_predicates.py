@@ -110,10 +110,23 @@ DISJOINT_CASES = [
     ("meta.date = '2024-01-01'", "date = '2024-01-02'", False),
     # dates and timestamps
     ("d = DATE '2024-01-01'", "d = '2024-01-01'", False),
-    # a DATE literal and a date-like string are different kinds (a STRING column compares them differently)
-    ("d = DATE '2024-01-01'", "d = '2024-01-02'", False),
+    # a DATE literal and a date-like string are different kinds (a STRING column compares them differently);
+    # only finite sets of either are compared, as CAST(d AS DATE) values
+    ("d = DATE '2024-01-01'", "d = '2024-01-02'", True),
+    ("d < DATE '2024-01-02'", "d = '2024-01-02'", False),
     ("s > '2024-01-05'", "s = DATE '2024-01-05'", False),
     ("s = '2024-01-05'", "s = '2024-01-06'", True),
+    # year() and a month prefix are partition-only conditions on CAST(d AS DATE)
+    ("year(d) = 2024", "d = '2023-01-01'", True),
+    ("year(d) = 2024", "d = '2024-05-01'", False),
+    ("year(d) >= 2024", "d IN ('2023-12-31', '2022-01-01')", True),
+    ("d LIKE '2024-01%'", "d = '2023-01-01'", True),
+    ("d LIKE '2024-01%'", "year(d) = 2023", True),
+    ("d LIKE '2024-01%'", "d = '2024-01-31'", False),
+    ("d LIKE '2024-01%'", "d > '2024-02-01'", False),  # text ranges are not CAST(d AS DATE) ranges
+    ("ts > DATE '2024-01-05'", "ts LIKE '2024-01-05%'", False),  # noon that day satisfies both
+    ("d LIKE '2024-01_%'", "d = '2023-01-01'", False),
+    ("NOT year(d) = 2024", "d = '2024-03-01'", False),
     ("d = CAST('2024-01-01' AS DATE)", "d >= DATE '2024-01-02'", True),
     ("d = DATE '2024-1-1'", "d = '2024-01-01'", False),
     ("ts < TIMESTAMP '2024-01-01 10:00:00'", "ts >= TIMESTAMP '2024-01-01 10:00:00'", True),
