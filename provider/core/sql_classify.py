@@ -185,7 +185,16 @@ def _unqualify(node: exp.Expr | None, qualifiers: frozenset[str]) -> exp.Expr | 
 def _reads_target(statement: exp.Expr, target: exp.Table) -> bool:
     """Whether the statement reads its own table anywhere besides the target reference (a subquery, a CTE,
     a MERGE source, an INSERT ... SELECT). A relation whose name could be the target counts."""
-    return any(table is not target and _same_table(table, target) for table in statement.find_all(exp.Table))
+    return any(
+        table is not target and (_unknown_relation(table) or _same_table(table, target))
+        for table in statement.find_all(exp.Table)
+    )
+
+
+def _unknown_relation(table: exp.Table) -> bool:
+    """A relation that is not a plain name (``IDENTIFIER(:t)``, ``${table}``, a table function): it may be
+    the target itself, so it counts as one (a view over the target under another name is not detected)."""
+    return not isinstance(table.this, exp.Identifier)
 
 
 def _assignments(items: Sequence[exp.Expr], qualifiers: frozenset[str]) -> tuple[tuple[str, str], ...]:

@@ -105,6 +105,14 @@ def test_statements_reading_their_own_table_read_it_all(statement: str, profile:
     assert _conflict(statement, "DELETE FROM t WHERE date = '2024-01-02'", profile)
 
 
+@pytest.mark.parametrize("source", ["IDENTIFIER(:source)", "${source_table}", "read_files('/lake/t')"])
+def test_a_relation_that_is_not_a_plain_name_may_be_the_target(source: str) -> None:
+    statement = (
+        f"MERGE INTO t USING {source} AS s ON t.id = s.id AND t.date = '2024-01-01' WHEN MATCHED THEN DELETE"
+    )
+    assert classify_sql(statement).operation.reads_target
+
+
 def test_a_subquery_over_another_table_is_not_a_self_read() -> None:
     operation = classify_sql(
         "DELETE FROM t WHERE date = '2024-01-01' AND id IN (SELECT id FROM other WHERE date = '2024-01-02')"
