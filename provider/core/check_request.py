@@ -321,9 +321,18 @@ def parse_request(value: Any, where: str = "document") -> CheckRequest:
     )
 
 
+def _table_identity(name: str) -> str:
+    """One spelling per table: a path as :func:`~deltaguard.core.locations.normalise_location` spells it, a
+    name without backticks and case."""
+    from deltaguard.core.locations import normalise_location
+
+    text = name.replace("`", "")
+    return normalise_location(text) if "/" in text or ":" in text else text.lower()
+
+
 def _same_table(where: str, operations: list[tuple[Operation, str | None]]) -> None:
     """SQL statements in one document must all write to the same table (the document describes one)."""
-    targets = {name.replace("`", "").lower(): name for _, name in operations if name is not None}
+    targets = {_table_identity(name): name for _, name in operations if name is not None}
     if len(targets) > 1:
         raise RequestError(
             f"{where}: the SQL statements write to different tables ({', '.join(sorted(targets.values()))}); "

@@ -269,3 +269,18 @@ def test_a_check_document_declares_write_scopes_and_committing_engines() -> None
         }
     )
     assert mixed["verdict"] == "conflict"
+
+
+def test_one_table_path_spelt_differently_is_one_table_in_a_check_document() -> None:
+    from deltaguard.commands.check import check_documents
+    from deltaguard.table_uri import table_key
+
+    assert table_key("file:/lake/t/") == table_key("/lake/t") == table_key("file:///lake//t")
+    verdict = check_documents(
+        {
+            "engine": {"name": "delta-spark", "version": "3.2.0"},
+            "running": [{"sql": "DELETE FROM delta.`/lake/t/` WHERE id = 1"}],
+            "candidate": {"sql": "DELETE FROM delta.`file:/lake/t` WHERE id = 2"},
+        }
+    )
+    assert verdict["verdict"] == "conflict"
