@@ -83,7 +83,7 @@ class MergeSpec:
         )
         assignments: tuple[tuple[str, str], ...] = ()
         if self.matched_update_all:
-            assignments = (("*", "*"),)
+            assignments = (("*", "*"),)  # UPDATE SET * copies the source row, partition columns included
         elif self.matched_update is not None:
             assignments = tuple(self.matched_update.items())
         return Operation(
@@ -97,14 +97,12 @@ class MergeSpec:
     def inserted_rows(self) -> str | None:
         """Where ``WHEN NOT MATCHED THEN INSERT`` adds rows (the conflict model's write scope, ADR 0012).
 
-        ``""`` without an insert clause. ``INSERT *`` with declared target partitions adds rows of exactly
-        those partitions (the engine refuses a source with rows of other partitions); otherwise inserted
-        source values can land in any partition (``None``).
+        ``""`` without an insert clause; otherwise ``None``: inserted source values can land in any
+        partition, whatever target partitions the ON condition names (measured on delta-rs: a concurrent
+        DELETE of another partition then fails with ConcurrentAppend).
         """
         if self.not_matched_insert is None and not self.not_matched_insert_all:
             return ""
-        if self.not_matched_insert_all and self.target_partition_values:
-            return _partition_predicate(self.target_partition_values)
         return None
 
 

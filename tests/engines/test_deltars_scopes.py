@@ -209,25 +209,39 @@ def test_every_delta_rs_conflict_is_predicted(
     assert engine_conflicts is expected
 
 
-def test_a_merge_spec_inserting_rows_of_undeclared_partitions_is_refused(tmp_path: Path) -> None:
-    uri = str(tmp_path / "t")
-    _seed(uri)
+def test_a_merge_spec_that_inserts_or_copies_source_rows_writes_anywhere() -> None:
     source = pa.table(
         {"id": pa.array([9], pa.int64()), "date": ["2024-01-02"], "v": pa.array([1], pa.int64())}
     )
-    spec = MergeSpec(
-        source=source,
-        condition="t.id = s.id",
-        target_partition_values={"date": "2024-01-01"},
-        not_matched_insert_all=True,
-    )
-    assert spec.operation().inserts == "date = '2024-01-01'"
-    with pytest.raises(InvalidWriteError, match="partition"):
-        DeltaRsEngine().write(uri, spec, WriteContext())
-    loose = MergeSpec(
-        source=source, condition="t.id = s.id", not_matched_insert={"id": "s.id", "date": "s.date"}
-    )
-    assert loose.operation().inserts is None  # source values: anywhere
+    delete_elsewhere = DeleteSpec(predicate="date = '2024-01-02'").operation()
+    for spec in (
+        MergeSpec(source=source, condition="t.id = s.id", target_partition_values={"date": "2024-01-01"}),
+        MergeSpec(
+            source=source,
+            condition="t.id = s.id",
+            target_partition_values={"date": "2024-01-01"},
+            matched_update={"v": "s.v"},
+        ),
+    ):
+        assert not pair_verdict(spec.operation(), delete_elsewhere, TABLE, PROFILE).conflict
+    for spec in (
+        MergeSpec(
+            source=source,
+            condition="t.id = s.id",
+            target_partition_values={"date": "2024-01-01"},
+            not_matched_insert_all=True,
+        ),
+        MergeSpec(
+            source=source,
+            condition="t.id = s.id",
+            target_partition_values={"date": "2024-01-01"},
+            matched_update_all=True,
+        ),
+        MergeSpec(
+            source=source, condition="t.id = s.id", not_matched_insert={"id": "s.id", "date": "s.date"}
+        ),
+    ):
+        assert pair_verdict(spec.operation(), delete_elsewhere, TABLE, PROFILE).conflict
 
 
 def test_a_replace_where_runs_the_rendered_predicate(tmp_path: Path) -> None:
