@@ -149,6 +149,11 @@ def run_replace_where(spec: ReplaceWhereSpec, ctx: OpContext) -> Metrics:
 def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
     table = ctx.require_table()
     data = resolve_source(spec.source, ctx.storage_options)
+    if spec.copies_checked_rows:
+        # The lease covers the declared partitions only: INSERT * / UPDATE SET * would copy source rows of
+        # other partitions there (measured: a concurrent DELETE of such a partition fails).
+        data = materialize(data)
+        check_rows_in_partition(data, spec.target_partition_values)
     # The explicit target predicate is rendered for DataFusion, delta-rs' SQL dialect; values stay literals.
     try:
         condition = merge_condition_with_partitions(

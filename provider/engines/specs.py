@@ -82,7 +82,7 @@ class MergeSpec:
             self.condition, self.target_partition_values, self.target_alias
         )
         assignments: tuple[tuple[str, str], ...] = ()
-        if self.matched_update_all:
+        if self.matched_update_all and not self.copies_checked_rows:
             assignments = (("*", "*"),)  # UPDATE SET * copies the source row, partition columns included
         elif self.matched_update is not None:
             assignments = tuple(self.matched_update.items())
@@ -94,13 +94,21 @@ class MergeSpec:
             inserts=self.inserted_rows(),
         )
 
-    def inserted_rows(self) -> str | None:
-        """Where ``WHEN NOT MATCHED THEN INSERT`` adds rows (the conflict model's write scope, ADR 0012).
+    @property
+    def copies_checked_rows(self) -> bool:
+        """``INSERT *`` / ``UPDATE SET *`` with declared target partitions: the engine refuses a source with
+        rows outside them (:func:`check_source_partitions`), so copied rows stay in the declared partitions."""
+        return bool(self.target_partition_values) and (self.not_matched_insert_all or self.matched_update_all)
 
-        ``""`` without an insert clause; otherwise ``None``: inserted source values can land in any
-        partition, whatever target partitions the ON condition names (measured on delta-rs: a concurrent
-        DELETE of another partition then fails with ConcurrentAppend).
+    def inserted_rows(self) -> str | None:
+        """Where ``WHEN NOT MATCHED THEN INSERT`` (and ``UPDATE SET *``) adds rows (the write scope, ADR 0012).
+
+        ``""`` without an insert clause; the declared target partitions when the engine checks the source
+        rows carry them (:attr:`copies_checked_rows`); otherwise ``None``: inserted source values can land
+        in any partition (measured on delta-rs: a concurrent DELETE there fails with ConcurrentAppend).
         """
+        if self.copies_checked_rows:
+            return _partition_predicate(self.target_partition_values)
         if self.not_matched_insert is None and not self.not_matched_insert_all:
             return ""
         return None

@@ -150,7 +150,9 @@ def test_merge_upsert_and_delete_clauses(engine: DeltaRsEngine, partitioned: str
 def test_merge_target_partition_value_stays_a_literal(engine: DeltaRsEngine, partitioned: str) -> None:
     """``x' OR '1'='1`` must match nothing: if it escaped the literal it would update every row."""
     before = table_rows(partitioned)
-    source = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "day": ["?"] * 4, "v": [-1.0] * 4})
+    source = pa.table(
+        {"id": pa.array([1, 2, 3, 4], pa.int64()), "day": ["x' OR '1'='1"] * 4, "v": [-1.0] * 4}
+    )
     result = engine.write(
         partitioned,
         MergeSpec(

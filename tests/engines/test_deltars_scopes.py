@@ -209,39 +209,50 @@ def test_every_delta_rs_conflict_is_predicted(
     assert engine_conflicts is expected
 
 
-def test_a_merge_spec_that_inserts_or_copies_source_rows_writes_anywhere() -> None:
+def test_a_merge_spec_writes_where_its_source_rows_are_checked_or_anywhere(tmp_path: Path) -> None:
     source = pa.table(
         {"id": pa.array([9], pa.int64()), "date": ["2024-01-02"], "v": pa.array([1], pa.int64())}
     )
     delete_elsewhere = DeleteSpec(predicate="date = '2024-01-02'").operation()
-    for spec in (
-        MergeSpec(source=source, condition="t.id = s.id", target_partition_values={"date": "2024-01-01"}),
+    declared = {"date": "2024-01-01"}
+    checked = [
         MergeSpec(
             source=source,
             condition="t.id = s.id",
-            target_partition_values={"date": "2024-01-01"},
+            target_partition_values=declared,
             matched_update={"v": "s.v"},
         ),
-    ):
-        assert not pair_verdict(spec.operation(), delete_elsewhere, TABLE, PROFILE).conflict
-    for spec in (
         MergeSpec(
             source=source,
             condition="t.id = s.id",
-            target_partition_values={"date": "2024-01-01"},
+            target_partition_values=declared,
             not_matched_insert_all=True,
         ),
         MergeSpec(
+            source=source, condition="t.id = s.id", target_partition_values=declared, matched_update_all=True
+        ),
+    ]
+    for spec in checked:
+        assert not pair_verdict(spec.operation(), delete_elsewhere, TABLE, PROFILE).conflict
+    anywhere = [
+        MergeSpec(source=source, condition="t.id = s.id", not_matched_insert_all=True),
+        MergeSpec(source=source, condition="t.id = s.id", matched_update_all=True),
+        MergeSpec(
             source=source,
             condition="t.id = s.id",
-            target_partition_values={"date": "2024-01-01"},
-            matched_update_all=True,
+            target_partition_values=declared,
+            not_matched_insert={"id": "s.id", "date": "s.date"},
         ),
-        MergeSpec(
-            source=source, condition="t.id = s.id", not_matched_insert={"id": "s.id", "date": "s.date"}
-        ),
-    ):
+    ]
+    for spec in anywhere:
         assert pair_verdict(spec.operation(), delete_elsewhere, TABLE, PROFILE).conflict
+    # What makes the checked ones safe: the engine refuses source rows outside the declared partitions.
+    uri = str(tmp_path / "t")
+    _seed(uri)
+    for spec in checked[1:]:
+        with pytest.raises(InvalidWriteError, match="partition"):
+            DeltaRsEngine().write(uri, spec, WriteContext())
+    assert DeltaTable(uri).version() == 2
 
 
 def test_a_replace_where_runs_the_rendered_predicate(tmp_path: Path) -> None:
