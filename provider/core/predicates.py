@@ -10,11 +10,10 @@ A predicate is reduced to disjunctive normal form (DNF) over understood atoms. T
 rather than giving up on the whole predicate. Conjuncts are expanded in the order they appear, so appending a
 conjunct to a predicate can never turn "disjoint" into "may overlap".
 
-Known limits (types and schemas are not known here): ``x.y`` is read as column ``y`` qualified by table
-alias ``x``, so an unqualified struct field access such as ``address.city`` is mistaken for column ``city``
-(``t.address.city`` is recognised as a struct field); string comparisons assume Spark's default binary
-collation, not a case-insensitive column collation; see :mod:`deltaguard.core.predicate_values` for how
-literals of unknown column type are compared.
+Known limits (types and schemas are not known here): a qualified name ``x.y`` may be a struct field, so it
+restricts nothing (callers strip the target's own qualifiers first, ADR 0012); string comparisons assume
+Spark's default binary collation, not a case-insensitive column collation; see
+:mod:`deltaguard.core.predicate_values` for how literals of unknown column type are compared.
 """
 
 from __future__ import annotations
