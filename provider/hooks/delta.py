@@ -10,7 +10,7 @@ from airflow.sdk import BaseHook
 
 from deltaguard.engines.base import DeltaEngine
 from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
-from deltaguard.table_uri import resolve_table_uri
+from deltaguard.writes.table_uri import resolve_table_uri
 
 #: extras keys naming the Spark connections the Spark engine uses
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")

@@ -38,7 +38,14 @@ from deltaguard.core.admission import (
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
+
+# The lease errors are defined with every other error (deltaguard.exceptions) and re-exported here.
+from deltaguard.exceptions import LeaseError as LeaseError
+from deltaguard.exceptions import LeaseLostError as LeaseLostError
+from deltaguard.exceptions import LeaseOwnershipError as LeaseOwnershipError
+from deltaguard.exceptions import RequestClosedError as RequestClosedError
 from deltaguard.leases import codec
+from deltaguard.leases.open import open_store
 from deltaguard.leases.store import (
     DecisionRow,
     IdleGrant,
@@ -50,7 +57,6 @@ from deltaguard.leases.store import (
     StoreTxn,
     TableSnapshot,
     WaiterRow,
-    open_store,
 )
 from deltaguard.leases.wait_texts import (
     WaitShape,
@@ -64,22 +70,6 @@ log = logging.getLogger("deltaguard.leases")
 
 #: Loads a table's current configuration (e.g. from its Delta log).
 ConfigLoader = Callable[[str], TableConfig]
-
-
-class LeaseError(RuntimeError):
-    """Base class of lease-protocol errors (not store failures)."""
-
-
-class LeaseLostError(LeaseError):
-    """The lease expired (and may have been reclaimed); the holder must stop writing."""
-
-
-class LeaseOwnershipError(LeaseError):
-    """The lease or request belongs to another owner."""
-
-
-class RequestClosedError(LeaseError):
-    """The request id was already used for a lease that ended; ask with a new request id."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +109,11 @@ class DecisionInfo:
     detail: dict[str, Any]
 
 
+#: how long decision-log entries and closed requests are kept unless the caller says (the default of
+#: ``[deltaguard] decision_log_retention``, 30 days; the lease hook passes the configured value)
+DEFAULT_RETENTION_S = 30 * 86400.0
+
+
 class LeaseManager:
     """Grants, queues, renews and releases leases.
 
@@ -141,7 +136,7 @@ class LeaseManager:
         decide: DecideFn | None = None,
         clock: Callable[[], float] = time.time,
         ageing_s: float = DEFAULT_AGEING_S,
-        retention_s: float = 7 * 86400.0,
+        retention_s: float = DEFAULT_RETENTION_S,
         prune_every_s: float = 60.0,
         config_ttl_s: float = 30.0,
         config_loader: ConfigLoader | None = None,

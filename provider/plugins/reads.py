@@ -17,8 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from deltaguard.core.admission import Owner
-from deltaguard.leases import codec, sql_store
-from deltaguard.leases.sql_store import SqlLeaseStore
+from deltaguard.leases import codec
+from deltaguard.leases.sql import base as sql_store
+from deltaguard.leases.sql.base import SqlLeaseStore
 from deltaguard.leases.store import (
     DecisionRow,
     LeaseRow,

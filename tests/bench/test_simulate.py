@@ -10,7 +10,7 @@ import pytest
 
 from deltaguard.cli import main
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.simulate import (
+from deltaguard.simulation.simulator import (
     STRATEGIES,
     Stream,
     admission_cost,
@@ -18,7 +18,7 @@ from deltaguard.simulate import (
     simulate,
     stream_lower_bound,
 )
-from deltaguard.workload import BenchTable, BenchWrite, Workload, model_conflicts
+from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload, model_conflicts
 
 DATABRICKS = EngineProfile(EngineName.DATABRICKS, "15.4")
 

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from deltaguard.leases import migrations
+from deltaguard.leases.sql import migrations
 from deltaguard.leases.store import (
     DecisionRow,
     LeaseRow,
