@@ -314,11 +314,33 @@ class LeaseStore(abc.ABC):
         self,
         *,
         owner_key: str | None = None,
+        owner_keys: Sequence[str] | None = None,
         uri: str | None = None,
         since: float | None = None,
+        before: float | None = None,
         limit: int = 100,
     ) -> list[DecisionRow]:
-        """Decision-log entries for an owner and/or a table, newest first."""
+        """Decision-log entries, newest first, without locking.
+
+        :param owner_key: only this owner's entries.
+        :param owner_keys: only these owners' entries (an empty list matches none).
+        :param uri: only this table's entries.
+        :param since: only entries at or after this time.
+        :param before: only entries strictly before this time (the cursor of the next page).
+        :param limit: at most this many.
+        """
+
+    @abc.abstractmethod
+    def list_tables(self, *, after: str | None = None, limit: int = 100) -> list[TableRow]:
+        """Tables the store has seen, by URI, ``limit`` at a time after the cursor ``after`` (no lock)."""
+
+    @abc.abstractmethod
+    def read_table(self, uri: str) -> TableRow | None:
+        """One table's row (its fencing counter and stored configuration), without locking."""
+
+    @abc.abstractmethod
+    def read_requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        """Status rows of several requests, without locking."""
 
     @abc.abstractmethod
     def prune(self, before: float) -> int:
