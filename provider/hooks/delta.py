@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -43,14 +44,9 @@ class DeltaTableHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["schema", "port", "login", "password"],
-            "relabeling": {"host": "Base URI"},
-            "placeholders": {
-                "host": "s3://bucket/warehouse or file:///data/delta",
-                "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}}',
-            },
-        }
+        from deltaguard.get_provider_info import DELTA_UI_FIELD_BEHAVIOUR
+
+        return copy.deepcopy(DELTA_UI_FIELD_BEHAVIOUR)
 
     def _load(self) -> None:
         if self._loaded:

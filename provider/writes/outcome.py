@@ -1,24 +1,15 @@
 """What a write task reports (no Airflow import, so it is tested without a scheduler).
 
-* :func:`labelled_operation` - the conflict model's view of a spec, named after the task;
 * :func:`decision_line` - the one line the task log shows about admission;
 * :func:`task_result` - the XCom return value.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from deltaguard.core.operations import Operation
-from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
-
-
-def labelled_operation(spec: specs.WriteSpec, label: str) -> Operation:
-    """The spec's operation for the conflict model, named ``label`` (the task's app id) in messages."""
-    return dataclasses.replace(spec.operation(), label=label)
 
 
 def decision_line(waited_s: float, behind: Sequence[str], explanation: str | None = None) -> str:
