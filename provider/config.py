@@ -52,7 +52,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "decision_log_retention": (
         "float",
         "30",
-        "Days the lease store keeps admission decisions before they may be pruned.",
+        "Days the lease store keeps admission decisions and ended requests; a task asking for a lease prunes "
+        "older ones (at most once a minute per process).",
     ),
     "spark_conn_id": (
         "string",
