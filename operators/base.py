@@ -205,21 +205,21 @@ class DeltaWriteOperator(BaseOperator):
         prepared = self._prepare(context)  # validated (again, after a wait) before any lease is asked for
         owner = _owner(context)
         with self._lease_hook(settings) as leases:
+            self._leases = leases  # for on_kill
             if resumed_without_kwargs:
                 self._restore_wait(leases, owner, wait)
             lease_id = self._wait_for_lease(leases, prepared, owner, wait, settings)
-            decision = decision_line(wait.waited_s(), wait.behind, wait.explanation)
+            waited_s = wait.waited_s()
+            decision = decision_line(waited_s, wait.behind, wait.explanation)
             self.log.info("%s", decision)
-            self._leases = leases
             with leases.holding(lease_id, owner):  # heartbeats while writing; releases on exit
                 result = prepared.engine.write(
                     prepared.uri, prepared.spec, self._write_context(context, prepared, lease_id)
                 )
-            self._leases = None
         self._log_commit(prepared, result)
         return task_result(
             result,
-            waited_s=wait.waited_s(),
+            waited_s=waited_s,
             behind=wait.behind,
             lease_id=lease_id,
             app_id=prepared.operation.label,
@@ -397,7 +397,7 @@ class DeltaWriteOperator(BaseOperator):
     def on_kill(self) -> None:
         leases = self._leases
         if leases is not None:
-            leases.release_held()
+            leases.release_held()  # a no-op unless a write is running
 
 
 def _owner(context: Context) -> Owner:

@@ -287,7 +287,8 @@ def reclaim_leases(
 ) -> list[LeaseRow]:
     """Delete expired lease rows (of the locked tables) and put them in the decision log with their dead
     owner; append them to ``reclaimed`` (for :func:`warn_reclaimed` after commit); return the rest."""
-    live, dead = [], []
+    live: list[LeaseRow] = []
+    dead: list[LeaseRow] = []
     for row in rows:
         (dead if row.expires_at <= now else live).append(row)
     for row in dead:
@@ -315,7 +316,10 @@ def reclaim_leases(
 
 
 def reclaim_waiters(txn: StoreTxn, rows: Sequence[WaiterRow], now: float) -> list[WaiterRow]:
-    live, dead = [], []
+    """Delete expired queue rows (requests nobody asked about within their wait ttl), log them as
+    abandoned, and return the rest."""
+    live: list[WaiterRow] = []
+    dead: list[WaiterRow] = []
     for row in rows:
         (dead if row.expires_at <= now else live).append(row)
     for row in dead:
