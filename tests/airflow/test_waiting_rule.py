@@ -145,3 +145,19 @@ def test_settings_are_checked_when_read(monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__POLL_INTERVAL", "-1")
     with pytest.raises(ValueError, match="poll_interval"):
         config.lease_settings("sqlite:///x.db")
+
+
+def test_waited_s_counts_the_wait_not_the_write(tmp_path, lease_store_url) -> None:
+    import pyarrow as pa
+
+    from deltaguard.operators.dml import DeltaInsertOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+
+    def slow_source() -> pa.Table:
+        time.sleep(1.5)
+        return pa.table({"id": [4], "country": ["FR"], "amount": [40]})
+
+    result = DeltaInsertOperator(task_id="slow", table=table, source=slow_source).execute(_context("slow"))
+    assert result["version"] == 1
+    assert result["waited_s"] < 1.0 and result["decision"].startswith("deltaguard: lease granted at once")
