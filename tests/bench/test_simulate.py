@@ -154,6 +154,23 @@ def test_cli_writes_json_and_charts(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "deltaguard" in capsys.readouterr().out
 
 
+def test_cli_names_the_charts_extra_when_matplotlib_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def without_matplotlib(name: str, *args: object, **kwargs: object) -> object:
+        return None if name == "matplotlib" else real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_matplotlib)
+    assert main(["simulate", "--writes", "400", "--out", str(tmp_path)]) == 2
+    assert "airflow-provider-deltaguard[charts]" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before simulating anything
+    assert main(["simulate", "--writes", "400", "--format", "json"]) == 0  # without --out it still runs
+
+
 def test_cli_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--writes", "0"]) == 2
     assert main(["simulate", "--writes", "10", "--engine", "duckdb"]) == 2
