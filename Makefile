@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 demo: $(VENV)/.installed-test
-	$(VENV)/bin/python -m deltaguard.demo
+	$(VENV)/bin/python -m benchmarks.demo
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks

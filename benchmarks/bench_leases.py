@@ -63,7 +63,7 @@ from deltaguard.core.profiles import EngineName, EngineProfile  # noqa: E402
 from deltaguard.core.table_config import TableConfig  # noqa: E402
 from deltaguard.leases import codec  # noqa: E402
 from deltaguard.leases.manager import LeaseManager  # noqa: E402
-from deltaguard.leases.store import open_store  # noqa: E402
+from deltaguard.leases.open import open_store  # noqa: E402
 
 PROFILE = EngineProfile(EngineName.DELTA_SPARK, "4.0")
 CONFIG = TableConfig(partition_columns=("date",), version=1)

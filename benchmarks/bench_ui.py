@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from deltaguard.leases.store import DecisionRow
 from deltaguard.plugins import service
-from deltaguard.ui_reads import UiReader
+from deltaguard.plugins.reads import UiReader
 from tests.ui.scenario import CUSTOMERS, RUN, build
 
 RESULTS = Path(__file__).with_name("results") / "ui.json"

@@ -1,15 +1,17 @@
 """The shared base of every deltaguard write operator.
 
-``execute`` is always the same five steps; subclasses only say which write they do (:meth:`build_spec`):
+``execute`` is always the same steps; subclasses only say which write they do (:meth:`build_spec`):
 
-1. resolve the table (connection base URI + name), its configuration and the engine;
-2. validate: bad input fails here, before any lease is taken (unknown URI scheme, unparsable predicate,
-   MERGE without ON, partition values for a column the table is not partitioned by, engine checks);
-3. acquire the table's lease from the lease store, or wait: deferrably (a trigger polls the store in the
-   triggerer and frees the worker slot; on resume the task asks again, since a trigger event is a hint and
-   not a grant) or in the worker;
-4. write through the engine while a background thread renews the lease;
-5. release the lease (also on failure and on kill) and return the result (pushed to XCom).
+1. read the lease settings and resolve the table (connection base URI + name), its configuration and the
+   engine; validate: bad input fails here, before any lease is taken, with ``AirflowFailException`` so
+   no retry is spent on it (unknown URI scheme, unparsable predicate, MERGE without ON, partition values
+   for a column the table is not partitioned by, engine checks);
+2. ask the lease hook for the table's lease until :func:`~deltaguard.writes.waiting.next_step` says to
+   write: wait deferrably (a trigger polls the store in the triggerer and frees the worker slot; on
+   resume the task asks again, since a trigger event is a hint and not a grant) or in the worker, or give
+   up after ``lease_wait_timeout``;
+3. write through the engine while the hook renews the lease, then release it (also on failure and on
+   kill) and return the result (pushed to XCom).
 """
 
 from __future__ import annotations
@@ -17,84 +19,55 @@ from __future__ import annotations
 import abc
 import dataclasses
 import datetime as dt
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from deltaguard import config
-from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
+from deltaguard.exceptions import InvalidWriteError, LeaseWaitTimeout
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableHistoryLink
-from deltaguard.table_uri import TableUriError, table_key
-from deltaguard.task_identity import app_id as make_app_id
-from deltaguard.task_identity import app_version as make_app_version
-from deltaguard.task_identity import commit_metadata
-from deltaguard.write_plan import check_spec, decision_line, task_result, wait_reason
+from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
+from deltaguard.writes.outcome import decision_line, task_result
+from deltaguard.writes.spec_checks import check_spec
+from deltaguard.writes.table_uri import table_key
+from deltaguard.writes.task_identity import app_id as make_app_id
+from deltaguard.writes.task_identity import app_version as make_app_version
+from deltaguard.writes.task_identity import commit_metadata
+from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from deltaguard.config import LeaseSettings
+    from deltaguard.core.admission import Owner
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
     from deltaguard.engines.base import DeltaEngine, WriteResult
-    from deltaguard.engines.specs import WriteSpec
-    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.engines.specs import WriteContext, WriteSpec
+    from deltaguard.hooks.lease import DeltaLeaseHook
+
+# kept importable from here: DAG files and tests use these names through this module
+__all__ = [
+    "CallableSource",
+    "DeltaWriteOperator",
+    "InvalidTaskInputError",
+    "LeaseWaitTimeout",
+    "source_for_engine",
+    "unwrap_source",
+    "wrap_source",
+]
 
 
-class LeaseWaitTimeout(TimeoutError):
-    """The task waited longer than ``lease_wait_timeout`` for its lease."""
+class InvalidTaskInputError(AirflowFailException, InvalidWriteError):
+    """The task's input cannot succeed on any try: Airflow fails the task without spending its retries.
 
-
-class CallableSource:
-    """A zero-argument source callable kept out of Airflow's template rendering.
-
-    Airflow calls any callable found in a template field at render time (with ``context=``); a source
-    callable must instead run only when the write runs, under the lease. Operators wrap callables in this
-    non-callable holder and unwrap them for the engine.
+    Also an :class:`~deltaguard.exceptions.InvalidWriteError`, so callers catching deltaguard's error catch it.
     """
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def __repr__(self) -> str:
-        return f"CallableSource({getattr(self.fn, '__qualname__', self.fn)!r})"
-
-
-def wrap_source(source: Any) -> Any:
-    """Wrap a callable source (see :class:`CallableSource`); other sources are returned unchanged."""
-    return CallableSource(source) if callable(source) else source
-
-
-def unwrap_source(source: Any) -> Any:
-    return source.fn if isinstance(source, CallableSource) else source
-
-
-def source_for_engine(source: Any, engine_name: str, spark_connections: tuple[str | None, str | None]) -> Any:
-    """``source`` as the engine called ``engine_name`` takes it.
-
-    Unwraps a :class:`CallableSource`; a Spark source (``def f(spark) -> DataFrame`` or a ``SparkSource``)
-    goes through :func:`deltaguard.engines.spark_sources.prepare_source`: the Spark engine builds it on its
-    own session, any other engine gets a zero-argument callable whose DataFrame it converts with
-    ``toArrow()``. A bare function's session is built from the task's Spark connections (a ``SparkSource``
-    keeps its own settings); without any, a local PySpark-only session. Nothing here starts Spark: the
-    session is created when the engine reads the source, during the write.
-
-    :param source: the operator's source (possibly wrapped).
-    :param engine_name: the resolved engine's ``name``.
-    :param spark_connections: the task's ``(spark, spark_connect)`` connection ids.
-    """
-    raw = unwrap_source(source)
-    if not callable(raw):
-        return raw
-    from deltaguard.engines.spark_sources import SparkSource, is_spark_source, prepare_source, session_factory
-
-    factory = None
-    if engine_name != "spark" and is_spark_source(raw) and not isinstance(raw, SparkSource):
-        factory = session_factory(*spark_connections)
-    return prepare_source(raw, engine_name, session_factory=factory)
 
 
 class _Prepared:
@@ -136,9 +109,9 @@ class DeltaWriteOperator(BaseOperator):
         ``[operators] default_deferrable`` was set explicitly, which is then obeyed).
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
         ``None`` waits until Airflow's own task timeout).
-    :param priority: queue priority (-100..100); a higher one may overtake briefly, never starve others.
+    :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
     :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index], run start in epoch
-        microseconds)`` so a retry after a committed write is a no-op. See :mod:`deltaguard.task_identity`.
+        microseconds)`` so a retry after a committed write is a no-op. See :mod:`deltaguard.writes.task_identity`.
     :param app_version: override the app-transaction version (an int, templated), e.g. a batch id.
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     """
@@ -166,8 +139,8 @@ class DeltaWriteOperator(BaseOperator):
         super().__init__(**kwargs)
         if not isinstance(table, str) or not table.strip():
             raise ValueError(f"{type(self).__name__}: 'table' must be a non-empty string")
-        if not -100 <= int(priority) <= 100:
-            raise ValueError(f"priority must be between -100 and 100, got {priority}")
+        if not MIN_PRIORITY <= int(priority) <= MAX_PRIORITY:
+            raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
         self.table = table
         self.delta_conn_id = delta_conn_id
         self.engine = engine
@@ -183,8 +156,8 @@ class DeltaWriteOperator(BaseOperator):
         self.lease_store_url = lease_store_url
         self.resolved_engine: DeltaEngine | None = None
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
-        # set while a lease is held, so on_kill can release it
-        self._held: tuple[LeaseManager, str, Any] | None = None
+        # the try's lease hook while a write runs, so on_kill can release its lease
+        self._leases: DeltaLeaseHook | None = None
 
     # ----------------------------------------------------------------------------------------- subclasses
     @abc.abstractmethod
@@ -202,49 +175,9 @@ class DeltaWriteOperator(BaseOperator):
         """What the conflict model is told this task writes (default: the spec's own operation)."""
         return spec.operation()
 
-    # ------------------------------------------------------------------------------------------ resolving
-    def _hook(self) -> Any:
-        from deltaguard.hooks.delta import DeltaTableHook
-
-        return DeltaTableHook(self.delta_conn_id)
-
-    def _prepare(self, context: Context) -> _Prepared:
-        """Steps 1 and 2: resolve and validate. Raises before any lease exists."""
-        hook = self._hook()
-        try:
-            uri = hook.table_uri(self.table)
-        except TableUriError as exc:
-            raise InvalidWriteError(str(exc)) from None
-        spark_connections = hook.spark_connections(self.spark_conn_id, self.spark_connect_conn_id)
-        engine = hook.get_engine(
-            self.engine, spark_conn_id=spark_connections[0], spark_connect_conn_id=spark_connections[1]
-        )
-        self.resolved_engine = engine
-        self.resolved_spark_connections = spark_connections
-        table_config = engine.table_config(uri)
-        spec = self.build_spec(table_config)
-        check_spec(spec, table_config)
-        engine.validate(uri, spec, table_config)
-        operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
-
-    def _app_id(self, context: Context) -> str:
-        # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
-        map_index = getattr(context.get("ti"), "map_index", None)
-        return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
-
-    def _manager(self) -> LeaseManager:
-        from deltaguard.leases.manager import LeaseManager
-
-        return LeaseManager(self.lease_store_url or config.lease_store_url())
-
-    def _use_deferral(self) -> bool:
-        return config.default_deferrable() if self.deferrable is None else bool(self.deferrable)
-
     # ------------------------------------------------------------------------------------------ execution
     def execute(self, context: Context) -> dict[str, Any]:
-        prepared = self._prepare(context)
-        return self._admit_and_write(context, prepared, wait_started=time.time(), behind=[], explanation=None)
+        return self._admit_and_write(context, WaitState(started=time.time()))
 
     def execute_complete(
         self,
@@ -255,198 +188,133 @@ class DeltaWriteOperator(BaseOperator):
         explanation: str | None = None,
         request_id: str | None = None,
     ) -> dict[str, Any]:
-        """Resume after the lease trigger fired: a hint that the lease may be free, so ask again."""
+        """Resume after the lease trigger fired: a hint that the lease may be free, so ask again.
+
+        ``wait_started`` is ``None`` when Airflow resumed without the deferral kwargs (``dag.test()`` drops
+        them); the decision log then tells when this try queued.
+        """
         if event and event.get("status") == "error":
             self.log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
-        prepared = self._prepare(context)  # the table may have changed while we waited: validate again
-        if wait_started is None:
-            # resumed without our kwargs (dag.test() drops them): the decision log knows when we queued
-            wait_started, logged_behind, logged_explanation = self._logged_wait(_owner(context))
-            behind = [*logged_behind, *(behind or [])]
-            explanation = explanation or logged_explanation
-        return self._admit_and_write(
-            context,
-            prepared,
-            wait_started=wait_started or time.time(),
-            behind=list(behind or []),
-            explanation=explanation,
-            request_id=request_id,
-        )
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """On a trigger timeout, withdraw the queued request before failing.
-
-        Otherwise the abandoned queue entry would hold back conflicting writers until it expires.
-        """
-        from airflow.sdk.exceptions import TaskDeferralError, TaskDeferralTimeout
-
-        try:
-            return super().resume_execution(next_method, next_kwargs, context)
-        except (TaskDeferralTimeout, TaskDeferralError) as exc:
-            self._withdraw(context, (next_kwargs or {}).get("request_id"))
-            if isinstance(exc, TaskDeferralTimeout):
-                raise LeaseWaitTimeout(
-                    f"waited longer than lease_wait_timeout={self.lease_wait_timeout} s for the lease on {self.table}"
-                ) from exc
-            raise
-
-    def _withdraw(self, context: Context, request_id: str | None) -> None:
-        from deltaguard.lease_requests import task_request_id
-
-        owner = _owner(context)
-        manager = self._manager()
-        try:
-            for rid in dict.fromkeys([request_id, task_request_id(owner)]):
-                if rid:
-                    self._release(manager, rid, owner)
-        finally:
-            manager.store.close()
-
-    def _logged_wait(self, owner: Any) -> tuple[float | None, list[str], str | None]:
-        """When this try first queued, behind whom, and why, from the lease store's decision log."""
-        from deltaguard.lease_requests import task_request_id
-
-        request_id = task_request_id(owner)
-        manager = self._manager()
-        try:
-            waits = [
-                d
-                for d in manager.decisions(owner=owner, limit=50)
-                if d.kind == "wait" and d.request_id == request_id
-            ]
-        finally:
-            manager.store.close()
-        if not waits:
-            return None, [], None
-        first = min(waits, key=lambda d: d.at)
-        behind = [
-            b.get("owner", "")
-            for d in sorted(waits, key=lambda d: d.at)
-            for b in d.detail.get("blockers", [])
-        ]
-        detail = first.detail
-        reason = wait_reason(
-            detail.get("reasons", []), detail.get("exceptions", []), detail.get("advice", [])
-        )
-        return first.at, [b for b in behind if b], reason or None
+        wait = WaitState(wait_started or 0.0, list(behind or []), explanation, request_id)
+        return self._admit_and_write(context, wait, resumed_without_kwargs=wait_started is None)
 
     def _admit_and_write(
-        self,
-        context: Context,
-        prepared: _Prepared,
-        *,
-        wait_started: float,
-        behind: list[str],
-        explanation: str | None,
-        request_id: str | None = None,
+        self, context: Context, wait: WaitState, resumed_without_kwargs: bool = False
     ) -> dict[str, Any]:
-        from deltaguard.core.admission import Granted, explain
-        from deltaguard.lease_requests import lease_request, new_request_id
-        from deltaguard.leases.manager import LeaseLostError, RequestClosedError
-
-        manager = self._manager()
+        settings = self._settings()
+        prepared = self._prepare(context)  # validated (again, after a wait) before any lease is asked for
         owner = _owner(context)
-        poll = config.poll_interval()
-        try:
-            while True:
-                request = lease_request(
-                    table_key=prepared.key,
-                    operation=prepared.operation,
-                    profile=prepared.profile,
-                    table_config=prepared.table_config,
-                    owner=owner,
-                    ttl_s=config.lease_ttl(),
-                    poll_interval_s=poll,
-                    priority=self.priority,
-                    request_id=request_id,
-                )
-                try:
-                    result = manager.acquire(request)
-                except (LeaseLostError, RequestClosedError) as exc:
-                    # the trigger's grant expired before the task resumed, or the request ended: ask anew
-                    self.log.info(
-                        "deltaguard: request %s is over (%s); asking again", request.request_id, exc
-                    )
-                    # a fresh random id: the try's derived id names the request that just ended
-                    request_id = new_request_id()
-                    continue
-                request_id = result.request_id
-                if isinstance(result, Granted):
-                    break
-                behind.extend(b.owner.describe() for b in result.blockers)
-                if explanation is None:
-                    self.log.info("deltaguard: %s", explain(result))
-                    explanation = wait_reason(
-                        result.reasons, [e.value for e in result.exceptions], result.advice
-                    )
-                waited = time.time() - wait_started
-                remaining = None if self.lease_wait_timeout is None else self.lease_wait_timeout - waited
-                if remaining is not None and remaining <= 0:
-                    manager.release(request_id, owner)  # withdraw from the queue
-                    raise LeaseWaitTimeout(
-                        f"waited {waited:.0f} s for the lease on {prepared.uri} (lease_wait_timeout="
-                        f"{self.lease_wait_timeout:.0f} s): {explanation}"
-                    )
-                if self._use_deferral():
-                    self._defer_for_lease(request_id, remaining, wait_started, behind, explanation)
-                time.sleep(min(poll, remaining if remaining is not None else poll))
-            lease_id = result.lease_id
-            waited_s = time.time() - wait_started
-            decision = decision_line(waited_s, behind, explanation)
+        with self._lease_hook(settings) as leases:
+            self._leases = leases  # for on_kill
+            if resumed_without_kwargs:
+                self._restore_wait(leases, owner, wait)
+            lease_id = self._wait_for_lease(leases, prepared, owner, wait, settings)
+            waited_s = wait.waited_s()
+            decision = decision_line(waited_s, wait.behind, wait.explanation)
             self.log.info("%s", decision)
-            self._held = (manager, lease_id, owner)
-            try:
-                write_result = self._write_with_heartbeat(context, prepared, manager, lease_id, owner)
-            finally:
-                self._held = None
-                self._release(manager, lease_id, owner)
-            self.log.info(
-                "deltaguard: committed %s to %s at version %s%s",
-                write_result.operation,
-                prepared.uri,
-                write_result.version,
-                " (duplicate: already committed by an earlier try, nothing written)"
-                if write_result.duplicate
-                else "",
-            )
-            return task_result(
-                write_result,
-                waited_s=waited_s,
-                behind=behind,
-                lease_id=lease_id,
-                app_id=prepared.operation.label,
-                app_version=self._resolved_app_version(context),
-                decision=decision,
-            )
-        finally:
-            manager.store.close()
+            with leases.holding(lease_id, owner):  # heartbeats while writing; releases on exit
+                result = prepared.engine.write(
+                    prepared.uri, prepared.spec, self._write_context(context, prepared, lease_id)
+                )
+        self._log_commit(prepared, result)
+        return task_result(
+            result,
+            waited_s=waited_s,
+            behind=wait.behind,
+            lease_id=lease_id,
+            app_id=prepared.operation.label,
+            app_version=self._resolved_app_version(context),
+            decision=decision,
+        )
 
-    def _defer_for_lease(
+    def _wait_for_lease(
         self,
-        request_id: str,
-        remaining: float | None,
-        wait_started: float,
-        behind: list[str],
-        explanation: str | None,
-    ) -> None:
-        from deltaguard.triggers.lease import LeaseAvailableTrigger
+        leases: DeltaLeaseHook,
+        prepared: _Prepared,
+        owner: Owner,
+        wait: WaitState,
+        settings: LeaseSettings,
+    ) -> str:
+        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the lease id."""
+        from deltaguard.core.admission import Granted, explain
 
-        trigger = LeaseAvailableTrigger(
-            store_url=self.lease_store_url or config.lease_store_url(),
-            request_id=request_id,
-            poll_interval=config.poll_interval(),
-        )
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            kwargs={
-                "wait_started": wait_started,
-                "behind": list(dict.fromkeys(behind)),
-                "explanation": explanation,
-                "request_id": request_id,
-            },
-            timeout=None if remaining is None else dt.timedelta(seconds=remaining),
-        )
+        while True:
+            answer = leases.ask(
+                table_key=prepared.key,
+                operation=prepared.operation,
+                profile=prepared.profile,
+                table_config=prepared.table_config,
+                owner=owner,
+                priority=self.priority,
+                request_id=wait.request_id,
+            )
+            wait.request_id = answer.request_id
+            if not isinstance(answer, Granted) and wait.note(answer):
+                self.log.info("deltaguard: %s", explain(answer))
+            step = next_step(
+                admitted=isinstance(answer, Granted),
+                waited_s=wait.waited_s(),
+                timeout_s=self.lease_wait_timeout,
+                poll_s=settings.poll_s,
+                deferrable=settings.deferrable,
+            )
+            match step:
+                case Proceed():
+                    assert isinstance(answer, Granted)
+                    return answer.lease_id
+                case TimeOut(waited_s=waited_s):
+                    leases.release(answer.request_id, owner)  # withdraw from the queue
+                    raise LeaseWaitTimeout(
+                        f"waited {waited_s:.0f} s for the lease on {prepared.uri} (lease_wait_timeout="
+                        f"{self.lease_wait_timeout:.0f} s): {wait.explanation}"
+                    )
+                case Defer(timeout_s=timeout_s):
+                    self._defer_for_lease(settings, wait, timeout_s)
+                case Sleep(seconds=seconds):
+                    time.sleep(seconds)
+
+    # ------------------------------------------------------------------------------------------ resolving
+    def _settings(self) -> LeaseSettings:
+        """The ``[deltaguard]`` options for this try, read now; a bad option fails the task for good."""
+        try:
+            return config.lease_settings(self.lease_store_url, self.deferrable)
+        except ValueError as exc:
+            raise InvalidTaskInputError(f"deltaguard configuration: {exc}") from exc
+
+    def _lease_hook(self, settings: LeaseSettings) -> DeltaLeaseHook:
+        from deltaguard.hooks.lease import DeltaLeaseHook
+
+        return DeltaLeaseHook(settings)
+
+    def _table_hook(self) -> Any:
+        from deltaguard.hooks.delta import DeltaTableHook
+
+        return DeltaTableHook(self.delta_conn_id)
+
+    def _prepare(self, context: Context) -> _Prepared:
+        """Resolve and validate. Raises :class:`InvalidTaskInputError` (no retry) before any lease exists."""
+        try:
+            hook = self._table_hook()
+            uri = hook.table_uri(self.table)
+            spark_connections = hook.spark_connections(self.spark_conn_id, self.spark_connect_conn_id)
+            engine = hook.get_engine(
+                self.engine, spark_conn_id=spark_connections[0], spark_connect_conn_id=spark_connections[1]
+            )
+            self.resolved_engine = engine
+            self.resolved_spark_connections = spark_connections
+            table_config = engine.table_config(uri)
+            spec = self.build_spec(table_config)
+            check_spec(spec, table_config)
+            engine.validate(uri, spec, table_config)
+        except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
+            raise InvalidTaskInputError(str(exc)) from exc
+        operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
+        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
+
+    def _app_id(self, context: Context) -> str:
+        # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
+        map_index = getattr(context.get("ti"), "map_index", None)
+        return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
 
     def _resolved_app_version(self, context: Context) -> int | None:
         if not self.idempotent:
@@ -460,14 +328,12 @@ class DeltaWriteOperator(BaseOperator):
             getattr(dag_run, "logical_date", None) or context.get("logical_date"),
         )
 
-    def _write_with_heartbeat(
-        self, context: Context, prepared: _Prepared, manager: LeaseManager, lease_id: str, owner: Any
-    ) -> WriteResult:
+    def _write_context(self, context: Context, prepared: _Prepared, lease_id: str) -> WriteContext:
         from deltaguard.engines.specs import WriteContext
 
         ti = context.get("ti")
         dag_run = context.get("dag_run")
-        write_context = WriteContext(
+        return WriteContext(
             app_id=prepared.operation.label if self.idempotent else None,
             app_version=self._resolved_app_version(context),
             commit_metadata=commit_metadata(
@@ -479,56 +345,63 @@ class DeltaWriteOperator(BaseOperator):
                 lease_id=lease_id,
             ),
         )
-        stop = threading.Event()
-        lost: list[BaseException] = []
-        interval = config.heartbeat_interval()
 
-        def beat() -> None:
-            # renew until the write finishes; a failed renewal is reported, the write is not interrupted
-            while not stop.wait(interval):
-                try:
-                    manager.heartbeat(lease_id, owner)
-                except Exception as exc:
-                    lost.append(exc)
-                    self.log.error("deltaguard: lease %s heartbeat failed: %s", lease_id, exc)
+    # -------------------------------------------------------------------------------------------- waiting
+    def _restore_wait(self, leases: DeltaLeaseHook, owner: Owner, wait: WaitState) -> None:
+        started, behind, explanation = leases.first_wait(owner)
+        wait.started = started or time.time()
+        wait.behind[:0] = behind
+        wait.explanation = wait.explanation or explanation
 
-        thread = threading.Thread(target=beat, name=f"deltaguard-heartbeat-{lease_id}", daemon=True)
-        thread.start()
+    def _defer_for_lease(self, settings: LeaseSettings, wait: WaitState, timeout_s: float | None) -> None:
+        from deltaguard.triggers.lease import LeaseAvailableTrigger
+
+        assert wait.request_id is not None  # set by the answer that led here
+        self.defer(
+            trigger=LeaseAvailableTrigger(
+                store_url=settings.store_url, request_id=wait.request_id, poll_interval=settings.poll_s
+            ),
+            method_name="execute_complete",
+            kwargs=wait.to_kwargs(),
+            timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),
+        )
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """On a trigger timeout, withdraw the queued request before failing.
+
+        Otherwise the abandoned queue entry would hold back conflicting writers until it expires.
+        """
+        from airflow.sdk.exceptions import TaskDeferralError, TaskDeferralTimeout
+
         try:
-            return prepared.engine.write(prepared.uri, prepared.spec, write_context)
-        finally:
-            stop.set()
-            thread.join(timeout=interval + 5)
-            if lost:
-                self.log.warning(
-                    "deltaguard: the lease was not renewed %d time(s) during the write", len(lost)
-                )
+            return super().resume_execution(next_method, next_kwargs, context)
+        except (TaskDeferralTimeout, TaskDeferralError) as exc:
+            with self._lease_hook(self._settings()) as leases:
+                leases.withdraw(_owner(context), (next_kwargs or {}).get("request_id"))
+            if isinstance(exc, TaskDeferralTimeout):
+                raise LeaseWaitTimeout(
+                    f"waited longer than lease_wait_timeout={self.lease_wait_timeout} s for the lease on {self.table}"
+                ) from exc
+            raise
 
-    def _release(self, manager: LeaseManager, lease_id: str, owner: Any) -> None:
-        # a failing release must not hide the write's own outcome; the lease then expires after its TTL
-        try:
-            manager.release(lease_id, owner)
-        except Exception as exc:
-            self.log.warning(
-                "deltaguard: could not release lease %s (%s); it expires after %.0f s",
-                lease_id,
-                exc,
-                config.lease_ttl(),
-            )
+    # ------------------------------------------------------------------------------------------ reporting
+    def _log_commit(self, prepared: _Prepared, result: WriteResult) -> None:
+        self.log.info(
+            "deltaguard: committed %s to %s at version %s%s",
+            result.operation,
+            prepared.uri,
+            result.version,
+            " (duplicate: already committed by an earlier try, nothing written)" if result.duplicate else "",
+        )
 
     def on_kill(self) -> None:
-        held = self._held
-        if held is not None:
-            manager, lease_id, owner = held
-            try:
-                manager.release(lease_id, owner)
-                self.log.info("deltaguard: released lease %s on kill", lease_id)
-            except Exception as exc:
-                self.log.warning("deltaguard: could not release lease %s on kill: %s", lease_id, exc)
+        leases = self._leases
+        if leases is not None:
+            leases.release_held()  # a no-op unless a write is running
 
 
-def _owner(context: Context) -> Any:
-    from deltaguard.lease_requests import task_owner
+def _owner(context: Context) -> Owner:
+    from deltaguard.writes.lease_request import task_owner
 
     ti = context.get("ti")
     dag_run = context.get("dag_run")

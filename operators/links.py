@@ -36,12 +36,6 @@ def history_url(table_uri: str) -> str:
     return f"{uri}/_delta_log/"
 
 
-def task_instance_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """The Airflow 3 UI page of one task instance (the decision UI page replaces it later)."""
-    url = f"{base_url.rstrip('/')}/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}/tasks/{quote(task_id)}"
-    return f"{url}/mapped/{map_index}" if map_index is not None and map_index >= 0 else url
-
-
 def decision_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
     """The deltaguard UI's Decision page of one task instance (the plugin serves it at ``/deltaguard``)."""
     query = urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index})

@@ -9,6 +9,7 @@ provider's configuration has not been registered (e.g. in a bare task-SDK worker
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "decision_log_retention": (
         "float",
         "30",
-        "Days the lease store keeps admission decisions before they may be pruned.",
+        "Days the lease store keeps admission decisions and ended requests; a task asking for a lease prunes "
+        "older ones (at most once a minute per process).",
     ),
     "spark_conn_id": (
         "string",
@@ -176,3 +178,49 @@ def default_deferrable() -> bool:
     if not explicitly_set:
         return True
     return bool(conf.getboolean("operators", "default_deferrable", fallback=True))
+
+
+@dataclass(frozen=True)
+class LeaseSettings:
+    """The ``[deltaguard]`` options one task try (or trigger) waits and writes with, read once and checked.
+
+    :param store_url: the lease store URL.
+    :param ttl_s: seconds a lease lives without a heartbeat.
+    :param heartbeat_s: seconds between heartbeats (at most a third of ``ttl_s``).
+    :param poll_s: seconds between admission checks while waiting.
+    :param deferrable: whether to wait in the triggerer rather than in the worker.
+    :param retention_s: how long the store keeps decision-log entries and closed requests.
+    """
+
+    store_url: str
+    ttl_s: float
+    heartbeat_s: float
+    poll_s: float
+    deferrable: bool
+    retention_s: float
+
+    def __post_init__(self) -> None:
+        if not self.store_url:
+            raise ValueError(f"[{SECTION}] lease_store_url is empty")
+        for name in ("ttl_s", "heartbeat_s", "poll_s", "retention_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.heartbeat_s > self.ttl_s / 3:
+            raise ValueError(f"heartbeat_s={self.heartbeat_s} must be at most a third of ttl_s={self.ttl_s}")
+
+
+def lease_settings(store_url: str | None = None, deferrable: bool | None = None) -> LeaseSettings:
+    """Read the lease options now (never at import time), with a task's own overrides.
+
+    :param store_url: the task's ``lease_store_url``, overriding ``[deltaguard] lease_store_url``.
+    :param deferrable: the task's ``deferrable``, overriding :func:`default_deferrable`.
+    :raises ValueError: an option is not a positive number, or the store URL is empty.
+    """
+    return LeaseSettings(
+        store_url=store_url or lease_store_url(),
+        ttl_s=lease_ttl(),
+        heartbeat_s=heartbeat_interval(),
+        poll_s=poll_interval(),
+        deferrable=default_deferrable() if deferrable is None else bool(deferrable),
+        retention_s=decision_log_retention_days() * 86400.0,
+    )

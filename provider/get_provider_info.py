@@ -20,6 +20,18 @@ _OPERATOR_MODULES = [
 _SENSOR_MODULES = ["deltaguard.sensors.table_version", "deltaguard.sensors.admission"]
 
 
+#: the ``delta`` connection form, as :meth:`DeltaTableHook.get_ui_field_behaviour
+#: <deltaguard.hooks.delta.DeltaTableHook.get_ui_field_behaviour>` returns it (defined once, here)
+DELTA_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden_fields": ["schema", "port", "login", "password"],
+    "relabeling": {"host": "Base URI"},
+    "placeholders": {
+        "host": "s3://bucket/warehouse or file:///data/delta",
+        "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}}',
+    },
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow's providers manager."""
     return {
@@ -38,7 +50,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [{"integration-name": "Delta Lake (deltaguard)", "python-modules": _OPERATOR_MODULES}],
         "sensors": [{"integration-name": "Delta Lake (deltaguard)", "python-modules": _SENSOR_MODULES}],
         "hooks": [
-            {"integration-name": "Delta Lake (deltaguard)", "python-modules": ["deltaguard.hooks.delta"]}
+            {
+                "integration-name": "Delta Lake (deltaguard)",
+                "python-modules": ["deltaguard.hooks.delta", "deltaguard.hooks.lease"],
+            }
         ],
         "triggers": [
             {
@@ -55,14 +70,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "deltaguard.hooks.delta.DeltaTableHook",
                 "hook-name": "Delta Lake tables",
                 "connection-type": "delta",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "port", "login", "password"],
-                    "relabeling": {"host": "Base URI"},
-                    "placeholders": {
-                        "host": "s3://bucket/warehouse or file:///data/delta",
-                        "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}}',
-                    },
-                },
+                "ui-field-behaviour": {k.replace("_", "-"): v for k, v in DELTA_UI_FIELD_BEHAVIOUR.items()},
                 "conn-fields": {
                     "engine": {
                         "label": "Engine",

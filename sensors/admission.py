@@ -7,11 +7,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from deltaguard import config
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.probes import admission_probe
-from deltaguard.table_uri import table_key
+from deltaguard.operators.base import InvalidTaskInputError
+from deltaguard.writes.sensor_checks import admission_probe
+from deltaguard.writes.table_uri import table_key
+from deltaguard.writes.waiting import Defer, Proceed, next_step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -70,22 +73,29 @@ class DeltaAdmissionSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def _inputs(self) -> tuple[str, str, Operation, TableConfig, EngineProfile]:
+        """Store URL, table key, operation, table configuration and engine profile, read once per check.
+
+        :raises InvalidTaskInputError: the table, predicate or configuration cannot work on any try.
+        """
         from deltaguard.hooks.delta import DeltaTableHook
 
-        hook = DeltaTableHook(self.delta_conn_id)
-        uri = hook.table_uri(self.table)
-        engine = hook.get_engine(self.engine)
-        operation = Operation(
-            self.operation_kind,
-            predicate=self.predicate or None,
-            merge_condition=self.merge_condition or None,
-            label=f"{self.dag_id}.{self.task_id}",
-        )
-        store = self.lease_store_url or config.lease_store_url()
+        try:
+            hook = DeltaTableHook(self.delta_conn_id)
+            uri = hook.table_uri(self.table)
+            engine = hook.get_engine(self.engine)
+            operation = Operation(
+                self.operation_kind,
+                predicate=self.predicate or None,
+                merge_condition=self.merge_condition or None,
+                label=f"{self.dag_id}.{self.task_id}",
+            )
+            store = self.lease_store_url or config.lease_store_url()
+        except ValueError as exc:
+            raise InvalidTaskInputError(str(exc)) from exc
         return store, table_key(uri), operation, engine.table_config(uri), engine.profile()
 
-    def poke(self, context: Context) -> PokeReturnValue:
-        store, key, operation, table_config, profile = self._inputs()
+    def _check(self, inputs: tuple[str, str, Operation, TableConfig, EngineProfile]) -> PokeReturnValue:
+        store, key, operation, table_config, profile = inputs
         admitted, reason = admission_probe(
             store, key, operation, table_config, profile, include_waiting=self.include_waiting
         )
@@ -94,17 +104,37 @@ class DeltaAdmissionSensor(BaseSensorOperator):
         )
         return PokeReturnValue(is_done=admitted, xcom_value={"admitted": admitted, "reason": reason})
 
+    def poke(self, context: Context) -> PokeReturnValue:
+        return self._check(self._inputs())
+
     def execute(self, context: Context) -> Any:
         deferrable = config.default_deferrable() if self.deferrable is None else self.deferrable
         if not deferrable:
-            return super().execute(context)
-        result = self.poke(context)
-        if result.is_done:
-            return result.xcom_value
+            return super().execute(context)  # BaseSensorOperator's poke loop (poke or reschedule mode)
+        inputs = self._inputs()
+        result = self._check(inputs)
+        step = next_step(
+            admitted=bool(result.is_done),
+            waited_s=0.0,
+            timeout_s=float(self.timeout),
+            poll_s=float(self.poke_interval),
+            deferrable=True,
+        )
+        match step:
+            case Proceed():
+                return result.xcom_value
+            case Defer(timeout_s=timeout_s):
+                self._defer(inputs, timeout_s)
+            case _:
+                raise AirflowSensorTimeout(f"deltaguard: {self.task_id} has no time left to wait ({step})")
+
+    def _defer(
+        self, inputs: tuple[str, str, Operation, TableConfig, EngineProfile], timeout_s: float | None
+    ) -> None:
         from deltaguard.leases import codec
         from deltaguard.triggers.table_version import DeltaAdmissionTrigger
 
-        store, key, operation, table_config, profile = self._inputs()
+        store, key, operation, table_config, profile = inputs
         self.defer(
             trigger=DeltaAdmissionTrigger(
                 store_url=store,
@@ -116,7 +146,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
                 poll_interval=float(self.poke_interval),
             ),
             method_name="execute_complete",
-            timeout=dt.timedelta(seconds=float(self.timeout)),
+            timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:

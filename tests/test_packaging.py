@@ -57,6 +57,10 @@ def test_wheel_installs_only_the_deltaguard_namespace(tmp_path: Path) -> None:
     assert "deltaguard/operators/__init__.py" in names
     assert "deltaguard/sensors/__init__.py" in names
     assert "deltaguard/core/__init__.py" in names
+    # package data: the PostgreSQL store cannot migrate without its function files
+    assert "deltaguard/leases/sql/functions/grant_if_idle_6.sql" in names
+    # benchmarks and the demo harness stay in the repository
+    assert not [n for n in names if n.split("/")[1] in {"demo.py", "workload_tables.py", "airflow_runner.py"}]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "apache_airflow_provider" in text and "deltaguard.cli:main" in text

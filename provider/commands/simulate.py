@@ -12,6 +12,7 @@ given, so every table sees the same load at any scale. Writes ``simulation.json`
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -72,9 +73,15 @@ def _profile(engine: str, version: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deltaguard import simulate as sim
-    from deltaguard.workload import model_conflicts
+    from deltaguard.simulation import simulator as sim
+    from deltaguard.simulation.workload import model_conflicts
 
+    if args.out and importlib.util.find_spec("matplotlib") is None:
+        # say so before an hour-long simulation, not after it
+        from deltaguard.simulation.charts import CHARTS_HINT
+
+        print(f"deltaguard simulate --out: {CHARTS_HINT}", file=sys.stderr)
+        return EXIT_INVALID
     try:
         if args.writes < 1:
             raise ValueError(f"--writes must be >= 1, got {args.writes}")
@@ -140,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     )
     data = report.to_json()
     if args.out:
-        from deltaguard.bench_charts import bar_chart, cost_chart, gantt_chart
+        from deltaguard.simulation.charts import bar_chart, cost_chart, gantt_chart
 
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "simulation.json").write_text(json.dumps(data, indent=2) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -10,7 +11,7 @@ from airflow.sdk import BaseHook
 
 from deltaguard.engines.base import DeltaEngine
 from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
-from deltaguard.table_uri import resolve_table_uri
+from deltaguard.writes.table_uri import resolve_table_uri
 
 #: extras keys naming the Spark connections the Spark engine uses
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
@@ -43,14 +44,9 @@ class DeltaTableHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["schema", "port", "login", "password"],
-            "relabeling": {"host": "Base URI"},
-            "placeholders": {
-                "host": "s3://bucket/warehouse or file:///data/delta",
-                "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}}',
-            },
-        }
+        from deltaguard.get_provider_info import DELTA_UI_FIELD_BEHAVIOUR
+
+        return copy.deepcopy(DELTA_UI_FIELD_BEHAVIOUR)
 
     def _load(self) -> None:
         if self._loaded:

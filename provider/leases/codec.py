@@ -1,10 +1,13 @@
-"""JSON encoding of operations, table configurations and engine profiles for the lease stores."""
+"""JSON encoding of operations, table configurations, engine profiles, owners and requests for the lease
+stores: the texts the stores keep, and their decoding (cached: stored values are immutable)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
@@ -105,4 +108,77 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         photon=bool(data.get("photon", False)),
         row_level_preview=bool(data.get("row_level_preview", False)),
         row_level_off=bool(data.get("row_level_off", False)),
+    )
+
+
+# --- stored texts ---------------------------------------------------------------------------------------
+
+
+def op_text(operation: Operation) -> str:
+    """An operation's stored JSON text.
+
+    Not cached by operation: operations that compare equal may still differ in fields the text keeps (the
+    label and SQL are not compared).
+    """
+    return dumps(operation_to_json(operation))
+
+
+def config_text(config: TableConfig | None) -> str | None:
+    """A configuration's stored JSON text (not cached by value either: the URI is not compared)."""
+    return dumps(config_to_json(config)) if config is not None else None
+
+
+# Stored owners and operations are immutable values, decoded once per distinct text: a decision reads every
+# holder on its tables, and the same few texts come back again and again.
+@functools.lru_cache(maxsize=4096)
+def owner_from_text(text: str) -> Owner:
+    return Owner.from_json(json.loads(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def op_from_text(text: str) -> Operation:
+    return operation_from_json(json.loads(text))
+
+
+def request_payload(request: LeaseRequest) -> str:
+    """The request as its status row keeps it, so a waiting request can be decided again from the store."""
+    return dumps(
+        {
+            "uris": list(request.uris),
+            "claims": [
+                {
+                    "uri": c.uri,
+                    "operation": operation_to_json(c.operation),
+                    "profile": profile_to_json(c.profile),
+                    "config": config_to_json(c.config) if c.config is not None else None,
+                }
+                for c in request.claims
+            ],
+            "owner": request.owner.to_json(),
+            "ttl_s": request.ttl_s,
+            "wait_ttl_s": request.wait_ttl_s,
+            "priority": request.priority,
+        }
+    )
+
+
+def request_from_payload(request_id: str, text: str) -> LeaseRequest:
+    """The request :func:`request_payload` stored."""
+    data = json.loads(text)
+    claims = tuple(
+        TableClaim(
+            uri=c["uri"],
+            operation=operation_from_json(c["operation"]),
+            profile=profile_from_json(c["profile"]),
+            config=config_from_json(c["config"]) if c.get("config") else None,
+        )
+        for c in data["claims"]
+    )
+    return LeaseRequest(
+        claims=claims,
+        owner=Owner.from_json(data["owner"]),
+        ttl_s=float(data["ttl_s"]),
+        priority=int(data["priority"]),
+        request_id=request_id,
+        wait_ttl_s=float(data["wait_ttl_s"]),
     )

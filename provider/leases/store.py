@@ -1,4 +1,6 @@
-"""The lease store interface: rows, errors, the atomic per-table-set transaction, and ``open_store``.
+"""The lease store interface: rows, errors and the atomic per-table-set transaction.
+
+:func:`deltaguard.leases.open.open_store` opens one; it lives apart so this interface imports no store.
 
 A store keeps one row per table (its lock and fencing counter), granted lease rows and queued request rows
 indexed by table, request status rows, and the decision log. Every check-and-grant runs inside
@@ -16,21 +18,12 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+# The store errors are defined with every other error (deltaguard.exceptions) and re-exported here.
+from deltaguard.exceptions import SnapshotChanged as SnapshotChanged
+from deltaguard.exceptions import StoreError as StoreError
+from deltaguard.exceptions import StoreUnavailableError as StoreUnavailableError
+
 T = TypeVar("T")
-
-
-class StoreError(RuntimeError):
-    """A lease store failed; no lease was granted (fail closed)."""
-
-
-class StoreUnavailableError(StoreError):
-    """The lease store cannot be reached or opened. The message names the store (without password)."""
-
-
-class SnapshotChanged(StoreError):
-    """A decision made from a :class:`TableSnapshot` was not committed: the tables changed since the
-    snapshot was read, or the decision needed a read the snapshot cannot answer. Nothing was written; decide
-    again under the table locks."""
 
 
 def redact_url(url: str) -> str:
@@ -234,8 +227,8 @@ class StoreTxn(Protocol):
 
 
 class LeaseStore(abc.ABC):
-    """Where leases live. Implementations: :mod:`~deltaguard.leases.sqlite_store`,
-    :mod:`~deltaguard.leases.postgres_store`."""
+    """Where leases live. Implementations: :mod:`~deltaguard.leases.sql.sqlite`,
+    :mod:`~deltaguard.leases.sql.postgres`."""
 
     #: the store URL without password (for messages).
     name: str
@@ -321,11 +314,33 @@ class LeaseStore(abc.ABC):
         self,
         *,
         owner_key: str | None = None,
+        owner_keys: Sequence[str] | None = None,
         uri: str | None = None,
         since: float | None = None,
+        before: float | None = None,
         limit: int = 100,
     ) -> list[DecisionRow]:
-        """Decision-log entries for an owner and/or a table, newest first."""
+        """Decision-log entries, newest first, without locking.
+
+        :param owner_key: only this owner's entries.
+        :param owner_keys: only these owners' entries (an empty list matches none).
+        :param uri: only this table's entries.
+        :param since: only entries at or after this time.
+        :param before: only entries strictly before this time (the cursor of the next page).
+        :param limit: at most this many.
+        """
+
+    @abc.abstractmethod
+    def list_tables(self, *, after: str | None = None, limit: int = 100) -> list[TableRow]:
+        """Tables the store has seen, by URI, ``limit`` at a time after the cursor ``after`` (no lock)."""
+
+    @abc.abstractmethod
+    def read_table(self, uri: str) -> TableRow | None:
+        """One table's row (its fencing counter and stored configuration), without locking."""
+
+    @abc.abstractmethod
+    def read_requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        """Status rows of several requests, without locking."""
 
     @abc.abstractmethod
     def prune(self, before: float) -> int:
@@ -344,27 +359,3 @@ class LeaseStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_store(url: str, **options: object) -> LeaseStore:
-    """Open (and create or migrate) the lease store at ``url``.
-
-    ``sqlite:///path/to/leases.db`` or ``postgresql+psycopg://user:pw@host:port/db``.
-
-    :param url: the store URL.
-    :param options: passed to the store's constructor.
-    :raises StoreUnavailableError: when the store cannot be reached; the message names it and the cause.
-    :raises ValueError: for an unsupported URL scheme.
-    """
-    scheme = url.split(":", 1)[0].lower()
-    if scheme == "sqlite":
-        from deltaguard.leases.sqlite_store import SqliteLeaseStore
-
-        return SqliteLeaseStore(url, **options)  # type: ignore[arg-type]
-    if scheme in ("postgresql", "postgresql+psycopg", "postgres"):
-        from deltaguard.leases.postgres_store import PostgresLeaseStore
-
-        return PostgresLeaseStore(url, **options)  # type: ignore[arg-type]
-    raise ValueError(
-        f"unsupported lease store URL {redact_url(url)!r}: use sqlite:/// or postgresql+psycopg://"
-    )

@@ -24,8 +24,8 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from deltaguard.plugins import service
+from deltaguard.plugins.reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
 from deltaguard.plugins.templates import render, ti_url
-from deltaguard.ui_reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
 
 log = logging.getLogger("deltaguard.ui")
 
@@ -39,7 +39,7 @@ _readers_lock = threading.Lock()
 def reader() -> UiReader:
     """The reader of the configured lease store (one per URL, kept open; the URL is read every time)."""
     from deltaguard import config
-    from deltaguard.leases.store import open_store
+    from deltaguard.leases.open import open_store
 
     url = config.lease_store_url()
     with _readers_lock:
@@ -188,7 +188,7 @@ def create_app() -> FastAPI:
         rows = store.store.read_lease(lease_id)
         if not rows:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"lease {lease_id} does not exist")
-        from deltaguard.ui_views import owner_view
+        from deltaguard.plugins.views import owner_view
 
         owner = owner_view(rows[0].owner_json)
         _require_dag(user, str(owner.get("dag_id", "")), "PUT")

@@ -1,5 +1,5 @@
-"""The JSON layer of the UI: reads through :class:`~deltaguard.ui_reads.UiReader`, shapes with
-:mod:`deltaguard.ui_views`. Airflow-free; the plugin's endpoints and pages both call these functions.
+"""The JSON layer of the UI: reads through :class:`~deltaguard.plugins.reads.UiReader`, shapes with
+:mod:`deltaguard.plugins.views`. Airflow-free; the plugin's endpoints and pages both call these functions.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.ui_reads import MAX_TRIES, UiReader, clamp_limit, owner_keys
-from deltaguard.ui_views import (
+from deltaguard.plugins.reads import MAX_TRIES, UiReader, clamp_limit, owner_keys
+from deltaguard.plugins.views import (
     DEFAULT_PROFILE,
     config_from_row,
     decision_view,

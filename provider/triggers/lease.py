@@ -1,7 +1,8 @@
 """A trigger that waits, in the triggerer, until a queued lease request can be granted.
 
-The lease store is polled with :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`,
-which re-evaluates the waiting request (and keeps its queue place alive). The blocking store call runs in a
+The lease store is polled through :meth:`DeltaLeaseHook.check <deltaguard.hooks.lease.DeltaLeaseHook.check>`,
+which re-evaluates the waiting request (and keeps its queue place alive); what follows each answer is
+:func:`deltaguard.writes.waiting.next_step`'s, as for the task. The blocking store call runs in a
 worker thread so the triggerer's event loop never stalls. The event is only a hint: the resumed task asks
 the lease manager again with the same request id and may defer again.
 """
@@ -10,9 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from deltaguard.core.admission import Closed, Granted, Waiting
+from deltaguard.writes.waiting import Sleep, next_step
+
+if TYPE_CHECKING:
+    from deltaguard.hooks.lease import DeltaLeaseHook
 
 #: after this many consecutive store failures the trigger hands control back to the task, which then
 #: fails loudly (fail closed) or re-defers
@@ -39,20 +46,16 @@ class LeaseAvailableTrigger(BaseTrigger):
             {"store_url": self.store_url, "request_id": self.request_id, "poll_interval": self.poll_interval},
         )
 
-    def _check(self, manager: Any) -> dict[str, Any] | None:
-        from deltaguard.core.admission import Granted, Waiting
-
-        result = manager.check(self.request_id)
-        if isinstance(result, Waiting):
-            return None
-        if isinstance(result, Granted):
-            return {"status": "granted", "request_id": self.request_id, "lease_id": result.lease_id}
-        return {"status": "closed", "request_id": self.request_id, "message": f"request is {result.status}"}
+    def _event(self, answer: Granted | Closed) -> dict[str, Any]:
+        if isinstance(answer, Granted):
+            return {"status": "granted", "request_id": self.request_id, "lease_id": answer.lease_id}
+        return {"status": "closed", "request_id": self.request_id, "message": f"request is {answer.status}"}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from deltaguard.leases.manager import LeaseManager
+        from deltaguard import config
+        from deltaguard.hooks.lease import DeltaLeaseHook
 
-        manager: Any = None
+        leases: DeltaLeaseHook | None = None
         errors = 0
         try:
             # Wait one interval before the first check. An event fired at once (the blocker finished
@@ -63,9 +66,9 @@ class LeaseAvailableTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval)
             while True:
                 try:
-                    if manager is None:
-                        manager = await asyncio.to_thread(LeaseManager, self.store_url)
-                    event = await asyncio.to_thread(self._check, manager)
+                    if leases is None:
+                        leases = DeltaLeaseHook(config.lease_settings(self.store_url, deferrable=False))
+                    answer = await asyncio.to_thread(leases.check, self.request_id)
                     errors = 0
                 except Exception as exc:
                     errors += 1
@@ -75,11 +78,24 @@ class LeaseAvailableTrigger(BaseTrigger):
                             {"status": "error", "request_id": self.request_id, "message": str(exc)}
                         )
                         return
-                    event = None
-                if event is not None:
-                    yield TriggerEvent(event)
-                    return
-                await asyncio.sleep(self.poll_interval)
+                    await asyncio.sleep(self.poll_interval)
+                    continue
+                # A closed request also ends the wait here: the task then asks anew. The task's own deferral
+                # timeout bounds the wait, so the trigger has none.
+                step = next_step(
+                    admitted=not isinstance(answer, Waiting),
+                    waited_s=0.0,
+                    timeout_s=None,
+                    poll_s=self.poll_interval,
+                    deferrable=False,
+                )
+                match step:
+                    case Sleep(seconds=seconds):
+                        await asyncio.sleep(seconds)
+                    case _:
+                        assert not isinstance(answer, Waiting)
+                        yield TriggerEvent(self._event(answer))
+                        return
         finally:
-            if manager is not None:
-                manager.store.close()
+            if leases is not None:
+                leases.close()

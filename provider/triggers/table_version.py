@@ -12,7 +12,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 class DeltaTableVersionTrigger(BaseTrigger):
     """Fire when the table has a commit after ``baseline_version`` matching the filters.
 
-    Calls :func:`deltaguard.probes.find_new_commit` (as ``DeltaTableVersionSensor.poke`` does) in a thread.
+    Calls :func:`deltaguard.writes.sensor_checks.find_new_commit` (as ``DeltaTableVersionSensor.poke`` does) in a thread.
 
     :param table_uri: the table.
     :param baseline_version: the version to look beyond.
@@ -53,7 +53,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
         )
 
     def _probe(self) -> dict[str, Any] | None:
-        from deltaguard.probes import find_new_commit
+        from deltaguard.writes.sensor_checks import find_new_commit
 
         return find_new_commit(
             self.table_uri,
@@ -73,7 +73,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
 
 
 class DeltaAdmissionTrigger(BaseTrigger):
-    """Fire when an operation would be admitted on a table (calls :func:`deltaguard.probes.admission_probe`).
+    """Fire when an operation would be admitted on a table (calls :func:`deltaguard.writes.sensor_checks.admission_probe`).
 
     :param store_url: the lease store.
     :param table_key: the table's lease key.
@@ -119,7 +119,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
 
     def _probe(self) -> tuple[bool, str]:
         from deltaguard.leases import codec
-        from deltaguard.probes import admission_probe
+        from deltaguard.writes.sensor_checks import admission_probe
 
         return admission_probe(
             self.store_url,
@@ -131,9 +131,17 @@ class DeltaAdmissionTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from deltaguard.writes.waiting import Sleep, next_step
+
         while True:
             admitted, reason = await asyncio.to_thread(self._probe)
-            if admitted:
-                yield TriggerEvent({"status": "success", "reason": reason})
-                return
-            await asyncio.sleep(self.poll_interval)
+            # the sensor's deferral timeout bounds this wait, so the trigger has none of its own
+            step = next_step(
+                admitted=admitted, waited_s=0.0, timeout_s=None, poll_s=self.poll_interval, deferrable=False
+            )
+            match step:
+                case Sleep(seconds=seconds):
+                    await asyncio.sleep(seconds)
+                case _:
+                    yield TriggerEvent({"status": "success", "reason": reason})
+                    return

@@ -134,7 +134,7 @@ def hold_lease_until_waiter(
     from deltaguard.core.profiles import EngineName, EngineProfile
     from deltaguard.core.table_config import TableConfig
     from deltaguard.leases.manager import LeaseManager
-    from deltaguard.table_uri import table_key
+    from deltaguard.writes.table_uri import table_key
 
     key = table_key(table)
     manager = LeaseManager(config.lease_store_url())

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from deltaguard.airflow_api import TaskInstanceRecord, parse_timestamp
-from deltaguard.airflow_runner import descendants, prepare_home, stack_processes
-from deltaguard.run_analysis import Commit, WriteRecord, run_makespan, upstream_closure
+from benchmarks.harness.airflow_api import TaskInstanceRecord, parse_timestamp
+from benchmarks.harness.airflow_runner import descendants, prepare_home, stack_processes
+from benchmarks.harness.run_analysis import Commit, WriteRecord, run_makespan, upstream_closure
 
 
 def test_prepare_home_writes_a_local_executor_sqlite_config(tmp_path: Path) -> None:

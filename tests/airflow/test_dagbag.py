@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deltaguard.airflow_runner import default_dags_folder, prepare_home
+from benchmarks.harness.airflow_runner import default_dags_folder, prepare_home
 
 # Like the dag-processor does for a bundle, put the DAGs folder on sys.path (the DAGs share a module).
 PROBE = """

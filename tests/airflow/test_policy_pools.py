@@ -52,7 +52,7 @@ def test_policy_routes_tasks_and_gives_exclusive_ops_all_slots(pools_file) -> No
     from deltaguard.operators.dml import DeltaInsertOperator, DeltaMergeOperator
     from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
     from deltaguard.operators.sql import DeltaSqlOperator
-    from deltaguard.policy import task_policy
+    from deltaguard.pools.policy import task_policy
 
     merge = DeltaMergeOperator(task_id="m", table="/data/sales", source="/s.parquet", condition="t.id = s.id")
     alter = DeltaAlterTableOperator(task_id="a", table="/data/sales", add_columns={"x": "string"})

@@ -124,7 +124,7 @@ def test_version_sensor_poke_and_trigger_agree(tmp_path) -> None:
 def test_admission_sensor_poke_and_trigger_agree(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from deltaguard.leases import codec
     from deltaguard.sensors.admission import DeltaAdmissionSensor
-    from deltaguard.table_uri import table_key
+    from deltaguard.writes.table_uri import table_key
 
     table = sales_table(str(tmp_path / "sales"))
     url = f"sqlite:///{tmp_path / 'leases.db'}"

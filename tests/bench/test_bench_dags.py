@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from deltaguard.bench_dags import ENGINE_PATH, RETRIES, STRATEGIES, benchmark_dag, dag_id_for, one_slot_pool
-from deltaguard.workload import generate
-from deltaguard.workload_tables import BENCH_DIR_ENV, write_plan
+from benchmarks.bench_dags import ENGINE_PATH, RETRIES, STRATEGIES, benchmark_dag, dag_id_for, one_slot_pool
+from benchmarks.workload_tables import BENCH_DIR_ENV, write_plan
+from deltaguard.simulation.workload import generate
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from deltaguard.cli import main
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.simulate import (
+from deltaguard.simulation.simulator import (
     STRATEGIES,
     Stream,
     admission_cost,
@@ -18,7 +18,7 @@ from deltaguard.simulate import (
     simulate,
     stream_lower_bound,
 )
-from deltaguard.workload import BenchTable, BenchWrite, Workload, model_conflicts
+from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload, model_conflicts
 
 DATABRICKS = EngineProfile(EngineName.DATABRICKS, "15.4")
 
@@ -152,6 +152,23 @@ def test_cli_writes_json_and_charts(tmp_path: Path, capsys: pytest.CaptureFixtur
     for name in ("simulation_bars.png", "simulation_gantt.png", "simulation_admission_cost.png"):
         assert (tmp_path / name).stat().st_size > 1000
     assert "deltaguard" in capsys.readouterr().out
+
+
+def test_cli_names_the_charts_extra_when_matplotlib_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+
+    def without_matplotlib(name: str, *args: object, **kwargs: object) -> object:
+        return None if name == "matplotlib" else real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_matplotlib)
+    assert main(["simulate", "--writes", "400", "--out", str(tmp_path)]) == 2
+    assert "airflow-provider-deltaguard[charts]" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before simulating anything
+    assert main(["simulate", "--writes", "400", "--format", "json"]) == 0  # without --out it still runs
 
 
 def test_cli_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,10 +8,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from deltaguard.bench_charts import bar_chart, cost_chart, gantt_chart
-from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.workload import BenchTable, BenchWrite, Workload, generate
-from deltaguard.workload_tables import (
+from benchmarks.workload_tables import (
     TimedDeltaRsEngine,
     build_spec,
     create_tables,
@@ -19,6 +16,9 @@ from deltaguard.workload_tables import (
     replay_serially,
     table_fingerprint,
 )
+from deltaguard.engines.errors import DeltaConflictError
+from deltaguard.simulation.charts import bar_chart, cost_chart, gantt_chart
+from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload, generate
 
 TABLE = BenchTable("t", partitions=2)
 

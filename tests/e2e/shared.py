@@ -7,7 +7,7 @@ import json
 import re
 from types import ModuleType
 
-from deltaguard.airflow_runner import default_dags_folder
+from benchmarks.harness.airflow_runner import default_dags_folder
 from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile

@@ -22,15 +22,15 @@ from typing import Any
 
 import pytest
 
-from deltaguard.airflow_api import TaskInstanceRecord
-from deltaguard.airflow_runner import (
+from benchmarks.harness.airflow_api import TaskInstanceRecord
+from benchmarks.harness.airflow_runner import (
     AirflowHome,
     AirflowStack,
     default_dags_folder,
     prepare_home,
     stack_processes,
 )
-from deltaguard.run_analysis import (
+from benchmarks.harness.run_analysis import (
     PairCheck,
     WriteRecord,
     collect_writes,
@@ -81,7 +81,7 @@ class Outcome:
 def _create_pools(stack: AirflowStack, tables: dict[str, str]) -> None:
     """This DAG's per-table pools: the cluster policy routes each write to one, so they must exist."""
     from deltaguard.pools import PoolsConfig, desired_pools
-    from deltaguard.table_uri import table_key
+    from deltaguard.writes.table_uri import table_key
 
     for spec in desired_pools(PoolsConfig(), [table_key(uri) for uri in tables.values()]):
         # deferred tasks (waiting for a lease in the triggerer) must not hold pool slots

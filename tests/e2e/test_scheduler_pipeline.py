@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from deltaguard.airflow_runner import (
+from benchmarks.demo import DELTAGUARD_DAG, PipelineRun, create_pools, example_tables, run_pipeline
+from benchmarks.harness.airflow_runner import (
     AirflowHome,
     AirflowStack,
     default_dags_folder,
@@ -32,7 +33,6 @@ from deltaguard.airflow_runner import (
     stack_processes,
 )
 from deltaguard.core.admission import Owner
-from deltaguard.demo import DELTAGUARD_DAG, PipelineRun, create_pools, example_tables, run_pipeline
 from deltaguard.leases.manager import LeaseManager
 from tests.e2e.shared import CONFLICT_TEXT, error_records, hold_customers, load_example_pipeline
 

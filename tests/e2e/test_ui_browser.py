@@ -1,6 +1,6 @@
 """End to end in a browser: the deltaguard UI inside a real Airflow, with the example pipeline mid-run.
 
-A real stack (:mod:`deltaguard.airflow_runner`) runs the example DAG. Before the run starts, the test takes
+A real stack (:mod:`benchmarks.harness.airflow_runner`) runs the example DAG. Before the run starts, the test takes
 a lease on the ``customers`` table for a MERGE of another (fictitious) job through the real lease manager on
 the stack's lease store, so the DAG's ``customers`` writers must queue behind it, whatever the timing of
 task start-up on a busy machine. Headless Debian Chromium, driven by Playwright, logs in through Airflow's
@@ -24,12 +24,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from deltaguard.airflow_runner import AirflowStack, default_dags_folder, prepare_home, repo_root
+from benchmarks.demo import DELTAGUARD_DAG, create_pools, example_tables
+from benchmarks.harness.airflow_runner import AirflowStack, default_dags_folder, prepare_home, repo_root
 from deltaguard.core.admission import Owner
-from deltaguard.demo import DELTAGUARD_DAG, create_pools, example_tables
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.plugins import service
-from deltaguard.ui_reads import UiReader
+from deltaguard.plugins.reads import UiReader
 from tests.e2e.shared import hold_customers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
 from deltaguard.core.admission import DecideFn, LeaseRequest, Owner, TableClaim
 from deltaguard.leases.manager import LeaseManager
-from deltaguard.leases.store import LeaseStore, open_store
+from deltaguard.leases.open import open_store
+from deltaguard.leases.store import LeaseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # make `tests.pg` importable (importlib mode)
 from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture offered to this directory)

@@ -246,7 +246,7 @@ def test_config_cache_ttl_and_newer_version(store, clock: FakeClock) -> None:
 
     newer = TableConfig(partition_columns=(), version=7)
     granted(manager.acquire(request("b", ("t1", op("INSERT")), config=newer)))
-    assert manager._loaded["t1"][0].version == 7
+    assert manager.memo.loaded["t1"][0].version == 7
 
 
 def test_decision_log_retention(manager: LeaseManager, clock: FakeClock) -> None:

@@ -11,7 +11,7 @@ import pytest
 from deltaguard.core.model import decide
 from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager
-from deltaguard.leases.store import open_store
+from deltaguard.leases.open import open_store
 
 from . import hammer
 

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from deltaguard.core.admission import Granted
 from deltaguard.leases.manager import LeaseManager
-from deltaguard.leases.store import open_store
+from deltaguard.leases.open import open_store
 
 from .conftest import op, request
 

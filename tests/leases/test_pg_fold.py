@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from deltaguard.core.admission import Granted
-from deltaguard.leases import postgres_store
 from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.sql import postgres as postgres_store
 
 from .conftest import FakeClock, general_path_only, op, request
 

@@ -7,7 +7,8 @@ import sqlalchemy as sa
 
 from deltaguard.core.admission import Granted, Waiting
 from deltaguard.leases.manager import LeaseManager, LeaseOwnershipError
-from deltaguard.leases.store import LeaseRow, StoreError, open_store
+from deltaguard.leases.open import open_store
+from deltaguard.leases.store import LeaseRow, StoreError
 
 from .conftest import FakeClock, op, request
 

@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from deltaguard.core.admission import Granted, Owner
-from deltaguard.leases import migrations
 from deltaguard.leases.manager import LeaseManager
-from deltaguard.leases.store import StoreError, StoreUnavailableError, open_store, redact_url
+from deltaguard.leases.open import open_store
+from deltaguard.leases.sql import migrations
+from deltaguard.leases.store import StoreError, StoreUnavailableError, redact_url
 
 from .conftest import FakeClock, op, request
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from deltaguard.leases.store import DecisionRow, open_store
+from deltaguard.leases.open import open_store
+from deltaguard.leases.store import DecisionRow
 from tests.ui.airflow_app import build_app, token
 from tests.ui.scenario import CUSTOMERS, RUN, STALE, Scenario, build
 

@@ -10,7 +10,7 @@ from deltaguard.core.admission import Owner
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.store import DecisionRow
-from deltaguard.ui_views import config_words, decision_summary, short_name, timeline
+from deltaguard.plugins.views import config_words, decision_summary, short_name, timeline
 
 A = Owner(dag_id="d", task_id="a").key
 B = Owner(dag_id="d", task_id="b").key

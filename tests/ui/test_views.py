@@ -8,7 +8,7 @@ import pytest
 
 from deltaguard.core.model import pair_verdict
 from deltaguard.plugins import service
-from deltaguard.ui_reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
+from deltaguard.plugins.reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
 from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, EVENTS, MERGE, PROFILE, RUN, STALE, Scenario
 
 
@@ -137,7 +137,7 @@ def test_decision_pages_are_bounded_and_continue(reader: UiReader) -> None:
 
 
 def test_empty_store(tmp_path) -> None:
-    from deltaguard.leases.store import open_store
+    from deltaguard.leases.open import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'empty.db'}")
     try:

@@ -1,4 +1,6 @@
-"""PNG charts of the benchmarks (matplotlib, Agg backend; nothing is shown on screen).
+"""PNG charts of simulations and benchmarks (matplotlib, Agg backend; nothing is shown on screen).
+
+matplotlib comes with the ``charts`` extra: ``pip install 'airflow-provider-deltaguard[charts]'``.
 
 * :func:`gantt_chart`: per strategy, one lane per table, one bar per write attempt (green committed,
   red failed on a Delta conflict, grey other failure);
@@ -14,8 +16,18 @@ from typing import Any
 COLORS = {"ok": "#4caf50", "conflict": "#e53935", "error": "#9e9e9e"}
 
 
+class ChartsUnavailableError(ImportError):
+    """matplotlib is not installed."""
+
+
+CHARTS_HINT = "charts need matplotlib: pip install 'airflow-provider-deltaguard[charts]'"
+
+
 def _pyplot() -> Any:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ChartsUnavailableError(CHARTS_HINT) from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -149,7 +161,7 @@ def bar_chart(
 def cost_chart(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     """Median microseconds per admission decision against the number of tables, one line per running count.
 
-    :param rows: :func:`deltaguard.simulate.admission_cost` rows.
+    :param rows: :func:`deltaguard.simulation.simulator.admission_cost` rows.
     :return: ``path``.
     """
     if not rows:

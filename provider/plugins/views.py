@@ -1,6 +1,6 @@
 """View models of the deltaguard UI: lease-store rows in, plain JSON-ready dicts out.
 
-Pure and Airflow-free: the plugin's endpoints read rows through :mod:`deltaguard.ui_reads`, pass them here,
+Pure and Airflow-free: the plugin's endpoints read rows through :mod:`deltaguard.plugins.reads`, pass them here,
 and return the result as JSON; the HTML pages only render these dicts. Everything a page says about the
 conflict model (isolation level, row-level concurrency, the matrix, which rule made a task wait) comes from
 :mod:`deltaguard.core`, never from the page.

@@ -1,7 +1,7 @@
 """One Airflow pool per Delta table: names, sizes, the pools file and syncing them through the Airflow CLI.
 
 Pools are the coarse, visible layer: a table's pool caps how many of its writes run at once and lets a
-metadata change take every slot (see :mod:`deltaguard.policy`); the lease manager decides the rest pairwise.
+metadata change take every slot (see :mod:`deltaguard.pools.policy`); the lease manager decides the rest pairwise.
 
 The pools file (JSON, or TOML by extension) is optional::
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltaguard.table_uri import table_key
+from deltaguard.writes.table_uri import table_key
 
 DEFAULT_SLOTS = 8
 POOL_PREFIX = "delta_"

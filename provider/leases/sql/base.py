@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from deltaguard.leases import migrations
+from deltaguard.leases.sql import migrations
 from deltaguard.leases.store import (
     DecisionRow,
     LeaseRow,
@@ -50,6 +50,13 @@ _Q_ALIVE = sa.text(
     "SELECT request_id FROM dg_queue WHERE request_id IN :ids2 AND expires_at > :now"
 ).bindparams(_in("ids"), _in("ids2"))
 _Q_REQUEST = sa.text(f"SELECT {_REQUEST_COLS} FROM dg_requests WHERE request_id = :id")
+_Q_REQUESTS = sa.text(f"SELECT {_REQUEST_COLS} FROM dg_requests WHERE request_id IN :ids").bindparams(
+    _in("ids")
+)
+_TABLE_COLS = "uri, fencing, config_version, config_json"
+_Q_TABLE = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri = :uri")
+_Q_TABLES = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables ORDER BY uri LIMIT :limit")
+_Q_TABLES_AFTER = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri > :after ORDER BY uri LIMIT :limit")
 _Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
 _Q_LEASES_OF = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri = :uri ORDER BY granted_at")
 _Q_WAITERS_OF = sa.text(f"SELECT {_WAITER_COLS} FROM dg_queue WHERE uri = :uri ORDER BY rank, request_id")
@@ -371,26 +378,58 @@ class SqlLeaseStore(LeaseStore):
         self,
         *,
         owner_key: str | None = None,
+        owner_keys: Sequence[str] | None = None,
         uri: str | None = None,
         since: float | None = None,
+        before: float | None = None,
         limit: int = 100,
     ) -> list[DecisionRow]:
-        clauses, params = [], {"limit": int(limit)}
+        if owner_keys is not None and not owner_keys:
+            return []
+        clauses: list[str] = []
+        params: dict[str, Any] = {"limit": int(limit)}
+        binds: list[sa.BindParameter[Any]] = []
         if owner_key is not None:
             clauses.append("owner_key = :owner_key")
-            params["owner_key"] = owner_key  # type: ignore[assignment]
+            params["owner_key"] = owner_key
+        if owner_keys is not None:
+            clauses.append("owner_key IN :owner_keys")
+            params["owner_keys"] = list(owner_keys)
+            binds.append(_in("owner_keys"))
         if uri is not None:
             clauses.append("uri = :uri")
-            params["uri"] = uri  # type: ignore[assignment]
+            params["uri"] = uri
         if since is not None:
             clauses.append("at >= :since")
-            params["since"] = since  # type: ignore[assignment]
+            params["since"] = since
+        if before is not None:
+            clauses.append("at < :before")
+            params["before"] = before
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         query = sa.text(
             f"SELECT {_DECISION_COLS} FROM dg_decisions {where} ORDER BY at DESC, {self._log_order} DESC LIMIT :limit"
         )
+        if binds:
+            query = query.bindparams(*binds)
+        return [DecisionRow(*r) for r in self._read(query, params)]
+
+    def list_tables(self, *, after: str | None = None, limit: int = 100) -> list[TableRow]:
+        query = _Q_TABLES_AFTER if after is not None else _Q_TABLES
+        return [TableRow(*r) for r in self._read(query, {"after": after, "limit": int(limit)})]
+
+    def read_table(self, uri: str) -> TableRow | None:
+        rows = self._read(_Q_TABLE, {"uri": uri})
+        return TableRow(*rows[0]) if rows else None
+
+    def read_requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        if not request_ids:
+            return []
+        return [RequestRow(*r) for r in self._read(_Q_REQUESTS, {"ids": sorted(set(request_ids))})]
+
+    def _read(self, query: sa.TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Rows of one read-only query, outside any table lock."""
         with self._connect(read_only=True) as conn:
-            rows = [DecisionRow(*r) for r in conn.execute(query, params)]
+            rows = [tuple(r) for r in conn.execute(query, params)]
             conn.rollback()
             return rows
 

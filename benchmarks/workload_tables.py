@@ -1,4 +1,4 @@
-"""Run a :mod:`deltaguard.workload` for real on Delta tables with the delta-rs engine.
+"""Run a :mod:`deltaguard.simulation.workload` for real on Delta tables with the delta-rs engine.
 
 * :func:`create_tables` writes each table's seed rows (a few small files per partition, so OPTIMIZE has
   something to compact);
@@ -31,7 +31,7 @@ from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.deltars import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.workload import (
+from deltaguard.simulation.workload import (
     MERGE_CONDITION,
     SEED_KEYS,
     BenchTable,
@@ -84,7 +84,7 @@ def _fresh_keys(write: BenchWrite) -> list[int]:
 
 
 def build_spec(write: BenchWrite, table: BenchTable) -> specs.WriteSpec:
-    """The delta-rs spec of a write (its :meth:`operation` equals :func:`deltaguard.workload.operation`)."""
+    """The delta-rs spec of a write (its :meth:`operation` equals :func:`deltaguard.simulation.workload.operation`)."""
     part = write.partition or "p0"
     if write.kind == "append":
         return specs.AppendSpec(
@@ -172,7 +172,7 @@ def read_attempts(path: Path) -> list[dict[str, Any]]:
 class TimedDeltaRsEngine(DeltaRsEngine):
     """delta-rs, with every write held open for its planned duration between snapshot and commit.
 
-    Under deltaguard's operators it is chosen as ``engine="deltaguard.workload_tables:TimedDeltaRsEngine"``;
+    Under deltaguard's operators it is chosen as ``engine="benchmarks.workload_tables:TimedDeltaRsEngine"``;
     the write is found from the operator's app id (``<dag_id>.<task_id>``) in the DAG's plan.
     """
 

@@ -55,7 +55,7 @@ def lease_request(
 ) -> LeaseRequest:
     """One-table lease request; asking again with the same ``request_id`` keeps the queue place.
 
-    :param table_key: the canonical table key (:func:`deltaguard.table_uri.table_key`).
+    :param table_key: the canonical table key (:func:`deltaguard.writes.table_uri.table_key`).
     :param operation: what the task writes, labelled with its app id.
     :param profile: the engine profile the write commits with.
     :param table_config: the configuration the task read (lets the manager skip reading the table).

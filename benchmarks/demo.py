@@ -1,4 +1,4 @@
-"""``python -m deltaguard.demo`` (``make demo``): the conflict model, then the example pipeline under Airflow.
+"""``python -m benchmarks.demo`` (``make demo``): the conflict model, then the example pipeline under Airflow.
 
 1. Prints the conflict matrix of the example fact table for the embedded engine (delta-rs) and explains
    one admission decision, straight from :mod:`deltaguard.core`.
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from deltaguard.airflow_api import TaskInstanceRecord
-from deltaguard.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
-from deltaguard.run_analysis import (
+from benchmarks.harness.airflow_api import TaskInstanceRecord
+from benchmarks.harness.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
+from benchmarks.harness.run_analysis import (
     PairCheck,
     WriteRecord,
     collect_writes,
@@ -145,7 +145,7 @@ def create_pools(stack: AirflowStack) -> None:
     through the REST API, with the slots ``deltaguard pools sync`` would give them.
     """
     from deltaguard.pools import PoolsConfig, desired_pools
-    from deltaguard.table_uri import table_key
+    from deltaguard.writes.table_uri import table_key
 
     for name in TABLE_NAMES:
         stack.api.set_pool(f"conventional_{name}", 1, "one-slot pool of the conventional example pipeline")
@@ -222,7 +222,7 @@ def _wait_for_ctrl_c(stack: AirflowStack) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deltaguard.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, default=None, help="AIRFLOW_HOME (default <repo>/airflow_home)")
     parser.add_argument("--model-only", action="store_true", help="print the conflict model part only")
     parser.add_argument("--compare", action="store_true", help="also run the one-slot-pool baseline DAG")

@@ -8,16 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from deltaguard.exceptions import TableUriError
+
 #: schemes delta-rs (object_store) and delta-spark can open.
 KNOWN_SCHEMES: frozenset[str] = frozenset(
     {"file", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "azure", "memory", "hdfs", "lakefs"}
 )
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
-
-
-class TableUriError(ValueError):
-    """A table URI deltaguard cannot write to (unknown scheme, empty name, ...)."""
 
 
 def uri_scheme(uri: str) -> str | None:

@@ -36,7 +36,7 @@ from deltaguard.core.decision import Decision
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.workload import (
+from deltaguard.simulation.workload import (
     DEFAULT_MIX,
     KINDS,
     PARTITION_SCOPED,
@@ -86,7 +86,7 @@ def generate_stream(
     :param partitions: partition values of an ordinary table; hot tables have ``hot_partitions``.
     :param median_s: median duration; durations are log-normal with ``sigma`` (heavy-tailed), capped at
         ``max_duration_s``.
-    :param mix: write-kind weights (default :data:`deltaguard.workload.DEFAULT_MIX`).
+    :param mix: write-kind weights (default :data:`deltaguard.simulation.workload.DEFAULT_MIX`).
     :param deletion_vectors_share: share of tables with deletion vectors.
     :param serializable_share: share of tables with the ``Serializable`` isolation level.
     :raises ValueError: on out-of-range parameters.
@@ -495,7 +495,7 @@ def simulate(
 
 
 def stream_lower_bound(stream: Stream, slots: int, conflicts: ConflictFn) -> dict[str, Any]:
-    """The workload's lower bound (:func:`deltaguard.workload.lower_bound`) plus the arrival bound.
+    """The workload's lower bound (:func:`deltaguard.simulation.workload.lower_bound`) plus the arrival bound.
 
     With arrivals, no write can finish before it arrived and ran: ``max(arrival + duration)`` is a bound
     too, and at a day's scale usually the largest.

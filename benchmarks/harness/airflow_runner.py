@@ -1,6 +1,6 @@
 """Run a real Airflow 3 stack (scheduler, dag-processor, triggerer, api-server) as subprocesses.
 
-Used by ``python -m deltaguard.demo``, the end-to-end test and the orchestration benchmark. Airflow is
+Used by ``python -m benchmarks.demo``, the end-to-end test and the orchestration benchmark. Airflow is
 never imported here: every component is a child process (``python -m airflow ...``) with its own
 ``AIRFLOW_HOME``, so the caller stays light and several stacks (one per test) can coexist on one machine.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltaguard.airflow_api import AirflowApi, TaskInstanceRecord
+from benchmarks.harness.airflow_api import AirflowApi, TaskInstanceRecord
 
 #: The four long-running components, in start order.
 COMPONENTS: tuple[str, ...] = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -45,8 +45,8 @@ ADMIN_USER = "admin"
 
 
 def repo_root() -> Path:
-    """The source checkout this module runs from (``provider/`` is mapped to ``deltaguard``)."""
-    return Path(__file__).resolve().parent.parent
+    """The source checkout this module runs from (``benchmarks/harness/`` inside it)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def default_home() -> Path:
@@ -111,6 +111,10 @@ class AirflowHome:
                 # Children must find the same interpreter and the venv's scripts.
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                 "PYTHONUNBUFFERED": "1",
+                # The benchmark DAGs import `benchmarks.*`, which is not installed: it lives in the repository.
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(repo_root()), os.environ.get("PYTHONPATH", "")) if p
+                ),
             }
         )
         env.update(self.extra_env)
@@ -174,7 +178,7 @@ def _airflow_cfg(
     }
     for section, values in options.items():
         sections.setdefault(section, {}).update(values)
-    lines = ["# Written by deltaguard.airflow_runner.prepare_home; regenerated on every prepare."]
+    lines = ["# Written by benchmarks.harness.airflow_runner.prepare_home; regenerated on every prepare."]
     for section, values in sections.items():
         lines.append(f"\n[{section}]")
         lines.extend(f"{key} = {value}" for key, value in values.items())
@@ -194,10 +198,10 @@ PRELOAD_MODULES: tuple[str, ...] = (
 
 
 def _local_settings() -> str:
-    lines = ['"""Written by deltaguard.airflow_runner: cluster policy and preloaded modules."""', ""]
-    if importlib.util.find_spec("deltaguard.policy") is not None:
+    lines = ['"""Written by benchmarks.harness.airflow_runner: cluster policy and preloaded modules."""', ""]
+    if importlib.util.find_spec("deltaguard.pools.policy") is not None:
         # routes each deltaguard task to its table's pool; exclusive operations take every slot
-        lines.append("from deltaguard.policy import task_policy  # noqa: F401")
+        lines.append("from deltaguard.pools.policy import task_policy  # noqa: F401")
     lines += [
         "",
         "import importlib",

@@ -8,7 +8,7 @@ A generated DAG file in the benchmark's own ``AIRFLOW_HOME/dags`` is two lines a
 * ``optimistic``: the same tasks without pools, retried with exponential backoff when they fail (on a
   Delta conflict);
 * ``deltaguard``: deltaguard's operators (lease manager, per-table pools routed by the cluster policy),
-  no retries; the engine is :class:`~deltaguard.workload_tables.TimedDeltaRsEngine`, so each write holds
+  no retries; the engine is :class:`~benchmarks.workload_tables.TimedDeltaRsEngine`, so each write holds
   its snapshot for its duration exactly like the baselines.
 """
 
@@ -18,11 +18,11 @@ import functools
 from datetime import datetime, timedelta
 from typing import Any
 
-from deltaguard.workload import BenchTable, BenchWrite
-from deltaguard.workload_tables import build_spec, load_plan, run_planned_write
+from benchmarks.workload_tables import build_spec, load_plan, run_planned_write
+from deltaguard.simulation.workload import BenchTable, BenchWrite
 
 STRATEGIES = ("one_slot_pools", "optimistic", "deltaguard")
-ENGINE_PATH = "deltaguard.workload_tables:TimedDeltaRsEngine"
+ENGINE_PATH = "benchmarks.workload_tables:TimedDeltaRsEngine"
 #: Optimistic retries: first delay, cap, and how many.
 RETRY_DELAY_S = 5
 MAX_RETRY_DELAY_S = 60

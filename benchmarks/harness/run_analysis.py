@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from deltaguard.airflow_api import AirflowApi, TaskInstanceRecord
+from benchmarks.harness.airflow_api import AirflowApi, TaskInstanceRecord
 
 
 @dataclass(frozen=True)
@@ -181,8 +181,8 @@ def judged_writes(lease_store_url: str, records: Sequence[WriteRecord]) -> dict[
     """Read back, per task, the operation its lease request carried for the table it wrote."""
     from deltaguard.engines.deltars import DeltaRsEngine
     from deltaguard.leases import codec
-    from deltaguard.leases.store import open_store
-    from deltaguard.table_uri import table_key
+    from deltaguard.leases.open import open_store
+    from deltaguard.writes.table_uri import table_key
 
     judged: dict[str, JudgedWrite] = {}
     store = open_store(lease_store_url)

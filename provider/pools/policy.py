@@ -2,7 +2,7 @@
 
 Use it from ``airflow_local_settings.py``::
 
-    from deltaguard.policy import task_policy
+    from deltaguard.pools.policy import task_policy
 
 Each deltaguard write task goes to its table's pool (unless its author chose a pool), and exclusive work
 takes *all* of that pool's slots: metadata changes (table properties, schema, create/replace, overwrite)

@@ -1,9 +1,8 @@
 """Read-only queries of the lease store for the UI, plus the one write it allows: releasing a stale lease.
 
-Airflow-free (tested without a scheduler). The :class:`~deltaguard.leases.store.LeaseStore` interface reads
-one table or one owner at a time; the UI also needs the list of every table and pages of the decision log,
-which are plain indexed queries over the same schema (``dg_tables`` by primary key order, ``dg_decisions``
-by ``(uri, at)``, ``(owner_key, at)`` and ``at``), so every answer is bounded by a ``limit``.
+Airflow-free (tested without a scheduler). Every read goes through the public read methods of the
+:class:`~deltaguard.leases.store.LeaseStore` interface (pages of tables and of the decision log, request
+rows), each bounded by a ``limit``; the one write runs in the store's own transaction.
 """
 
 from __future__ import annotations
@@ -12,13 +11,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import sqlalchemy as sa
 
 from deltaguard.core.admission import Owner
-from deltaguard.leases import codec, sql_store
-from deltaguard.leases.sql_store import SqlLeaseStore
+from deltaguard.leases import codec
 from deltaguard.leases.store import (
     DecisionRow,
     LeaseRow,
@@ -68,46 +63,28 @@ class TablePage:
 
 
 class UiReader:
-    """The UI's reads over one SQL lease store.
+    """The UI's reads over one lease store.
 
-    :param store: an SQL lease store (SQLite or PostgreSQL).
+    :param store: the lease store.
     :param clock: seconds since the epoch (injectable for tests).
-    :raises TypeError: for a store that is not SQL-backed.
     """
 
     def __init__(self, store: LeaseStore, clock: Callable[[], float] = time.time) -> None:
-        if not isinstance(store, SqlLeaseStore):
-            raise TypeError(f"the UI reads SQL lease stores only, not {type(store).__name__}")
         self.store = store
         self.clock = clock
-
-    def _rows(self, query: sa.TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with self.store._connect(read_only=True) as conn:
-            rows = [tuple(r) for r in conn.execute(query, params)]
-            conn.rollback()
-            return rows
 
     # --- tables --------------------------------------------------------------------------------------
 
     def tables(self, *, after: str | None = None, limit: int = 50) -> TablePage:
         """Tables the store has seen, by URI, ``limit`` at a time after the cursor ``after``."""
         size = clamp_limit(limit)
-        query = sa.text(
-            "SELECT uri, fencing, config_version, config_json FROM dg_tables "
-            + ("WHERE uri > :after " if after is not None else "")
-            + "ORDER BY uri LIMIT :n"
-        )
-        rows = [TableRow(*r) for r in self._rows(query, {"after": after, "n": size + 1})]
+        rows = self.store.list_tables(after=after, limit=size + 1)
         more = len(rows) > size
         rows = rows[:size]
         return TablePage(rows, rows[-1].uri if more and rows else None)
 
     def table(self, uri: str) -> TableRow | None:
-        rows = self._rows(
-            sa.text("SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri = :uri"),
-            {"uri": uri},
-        )
-        return TableRow(*rows[0]) if rows else None
+        return self.store.read_table(uri)
 
     def leases(self, uri: str) -> list[LeaseRow]:
         """Lease rows on the table, expired ones included (the UI marks them stale)."""
@@ -117,19 +94,12 @@ class UiReader:
         return list(self.store.list_waiters(uri))
 
     def request(self, request_id: str) -> RequestRow | None:
-        found: RequestRow | None = self.store.read_request(request_id)
-        return found
+        return self.store.read_request(request_id)
 
     def requests(self, request_ids: Sequence[str]) -> dict[str, RequestRow]:
         """Request rows by id (at most :data:`MAX_LIMIT` ids)."""
         ids = sorted(set(request_ids))[:MAX_LIMIT]
-        if not ids:
-            return {}
-        # The store's own column list, so this query follows its schema.
-        query = sa.text(
-            f"SELECT {sql_store._REQUEST_COLS} FROM dg_requests WHERE request_id IN :ids"
-        ).bindparams(sa.bindparam("ids", expanding=True))
-        return {r[0]: RequestRow(*r) for r in self._rows(query, {"ids": ids})}
+        return {r.request_id: r for r in self.store.read_requests(ids)}
 
     # --- decision log --------------------------------------------------------------------------------
 
@@ -142,28 +112,7 @@ class UiReader:
         limit: int = 50,
     ) -> list[DecisionRow]:
         """Decision-log entries, newest first, ``limit`` at a time strictly before ``before``."""
-        clauses: list[str] = []
-        params: dict[str, Any] = {"n": clamp_limit(limit)}
-        query_binds: list[sa.BindParameter[Any]] = []
-        if uri is not None:
-            clauses.append("uri = :uri")
-            params["uri"] = uri
-        if owner_keys is not None:
-            if not owner_keys:
-                return []
-            clauses.append("owner_key IN :keys")
-            params["keys"] = list(owner_keys)
-            query_binds.append(sa.bindparam("keys", expanding=True))
-        if before is not None:
-            clauses.append("at < :before")
-            params["before"] = before
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
-        query = sa.text(
-            f"SELECT {sql_store._DECISION_COLS} FROM dg_decisions {where}ORDER BY at DESC LIMIT :n"
-        )
-        if query_binds:
-            query = query.bindparams(*query_binds)
-        return [DecisionRow(*r) for r in self._rows(query, params)]
+        return self.store.decisions(uri=uri, owner_keys=owner_keys, before=before, limit=clamp_limit(limit))
 
     # --- the one write -------------------------------------------------------------------------------
 
@@ -227,5 +176,5 @@ class UiReader:
             )
             return current
 
-        result: list[LeaseRow] = self.store.run([r.uri for r in rows], body)
-        return result
+        with self.store.transaction([r.uri for r in rows]) as txn:
+            return body(txn)

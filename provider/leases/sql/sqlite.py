@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from deltaguard.leases.sql_store import SqlLeaseStore
+from deltaguard.leases.sql.base import SqlLeaseStore
 from deltaguard.leases.store import StoreUnavailableError, TableRow
 
 _Q_TABLES = sa.text(

@@ -20,7 +20,7 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from deltaguard.leases.sql_store import SqlLeaseStore, _Txn
+from deltaguard.leases.sql.base import SqlLeaseStore, _Txn
 from deltaguard.leases.store import (
     DecisionRow,
     IdleGrant,

@@ -1,0 +1,122 @@
+"""Every error deltaguard raises, under one base class :class:`DeltaGuardError`.
+
+::
+
+    DeltaGuardError
+    ├── InvalidWriteError (ValueError)    bad task input, raised before any lease is taken
+    │   └── TableUriError                 a table URI deltaguard cannot write to
+    ├── TableAccessError                  the table's log cannot be read or written
+    ├── SparkSetupError                   Spark cannot run Delta writes as configured
+    ├── DeltaConflictError                a commit failed on a concurrent transaction
+    ├── LeaseError (RuntimeError)         the lease protocol refused a call
+    │   ├── LeaseLostError                the lease expired; stop writing
+    │   ├── LeaseOwnershipError           the lease belongs to another owner
+    │   └── RequestClosedError            the request id was used for a lease that ended
+    ├── StoreError (RuntimeError)         the lease store failed; nothing was granted (fail closed)
+    │   ├── StoreUnavailableError         the store cannot be reached or opened
+    │   └── SnapshotChanged               an optimistic decision was not committed
+    └── LeaseWaitTimeout (TimeoutError)   waited longer than ``lease_wait_timeout``
+
+The conflict model's own input errors (:class:`~deltaguard.core.predicates.PredicateError`,
+:class:`~deltaguard.core.sql_classify.SqlClassificationError`,
+:class:`~deltaguard.core.check_request.RequestError`) are ``ValueError`` s of the pure core, which imports
+nothing above it; the operators turn them, like every :class:`InvalidWriteError`, into Airflow's
+``AirflowFailException`` so a retry is not spent on input that cannot succeed.
+
+The classes keep their older import paths too (:mod:`deltaguard.engines.errors`,
+:mod:`deltaguard.leases.manager`, :mod:`deltaguard.leases.store`, :mod:`deltaguard.writes.table_uri`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DeltaGuardError(Exception):
+    """Base class of every deltaguard error."""
+
+
+# ------------------------------------------------------------------------------------------------ input
+class InvalidWriteError(DeltaGuardError, ValueError):
+    """The write is malformed (bad predicate, missing MERGE condition, unknown partition column, ...).
+
+    Raised before anything is written or any lease is taken.
+    """
+
+
+class TableUriError(InvalidWriteError):
+    """A table URI deltaguard cannot write to (unknown scheme, empty name, ...)."""
+
+
+# ----------------------------------------------------------------------------------------------- engines
+class ConflictKind(StrEnum):
+    CONCURRENT_APPEND = "ConcurrentAppend"
+    CONCURRENT_DELETE_READ = "ConcurrentDeleteRead"
+    CONCURRENT_DELETE_DELETE = "ConcurrentDeleteDelete"
+    METADATA_CHANGED = "MetadataChanged"
+    PROTOCOL_CHANGED = "ProtocolChanged"
+    CONCURRENT_TRANSACTION = "ConcurrentTransaction"
+    RETRIES_EXHAUSTED = "RetriesExhausted"
+    UNKNOWN = "Unknown"
+
+
+class TableAccessError(DeltaGuardError):
+    """The table's log cannot be read or written (names the URI and the cause)."""
+
+
+class SparkSetupError(DeltaGuardError):
+    """Spark cannot run Delta writes as configured (for example Delta's jars are missing)."""
+
+
+class DeltaConflictError(DeltaGuardError):
+    """A commit failed because of a concurrent transaction.
+
+    :param kind: the conflict kind parsed from the engine's message.
+    :param message: the engine's original message, kept whole.
+    :param table_uri: the table.
+    :param engine: the engine that raised it.
+    """
+
+    def __init__(
+        self, kind: ConflictKind, message: str, table_uri: str | None = None, engine: str = ""
+    ) -> None:
+        super().__init__(f"{kind.value} conflict on {table_uri or 'table'} ({engine}): {message}")
+        self.kind = kind
+        self.original_message = message
+        self.table_uri = table_uri
+        self.engine = engine
+
+
+# ------------------------------------------------------------------------------------------------ leases
+class LeaseError(DeltaGuardError, RuntimeError):
+    """Base class of lease-protocol errors (not store failures)."""
+
+
+class LeaseLostError(LeaseError):
+    """The lease expired (and may have been reclaimed); the holder must stop writing."""
+
+
+class LeaseOwnershipError(LeaseError):
+    """The lease or request belongs to another owner."""
+
+
+class RequestClosedError(LeaseError):
+    """The request id was already used for a lease that ended; ask with a new request id."""
+
+
+class StoreError(DeltaGuardError, RuntimeError):
+    """A lease store failed; no lease was granted (fail closed)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The lease store cannot be reached or opened. The message names the store (without password)."""
+
+
+class SnapshotChanged(StoreError):
+    """A decision made from a :class:`~deltaguard.leases.store.TableSnapshot` was not committed: the tables
+    changed since the snapshot was read, or the decision needed a read the snapshot cannot answer. Nothing
+    was written; decide again under the table locks."""
+
+
+class LeaseWaitTimeout(DeltaGuardError, TimeoutError):
+    """The task waited longer than ``lease_wait_timeout`` for its lease."""

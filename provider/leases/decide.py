@@ -1,0 +1,379 @@
+"""One admission decision on a request, under the locks of its tables (or from a snapshot of them).
+
+The rule itself is pure (:func:`deltaguard.core.admission.admit`); this module reads the rows it needs from
+a store transaction, reclaims expired leases and abandoned queue entries, applies the answer (lease rows
+with new fencing tokens, or queue rows) and logs it. :func:`grant_if_idle` prepares the store's one-call
+grant or queue entry for the common cases (ADR 0007, 0009, 0010).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deltaguard.core.admission import (
+    DecideFn,
+    Granted,
+    LeaseRequest,
+    Owner,
+    TableView,
+    Waiting,
+    admit,
+    queue_rank,
+)
+from deltaguard.core.operations import Operation
+from deltaguard.core.table_config import TableConfig
+from deltaguard.exceptions import LeaseLostError, LeaseOwnershipError, RequestClosedError
+from deltaguard.leases import codec
+from deltaguard.leases.codec import owner_from_text
+from deltaguard.leases.memo import DecisionMemo, newer
+from deltaguard.leases.store import (
+    DecisionRow,
+    IdleGrant,
+    LeaseRow,
+    LeaseStore,
+    QueuedBehind,
+    RequestRow,
+    StoreTxn,
+    TableSnapshot,
+    WaiterRow,
+)
+from deltaguard.leases.views import granted, lease_holder, waiter_holder
+from deltaguard.leases.wait_texts import WaitShape, wait_detail, waiting_from_json, waiting_to_json
+
+log = logging.getLogger("deltaguard.leases")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One request being decided, with what was prepared for it before any lock.
+
+    :param request: the request.
+    :param now: the decision's time.
+    :param offered: the configuration the manager knows per table (offered or loaded), or ``None``.
+    :param payload: the request's stored text (:func:`deltaguard.leases.codec.request_payload`).
+    :param op_texts: each table's operation as stored JSON text, by URI.
+    :param ageing_s: seconds of waiting worth one priority level.
+    """
+
+    request: LeaseRequest
+    now: float
+    offered: Mapping[str, TableConfig | None]
+    payload: str
+    op_texts: Mapping[str, str]
+    ageing_s: float
+
+
+def decide_locked(
+    txn: StoreTxn, ask: Ask, memo: DecisionMemo, decide: DecideFn, reclaimed: list[LeaseRow]
+) -> Granted | Waiting:
+    """Decide ``ask`` in ``txn`` and write the answer. May run twice (a retried transaction, or a snapshot
+    decision redone under the locks), so ``reclaimed`` is cleared first and only warned about after commit.
+
+    :raises LeaseOwnershipError: the request id belongs to another owner.
+    :raises LeaseLostError: the request was granted but its lease expired.
+    :raises RequestClosedError: the request already ended.
+    :raises ValueError: no configuration is known for a table.
+    """
+    request, now, offered, payload, op_texts = ask.request, ask.now, ask.offered, ask.payload, ask.op_texts
+    claims = {c.uri: c for c in request.claims}
+    reclaimed.clear()
+    tables = txn.tables()
+    all_leases, all_waiters = txn.holders()
+    leases = reclaim_leases(txn, all_leases, now, reclaimed)
+    waiters = reclaim_waiters(txn, all_waiters, now)
+    # Oldest first, whichever order the store read them in: blockers and reasons list them so.
+    leases.sort(key=lambda x: (x.granted_at, x.lease_id))
+    waiters.sort(key=lambda w: (w.rank, w.request_id))
+    existing = txn.request(request.request_id)
+    rank = queue_rank(now, request.priority, ask.ageing_s)
+    enqueued_at = now
+    if existing is not None:
+        if existing.owner_key != request.owner.key:
+            raise LeaseOwnershipError(f"request {request.request_id} belongs to another owner")
+        if existing.status == "granted":
+            mine = [lease for lease in leases if lease.lease_id == request.request_id]
+            if len(mine) == len(claims):
+                return granted(request.request_id, mine)
+            raise LeaseLostError(f"lease {request.request_id} expired; stop writing and ask again")
+        if existing.status in ("released", "expired"):
+            raise RequestClosedError(
+                f"request {request.request_id} is {existing.status}; use a new request id"
+            )
+        if existing.status == "waiting" and existing.expires_at > now:
+            rank, enqueued_at = existing.rank, existing.enqueued_at
+    # Configuration: the newest known version wins (the request's, or the store's shared copy).
+    configs: dict[str, TableConfig] = {}
+    config_texts: dict[str, str] = {}  # the text of each one used
+    for uri in request.uris:
+        stored_text = tables[uri].config_json
+        stored = memo.stored_config(uri, stored_text)
+        mine_cfg = offered[uri]
+        if mine_cfg is not None and (stored is None or newer(mine_cfg, stored)):
+            config_texts[uri] = codec.dumps(codec.config_to_json(mine_cfg))
+            txn.set_table(uri, tables[uri].fencing, mine_cfg.version, config_texts[uri])
+            configs[uri] = mine_cfg
+        elif stored is not None and stored_text is not None:
+            configs[uri] = stored
+            config_texts[uri] = stored_text
+        else:
+            raise ValueError(
+                f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
+            )
+    tables = txn.tables()
+    views = [
+        TableView(
+            uri=uri,
+            operation=claims[uri].operation,
+            config=configs[uri],
+            profile=claims[uri].profile,
+            granted=[lease_holder(x) for x in leases if x.uri == uri],
+            waiting=[waiter_holder(w) for w in waiters if w.uri == uri],
+        )
+        for uri in request.uris
+    ]
+    verdict = admit(request.request_id, rank, views, decide)
+    key = request.owner.key  # also the owner's stored JSON text
+    if verdict.granted:
+        memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
+        expires = now + request.ttl_s
+        rows = []
+        for uri in request.uris:
+            token = tables[uri].fencing + 1
+            txn.set_table(uri, token, tables[uri].config_version, tables[uri].config_json)
+            rows.append(
+                LeaseRow(
+                    request.request_id,
+                    uri,
+                    key,
+                    key,
+                    op_texts[uri],
+                    now,
+                    expires,
+                    token,
+                    request.ttl_s,
+                )
+            )
+        txn.insert_lease_rows(rows)
+        if existing is not None:
+            txn.delete_waiter_rows(request.request_id)
+        txn.put_request(
+            RequestRow(request.request_id, key, "granted", rank, enqueued_at, expires, payload, now)
+        )
+        txn.log(
+            [
+                log_row(
+                    now,
+                    "grant",
+                    request.request_id,
+                    r.uri,
+                    key,
+                    {
+                        "fencing": r.fencing,
+                        **_grant_detail(
+                            claims[r.uri].operation,
+                            request.owner.describe(),
+                            round(now - enqueued_at, 3),
+                        ),
+                    },
+                )
+                for r in rows
+            ]
+        )
+        return granted(request.request_id, rows)
+    expires = now + request.wait_ttl_s
+    result = Waiting(
+        request.request_id,
+        verdict.position,
+        verdict.blockers,
+        verdict.reasons,
+        verdict.advice,
+        verdict.exceptions,
+        expires,
+    )
+    if existing is None:
+        memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
+    txn.put_waiter_rows(
+        [
+            WaiterRow(
+                request.request_id,
+                uri,
+                key,
+                key,
+                op_texts[uri],
+                rank,
+                expires,
+            )
+            for uri in request.uris
+        ]
+    )
+    last_wait = waiting_to_json(result)
+    txn.put_request(
+        RequestRow(request.request_id, key, "waiting", rank, enqueued_at, expires, payload, now, last_wait)
+    )
+    before = waiting_from_json("", 0.0, existing.last_wait) if existing and existing.last_wait else None
+    changed = before is None or {(b.table, b.id) for b in before.blockers} != {
+        (b.table, b.id) for b in verdict.blockers
+    }
+    if existing is None or existing.status != "waiting" or changed:
+        detail = wait_detail(result)
+        txn.log([log_row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris])
+    return result
+
+
+def grant_if_idle(
+    store: LeaseStore, memo: DecisionMemo, ask: Ask
+) -> Granted | Waiting | TableSnapshot | None:
+    """The store's one-step grant when none of the tables has a holder or a queued request (or the
+    store's one-step queue entry behind a holder whose wait answer the model gave before, ADR 0010).
+
+    Then :func:`~deltaguard.core.admission.admit` grants without asking the model, so the store can
+    check and grant in one call. Otherwise the store answers with a snapshot of the busy tables (to
+    decide from without locking) or ``None``.
+    """
+    request, now, offered, payload, op_texts = ask.request, ask.now, ask.offered, ask.payload, ask.op_texts
+    uris = tuple(sorted(request.uris))
+    claims = {c.uri: c for c in request.claims}
+    owner = request.owner.describe()
+    config_texts = tuple(codec.config_text(offered[u]) for u in uris)
+    grant = IdleGrant(
+        request_id=request.request_id,
+        owner_key=request.owner.key,
+        owner_json=request.owner.key,  # the key is the owner's compact, key-sorted JSON
+        uris=uris,
+        op_jsons=tuple(op_texts[u] for u in uris),
+        config_versions=tuple(_version(offered[u]) for u in uris),
+        config_jsons=config_texts,
+        now=now,
+        expires_at=now + request.ttl_s,
+        ttl_s=request.ttl_s,
+        rank=queue_rank(now, request.priority, ask.ageing_s),
+        payload=payload,
+        # The store adds "fencing" (sorted first) with the new token.
+        details=tuple(codec.dumps(_grant_detail(claims[u].operation, owner, 0.0)) for u in uris),
+        compatible=tuple(
+            tuple(memo.compatible.get((op_texts[u], text, claims[u].profile), ())) if text else ()
+            for u, text in zip(uris, config_texts, strict=True)
+        ),
+    )
+    known: Mapping[str, WaitShape] | None = None
+    expires_at = now + request.wait_ttl_s
+    if len(uris) == 1 and config_texts[0]:
+        known = memo.conflicting.get((op_texts[uris[0]], config_texts[0], claims[uris[0]].profile))
+        if known:
+            grant = dataclasses.replace(
+                grant,
+                waits={holder: shape.pieces_for(uris[0]) for holder, shape in known.items()},
+                wait_expires_at=expires_at,
+            )
+    answer = store.grant_if_idle(grant)
+    if isinstance(answer, dict):
+        return Granted(request.request_id, request.request_id, answer, grant.expires_at)
+    if isinstance(answer, QueuedBehind):
+        assert known is not None  # the store queues only behind a holder it was sent
+        shape = known[answer.op_json]
+        return shape.waiting(
+            request.request_id, answer.uri, answer.lease_id, owner_from_text(answer.owner_json), expires_at
+        )
+    return answer
+
+
+def reclaim_leases(
+    txn: StoreTxn, rows: Sequence[LeaseRow], now: float, reclaimed: list[LeaseRow]
+) -> list[LeaseRow]:
+    """Delete expired lease rows (of the locked tables) and put them in the decision log with their dead
+    owner; append them to ``reclaimed`` (for :func:`warn_reclaimed` after commit); return the rest."""
+    live: list[LeaseRow] = []
+    dead: list[LeaseRow] = []
+    for row in rows:
+        (dead if row.expires_at <= now else live).append(row)
+    for row in dead:
+        txn.delete_lease_rows(row.lease_id, [row.uri])
+        txn.set_request_status(row.lease_id, "expired", now)
+    reclaimed.extend(dead)
+    txn.log(
+        [
+            log_row(
+                now,
+                "expiry",
+                r.lease_id,
+                r.uri,
+                r.owner_key,
+                {
+                    "dead_owner": owner_from_text(r.owner_json).to_json(),
+                    "expired_at": r.expires_at,
+                    "fencing": r.fencing,
+                },
+            )
+            for r in dead
+        ]
+    )
+    return live
+
+
+def reclaim_waiters(txn: StoreTxn, rows: Sequence[WaiterRow], now: float) -> list[WaiterRow]:
+    """Delete expired queue rows (requests nobody asked about within their wait ttl), log them as
+    abandoned, and return the rest."""
+    live: list[WaiterRow] = []
+    dead: list[WaiterRow] = []
+    for row in rows:
+        (dead if row.expires_at <= now else live).append(row)
+    for row in dead:
+        txn.delete_waiter_rows(row.request_id, [row.uri])
+        txn.set_request_status(row.request_id, "abandoned", now)
+    txn.log(
+        [
+            log_row(now, "abandon", r.request_id, r.uri, r.owner_key, {"expired_at": r.expires_at})
+            for r in dead
+        ]
+    )
+    return live
+
+
+def withdraw(txn: StoreTxn, request: RequestRow, now: float) -> bool:
+    current = txn.request(request.request_id)
+    if current is None or current.status != "waiting":
+        return False
+    txn.delete_waiter_rows(request.request_id)
+    txn.set_request_status(request.request_id, "released", now)
+    uris = json.loads(request.payload)["uris"]
+    txn.log(
+        [log_row(now, "release", request.request_id, u, request.owner_key, {"withdrawn": True}) for u in uris]
+    )
+    return True
+
+
+def log_row(
+    at: float, kind: str, request_id: str, uri: str, owner_key: str, detail: dict[str, Any]
+) -> DecisionRow:
+    return DecisionRow(at, kind, request_id, uri, owner_key, codec.dumps(detail))
+
+
+def warn_reclaimed(rows: Sequence[LeaseRow], now: float) -> None:
+    """Warn about leases a committed decision reclaimed (not before: an uncommitted body may run again)."""
+    for row in rows:
+        log.warning(
+            "reclaimed expired lease %s on %s held by %s (expired %.1fs ago)",
+            row.lease_id,
+            row.uri,
+            owner_from_text(row.owner_json).describe(),
+            now - row.expires_at,
+        )
+
+
+def refuse(txn: StoreTxn, lease_id: str, uris: Sequence[str], owner: Owner, now: float) -> None:
+    detail = {"reason": "release by another owner refused", "by": owner.describe()}
+    txn.log([log_row(now, "refuse", lease_id, u, owner.key, detail) for u in uris])
+
+
+def _grant_detail(operation: Operation, owner: str, waited_s: float) -> dict[str, Any]:
+    """A grant's log detail without its fencing token (both grant paths log this shape)."""
+    return {"operation": operation.describe(), "owner": owner, "waited_s": waited_s}
+
+
+def _version(config: TableConfig | None) -> int | None:
+    return config.version if config is not None else None

@@ -1,0 +1,99 @@
+"""Read-only views of stored rows: what callers see of leases, queued requests and decisions, and what the
+pure admission rule (:mod:`deltaguard.core.admission`) sees of the holders on a table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deltaguard.core.admission import Granted, Holder, Owner
+from deltaguard.core.operations import Operation
+from deltaguard.leases.codec import op_from_text, owner_from_text
+from deltaguard.leases.store import DecisionRow, LeaseRow, WaiterRow
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A granted lease on one table (read-only view for the UI and triggers)."""
+
+    lease_id: str
+    uri: str
+    owner: Owner
+    operation: Operation
+    granted_at: float
+    expires_at: float
+    fencing: int
+
+
+@dataclass(frozen=True)
+class WaiterInfo:
+    """A queued request on one table (read-only view)."""
+
+    request_id: str
+    uri: str
+    owner: Owner
+    operation: Operation
+    rank: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class DecisionInfo:
+    """A decision-log entry (read-only view); ``detail`` holds reasons, blockers, fencing tokens."""
+
+    at: float
+    kind: str
+    request_id: str
+    uri: str
+    owner_key: str
+    detail: dict[str, Any]
+
+
+def lease_info(row: LeaseRow) -> LeaseInfo:
+    return LeaseInfo(
+        row.lease_id,
+        row.uri,
+        owner_from_text(row.owner_json),
+        op_from_text(row.op_json),
+        row.granted_at,
+        row.expires_at,
+        row.fencing,
+    )
+
+
+def waiter_info(row: WaiterRow) -> WaiterInfo:
+    return WaiterInfo(
+        row.request_id,
+        row.uri,
+        owner_from_text(row.owner_json),
+        op_from_text(row.op_json),
+        row.rank,
+        row.expires_at,
+    )
+
+
+def decision_info(row: DecisionRow) -> DecisionInfo:
+    return DecisionInfo(row.at, row.kind, row.request_id, row.uri, row.owner_key, json.loads(row.detail))
+
+
+def lease_holder(row: LeaseRow) -> Holder:
+    """A lease row as the admission rule sees it."""
+    return Holder(row.lease_id, owner_from_text(row.owner_json), op_from_text(row.op_json), granted=True)
+
+
+def waiter_holder(row: WaiterRow) -> Holder:
+    """A queue row as the admission rule sees it."""
+    return Holder(
+        row.request_id,
+        owner_from_text(row.owner_json),
+        op_from_text(row.op_json),
+        granted=False,
+        rank=row.rank,
+    )
+
+
+def granted(request_id: str, rows: Sequence[LeaseRow]) -> Granted:
+    """The answer for a request whose lease rows are ``rows``."""
+    return Granted(request_id, request_id, {r.uri: r.fencing for r in rows}, min(r.expires_at for r in rows))
