@@ -273,7 +273,7 @@ def test_a_check_document_declares_write_scopes_and_committing_engines() -> None
 
 def test_one_table_path_spelt_differently_is_one_table_in_a_check_document() -> None:
     from deltaguard.commands.check import check_documents
-    from deltaguard.table_uri import table_key
+    from deltaguard.writes.table_uri import table_key
 
     assert table_key("file:/lake/t/") == table_key("/lake/t") == table_key("file:///lake//t")
     verdict = check_documents(
