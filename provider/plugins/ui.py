@@ -1,7 +1,7 @@
 """The Airflow plugin: mounts the deltaguard UI at ``/deltaguard`` in the api-server and adds a menu entry.
 
-Registered once, through ``get_provider_info()["plugins"]``. Airflow only loads provider plugins when
-providers are discovered eagerly: set ``[core] lazy_discover_providers = False`` (see ``docs/ui.md``).
+Registered once, as the ``airflow.plugins`` entry point ``deltaguard`` (setup.cfg), which Airflow loads with
+its default settings; see ``docs/deployment.md``.
 """
 
 from __future__ import annotations
