@@ -234,9 +234,12 @@ class DeltaWriteOperator(BaseOperator):
         return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
 
     def _manager(self) -> LeaseManager:
+        from deltaguard.leases.executor_guard import refuse_sqlite_under_distributed_executor
         from deltaguard.leases.manager import LeaseManager
 
-        return LeaseManager(self.lease_store_url or config.lease_store_url())
+        url = self.lease_store_url or config.lease_store_url()
+        refuse_sqlite_under_distributed_executor(url)  # before the store is opened or any lease requested
+        return LeaseManager(url)
 
     def _use_deferral(self) -> bool:
         return config.default_deferrable() if self.deferrable is None else bool(self.deferrable)

@@ -22,14 +22,18 @@ MAX_CONSECUTIVE_ERRORS = 5
 class LeaseAvailableTrigger(BaseTrigger):
     """Fire when a queued lease request is granted (or its queue entry is gone).
 
-    :param store_url: the lease store URL (as the task used it).
+    :param store_url: the lease store URL (as the task used it). Only its password-free reference is
+        kept and serialized; the triggerer takes the password from its own configuration
+        (:func:`~deltaguard.leases.store_location.resolve_store_reference`).
     :param request_id: the queued request.
     :param poll_interval: seconds between checks.
     """
 
     def __init__(self, store_url: str, request_id: str, poll_interval: float = 5.0) -> None:
+        from deltaguard.leases.store_location import store_reference
+
         super().__init__()
-        self.store_url = store_url
+        self.store_url = store_reference(store_url)
         self.request_id = request_id
         self.poll_interval = float(poll_interval)
 
@@ -51,6 +55,7 @@ class LeaseAvailableTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from deltaguard.leases.manager import LeaseManager
+        from deltaguard.leases.store_location import resolve_store_reference
 
         manager: Any = None
         errors = 0
@@ -64,7 +69,8 @@ class LeaseAvailableTrigger(BaseTrigger):
             while True:
                 try:
                     if manager is None:
-                        manager = await asyncio.to_thread(LeaseManager, self.store_url)
+                        url = await asyncio.to_thread(resolve_store_reference, self.store_url)
+                        manager = await asyncio.to_thread(LeaseManager, url)
                     event = await asyncio.to_thread(self._check, manager)
                     errors = 0
                 except Exception as exc:
