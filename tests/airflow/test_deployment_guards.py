@@ -199,6 +199,20 @@ def test_provider_info_marks_the_store_url_sensitive() -> None:
     assert options["lease_store_conn_id"]["sensitive"] is False
 
 
+def test_sensitive_store_url_may_come_from_a_command(tmp_path: Path) -> None:
+    """Airflow reads ``_CMD`` / ``_SECRET`` variants only of options a provider marks sensitive."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__DELTAGUARD__")}
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    env["AIRFLOW__DELTAGUARD__LEASE_STORE_URL_CMD"] = "echo postgresql+psycopg://dg@db.example/leases"
+    code = "from deltaguard import config; print(config.lease_store_url())"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "postgresql+psycopg://dg@db.example/leases"
+
+
 @pytest.mark.usefixtures("airflow_db")
 def test_revived_trigger_reaches_the_postgres_store_of_the_connection(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
