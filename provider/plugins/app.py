@@ -152,6 +152,14 @@ def create_app() -> FastAPI:
                 return RedirectResponse(login, status_code=status.HTTP_303_SEE_OTHER)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
+    from deltaguard.leases.store import StoreUnavailableError
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_unavailable(request: Request, exc: StoreUnavailableError) -> Response:
+        # The message names the store with its password redacted; a 503 says "try again", not "bug".
+        log.warning("deltaguard UI: %s", exc)
+        return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
+
     # --- JSON ---------------------------------------------------------------------------------------
 
     @app.get("/api/tables", summary="Tables with configuration in words, leases and waiting queue")

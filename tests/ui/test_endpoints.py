@@ -274,3 +274,33 @@ def test_task_instance_tab_url_opens_the_decision(
     )
     page = client.get(url, headers=bearer(tokens["viewer"]))
     assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
+
+
+def test_delta_connection_test_button(
+    client: Any, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The UI's Test button: Airflow's ``POST /api/v2/connections/test`` with a ``delta`` connection."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    monkeypatch.setenv("AIRFLOW__CORE__TEST_CONNECTION", "Enabled")
+    write_deltalake(str(tmp_path / "sales"), pa.table({"id": [1]}))
+    body = {"connection_id": "delta_lake", "conn_type": "delta", "host": f"file://{tmp_path / 'sales'}"}
+    answer = client.post("/api/v2/connections/test", json=body, headers=bearer(tokens["admin"])).json()
+    assert answer["status"] is True and "Delta table at version 0" in answer["message"], answer
+    body["host"] = f"file://{tmp_path / 'missing'}"
+    answer = client.post("/api/v2/connections/test", json=body, headers=bearer(tokens["admin"])).json()
+    assert answer["status"] is False and "does not exist" in answer["message"], answer
+
+
+def test_unreachable_store_is_a_503_without_its_password(
+    client: Any, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW__DELTAGUARD__LEASE_STORE_URL",
+        "postgresql+psycopg://dg:hunter2-pw@127.0.0.1:9/leases?connect_timeout=2",
+    )
+    for route in ("/deltaguard/api/tables", "/deltaguard/"):
+        answer = client.get(route, headers=bearer(tokens["viewer"]))
+        assert answer.status_code == 503, answer.text
+        assert "unavailable" in answer.text and "hunter2-pw" not in answer.text
