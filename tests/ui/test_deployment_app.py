@@ -103,3 +103,26 @@ def test_eager_provider_discovery_loads_the_plugin_once(tmp_path: Path, saved_en
         errors = client.get("/api/v2/plugins/importErrors", headers=headers).json()["import_errors"]
     assert [p["name"] for p in plugins].count("deltaguard") == 1
     assert not [e for e in errors if "deltaguard" in str(e)], errors
+
+
+def test_task_processes_load_the_plugin_without_building_the_ui(tmp_path: Path) -> None:
+    """Airflow loads entry-point plugins in every task process (for macros and listeners): there the
+    plugin must not import FastAPI, the conflict model or the UI app."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from airflow.sdk import plugins_manager\n"
+        "plugins_manager.integrate_macros_plugins()\n"
+        "names = [p.name for p in plugins_manager._get_plugins()[0]]\n"
+        "print(names.count('deltaguard'), 'deltaguard.plugins.ui' in sys.modules,\n"
+        "      sorted(m for m in ('fastapi', 'sqlglot', 'deltaguard.plugins.app') if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "1 True []"
