@@ -276,10 +276,21 @@ class DeltaWriteOperator(BaseOperator):
     # ------------------------------------------------------------------------------------------ resolving
     def _settings(self) -> LeaseSettings:
         """The ``[deltaguard]`` options for this try, read now; a bad option fails the task for good."""
+        from deltaguard.leases.executor_guard import (
+            DistributedSqliteStoreError,
+            refuse_sqlite_under_distributed_executor,
+        )
+
         try:
-            return config.lease_settings(self.lease_store_url, self.deferrable)
+            settings = config.lease_settings(self.lease_store_url, self.deferrable)
         except ValueError as exc:
             raise InvalidTaskInputError(f"deltaguard configuration: {exc}") from exc
+        # Before the store is opened or any lease requested: each worker would guard its own SQLite file.
+        try:
+            refuse_sqlite_under_distributed_executor(settings.store_url)
+        except DistributedSqliteStoreError as exc:
+            raise InvalidTaskInputError(str(exc)) from exc
+        return settings
 
     def _lease_hook(self, settings: LeaseSettings) -> DeltaLeaseHook:
         from deltaguard.hooks.lease import DeltaLeaseHook

@@ -21,7 +21,15 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "string",
         "sqlite:///{AIRFLOW_HOME}/deltaguard_leases.db",
         "SQLAlchemy URL of the lease store shared by every worker and the triggerer "
-        "(SQLite for one machine, PostgreSQL for several).",
+        "(SQLite for one machine, PostgreSQL for several). Sensitive: it may hold a password; prefer "
+        "``lease_store_conn_id``.",
+    ),
+    "lease_store_conn_id": (
+        "string",
+        "",
+        "A ``postgres`` Airflow connection (host, port, login, password, schema = database; libpq extras "
+        "such as ``sslmode``) to use as the lease store instead of ``lease_store_url``; its password comes "
+        "from the secrets backend and is never written into trigger arguments.",
     ),
     "default_engine": (
         "string",
@@ -71,6 +79,10 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: options whose value may hold a credential: Airflow hides them and accepts ``_CMD`` / ``_SECRET`` forms
+SENSITIVE = frozenset({"lease_store_url"})
+
+
 def provider_config_description() -> dict[str, Any]:
     """The ``config`` entry of :func:`deltaguard.get_provider_info.get_provider_info`."""
     return {
@@ -83,6 +95,7 @@ def provider_config_description() -> dict[str, Any]:
                     "type": kind,
                     "example": None,
                     "default": default,
+                    "sensitive": name in SENSITIVE,
                 }
                 for name, (kind, default, description) in OPTIONS.items()
             },
@@ -115,7 +128,13 @@ def _positive_float(option: str) -> float:
 
 
 def lease_store_url() -> str:
-    """The lease store URL (default: a SQLite file under ``$AIRFLOW_HOME``)."""
+    """The lease store URL: from ``lease_store_conn_id`` when set, else ``lease_store_url`` (default: a
+    SQLite file under ``$AIRFLOW_HOME``). It may hold a password: never log it or serialize it."""
+    conn_id = _raw("lease_store_conn_id")
+    if conn_id:
+        from deltaguard.leases.store_location import store_url_from_connection
+
+        return store_url_from_connection(conn_id)
     return _raw("lease_store_url")
 
 

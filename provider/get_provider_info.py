@@ -92,6 +92,9 @@ def get_provider_info() -> dict[str, Any]:
                 },
             }
         ],
-        "plugins": [{"name": "deltaguard", "plugin-class": "deltaguard.plugins.ui.DeltaguardUiPlugin"}],
+        # No "plugins" entry: the UI plugin is the `airflow.plugins` entry point (setup.cfg), which Airflow
+        # loads by default. Listing it here too would, with `[core] lazy_discover_providers = False`,
+        # register it twice and make Airflow report "Plugin 'deltaguard' already registered" as a plugin
+        # import error (airflow/plugins_manager.py, _get_plugins).
         "config": provider_config_description(),
     }

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import configparser
+import json
+import os
 import subprocess
 import sys
 import zipfile
+from importlib.metadata import version
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 #: import-package prefix -> folder, as setup.cfg's package_dir declares it
@@ -42,15 +47,22 @@ def test_every_declared_package_exists() -> None:
     assert not stale, f"setup.cfg declares packages with no folder: {sorted(stale)}"
 
 
-def test_wheel_installs_only_the_deltaguard_namespace(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from the checkout."""
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         # uv builds in an isolated environment, as a release build would.
-        [sys.executable, "-m", "uv", "build", "--wheel", "-q", "-o", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "uv", "build", "--wheel", "-q", "-o", str(out), str(REPO)],
         check=True,
         capture_output=True,
-        cwd=tmp_path,
+        cwd=out,
     )
-    (wheel,) = tmp_path.glob("airflow_provider_deltaguard-*.whl")
+    (built,) = out.glob("airflow_provider_deltaguard-*.whl")
+    return built
+
+
+def test_wheel_installs_only_the_deltaguard_namespace(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"deltaguard"}
@@ -64,6 +76,63 @@ def test_wheel_installs_only_the_deltaguard_namespace(tmp_path: Path) -> None:
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "apache_airflow_provider" in text and "deltaguard.cli:main" in text
+    assert "[airflow.plugins]\ndeltaguard = deltaguard.plugins.ui:DeltaguardUiPlugin" in text
+
+
+def test_wheel_ships_the_license(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    license_file = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
+    assert "Apache License" in zipfile.ZipFile(wheel).read(license_file).decode()
+
+
+@pytest.mark.timeout(300)
+def test_clean_install_shows_provider_and_plugin_with_default_settings(wheel: Path, tmp_path: Path) -> None:
+    """The wheel and Airflow in a fresh virtualenv, an empty Airflow home and no settings at all: Airflow
+    lists the provider and loads the UI plugin (Airflow's default is lazy provider discovery)."""
+    venv = tmp_path / "venv"
+    uv = [sys.executable, "-m", "uv"]
+    subprocess.run(
+        [*uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, capture_output=True
+    )
+    airflow_version = version(
+        "apache-airflow-core"
+    )  # the one the test suite runs against (uv's cache has it)
+    subprocess.run(
+        [
+            *uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            str(wheel),
+            f"apache-airflow-core=={airflow_version}",
+            f"apache-airflow-task-sdk=={version('apache-airflow-task-sdk')}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=240,
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AIRFLOW_HOME": str(tmp_path / "airflow")}
+
+    def airflow(*args: str) -> object:
+        done = subprocess.run(
+            [str(venv / "bin" / "airflow"), *args, "-o", "json"],
+            env=env,
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return json.loads(done.stdout[done.stdout.index("[") :])
+
+    providers = airflow("providers", "list")
+    assert "airflow-provider-deltaguard" in {p["package_name"] for p in providers}  # type: ignore[attr-defined]
+    plugins = [p for p in airflow("plugins") if p["name"] == "deltaguard"]  # type: ignore[attr-defined]
+    assert len(plugins) == 1, plugins
+    assert "airflow-provider-deltaguard" in plugins[0]["source"]
+    assert [app["url_prefix"] for app in plugins[0]["fastapi_apps"]] == ["/deltaguard"]
 
 
 def test_installed_package_resolves_to_the_mapped_folders() -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 from airflow.sdk import BaseHook
 
 from deltaguard.engines.base import DeltaEngine
 from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
-from deltaguard.writes.table_uri import resolve_table_uri
+from deltaguard.writes.table_uri import check_table_uri, resolve_table_uri
 
 #: extras keys naming the Spark connections the Spark engine uses
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
@@ -153,6 +154,36 @@ class DeltaTableHook(BaseHook):
         return build_engine(
             self.engine_choice(name), self.engine_settings(spark_conn_id, spark_connect_conn_id)
         )
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Airflow's *Test* button: can the connection's Base URI be listed with its storage options?
+
+        The location is listed through delta-rs' object store (the same client and options the delta-rs
+        engine writes with); when it holds a ``_delta_log`` the table's version is reported too. The engine
+        named in the extras must be known. Nothing is written.
+
+        :returns: ``(True, what was found)`` or ``(False, why not)``.
+        """
+        from deltalake import DeltaTable
+        from deltalake.fs import DeltaStorageHandler
+        from pyarrow.fs import FileSelector
+
+        try:
+            engine = self.engine_choice()
+            if not self.base_uri:
+                return False, "no Base URI to test: set one, or name every table by its absolute URI"
+            location = check_table_uri(self.base_uri)
+            options = self.storage_options or None
+            listing = DeltaStorageHandler(location, options).get_file_info_selector(
+                FileSelector("", allow_not_found=False, recursive=False)
+            )
+            names = {PurePosixPath(entry.path).name for entry in listing}
+            if "_delta_log" in names:
+                version = DeltaTable(location, storage_options=options).version()
+                return True, f"{location}: Delta table at version {version} (engine {engine})"
+            return True, f"{location}: reachable, {len(names)} entries (engine {engine})"
+        except Exception as exc:  # the button shows the reason; any failure means "not usable"
+            return False, f"{type(exc).__name__}: {exc}"
 
 
 def _parse_extras(extra: str | Mapping[str, Any] | None) -> dict[str, Any]:

@@ -359,7 +359,8 @@ class LeaseManager:
             payload=codec.request_payload(request),
             # The committing engine travels with the stored operation, so a holder is judged by its own rules too.
             op_texts={
-                c.uri: codec.op_text(dataclasses.replace(c.operation, engine=c.profile)) for c in request.claims
+                c.uri: codec.op_text(dataclasses.replace(c.operation, engine=c.profile))
+                for c in request.claims
             },
             ageing_s=self.ageing_s,
         )

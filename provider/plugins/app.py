@@ -10,8 +10,11 @@ Airflow does not protect a plugin's FastAPI app, so every route here depends on 
   "deltaguard")`` *and* edit access to the task instances of the DAG that holds the lease (the same right
   as marking that task failed); it only accepts a JSON body, so a cross-site HTML form cannot send it.
 
-Anonymous requests get 401 (JSON) or a redirect to the login page (HTML); authenticated users without
-the right get 403. The lease store is ``[deltaguard] lease_store_url``, read on every request.
+Anonymous requests and requests with an invalid or expired token get 401 (JSON) or a redirect to the
+login page (HTML); authenticated users without the right get 403. FastAPI's own ``/docs``, ``/redoc`` and
+``/openapi.json`` are replaced by routes behind the same read check, since the API description is part of
+the UI. The lease store is ``[deltaguard] lease_store_url`` (or ``lease_store_conn_id``), read on every
+request.
 """
 
 from __future__ import annotations
@@ -56,12 +59,26 @@ def _auth_manager() -> Any:
 
 
 async def _user(request: Request) -> Any:
-    """The authenticated Airflow user (401 when there is none or the token is invalid/expired)."""
+    """The authenticated Airflow user (401 when there is none or the token is invalid/expired).
+
+    Airflow's :func:`get_user` answers a token that fails validation with 403; here it is 401, as RFC 6750
+    section 3.1 asks for ``invalid_token``: the client is not authenticated, so signing in again helps
+    (and a browser is sent to the login page instead of an error).
+    """
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.security import HTTPBearer
 
     credentials = await HTTPBearer(auto_error=False)(request)
-    return await get_user(request, None, credentials)
+    try:
+        return await get_user(request, None, credentials)
+    except HTTPException as exc:
+        if exc.status_code != status.HTTP_403_FORBIDDEN:
+            raise
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            str(exc.detail),
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        ) from None
 
 
 def _require(allowed: bool, what: str) -> None:
@@ -92,6 +109,17 @@ ReadUser = Annotated[Any, Depends(read_user)]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"page size (at most {MAX_LIMIT})")]
 
 
+def _base(request: Request) -> str:
+    """The path this app is served under, as the browser sees it (``[api] base_url``'s path + mount)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _airflow_root(request: Request) -> str:
+    """The path Airflow's own UI is served under (Starlette keeps the outermost app's root path as
+    ``app_root_path`` in a mounted app's scope)."""
+    return str(request.scope.get("app_root_path", "")).rstrip("/")
+
+
 def _bad_request(exc: Exception) -> HTTPException:
     return HTTPException(status.HTTP_400_BAD_REQUEST, str(exc))
 
@@ -103,6 +131,10 @@ def create_app() -> FastAPI:
         description="Why a Delta write waits, who holds the table, and what the conflict matrix says. "
         "Every route needs an authenticated Airflow user (cookie `_token` or `Authorization: Bearer`).",
         version="1",
+        # FastAPI would serve these to anyone; the protected routes below replace them.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
 
     @app.exception_handler(HTTPException)
@@ -119,6 +151,14 @@ def create_app() -> FastAPI:
             if login:
                 return RedirectResponse(login, status_code=status.HTTP_303_SEE_OTHER)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    from deltaguard.leases.store import StoreUnavailableError
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_unavailable(request: Request, exc: StoreUnavailableError) -> Response:
+        # The message names the store with its password redacted; a 503 says "try again", not "bug".
+        log.warning("deltaguard UI: %s", exc)
+        return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
 
     # --- JSON ---------------------------------------------------------------------------------------
 
@@ -178,8 +218,7 @@ def create_app() -> FastAPI:
     )
     async def api_release_stale(lease_id: str, request: Request) -> dict[str, Any]:
         user = await _user(request)
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "send a JSON body ({})")
+        # Permissions first (the route's, then the DAG's): a user without them learns nothing of the body rules.
         _require(
             _auth_manager().is_authorized_custom_view(method="DELETE", resource_name=RESOURCE, user=user),
             "release deltaguard leases",
@@ -192,6 +231,9 @@ def create_app() -> FastAPI:
 
         owner = owner_view(rows[0].owner_json)
         _require_dag(user, str(owner.get("dag_id", "")), "PUT")
+        # Only a JSON body, checked before anything changes: a cross-site HTML form cannot send one.
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "send a JSON body ({})")
         try:
             released = store.release_stale(lease_id, user.get_name())
         except LeaseNotFoundError as exc:
@@ -203,11 +245,28 @@ def create_app() -> FastAPI:
         )
         return {"released": lease_id, "tables": [r.uri for r in released], "by": user.get_name()}
 
+    # --- API description, behind the same read check as the pages -----------------------------------
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(user: ReadUser) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui(request: Request, user: ReadUser) -> HTMLResponse:
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        return get_swagger_ui_html(openapi_url=f"{_base(request)}/openapi.json", title=f"{app.title} - API")
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc(request: Request, user: ReadUser) -> HTMLResponse:
+        from fastapi.openapi.docs import get_redoc_html
+
+        return get_redoc_html(openapi_url=f"{_base(request)}/openapi.json", title=f"{app.title} - ReDoc")
+
     # --- pages --------------------------------------------------------------------------------------
 
     def page(request: Request, name: str, user: Any, **context: Any) -> HTMLResponse:
-        base = request.scope.get("root_path", "").rstrip("/")
-        return HTMLResponse(render(name, base=base, user=user.get_name(), **context))
+        return HTMLResponse(render(name, base=_base(request), user=user.get_name(), **context))
 
     @app.get("/", response_class=HTMLResponse, summary="Tables page")
     def page_tables(request: Request, user: ReadUser, after: str | None = None) -> HTMLResponse:
@@ -233,7 +292,7 @@ def create_app() -> FastAPI:
         run_id: str | None = None,
         task_id: str | None = None,
         map_index: str | None = None,
-        try_number: int | None = None,
+        try_number: int | None = Query(None, ge=0),
     ) -> HTMLResponse:
         # The task-instance tab fills {MAP_INDEX} itself; anything but an integer means "not mapped".
         index = int(map_index) if map_index and map_index.lstrip("-").isdigit() else -1
@@ -242,7 +301,7 @@ def create_app() -> FastAPI:
         link = ""
         if dag_id and run_id and task_id:
             data = api_decision(user, dag_id, run_id, task_id, index, try_number)
-            link = ti_url(dag_id, run_id, task_id, index)
+            link = ti_url(dag_id, run_id, task_id, index, root=_airflow_root(request))
         return page(request, "decision", user, data=data, q=query, ti_url=link)
 
     return app

@@ -164,9 +164,12 @@ def decision_query(owner: dict[str, Any]) -> str:
     )
 
 
-def ti_url(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """The Airflow UI page of a task instance."""
-    url = f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}/tasks/{quote(task_id)}"
+def ti_url(dag_id: str, run_id: str, task_id: str, map_index: int, root: str = "") -> str:
+    """The Airflow UI page of a task instance.
+
+    :param root: the path Airflow is served under (``[api] base_url``'s path, ``""`` at the host's root).
+    """
+    url = f"{root}/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}/tasks/{quote(task_id)}"
     return f"{url}/mapped/{map_index}" if map_index >= 0 else url
 
 

@@ -29,14 +29,18 @@ MAX_CONSECUTIVE_ERRORS = 5
 class LeaseAvailableTrigger(BaseTrigger):
     """Fire when a queued lease request is granted (or its queue entry is gone).
 
-    :param store_url: the lease store URL (as the task used it).
+    :param store_url: the lease store URL (as the task used it). Only its password-free reference is
+        kept and serialized; the triggerer takes the password from its own configuration
+        (:func:`~deltaguard.leases.store_location.resolve_store_reference`).
     :param request_id: the queued request.
     :param poll_interval: seconds between checks.
     """
 
     def __init__(self, store_url: str, request_id: str, poll_interval: float = 5.0) -> None:
+        from deltaguard.leases.store_location import store_reference
+
         super().__init__()
-        self.store_url = store_url
+        self.store_url = store_reference(store_url)
         self.request_id = request_id
         self.poll_interval = float(poll_interval)
 

@@ -94,8 +94,10 @@ class DeltaAdmissionTrigger(BaseTrigger):
         include_waiting: bool = True,
         poll_interval: float = 5.0,
     ) -> None:
+        from deltaguard.leases.store_location import store_reference
+
         super().__init__()
-        self.store_url = store_url
+        self.store_url = store_reference(store_url)  # never the password (see LeaseAvailableTrigger)
         self.table_key = table_key
         self.operation = operation
         self.table_config = table_config
@@ -119,10 +121,11 @@ class DeltaAdmissionTrigger(BaseTrigger):
 
     def _probe(self) -> tuple[bool, str]:
         from deltaguard.leases import codec
+        from deltaguard.leases.store_location import resolve_store_reference
         from deltaguard.writes.sensor_checks import admission_probe
 
         return admission_probe(
-            self.store_url,
+            resolve_store_reference(self.store_url),
             self.table_key,
             codec.operation_from_json(self.operation),
             codec.config_from_json(self.table_config),

@@ -7,16 +7,19 @@ database path is used (migrated here if still missing).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 USERS = {"admin": "admin", "viewer": "viewer"}
 PASSWORDS = {"admin": "admin-pw-1", "viewer": "viewer-pw-1"}
 
@@ -59,28 +62,57 @@ def prepare_environment(lease_store_url: str) -> Path:
     return home
 
 
-def build_app(lease_store_url: str) -> Any:
-    """The api-server app with every provider plugin loaded (as with ``lazy_discover_providers = False``)."""
+def build_app(lease_store_url: str, *, eager_providers: bool = False) -> Any:
+    """The api-server app with the plugins Airflow finds.
+
+    :param eager_providers: as with ``[core] lazy_discover_providers = False`` (default: Airflow's default,
+        lazy discovery, under which only entry-point plugins load).
+    """
     prepare_environment(lease_store_url)
     from airflow import plugins_manager, settings
     from airflow.api_fastapi.app import create_app, purge_cached_app
 
     purge_cached_app()
-    # An earlier in-process DagBag or dag.test() may have loaded (and cached) the plugins with the default
-    # lazy provider discovery, which leaves provider plugins out: clear every cached plugin lookup.
+    # An earlier in-process DagBag or dag.test() may have loaded (and cached) the plugins under other
+    # settings: clear every cached plugin lookup so this app sees what a fresh api-server would.
     for cached in vars(plugins_manager).values():
         if callable(getattr(cached, "cache_clear", None)):
             cached.cache_clear()
     lazy = settings.LAZY_LOAD_PROVIDERS
-    settings.LAZY_LOAD_PROVIDERS = False  # what `[core] lazy_discover_providers = False` sets
+    settings.LAZY_LOAD_PROVIDERS = not eager_providers  # what `[core] lazy_discover_providers` sets
     try:
-        return create_app(apps="core")
+        with _installed_distributions_only():
+            return create_app(apps="core")
     finally:
         settings.LAZY_LOAD_PROVIDERS = lazy
 
 
-def token(client: Any, user: str) -> str:
-    """A JWT from Airflow's own ``POST /auth/token`` (what the UI and API clients use)."""
-    answer = client.post("/auth/token", json={"username": user, "password": PASSWORDS[user]})
+@contextlib.contextmanager
+def _installed_distributions_only() -> Iterator[None]:
+    """Hide the source checkout from Airflow's entry-point scan while the app is built.
+
+    Building a wheel leaves ``airflow_provider_deltaguard.egg-info`` in the checkout, and pytest puts the
+    checkout on ``sys.path``: ``importlib.metadata`` then finds the provider twice and Airflow registers
+    its plugin entry point twice ("already registered"). An installed api-server sees one distribution.
+    """
+    from airflow._shared.module_loading import _get_grouped_entry_points
+
+    checkout = {str(REPO), ""}
+    saved = list(sys.path)
+    sys.path[:] = [entry for entry in sys.path if entry not in checkout]
+    _get_grouped_entry_points.cache_clear()
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+        _get_grouped_entry_points.cache_clear()
+
+
+def token(client: Any, user: str, root: str = "") -> str:
+    """A JWT from Airflow's own ``POST /auth/token`` (what the UI and API clients use).
+
+    :param root: the path Airflow is served under (``[api] base_url``'s path).
+    """
+    answer = client.post(f"{root}/auth/token", json={"username": user, "password": PASSWORDS[user]})
     assert answer.status_code == 201, answer.text
     return str(answer.json()["access_token"])

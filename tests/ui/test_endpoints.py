@@ -62,30 +62,71 @@ READ_ROUTES = [
     f"/deltaguard/table?uri={CUSTOMERS}",
     f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
     "/deltaguard/decision",
+    "/deltaguard/docs",
+    "/deltaguard/redoc",
+    "/deltaguard/openapi.json",
 ]
 
 
-def test_plugin_is_registered_through_the_provider(client: Any, tokens: dict[str, str]) -> None:
+def test_plugin_is_registered_once_through_its_entry_point(client: Any, tokens: dict[str, str]) -> None:
+    """The app is built with Airflow's default (lazy) provider discovery: the entry point alone loads it."""
     plugins = client.get("/api/v2/plugins", headers=bearer(tokens["admin"])).json()["plugins"]
     mine = [p for p in plugins if p["name"] == "deltaguard"]
     assert len(mine) == 1
     assert mine[0]["fastapi_apps"][0]["url_prefix"] == "/deltaguard"
     assert mine[0]["external_views"][0]["href"] == "/deltaguard/"
+    assert "airflow-provider-deltaguard" in mine[0]["source"]
     tab = mine[0]["external_views"][1]
     assert tab["destination"] == "task_instance" and "{RUN_ID}" in tab["href"]
-    from airflow.providers_manager import ProvidersManager
-
-    provided = [p for p in ProvidersManager().plugins if p.name == "deltaguard"]
-    assert [(p.plugin_class, p.provider_name) for p in provided] == [
-        ("deltaguard.plugins.ui.DeltaguardUiPlugin", "airflow-provider-deltaguard")
-    ]
+    errors = client.get("/api/v2/plugins/importErrors", headers=bearer(tokens["admin"])).json()
+    assert not [e for e in errors["import_errors"] if "deltaguard" in str(e)], errors
 
 
 @pytest.mark.parametrize("route", READ_ROUTES)
 def test_anonymous_and_forged_requests_are_refused(client: Any, store_of: Scenario, route: str) -> None:
     assert client.get(route).status_code == 401
-    assert client.get(route, headers=bearer("not-a-jwt")).status_code in (401, 403)
-    assert client.get(route, cookies={"_token": "not-a-jwt"}).status_code in (401, 403)
+    # a token that fails validation is "not authenticated" (RFC 6750 invalid_token), not "forbidden"
+    forged = client.get(route, headers=bearer("not-a-jwt"))
+    assert forged.status_code == 401 and "invalid_token" in forged.headers["www-authenticate"]
+    client.cookies.set("_token", "not-a-jwt")
+    try:
+        assert client.get(route).status_code == 401
+    finally:
+        client.cookies.clear()
+
+
+def test_token_signed_with_another_secret_is_refused(client: Any, store_of: Scenario) -> None:
+    import jwt
+
+    foreign = jwt.encode({"sub": "admin", "role": "ADMIN", "exp": time.time() + 600}, "x" * 64, "HS512")
+    assert client.get("/deltaguard/api/tables", headers=bearer(foreign)).status_code == 401
+
+
+def test_browser_with_an_expired_session_is_sent_to_login(client: Any, store_of: Scenario) -> None:
+    client.cookies.set("_token", "not-a-jwt")
+    try:
+        answer = client.get("/deltaguard/", headers={"accept": "text/html"}, follow_redirects=False)
+    finally:
+        client.cookies.clear()
+    assert answer.status_code == 303 and "/auth/login" in answer.headers["location"]
+
+
+def test_api_description_lists_the_routes_for_a_reader(client: Any, tokens: dict[str, str]) -> None:
+    spec = client.get("/deltaguard/openapi.json", headers=bearer(tokens["viewer"])).json()
+    assert "/api/tables" in spec["paths"] and "/api/leases/{lease_id}/release-stale" in spec["paths"]
+    assert "/docs" not in spec["paths"]
+    docs = client.get("/deltaguard/docs", headers=bearer(tokens["viewer"])).text
+    assert "/deltaguard/openapi.json" in docs
+
+
+@pytest.mark.parametrize("route", ["/deltaguard/decision", "/deltaguard/api/decision"])
+def test_decision_page_and_api_refuse_a_negative_try_number(
+    client: Any, tokens: dict[str, str], store_of: Scenario, route: str
+) -> None:
+    url = f"{route}?dag_id=daily_sales&run_id={RUN}&task_id=merge_b&try_number=-1"
+    assert client.get(url, headers=bearer(tokens["viewer"])).status_code == 422
+    url = f"{route}?dag_id=daily_sales&run_id={RUN}&task_id=merge_b&try_number=1"
+    assert client.get(url, headers=bearer(tokens["viewer"])).status_code == 200
 
 
 def test_anonymous_browser_is_sent_to_login(client: Any, store_of: Scenario) -> None:
@@ -135,6 +176,8 @@ def test_release_stale_lease_authorization(client: Any, tokens: dict[str, str], 
     url = f"/deltaguard/api/leases/{store_of.stale_lease}/release-stale"
     assert client.post(url, json={}).status_code == 401
     assert client.post(url, json={}, headers=bearer(tokens["viewer"])).status_code == 403
+    # the permission is checked before the body's type: a viewer learns nothing from a form post
+    assert client.post(url, data={"x": "1"}, headers=bearer(tokens["viewer"])).status_code == 403
     # a form post (what a cross-site page could send with the cookie) is refused
     form = client.post(url, data={"x": "1"}, headers=bearer(tokens["admin"]))
     assert form.status_code == 415
@@ -232,3 +275,33 @@ def test_task_instance_tab_url_opens_the_decision(
     )
     page = client.get(url, headers=bearer(tokens["viewer"]))
     assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
+
+
+def test_delta_connection_test_button(
+    client: Any, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The UI's Test button: Airflow's ``POST /api/v2/connections/test`` with a ``delta`` connection."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    monkeypatch.setenv("AIRFLOW__CORE__TEST_CONNECTION", "Enabled")
+    write_deltalake(str(tmp_path / "sales"), pa.table({"id": [1]}))
+    body = {"connection_id": "delta_lake", "conn_type": "delta", "host": f"file://{tmp_path / 'sales'}"}
+    answer = client.post("/api/v2/connections/test", json=body, headers=bearer(tokens["admin"])).json()
+    assert answer["status"] is True and "Delta table at version 0" in answer["message"], answer
+    body["host"] = f"file://{tmp_path / 'missing'}"
+    answer = client.post("/api/v2/connections/test", json=body, headers=bearer(tokens["admin"])).json()
+    assert answer["status"] is False and "does not exist" in answer["message"], answer
+
+
+def test_unreachable_store_is_a_503_without_its_password(
+    client: Any, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW__DELTAGUARD__LEASE_STORE_URL",
+        "postgresql+psycopg://dg:hunter2-pw@127.0.0.1:9/leases?connect_timeout=2",
+    )
+    for route in ("/deltaguard/api/tables", "/deltaguard/"):
+        answer = client.get(route, headers=bearer(tokens["viewer"]))
+        assert answer.status_code == 503, answer.text
+        assert "unavailable" in answer.text and "hunter2-pw" not in answer.text
