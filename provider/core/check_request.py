@@ -261,9 +261,12 @@ def _assignment_pairs(where: str, value: dict[str, Any]) -> tuple[tuple[str, str
 
 
 def _inserts(value: dict[str, Any], fields: dict[str, Any]) -> str | None:
-    """A MERGE's inserted rows: absent means none, ``null`` means anywhere, text is a predicate on them."""
-    if "inserts" not in value:
-        return ""
+    """A MERGE's inserted rows: ``""`` means none, ``null`` or absent means anywhere, text is a predicate.
+
+    Absent is read as anywhere because a ``WHEN NOT MATCHED THEN INSERT`` adds the source's rows wherever
+    their values put them, whatever the ON condition names; a document that says nothing about them has
+    not ruled that out.
+    """
     return fields.get("inserts")
 
 

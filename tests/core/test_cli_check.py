@@ -12,7 +12,7 @@ import pytest
 
 BIN = Path(sys.executable).with_name("deltaguard")
 
-ISSUE_EXAMPLE: dict[str, Any] = {
+README_EXAMPLE: dict[str, Any] = {
     "engine": {"name": "databricks", "runtime": "14.3", "photon": False},
     "table": {
         "partition_columns": ["date"],
@@ -21,7 +21,11 @@ ISSUE_EXAMPLE: dict[str, Any] = {
         "identity_columns": [],
     },
     "running": [{"operation": "UPDATE", "predicate": "date = '2024-01-01'"}],
-    "candidate": {"operation": "MERGE", "merge_condition": "t.id = s.id AND t.date = '2024-01-02'"},
+    "candidate": {
+        "operation": "MERGE",
+        "merge_condition": "t.id = s.id AND t.date = '2024-01-02'",
+        "inserts": "date = '2024-01-02'",
+    },
 }
 
 
@@ -32,13 +36,13 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 
 
 def with_changes(**changes: Any) -> dict[str, Any]:
-    document = json.loads(json.dumps(ISSUE_EXAMPLE))
+    document = json.loads(json.dumps(README_EXAMPLE))
     document.update(changes)
     return document
 
 
-def test_check_issue_example_from_stdin() -> None:
-    result = run("check", "-", stdin=json.dumps(ISSUE_EXAMPLE))
+def test_check_readme_example_from_stdin() -> None:
+    result = run("check", "-", stdin=json.dumps(README_EXAMPLE))
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["verdict"] == "no_conflict"
@@ -51,7 +55,7 @@ def test_check_array_keeps_order(tmp_path: Path) -> None:
         candidate={"operation": "MERGE", "merge_condition": "t.id = s.id AND t.date = '2024-01-01'"}
     )
     path = tmp_path / "checks.json"
-    path.write_text(json.dumps([ISSUE_EXAMPLE, overlapping, ISSUE_EXAMPLE]))
+    path.write_text(json.dumps([README_EXAMPLE, overlapping, README_EXAMPLE]))
     result = run("check", str(path))
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -72,7 +76,7 @@ def test_check_array_keeps_order(tmp_path: Path) -> None:
         (with_changes(running=[{"operation": "DELETE", "predicate": 5}]), "running[0].predicate"),
         (with_changes(candidate={"operation": "UPDATE", "merge_condition": "t.a = s.a"}), "merge_condition"),
         (with_changes(table={"partition_columns": "date"}), "partition_columns"),
-        ({"engine": ISSUE_EXAMPLE["engine"]}, "candidate"),
+        ({"engine": README_EXAMPLE["engine"]}, "candidate"),
     ],
 )
 def test_check_invalid_input_is_one_line_error(document: dict[str, Any], message: str) -> None:
@@ -95,7 +99,7 @@ def test_check_invalid_input_exits_2_with_nothing_on_stdout() -> None:
 
 def test_check_invalid_document_in_array_names_its_index() -> None:
     bad = with_changes(candidate={"operation": "UPSERT"})
-    result = run("check", "-", stdin=json.dumps([ISSUE_EXAMPLE, bad]))
+    result = run("check", "-", stdin=json.dumps([README_EXAMPLE, bad]))
     assert result.returncode == 2 and result.stdout == ""
     assert "document[1]" in result.stderr
 
