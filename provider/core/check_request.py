@@ -244,7 +244,7 @@ def _parse_operation(value: Any, where: str) -> tuple[Operation, str | None]:
         reads_target=fields.get("reads_target", False),
         checkpoint_location=fields.get("checkpoint_location"),
         assignments=_assignment_pairs(f"{where}.assignments", fields.get("assignments", {})),
-        inserts=_inserts(value, fields),
+        inserts=_inserts(kind, fields),
         engine=engine,
         label=fields.get("label"),
     )
@@ -260,14 +260,17 @@ def _assignment_pairs(where: str, value: dict[str, Any]) -> tuple[tuple[str, str
     return tuple(value.items())
 
 
-def _inserts(value: dict[str, Any], fields: dict[str, Any]) -> str | None:
+def _inserts(kind: OperationKind, fields: dict[str, Any]) -> str | None:
     """A MERGE's inserted rows: ``""`` means none, ``null`` or absent means anywhere, text is a predicate.
 
     Absent is read as anywhere because a ``WHEN NOT MATCHED THEN INSERT`` adds the source's rows wherever
     their values put them, whatever the ON condition names; a document that says nothing about them has
-    not ruled that out.
+    not ruled that out. Only a MERGE inserts rows this way.
     """
-    return fields.get("inserts")
+    if kind is not OperationKind.MERGE:
+        return ""
+    inserts: str | None = fields.get("inserts")
+    return inserts
 
 
 def _validate(operation: Operation, where: str) -> None:
