@@ -30,7 +30,7 @@ class Observed(StrEnum):
     CORRUPT = "corrupt"
     #: failed with a non-conflict error that no serial execution shows
     ERROR = "error"
-    #: the first write could not even run on the fresh seed table (the cell is inconclusive)
+    #: the first write could not even run on the fresh initial table (the cell is inconclusive)
     NOT_RUN = "not_run"
 
 

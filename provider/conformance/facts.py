@@ -1,4 +1,4 @@
-"""The delta-rs facts issue 3 lists, each checked against measurements (never assumed).
+"""The delta-rs facts ADR 0003 lists, each checked against measurements (never assumed).
 
 Most facts are read off the cell matrix of a run; two need their own probe because they are about retries,
 not about pairs: delta-rs silently rebases a non-conflicting stale commit, and OPTIMIZE ignores

@@ -1,4 +1,4 @@
-"""Run cells against delta-rs: seed a table, commit one write, commit the other from the stale snapshot.
+"""Run cells against delta-rs: create a table, commit one write, commit the other from the stale snapshot.
 
 Work is grouped by (pair, layout): the two serial executions (A then B, B then A) do not depend on the
 isolation spelling, so they run once per group and every spelling's concurrent runs are compared with them.
@@ -74,7 +74,7 @@ def read_state(uri: str) -> TableState:
     """The table's rows, columns and properties, read fresh from its log."""
     table = DeltaTable(uri)
     data = table.to_pyarrow_table()
-    # The seed's isolation property is the only thing that differs between the per-spelling tables and the
+    # The initial table's isolation property is the only thing that differs between the per-spelling tables and the
     # spelling-free table the serial executions run on; no probe write touches it.
     properties = {k: v for k, v in table.metadata().configuration.items() if k != "delta.isolationLevel"}
     return TableState.of(data.to_pylist(), data.column_names, properties)

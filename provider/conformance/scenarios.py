@@ -5,7 +5,7 @@ executes, and as the :class:`~deltaguard.core.operations.Operation` deltaguard w
 model for that write (taken from ``spec.operation()`` wherever the spec describes it, so the harness
 checks exactly what the lease manager will ask).
 
-The seed table is tiny on purpose: ids 1-8, ``p`` in ``{'a', 'b'}`` (ids 1-4 are ``a``), ``v = id * 10``,
+The initial table is tiny on purpose: ids 1-8, ``p`` in ``{'a', 'b'}`` (ids 1-4 are ``a``), ``v = id * 10``,
 written in two commits so that every partition holds two files (OPTIMIZE then has something to do, and in
 the unpartitioned layout every file mixes ``a`` and ``b`` rows).
 """
@@ -85,9 +85,9 @@ ISOLATION_SPELLINGS: tuple[str | None, ...] = (
     "SnapshotIsolation",
 )
 
-#: ids of the seed rows per ``p`` value
+#: ids of the initial rows per ``p`` value
 SEED_IDS: dict[str, tuple[int, ...]] = {"a": (1, 2, 3, 4), "b": (5, 6, 7, 8)}
-#: the two seed commits (each mixes ``a`` and ``b`` rows)
+#: the two initial commits (each mixes ``a`` and ``b`` rows)
 SEED_COMMITS: tuple[tuple[int, ...], ...] = ((1, 2, 5, 6), (3, 4, 7, 8))
 #: the CHECK constraint ADD_CONSTRAINT adds; INSERT appends a row that violates it on purpose
 CONSTRAINT_EXPRESSION = "v < 1000"
@@ -153,7 +153,7 @@ def rows(
 
 
 def seed_batches() -> list[pa.Table]:
-    """The seed commits, each a table of rows spread over both ``p`` values."""
+    """The initial commits, each a table of rows spread over both ``p`` values."""
     return [
         pa.concat_tables([rows([i for i in commit if i in SEED_IDS[p]], p) for p in ("a", "b")])
         for commit in SEED_COMMITS
@@ -161,7 +161,7 @@ def seed_batches() -> list[pa.Table]:
 
 
 def seed_properties(isolation: str | None) -> dict[str, str]:
-    """Table properties the seed table is created with."""
+    """Table properties the initial table is created with."""
     return {} if isolation is None else {"delta.isolationLevel": isolation}
 
 

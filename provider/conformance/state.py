@@ -1,7 +1,7 @@
 """What a table looks like after a pair of writes, and whether a concurrent outcome is serial-equivalent.
 
 Two writes that both commit concurrently are only harmless if the table ends up exactly as one of the two
-serial executions would have left it (A then B, or B then A, each run on a fresh copy of the seed table).
+serial executions would have left it (A then B, or B then A, each run on a fresh copy of the initial table).
 Rows are compared as a multiset, so duplicated rows (two concurrent OPTIMIZEs) are caught; schema and table
 properties are compared too, so a constraint committed over rows that violate it is caught as well.
 """

@@ -29,7 +29,7 @@ class PairVerdict:
 
     :param conflict: ``True`` if they can conflict (or silently corrupt data) in some commit order.
     :param exceptions: exception classes one of them could raise.
-    :param reason: a human reason citing the rule (seed section or probe evidence).
+    :param reason: a human reason citing the rule (the Databricks page's section or probe evidence).
     :param advice: concrete changes that would make the pair compatible.
     :param rule: a stable identifier of the rule that decided (for tests, logs and the UI).
     """

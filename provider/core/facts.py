@@ -118,7 +118,7 @@ class OpFacts:
 
     @property
     def is_dml_like(self) -> bool:
-        """UPDATE/DELETE/MERGE or an INSERT that reads the target (the seed: "same concurrency as MERGE")."""
+        """UPDATE/DELETE/MERGE or an INSERT that reads the target (the Databricks page: "same concurrency as MERGE")."""
         return self.role is Role.READ_WRITE
 
     def name(self) -> str:

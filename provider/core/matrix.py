@@ -1,4 +1,4 @@
-"""The operation x operation conflict matrix of one engine and table, like the seed's tables.
+"""The operation x operation conflict matrix of one engine and table, like the Databricks page's tables.
 
 Each cell is :func:`~deltaguard.core.model.pair_verdict` of two representative operations (whole-table
 predicates unless the caller gives others), rendered as text or JSON.

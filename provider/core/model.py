@@ -1,7 +1,7 @@
 """The conflict model: may a candidate write run beside the writes already running on a table?
 
 ``pair_verdict`` judges two operations; ``decide`` judges a candidate against every running operation,
-including the 3-way rule of seed 001 (WriteSerializable: a blind append conflicts when more than one
+including the 3-way rule of the page's Japanese edition (WriteSerializable: a blind append conflicts when more than one
 concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up per engine
 (:mod:`~deltaguard.core.rules_databricks`, :mod:`~deltaguard.core.rules_delta_spark`,
 :mod:`~deltaguard.core.rules_deltars`) after the shared ones (:mod:`~deltaguard.core.rules_common`).
@@ -140,12 +140,12 @@ def _is_reader(f: OpFacts) -> bool:
 def _multi_reader_rule(
     cand: OpFacts, running: Sequence[OpFacts], ctx: TableContext
 ) -> list[tuple[tuple[int, ...], str]]:
-    """Seed 001's 3-way note; returns (running indexes, reason) for each conflict it finds."""
+    """The Japanese edition's 3-way note; returns (running indexes, reason) for each conflict it finds."""
     found: list[tuple[tuple[int, ...], str]] = []
     overlap = _Overlap(ctx)
     candidate_index = -1
     cite = (
-        "seed 001, ConcurrentAppendException (Important): in WriteSerializable a blind append can conflict when "
+        "Isolation levels and write conflicts (Japanese edition), ConcurrentAppendException (Important): in WriteSerializable a blind append can conflict when "
         "more than one concurrent UPDATE/DELETE/MERGE may read the appended rows"
     )
     if cand.role is Role.APPEND:

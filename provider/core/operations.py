@@ -28,7 +28,7 @@ class OperationKind(StrEnum):
 
 
 #: Operations that change metadata (protocol, properties, schema) or (re)create the table.
-#: The seed: "Metadata changes cause all concurrent write operations to fail."
+#: The Databricks page: "Metadata changes cause all concurrent write operations to fail."
 METADATA_CHANGES: frozenset[OperationKind] = frozenset(
     {
         OperationKind.SET_TBLPROPERTIES,
@@ -39,7 +39,7 @@ METADATA_CHANGES: frozenset[OperationKind] = frozenset(
     }
 )
 
-#: UPDATE, DELETE and MERGE: the middle row/column of the seed tables.
+#: UPDATE, DELETE and MERGE: the middle row/column of the Databricks page's tables.
 DML: frozenset[OperationKind] = frozenset({OperationKind.UPDATE, OperationKind.DELETE, OperationKind.MERGE})
 
 
@@ -87,7 +87,7 @@ class Operation:
 
     @property
     def is_blind_append(self) -> bool:
-        """An INSERT that does not read the table before committing (the seed's footnote 1)."""
+        """An INSERT that does not read the table before committing (the Databricks page's footnote 1)."""
         return self.kind is OperationKind.INSERT and not self.reads_target
 
     @property

@@ -59,7 +59,7 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
         return PairVerdict(
             conflict=True,
             exceptions=(DeltaException.METADATA_CHANGED, DeltaException.CONCURRENT_APPEND),
-            reason=f"seed 003, Note: tables with identity columns ({columns}) do not support concurrent "
+            reason=f"Isolation levels and write conflicts, Note: tables with identity columns ({columns}) do not support concurrent "
             "transactions (every write advances the identity high-water mark in the table metadata)",
             advice=(
                 "run writes to this table one at a time, or generate the key in the job instead of an "
@@ -71,7 +71,7 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
         return PairVerdict(
             conflict=True,
             exceptions=(DeltaException.PROTOCOL_CHANGED,),
-            reason="seed 003, ProtocolChangedException: the table does not exist yet, so both writes create it "
+            reason="Isolation levels and write conflicts, ProtocolChangedException: the table does not exist yet, so both writes create it "
             "(multiple writers creating a table or writing to an empty path at the same time)",
             advice=("create the table first with a single writer, then run the writes",),
             rule="common.table_creation",
@@ -81,7 +81,7 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
         return PairVerdict(
             conflict=True,
             exceptions=_metadata_exceptions(a, b),
-            reason=f"seed 003, Important: metadata changes ({changer.kind.value}: table protocol, properties "
+            reason=f"Isolation levels and write conflicts, Important: metadata changes ({changer.kind.value}: table protocol, properties "
             "or schema) cause all concurrent write operations to fail",
             advice=(f"run the {changer.kind.value} alone, when no other write on the table is running",),
             rule="common.metadata_change",
@@ -100,7 +100,7 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
             return PairVerdict(
                 conflict=True,
                 exceptions=(DeltaException.CONCURRENT_TRANSACTION,),
-                reason=f"seed 003, ConcurrentTransactionException: two streaming queries use {where}{known}",
+                reason=f"Isolation levels and write conflicts, ConcurrentTransactionException: two streaming queries use {where}{known}",
                 advice=("give each streaming query its own checkpoint location (and declare it)",),
                 rule="common.same_checkpoint",
             )

@@ -1,11 +1,11 @@
-"""Databricks conflict rules: the two tables of the seed page "Isolation levels and write conflicts".
+"""Databricks conflict rules: the two tables of the Databricks page "Isolation levels and write conflicts".
 
-Seed 003 (newest, English) is followed exactly; 001 (Japanese) adds the 3-way blind-append note, which
+The page's newest English edition is followed exactly; the newer Japanese edition adds the 3-way blind-append note, which
 :mod:`deltaguard.core.model` applies across running operations (see :func:`reads_appended_rows`).
 
-Roles map onto the seed's rows: APPEND = "INSERT" (blind appends, footnote 1), READ_WRITE = "UPDATE,
+Roles map onto the page's rows: APPEND = "INSERT" (blind appends, footnote 1), READ_WRITE = "UPDATE,
 DELETE, MERGE INTO" (INSERT ... SELECT from the same table included, footnote 1), COMPACTION = "OPTIMIZE"
-(REORG ... APPLY (PURGE) has identical semantics), REWRITE = OVERWRITE / REPLACE_WHERE, which the seed
+(REORG ... APPLY (PURGE) has identical semantics), REWRITE = OVERWRITE / REPLACE_WHERE, which the page
 does not list: they remove whole files by a predicate like a DELETE without deletion vectors, so they are
 judged as DELETEs under the file-level table and never get row-level concurrency.
 """
@@ -18,9 +18,11 @@ from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 
-ROW = "seed 003, Write conflicts with row-level concurrency"
-FILE = "seed 003, Write conflicts without row-level concurrency"
-PARTITIONS = "seed 003, Avoid conflicts using partitioning and disjoint command conditions"
+ROW = "Isolation levels and write conflicts, Write conflicts with row-level concurrency"
+FILE = "Isolation levels and write conflicts, Write conflicts without row-level concurrency"
+PARTITIONS = (
+    "Isolation levels and write conflicts, Avoid conflicts using partitioning and disjoint command conditions"
+)
 
 _DML = frozenset({OperationKind.UPDATE, OperationKind.DELETE, OperationKind.MERGE})
 _DML_EXCEPTIONS = (
@@ -49,7 +51,7 @@ def parse_isolation(raw: str | None, default: IsolationLevel) -> tuple[Isolation
 def deletion_vectors_on(table: TableConfig) -> bool:
     """Deletion vectors: ``delta.enableDeletionVectors = true``, or liquid clustering unless disabled.
 
-    The seed: row-level concurrency is on for "tables with liquid clustering, unless you have disabled
+    The Databricks page: row-level concurrency is on for "tables with liquid clustering, unless you have disabled
     deletion vectors", i.e. Databricks creates clustered tables with deletion vectors.
     """
     raw = table.get_property("delta.enableDeletionVectors")
@@ -71,31 +73,31 @@ def _row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozen
     if not profile.at_least(13, 3):
         return (
             frozenset(),
-            f"{runtime}: no row-level concurrency below Runtime 13.3 (seed 003, preview section)",
+            f"{runtime}: no row-level concurrency below Runtime 13.3 (Isolation levels and write conflicts, preview section)",
         )
     if profile.at_least(14, 2):
         if not (dv_unpartitioned or liquid):
             why = "it is partitioned" if table.is_partitioned else "deletion vectors are not enabled"
             return frozenset(), (
-                f"{runtime}: no row-level concurrency because {why} (seed 003: row-level concurrency needs "
+                f"{runtime}: no row-level concurrency because {why} (Isolation levels and write conflicts: row-level concurrency needs "
                 "deletion vectors without partitioning, or liquid clustering)"
             )
         if profile.at_least(14, 3) or profile.photon:
             return _DML, f"{runtime}: row-level concurrency applies (GA from 14.2)"
         return _DML - {OperationKind.MERGE}, (
-            f"{runtime}: row-level concurrency applies except to MERGE, which needs Photon on 14.2 (seed 003)"
+            f"{runtime}: row-level concurrency applies except to MERGE, which needs Photon on 14.2 (Isolation levels and write conflicts)"
         )
     preview = profile.at_least(14, 0) and profile.row_level_preview and dv_unpartitioned
     if not (liquid or preview):
         return frozenset(), (
             f"{runtime}: row-level concurrency before 14.2 needs liquid clustering (13.3+) or, on 14.0/14.1, "
-            "spark.databricks.delta.rowLevelConcurrencyPreview = true with deletion vectors (seed 003, preview)"
+            "spark.databricks.delta.rowLevelConcurrencyPreview = true with deletion vectors (Isolation levels and write conflicts, preview)"
         )
     if profile.photon:
         return _DML, f"{runtime}: row-level concurrency preview applies"
     return frozenset({OperationKind.DELETE}), (
         f"{runtime}: on 14.1 and below non-Photon compute only supports row-level concurrency for DELETE "
-        "(seed 003, preview)"
+        "(Isolation levels and write conflicts, preview)"
     )
 
 
@@ -136,14 +138,14 @@ def _row_level_op(f: OpFacts, ctx: TableContext) -> tuple[bool, str]:
         return False, ctx.notes[0] if ctx.notes else ""
     if f.limitations:
         return False, (
-            f"{f.kind.value} falls back to file-level rules (seed 003, Limitations for row-level concurrency: "
+            f"{f.kind.value} falls back to file-level rules (Isolation levels and write conflicts, Limitations for row-level concurrency: "
             + "; ".join(f.limitations)
             + ")"
         )
     if kind is OperationKind.MERGE and not ctx.profile.at_least(14, 3) and f.scope.is_everything:
         return False, (
             "on Runtime 14.2 a MERGE without an explicit predicate on the target table falls back to file-level "
-            "rules (seed 003, Limitations for row-level concurrency)"
+            "rules (Isolation levels and write conflicts, Limitations for row-level concurrency)"
         )
     return True, ""
 
@@ -226,7 +228,7 @@ def _verdict(
 
 
 def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
-    """The seed tables' verdict for two data writes on an existing table.
+    """The Databricks page's tables' verdict for two data writes on an existing table.
 
     :param a: one operation (the model passes the pair in a canonical order).
     :param b: the other operation.
@@ -262,7 +264,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
                 False,
                 (),
                 f"{section}: {what} vs INSERT cannot conflict in WriteSerializable (blind appends never conflict "
-                "with readers in WriteSerializable, seed 003 ConcurrentAppendException)",
+                "with readers in WriteSerializable, Isolation levels and write conflicts, ConcurrentAppendException)",
                 "db.dml_insert.write_serializable",
             )
         overlap = _overlaps(a, b, ctx, row_level)

@@ -107,7 +107,7 @@ def merge_condition_with_partitions(
 ) -> str:
     """Add explicit target partition conjuncts to a MERGE condition.
 
-    The seed's advice: ``s.date = t.date`` restricts nothing, ``t.date = '2024-01-01'`` does. The original
+    The Databricks page's advice: ``s.date = t.date`` restricts nothing, ``t.date = '2024-01-01'`` does. The original
     condition is parenthesised so an ``OR`` in it cannot swallow the added conjuncts.
 
     :param condition: the MERGE ``ON`` condition.

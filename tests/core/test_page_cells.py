@@ -1,5 +1,5 @@
-"""Every cell of seed 003's two conflict tables, for both isolation levels, with and without deletion
-vectors, partitioned and not, generated from ONE data table: ``seed_cells.csv``.
+"""Every cell of the two conflict tables of the Databricks page "Isolation levels and write conflicts", for
+both isolation levels, with and without deletion vectors, partitioned and not, generated from ONE data table: ``page_cells.csv``.
 
 The CSV transcribes the seed (``row`` = "with row-level concurrency", ``file`` = "without"); ``expected`` is
 
@@ -28,7 +28,7 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 
-CSV_PATH = Path(__file__).with_name("seed_cells.csv")
+CSV_PATH = Path(__file__).with_name("page_cells.csv")
 PROFILE = EngineProfile(EngineName.DATABRICKS, "14.3", photon=False)
 ABBR = {
     "CA": DeltaException.CONCURRENT_APPEND,
@@ -102,7 +102,7 @@ def _cell(section: str, a: Side, b: Side, isolation: str, dv: bool) -> dict[str,
         and c["isolation"] in ("*", isolation)
         and conditions[c["condition"]]
     ]
-    assert len(found) == 1, f"seed_cells.csv must have exactly one cell for {section} {row} {col}: {found}"
+    assert len(found) == 1, f"page_cells.csv must have exactly one cell for {section} {row} {col}: {found}"
     return found[0]
 
 
@@ -143,7 +143,7 @@ def test_seed_cell(a: Side, b: Side, isolation: str, dv: bool, partitioned: bool
     assert pair_verdict(b.op(None), a.op(None), table, PROFILE) == whole
     if whole.conflict:
         assert set(whole.exceptions) == {ABBR[x] for x in cell["exceptions"].split(";")}
-        assert whole.reason.startswith("seed 003"), whole.reason
+        assert whole.reason.startswith("Isolation levels and write conflicts"), whole.reason
         assert whole.advice, "a conflict must come with advice"
     else:
         assert whole.exceptions == ()
