@@ -132,7 +132,7 @@ def _both_orders(a: Operation, b: Operation, table: TableConfig) -> bool:
 
 
 @pytest.mark.parametrize(("a", "b", "isolation", "dv", "partitioned"), CASES)
-def test_seed_cell(a: Side, b: Side, isolation: str, dv: bool, partitioned: bool) -> None:
+def test_page_cell(a: Side, b: Side, isolation: str, dv: bool, partitioned: bool) -> None:
     section = "row" if dv and not partitioned else "file"
     cell = _cell(section, a, b, isolation, dv)
     table = _table(isolation, dv, partitioned)
