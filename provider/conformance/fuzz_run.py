@@ -199,7 +199,9 @@ def fuzz(
             entry["layout"] = found.case.layout.describe()
             stats.unsound_classes[signature] = entry
             if out_dir is not None:
-                stats.saved.append(str(save_case(out_dir, found, engine.name, {"class": signature})))
+                stats.saved.append(
+                    str(save_case(out_dir, found, engine.name, {"class": signature, "status": "open"}))
+                )
             if progress:
                 progress(f"round {round_number}: UNSOUND {signature}")
         _hostile_round(stats, seed + round_number, hostile_documents)

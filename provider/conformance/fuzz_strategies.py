@@ -11,6 +11,7 @@ used in executable statements, so what differs between engines is the commit, no
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
@@ -385,18 +386,34 @@ def cases(draw: Draw, triples: bool = True) -> FuzzCase:
 # ---------------------------------------------------------------------------------- hostile inputs
 
 
+@dataclass(frozen=True)
+class HostileLimits:
+    """How big hostile inputs get.
+
+    :param depth: most nested parentheses around one comparison.
+    :param chain: most comparisons in one AND or OR chain.
+    :param mixed: most nested ``NOT (x AND/OR y)`` levels.
+    :param json_depth: most nested JSON arrays in a ``deltaguard check`` document.
+    """
+
+    depth: int = 3000
+    chain: int = 3000
+    mixed: int = 400
+    json_depth: int = 200_000
+
+
 @st.composite
-def hostile_predicates(draw: Draw) -> str:
+def hostile_predicates(draw: Draw, limits: HostileLimits = HostileLimits()) -> str:
     """Predicates meant to break a parser: deep nesting, long AND/OR chains, odd literals and names."""
     shape = draw(st.sampled_from(("deep", "chain", "mixed", "random")))
     if shape == "deep":
-        depth = draw(st.integers(50, 3000))
+        depth = draw(st.integers(1, limits.depth))
         return "(" * depth + "p = 'a'" + ")" * depth
     if shape == "chain":
         joiner = draw(st.sampled_from((" AND ", " OR ")))
-        return joiner.join(f"id = {i}" for i in range(draw(st.integers(50, 3000))))
+        return joiner.join(f"id = {i}" for i in range(draw(st.integers(2, limits.chain))))
     if shape == "mixed":
-        depth = draw(st.integers(20, 400))
+        depth = draw(st.integers(1, limits.mixed))
         text = "p = 'a'"
         for i in range(depth):
             text = f"NOT ({text} {'AND' if i % 2 else 'OR'} id > {i})"
@@ -442,13 +459,13 @@ _ENGINES: tuple[dict[str, str], ...] = (
 
 
 @st.composite
-def hostile_documents(draw: Draw) -> Any:
+def hostile_documents(draw: Draw, limits: HostileLimits = HostileLimits()) -> Any:
     """``deltaguard check`` documents: valid skeletons with hostile predicates (as objects), and deeply
     nested JSON (as text)."""
     shape = draw(st.sampled_from(("predicate", "nested", "types")))
     if shape == "nested":
         # JSON text nested deeper than a recursive decoder goes (the CLI reads text, not objects)
-        depth = draw(st.integers(100, 200_000))
+        depth = draw(st.integers(1, limits.json_depth))
         return (
             '{"engine": {"name": "delta-rs", "version": "1.6.6"}, "running": '
             + "[" * depth
@@ -458,7 +475,7 @@ def hostile_documents(draw: Draw) -> Any:
     engine = draw(st.sampled_from(_ENGINES))
     operation = draw(st.sampled_from(("DELETE", "UPDATE", "MERGE", "REPLACE_WHERE", "OPTIMIZE", "INSERT")))
     key = "merge_condition" if operation == "MERGE" else "predicate"
-    text = draw(hostile_predicates())
+    text = draw(hostile_predicates(limits))
     if shape == "types":
         return {
             "engine": draw(st.sampled_from((engine, {"name": "databricks"}, {"name": 1}, []))),
