@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from deltaguard.conformance.fuzz_run import fuzz
 
     engine = DeltaRsDifferentialEngine()
+    known = tuple(_known_classes(args.save_dir))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="deltaguard-fuzz-") as scratch:
         stats = fuzz(
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             examples_per_round=args.examples_per_round,
             run_conflicts=not args.no_precision,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
+            known_classes=known,
         )
     summary = {
         "engine": engine.name,
@@ -84,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "minutes": args.minutes,
         "elapsed_s": round(time.perf_counter() - started, 1),
+        "known_classes_skipped": len(known),
         **stats.to_json(),
     }
     text = json.dumps(summary, indent=2, sort_keys=False)
@@ -91,3 +94,16 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")
     return 1 if stats.unsound or stats.crashes else 0
+
+
+def _known_classes(directory: Path) -> list[str]:
+    """Finding classes already saved in ``directory`` (a later run saves only new ones)."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            found.append(json.loads(path.read_text(encoding="utf-8"))["class"])
+        except (OSError, ValueError, KeyError):
+            continue  # not a saved finding
+    return found

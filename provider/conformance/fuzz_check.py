@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,14 @@ _DETAIL_LIMIT = 400
 #: exceptions that stop the run rather than describe the write; delta-rs panics surface as
 #: ``pyo3_runtime.PanicException``, a ``BaseException``, and are recorded as the write's failure
 _NOT_OURS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+#: tags of a case that change what a write reads or writes beyond its predicate (finding classes use them)
+RISKY_FEATURES: tuple[str, ...] = (
+    "moves_rows",
+    "self_read",
+    "subquery_self_read",
+    "not_matched_by_source",
+    "triple",
+)
 #: the model's views of a case: the classified SQL, and the typed operators' specs
 VIEWS: tuple[str, ...] = ("sql", "spec")
 
@@ -94,16 +103,33 @@ class CaseResult:
         return bool(self.allowed_by) and any(order.observed in HARMFUL for order in self.orders)
 
     def signature(self) -> str:
-        """A class for the finding: the write kinds, the views that allowed it and what the engine did."""
-        kinds = "+".join(sorted(s.kind for s in self.case.statements))
-        harmful = sorted(
-            {
-                o.observed.value + (f":{o.kind}" if o.kind else "")
-                for o in self.orders
-                if o.observed in HARMFUL
-            }
-        )
-        return f"{kinds} | allowed by {','.join(self.allowed_by)} | {','.join(harmful)}"
+        """A class for the finding: the views that allowed it, the risky features of the case, and what the
+        engine did (``conflict``, ``corrupt``, ``error``).
+
+        Incidental detail (literal values, conflict kinds, the other write) is left out so that one model
+        defect is one class; a case with none of the :data:`RISKY_FEATURES` is classed by its write kinds.
+        """
+        features = [tag for tag in RISKY_FEATURES if tag in self.case.tags()]
+        if not features:
+            features = ["+".join(sorted(s.kind for s in self.case.statements))]
+        harmful = sorted({o.observed.value for o in self.orders if o.observed in HARMFUL})
+        return f"allowed by {','.join(self.allowed_by)} | {'+'.join(features)} | {','.join(harmful)}"
+
+    def explained_by(self, known: Iterable[str]) -> str | None:
+        """The known finding class that covers this unsound result, if any.
+
+        A class covers a result when the result was allowed by the class's views, has every one of its
+        features and shows its engine outcomes: an UPDATE that also moves rows does not make a MERGE's
+        known NOT MATCHED BY SOURCE defect a new one.
+
+        :param known: finding classes (``signature()`` values) already saved.
+        """
+        mine = [set(part.split(sep)) for part, sep in zip(_split(self.signature()), ",+,", strict=True)]
+        for signature in known:
+            theirs = [set(part.split(sep)) for part, sep in zip(_split(signature), ",+,", strict=True)]
+            if all(t <= m for t, m in zip(theirs, mine, strict=True)):
+                return signature
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +145,12 @@ class CaseResult:
             "engine_allows": self.engine_allows,
             "tags": list(self.case.tags()),
         }
+
+
+def _split(signature: str) -> list[str]:
+    """The three parts of a finding class: views, features, outcomes."""
+    views, features, outcomes = signature.split(" | ")
+    return [views.removeprefix("allowed by "), features, outcomes]
 
 
 def _short(text: str) -> str:

@@ -139,6 +139,9 @@ def fuzz(
     examples_per_round: int = 25,
     run_conflicts: bool = True,
     progress: Callable[[str], None] | None = None,
+    strategy: Any = None,
+    hostile_examples: int = 10,
+    known_classes: tuple[str, ...] = (),
 ) -> FuzzStats:
     """Fuzz until ``minutes`` have passed; return the statistics.
 
@@ -150,6 +153,9 @@ def fuzz(
     :param examples_per_round: hypothesis examples per round.
     :param run_conflicts: also run cases the model calls a conflict (precision statistics).
     :param progress: called with one line per round.
+    :param strategy: the hypothesis strategy of cases (default: :func:`fuzz_strategies.cases`).
+    :param hostile_examples: hostile ``deltaguard check`` inputs per round (0: none).
+    :param known_classes: finding classes already saved; cases they cover are counted, not saved again.
     """
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as with_seed
@@ -159,7 +165,7 @@ def fuzz(
     stats = FuzzStats()
     deadline = time.monotonic() + minutes * 60
     run = DifferentialRun(engine, workdir)
-    known: set[str] = set()
+    known: set[str] = set(known_classes)
     round_number = 0
     #: the unsound results of the current round; hypothesis replays the shrunk example last
     last: list[CaseResult] = []
@@ -177,11 +183,11 @@ def fuzz(
 
         @config
         @with_seed(seed + round_number)
-        @given(cases())
+        @given(strategy if strategy is not None else cases())
         def probe(case: FuzzCase) -> None:
             result = run.check(case, run_conflicts)
             stats.add(result)
-            if result.unsound and result.signature() not in known:
+            if result.unsound and result.explained_by(known) is None:
                 last.append(result)
                 raise _Finding(result.signature())
 
@@ -204,7 +210,8 @@ def fuzz(
                 )
             if progress:
                 progress(f"round {round_number}: UNSOUND {signature}")
-        _hostile_round(stats, seed + round_number, hostile_documents)
+        if hostile_examples:
+            _hostile_round(stats, seed + round_number, hostile_documents, hostile_examples)
         round_number += 1
         if progress:
             progress(

@@ -36,6 +36,8 @@ _ATOM_KINDS = (
     *("p_eq", "p_in", "p_ne", "d_cmp", "d_between", "id_cmp", "id_in", "id_between", "v_cmp"),
     *("upper", "abs", "cast_id", "cast_d", "struct_k", "struct_n", "null"),
 )
+#: comparisons that do not name ``p``: the rest of a condition already scoped to one ``p`` value
+_NON_P_KINDS = tuple(kind for kind in _ATOM_KINDS if not kind.startswith("p_") and kind != "upper")
 
 
 def _date_literal(draw: Draw, date: str) -> tuple[str, str]:
@@ -46,9 +48,9 @@ def _date_literal(draw: Draw, date: str) -> tuple[str, str]:
 
 
 @st.composite
-def atoms(draw: Draw, q: str = "") -> Predicate:
+def atoms(draw: Draw, q: str = "", kinds: tuple[str, ...] = _ATOM_KINDS) -> Predicate:
     """One comparison on the fuzz table, columns qualified by ``q`` (``"t."`` inside a MERGE)."""
-    kind = draw(st.sampled_from(_ATOM_KINDS))
+    kind = draw(st.sampled_from(kinds))
     value = draw(st.sampled_from(PARTITION_VALUES))
     date = draw(st.sampled_from(DATES))
     number = draw(st.integers(min_value=0, max_value=14))
@@ -93,21 +95,16 @@ def atoms(draw: Draw, q: str = "") -> Predicate:
 
 
 def _combine(children: st.SearchStrategy[Predicate]) -> st.SearchStrategy[Predicate]:
-    def both(joiner: str) -> st.SearchStrategy[Predicate]:
-        return st.tuples(children, children).map(
-            lambda pair: (
-                f"({pair[0][0]}) {joiner} ({pair[1][0]})",
-                (*pair[0][1], *pair[1][1], joiner.lower()),
-            )
-        )
-
+    joined = st.tuples(st.sampled_from(("AND", "OR")), children, children).map(
+        lambda t: (f"({t[1][0]}) {t[0]} ({t[2][0]})", (*t[1][1], *t[2][1], t[0].lower()))
+    )
     negated = children.map(lambda child: (f"NOT ({child[0]})", (*child[1], "not")))
-    return st.one_of(both("AND"), both("OR"), negated)
+    return st.one_of(joined, negated)
 
 
-def predicates(q: str = "", max_leaves: int = 4) -> st.SearchStrategy[Predicate]:
-    """Predicates of up to ``max_leaves`` comparisons joined by AND/OR/NOT."""
-    return st.recursive(atoms(q), _combine, max_leaves=max_leaves)
+def predicates(q: str = "", max_leaves: int = 4, on_p: bool = True) -> st.SearchStrategy[Predicate]:
+    """Predicates of up to ``max_leaves`` comparisons joined by AND/OR/NOT (``on_p``: may name ``p``)."""
+    return st.recursive(atoms(q, _ATOM_KINDS if on_p else _NON_P_KINDS), _combine, max_leaves=max_leaves)
 
 
 def _where(draw: Draw, q: str = "", scope: str | None = None) -> Predicate | None:
@@ -118,7 +115,7 @@ def _where(draw: Draw, q: str = "", scope: str | None = None) -> Predicate | Non
     """
     if scope is None and draw(st.integers(0, 9)) == 0:
         return None
-    text, tags = draw(predicates(q))
+    text, tags = draw(predicates(q, on_p=scope is None))
     scope = scope or draw(st.sampled_from((*PARTITION_VALUES, None)))
     if scope is None:
         return text, tags
@@ -377,7 +374,12 @@ def cases(draw: Draw, triples: bool = True) -> FuzzCase:
     layout = draw(layouts())
     count = 3 if triples and draw(st.integers(0, 4)) == 0 else 2
     if draw(st.booleans()):
-        # per-partition jobs: each write scoped to its own p value (or, sometimes, the same one)
+        # per-partition jobs: each write scoped to its own p value (or, sometimes, the same one); such jobs
+        # mostly run on tables partitioned by p
+        if "p" not in layout.partition_by and draw(st.integers(0, 3)) > 0:
+            layout = FuzzLayout(
+                draw(st.sampled_from((("p",), ("p", "d")))), False, layout.deletion_vectors, layout.isolation
+            )
         scopes = draw(st.sampled_from((PARTITION_VALUES, ("a", "a", "b"), ("b", "c", "c"))))
         return FuzzCase(layout, tuple(draw(statements(layout, scopes[i])) for i in range(count)))
     return FuzzCase(layout, tuple(draw(statements(layout)) for _ in range(count)))

@@ -2,8 +2,9 @@
 
 Each ``fuzz_regressions/*.json`` file holds one shrunk case (layout, statements, the model's verdicts, the
 engine's orders and the expected serial results) as ``deltaguard fuzz`` saved it. A file whose ``status``
-is ``open`` is a finding the model does not handle yet: its test is a strict xfail naming the finding's
-class, so it turns red the moment the model is fixed (then set ``status`` to ``fixed``).
+is ``open`` is a finding the model does not handle yet: its test is a strict xfail naming the finding
+(``finding``, a sentence, or else its ``class``), so it turns red the moment the model is fixed (then set
+``status`` to ``fixed``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def _params() -> list[Any]:
         saved = json.loads(path.read_text(encoding="utf-8"))
         marks = []
         if saved.get("status") == "open":
-            marks.append(pytest.mark.xfail(strict=True, reason=f"model fix pending: {saved['class']}"))
+            what = saved.get("finding") or saved["class"]
+            marks.append(pytest.mark.xfail(strict=True, reason=f"model fix pending: {what}"))
         params.append(pytest.param(path, id=path.stem, marks=marks))
     return params
 
