@@ -192,3 +192,25 @@ def test_the_long_run_saves_a_finding_once(tmp_path: Path, monkeypatch: pytest.M
     assert FuzzCase.from_json(saved[0]["case"]) == case
     assert set(saved[0]["serial"]) == {"A,B", "B,A"}
     assert stats.to_json()["unsound_cases"] == 1
+
+
+def test_the_fuzz_command_prints_a_summary_and_exits_by_its_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deltaguard.cli import main
+
+    out = tmp_path / "summary.json"
+    budget = ["--minutes", "0.01", "--examples-per-round", "2", "--seed", "5"]
+    code = main(["fuzz", *budget, "--save-dir", str(tmp_path / "found"), "--out", str(out)])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(out.read_text(encoding="utf-8"))
+    assert printed["cases_generated"] >= 1 and printed["hostile_inputs"] >= 1
+    assert printed["engine"] == "delta-rs"
+    assert code == (1 if printed["unsound_cases"] or printed["crashes"] else 0)
+
+
+def test_the_fuzz_command_rejects_a_budget_of_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    from deltaguard.cli import main
+
+    assert main(["fuzz", "--minutes", "0"]) == 2
+    assert "--minutes" in capsys.readouterr().err
