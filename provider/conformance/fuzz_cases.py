@@ -20,10 +20,10 @@ import pyarrow as pa
 
 #: the table every case writes to, as the SQL names it
 TABLE = "t"
-#: the values of the seed rows
+#: the values of the initial rows
 PARTITION_VALUES: tuple[str, ...] = ("a", "b", "c")
 DATES: tuple[str, ...] = ("2024-01-01", "2024-01-02", "2024-01-03")
-SEED_IDS: tuple[int, ...] = tuple(range(1, 13))
+INITIAL_IDS: tuple[int, ...] = tuple(range(1, 13))
 #: the columns a partitioned layout may be partitioned by, in the order they are declared
 PARTITIONINGS: tuple[tuple[str, ...], ...] = ((), ("p",), ("d",), ("p", "d"))
 #: ``delta.isolationLevel`` values the fuzzer sets (``None``: the property is absent)
@@ -46,8 +46,8 @@ SCHEMA = pa.schema(
 )
 
 
-def seed_row(row_id: int) -> dict[str, Any]:
-    """The seed row with id ``row_id`` (JSON form: dates as ISO text)."""
+def initial_row(row_id: int) -> dict[str, Any]:
+    """The initial row with id ``row_id`` (JSON form: dates as ISO text)."""
     return {
         "id": row_id,
         "p": PARTITION_VALUES[(row_id - 1) % 3],
@@ -87,9 +87,9 @@ class FuzzLayout:
             found["delta.enableDeletionVectors"] = "true"
         return found
 
-    def seed_commits(self) -> list[list[dict[str, Any]]]:
-        """The seed rows, one list per commit: per date when clustered, else two mixed commits."""
-        rows = [seed_row(i) for i in SEED_IDS]
+    def initial_commits(self) -> list[list[dict[str, Any]]]:
+        """The initial rows, one list per commit: per date when clustered, else two mixed commits."""
+        rows = [initial_row(i) for i in INITIAL_IDS]
         if self.clustered:
             return [[r for r in rows if r["d"] == date] for date in DATES]
         return [[r for r in rows if r["id"] % 2 == 1], [r for r in rows if r["id"] % 2 == 0]]

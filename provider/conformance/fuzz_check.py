@@ -271,7 +271,7 @@ class DifferentialRun:
                     if position == 0:
                         # the write fails on the untouched table: the engine cannot run it, nothing to compare
                         return Outcome(frozenset(), self.engine.read_state(uri)), _short(
-                            f"{statements[role].kind} fails on the seed table: {type(error).__name__}: {error}"
+                            f"{statements[role].kind} fails on the untouched table: {type(error).__name__}: {error}"
                         )
             return Outcome(frozenset(committed), self.engine.read_state(uri)), ""
         finally:

@@ -49,7 +49,7 @@ class DifferentialEngine(abc.ABC):
 
     @abc.abstractmethod
     def create(self, uri: str, layout: FuzzLayout) -> None:
-        """Create the fuzz table at ``uri`` with ``layout`` and its seed rows."""
+        """Create the fuzz table at ``uri`` with ``layout`` and its initial rows."""
 
     @abc.abstractmethod
     def table_config(self, uri: str) -> TableConfig:
@@ -128,7 +128,7 @@ class DeltaRsDifferentialEngine(DifferentialEngine):
         return self.engine.profile()
 
     def create(self, uri: str, layout: FuzzLayout) -> None:
-        first, *rest = layout.seed_commits()
+        first, *rest = layout.initial_commits()
         self.engine.write(
             uri,
             CreateSpec(

@@ -105,10 +105,10 @@ class FuzzStats:
 
 
 def _reason_class(reason: str) -> str:
-    """``no translation`` / ``fails on the seed table: DeltaError`` style buckets for not-executable cases."""
+    """``no translation`` / ``fails on the untouched table: DeltaError`` style buckets for not-executable cases."""
     if "no translation" in reason:
         return reason.split(" (")[0]
-    if "fails on the seed table" in reason:
+    if "fails on the untouched table" in reason:
         head, _, rest = reason.partition(": ")
         return f"{head}: {rest.split(':')[0]}"
     return reason[:80]

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from deltaguard.conformance.fuzz_cases import (
     DATES,
+    INITIAL_IDS,
     ISOLATION_LEVELS,
     PARTITION_VALUES,
     PARTITIONINGS,
-    SEED_IDS,
     TABLE,
     FuzzCase,
     FuzzLayout,
@@ -124,8 +124,8 @@ def _where(draw: Draw, q: str = "", scope: str | None = None) -> Predicate | Non
 
 @st.composite
 def new_rows(draw: Draw, one_partition: str | None = None, existing: bool = True) -> list[dict[str, Any]]:
-    """1-3 rows with distinct ids: new ids (100+) and, when ``existing``, ids of seed rows (MERGE matches)."""
-    pool = [*range(100, 106), *(SEED_IDS if existing else ())]
+    """1-3 rows with distinct ids: new ids (100+) and, when ``existing``, ids of initial rows (MERGE matches)."""
+    pool = [*range(100, 106), *(INITIAL_IDS if existing else ())]
     ids = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
     return [
         {
