@@ -224,7 +224,7 @@ def insert_selects(draw: Draw, scope: str | None = None) -> FuzzStatement:
 
 
 @st.composite
-def merges(draw: Draw, scope: str | None = None) -> FuzzStatement:
+def merges(draw: Draw, layout: FuzzLayout, scope: str | None = None) -> FuzzStatement:
     """MERGE from literal rows or from the target itself, with a random subset of clauses."""
     tags: list[str] = []
     self_read = draw(st.integers(0, 3)) == 0
@@ -241,9 +241,10 @@ def merges(draw: Draw, scope: str | None = None) -> FuzzStatement:
         source_sql = f"(SELECT * FROM {_values_sql(rows)})"
         tags.append("one_partition" if len({r["p"] for r in rows}) == 1 else "several_partitions")
     condition = "t.id = s.id"
-    choices = (
-        ("target_literal", "declared", "same_p") if scope else ("", "same_p", "target_literal", "declared")
-    )
+    choices = ("target_literal", "same_p") if scope else ("", "same_p", "target_literal")
+    if "p" in layout.partition_by:
+        # the typed operator's declared partitions must be partition columns (the engine refuses others)
+        choices = (*choices, "declared")
     extra = draw(st.sampled_from(choices))
     target_values: dict[str, str] = {}
     if extra == "same_p":
@@ -358,7 +359,7 @@ def statements(layout: FuzzLayout, scope: str | None = None) -> st.SearchStrateg
         deletes(scope),
         updates(scope),
         inserts(layout, scope),
-        merges(scope),
+        merges(layout, scope),
         insert_selects(scope),
         replace_wheres(scope),
         optimizes(layout, scope),
