@@ -37,7 +37,9 @@ from deltaguard.engines.errors import DeltaConflictError
 _DETAIL_LIMIT = 400
 #: exceptions that stop the run rather than describe the write; delta-rs panics surface as
 #: ``pyo3_runtime.PanicException``, a ``BaseException``, and are recorded as the write's failure
-_NOT_OURS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+#: ImportError and NameError are the harness's own faults: counting them as "the engine cannot run this
+#: write" would silently skip every case.
+_NOT_OURS = (KeyboardInterrupt, SystemExit, GeneratorExit, ImportError, NameError)
 #: tags of a case that change what a write reads or writes beyond its predicate (finding classes use them)
 RISKY_FEATURES: tuple[str, ...] = (
     "moves_rows",
