@@ -246,15 +246,14 @@ def _add_columns(spark: SparkSession, target: SparkTarget, spec: AddColumnsSpec)
 
 def _create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
     if spec.source is not None:
-        from pyspark.sql.functions import col
-
         df = to_spark_dataframe(spark, spec.source)
         ident = target.sql_reference()
         writer = df.writeTo(ident).using("delta")
         for key, value in spec.properties.items():
             writer = writer.tableProperty(key, value)
         if spec.partition_by:
-            writer = writer.partitionedBy(*[col(c) for c in spec.partition_by])
+            # names, not col(): pyspark.sql.functions would build a classic Column for a Connect writer
+            writer = writer.partitionedBy(*spec.partition_by)
         if spec.replace:
             writer.createOrReplace()
         else:

@@ -178,11 +178,18 @@ def connect_session(
     :param conn_id: the ``spark_connect`` connection.
     :param conf: runtime SQL conf to set on the session.
     """
-    # The Connect client's own builder: pyspark.sql.SparkSession.builder.remote() refuses to run while a
-    # classic session exists in the process (SESSION_ALREADY_EXIST), which a worker may well have.
-    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+    url = connect_url(conn_id)
+    if _context_running():
+        # pyspark.sql.SparkSession.builder.remote() refuses to run beside a classic session
+        # (SESSION_ALREADY_EXIST); the Connect client's own builder does not. Without a classic session the
+        # ordinary builder is used: it also switches pyspark.sql.functions to Connect for the task's code.
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    session = RemoteSparkSession.builder.remote(connect_url(conn_id)).getOrCreate()
+        session = RemoteSparkSession.builder.remote(url).getOrCreate()
+    else:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.builder.remote(url).getOrCreate()
     for key, value in (conf or {}).items():
         session.conf.set(key, value)
     return session

@@ -87,7 +87,10 @@ def test_every_dml_through_the_spark_connect_connection(connect_conn: str, tmp_p
 def test_two_writes_through_one_connect_engine_overlap(connect_conn: str, tmp_path: Path) -> None:
     """The first write waits inside its Spark job (a gate UDF on the server) while the second commits: they
     overlap in time through one engine and one server."""
-    from pyspark.sql.functions import col, udf
+    from pyspark.sql.connect.functions import (
+        col,
+        udf,
+    )  # Connect's own: this process also has a classic session
 
     from deltaguard.engines.spark_sources import SparkSource
 
