@@ -72,7 +72,12 @@ class Gate:
             import os
             import time as _time
 
-            open(reached, "a").close()
+            # Only the first call blocks: one paused task holds the job (and its transaction) open, while
+            # the job's other tasks finish and free their slots for the competing write.
+            try:
+                os.close(os.open(reached, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return value
             deadline = _time.monotonic() + wait_s
             while not os.path.exists(release) and _time.monotonic() < deadline:
                 _time.sleep(0.05)
@@ -372,6 +377,7 @@ def delta_spark_session(workdir: Path) -> Any:
         "spark.driver.memory": "768m",
         "spark.sql.warehouse.dir": str(workdir / "warehouse"),
     }
-    session = worker_session(master="local[2]", conf=conf, app_name="deltaguard-conformance")
+    # Four task slots on two cores: a paused stale write holds one, the competing write needs the others.
+    session = worker_session(master="local[4]", conf=conf, app_name="deltaguard-conformance")
     check_delta_available(session)
     return session

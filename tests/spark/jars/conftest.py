@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One local[2] session with Delta's jars, extension and catalog for the whole test process."""
+    """One local[4] session with Delta's jars, extension and catalog for the whole test process."""
     from deltaguard.engines.spark_setup import check_delta_available, delta_jars_from_env
 
     if not delta_jars_from_env():
@@ -46,4 +46,5 @@ def shared_delta_session(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     warehouse = tmp_path_factory.getbasetemp() / "warehouse"
     conf = {**SMALL_CONF, "spark.sql.warehouse.dir": str(warehouse)}
-    return worker_session(master="local[2]", conf=conf, app_name="deltaguard-delta-jars")
+    # Four task slots: a test paused inside one write leaves room for the competing one.
+    return worker_session(master="local[4]", conf=conf, app_name="deltaguard-delta-jars")
