@@ -134,6 +134,16 @@ class SparkEngine(DeltaEngine):
                 self._checked = True
             return self._session
 
+    def close(self) -> None:
+        """Release a Spark Connect session this engine opened (its client would otherwise try to reach the
+        server again at interpreter exit). Classic sessions and sessions handed in are left running."""
+        with self._lock:
+            session, self._session = self._session, None
+            self._checked = False
+        if session is not None and self._connect_url is not None and _is_connect(session):
+            with contextlib.suppress(Exception):
+                session.stop()
+
     def check_setup(self) -> None:
         """Fail fast (before any lease) when Spark cannot run Delta writes; see :meth:`session`."""
         self.session()

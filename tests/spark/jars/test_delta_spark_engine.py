@@ -235,7 +235,8 @@ def test_a_real_conflict_becomes_a_typed_error(
 
     from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
 
-    stale_engine = SparkEngine(delta_spark.newSession())
+    # its own session for all its writes: the gate UDF is registered on that session
+    stale_engine = SparkEngine(delta_spark.newSession(), session_per_write=False)
     gate = Gate(tmp_path / "gate")
     delete = DeleteSpec(predicate="day = 'd1' AND id = 1")
     stale = gated_spec(
@@ -244,7 +245,7 @@ def test_a_real_conflict_becomes_a_typed_error(
     caught: list[BaseException] = []
     worker = threading.Thread(target=lambda: _capture(caught, lambda: stale_engine.write(table, stale, NONE)))
     worker.start()
-    assert gate.wait_reached(60)
+    assert gate.wait_reached(120)
     engine.write(table, UpdateSpec(updates={"v": "v + 1"}, predicate="day = 'd1'"), NONE)
     gate.release()
     worker.join(180)

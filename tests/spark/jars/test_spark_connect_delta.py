@@ -38,6 +38,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalConnectSer
     running.start()
     pid = running.process.pid if running.process else None
     yield running
+    # Connect clients left open would try to reach the stopped server again at interpreter exit
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    for session in (RemoteSparkSession.getActiveSession(), RemoteSparkSession._default_session):
+        if session is not None:
+            session.stop()
     running.stop()
     # no orphan JVM: nothing of the server's process group is left
     assert pid is not None and not [p for p in Path("/proc").glob("[0-9]*") if _pgid(p) == pid]
@@ -59,8 +65,15 @@ def connect_conn(server: LocalConnectServer, monkeypatch: pytest.MonkeyPatch) ->
     return "dg_connect"
 
 
-def test_every_dml_through_the_spark_connect_connection(connect_conn: str, tmp_path: Path) -> None:
+@pytest.fixture
+def connect_engine(connect_conn: str) -> Iterator[SparkEngine]:
     engine = SparkEngine(connect_conn_id=connect_conn)
+    yield engine
+    engine.close()
+
+
+def test_every_dml_through_the_spark_connect_connection(connect_engine: SparkEngine, tmp_path: Path) -> None:
+    engine = connect_engine
     engine.check_setup()  # the server has Delta's extension: accepted
     assert type(engine.session()).__module__.startswith("pyspark.sql.connect")
     uri = str(tmp_path / "t")
@@ -84,7 +97,7 @@ def test_every_dml_through_the_spark_connect_connection(connect_conn: str, tmp_p
     assert engine.table_config(uri).partition_columns == ("day",)
 
 
-def test_two_writes_through_one_connect_engine_overlap(connect_conn: str, tmp_path: Path) -> None:
+def test_two_writes_through_one_connect_engine_overlap(connect_engine: SparkEngine, tmp_path: Path) -> None:
     """The first write waits inside its Spark job (a gate UDF on the server) while the second commits: they
     overlap in time through one engine and one server."""
     from pyspark.sql.connect.functions import (
@@ -94,7 +107,7 @@ def test_two_writes_through_one_connect_engine_overlap(connect_conn: str, tmp_pa
 
     from deltaguard.engines.spark_sources import SparkSource
 
-    engine = SparkEngine(connect_conn_id=connect_conn)
+    engine = connect_engine
     first, second = str(tmp_path / "first"), str(tmp_path / "second")
     for uri in (first, second):
         engine.write(uri, CreateSpec(source=rows([1], "d1")), NONE)
