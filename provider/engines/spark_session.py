@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.engines.errors import SparkSetupError
-from deltaguard.engines.spark_setup import delta_jars_from_env, delta_session_conf, with_delta_jars
+from deltaguard.engines.spark_setup import (
+    DELTA_JARS_ENV,
+    delta_jars_from_env,
+    delta_session_conf,
+    with_delta_jars,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -236,7 +241,8 @@ def submit_hook(
     # Jars of DELTAGUARD_DELTA_JARS on this machine go through --jars (spark-submit ships them); the
     # variable itself is not passed on, since the folder need not exist on the cluster.
     jars = [j for j in (hook_kwargs.pop("jars", None) or "").split(",") if j] + delta_jars_from_env()
-    settings = delta_session_conf(conf, environ={})
+    # the jars travel as --jars; the conf carries only Delta's extension and catalog
+    settings = delta_session_conf(conf, environ={DELTA_JARS_ENV: "none"})
     return SparkSubmitHook(
         conf=settings,
         conn_id=conn_id,

@@ -255,3 +255,32 @@ def test_real_spark_submit_of_the_job_reports_missing_jars(
     with pytest.raises(SparkSetupError, match="Delta Lake's Spark jars"):
         engine.write(uri, DeleteSpec(predicate="id = 1"), WriteContext(app_id="d.t", app_version=1))
     assert not Path(uri).exists()
+
+
+@pytest.mark.slow
+def test_real_spark_submit_of_the_job_writes_with_the_installed_jars(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """spark-submit with the install step's jars (as --jars) runs a real delta-spark DELETE, idempotently."""
+    import os
+    import sys
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    monkeypatch.delenv("DELTAGUARD_DELTA_JARS", raising=False)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conn_id = _conn(monkeypatch, "dg_local_submit_delta", conn_type="spark", host="local[1]")
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    engine = SparkSubmitEngine(
+        conn_id,
+        conf={"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1", "spark.driver.memory": "512m"},
+    )
+    result = engine.write(uri, DeleteSpec(predicate="id = 1"), WriteContext(app_id="d.t", app_version=1))
+    assert result.operation == "DELETE" and result.version == 1
+    table = DeltaTable(uri)
+    assert table.to_pyarrow_table().column("id").to_pylist() == [2]
+    assert "Delta-Lake/" in str(table.history(1)[0].get("engineInfo"))
