@@ -45,6 +45,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(stat.parent.name))
+    return members
+
+
 def spark_submit_path() -> Path:
     """The ``spark-submit`` script of the installed ``pyspark`` wheel."""
     import pyspark
@@ -154,18 +165,24 @@ class LocalConnectServer:
         return total or None
 
     def stop(self, grace: float = 20.0) -> None:
-        """End the server's whole process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        """End the server's whole process group (the JVM and the Python workers it forked): SIGTERM, then
+        SIGKILL for whatever is left after ``grace`` seconds."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
+        group = process.pid
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and (process.poll() is None or group_members(group)):
+            time.sleep(0.2)
+        if process.poll() is None or group_members(group):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(grace)
+                os.killpg(group, signal.SIGKILL)
+        process.wait(grace)
+        deadline = time.monotonic() + grace
+        while group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def __enter__(self) -> LocalConnectServer:
         self.start()

@@ -16,7 +16,7 @@ from deltalake import DeltaTable as RsTable
 
 from deltaguard.conformance.spark_runner import Gate
 from deltaguard.engines.spark import SparkEngine
-from deltaguard.engines.spark_connect_server import LocalConnectServer
+from deltaguard.engines.spark_connect_server import LocalConnectServer, group_members
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, UpdateSpec, WriteContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.delta_jars]
@@ -46,14 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalConnectSer
             session.stop()
     running.stop()
     # no orphan JVM: nothing of the server's process group is left
-    assert pid is not None and not [p for p in Path("/proc").glob("[0-9]*") if _pgid(p) == pid]
-
-
-def _pgid(proc: Path) -> int | None:
-    try:
-        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
-    except (OSError, ValueError, IndexError):
-        return None
+    assert pid is not None and group_members(pid) == []
 
 
 @pytest.fixture
