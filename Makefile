@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test lint typecheck install install-test clean
+.PHONY: demo test lint typecheck install install-test delta-jars clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,15 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(PY)
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-demo: $(VENV)/.installed-test
+# Delta Lake's Spark jars for the installed pyspark/delta-spark wheels, copied once by Maven into the venv,
+# where every Spark session deltaguard creates finds them.
+DELTA_JARS := $(VENV)/delta-jars
+$(DELTA_JARS)/.fetched: $(VENV)/.installed-test
+	$(PY) -m deltaguard.engines.spark_jars --dest $(DELTA_JARS)
+	touch $@
+delta-jars: $(DELTA_JARS)/.fetched
+
+demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
 	$(VENV)/bin/python -m benchmarks.demo
 
 lint: $(VENV)/.installed-test
@@ -35,7 +43,7 @@ typecheck: $(VENV)/.installed-test
 	rm -rf build/typecheck && mkdir -p build/typecheck && cp -al provider build/typecheck/deltaguard
 	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p deltaguard.core
 
-test: $(VENV)/.installed-test lint typecheck
+test: $(VENV)/.installed-test $(DELTA_JARS)/.fetched lint typecheck
 	$(VENV)/bin/python -m pytest tests
 
 clean:

@@ -1,20 +1,29 @@
-"""Open-source Delta Lake on Spark (delta-spark) conflict rules.
+"""Open-source Delta Lake on Spark (delta-spark) conflict rules, measured.
 
-Derived from delta-spark's ``ConflictChecker`` (spark/src/main/scala/org/apache/spark/sql/delta/
-ConflictChecker.scala) and ``DeltaConfigs.ISOLATION_LEVEL``; the model re-states the checks in terms of
-which partitions an operation reads, removes and adds, in both commit orders:
+Read from delta-spark's ``ConflictChecker`` (spark/src/main/scala/org/apache/spark/sql/delta/
+ConflictChecker.scala) and ``DeltaConfigs.ISOLATION_LEVEL``, then measured against delta-spark 4.4.0 on
+Spark 4.2.0 with forced interleavings (``deltaguard conformance --engine delta-spark``; table and method in
+docs/adr/0014-delta-spark-profile.md, results in benchmarks/results/conformance_deltaspark.json). Where a
+measured cell contradicts a ``no_conflict`` here, the rule yields ``conflict``; no measured cell did. The
+model re-states the checks in terms of which partitions an operation reads, removes and adds, in both
+commit orders:
 
 * ``checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn``: files the winner added (blind appends
   included under Serializable) that match the loser's *partition* read predicates raise
   ConcurrentAppendException; data-column predicates do not narrow this check, so on an unpartitioned
-  table every reader conflicts with every added file.
+  table every reader conflicts with every added file. Measured: INSERT then a stale UPDATE of the same
+  partition, of the unpartitioned table, and of other rows of the unpartitioned table (disjoint data
+  predicates) all raise ConcurrentAppendException; of another partition, both commit.
 * ``checkForDeletedFilesAgainstCurrentTxnReadFiles``: files the winner removed that the loser read (or
   any removed file when the loser read the whole table) raise ConcurrentDeleteReadException. OPTIMIZE's
   removes count too, so OPTIMIZE conflicts with overlapping DML whatever the deletion-vector setting.
 * ``checkForDeletedFilesAgainstCurrentTxnDeletedFiles``: a file removed by both raises
   ConcurrentDeleteDeleteException.
 * A commit without data changes (OPTIMIZE) downgrades to SnapshotIsolation and skips the added-files
-  check, so OPTIMIZE vs a blind INSERT cannot conflict.
+  check, so OPTIMIZE vs a blind INSERT cannot conflict. Measured: a stale blind INSERT commits after an
+  OPTIMIZE, on every layout. (The other order, OPTIMIZE as the stale write, cannot be forced: OPTIMIZE runs
+  no user expression the harness could pause in; those orders are reported inconclusive.)
+* Blind appends read nothing: measured, two INSERTs commit in both orders on every layout.
 * ``delta.isolationLevel`` only accepts ``Serializable`` ("must be Serializable"; ``IsolationLevel.fromString``
   ignores case); there is no row-level concurrency.
 """

@@ -28,7 +28,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
@@ -36,7 +36,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.spark_errors import to_conflict_error
-from deltaguard.engines.spark_ops import conf_get, delta_table, delta_table_class, execute
+from deltaguard.engines.spark_ops import conf_get, execute, history, table_exists
 from deltaguard.engines.spark_setup import check_delta_available, installed_version
 from deltaguard.engines.spark_specs import may_create, operation_names, validate_spec
 from deltaguard.engines.spark_target import SparkTarget
@@ -51,6 +51,10 @@ DATABRICKS_ENGINE_CONF = "spark.databricks.clusterUsageTags.runtimeEngine"
 
 
 SessionSource = Any  # a SparkSession or a zero-argument callable returning one
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 class SparkEngine(DeltaEngine):
@@ -69,6 +73,10 @@ class SparkEngine(DeltaEngine):
     :param delta_version: the delta-spark version on the cluster (default: the installed wheel's).
     :param storage_options: deltalake storage options for reading the Delta log of path-based tables.
     :param history_scan: how many recent commits to search for this write's commit.
+    :param session_per_write: run every write on a session of its own (``newSession()`` of a classic session,
+        a new Spark Connect session on the same server), so writes through one engine run concurrently and
+        each carries its own idempotency and commit-metadata confs. ``False``: all writes share the one
+        session, one at a time.
     """
 
     name = "spark"
@@ -88,6 +96,7 @@ class SparkEngine(DeltaEngine):
         delta_version: str | None = None,
         storage_options: Mapping[str, str] | None = None,
         history_scan: int = 50,
+        session_per_write: bool = True,
     ) -> None:
         if history_scan < 1:
             raise ValueError("history_scan must be at least 1")
@@ -105,7 +114,9 @@ class SparkEngine(DeltaEngine):
         self._history_scan = history_scan
         self._session: SparkSession | None = None
         self._checked = False
-        # SQL confs are per session: one statement at a time sets and restores them.
+        self._session_per_write = session_per_write
+        self._connect_url: str | None = None
+        # Guards session creation, and the statements of a shared session (SQL confs are per session).
         self._lock = threading.RLock()
 
     # -- session -------------------------------------------------------------------------------------
@@ -123,6 +134,16 @@ class SparkEngine(DeltaEngine):
                 self._checked = True
             return self._session
 
+    def close(self) -> None:
+        """Release a Spark Connect session this engine opened (its client would otherwise try to reach the
+        server again at interpreter exit). Classic sessions and sessions handed in are left running."""
+        with self._lock:
+            session, self._session = self._session, None
+            self._checked = False
+        if session is not None and self._connect_url is not None and _is_connect(session):
+            with contextlib.suppress(Exception):
+                session.stop()
+
     def check_setup(self) -> None:
         """Fail fast (before any lease) when Spark cannot run Delta writes; see :meth:`session`."""
         self.session()
@@ -133,8 +154,9 @@ class SparkEngine(DeltaEngine):
             # A SparkSession is not callable; anything callable is a factory.
             return cast("SparkSession", source() if callable(source) else source)
         if self._connect_conn_id:
-            from deltaguard.engines.spark_session import connect_session
+            from deltaguard.engines.spark_session import connect_session, connect_url
 
+            self._connect_url = connect_url(self._connect_conn_id)
             return connect_session(self._connect_conn_id, conf=self._conf)
         if self._conn_id is None and self._master is None:
             from pyspark.sql import SparkSession
@@ -202,7 +224,7 @@ class SparkEngine(DeltaEngine):
                 return read_table_config(target.path, self._storage_options or None)
             except TableAccessError:
                 pass  # e.g. s3a:// or abfss:// through Hadoop: ask Spark
-            if not delta_table_class(spark).isDeltaTable(spark, target.path):
+            if not table_exists(spark, target):
                 return TableConfig(exists=False, uri=table_uri)
         elif not spark.catalog.tableExists(target.name or ""):
             return TableConfig(exists=False, uri=table_uri)
@@ -291,9 +313,9 @@ class SparkEngine(DeltaEngine):
         user_metadata = (
             json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
         )
-        with self._lock:
+        with self._write_session(spark) as write_spark:
             try:
-                execute(spark, target, spec, context, user_metadata)
+                execute(write_spark, target, spec, context, user_metadata)
             except Exception as exc:
                 conflict = to_conflict_error(exc, table_uri, engine=self.name)
                 if conflict is not None:
@@ -310,15 +332,73 @@ class SparkEngine(DeltaEngine):
 
     # -- helpers ---------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _write_session(self, spark: SparkSession) -> Iterator[SparkSession]:
+        """The session one write runs on: its own (see ``session_per_write``), else the shared one, locked.
+
+        A classic session's ``newSession()`` shares the SparkContext (no new JVM) but has its own SQL confs,
+        temporary views and UDFs. Spark Connect sessions cannot make siblings (``newSession`` is not
+        supported there); a new session on the same server URL can, and is released after the write.
+        """
+        if not self._session_per_write:
+            with self._lock:
+                yield spark
+            return
+        if not _is_connect(spark):
+            yield spark.newSession()
+            return
+        if self._connect_url is None:
+            with self._lock:  # a Connect session handed in: its URL is unknown, share it
+                yield spark
+            return
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+        own = RemoteSparkSession.builder.remote(self._connect_url).create()
+        try:
+            for key, value in self._conf.items():
+                own.conf.set(key, value)
+            yield own
+        finally:
+            # Release this session on the server and close its channel; stop() would also stop a local-mode
+            # server. Best effort: the server expires idle sessions anyway.
+            with contextlib.suppress(Exception):
+                own.client.release_session()
+            with contextlib.suppress(Exception):
+                own.client.close()
+
     def _latest_version(self, spark: SparkSession, target: SparkTarget) -> int | None:
         """The table's current version, ``None`` when it does not exist."""
-        if target.path is not None:
-            if not delta_table_class(spark).isDeltaTable(spark, target.path):
-                return None
-        elif not spark.catalog.tableExists(target.name or ""):
+        rows = self._history(spark, target, 1)
+        if rows is None:
             return None
-        rows = delta_table(spark, target).history(1).select("version").collect()
         return int(rows[0]["version"]) if rows else None
+
+    def _history(self, spark: SparkSession, target: SparkTarget, limit: int) -> list[Any] | None:
+        """The newest ``limit`` commits (dicts or Rows with ``version``, ``operation``, ``operationMetrics``,
+        ``userMetadata``), ``None`` when the table does not exist.
+
+        Path-based tables: read from the Delta log by deltalake, which costs no Spark job (the commitInfo
+        delta-spark wrote, as written); locations deltalake cannot read (``s3a://``, ...) and catalog names:
+        ``DESCRIBE HISTORY`` through Spark.
+        """
+        if target.path is not None:
+            try:
+                from deltalake import DeltaTable as RsTable
+
+                if RsTable.is_deltatable(target.path, self._storage_options or None):
+                    table = RsTable(target.path, storage_options=self._storage_options or None)
+                    return list(table.history(limit))
+                if "://" not in target.path or target.path.startswith("file:"):
+                    return None  # a local path without a Delta log: no table (yet)
+            except Exception:  # deltalake cannot read every Hadoop location: ask Spark
+                pass
+        return self._sql_history(spark, target, limit)
+
+    @staticmethod
+    def _sql_history(spark: SparkSession, target: SparkTarget, limit: int) -> list[Any] | None:
+        if not table_exists(spark, target):
+            return None
+        return history(spark, target, limit)
 
     def _recorded_txn_version(self, spark: SparkSession, target: SparkTarget, app_id: str) -> int | None:
         """The ``txn`` version the log holds for ``app_id`` (``None``: none, or the log is unreadable here)."""
@@ -349,25 +429,28 @@ class SparkEngine(DeltaEngine):
     ) -> dict[str, Any] | None:
         """This write's commit among the recent ones: newer than ``before``, with our ``userMetadata``
         (or, without metadata, the newest with an expected operation name)."""
-        rows = (
-            delta_table(spark, target)
-            .history(self._history_scan)
-            .select("version", "operation", "operationMetrics", "userMetadata")
-            .collect()
-        )
+        rows = self._history(spark, target, self._history_scan) or []
         floor = -1 if before is None else before
         for row in sorted(rows, key=lambda r: -int(r["version"])):
             if int(row["version"]) <= floor:
                 break
-            if user_metadata is not None and row["userMetadata"] != user_metadata:
+            if user_metadata is not None and _field(row, "userMetadata") != user_metadata:
                 continue
-            if user_metadata is None and expected and row["operation"] not in expected:
+            if user_metadata is None and expected and _field(row, "operation") not in expected:
                 continue
             return {
                 "version": int(row["version"]),
-                "operation": str(row["operation"]),
-                "metrics": _metrics(row["operationMetrics"]),
+                "operation": str(_field(row, "operation")),
+                "metrics": _metrics(_field(row, "operationMetrics")),
             }
+        return None
+
+
+def _field(row: Any, key: str) -> Any:
+    """``row[key]`` of a deltalake history dict or a Spark Row; ``None`` when the commit has no such field."""
+    try:
+        return row[key]
+    except (KeyError, ValueError):
         return None
 
 

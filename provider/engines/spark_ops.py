@@ -1,21 +1,26 @@
-"""Execute one write spec on a SparkSession with delta-spark's Python API (reviewed against delta-spark 4.4.1).
+"""Execute one write spec on a SparkSession: DataFrame writers and Delta SQL (reviewed against delta-spark 4.4.0).
+
+MERGE, UPDATE, DELETE, OPTIMIZE and CREATE run as Delta SQL statements, so classic and Spark Connect
+sessions execute exactly the same thing (a Connect server needs only Delta's jars and SQL extension).
 
 DataFrame writes (append, ``replaceWhere``, overwrite) carry Delta's writer options ``txnAppId``,
 ``txnVersion`` and ``userMetadata``. Everything else (MERGE, UPDATE, DELETE, OPTIMIZE, ``ALTER TABLE``,
 create) runs with the session confs ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (Delta's
 "idempotent DML") and ``spark.databricks.delta.commitInfo.userMetadata``, set for one statement and restored
-after. Callers serialise statements per session (SQL confs are per session).
+after. SQL confs are per session, so :class:`~deltaguard.engines.spark.SparkEngine` gives every write its own
+session: the confs of two concurrent writes never meet.
 """
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.sql_literals import merge_condition_with_partitions, partition_predicate
 from deltaguard.engines.spark_sources import to_spark_dataframe
-from deltaguard.engines.spark_specs import columns_sql, merge_clauses, properties_sql, spark_type_sql
+from deltaguard.engines.spark_specs import columns_sql, merge_clauses, properties_sql
 from deltaguard.engines.spark_target import SparkTarget
 from deltaguard.engines.specs import (
     AddColumnsSpec,
@@ -55,6 +60,25 @@ def delta_table_class(spark: SparkSession) -> Any:
     from delta.tables import DeltaTable
 
     return DeltaTable
+
+
+def table_exists(spark: SparkSession, target: SparkTarget) -> bool:
+    """Whether ``target`` is a Delta table, asked in SQL (works on classic and Spark Connect sessions)."""
+    if target.path is None:
+        return bool(spark.catalog.tableExists(target.name or ""))
+    try:
+        rows = spark.sql(f"DESCRIBE DETAIL {target.sql_reference()}").select("format").collect()
+    except Exception as exc:  # DELTA_MISSING_DELTA_TABLE / PATH_NOT_FOUND: not a table (yet)
+        text = str(exc)
+        if "DELTA_MISSING_DELTA_TABLE" in text or "is not a Delta table" in text or "PATH_NOT_FOUND" in text:
+            return False
+        raise
+    return bool(rows) and str(rows[0]["format"]).lower() == "delta"
+
+
+def history(spark: SparkSession, target: SparkTarget, limit: int) -> list[Any]:
+    """The newest ``limit`` commits (``DESCRIBE HISTORY``), newest first."""
+    return spark.sql(f"DESCRIBE HISTORY {target.sql_reference()} LIMIT {int(limit)}").collect()
 
 
 def delta_table(spark: SparkSession, target: SparkTarget) -> Any:
@@ -142,45 +166,74 @@ def execute(
         _EXECUTORS[type(spec)](spark, target, spec)
 
 
-def _merge(spark: SparkSession, target: SparkTarget, spec: MergeSpec) -> None:
-    source = to_spark_dataframe(spark, spec.source).alias(spec.source_alias)
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _assignments(values: Mapping[str, str]) -> str:
+    return ", ".join(f"{_quoted(column)} = {expression}" for column, expression in values.items())
+
+
+def merge_sql(target: SparkTarget, spec: MergeSpec, source_view: str) -> str:
+    """The ``MERGE INTO`` statement of ``spec``, reading the source from the temporary view ``source_view``.
+
+    SQL rather than ``DeltaTable.merge``: Spark Connect servers run it without Delta's Connect plugin (which
+    delta-spark 4.4.0 does not publish for Spark 4.2), and classic sessions run the very same statement.
+    """
     condition = merge_condition_with_partitions(
         spec.condition, spec.target_partition_values, spec.target_alias
     )
-    builder = delta_table(spark, target).alias(spec.target_alias).merge(source, condition)
+    parts = [
+        f"MERGE INTO {target.sql_reference()} AS {_quoted(spec.target_alias)}",
+        f"USING {_quoted(source_view)} AS {_quoted(spec.source_alias)}",
+        f"ON {condition}",
+    ]
     for clause in merge_clauses(spec):
         kind, clause_condition = clause[0], clause[1]
+        guard = f" AND ({clause_condition})" if clause_condition else ""
         if kind == "delete":
-            builder = builder.whenMatchedDelete(condition=clause_condition)
+            parts.append(f"WHEN MATCHED{guard} THEN DELETE")
         elif kind == "update_all":
-            builder = builder.whenMatchedUpdateAll(condition=clause_condition)
+            parts.append(f"WHEN MATCHED{guard} THEN UPDATE SET *")
         elif kind == "update":
-            builder = builder.whenMatchedUpdate(condition=clause_condition, set=dict(clause[2]))
+            parts.append(f"WHEN MATCHED{guard} THEN UPDATE SET {_assignments(clause[2])}")
         elif kind == "insert_all":
-            builder = builder.whenNotMatchedInsertAll()
+            parts.append("WHEN NOT MATCHED THEN INSERT *")
         elif kind == "insert":
-            builder = builder.whenNotMatchedInsert(values=dict(clause[2]))
+            values = dict(clause[2])
+            columns = ", ".join(_quoted(c) for c in values)
+            parts.append(f"WHEN NOT MATCHED THEN INSERT ({columns}) VALUES ({', '.join(values.values())})")
         elif kind == "by_source_delete":
-            builder = builder.whenNotMatchedBySourceDelete()
-    builder.execute()
+            parts.append(f"WHEN NOT MATCHED BY SOURCE{guard} THEN DELETE")
+    return "\n".join(parts)
+
+
+def _merge(spark: SparkSession, target: SparkTarget, spec: MergeSpec) -> None:
+    view = f"deltaguard_merge_source_{uuid.uuid4().hex}"
+    to_spark_dataframe(spark, spec.source).createOrReplaceTempView(view)
+    try:
+        spark.sql(merge_sql(target, spec, view)).collect()
+    finally:
+        spark.catalog.dropTempView(view)
 
 
 def _update(spark: SparkSession, target: SparkTarget, spec: UpdateSpec) -> None:
-    delta_table(spark, target).update(condition=spec.predicate, set=dict(spec.updates))
+    where = f" WHERE {spec.predicate}" if spec.predicate else ""
+    spark.sql(f"UPDATE {target.sql_reference()} SET {_assignments(spec.updates)}{where}").collect()
 
 
 def _delete(spark: SparkSession, target: SparkTarget, spec: DeleteSpec) -> None:
-    delta_table(spark, target).delete(spec.predicate)
+    where = f" WHERE {spec.predicate}" if spec.predicate else ""
+    spark.sql(f"DELETE FROM {target.sql_reference()}{where}").collect()
 
 
 def _optimize(spark: SparkSession, target: SparkTarget, spec: OptimizeSpec) -> None:
-    builder = delta_table(spark, target).optimize()
+    statement = f"OPTIMIZE {target.sql_reference()}"
     if spec.partition_filters:
-        builder = builder.where(partition_predicate(spec.partition_filters))
+        statement += f" WHERE {partition_predicate(spec.partition_filters)}"
     if spec.zorder_by:
-        builder.executeZOrderBy(*spec.zorder_by)
-    else:
-        builder.executeCompaction()
+        statement += f" ZORDER BY ({', '.join(_quoted(c) for c in spec.zorder_by)})"
+    spark.sql(statement).collect()
 
 
 def _set_properties(spark: SparkSession, target: SparkTarget, spec: SetPropertiesSpec) -> None:
@@ -193,30 +246,26 @@ def _add_columns(spark: SparkSession, target: SparkTarget, spec: AddColumnsSpec)
 
 def _create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
     if spec.source is not None:
-        from pyspark.sql.functions import col
-
         df = to_spark_dataframe(spark, spec.source)
         ident = target.sql_reference()
         writer = df.writeTo(ident).using("delta")
         for key, value in spec.properties.items():
             writer = writer.tableProperty(key, value)
         if spec.partition_by:
-            writer = writer.partitionedBy(*[col(c) for c in spec.partition_by])
+            # names, not col(): pyspark.sql.functions would build a classic Column for a Connect writer
+            writer = writer.partitionedBy(*spec.partition_by)
         if spec.replace:
             writer.createOrReplace()
         else:
             writer.create()
         return
-    table_cls = delta_table_class(spark)
-    builder = table_cls.createOrReplace(spark) if spec.replace else table_cls.create(spark)
-    builder = builder.location(target.path) if target.path is not None else builder.tableName(target.name)
-    for name, type_name in (spec.schema or {}).items():
-        builder = builder.addColumn(name, spark_type_sql(type_name))
+    statement = "CREATE OR REPLACE TABLE" if spec.replace else "CREATE TABLE"
+    statement += f" {target.sql_reference()} ({columns_sql(spec.schema or {})}) USING delta"
     if spec.partition_by:
-        builder = builder.partitionedBy(*spec.partition_by)
-    for key, value in spec.properties.items():
-        builder = builder.property(key, value)
-    builder.execute()
+        statement += f" PARTITIONED BY ({', '.join(_quoted(c) for c in spec.partition_by)})"
+    if spec.properties:
+        statement += f" TBLPROPERTIES ({properties_sql(spec.properties)})"
+    spark.sql(statement).collect()
 
 
 def _sql(spark: SparkSession, target: SparkTarget, spec: SqlSpec) -> None:

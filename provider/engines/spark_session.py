@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.engines.errors import SparkSetupError
-from deltaguard.engines.spark_setup import delta_jars_from_env, delta_session_conf
+from deltaguard.engines.spark_setup import (
+    DELTA_JARS_ENV,
+    delta_jars_from_env,
+    delta_session_conf,
+    with_delta_jars,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,8 +126,10 @@ def worker_session(
     :param app_name: the Spark application name.
     :param default_master: the master when neither ``master`` nor the connection gives one; ``None`` leaves
         it to the environment (inside spark-submit, which has already chosen it).
-    :param with_delta: add Delta's extension, catalog and ``DELTAGUARD_DELTA_JARS`` jars to the conf.
-        Sources that only need PySpark (DataFrames for the delta-rs engine) pass ``False``.
+    :param with_delta: add Delta's extension and catalog to the conf. Sources that only need PySpark
+        (DataFrames for the delta-rs engine) pass ``False``. Delta's jars (:func:`delta_jars_from_env`) go on
+        ``spark.jars`` either way when this call starts the JVM's first context, so a later Delta session of
+        the same process still finds Delta's classes.
     """
     from pyspark.sql import SparkSession
 
@@ -141,6 +148,8 @@ def worker_session(
             # caller asked; check_delta_available then says what is missing.
             delta = {k: v for k, v in delta.items() if k in settings or k not in _DELTA_SESSION_KEYS}
         settings = delta
+    elif not _context_running():
+        settings = with_delta_jars(settings)
     builder = SparkSession.builder.appName(app_name)
     if master or default_master:
         builder = builder.master(master or default_master or "")
@@ -159,6 +168,13 @@ def _context_running() -> bool:
     return SparkContext._active_spark_context is not None
 
 
+def connect_url(conn_id: str = "spark_connect_default") -> str:
+    """The ``sc://`` URL of a ``spark_connect`` connection, as the provider's ``SparkConnectHook`` builds it."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    return str(SparkConnectHook(conn_id=conn_id).get_connection_url())
+
+
 def connect_session(
     conn_id: str = "spark_connect_default", *, conf: Mapping[str, str] | None = None
 ) -> SparkSession:
@@ -167,11 +183,18 @@ def connect_session(
     :param conn_id: the ``spark_connect`` connection.
     :param conf: runtime SQL conf to set on the session.
     """
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-    from pyspark.sql import SparkSession
+    url = connect_url(conn_id)
+    if _context_running():
+        # pyspark.sql.SparkSession.builder.remote() refuses to run beside a classic session
+        # (SESSION_ALREADY_EXIST); the Connect client's own builder does not. Without a classic session the
+        # ordinary builder is used: it also switches pyspark.sql.functions to Connect for the task's code.
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    url = SparkConnectHook(conn_id=conn_id).get_connection_url()
-    session = SparkSession.builder.remote(url).getOrCreate()
+        session = RemoteSparkSession.builder.remote(url).getOrCreate()
+    else:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.builder.remote(url).getOrCreate()
     for key, value in (conf or {}).items():
         session.conf.set(key, value)
     return session
@@ -218,7 +241,8 @@ def submit_hook(
     # Jars of DELTAGUARD_DELTA_JARS on this machine go through --jars (spark-submit ships them); the
     # variable itself is not passed on, since the folder need not exist on the cluster.
     jars = [j for j in (hook_kwargs.pop("jars", None) or "").split(",") if j] + delta_jars_from_env()
-    settings = delta_session_conf(conf, environ={})
+    # the jars travel as --jars; the conf carries only Delta's extension and catalog
+    settings = delta_session_conf(conf, environ={DELTA_JARS_ENV: "none"})
     return SparkSubmitHook(
         conf=settings,
         conn_id=conn_id,

@@ -5,8 +5,9 @@ Neither the pyspark nor the delta-spark wheel contains Delta's JVM classes: they
 API fails deep inside Py4J (``'JavaPackage' object is not callable``). deltaguard checks first, before any
 lease is taken, and raises :class:`SparkSetupError` with what to change.
 
-``DELTAGUARD_DELTA_JARS`` names a folder of jars (``delta-spark_*.jar``, ``delta-storage-*.jar``, ...); when
-set, sessions deltaguard creates put them on ``spark.jars``.
+The install step (``make delta-jars``: :mod:`deltaguard.engines.spark_jars`) copies the jars matching the
+installed wheels into the environment's ``delta-jars`` folder; sessions deltaguard creates put them on
+``spark.jars``. ``DELTAGUARD_DELTA_JARS`` names another folder, or ``none`` for no jars.
 """
 
 from __future__ import annotations
@@ -14,12 +15,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from deltaguard.engines.errors import SparkSetupError
+from deltaguard.engines.spark_jars import DELTA_JARS_ENV, delta_artifacts, delta_jars
 
-DELTA_JARS_ENV = "DELTAGUARD_DELTA_JARS"
+__all__ = [
+    "DELTA_JARS_ENV",
+    "check_delta_available",
+    "delta_jars_from_env",
+    "delta_maven_coordinate",
+    "delta_session_conf",
+    "installed_version",
+    "with_delta_jars",
+]
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 #: The one class every delta-spark Python call goes through.
@@ -34,22 +43,15 @@ def installed_version(distribution: str) -> str | None:
 
 
 def delta_maven_coordinate(delta_version: str | None = None, spark_version: str | None = None) -> str:
-    """The Maven coordinate of the delta-spark jar matching the installed wheels.
-
-    delta-spark 4.x publishes one artifact per Spark minor version (``delta-spark_4.2_2.13``), as its own
-    ``configure_spark_with_delta_pip`` does; older releases use ``delta-spark_2.13``.
+    """The Maven coordinate of the delta-spark jar matching the installed wheels (``io.delta:...:4.4.0``).
 
     :param delta_version: delta-spark version; default: the installed ``delta-spark`` wheel.
     :param spark_version: Spark version; default: the installed ``pyspark`` wheel.
     """
-    delta_version = delta_version or installed_version("delta-spark") or "<delta-version>"
-    spark_version = spark_version or installed_version("pyspark") or ""
-    major = delta_version.split(".")[0]
-    if major.isdigit() and int(major) >= 4 and spark_version:
-        artifact = f"delta-spark_{'.'.join(spark_version.split('.')[:2])}_2.13"
-    else:
-        artifact = "delta-spark_2.13"
-    return f"io.delta:{artifact}:{delta_version}"
+    try:
+        return delta_artifacts(delta_version, spark_version)[0]
+    except SparkSetupError:
+        return f"io.delta:delta-spark_2.13:{delta_version or '<delta-version>'}"
 
 
 def missing_jars_message(detail: str = "") -> str:
@@ -61,6 +63,7 @@ def missing_jars_message(detail: str = "") -> str:
         "Add them in one of these ways (before the session starts; an existing JVM keeps its classpath):",
         f"  * Spark conf: spark.jars.packages={coordinate}",
         f"  * spark-submit / pyspark: --packages {coordinate}",
+        "  * this project's install step: `make delta-jars` (Maven copies them into the environment)",
         f"  * a folder of the jars: export {DELTA_JARS_ENV}=/path/to/delta-jars "
         "(deltaguard adds every *.jar in it to spark.jars)",
         f"and enable Delta SQL: spark.sql.extensions={DELTA_EXTENSION}, "
@@ -70,22 +73,13 @@ def missing_jars_message(detail: str = "") -> str:
 
 
 def delta_jars_from_env(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The jar files in ``DELTAGUARD_DELTA_JARS``, sorted; empty when the variable is unset.
+    """The Delta jar files sessions add to ``spark.jars``: ``DELTAGUARD_DELTA_JARS``'s, else the environment's
+    own ``delta-jars`` folder (see :func:`deltaguard.engines.spark_jars.delta_jars`).
 
     :param environ: the environment to read (default ``os.environ``).
-    :raises SparkSetupError: if the variable is set but is not a folder holding ``*.jar`` files.
+    :raises SparkSetupError: if the folder is missing, empty, or holds jars for another Spark line.
     """
-    env = os.environ if environ is None else environ
-    folder = env.get(DELTA_JARS_ENV, "").strip()
-    if not folder:
-        return []
-    path = Path(folder).expanduser()
-    if not path.is_dir():
-        raise SparkSetupError(f"{DELTA_JARS_ENV}={folder!r} is not a folder of Delta Lake jars")
-    jars = sorted(str(p.resolve()) for p in path.glob("*.jar"))
-    if not jars:
-        raise SparkSetupError(f"{DELTA_JARS_ENV}={folder!r} holds no *.jar files")
-    return jars
+    return delta_jars(environ)
 
 
 def delta_session_conf(
@@ -103,6 +97,16 @@ def delta_session_conf(
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
     }
     merged.update(conf or {})
+    return with_delta_jars(merged, environ)
+
+
+def with_delta_jars(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``conf`` with Delta's jars (:func:`delta_jars_from_env`) appended to ``spark.jars``.
+
+    Also for sessions that do not enable Delta SQL: a JVM keeps the classpath it started with, so the first
+    session of a process decides whether any later one can run Delta.
+    """
+    merged = dict(conf)
     jars = delta_jars_from_env(environ)
     if jars:
         existing = [j for j in merged.get("spark.jars", "").split(",") if j]

@@ -13,7 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from deltaguard.core.operations import OperationKind
-from deltaguard.core.sql_literals import sql_literal
+from deltaguard.core.sql_literals import partition_predicate, sql_literal
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import (
@@ -107,7 +107,15 @@ def merge_clauses(spec: MergeSpec) -> list[tuple[Any, ...]]:
     elif spec.not_matched_insert is not None:
         clauses.append(("insert", None, spec.not_matched_insert))
     if spec.not_matched_by_source_delete:
-        clauses.append(("by_source_delete", None))
+        # "Not matched by source" ranges over the whole target whatever the ON condition says (Delta's
+        # MergeIntoCommand); the declared target partitions scope it, as in the delta-rs engine, so the MERGE
+        # deletes only in the partitions it was leased for.
+        scope = (
+            partition_predicate(spec.target_partition_values, qualifier=spec.target_alias)
+            if spec.target_partition_values
+            else None
+        )
+        clauses.append(("by_source_delete", scope))
     return clauses
 
 

@@ -210,9 +210,7 @@ def _delete_operator(tmp_path: Path, store_url: str, **kwargs: Any) -> Any:
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(
-    bool(os.environ.get("DELTAGUARD_DELTA_JARS")), reason="needs a Spark WITHOUT Delta's jars"
-)
+@pytest.mark.without_delta_jars  # run in a process of its own: tests/spark/test_without_delta_jars.py
 @pytest.mark.parametrize("level", ["operator", "delta connection", "config"])
 def test_engine_spark_uses_the_spark_connection_and_fails_before_any_lease(
     spark: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str

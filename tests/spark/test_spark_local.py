@@ -1,4 +1,5 @@
-"""Real PySpark (local[2], one session for the module), without Delta's jars.
+"""Real PySpark (local[2], one session for the module), without Delta's jars (``DELTAGUARD_DELTA_JARS=none``;
+run by ``test_without_delta_jars.py`` in a process of their own).
 
 * Spark DataFrame sources (callables receiving a SparkSession) written by the delta-rs engine, end to end;
 * the Spark engine refusing to run without Delta's jars: SparkSetupError with the guidance, before any write;
@@ -8,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from tests.spark.conftest import SMALL_CONF
 
 pyspark = pytest.importorskip("pyspark")
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.without_delta_jars]
 
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
@@ -34,13 +34,6 @@ from deltaguard.engines.spark_errors import conflict_kind  # noqa: E402
 from deltaguard.engines.spark_ops import session_conf  # noqa: E402
 from deltaguard.engines.spark_sources import SparkSource, is_spark_source, prepare_source, to_spark_dataframe  # noqa: E402
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, WriteContext  # noqa: E402
-
-if os.environ.get("DELTAGUARD_DELTA_JARS"):
-    pytest.skip(
-        "DELTAGUARD_DELTA_JARS is set: this module checks behaviour WITHOUT Delta's jars; run it in a "
-        "process without the variable",
-        allow_module_level=True,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -204,3 +205,26 @@ def test_sql_specs_need_a_statement_and_know_their_log_names() -> None:
         validate_spec(merge, MISSING)
     with pytest.raises(InvalidWriteError, match="empty"):
         validate_spec(SqlSpec(sql="  ", classified=Operation(OperationKind.DELETE)), PARTITIONED)
+
+
+def test_merge_sql_scopes_the_by_source_delete_to_the_leased_partitions() -> None:
+    """``WHEN NOT MATCHED BY SOURCE`` ranges over the whole target: unscoped, a MERGE leased for one partition
+    deletes every row of every other partition."""
+    from deltaguard.engines.spark_ops import merge_sql
+    from deltaguard.engines.spark_target import SparkTarget
+    from deltaguard.engines.specs import MergeSpec
+
+    spec = MergeSpec(
+        source=None,
+        condition="t.id = s.id",
+        target_partition_values={"day": "d1"},
+        matched_update_all=True,
+        not_matched_by_source_delete=True,
+    )
+    statement = merge_sql(SparkTarget.parse("/data/t"), spec, "src")
+    assert statement.splitlines()[-1] == "WHEN NOT MATCHED BY SOURCE AND (t.day = 'd1') THEN DELETE"
+    assert "ON (t.id = s.id) AND t.day = 'd1'" in statement
+    unscoped = merge_sql(
+        SparkTarget.parse("/data/t"), dataclasses.replace(spec, target_partition_values={}), "s"
+    )
+    assert unscoped.splitlines()[-1] == "WHEN NOT MATCHED BY SOURCE THEN DELETE"

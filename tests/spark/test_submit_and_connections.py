@@ -12,6 +12,7 @@ from deltaguard.core.profiles import EngineName
 from deltaguard.engines import spark_job
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError, SparkSetupError
 from deltaguard.engines.spark import SparkEngine
+from deltaguard.engines.spark_jars import delta_artifacts
 from deltaguard.engines.spark_session import connection_info, get_connection_info, submit_command, submit_hook
 from deltaguard.engines.spark_setup import DELTA_EXTENSION, delta_maven_coordinate
 from deltaguard.engines.spark_submit import SparkSubmitEngine, failure_from_submit_error
@@ -60,16 +61,50 @@ def test_submit_command_runs_the_shipped_job_with_the_spec(
 def test_delta_jars_folder_becomes_jars(
     standalone: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for name in ("delta-spark_2.13-4.0.0.jar", "delta-storage-4.0.0.jar", "README.txt"):
+    spark_jar, storage_jar = (
+        Path(a.split(":")[1] + "-" + a.split(":")[2] + ".jar").name for a in delta_artifacts()
+    )
+    for name in (spark_jar, storage_jar, "README.txt"):
         (tmp_path / name).write_text("x")
     monkeypatch.setenv("DELTAGUARD_DELTA_JARS", str(tmp_path))
     cmd = submit_command(submit_hook(["--table-uri", "/t"], conn_id=standalone))
     (jars,) = _value_after(cmd, "--jars")
-    assert [Path(j).name for j in jars.split(",")] == [
-        "delta-spark_2.13-4.0.0.jar",
-        "delta-storage-4.0.0.jar",
-    ]
+    assert sorted(Path(j).name for j in jars.split(",")) == sorted([spark_jar, storage_jar])
     assert not _value_after(cmd, "--packages")
+
+
+@pytest.mark.parametrize(
+    ("jar", "problem"),
+    [
+        ("delta-spark_2.13-4.0.0.jar", "built for Spark 4.0"),
+        ("delta-spark_3.5_2.13-4.4.0.jar", "built for Spark 3.5"),
+        ("delta-spark_4.2_2.12-4.4.0.jar", "built for Scala 2.12"),
+    ],
+)
+def test_jars_for_another_spark_line_are_refused_before_any_session(
+    jar: str, problem: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from deltaguard.engines.spark_setup import delta_session_conf
+
+    (tmp_path / jar).write_text("x")
+    monkeypatch.setenv("DELTAGUARD_DELTA_JARS", str(tmp_path))
+    monkeypatch.setattr(
+        "deltaguard.engines.spark_jars.installed_version", {"pyspark": "4.2.0", "delta-spark": "4.4.0"}.get
+    )
+    with pytest.raises(SparkSetupError, match=problem):
+        delta_session_conf({})
+
+
+def test_the_install_step_names_the_artifacts_of_the_installed_wheels() -> None:
+    from importlib import metadata
+
+    spark_line = ".".join(metadata.version("pyspark").split(".")[:2])
+    delta = metadata.version("delta-spark")
+    assert delta_artifacts() == [
+        f"io.delta:delta-spark_{spark_line}_2.13:{delta}",
+        f"io.delta:delta-storage:{delta}",
+    ]
+    assert delta_artifacts("4.0.0", "4.0.1")[0] == "io.delta:delta-spark_2.13:4.0.0"
 
 
 @pytest.mark.parametrize("setup", ["missing", "empty"])
@@ -206,8 +241,8 @@ def test_real_spark_submit_of_the_job_reports_missing_jars(
     import os
     import sys
 
-    if os.environ.get("DELTAGUARD_DELTA_JARS"):
-        pytest.skip("checks behaviour without Delta's jars")
+    # a Spark without Delta: no --jars here, and none picked up by the job's session in spark-submit
+    monkeypatch.setenv("DELTAGUARD_DELTA_JARS", "none")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # the driver must import deltaguard
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -220,3 +255,32 @@ def test_real_spark_submit_of_the_job_reports_missing_jars(
     with pytest.raises(SparkSetupError, match="Delta Lake's Spark jars"):
         engine.write(uri, DeleteSpec(predicate="id = 1"), WriteContext(app_id="d.t", app_version=1))
     assert not Path(uri).exists()
+
+
+@pytest.mark.slow
+def test_real_spark_submit_of_the_job_writes_with_the_installed_jars(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """spark-submit with the install step's jars (as --jars) runs a real delta-spark DELETE, idempotently."""
+    import os
+    import sys
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    monkeypatch.delenv("DELTAGUARD_DELTA_JARS", raising=False)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conn_id = _conn(monkeypatch, "dg_local_submit_delta", conn_type="spark", host="local[1]")
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    engine = SparkSubmitEngine(
+        conn_id,
+        conf={"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1", "spark.driver.memory": "512m"},
+    )
+    result = engine.write(uri, DeleteSpec(predicate="id = 1"), WriteContext(app_id="d.t", app_version=1))
+    assert result.operation == "DELETE" and result.version == 1
+    table = DeltaTable(uri)
+    assert table.to_pyarrow_table().column("id").to_pylist() == [2]
+    assert "Delta-Lake/" in str(table.history(1)[0].get("engineInfo"))

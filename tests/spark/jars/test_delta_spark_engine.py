@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
+from deltaguard.conformance.spark_runner import Gate, gated_spec
 from deltaguard.core.profiles import EngineName
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError
 from deltaguard.engines.spark import SparkEngine
@@ -26,7 +27,6 @@ from deltaguard.engines.specs import (
     UpdateSpec,
     WriteContext,
 )
-from tests.spark.jars.harness import Gate, gated_spec
 
 NONE = WriteContext()
 
@@ -136,6 +136,50 @@ def test_merge_not_matched_by_source_delete(engine: SparkEngine, table: str) -> 
     assert content(table) == [(1, "d1", 5.0)]
 
 
+def test_scoped_merge_by_source_delete_keeps_other_partitions(engine: SparkEngine, table: str) -> None:
+    """``WHEN NOT MATCHED BY SOURCE THEN DELETE`` ranges over the whole target; a MERGE leased for partition
+    d1 must delete only there: id 3 of d2 survives, id 2 of d1 (not in the source) goes."""
+    spec = MergeSpec(
+        source=rows([1], "d1", 5.0),
+        condition="t.id = s.id",
+        target_partition_values={"day": "d1"},
+        matched_update_all=True,
+        not_matched_by_source_delete=True,
+    )
+    result = engine.write(table, spec, NONE)
+    assert result.metrics.get("numTargetRowsDeleted") == 1
+    assert content(table) == [(1, "d1", 5.0), (3, "d2", 1.0)]
+
+
+def test_writes_through_one_engine_run_concurrently(engine: SparkEngine, tmp_path: Path) -> None:
+    """A write paused inside its Spark job must not hold up another write through the same engine: each
+    write has its own session, so the second commits while the first still waits at its gate."""
+    import threading
+
+    from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
+
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    for uri in (first, second):
+        engine.write(uri, CreateSpec(source=rows([1], "d1"), partition_by=("day",)), NONE)
+    gate = Gate(tmp_path / "gate")
+    append = AppendSpec(source=rows([2], "d1"))
+    paused = gated_spec(ProbeWrite(ProbeOp.INSERT, "A", append, append.operation()), engine.session(), gate)
+    caught: list[BaseException] = []
+    worker = threading.Thread(target=lambda: _capture(caught, lambda: engine.write(first, paused, NONE)))
+    worker.start()
+    try:
+        assert gate.wait_reached(120)
+        other = engine.write(second, AppendSpec(source=rows([3], "d2")), NONE)
+        assert not gate.release_file.exists()  # the first write was still inside its transaction
+        assert other.version == 1 and [r[0] for r in content(second)] == [1, 3]
+        assert [r[0] for r in content(first)] == [1]
+    finally:
+        gate.release()
+        worker.join(180)
+    assert not caught, caught
+    assert [r[0] for r in content(first)] == [1, 2]
+
+
 def test_update_delete_replace_where_overwrite(engine: SparkEngine, table: str) -> None:
     engine.write(table, UpdateSpec(updates={"v": "v * 3"}, predicate="id = 3"), NONE)
     engine.write(table, DeleteSpec(predicate="id = 1"), NONE)
@@ -160,12 +204,12 @@ def test_optimize_compaction_and_zorder_with_partition_filter(engine: SparkEngin
 
 def test_set_properties_and_add_columns(engine: SparkEngine, table: str) -> None:
     engine.write(
-        table, SetPropertiesSpec(properties={"delta.checkpointInterval": "11", "owner": "o'brien"}), NONE
+        table, SetPropertiesSpec(properties={"delta.checkpointInterval": "11", "team": "o'brien"}), NONE
     )
     engine.write(table, AddColumnsSpec(columns={"note": "string", "amount": "decimal(10,2)"}), NONE)
     config = engine.table_config(table)
     assert (
-        config.get_property("delta.checkpointInterval") == "11" and config.get_property("owner") == "o'brien"
+        config.get_property("delta.checkpointInterval") == "11" and config.get_property("team") == "o'brien"
     )
     assert {"note", "amount"} <= set(RsTable(table).schema().to_arrow().names)
 
@@ -191,7 +235,8 @@ def test_a_real_conflict_becomes_a_typed_error(
 
     from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
 
-    stale_engine = SparkEngine(delta_spark.newSession())
+    # its own session for all its writes: the gate UDF is registered on that session
+    stale_engine = SparkEngine(delta_spark.newSession(), session_per_write=False)
     gate = Gate(tmp_path / "gate")
     delete = DeleteSpec(predicate="day = 'd1' AND id = 1")
     stale = gated_spec(
@@ -200,7 +245,7 @@ def test_a_real_conflict_becomes_a_typed_error(
     caught: list[BaseException] = []
     worker = threading.Thread(target=lambda: _capture(caught, lambda: stale_engine.write(table, stale, NONE)))
     worker.start()
-    assert gate.wait_reached(60)
+    assert gate.wait_reached(120)
     engine.write(table, UpdateSpec(updates={"v": "v + 1"}, predicate="day = 'd1'"), NONE)
     gate.release()
     worker.join(180)

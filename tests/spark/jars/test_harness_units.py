@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.jars.harness import Gate, delta_version_from_jars
+from deltaguard.conformance.spark_runner import Gate, delta_version_from_jars
 
 
 @pytest.mark.parametrize(

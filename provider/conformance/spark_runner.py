@@ -72,7 +72,12 @@ class Gate:
             import os
             import time as _time
 
-            open(reached, "a").close()
+            # Only the first call blocks: one paused task holds the job (and its transaction) open, while
+            # the job's other tasks finish and free their slots for the competing write.
+            try:
+                os.close(os.open(reached, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return value
             deadline = _time.monotonic() + wait_s
             while not os.path.exists(release) and _time.monotonic() < deadline:
                 _time.sleep(0.05)
@@ -137,18 +142,18 @@ def run_write(engine: SparkEngine, uri: str, spec: Any) -> None:
 
 
 def _latest(spark: Any, uri: str) -> int:
-    from delta.tables import DeltaTable
+    """The table's version, read from its Delta log (no Spark job)."""
+    from deltalake import DeltaTable as RsTable
 
-    return int(DeltaTable.forPath(spark, uri).history(1).collect()[0]["version"])
+    return int(RsTable(uri).version())
 
 
 def _read_version_of_commit_after(spark: Any, uri: str, version: int) -> int | None:
-    from delta.tables import DeltaTable
+    """The ``readVersion`` delta-spark recorded in the commits after ``version`` (the stale write's snapshot)."""
+    from deltalake import DeltaTable as RsTable
 
-    rows = (
-        DeltaTable.forPath(spark, uri).history().where(f"version > {version}").select("readVersion").collect()
-    )
-    values = [r["readVersion"] for r in rows if r["readVersion"] is not None]
+    rows = [c for c in RsTable(uri).history() if int(c["version"]) > version]
+    values = [int(c["readVersion"]) for c in rows if c.get("readVersion") is not None]
     return min(values) if values else None
 
 
@@ -163,8 +168,11 @@ class SparkGroupRunner:
     def __init__(self, spark: Any, workdir: Path, delta_version: str | None = None) -> None:
         self.spark = spark
         self.stale_spark = spark.newSession()  # separate SQL confs and UDF registry, same JVM
-        self.engine = SparkEngine(spark, delta_version=delta_version)
-        self.stale_engine = SparkEngine(self.stale_spark, delta_version=delta_version)
+        # One session per engine (not one per write): the stale write's gate UDF is registered on its session.
+        self.engine = SparkEngine(spark, delta_version=delta_version, session_per_write=False)
+        self.stale_engine = SparkEngine(
+            self.stale_spark, delta_version=delta_version, session_per_write=False
+        )
         self.workdir = workdir
         self._runs = 0
 
@@ -279,3 +287,97 @@ class SparkGroupRunner:
         serial = {"A,B": self.serial(template, a, b), "B,A": self.serial(template, b, a)}
         orders = (self.concurrent(template, a, b, serial), self.concurrent(template, b, a, serial))
         return CellResult(Cell(a_probe, b_probe, layout, isolation), self.predict(template, a, b), orders)
+
+
+#: Spark conf for a session writing tiny tables on a small machine. Delta rebuilds every snapshot with
+#: ``snapshotPartitions`` tasks (50 by default): one is plenty for a few files. None of these settings takes
+#: part in conflict detection (``ConflictChecker`` reads the winners' actions from the log).
+TINY_TABLE_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+#: ``delta.isolationLevel`` spellings measured on delta-spark: absent (the default) and ``Serializable``,
+#: the one level open-source Delta accepts for the property (``DeltaConfigs.ISOLATION_LEVEL``).
+SPARK_SPELLINGS: tuple[str | None, ...] = (None, "Serializable")
+#: a few cells for CI: compatible appends, an append against a rewrite, disjoint rewrites, same-partition MERGEs
+CI_CELLS: tuple[Cell, ...] = (
+    Cell(ProbeOp.INSERT, ProbeOp.INSERT, Layout.PARTITIONED_DISJOINT, None),
+    Cell(ProbeOp.INSERT, ProbeOp.UPDATE, Layout.UNPARTITIONED, None),
+    Cell(ProbeOp.UPDATE, ProbeOp.DELETE, Layout.PARTITIONED_DISJOINT, None),
+    Cell(ProbeOp.MERGE_TARGET_FILTER, ProbeOp.MERGE_TARGET_FILTER, Layout.PARTITIONED_SAME, None),
+)
+
+
+def spark_cells(slice_name: str) -> list[Cell]:
+    """The delta-spark cells of a slice.
+
+    :param slice_name: ``ci`` (:data:`CI_CELLS`), ``representative`` (the
+        delta-rs representative pairs, every layout, :data:`SPARK_SPELLINGS`) or ``full`` (every pair).
+    """
+    from deltaguard.conformance.cells import REPRESENTATIVE_PAIRS, all_pairs
+
+    if slice_name == "ci":
+        return list(CI_CELLS)
+    if slice_name == "representative":
+        pairs: list[tuple[ProbeOp, ProbeOp]] = list(REPRESENTATIVE_PAIRS)
+    elif slice_name == "full":
+        pairs = all_pairs(list(ProbeOp))
+    else:
+        raise ValueError(f"unknown slice {slice_name!r} (expected 'ci', 'representative' or 'full')")
+    order = list(ProbeOp)
+    canonical = [(a, b) if order.index(a) <= order.index(b) else (b, a) for a, b in pairs]
+    return [Cell(a, b, layout, iso) for iso in SPARK_SPELLINGS for a, b in canonical for layout in Layout]
+
+
+def run_spark_cells(
+    cells: list[Cell], spark: Any, workdir: Path, delta_version: str | None = None, progress: Any = None
+) -> list[CellResult]:
+    """Run ``cells`` one after the other on one Spark application (two sessions of it).
+
+    :param cells: the cells.
+    :param spark: a session with Delta's jars and extension.
+    :param workdir: scratch folder.
+    :param delta_version: the delta-spark version of the jars (the profile the model is asked about).
+    :param progress: called with ``[result]`` after each cell.
+    """
+    runner = SparkGroupRunner(spark, workdir, delta_version)
+    results = []
+    for cell in cells:
+        try:
+            result = runner.run(cell.a, cell.b, cell.layout, cell.isolation)
+        except Exception as exc:  # a harness failure is reported on the cell (inconclusive), never hidden
+            detail = f"{type(exc).__name__}: {exc}"[:300]
+            a, b = build_write(cell.a, cell.layout, "A"), build_write(cell.b, cell.layout, "B")
+            try:
+                prediction = runner.predict(runner.template(cell.layout, cell.isolation), a, b)
+            except Exception as again:
+                prediction = Prediction(None, "model_error", f"{type(again).__name__}: {again}"[:300])
+            not_run = tuple(OrderResult(order, Observed.NOT_RUN, "", detail) for order in ("A,B", "B,A"))
+            result = CellResult(cell, prediction, not_run)
+        results.append(result)
+        if progress is not None:
+            progress([result])
+    return results
+
+
+def delta_spark_session(workdir: Path) -> Any:
+    """One small local Spark session with Delta's jars (from the install step), extension and catalog."""
+    from deltaguard.engines.spark_session import worker_session
+    from deltaguard.engines.spark_setup import check_delta_available
+
+    conf = {
+        **TINY_TABLE_CONF,
+        "spark.driver.memory": "768m",
+        "spark.sql.warehouse.dir": str(workdir / "warehouse"),
+    }
+    # Four task slots on two cores: a paused stale write holds one, the competing write needs the others.
+    session = worker_session(master="local[4]", conf=conf, app_name="deltaguard-conformance")
+    check_delta_available(session)
+    return session

@@ -1,0 +1,22 @@
+"""Spark without Delta's jars runs in a process of its own.
+
+A JVM keeps the classpath it started with, and every Spark session of a test process starts with Delta's
+jars (the install step puts them in the environment). Tests marked ``without_delta_jars`` check what a
+worker lacking the jars sees; they are run by ``tests/spark/test_without_delta_jars.py`` in a child pytest
+with ``DELTAGUARD_DELTA_JARS=none``, and left out of every other process.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("DELTAGUARD_DELTA_JARS", "").strip().lower() == "none":
+        return
+    kept = [item for item in items if item.get_closest_marker("without_delta_jars") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept

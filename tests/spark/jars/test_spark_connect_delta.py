@@ -1,0 +1,139 @@
+"""Spark Connect like production: a local Connect server with Delta's jars and extensions stands in for the
+cluster, and the Spark engine writes through the apache-spark provider's ``spark_connect`` connection."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsTable
+
+from deltaguard.conformance.spark_runner import Gate
+from deltaguard.engines.spark import SparkEngine
+from deltaguard.engines.spark_connect_server import LocalConnectServer, group_members
+from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, UpdateSpec, WriteContext
+
+pytestmark = [pytest.mark.spark, pytest.mark.delta_jars]
+NONE = WriteContext()
+
+
+def rows(ids: list[int], day: str, v: float = 1.0) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "day": [day] * len(ids), "v": [v] * len(ids)})
+
+
+def content(uri: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in RsTable(uri).to_pyarrow_table().to_pylist())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalConnectServer]:
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    running = LocalConnectServer(log_file=log)
+    running.start()
+    pid = running.process.pid if running.process else None
+    yield running
+    # Connect clients left open would try to reach the stopped server again at interpreter exit
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    for session in (RemoteSparkSession.getActiveSession(), RemoteSparkSession._default_session):
+        if session is not None:
+            session.stop()
+    running.stop()
+    # no orphan JVM: nothing of the server's process group is left
+    assert pid is not None and group_members(pid) == []
+
+
+@pytest.fixture
+def connect_conn(server: LocalConnectServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DG_CONNECT",
+        json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port}),
+    )
+    return "dg_connect"
+
+
+@pytest.fixture
+def connect_engine(connect_conn: str) -> Iterator[SparkEngine]:
+    engine = SparkEngine(connect_conn_id=connect_conn)
+    yield engine
+    engine.close()
+
+
+def test_every_dml_through_the_spark_connect_connection(connect_engine: SparkEngine, tmp_path: Path) -> None:
+    engine = connect_engine
+    engine.check_setup()  # the server has Delta's extension: accepted
+    assert type(engine.session()).__module__.startswith("pyspark.sql.connect")
+    uri = str(tmp_path / "t")
+    engine.write(uri, CreateSpec(source=rows([1, 2], "d1"), partition_by=("day",)), NONE)
+    engine.write(uri, AppendSpec(source=rows([3], "d2")), WriteContext(app_id="dag.t", app_version=1))
+    again = engine.write(uri, AppendSpec(source=rows([3], "d2")), WriteContext(app_id="dag.t", app_version=1))
+    assert again.duplicate
+    merge = MergeSpec(
+        source=rows([1], "d1", 5.0),
+        condition="t.id = s.id",
+        target_partition_values={"day": "d1"},
+        matched_update_all=True,
+        not_matched_by_source_delete=True,
+    )
+    result = engine.write(uri, merge, WriteContext(commit_metadata={"run": "r1"}))
+    assert result.operation == "MERGE" and result.metrics.get("numTargetRowsDeleted") == 1
+    assert content(uri) == [(1, "d1", 5.0), (3, "d2", 1.0)]  # d2 survives the scoped by-source delete
+    engine.write(uri, UpdateSpec(updates={"v": "v * 2"}, predicate="day = 'd2'"), NONE)
+    engine.write(uri, DeleteSpec(predicate="id = 1"), NONE)
+    assert content(uri) == [(3, "d2", 2.0)]
+    assert engine.table_config(uri).partition_columns == ("day",)
+
+
+def test_two_writes_through_one_connect_engine_overlap(connect_engine: SparkEngine, tmp_path: Path) -> None:
+    """The first write waits inside its Spark job (a gate UDF on the server) while the second commits: they
+    overlap in time through one engine and one server."""
+    from pyspark.sql.connect.functions import (
+        col,
+        udf,
+    )  # Connect's own: this process also has a classic session
+
+    from deltaguard.engines.spark_sources import SparkSource
+
+    engine = connect_engine
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    for uri in (first, second):
+        engine.write(uri, CreateSpec(source=rows([1], "d1")), NONE)
+    gate = Gate(tmp_path / "gate")
+    gate_udf = udf(gate.function(), "bigint")
+
+    def paused_source(session: Any) -> Any:
+        return session.createDataFrame(rows([2], "d1").to_pandas()).withColumn("id", gate_udf(col("id")))
+
+    caught: list[BaseException] = []
+
+    def paused_write() -> None:
+        try:
+            engine.write(first, AppendSpec(source=SparkSource(paused_source)), NONE)
+        except BaseException as exc:
+            caught.append(exc)
+
+    worker = threading.Thread(target=paused_write)
+    worker.start()
+    try:
+        assert gate.wait_reached(240), "the first write never reached its gate"
+        engine.write(second, AppendSpec(source=rows([3], "d1")), NONE)
+        assert not gate.release_file.exists() and worker.is_alive()
+        assert [r[0] for r in content(second)] == [1, 3] and [r[0] for r in content(first)] == [1]
+    finally:
+        gate.release()
+        worker.join(240)
+    assert not caught, caught
+    assert [r[0] for r in content(first)] == [1, 2]
+
+
+def test_server_figures_for_the_readme(server: LocalConnectServer) -> None:
+    rss = server.rss_bytes()
+    assert server.startup_seconds is not None and rss is not None and rss > 50 * 2**20
+    print(f"spark-connect-server startup_s={server.startup_seconds:.1f} rss_mib={rss / 2**20:.0f}")
+    assert os.environ.get("SPARK_REMOTE") is None  # the tests never switched the process to Connect mode
