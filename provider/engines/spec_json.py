@@ -82,6 +82,8 @@ def _decode(value: Any) -> Any:
                 fields = {k: _decode(v) for k, v in text.items()}
                 fields["kind"] = OperationKind(fields["kind"])
                 fields["zorder_by"] = tuple(fields.get("zorder_by") or ())
+                # JSON has no tuples: the write scope's (column, expression) pairs come back as lists
+                fields["assignments"] = tuple(tuple(pair) for pair in fields.get("assignments") or ())
                 return Operation(**fields)
         return {k: _decode(v) for k, v in value.items()}
     if isinstance(value, list):
