@@ -38,6 +38,17 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "20",
         "Seconds between lease heartbeats while a write runs (keep well below ``lease_ttl``).",
     ),
+    "store_timeout": (
+        "float",
+        "10",
+        "Seconds any one lease-store call may take (connect, lock wait, statement; a frozen store is "
+        "abandoned after this). See ADR 0016 for how it relates to ``lease_ttl``.",
+    ),
+    "commit_margin": (
+        "float",
+        "15",
+        "Seconds of lease that must remain when a write is fenced just before its commit.",
+    ),
     "poll_interval": (
         "float",
         "5",
@@ -132,6 +143,32 @@ def lease_ttl() -> float:
 def heartbeat_interval() -> float:
     """Seconds between heartbeats; never more than a third of the TTL, so one lost beat is survivable."""
     return min(_positive_float("heartbeat_interval"), lease_ttl() / 3)
+
+
+def lease_timing() -> Any:
+    """TTL, heartbeat interval, store timeout and commit margin, validated together (ADR 0016).
+
+    :raises deltaguard.leases.timing.LeaseTimingError: for a combination that a short store stall could
+        make lose a lease.
+    """
+    from deltaguard.leases.timing import LeaseTiming
+
+    ttl = lease_ttl()
+    # An option left unset scales with the TTL (the defaults' proportions: 120 s, 20, 10, 15), so a
+    # deployment that only shortens the TTL stays valid; an option set explicitly is taken as given.
+    return LeaseTiming(
+        ttl_s=ttl,
+        heartbeat_s=_positive_float("heartbeat_interval") if _is_set("heartbeat_interval") else ttl / 6,
+        store_timeout_s=_positive_float("store_timeout") if _is_set("store_timeout") else ttl / 12,
+        commit_margin_s=_positive_float("commit_margin") if _is_set("commit_margin") else ttl / 8,
+    )
+
+
+def _is_set(option: str) -> bool:
+    from airflow.sdk import conf
+
+    value = conf.get(SECTION, option, fallback=None)
+    return value is not None and str(value).strip() != "" and str(value).strip() != OPTIONS[option][1]
 
 
 def poll_interval() -> float:
