@@ -19,8 +19,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 import datetime as dt
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Owner
+    from deltaguard.core.admission import Granted, Owner
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
@@ -208,13 +209,17 @@ class DeltaWriteOperator(BaseOperator):
             self._leases = leases  # for on_kill
             if resumed_without_kwargs:
                 self._restore_wait(leases, owner, wait)
-            lease_id = self._wait_for_lease(leases, prepared, owner, wait, settings)
+            grant = self._wait_for_lease(leases, prepared, owner, wait, settings)
+            lease_id = grant.lease_id
             waited_s = wait.waited_s()
             decision = decision_line(waited_s, wait.behind, wait.explanation)
             self.log.info("%s", decision)
-            with leases.holding(lease_id, owner):  # heartbeats while writing; releases on exit
+            # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
+            # lost the write fails instead of committing (ADR 0016). The lease is released on exit.
+            with leases.holding(grant, owner) as keeper:
+                write_context = self._write_context(context, prepared, lease_id, grant.fencing)
                 result = prepared.engine.write(
-                    prepared.uri, prepared.spec, self._write_context(context, prepared, lease_id)
+                    prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper)
                 )
         self._log_commit(prepared, result)
         return task_result(
@@ -234,8 +239,8 @@ class DeltaWriteOperator(BaseOperator):
         owner: Owner,
         wait: WaitState,
         settings: LeaseSettings,
-    ) -> str:
-        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the lease id."""
+    ) -> Granted:
+        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant."""
         from deltaguard.core.admission import Granted, explain
 
         while True:
@@ -261,7 +266,7 @@ class DeltaWriteOperator(BaseOperator):
             match step:
                 case Proceed():
                     assert isinstance(answer, Granted)
-                    return answer.lease_id
+                    return answer
                 case TimeOut(waited_s=waited_s):
                     leases.release(answer.request_id, owner)  # withdraw from the queue
                     raise LeaseWaitTimeout(
@@ -328,7 +333,9 @@ class DeltaWriteOperator(BaseOperator):
             getattr(dag_run, "logical_date", None) or context.get("logical_date"),
         )
 
-    def _write_context(self, context: Context, prepared: _Prepared, lease_id: str) -> WriteContext:
+    def _write_context(
+        self, context: Context, prepared: _Prepared, lease_id: str, fencing: Mapping[str, int] | None = None
+    ) -> WriteContext:
         from deltaguard.engines.specs import WriteContext
 
         ti = context.get("ti")
@@ -343,6 +350,7 @@ class DeltaWriteOperator(BaseOperator):
                 try_number=getattr(ti, "try_number", None),
                 map_index=getattr(ti, "map_index", None),
                 lease_id=lease_id,
+                extra={"lease_fencing": json.dumps(dict(fencing or {}), sort_keys=True)},
             ),
         )
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deltaguard.leases.timing import LeaseTiming
 
 SECTION = "deltaguard"
 
@@ -145,7 +148,7 @@ def heartbeat_interval() -> float:
     return min(_positive_float("heartbeat_interval"), lease_ttl() / 3)
 
 
-def lease_timing() -> Any:
+def lease_timing() -> LeaseTiming:
     """TTL, heartbeat interval, store timeout and commit margin, validated together (ADR 0016).
 
     :raises deltaguard.leases.timing.LeaseTimingError: for a combination that a short store stall could
@@ -227,6 +230,8 @@ class LeaseSettings:
     :param poll_s: seconds between admission checks while waiting.
     :param deferrable: whether to wait in the triggerer rather than in the worker.
     :param retention_s: how long the store keeps decision-log entries and closed requests.
+    :param timing: TTL, heartbeat interval, store timeout and commit margin checked together (ADR 0016);
+        ``None``: derived from ``ttl_s`` and ``heartbeat_s`` with the default proportions.
     """
 
     store_url: str
@@ -235,6 +240,7 @@ class LeaseSettings:
     poll_s: float
     deferrable: bool
     retention_s: float
+    timing: LeaseTiming | None = None
 
     def __post_init__(self) -> None:
         if not self.store_url:
@@ -244,6 +250,17 @@ class LeaseSettings:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.heartbeat_s > self.ttl_s / 3:
             raise ValueError(f"heartbeat_s={self.heartbeat_s} must be at most a third of ttl_s={self.ttl_s}")
+        if self.timing is None:
+            from deltaguard.leases.timing import LeaseTiming
+
+            timing = LeaseTiming(self.ttl_s, self.heartbeat_s, self.ttl_s / 12, self.ttl_s / 8)
+            object.__setattr__(self, "timing", timing)
+
+    @property
+    def lease_timing(self) -> LeaseTiming:
+        """:attr:`timing`, always set after construction."""
+        assert self.timing is not None
+        return self.timing
 
 
 def lease_settings(store_url: str | None = None, deferrable: bool | None = None) -> LeaseSettings:
@@ -253,11 +270,13 @@ def lease_settings(store_url: str | None = None, deferrable: bool | None = None)
     :param deferrable: the task's ``deferrable``, overriding :func:`default_deferrable`.
     :raises ValueError: an option is not a positive number, or the store URL is empty.
     """
+    timing = lease_timing()
     return LeaseSettings(
         store_url=store_url or lease_store_url(),
-        ttl_s=lease_ttl(),
-        heartbeat_s=heartbeat_interval(),
+        ttl_s=timing.ttl_s,
+        heartbeat_s=timing.heartbeat_s,
         poll_s=poll_interval(),
         deferrable=default_deferrable() if deferrable is None else bool(deferrable),
         retention_s=decision_log_retention_days() * 86400.0,
+        timing=timing,
     )
