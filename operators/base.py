@@ -111,9 +111,11 @@ class DeltaWriteOperator(BaseOperator):
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
         ``None`` waits until Airflow's own task timeout).
     :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
-    :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index], run start in epoch
-        microseconds)`` so a retry after a committed write is a no-op. See :mod:`deltaguard.writes.task_identity`.
-    :param app_version: override the app-transaction version (an int, templated), e.g. a batch id.
+    :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index]@run_id, the run's
+        clear_number)`` so a retry after a committed write is a no-op while other runs and a cleared run
+        write. See :mod:`deltaguard.writes.task_identity`.
+    :param app_version: override the app-transaction version (an int, templated), e.g. to write again after
+        clearing one task of a run that is still running.
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     """
 
@@ -318,20 +320,23 @@ class DeltaWriteOperator(BaseOperator):
 
     def _app_id(self, context: Context) -> str:
         # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
-        map_index = getattr(context.get("ti"), "map_index", None)
-        return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
+        ti = context.get("ti")
+        dag_run = context.get("dag_run")
+        map_index = getattr(ti, "map_index", None)
+        run_id = getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None) or context.get("run_id")
+        return make_app_id(
+            self.dag_id,
+            self.task_id,
+            map_index if isinstance(map_index, int) else None,
+            str(run_id) if run_id else None,
+        )
 
     def _resolved_app_version(self, context: Context) -> int | None:
         if not self.idempotent:
             return None
         if self.app_version is not None and str(self.app_version).strip() != "":
             return int(self.app_version)
-        dag_run = context.get("dag_run")
-        return make_app_version(
-            getattr(dag_run, "start_date", None),
-            getattr(dag_run, "run_after", None),
-            getattr(dag_run, "logical_date", None) or context.get("logical_date"),
-        )
+        return make_app_version(getattr(context.get("dag_run"), "clear_number", None))
 
     def _write_context(
         self, context: Context, prepared: _Prepared, lease_id: str, fencing: Mapping[str, int] | None = None
