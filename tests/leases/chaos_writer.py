@@ -41,7 +41,7 @@ def merge_rows(first: int, count: int) -> pa.Table:
 
 #: seconds of work under the lease before the engine writes (an extract, a long scan), so that kills and
 #: freezes land while leases are held and the writers queue behind each other
-WORK_S = 0.4
+WORK_S = float(os.environ.get("CHAOS_WORK_S", "0.4"))
 
 
 def job_spec(job: dict) -> WriteSpec:
@@ -61,15 +61,22 @@ def main(store_url: str, table: str, writer: str, jobs_path: str, progress_path:
     jobs = json.loads(Path(jobs_path).read_text())
     progress = Path(progress_path)
     done = set(progress.read_text().split()) if progress.exists() else set()
-    manager = LeaseManager(open_store(store_url, **store_options(store_url, TIMING)))
-    engine = DeltaRsEngine()
-    profile = EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
     events = Path(progress_path + ".events")
 
     def note(kind: str) -> None:
         # appended at once, so the figures survive a kill of this process
         with events.open("a") as out:
             out.write(kind + "\n")
+
+    while True:  # the store may be held by a stopped lock holder just now: an Airflow try would retry
+        try:
+            manager = LeaseManager(open_store(store_url, **store_options(store_url, TIMING)))
+            break
+        except StoreError:
+            note("store_error")
+            time.sleep(0.1)
+    engine = DeltaRsEngine()
+    profile = EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
 
     for job in jobs:
         if job["id"] in done:

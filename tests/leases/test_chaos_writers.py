@@ -29,6 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import CommitProperties
 
 from deltaguard.leases.manager import LeaseManager
 
@@ -182,3 +183,63 @@ def test_no_conflicting_commits_and_no_lost_or_duplicated_rows_under_chaos(tmp_p
     }
     print("chaos figures:", json.dumps(figures))
     assert figures["kills"] > 0 and figures["freezes"] > 0 and figures["store_outages"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_a_writer_stopped_past_its_lease_does_not_commit(tmp_path: Path) -> None:
+    """SIGSTOP of a writer while it reads its source, for longer than the TTL; a conflicting writer is
+    granted and commits meanwhile; woken up, the first writer must refuse its commit and redo the job."""
+    from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
+    from deltaguard.core.profiles import EngineName, EngineProfile
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.specs import DeleteSpec
+
+    table = str(tmp_path / "table")
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    seeded = pa.table({"id": pa.array(list(SEEDED), pa.int64()), "v": pa.array([f"s{i}" for i in SEEDED])})
+    write_deltalake(table, seeded)
+    LeaseManager(url).store.close()
+    (tmp_path / "w0.jobs").write_text(json.dumps([{"id": "w0-j0", "kind": "merge", "first": 1, "count": 25}]))
+    argv = [
+        sys.executable,
+        str(WRITER_SCRIPT),
+        url,
+        table,
+        "w0",
+        str(tmp_path / "w0.jobs"),
+        str(tmp_path / "w0.done"),
+    ]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, env={**os.environ, "CHAOS_WORK_S": "3"})
+    manager = LeaseManager(url)
+    try:
+        deadline = time.time() + 60
+        while not [d for d in manager.decisions(uri=table) if d.kind == "grant"]:
+            assert time.time() < deadline, "the writer never got its lease"
+            time.sleep(0.05)
+        first_lease = next(d.request_id for d in manager.decisions(uri=table) if d.kind == "grant")
+        os.kill(proc.pid, signal.SIGSTOP)  # inside its 3 s extract, holding the lease
+        time.sleep(4.5)  # past the 4 s TTL
+        spec = DeleteSpec(f"id >= {SEEDED.start} AND id < {SEEDED.start + 10}")
+        claim = TableClaim(
+            table, spec.operation(), EngineProfile(EngineName.DELTA_RS, "1.6.6"), TableConfig(exists=True)
+        )
+        other = manager.acquire(
+            LeaseRequest(claims=(claim,), owner=Owner(dag_id="chaos", task_id="other"), ttl_s=30)
+        )
+        assert isinstance(other, Granted)  # the stopped writer's lease was reclaimed as expired
+        marks = CommitProperties(custom_metadata={"lease_id": other.lease_id})
+        DeltaTable(table).delete(spec.predicate, commit_properties=marks)
+        manager.release(other.lease_id, Owner(dag_id="chaos", task_id="other"))
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(60) == 0, proc.stderr.read().decode()[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+        manager.store.close()
+    events = (tmp_path / "w0.done.events").read_text().split()
+    assert events == ["fenced", "written"]
+    leases = [c["info"].get("lease_id") for c in _commits(table)[1:]]
+    assert first_lease not in leases and len(leases) == 2  # the DELETE, then the redone MERGE
+    ids = DeltaTable(table).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(ids) == sorted(set(range(1, 26)) | set(SEEDED[10:]))
