@@ -168,10 +168,16 @@ def lease_timing() -> LeaseTiming:
 
 
 def _is_set(option: str) -> bool:
+    """Whether ``option`` was set explicitly (environment or ``airflow.cfg``), not left to its default."""
+    import configparser
+
     from airflow.sdk import conf
 
-    value = conf.get(SECTION, option, fallback=None)
-    return value is not None and str(value).strip() != "" and str(value).strip() != OPTIONS[option][1]
+    # The base ConfigParser only knows options read from a file; registered defaults are kept aside.
+    return (
+        f"AIRFLOW__{SECTION.upper()}__{option.upper()}" in os.environ
+        or configparser.ConfigParser.has_option(conf, SECTION, option)
+    )
 
 
 def poll_interval() -> float:

@@ -28,7 +28,8 @@ from deltaguard.engines.errors import CommitFencedError, DeltaConflictError
 from deltaguard.engines.specs import DeleteSpec, MergeSpec, OptimizeSpec, WriteContext, WriteSpec
 from deltaguard.leases.keeper import LeaseKeeper
 from deltaguard.leases.manager import LeaseError, LeaseManager
-from deltaguard.leases.store import StoreError, open_store
+from deltaguard.leases.open import open_store
+from deltaguard.leases.store import StoreError
 from deltaguard.leases.timing import LeaseTiming, store_options
 
 TIMING = LeaseTiming(ttl_s=4.0, heartbeat_s=0.5, store_timeout_s=0.5, commit_margin_s=1.0)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from deltaguard.core.admission import Granted, Owner
 from deltaguard.leases.keeper import LeaseKeeper, StoreCallTimeout, bounded_call
 from deltaguard.leases.manager import LeaseLostError, LeaseManager
-from deltaguard.leases.store import open_store
+from deltaguard.leases.open import open_store
 from deltaguard.leases.timing import LeaseTiming, LeaseTimingError, store_options
 from tests.leases.conftest import op, request
 
