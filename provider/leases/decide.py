@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltaguard.core.admission import (
+    Blocker,
     DecideFn,
     Granted,
-    Holder,
     LeaseRequest,
     Owner,
     TableView,
@@ -223,7 +223,7 @@ def decide_locked(
     return result
 
 
-def new_blockers(before: Waiting | None, blockers: Sequence[Holder]) -> bool:
+def new_blockers(before: Waiting | None, blockers: Sequence[Blocker]) -> bool:
     """Whether a wait is worth a decision-log entry: it has a blocker its last answer did not have.
 
     A poll of an unchanged wait, or one whose blockers only left (a holder released, a request ahead was
