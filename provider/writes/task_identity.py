@@ -15,9 +15,10 @@ app id. deltaguard writes with
   re-queued), never on a retry. Retries of one run share ``(appId, version)``, so a retry after a write
   that committed is a no-op; clearing the run raises the version, so an explicit re-run writes again.
 
-Airflow increments ``clear_number`` only when the cleared run had finished; clearing one task while its
-run is still running leaves it unchanged, so that re-run counts as a retry (pass ``app_version`` to force
-a new write). What the rule leaves in the Delta log: one ``txn`` action per app id, i.e. per task instance
+Airflow 3.3's ``clear_task_instances`` increments ``clear_number`` on every clear, whatever the run's
+state (earlier versions did so only for finished runs, where clearing one task of a running run counted
+as a retry here; ``app_version`` overrides). The count is per run: a task that committed and awaits its
+retry while another task of the run is cleared writes again on that retry. What the rule leaves in the Delta log: one ``txn`` action per app id, i.e. per task instance
 and run, kept in every snapshot until ``delta.setTransactionRetentionDuration`` expires it (unset: for
 ever).
 """

@@ -77,3 +77,30 @@ def test_delta_rs_expires_app_transactions_after_their_retention(tmp_path) -> No
     time.sleep(1.5)
     write_deltalake(path, data, mode="append")
     assert DeltaTable(path).transaction_version("daily.load@r1") is None
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_airflow_counts_clears_of_a_run_in_clear_number(tmp_path, lease_store_url) -> None:
+    """The rule's premise, on the installed Airflow: clearing a task of a run increments the run's
+    clear_number (``clear_task_instances``), and a try sees it in its context's ``dag_run``."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance, clear_task_instances
+    from airflow.utils.session import create_session
+
+    from tests.airflow.helpers import run_dag, task_state, xcom_return
+
+    table = sales_table(str(tmp_path / "sales"))
+    body = f"""
+    DeltaInsertOperator(
+        task_id="load", table={table!r}, source=lambda: pa.table({{"id": [5], "country": ["DE"], "amount": [5]}})
+    )
+    """
+    dag_run = run_dag("clear_dag", body, "from deltaguard.operators.dml import DeltaInsertOperator")
+    assert task_state(dag_run, "load") == "success"
+    assert xcom_return(dag_run, "load")["app_version"] == 0
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter_by(dag_id="clear_dag", run_id=dag_run.run_id).all()
+        clear_task_instances(tis, session)
+    with create_session() as session:
+        run = session.query(DagRun).filter_by(dag_id="clear_dag", run_id=dag_run.run_id).one()
+        assert run.clear_number == 1
