@@ -19,8 +19,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 import datetime as dt
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Owner
+    from deltaguard.core.admission import Granted, Owner
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
@@ -110,9 +111,11 @@ class DeltaWriteOperator(BaseOperator):
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
         ``None`` waits until Airflow's own task timeout).
     :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
-    :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index], run start in epoch
-        microseconds)`` so a retry after a committed write is a no-op. See :mod:`deltaguard.writes.task_identity`.
-    :param app_version: override the app-transaction version (an int, templated), e.g. a batch id.
+    :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index]@run_id, the run's
+        clear_number)`` so a retry after a committed write is a no-op while other runs and a cleared run
+        write. See :mod:`deltaguard.writes.task_identity`.
+    :param app_version: override the app-transaction version (an int, templated), e.g. to write again after
+        clearing one task of a run that is still running.
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     """
 
@@ -208,13 +211,17 @@ class DeltaWriteOperator(BaseOperator):
             self._leases = leases  # for on_kill
             if resumed_without_kwargs:
                 self._restore_wait(leases, owner, wait)
-            lease_id = self._wait_for_lease(leases, prepared, owner, wait, settings)
+            grant = self._wait_for_lease(leases, prepared, owner, wait, settings)
+            lease_id = grant.lease_id
             waited_s = wait.waited_s()
             decision = decision_line(waited_s, wait.behind, wait.explanation)
             self.log.info("%s", decision)
-            with leases.holding(lease_id, owner):  # heartbeats while writing; releases on exit
+            # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
+            # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
+            with leases.holding(grant, owner) as keeper:
+                write_context = self._write_context(context, prepared, lease_id, grant.fencing)
                 result = prepared.engine.write(
-                    prepared.uri, prepared.spec, self._write_context(context, prepared, lease_id)
+                    prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper)
                 )
         self._log_commit(prepared, result)
         return task_result(
@@ -234,8 +241,8 @@ class DeltaWriteOperator(BaseOperator):
         owner: Owner,
         wait: WaitState,
         settings: LeaseSettings,
-    ) -> str:
-        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the lease id."""
+    ) -> Granted:
+        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant."""
         from deltaguard.core.admission import Granted, explain
 
         while True:
@@ -261,7 +268,7 @@ class DeltaWriteOperator(BaseOperator):
             match step:
                 case Proceed():
                     assert isinstance(answer, Granted)
-                    return answer.lease_id
+                    return answer
                 case TimeOut(waited_s=waited_s):
                     leases.release(answer.request_id, owner)  # withdraw from the queue
                     raise LeaseWaitTimeout(
@@ -324,22 +331,27 @@ class DeltaWriteOperator(BaseOperator):
 
     def _app_id(self, context: Context) -> str:
         # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
-        map_index = getattr(context.get("ti"), "map_index", None)
-        return make_app_id(self.dag_id, self.task_id, map_index if isinstance(map_index, int) else None)
+        ti = context.get("ti")
+        dag_run = context.get("dag_run")
+        map_index = getattr(ti, "map_index", None)
+        run_id = getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None) or context.get("run_id")
+        return make_app_id(
+            self.dag_id,
+            self.task_id,
+            map_index if isinstance(map_index, int) else None,
+            str(run_id) if run_id else None,
+        )
 
     def _resolved_app_version(self, context: Context) -> int | None:
         if not self.idempotent:
             return None
         if self.app_version is not None and str(self.app_version).strip() != "":
             return int(self.app_version)
-        dag_run = context.get("dag_run")
-        return make_app_version(
-            getattr(dag_run, "start_date", None),
-            getattr(dag_run, "run_after", None),
-            getattr(dag_run, "logical_date", None) or context.get("logical_date"),
-        )
+        return make_app_version(getattr(context.get("dag_run"), "clear_number", None))
 
-    def _write_context(self, context: Context, prepared: _Prepared, lease_id: str) -> WriteContext:
+    def _write_context(
+        self, context: Context, prepared: _Prepared, lease_id: str, fencing: Mapping[str, int] | None = None
+    ) -> WriteContext:
         from deltaguard.engines.specs import WriteContext
 
         ti = context.get("ti")
@@ -354,6 +366,7 @@ class DeltaWriteOperator(BaseOperator):
                 try_number=getattr(ti, "try_number", None),
                 map_index=getattr(ti, "map_index", None),
                 lease_id=lease_id,
+                extra={"lease_fencing": json.dumps(dict(fencing or {}), sort_keys=True)},
             ),
         )
 

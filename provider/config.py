@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deltaguard.leases.timing import LeaseTiming
 
 SECTION = "deltaguard"
 
@@ -45,6 +48,17 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "float",
         "20",
         "Seconds between lease heartbeats while a write runs (keep well below ``lease_ttl``).",
+    ),
+    "store_timeout": (
+        "float",
+        "10",
+        "Seconds any one lease-store call may take (connect, lock wait, statement; a frozen store is "
+        "abandoned after this). See ADR 0018 for how it relates to ``lease_ttl``.",
+    ),
+    "commit_margin": (
+        "float",
+        "15",
+        "Seconds of lease that must remain when a write is fenced just before its commit.",
     ),
     "poll_interval": (
         "float",
@@ -153,6 +167,38 @@ def heartbeat_interval() -> float:
     return min(_positive_float("heartbeat_interval"), lease_ttl() / 3)
 
 
+def lease_timing() -> LeaseTiming:
+    """TTL, heartbeat interval, store timeout and commit margin, validated together (ADR 0018).
+
+    :raises deltaguard.leases.timing.LeaseTimingError: for a combination that a short store stall could
+        make lose a lease.
+    """
+    from deltaguard.leases.timing import LeaseTiming
+
+    ttl = lease_ttl()
+    # An option left unset scales with the TTL (the defaults' proportions: 120 s, 20, 10, 15), so a
+    # deployment that only shortens the TTL stays valid; an option set explicitly is taken as given.
+    return LeaseTiming(
+        ttl_s=ttl,
+        heartbeat_s=_positive_float("heartbeat_interval") if _is_set("heartbeat_interval") else ttl / 6,
+        store_timeout_s=_positive_float("store_timeout") if _is_set("store_timeout") else ttl / 12,
+        commit_margin_s=_positive_float("commit_margin") if _is_set("commit_margin") else ttl / 8,
+    )
+
+
+def _is_set(option: str) -> bool:
+    """Whether ``option`` was set explicitly (environment or ``airflow.cfg``), not left to its default."""
+    import configparser
+
+    from airflow.sdk import conf
+
+    # The base ConfigParser only knows options read from a file; registered defaults are kept aside.
+    return (
+        f"AIRFLOW__{SECTION.upper()}__{option.upper()}" in os.environ
+        or configparser.ConfigParser.has_option(conf, SECTION, option)
+    )
+
+
 def poll_interval() -> float:
     """Seconds between admission checks while waiting."""
     return _positive_float("poll_interval")
@@ -209,6 +255,8 @@ class LeaseSettings:
     :param poll_s: seconds between admission checks while waiting.
     :param deferrable: whether to wait in the triggerer rather than in the worker.
     :param retention_s: how long the store keeps decision-log entries and closed requests.
+    :param timing: TTL, heartbeat interval, store timeout and commit margin checked together (ADR 0018);
+        ``None``: derived from ``ttl_s`` and ``heartbeat_s`` with the default proportions.
     """
 
     store_url: str
@@ -217,6 +265,7 @@ class LeaseSettings:
     poll_s: float
     deferrable: bool
     retention_s: float
+    timing: LeaseTiming | None = None
 
     def __post_init__(self) -> None:
         if not self.store_url:
@@ -226,6 +275,17 @@ class LeaseSettings:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.heartbeat_s > self.ttl_s / 3:
             raise ValueError(f"heartbeat_s={self.heartbeat_s} must be at most a third of ttl_s={self.ttl_s}")
+        if self.timing is None:
+            from deltaguard.leases.timing import LeaseTiming
+
+            timing = LeaseTiming(self.ttl_s, self.heartbeat_s, self.ttl_s / 12, self.ttl_s / 8)
+            object.__setattr__(self, "timing", timing)
+
+    @property
+    def lease_timing(self) -> LeaseTiming:
+        """:attr:`timing`, always set after construction."""
+        assert self.timing is not None
+        return self.timing
 
 
 def lease_settings(store_url: str | None = None, deferrable: bool | None = None) -> LeaseSettings:
@@ -235,11 +295,13 @@ def lease_settings(store_url: str | None = None, deferrable: bool | None = None)
     :param deferrable: the task's ``deferrable``, overriding :func:`default_deferrable`.
     :raises ValueError: an option is not a positive number, or the store URL is empty.
     """
+    timing = lease_timing()
     return LeaseSettings(
         store_url=store_url or lease_store_url(),
-        ttl_s=lease_ttl(),
-        heartbeat_s=heartbeat_interval(),
+        ttl_s=timing.ttl_s,
+        heartbeat_s=timing.heartbeat_s,
         poll_s=poll_interval(),
         deferrable=default_deferrable() if deferrable is None else bool(deferrable),
         retention_s=decision_log_retention_days() * 86400.0,
+        timing=timing,
     )

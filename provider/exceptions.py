@@ -87,6 +87,13 @@ class DeltaConflictError(DeltaGuardError):
         self.engine = engine
 
 
+class CommitFencedError(DeltaGuardError):
+    """The write was stopped before its commit because the writer's lease is no longer certainly live.
+
+    Nothing was committed (files the engine had already written are unreferenced and removed by VACUUM).
+    """
+
+
 # ------------------------------------------------------------------------------------------------ leases
 class LeaseError(DeltaGuardError, RuntimeError):
     """Base class of lease-protocol errors (not store failures)."""

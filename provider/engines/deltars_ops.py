@@ -77,6 +77,7 @@ class OpContext:
     :param uri: the table URI.
     :param commit: commit properties (metadata, app transaction, retries).
     :param storage_options: storage options for URIs and Delta sources.
+    :param fence_source: wraps the data handed to delta-rs so its end runs the commit fence (ADR 0018).
     """
 
     def __init__(
@@ -85,11 +86,17 @@ class OpContext:
         uri: str,
         commit: CommitProperties,
         storage_options: dict[str, str] | None,
+        fence_source: Callable[[Any], Any] | None = None,
     ) -> None:
         self.table = table
         self.uri = uri
         self.commit = commit
         self.storage_options = storage_options
+        self.fence_source = fence_source
+
+    def fenced(self, data: Any) -> Any:
+        """``data`` as delta-rs gets it: through the commit fence when there is one."""
+        return self.fence_source(data) if self.fence_source is not None else data
 
     def target(self) -> DeltaTable | str:
         """The handle when there is one (so a stale snapshot really commits from its version), else the URI."""
@@ -112,7 +119,7 @@ def run_append(spec: AppendSpec, ctx: OpContext) -> Metrics:
         check_rows_in_partition(data, spec.partition_values)
     write_deltalake(
         ctx.target(),
-        data,
+        ctx.fenced(data),
         mode="append",
         partition_by=list(spec.partition_by) or None,
         commit_properties=ctx.commit,
@@ -125,7 +132,7 @@ def run_overwrite(spec: OverwriteSpec, ctx: OpContext) -> Metrics:
     data = resolve_source(spec.source, ctx.storage_options)
     write_deltalake(
         ctx.target(),
-        data,
+        ctx.fenced(data),
         mode="overwrite",
         partition_by=list(spec.partition_by) or None,
         commit_properties=ctx.commit,
@@ -138,7 +145,7 @@ def run_replace_where(spec: ReplaceWhereSpec, ctx: OpContext) -> Metrics:
     data = resolve_source(spec.source, ctx.storage_options)
     write_deltalake(
         ctx.require_table(),
-        data,
+        ctx.fenced(data),
         mode="overwrite",
         predicate=_engine_sql(spec.predicate),
         commit_properties=ctx.commit,
@@ -162,7 +169,7 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
     except RenderError as error:
         raise InvalidWriteError(str(error)) from None
     merger = table.merge(
-        data,
+        ctx.fenced(data),
         predicate=condition,
         source_alias=spec.source_alias,
         target_alias=spec.target_alias,
@@ -282,12 +289,16 @@ def run_create(spec: CreateSpec, ctx: OpContext) -> Metrics:
             ),
         )
         write_deltalake(
-            ctx.uri, data, mode="append", storage_options=ctx.storage_options, commit_properties=ctx.commit
+            ctx.uri,
+            ctx.fenced(data),
+            mode="append",
+            storage_options=ctx.storage_options,
+            commit_properties=ctx.commit,
         )
         return None
     write_deltalake(
         ctx.uri,
-        data,
+        ctx.fenced(data),
         mode="error",
         partition_by=list(spec.partition_by) or None,
         configuration=configuration,

@@ -6,6 +6,7 @@ Defined in :mod:`deltaguard.exceptions` (the one error tree); imported here for 
 from __future__ import annotations
 
 from deltaguard.exceptions import (
+    CommitFencedError,
     ConflictKind,
     DeltaConflictError,
     DeltaGuardError,
@@ -15,6 +16,7 @@ from deltaguard.exceptions import (
 )
 
 __all__ = [
+    "CommitFencedError",
     "ConflictKind",
     "DeltaConflictError",
     "DeltaGuardError",

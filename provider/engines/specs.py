@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.operations import Operation, OperationKind
+
+if TYPE_CHECKING:
+    from deltaguard.engines.fencing import CommitFence
 
 
 @dataclass(frozen=True)
@@ -26,12 +29,15 @@ class WriteContext:
         ``(app_id, app_version)`` or a lower version is a no-op that reports the original commit.
     :param commit_metadata: free-form key/values recorded in the commit (who wrote it, lease id, ...).
     :param max_commit_retries: how many times the engine may rebase a non-conflicting commit.
+    :param fence: the writer's commit fence: the engine checks it as late before its commit as it can and
+        cancels its work when the fence reports the lease lost (ADR 0018). ``None``: no lease, no fence.
     """
 
     app_id: str | None = None
     app_version: int | None = None
     commit_metadata: Mapping[str, str] = field(default_factory=dict)
     max_commit_retries: int | None = None
+    fence: CommitFence | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

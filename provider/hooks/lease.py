@@ -1,8 +1,9 @@
 """``DeltaLeaseHook``: one task try's connection to the lease store, and the lease calls made through it.
 
 The operator gathers arguments and calls this hook, as Airflow's own providers do with theirs: the hook
-owns the :class:`~deltaguard.leases.manager.LeaseManager` (opened once per try, closed when the try
-leaves the ``with`` block or defers) and the acquire, heartbeat and release calls. What to do after each
+owns the :class:`~deltaguard.leases.manager.LeaseManager` (opened once per try with bounded store calls,
+closed when the try leaves the ``with`` block or defers) and the acquire, keep (heartbeat and commit
+fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release calls. What to do after each
 answer is not decided here but by :func:`deltaguard.writes.waiting.next_step`.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
+    from deltaguard.leases.keeper import LeaseKeeper
     from deltaguard.leases.manager import LeaseManager
 
 
@@ -48,8 +49,13 @@ class DeltaLeaseHook(BaseHook):
     def manager(self) -> LeaseManager:
         if self._manager is None:
             from deltaguard.leases.manager import LeaseManager
+            from deltaguard.leases.open import open_store
+            from deltaguard.leases.timing import store_options
 
-            self._manager = LeaseManager(self.settings.store_url, retention_s=self.settings.retention_s)
+            url = self.settings.store_url
+            # every store call is bounded, so a frozen store cannot hang the try (ADR 0018)
+            store = open_store(url, **store_options(url, self.settings.lease_timing))
+            self._manager = LeaseManager(store, retention_s=self.settings.retention_s)
         return self._manager
 
     def close(self) -> None:
@@ -124,38 +130,39 @@ class DeltaLeaseHook(BaseHook):
 
     # --------------------------------------------------------------------------------------- holding
     @contextlib.contextmanager
-    def holding(self, lease_id: str, owner: Owner) -> Iterator[None]:
-        """Renew the lease in a background thread while the body runs, then release it (also on failure).
+    def holding(self, grant: Granted, owner: Owner) -> Iterator[LeaseKeeper]:
+        """Keep the lease while the body runs, then release it (also on failure).
 
-        A failed renewal is logged and counted, never raised: the write is not interrupted (the commit's
-        own conflict check still guards it), and the lease then expires after its TTL.
+        Yields the :class:`~deltaguard.leases.keeper.LeaseKeeper`: it renews the lease in a background
+        thread and is the engine's commit fence (pass it as ``WriteContext.fence``). The engine checks it
+        right before committing and fails with ``CommitFencedError`` instead of committing once the lease is
+        lost; engine work registered with its ``on_lost`` is cancelled as soon as the loss is known
+        (ADR 0018).
         """
-        stop = threading.Event()
-        lost: list[BaseException] = []
-        interval = self.settings.heartbeat_s
+        from deltaguard.leases.keeper import LeaseKeeper
 
-        def beat() -> None:
-            while not stop.wait(interval):
-                try:
-                    self.manager.heartbeat(lease_id, owner)
-                except Exception as exc:
-                    lost.append(exc)
-                    self.log.error("deltaguard: lease %s heartbeat failed: %s", lease_id, exc)
-
-        thread = threading.Thread(target=beat, name=f"deltaguard-heartbeat-{lease_id}", daemon=True)
-        self.held = (lease_id, owner)
-        thread.start()
+        keeper = LeaseKeeper(
+            self.manager,
+            grant.lease_id,
+            owner,
+            expires_at=grant.expires_at,
+            fencing=grant.fencing,
+            timing=self.settings.lease_timing,
+        )
+        self.held = (grant.lease_id, owner)
         try:
-            yield
+            with keeper:
+                yield keeper
         finally:
-            stop.set()
-            thread.join(timeout=interval + 5)
-            if lost:
+            if keeper.lost:
+                self.log.warning("deltaguard: lease %s was lost: %s", grant.lease_id, keeper.lost_reason)
+            elif keeper.failed_renewals:
                 self.log.warning(
-                    "deltaguard: the lease was not renewed %d time(s) during the write", len(lost)
+                    "deltaguard: the lease was not renewed %d time(s) in a row at the end of the write",
+                    keeper.failed_renewals,
                 )
             self.held = None
-            self.release(lease_id, owner)
+            self.release(grant.lease_id, owner)
 
     def release(self, lease_id: str, owner: Owner) -> None:
         """Release a lease or withdraw a queued request; a failure is logged, not raised.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltaguard.core.admission import (
+    Blocker,
     DecideFn,
     Granted,
     LeaseRequest,
@@ -216,13 +217,24 @@ def decide_locked(
         RequestRow(request.request_id, key, "waiting", rank, enqueued_at, expires, payload, now, last_wait)
     )
     before = waiting_from_json("", 0.0, existing.last_wait) if existing and existing.last_wait else None
-    changed = before is None or {(b.table, b.id) for b in before.blockers} != {
-        (b.table, b.id) for b in verdict.blockers
-    }
-    if existing is None or existing.status != "waiting" or changed:
+    if existing is None or existing.status != "waiting" or new_blockers(before, verdict.blockers):
         detail = wait_detail(result)
         txn.log([log_row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris])
     return result
+
+
+def new_blockers(before: Waiting | None, blockers: Sequence[Blocker]) -> bool:
+    """Whether a wait is worth a decision-log entry: it has a blocker its last answer did not have.
+
+    A poll of an unchanged wait, or one whose blockers only left (a holder released, a request ahead was
+    granted: the same id, now a lease), changes nothing a reader of the log needs; the current answer is
+    the request row's ``last_wait``, rewritten in place on every poll. Logging every such poll made a busy
+    table's log grow by one ~3 KB entry per waiter per grant ahead of it.
+    """
+    if before is None:
+        return True
+    known = {(b.table, b.id) for b in before.blockers}
+    return any((b.table, b.id) not in known for b in blockers)
 
 
 def grant_if_idle(

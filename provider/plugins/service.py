@@ -58,7 +58,7 @@ def tables(reader: UiReader, *, after: str | None = None, limit: int = 50) -> di
         leases = reader.leases(row.uri)
         waiters = reader.waiters(row.uri)
         requests = reader.requests([w.request_id for w in waiters])
-        waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500))
+        waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500), requests)
         profile = _table_profile(reader, row.uri, leases, waiters)
         out.append(table_summary(row, profile, leases, waiters, waits, requests, now))
     return {"tables": out, "next_after": page.next_after, "limit": clamp_limit(limit)}
@@ -86,7 +86,7 @@ def table_detail(
     waiters = reader.waiters(uri)
     profile = engine_override(engine, version) or _table_profile(reader, uri, leases, waiters)
     requests = reader.requests([w.request_id for w in waiters])
-    waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500))
+    waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500), requests)
     decisions = reader.decisions(uri=uri, before=before, limit=limit)
     size = clamp_limit(limit)
     return {

@@ -21,6 +21,7 @@ from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases import codec
 from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, TableRow, WaiterRow
+from deltaguard.leases.wait_texts import wait_detail, waiting_from_json
 
 #: The profile shown when nothing in the store says which engine writes a table.
 DEFAULT_PROFILE = EngineProfile(EngineName.DELTA_RS, "1.0")
@@ -151,15 +152,26 @@ def lease_view(row: LeaseRow, now: float) -> dict[str, Any]:
     }
 
 
-def latest_waits(decisions: Iterable[DecisionRow]) -> dict[str, dict[str, Any]]:
-    """The newest ``wait`` detail per request id (waits are logged whenever the blockers change)."""
+def latest_waits(
+    decisions: Iterable[DecisionRow], requests: Mapping[str, RequestRow] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The current wait answer per request id: the request row's ``last_wait`` (rewritten on every poll)
+    when there is one, else the newest logged ``wait`` (logged when queued and when a new blocker appears).
+    """
     latest: dict[str, tuple[float, dict[str, Any]]] = {}
     for row in decisions:
         if row.kind != "wait":
             continue
         if row.request_id not in latest or latest[row.request_id][0] < row.at:
             latest[row.request_id] = (row.at, _detail(row))
-    return {rid: detail for rid, (_, detail) in latest.items()}
+    waits = {rid: detail for rid, (_, detail) in latest.items()}
+    for rid, request in (requests or {}).items():
+        if request.status == "waiting" and request.last_wait:
+            try:
+                waits[rid] = wait_detail(waiting_from_json(rid, request.expires_at, request.last_wait))
+            except (ValueError, KeyError, TypeError):
+                continue  # an unreadable stored answer: the logged one stands
+    return waits
 
 
 def _detail(row: DecisionRow) -> dict[str, Any]:

@@ -2,59 +2,63 @@
 
 Pure functions (no Airflow import) so the rules are tested without a scheduler.
 
-The app-version rule
---------------------
-Delta skips a write whose ``(appId, version)`` is not newer than the table's recorded version for that
-app id. deltaguard uses ``appId = dag_id.task_id[.map_index]`` and, as version, **the start time of the DAG
-run in epoch microseconds**:
+The app-transaction rule (ADR 0018)
+-----------------------------------
+Delta skips a write whose ``(appId, version)`` is not newer than the version the table records for that
+app id. deltaguard writes with
 
-* stable across retries of the same run (a retry after a crash that happened after the commit becomes a
-  no-op instead of a second append);
-* increasing across runs, *including backfills of older dates*: a version derived from the logical date
-  would make a backfill of last week, created after today's run, look "older" and be silently skipped;
-* clearing a run restarts it (Airflow resets the run's start date), so an explicit re-run writes again.
+* ``appId = dag_id.task_id[.map_index]@run_id``: one app id per task instance of one DAG run, so two runs
+  (parallel runs, a backfill beside the schedule, runs committing in either order) never share an app id
+  and can never suppress each other; an app id longer than :data:`MAX_APP_ID` characters keeps a readable
+  prefix and ends in a hash of the whole;
+* ``version = the DAG run's clear_number``: Airflow increments it each time the run is cleared (and
+  re-queued), never on a retry. Retries of one run share ``(appId, version)``, so a retry after a write
+  that committed is a no-op; clearing the run raises the version, so an explicit re-run writes again.
 
-Without a run start date (a run not started yet is impossible for a running task, but a hand-built context
-may lack it) the ``run_after`` time is used, then the logical date.
+Airflow 3.3's ``clear_task_instances`` increments ``clear_number`` on every clear, whatever the run's
+state (earlier versions did so only for finished runs, where clearing one task of a running run counted
+as a retry here; ``app_version`` overrides). The count is per run: a task that committed and awaits its
+retry while another task of the run is cleared writes again on that retry. What the rule leaves in the Delta log: one ``txn`` action per app id, i.e. per task instance
+and run, kept in every snapshot until ``delta.setTransactionRetentionDuration`` expires it (unset: for
+ever).
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import hashlib
 from collections.abc import Mapping
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: The longest app id written as is; longer ones are shortened (prefix plus hash).
+MAX_APP_ID = 200
 
 
-def app_id(dag_id: str, task_id: str, map_index: int | None = None) -> str:
-    """``dag_id.task_id`` plus ``.map_index`` for a mapped task instance (``map_index >= 0``)."""
-    base = f"{dag_id}.{task_id}"
-    return f"{base}.{map_index}" if map_index is not None and map_index >= 0 else base
+def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str | None = None) -> str:
+    """``dag_id.task_id[.map_index][@run_id]``, shortened to a prefix and a hash beyond :data:`MAX_APP_ID`.
 
-
-def epoch_micros(moment: dt.datetime) -> int:
-    """Microseconds since the Unix epoch (a naive datetime is taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def app_version(
-    run_start: dt.datetime | None,
-    run_after: dt.datetime | None = None,
-    logical_date: dt.datetime | None = None,
-) -> int:
-    """The app-transaction version for a run: the first known of run start, run_after, logical date.
-
-    :raises ValueError: if none is known (the write could not be made idempotent).
+    :param map_index: a mapped task instance's index (``>= 0``); ``None`` or ``-1`` for an unmapped task.
+    :param run_id: the DAG run; without it (a write outside a run) the app id is per task only.
     """
-    for moment in (run_start, run_after, logical_date):
-        if moment is not None:
-            return epoch_micros(moment)
-    raise ValueError(
-        "cannot derive an app-transaction version: the DAG run has no start, run_after or logical date"
-    )
+    base = f"{dag_id}.{task_id}"
+    if map_index is not None and map_index >= 0:
+        base = f"{base}.{map_index}"
+    if run_id:
+        base = f"{base}@{run_id}"
+    if len(base) <= MAX_APP_ID:
+        return base
+    digest = hashlib.sha256(base.encode()).hexdigest()[:24]
+    return f"{base[: MAX_APP_ID - len(digest) - 1]}#{digest}"
+
+
+def app_version(clear_number: int | None) -> int:
+    """The app-transaction version of a run: how often it was cleared (``0`` when never, or unknown).
+
+    :raises ValueError: for a negative clear number.
+    """
+    if clear_number is None:
+        return 0
+    if isinstance(clear_number, bool) or not isinstance(clear_number, int) or clear_number < 0:
+        raise ValueError(f"a DAG run's clear_number must be an integer >= 0, got {clear_number!r}")
+    return clear_number
 
 
 def commit_metadata(

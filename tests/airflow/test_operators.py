@@ -28,7 +28,9 @@ def test_merge_on_a_partition(tmp_path, lease_store_url) -> None:
     assert [(r["id"], r["amount"]) for r in rows(table)] == [(1, 10), (2, 21), (3, 30), (4, 40)]
     result = xcom_return(dag_run, "merge_de")
     assert result["version"] == 1 and result["operation"] == "MERGE"
-    assert result["app_id"] == "merge_dag.merge_de" and "granted at once" in result["decision"]
+    assert (
+        result["app_id"] == f"merge_dag.merge_de@{dag_run.run_id}" and "granted at once" in result["decision"]
+    )
     commit = DeltaTable(table).history(1)[0]
     assert commit["airflow.dag_id"] == "merge_dag" and commit["airflow.task_id"] == "merge_de"
     assert commit["airflow.run_id"] == dag_run.run_id and commit["lease_id"] == result["lease_id"]
@@ -128,6 +130,7 @@ def test_retry_after_commit_does_not_append_twice(tmp_path, lease_store_url) -> 
     assert [r["id"] for r in rows(table)].count(7) == 1
     assert DeltaTable(table).version() == 1
     assert xcom_return(dag_run, "append")["duplicate"] is True
+    assert xcom_return(dag_run, "append")["app_version"] == 0  # the run's clear_number, from Airflow
 
 
 def test_waiting_deferred_in_worker_and_timeout(tmp_path, lease_store_url) -> None:

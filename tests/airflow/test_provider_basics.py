@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 import json
 import subprocess
@@ -13,7 +12,7 @@ import pytest
 from deltaguard import config
 from deltaguard.engines.registry import canonical_engine_name, engine_class
 from deltaguard.writes.table_uri import TableUriError, check_table_uri, resolve_table_uri, table_key
-from deltaguard.writes.task_identity import app_id, app_version, commit_metadata, epoch_micros
+from deltaguard.writes.task_identity import MAX_APP_ID, app_id, app_version, commit_metadata
 
 
 def test_provider_info_lists_what_exists() -> None:
@@ -111,15 +110,14 @@ def test_hook_reads_connection(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Non
 
 def test_app_transaction_rules() -> None:
     assert app_id("d", "t") == "d.t"
-    assert app_id("d", "t", -1) == "d.t"
-    assert app_id("d", "t", 3) == "d.t.3"
-    start = dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.UTC)
-    assert epoch_micros(start) == int(start.timestamp()) * 1_000_000 + 6
-    # the run start wins over the logical date: a backfill created later gets a larger version
-    backfill = app_version(start + dt.timedelta(days=1), logical_date=start - dt.timedelta(days=30))
-    assert backfill > app_version(start, logical_date=start)
-    assert app_version(None, run_after=start) == epoch_micros(start)
+    assert app_id("d", "t", -1, "r1") == "d.t@r1"
+    assert app_id("d", "t", 3, "r1") == "d.t.3@r1"
+    long_run = "backfill__" + "x" * 300
+    shortened = app_id("d", "t", 0, long_run)
+    assert len(shortened) == MAX_APP_ID and shortened.startswith("d.t.0@backfill__")
+    assert shortened != app_id("d", "t", 0, long_run + "y")  # the hash covers the whole id
+    assert app_version(None) == 0 and app_version(3) == 3
     with pytest.raises(ValueError):
-        app_version(None)
+        app_version(-1)
     meta = commit_metadata(dag_id="d", run_id="r", task_id="t", try_number=2, map_index=1, lease_id="L")
     assert meta["airflow.try_number"] == "2" and meta["lease_id"] == "L" and meta["airflow.map_index"] == "1"

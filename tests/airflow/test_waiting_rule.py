@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deltaguard import config
+from deltaguard.leases.timing import LeaseTimingError
 from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, next_step
 from tests.airflow.helpers import hold_lease_until_waiter, sales_table
 
@@ -98,7 +99,7 @@ def test_a_resumed_try_opens_the_lease_store_once(tmp_path, lease_store_url, mon
     asks for the lease and writes: all through one store connection."""
     from airflow.sdk.exceptions import TaskDeferred
 
-    from deltaguard.leases import manager as manager_module
+    from deltaguard.leases import open as open_module
     from deltaguard.operators.dml import DeltaDeleteOperator
 
     table = sales_table(str(tmp_path / "sales"))
@@ -109,13 +110,13 @@ def test_a_resumed_try_opens_the_lease_store_once(tmp_path, lease_store_url, mon
     time.sleep(1.5)  # the holder has released
 
     opened: list[str] = []
-    real_open = manager_module.open_store
+    real_open = open_module.open_store
 
     def counting_open(url: str, **options: object):
         opened.append(url)
         return real_open(url, **options)
 
-    monkeypatch.setattr(manager_module, "open_store", counting_open)
+    monkeypatch.setattr(open_module, "open_store", counting_open)
     result = op.execute_complete(_context("resumed"), event={"status": "granted"})
     assert result["version"] == 1 and result["waited_behind"]  # the wait was restored from the log
     assert opened == [lease_store_url]
@@ -141,7 +142,15 @@ def test_decision_log_retention_is_what_the_store_prunes_by(tmp_path, monkeypatc
 def test_settings_are_checked_when_read(monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "30")
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__HEARTBEAT_INTERVAL", "20")
-    assert config.lease_settings("sqlite:///x.db").heartbeat_s == 10  # capped at a third of the TTL
+    with pytest.raises(LeaseTimingError, match="renews less than three times"):
+        config.lease_settings("sqlite:///x.db")  # refused, not silently capped (ADR 0018)
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__HEARTBEAT_INTERVAL", "5")
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__STORE_TIMEOUT", "7")
+    with pytest.raises(LeaseTimingError, match="at least a quarter of the TTL"):
+        config.lease_settings("sqlite:///x.db")  # 30 - 5 - 2 * 7 - 30 / 8 = 7.25 s < 7.5 s
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__STORE_TIMEOUT", "2")
+    timing = config.lease_settings("sqlite:///x.db").lease_timing
+    assert (timing.heartbeat_s, timing.store_timeout_s, timing.commit_margin_s) == (5, 2, 30 / 8)
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__POLL_INTERVAL", "-1")
     with pytest.raises(ValueError, match="poll_interval"):
         config.lease_settings("sqlite:///x.db")

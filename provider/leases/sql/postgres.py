@@ -61,6 +61,11 @@ class PostgresLeaseStore(SqlLeaseStore):
     :param pool_size: connections kept per process.
     :param connect_timeout_s: how long to wait for the server before failing closed.
     :param lock_timeout_s: how long a decision waits for a table row lock before failing.
+    :param statement_timeout_s: the server ends any one statement after this long (ADR 0018).
+    :param keepalive_s: TCP keepalives: idle seconds before the first probe, also the probe interval and,
+        as ``tcp_user_timeout``, how long sent data may stay unacknowledged before the connection is
+        dropped (a server host that vanished). A stopped server *process* still acknowledges at the TCP
+        level; only the caller's own deadline (:func:`deltaguard.leases.keeper.bounded_call`) ends that wait.
     :param migrate: create/migrate the schema on open.
     """
 
@@ -71,11 +76,23 @@ class PostgresLeaseStore(SqlLeaseStore):
         pool_size: int = 5,
         connect_timeout_s: float = 10.0,
         lock_timeout_s: float = 30.0,
+        statement_timeout_s: float = 30.0,
+        keepalive_s: float = 10.0,
         migrate: bool = True,
     ) -> None:
+        for name, value in (
+            ("connect_timeout_s", connect_timeout_s),
+            ("lock_timeout_s", lock_timeout_s),
+            ("statement_timeout_s", statement_timeout_s),
+            ("keepalive_s", keepalive_s),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value}")
         self.pool_size = pool_size
         self.connect_timeout_s = connect_timeout_s
         self.lock_timeout_s = lock_timeout_s
+        self.statement_timeout_s = statement_timeout_s
+        self.keepalive_s = keepalive_s
         if url.startswith("postgres://") or url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.split("://", 1)[1]
         super().__init__(url, migrate=migrate)
@@ -94,9 +111,18 @@ class PostgresLeaseStore(SqlLeaseStore):
             # extra ROLLBACK round trip on each return is pure cost.
             pool_reset_on_return=None,
             connect_args={
-                "connect_timeout": max(1, int(self.connect_timeout_s)),
-                "options": f"-c lock_timeout={int(self.lock_timeout_s * 1000)} {_PLANNER_OPTIONS} {_FLOAT_OPTIONS}",
+                "connect_timeout": max(1, round(self.connect_timeout_s)),
+                "options": (
+                    f"-c lock_timeout={int(self.lock_timeout_s * 1000)} "
+                    f"-c statement_timeout={int(self.statement_timeout_s * 1000)} "
+                    f"{_PLANNER_OPTIONS} {_FLOAT_OPTIONS}"
+                ),
                 "application_name": "deltaguard-leases",
+                "keepalives": 1,
+                "keepalives_idle": max(1, round(self.keepalive_s)),
+                "keepalives_interval": max(1, round(self.keepalive_s / 3)),
+                "keepalives_count": 3,
+                "tcp_user_timeout": int(self.keepalive_s * 1000),
             },
         )
 

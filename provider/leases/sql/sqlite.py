@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from deltaguard.leases.sql.base import SqlLeaseStore
@@ -76,7 +77,10 @@ class SqliteLeaseStore(SqlLeaseStore):
                     return
                 except sqlite3.OperationalError as exc:
                     if "locked" not in str(exc) or time.monotonic() >= deadline:
-                        raise
+                        # Raised inside an event hook, the driver's error would escape SQLAlchemy's own
+                        # wrapping and the store's StoreError with it (callers retrying on StoreError
+                        # then crashed on a held lock).
+                        raise sa_exc.OperationalError("BEGIN IMMEDIATE", None, exc) from exc
                 time.sleep(random.uniform(0.0002, 0.002))
 
         return engine

@@ -1,0 +1,197 @@
+"""Lease timing rules, bounded store calls, and the keeper that renews a lease and fences its commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from deltaguard.core.admission import Granted, Owner
+from deltaguard.leases.keeper import LeaseKeeper, StoreCallTimeout, bounded_call
+from deltaguard.leases.manager import LeaseLostError, LeaseManager
+from deltaguard.leases.open import open_store
+from deltaguard.leases.timing import LeaseTiming, LeaseTimingError, store_options
+from tests.leases.conftest import op, request
+
+FAST = LeaseTiming(ttl_s=6.0, heartbeat_s=0.5, store_timeout_s=0.5, commit_margin_s=1.0)
+
+
+def _granted(
+    manager: LeaseManager, owner: str = "writer", kind: str = "DELETE", ttl_s: float = 6.0
+) -> Granted:
+    grant = manager.acquire(request(owner, ("s3://b/t", op(kind)), ttl_s=ttl_s))
+    assert isinstance(grant, Granted)
+    return grant
+
+
+def _keeper(manager: LeaseManager, grant: Granted, timing: LeaseTiming = FAST) -> LeaseKeeper:
+    owner = Owner(dag_id="dag", task_id="writer")
+    return LeaseKeeper(
+        manager, grant.lease_id, owner, expires_at=grant.expires_at, fencing=grant.fencing, timing=timing
+    )
+
+
+def test_timing_refuses_combinations_a_short_stall_would_break() -> None:
+    assert LeaseTiming().tolerated_stall_s == 65  # 120 - 20 - 2 * 10 - 15
+    with pytest.raises(LeaseTimingError, match="renews less than three times"):
+        LeaseTiming(ttl_s=60, heartbeat_s=30)
+    with pytest.raises(LeaseTimingError, match="at least a quarter of the TTL"):
+        LeaseTiming(ttl_s=60, heartbeat_s=15, store_timeout_s=10, commit_margin_s=11)
+    with pytest.raises(LeaseTimingError, match="store_timeout must be a positive"):
+        LeaseTiming(store_timeout_s=0)
+
+
+def test_store_options_bound_every_store_call(pg_url: str) -> None:
+    timing = LeaseTiming(ttl_s=24, heartbeat_s=4, store_timeout_s=2, commit_margin_s=3)
+    assert store_options("sqlite:////tmp/x.db", timing) == {"busy_timeout_s": 2}
+    store = open_store(pg_url, **store_options(pg_url, timing))
+    try:
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            assert conn.execute(sa.text("SHOW statement_timeout")).scalar() == "2s"
+            assert conn.execute(sa.text("SHOW lock_timeout")).scalar() == "2s"
+            started = time.monotonic()
+            with pytest.raises(sa.exc.OperationalError, match="statement timeout"):
+                conn.execute(sa.text("SELECT pg_sleep(30)"))
+            assert time.monotonic() - started < 10
+    finally:
+        store.close()
+
+
+def test_bounded_call_abandons_a_call_that_hangs() -> None:
+    started = time.monotonic()
+    with pytest.raises(StoreCallTimeout):
+        bounded_call(time.sleep, 0.2, 5)
+    assert time.monotonic() - started < 2
+    assert bounded_call(lambda x: x + 1, 1, 41) == 42
+
+
+def test_check_renews_a_live_lease(store_url: str) -> None:
+    manager = LeaseManager(store_url)
+    try:
+        grant = _granted(manager)
+        keeper = _keeper(manager, grant)
+        time.sleep(0.1)
+        keeper.check()
+        assert keeper.known_expiry > grant.expires_at and keeper.renewals == 1
+    finally:
+        manager.store.close()
+
+
+def test_a_reclaimed_lease_fails_the_fence_and_the_heartbeat_cancels(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    manager = LeaseManager(url)
+    late = LeaseManager(url, clock=lambda: time.time() + 600)  # sees the first lease as expired
+    cancelled: list[str] = []
+    try:
+        grant = _granted(manager)
+        with _keeper(manager, grant) as keeper:
+            keeper.on_lost(lambda: cancelled.append("cancel"))
+            keeper.check()
+            _granted(late, owner="other", kind="OPTIMIZE")  # reclaims the first lease, grants a conflict
+            deadline = time.time() + 10
+            while not cancelled and time.time() < deadline:
+                time.sleep(0.05)
+            assert cancelled == ["cancel"]  # the heartbeat thread saw the loss
+            with pytest.raises(LeaseLostError, match="does not exist"):
+                keeper.check()
+    finally:
+        manager.store.close()
+        late.store.close()
+
+
+def test_a_lease_near_its_expiry_fails_the_fence(tmp_path) -> None:
+    manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
+    try:
+        grant = _granted(manager, ttl_s=1.5)  # renewals extend it by its own 1.5 s ttl
+        keeper = _keeper(
+            manager, grant, LeaseTiming(ttl_s=8, heartbeat_s=1, store_timeout_s=0.5, commit_margin_s=2)
+        )
+        with pytest.raises(LeaseLostError, match="less than the commit margin"):
+            keeper.check()
+    finally:
+        manager.store.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_frozen_sqlite_lock_holder_does_not_hang_the_fence(tmp_path) -> None:
+    """A process holding SQLite's write lock and then stopped: renewals time out, the fence decides from
+    the expiry it knows (live for a while, then refused), and nothing waits for the store's 30 s default."""
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    timing = LeaseTiming(ttl_s=6, heartbeat_s=1, store_timeout_s=0.5, commit_margin_s=1)
+    manager = LeaseManager(open_store(url, **store_options(url, timing)))
+    holder = sqlite3.connect(str(tmp_path / "leases.db"), isolation_level=None)
+    try:
+        grant = _granted(manager, ttl_s=6)
+        keeper = _keeper(manager, grant, timing)
+        holder.execute("BEGIN IMMEDIATE")  # the frozen lock holder
+        started = time.monotonic()
+        keeper.check()  # the renewal times out; 6 s of known lease left
+        assert time.monotonic() - started < 3 and keeper.renewals == 0
+        keeper.known_expiry = time.time() + 0.5  # as if the stall had outlasted the lease
+        with pytest.raises(LeaseLostError):
+            keeper.check()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        manager.store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(90)
+def test_a_stopped_postgres_backend_does_not_hang_the_heartbeat(pg_url: str) -> None:
+    """SIGSTOP of the backend serving the keeper: TCP stays up, so only the client-side deadline helps."""
+    timing = LeaseTiming(ttl_s=8, heartbeat_s=1, store_timeout_s=1, commit_margin_s=1)
+    store = open_store(pg_url, pool_size=1, **store_options(pg_url, timing))
+    manager = LeaseManager(store)
+    try:
+        grant = _granted(manager, ttl_s=8)
+        keeper = _keeper(manager, grant, timing)
+        keeper.check()
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            pids = [
+                r[0]
+                for r in conn.execute(
+                    sa.text(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = 'deltaguard-leases' "
+                        "AND pid <> pg_backend_pid()"
+                    )
+                )
+            ]
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            keeper.check()  # renewal abandoned after 1 s; the known expiry still covers the commit
+            assert time.monotonic() - started < 4
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+    finally:
+        store.close()
+
+
+def test_a_held_sqlite_lock_is_a_store_error_not_a_driver_error(tmp_path) -> None:
+    """Opening the store and deciding behind a stopped lock holder fail as StoreError after the timeout."""
+    from deltaguard.leases.store import StoreError
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    LeaseManager(url).store.close()
+    holder = sqlite3.connect(str(tmp_path / "leases.db"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError):
+            open_store(url, busy_timeout_s=0.2)
+        store = open_store(url, busy_timeout_s=0.2, migrate=False)
+        try:
+            with pytest.raises(StoreError):
+                LeaseManager(store).acquire(request("writer", ("s3://b/t", op("DELETE"))))
+        finally:
+            store.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
