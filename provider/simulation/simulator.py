@@ -635,3 +635,51 @@ def timeline(
         for a in result.attempts
         if writes[a.write].table in wanted and a.start < window_s
     ]
+
+
+def stream_of(workload: Workload) -> Stream:
+    """A batch: every write of ``workload`` arrives at time 0."""
+    return Stream(workload, tuple(0.0 for _ in workload.writes))
+
+
+def batch_row(
+    stream: Stream,
+    *,
+    slots: int,
+    profile: EngineProfile,
+    time_limit_s: float = 10.0,
+    decide: MemoDecide | None = None,
+) -> dict[str, Any]:
+    """Makespans of one workload: its lower bound, the proven optimum (or ``None``) and the three strategies.
+
+    :param stream: the writes and arrivals.
+    :param slots: worker slots.
+    :param profile: the engine.
+    :param time_limit_s: CP-SAT's limit for the optimum.
+    """
+    from deltaguard.simulation.optimum import optimal_makespan
+
+    conflicts = model_conflicts(stream.workload, profile)
+    decide = decide or MemoDecide()
+    row: dict[str, Any] = {
+        "seed": stream.workload.seed,
+        "lower_bound_s": stream_lower_bound(stream, slots, conflicts)["value_s"],
+        "optimum_s": optimal_makespan(
+            stream.workload.writes, stream.arrivals, conflicts, slots=slots, time_limit_s=time_limit_s
+        ),
+    }
+    for strategy in STRATEGIES:
+        result = simulate(
+            strategy,
+            stream,
+            slots=slots,
+            profile=profile,
+            conflicts=conflicts,
+            seed=stream.workload.seed,
+            decide=decide,
+        )
+        row[f"{strategy}_s"] = result.summary(stream.arrivals)["makespan_s"]
+    # the same admission without estimates: strict FIFO among conflicting requests, for comparison
+    fifo = simulate("deltaguard", stream, slots=slots, profile=profile, decide=decide, estimate_error=None)
+    row["deltaguard_fifo_s"] = fifo.summary(stream.arrivals)["makespan_s"]
+    return row
