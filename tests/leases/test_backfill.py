@@ -242,3 +242,15 @@ def test_an_endless_stream_of_compatible_appends_cannot_starve_an_optimize(
     assert overtakers or estimate_factor == 2.0 or priority > 0  # the backfilling happens
     assert all(arrive[j] + 2.0 * estimate_factor <= 10.0 + 1e-9 for j in overtakers)
     assert grant[1] == end[0]  # the OPTIMIZE starts the moment the MERGE ends
+
+
+def test_a_request_keeps_its_expected_duration_in_its_stored_payload() -> None:
+    from deltaguard.core.admission import LeaseRequest, TableClaim
+    from deltaguard.leases.codec import request_from_payload, request_payload
+
+    claims = (TableClaim("t", MERGE, PROFILE, CONFIG),)
+    with_estimate = LeaseRequest(claims, OWNER, request_id="r", expected_duration_s=90.0)
+    assert request_from_payload("r", request_payload(with_estimate)).expected_duration_s == 90.0
+    without = LeaseRequest(claims, OWNER, request_id="r")
+    assert "expected_duration_s" not in request_payload(without)  # older payload texts stay the same
+    assert request_from_payload("r", request_payload(without)).expected_duration_s is None
