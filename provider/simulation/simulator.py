@@ -8,9 +8,10 @@ The same writes (Poisson arrivals over a day, heavy-tailed durations, a few hot 
   table while it ran; it is then retried after an exponential backoff, and its work is wasted;
 * ``deltaguard``: each write asks :func:`deltaguard.core.admission.admit` (the lease manager's real,
   pure decision logic with the real conflict model, :func:`deltaguard.core.model.decide`) whether it may
-  start; if not it waits and is asked again when one of the leases or queued requests it waited for goes
-  away (what the lease trigger's polling achieves, without the polling); a granted write also needs a slot
-  of its table's pool (8 by default, as ``deltaguard pools`` configures).
+  start, seeing every duration only as a noisy estimate (reservations and backfilling, ADR 0017); if not
+  it waits and its table's queue is asked again, in rank order, whenever a write on the table ends (what
+  the lease trigger's polling achieves, without the polling); a granted write also needs a slot of its
+  table's pool (8 by default, as ``deltaguard pools`` configures).
 
 All three share a global pool of worker slots (waiting in a pool or for a lease takes no slot). Virtual
 time only: the simulation never sleeps. Decisions are memoised on their exact inputs (operations compare
