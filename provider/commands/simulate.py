@@ -298,7 +298,7 @@ def _text(data: dict[str, Any]) -> str:
         f"{'strategy':<16}{'makespan h':>11}{'writes/h':>10}{'wait p50':>9}{'p95':>8}{'p99':>9}"
         f"{'failed':>8}{'wasted h':>10}",
     ]
-    for name in ("one_slot_pools", "optimistic", "deltaguard", "deltaguard_fifo"):
+    for name in ("one_slot_pools", "optimistic", "deltaguard"):
         s = data[name]
         lines.append(
             f"{name:<16}{s['makespan_s'] / 3600:>11.2f}{s['throughput_per_h']:>10.0f}{s['wait_p50_s']:>9.1f}"
