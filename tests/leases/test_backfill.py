@@ -93,8 +93,8 @@ def test_reservations_chain_through_the_queue() -> None:
 # -- the wait bound, over adversarial streams ----------------------------------------------------------
 
 KINDS = ("a", "m", "o")
-AGEING_S = 1.0
-MAX_OVERTAKE_S = 30.0
+AGEING_S = 0.01
+MAX_OVERTAKE_S = 5.0
 
 
 @dataclass(frozen=True)
