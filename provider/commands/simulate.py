@@ -7,6 +7,12 @@ Example (the full-scale day: 10,000 tables, 1,000,000 writes)::
 ``--writes`` scales the day down; the number of tables follows (``writes / 100``) unless ``--tables`` is
 given, so every table sees the same load at any scale. Writes ``simulation.json`` and PNG charts to
 ``--out`` and prints a summary.
+
+``deltaguard simulate batch`` plays small batches (every write arrives at once) for a range of seeds and
+compares each strategy's makespan with the workload's lower bound and its proven optimum (OR-Tools CP-SAT,
+extra ``bench``)::
+
+    deltaguard simulate batch --seeds 1-32 --tables 4 --writes 20 --slots 8 --format json
 """
 
 from __future__ import annotations
@@ -34,8 +40,45 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _seeds(text: str) -> range:
+    low, _, high = text.partition("-")
+    try:
+        first, last = int(low), int(high or low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A-B, got {text!r}") from None
+    if first < 0 or last < first:
+        raise argparse.ArgumentTypeError(f"expected 0 <= A <= B, got {text!r}")
+    return range(first, last + 1)
+
+
+def _mix(text: str) -> dict[str, float] | None:
+    """``roles`` (each table plays a role), ``default`` (one mix of DML and maintenance) or ``kind=w,...``."""
+    from deltaguard.simulation.workload import DEFAULT_MIX
+
+    if text == "roles":
+        return None
+    if text == "default":
+        return dict(DEFAULT_MIX)
+    try:
+        return {k.strip(): float(v) for k, v in (part.split("=") for part in text.split(",") if part.strip())}
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected roles, default or kind=weight,..., got {text!r}"
+        ) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--writes", type=int, default=200_000, help="writes per day (default 200,000)")
+    parser.add_argument(
+        "mode", nargs="?", choices=("day", "batch"), default="day", help="day (default) or batch"
+    )
+    parser.add_argument("--seeds", type=_seeds, default=range(1, 33), help="batch: seeds A-B (default 1-32)")
+    parser.add_argument("--partitions", type=int, default=4, help="batch: partitions per table (default 4)")
+    parser.add_argument("--overlap", type=float, default=0.2, help="batch: partition reuse chance (0.2)")
+    parser.add_argument(
+        "--mix", type=_mix, default=None, help="batch: roles (default), default or kind=w,..."
+    )
+    parser.add_argument("--time-limit-s", type=float, default=10.0, help="batch: CP-SAT limit per seed")
+    parser.add_argument("--writes", type=int, help="writes per day (default 200,000; batch: 20)")
     parser.add_argument("--tables", type=int, help="tables (default: writes / 100, at least 10)")
     parser.add_argument("--slots", type=int, help="worker slots (default: writes / 100, at least 8)")
     parser.add_argument("--seed", type=int, default=1)
@@ -73,7 +116,80 @@ def _profile(engine: str, version: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mode == "batch":
+        return run_batch(args)
+    return run_day(args)
+
+
+def run_batch(args: argparse.Namespace) -> int:
+    """Small batches over a range of seeds: one row of makespans per seed, then medians and worst ratios."""
     from deltaguard.simulation import simulator as sim
+    from deltaguard.simulation.workload import generate
+
+    if importlib.util.find_spec("ortools") is None:
+        print(
+            "deltaguard simulate batch: the optimum needs OR-Tools: pip install 'airflow-provider-deltaguard[bench]'"
+        )
+        return EXIT_INVALID
+    try:
+        profile = _profile(args.engine, args.version)
+        tables = args.tables or 4
+        slots = args.slots or 8
+        workloads = [
+            generate(
+                seed,
+                tables=tables,
+                writes=args.writes or 20,
+                mix=args.mix,
+                partitions=args.partitions,
+                overlap=args.overlap,
+            )
+            for seed in args.seeds
+        ]
+    except ValueError as exc:
+        print(f"deltaguard simulate: {exc}")
+        return EXIT_INVALID
+    decide = sim.MemoDecide()
+    rows = [
+        sim.batch_row(
+            sim.stream_of(w), slots=slots, profile=profile, time_limit_s=args.time_limit_s, decide=decide
+        )
+        for w in workloads
+    ]
+    data = {"rows": rows, "summary": batch_summary(rows)}
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        for name, figures in data["summary"].items():
+            print(f"{name:<16} " + "  ".join(f"{k} {v}" for k, v in figures.items()))
+    return 0
+
+
+def batch_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per strategy: median and worst ratio to the optimum (over the seeds with a proven optimum) and the
+    median ratio to one-slot pools."""
+    import statistics
+
+    out: dict[str, dict[str, Any]] = {}
+    proven = [r for r in rows if r["optimum_s"]]
+    for name in ("one_slot_pools", "optimistic", "deltaguard", "deltaguard_fifo"):
+        to_opt = [r[f"{name}_s"] / r["optimum_s"] for r in proven]
+        to_pools = [r[f"{name}_s"] / r["one_slot_pools_s"] for r in rows if r["one_slot_pools_s"]]
+        out[name] = {
+            "median_to_optimum": round(statistics.median(to_opt), 3) if to_opt else None,
+            "worst_to_optimum": round(max(to_opt), 3) if to_opt else None,
+            "median_to_one_slot_pools": round(statistics.median(to_pools), 3) if to_pools else None,
+            "proven_optima": len(proven),
+            "seeds": len(rows),
+        }
+    return out
+
+
+def run_day(args: argparse.Namespace) -> int:
+    from deltaguard.simulation import simulator as sim
+
+    if args.writes is None:
+        args.writes = 200_000
     from deltaguard.simulation.workload import model_conflicts
 
     if args.out and importlib.util.find_spec("matplotlib") is None:

@@ -2,24 +2,50 @@
 
 This module is pure: the lease stores hand it the granted leases and waiting requests on the tables a
 request names; it asks the conflict model and answers granted or waiting (with position, blockers and the
-model's reasons). The fairness rule:
+model's reasons). The policy is FIFO among conflicting requests with reservations and backfilling (EASY
+backfilling, as batch schedulers such as Slurm do it):
 
-* a request is granted only if, on every table it names, it is compatible with every granted lease and with
-  every *earlier* waiting request (FIFO among conflicting requests);
+* a request is granted only if, on every table it names, it is compatible with every granted lease (this
+  alone carries soundness: backfilling below only changes the *order* of compatible-with-running writes);
+* and, for every *earlier* waiting request it conflicts with, either it waits (FIFO), or it *backfills*:
+  its expected end ``now + expected_duration_s`` is no later than that request's *reservation* and that
+  request has waited at most ``max_overtake_s``;
 * a request compatible with everything ahead of it is not held back;
 * all-or-nothing across tables.
 
+The reservation of a waiting request ``W`` on a table is when its current blockers there are expected to
+end: the latest ``granted_at + expected_duration_s`` of the granted leases it conflicts with, and
+``reservation(V) + expected_duration_s(V)`` of the earlier waiting requests ``V`` it conflicts with. Durations
+are estimates, never oracles; an unknown one is infinite, so a request without an estimate never backfills
+and nothing backfills past a request whose blockers have no estimate: without estimates the policy is
+exactly FIFO among conflicting requests. A blocker that overruns its estimate moves the reservation into the
+past, which stops backfilling past ``W`` at once.
+
 "Earlier" is the queue rank ``enqueued_at - priority * ageing_s``: a priority-``p`` request may overtake
 requests enqueued at most ``p * ageing_s`` seconds before it. Since every request ages at the same rate, the
-order of two queued requests never changes, and a waiting request can only be overtaken by newcomers for a
-bounded time (``max priority * ageing_s``), so low priority cannot starve forever. Waits among queued requests
-always point to lower ranks, so they cannot form a cycle (no deadlock).
+order of two queued requests never changes.
+
+**Wait bound (no starvation).** Let ``W`` be enqueued at ``a`` with priority ``p`` and let
+``T = a + max_overtake_s + (MAX_PRIORITY - p) * ageing_s``. After ``T``: (1) no newcomer ranks ahead of ``W``
+(its rank ``t - p' * ageing_s > a - p * ageing_s``); (2) every request ``V`` ranked ahead of ``W`` was
+enqueued before ``a + (p_V - p) * ageing_s`` and has therefore waited more than ``max_overtake_s``, so nothing
+backfills past ``V`` or ``W`` any more. Hence from ``T`` on, a newly granted request conflicts with no
+request of ``A`` = {requests queued at ``T`` with rank at most ``W``'s}, and whenever ``W`` still waits, the
+earliest-ranked waiting member of ``A`` waits only for granted leases, all from ``G + A`` (``G``: leases
+granted at ``T``). So some member of ``G + A`` runs at every instant until ``W`` is granted::
+
+    wait(W) <= max_overtake_s + (MAX_PRIORITY - p) * ageing_s + sum of the true durations of (G + A) minus W
+
+a finite bound whatever the estimates say and however many compatible newcomers arrive. (Lease TTLs bound
+the true durations of holders that die.) Waits among queued requests always point to lower ranks, so they
+cannot form a cycle (no deadlock); backfilling only grants, it adds no wait.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +67,9 @@ MAX_PRIORITY = 100
 
 #: Default seconds of waiting worth one priority level.
 DEFAULT_AGEING_S = 60.0
+
+#: Default longest wait of a queued request during which later conflicting requests may backfill past it.
+DEFAULT_MAX_OVERTAKE_S = 600.0
 
 METADATA_REASON = (
     "a metadata change (properties, protocol, schema) is exclusive: it makes every concurrent write fail"
@@ -147,6 +176,8 @@ class LeaseRequest:
     :param request_id: a stable id; asking again with the same id keeps the queue place (and returns the
         same lease once granted). The lease id equals the request id.
     :param wait_ttl_s: how long a queued request stays queued without asking again.
+    :param expected_duration_s: how long the write is expected to hold its lease (an estimate; ``None``:
+        unknown, so the request never backfills past an earlier conflicting one).
     """
 
     claims: tuple[TableClaim, ...]
@@ -155,6 +186,7 @@ class LeaseRequest:
     priority: int = 0
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     wait_ttl_s: float = 120.0
+    expected_duration_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "claims", tuple(self.claims))
@@ -168,6 +200,7 @@ class LeaseRequest:
         if not self.request_id:
             raise ValueError("request_id must be non-empty")
         check_priority(self.priority)
+        check_expected_duration(self.expected_duration_s)
 
     @property
     def uris(self) -> tuple[str, ...]:
@@ -183,6 +216,10 @@ class Holder:
     :param operation: what it writes on this table.
     :param granted: ``True`` for a lease, ``False`` for a queued request.
     :param rank: queue rank (waiting requests only; lower is earlier).
+    :param since: when the lease was granted, or when the request was first enqueued (seconds; ``None``:
+        unknown, which disables backfilling that depends on it).
+    :param expected_duration_s: how long the write is expected to hold its lease once granted (an
+        estimate; ``None``: unknown, i.e. infinite).
     """
 
     id: str
@@ -190,6 +227,8 @@ class Holder:
     operation: Operation
     granted: bool
     rank: float = 0.0
+    since: float | None = None
+    expected_duration_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -325,18 +364,35 @@ def check_priority(priority: int) -> None:
         raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
 
 
+def check_expected_duration(seconds: float | None) -> None:
+    if seconds is not None and not (isinstance(seconds, int | float) and 0 <= seconds < math.inf):
+        raise ValueError(f"expected_duration_s must be a finite number >= 0 or None, got {seconds!r}")
+
+
 def _ahead(holder: Holder, request_id: str, rank: float) -> bool:
     # Ties on rank are broken by id so every process orders the queue the same way.
     return holder.id != request_id and (holder.rank, holder.id) < (rank, request_id)
 
 
-def admit(request_id: str, rank: float, tables: Sequence[TableView], decide: DecideFn) -> Admission:
-    """Decide whether a request may start now.
+def admit(
+    request_id: str,
+    rank: float,
+    tables: Sequence[TableView],
+    decide: DecideFn,
+    *,
+    now: float | None = None,
+    expected_duration_s: float | None = None,
+    max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
+) -> Admission:
+    """Decide whether a request may start now (the policy and its wait bound: see the module docstring).
 
     :param request_id: the request's id (it is skipped when found among the waiting requests).
     :param rank: its queue rank (:func:`queue_rank`).
     :param tables: every table it names, with granted leases and queued requests.
     :param decide: the conflict model.
+    :param now: the current time, on the clock of the holders' ``since`` (``None``: no backfilling).
+    :param expected_duration_s: the request's expected duration (``None``: unknown, no backfilling).
+    :param max_overtake_s: a queued request that has waited longer than this is never backfilled past.
     :raises ValueError: when the request names no table or a table twice.
     """
     if not tables:
@@ -344,6 +400,8 @@ def admit(request_id: str, rank: float, tables: Sequence[TableView], decide: Dec
     uris = [t.uri for t in tables]
     if len(set(uris)) != len(uris):
         raise ValueError(f"a request names a table twice: {sorted(uris)}")
+    check_expected_duration(expected_duration_s)
+    expected_end = None if now is None or expected_duration_s is None else now + expected_duration_s
     blockers: list[Blocker] = []
     reasons: list[str] = []
     advice: list[str] = []
@@ -352,26 +410,21 @@ def admit(request_id: str, rank: float, tables: Sequence[TableView], decide: Dec
     for view in sorted(tables, key=lambda t: t.uri):
         earlier = [w for w in view.waiting if _ahead(w, request_id, rank)]
         ahead_ids.update(w.id for w in earlier)
-        running: list[Holder] = [h for h in view.granted if h.id != request_id] + earlier
+        leases = [h for h in view.granted if h.id != request_id]
+        running: list[Holder] = leases + earlier
         if not running:
             continue
-        decision = decide(view.operation, [h.operation for h in running], view.config, view.profile)
-        hit = set(decision.conflicts_with) if decision.conflict else set()
-        if decision.conflict and not hit:
-            # A conflict of the combination without named members: every running operation takes part.
-            hit = set(range(len(running)))
-        # Defence in depth: metadata changes are exclusive whatever the model says.
-        meta = {
-            i
-            for i, h in enumerate(running)
-            if view.operation.changes_metadata or h.operation.changes_metadata
-        }
-        if meta - hit:
-            reasons.append(METADATA_REASON)
-            exceptions.append(DeltaException.METADATA_CHANGED)
-        hit |= meta
+        decision, hit, meta_only = _conflicts(view.operation, running, view, decide)
+        if hit and expected_end is not None and now is not None and min(hit) >= len(leases):
+            # Blocked only by earlier waiting requests: backfill if it ends before each one's reservation.
+            schedule = _Reservations(view, request_id, decide)
+            if all(_may_overtake(running[i], now, expected_end, max_overtake_s, schedule) for i in hit):
+                continue
         if not hit:
             continue
+        if meta_only:
+            reasons.append(METADATA_REASON)
+            exceptions.append(DeltaException.METADATA_CHANGED)
         for i in sorted(hit):
             h = running[i]
             blockers.append(
@@ -391,6 +444,73 @@ def admit(request_id: str, rank: float, tables: Sequence[TableView], decide: Dec
         advice=_unique(advice),
         exceptions=_unique(exceptions),
     )
+
+
+def _conflicts(
+    candidate: Operation, running: Sequence[Holder], view: TableView, decide: DecideFn
+) -> tuple[Decision, set[int], bool]:
+    """The indices of ``running`` the candidate conflicts with, the model's decision, and whether the
+    metadata rule added conflicts the model did not name."""
+    decision = decide(candidate, [h.operation for h in running], view.config, view.profile)
+    hit = set(decision.conflicts_with) if decision.conflict else set()
+    if decision.conflict and not hit:
+        # A conflict of the combination without named members: every running operation takes part.
+        hit = set(range(len(running)))
+    # Defence in depth: metadata changes are exclusive whatever the model says.
+    meta = {i for i, h in enumerate(running) if candidate.changes_metadata or h.operation.changes_metadata}
+    meta_only = bool(meta - hit)
+    return decision, hit | meta, meta_only
+
+
+def _may_overtake(
+    waiter: Holder, now: float, expected_end: float, max_overtake_s: float, schedule: _Reservations
+) -> bool:
+    """Whether a request expected to end at ``expected_end`` may be granted ahead of ``waiter``."""
+    if waiter.since is None or now - waiter.since > max_overtake_s:
+        return False
+    reserved = schedule.reservation(waiter)
+    # An infinite reservation (a blocker without an estimate) is no licence: nothing backfills past it.
+    return math.isfinite(reserved) and expected_end <= reserved
+
+
+class _Reservations:
+    """Reservations of the waiting requests on one table (see the module docstring), computed lazily.
+
+    The earlier waiting requests' conflicts are asked of the model with the candidate's engine profile (a
+    holder does not carry its own); a wrong answer there only moves a reservation, never a grant.
+    """
+
+    def __init__(self, view: TableView, request_id: str, decide: DecideFn) -> None:
+        self._view = view
+        self._decide = decide
+        self._leases = [h for h in view.granted if h.id != request_id]
+        self._queue = sorted((w for w in view.waiting if w.id != request_id), key=lambda w: (w.rank, w.id))
+        self._known: dict[str, float] = {}
+
+    def reservation(self, waiter: Holder) -> float:
+        found = self._known.get(waiter.id)
+        if found is not None:
+            return found
+        position = next(i for i, w in enumerate(self._queue) if w.id == waiter.id)
+        ahead = self._queue[:position]
+        running = self._leases + ahead
+        ends: list[float] = []
+        if running:
+            _, hit, _ = _conflicts(waiter.operation, running, self._view, self._decide)
+            for i in hit:
+                h = running[i]
+                if h.granted:
+                    ends.append(_end(h.since, h.expected_duration_s))
+                else:
+                    ends.append(_end(self.reservation(h), h.expected_duration_s))
+        # Blocked on no table we see here (it waits elsewhere): it may start any moment, so no backfilling.
+        value = max(ends, default=-math.inf)
+        self._known[waiter.id] = value
+        return value
+
+
+def _end(start: float | None, duration: float | None) -> float:
+    return math.inf if start is None or duration is None else start + duration
 
 
 def _unique(items: Sequence[_T]) -> tuple[_T, ...]:

@@ -142,24 +142,25 @@ def op_from_text(text: str) -> Operation:
 
 def request_payload(request: LeaseRequest) -> str:
     """The request as its status row keeps it, so a waiting request can be decided again from the store."""
-    return dumps(
-        {
-            "uris": list(request.uris),
-            "claims": [
-                {
-                    "uri": c.uri,
-                    "operation": operation_to_json(c.operation),
-                    "profile": profile_to_json(c.profile),
-                    "config": config_to_json(c.config) if c.config is not None else None,
-                }
-                for c in request.claims
-            ],
-            "owner": request.owner.to_json(),
-            "ttl_s": request.ttl_s,
-            "wait_ttl_s": request.wait_ttl_s,
-            "priority": request.priority,
-        }
-    )
+    data: dict[str, Any] = {
+        "uris": list(request.uris),
+        "claims": [
+            {
+                "uri": c.uri,
+                "operation": operation_to_json(c.operation),
+                "profile": profile_to_json(c.profile),
+                "config": config_to_json(c.config) if c.config is not None else None,
+            }
+            for c in request.claims
+        ],
+        "owner": request.owner.to_json(),
+        "ttl_s": request.ttl_s,
+        "wait_ttl_s": request.wait_ttl_s,
+        "priority": request.priority,
+    }
+    if request.expected_duration_s is not None:  # absent otherwise: older payload texts stay the same
+        data["expected_duration_s"] = request.expected_duration_s
+    return dumps(data)
 
 
 def request_from_payload(request_id: str, text: str) -> LeaseRequest:
@@ -181,4 +182,7 @@ def request_from_payload(request_id: str, text: str) -> LeaseRequest:
         priority=int(data["priority"]),
         request_id=request_id,
         wait_ttl_s=float(data["wait_ttl_s"]),
+        expected_duration_s=(
+            float(data["expected_duration_s"]) if data.get("expected_duration_s") is not None else None
+        ),
     )

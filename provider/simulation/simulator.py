@@ -8,9 +8,10 @@ The same writes (Poisson arrivals over a day, heavy-tailed durations, a few hot 
   table while it ran; it is then retried after an exponential backoff, and its work is wasted;
 * ``deltaguard``: each write asks :func:`deltaguard.core.admission.admit` (the lease manager's real,
   pure decision logic with the real conflict model, :func:`deltaguard.core.model.decide`) whether it may
-  start; if not it waits and is asked again when one of the leases or queued requests it waited for goes
-  away (what the lease trigger's polling achieves, without the polling); a granted write also needs a slot
-  of its table's pool (8 by default, as ``deltaguard pools`` configures).
+  start, seeing every duration only as a noisy estimate (reservations and backfilling, ADR 0017); if not
+  it waits and its table's queue is asked again, in rank order, whenever a write on the table ends (what
+  the lease trigger's polling achieves, without the polling); a granted write also needs a slot of its
+  table's pool (8 by default, as ``deltaguard pools`` configures).
 
 All three share a global pool of worker slots (waiting in a pool or for a lease takes no slot). Virtual
 time only: the simulation never sleeps. Decisions are memoised on their exact inputs (operations compare
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltaguard.core.admission import Holder, Owner, TableView, admit
+from deltaguard.core.admission import DEFAULT_MAX_OVERTAKE_S, Holder, Owner, TableView, admit
 from deltaguard.core.decision import Decision
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
@@ -306,6 +307,8 @@ def simulate(
     seed: int = 0,
     decide: MemoDecide | None = None,
     table_slots: int | None = 8,
+    estimate_error: float | None = 0.3,
+    max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
 ) -> SimResult:
     """Play one strategy on a stream in virtual time.
 
@@ -322,6 +325,10 @@ def simulate(
     :param decide: the memoised conflict model to share between runs.
     :param table_slots: deltaguard only: the per-table pool size the provider configures (default 8, like
         ``deltaguard pools``); a granted write waits for a free slot of its table's pool. ``None``: no pools.
+    :param estimate_error: deltaguard only: admission sees each write's duration only as an estimate, the
+        true one times a factor drawn uniformly from ``[1 - e, 1 + e]`` (seeded by ``seed``), and backfills
+        with it; ``None``: no estimates, i.e. strict FIFO among conflicting requests.
+    :param max_overtake_s: deltaguard only: see :func:`deltaguard.core.admission.admit`.
     :raises ValueError: on an unknown strategy or bad parameters.
     """
     if strategy not in STRATEGIES:
@@ -330,6 +337,8 @@ def simulate(
         raise ValueError(f"table_slots must be >= 1 or None, got {table_slots}")
     if slots < 1 or not 0 <= conflict_probability <= 1 or max_retries < 0:
         raise ValueError("need slots >= 1, 0 <= conflict_probability <= 1 and max_retries >= 0")
+    if estimate_error is not None and not 0 <= estimate_error < 1:
+        raise ValueError(f"estimate_error must be within [0, 1) or None, got {estimate_error}")
     started = time.perf_counter()
     sim = _Sim(stream, slots)
     failed_writes = 0
@@ -406,7 +415,6 @@ def simulate(
         configs = {name: t.config() for name, t in tables.items()}
         granted: dict[str, dict[int, Holder]] = {}
         waiting: dict[str, dict[int, Holder]] = {}  # insertion order == rank order (arrivals are sorted)
-        waits_on: dict[int, set[int]] = {}  # blocker -> waiting writes it blocks
         holders: dict[int, Holder] = {}
         in_pool: dict[str, int] = {}  # writes of a table holding one of its pool slots
         pool_queue: dict[str, deque[int]] = {}
@@ -419,16 +427,27 @@ def simulate(
             in_pool[table] = in_pool.get(table, 0) + 1
             sim.make_ready(i)
 
+        # The policy never sees a true duration: only a seeded, noisy estimate of it.
+        noise = random.Random(seed)
+        estimates: list[float | None] = [
+            None
+            if estimate_error is None
+            else w.duration_s * noise.uniform(1 - estimate_error, 1 + estimate_error)
+            for w in writes
+        ]
+        operations = [operation(w, tables[w.table]) for w in writes]
+
         def holder(i: int, is_granted: bool) -> Holder:
             found = holders.get(i)
             if found is None or found.granted != is_granted:
-                write = writes[i]
                 found = Holder(
                     id=str(i),
-                    owner=Owner(name=write.id),
-                    operation=operation(write, tables[write.table]),
+                    owner=Owner(name=writes[i].id),
+                    operation=operations[i],
                     granted=is_granted,
                     rank=sim.arrivals[i],
+                    since=sim.now if is_granted else sim.arrivals[i],
+                    expected_duration_s=estimates[i],
                 )
                 holders[i] = found
             return found
@@ -444,7 +463,15 @@ def simulate(
                 granted=tuple(granted.get(write.table, {}).values()),
                 waiting=tuple(waiting.get(write.table, {}).values()),
             )
-            verdict = admit(str(i), mine.rank, [view], decide_fn)
+            verdict = admit(
+                str(i),
+                mine.rank,
+                [view],
+                decide_fn,
+                now=sim.now,
+                expected_duration_s=estimates[i],
+                max_overtake_s=max_overtake_s,
+            )
             queue = waiting.setdefault(write.table, {})
             if verdict.granted:
                 queue.pop(i, None)
@@ -453,8 +480,6 @@ def simulate(
                 return True
             if i not in queue:
                 queue[i] = mine
-            for blocker in verdict.blockers:
-                waits_on.setdefault(int(blocker.id), set()).add(i)
             return False
 
         def arrive_dg(i: int) -> None:
@@ -469,11 +494,10 @@ def simulate(
             queued = pool_queue.get(table)
             if queued:
                 start_when_pool_allows(queued.popleft())
-            blocked = waits_on.pop(i, set())
-            # Only requests that waited for the finished write can have become grantable; ask them again
-            # in queue order (their other blockers are still there, so the rest stay blocked).
-            for j in sorted(blocked, key=lambda k: sim.arrivals[k]):
-                if j in waiting.get(table, {}):
+            # A release changes what is running and every reservation on the table: ask its queue again
+            # in rank order (the lease trigger's polling does the same, without the polling delay).
+            for j in list(waiting.get(table, {})):
+                if j in waiting[table]:
                     try_admit(j)
 
         sim.run(arrive_dg, end_dg)
@@ -612,3 +636,51 @@ def timeline(
         for a in result.attempts
         if writes[a.write].table in wanted and a.start < window_s
     ]
+
+
+def stream_of(workload: Workload) -> Stream:
+    """A batch: every write of ``workload`` arrives at time 0."""
+    return Stream(workload, tuple(0.0 for _ in workload.writes))
+
+
+def batch_row(
+    stream: Stream,
+    *,
+    slots: int,
+    profile: EngineProfile,
+    time_limit_s: float = 10.0,
+    decide: MemoDecide | None = None,
+) -> dict[str, Any]:
+    """Makespans of one workload: its lower bound, the proven optimum (or ``None``) and the three strategies.
+
+    :param stream: the writes and arrivals.
+    :param slots: worker slots.
+    :param profile: the engine.
+    :param time_limit_s: CP-SAT's limit for the optimum.
+    """
+    from deltaguard.simulation.optimum import optimal_makespan
+
+    conflicts = model_conflicts(stream.workload, profile)
+    decide = decide or MemoDecide()
+    row: dict[str, Any] = {
+        "seed": stream.workload.seed,
+        "lower_bound_s": stream_lower_bound(stream, slots, conflicts)["value_s"],
+        "optimum_s": optimal_makespan(
+            stream.workload.writes, stream.arrivals, conflicts, slots=slots, time_limit_s=time_limit_s
+        ),
+    }
+    for strategy in STRATEGIES:
+        result = simulate(
+            strategy,
+            stream,
+            slots=slots,
+            profile=profile,
+            conflicts=conflicts,
+            seed=stream.workload.seed,
+            decide=decide,
+        )
+        row[f"{strategy}_s"] = result.summary(stream.arrivals)["makespan_s"]
+    # the same admission without estimates: strict FIFO among conflicting requests, for comparison
+    fifo = simulate("deltaguard", stream, slots=slots, profile=profile, decide=decide, estimate_error=None)
+    row["deltaguard_fifo_s"] = fifo.summary(stream.arrivals)["makespan_s"]
+    return row
