@@ -283,7 +283,7 @@ class DeltaWriteOperator(BaseOperator):
     # ------------------------------------------------------------------------------------------ resolving
     def _settings(self) -> LeaseSettings:
         """The ``[deltaguard]`` options for this try, read now; a bad option fails the task for good."""
-        from deltaguard.leases.executor_guard import (
+        from deltaguard.executor_guard import (
             DistributedSqliteStoreError,
             refuse_sqlite_under_distributed_executor,
         )

@@ -146,10 +146,32 @@ def lease_store_url() -> str:
     SQLite file under ``$AIRFLOW_HOME``). It may hold a password: never log it or serialize it."""
     conn_id = _raw("lease_store_conn_id")
     if conn_id:
-        from deltaguard.leases.store_location import store_url_from_connection
-
         return store_url_from_connection(conn_id)
     return _raw("lease_store_url")
+
+
+def store_url_from_connection(conn_id: str) -> str:
+    """The lease store URL of Airflow connection ``conn_id`` (read through the secrets backends)."""
+    from airflow.sdk import BaseHook
+
+    from deltaguard.leases.store_location import url_from_connection
+
+    return url_from_connection(BaseHook.get_connection(conn_id))
+
+
+def resolve_store_reference(reference: str) -> str:
+    """The URL to open for a trigger's store reference, in the process that runs the trigger.
+
+    The configured store (``[deltaguard] lease_store_conn_id`` or ``lease_store_url``) is used with its
+    password when the reference names it; any other reference is opened as it is, so a store outside the
+    configuration must authenticate without a password in its URL (libpq's ``PGPASSFILE``, certificates).
+
+    :param reference: a :func:`store_reference`.
+    """
+    from deltaguard.leases.store_location import store_reference
+
+    configured = lease_store_url()
+    return configured if store_reference(configured) == reference else reference
 
 
 def default_engine() -> str:

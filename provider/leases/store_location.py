@@ -3,9 +3,10 @@
 A trigger's keyword arguments are stored in Airflow's metadata database, shown by the REST API with the
 task instance and written into triggerer logs, so they must never hold the store's password. A trigger
 therefore keeps a *reference*: the store URL with its password removed. The triggerer turns it back into
-a URL with :func:`resolve_store_reference`, which takes the password from its own configuration (the
-``[deltaguard] lease_store_conn_id`` connection, resolved through the secrets backend, or
-``lease_store_url``) when the reference names the configured store.
+a URL with :func:`deltaguard.config.resolve_store_reference`, which takes the password from its own
+configuration (the ``[deltaguard] lease_store_conn_id`` connection, resolved through the secrets backend,
+or ``lease_store_url``) when the reference names the configured store. This module reads no
+configuration itself, so the lease layer stays free of Airflow.
 """
 
 from __future__ import annotations
@@ -73,13 +74,6 @@ def url_from_connection(conn: Any) -> str:
     return url.render_as_string(hide_password=False)
 
 
-def store_url_from_connection(conn_id: str) -> str:
-    """The lease store URL of Airflow connection ``conn_id`` (read through the secrets backends)."""
-    from airflow.sdk import BaseHook
-
-    return url_from_connection(BaseHook.get_connection(conn_id))
-
-
 def store_reference(url: str) -> str:
     """``url`` without its password: what a trigger may serialize. Idempotent.
 
@@ -96,18 +90,3 @@ def store_reference(url: str) -> str:
         return url
     # URL.set(password=None) leaves the password as it is; URL is a named tuple, so replace the field
     return parsed._replace(password=None).render_as_string(hide_password=False)
-
-
-def resolve_store_reference(reference: str) -> str:
-    """The URL to open for a trigger's store reference, in the process that runs the trigger.
-
-    The configured store (``[deltaguard] lease_store_conn_id`` or ``lease_store_url``) is used with its
-    password when the reference names it; any other reference is opened as it is, so a store outside the
-    configuration must authenticate without a password in its URL (libpq's ``PGPASSFILE``, certificates).
-
-    :param reference: a :func:`store_reference`.
-    """
-    from deltaguard import config
-
-    configured = config.lease_store_url()
-    return configured if store_reference(configured) == reference else reference

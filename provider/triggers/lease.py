@@ -31,7 +31,7 @@ class LeaseAvailableTrigger(BaseTrigger):
 
     :param store_url: the lease store URL (as the task used it). Only its password-free reference is
         kept and serialized; the triggerer takes the password from its own configuration
-        (:func:`~deltaguard.leases.store_location.resolve_store_reference`).
+        (:func:`~deltaguard.config.resolve_store_reference`).
     :param request_id: the queued request.
     :param poll_interval: seconds between checks.
     """
@@ -71,7 +71,9 @@ class LeaseAvailableTrigger(BaseTrigger):
             while True:
                 try:
                     if leases is None:
-                        leases = DeltaLeaseHook(config.lease_settings(self.store_url, deferrable=False))
+                        # the reference carries no password; the triggerer's own configuration has it
+                        url = await asyncio.to_thread(config.resolve_store_reference, self.store_url)
+                        leases = DeltaLeaseHook(config.lease_settings(url, deferrable=False))
                     answer = await asyncio.to_thread(leases.check, self.request_id)
                     errors = 0
                 except Exception as exc:

@@ -120,8 +120,8 @@ class DeltaAdmissionTrigger(BaseTrigger):
         )
 
     def _probe(self) -> tuple[bool, str]:
+        from deltaguard.config import resolve_store_reference
         from deltaguard.leases import codec
-        from deltaguard.leases.store_location import resolve_store_reference
         from deltaguard.writes.sensor_checks import admission_probe
 
         return admission_probe(

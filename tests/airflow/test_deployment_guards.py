@@ -10,12 +10,13 @@ import pytest
 from deltalake import write_deltalake
 
 from deltaguard import config
-from deltaguard.leases.executor_guard import (
+from deltaguard.config import resolve_store_reference
+from deltaguard.executor_guard import (
     DistributedSqliteStoreError,
     distributed_executors,
     refuse_sqlite_under_distributed_executor,
 )
-from deltaguard.leases.store_location import resolve_store_reference, store_reference
+from deltaguard.leases.store_location import store_reference
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from deltaguard.triggers.table_version import DeltaAdmissionTrigger
 from tests.airflow.helpers import decision_rows, run_dag, sales_table, task_state
