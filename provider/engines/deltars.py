@@ -26,12 +26,11 @@ from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars_ops import OPERATION_NAMES, RUNNERS, OpContext
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
-    CommitFencedError,
     DeltaConflictError,
     InvalidWriteError,
     TableAccessError,
 )
-from deltaguard.engines.fencing import CommitFence, FenceTrip, fenced_source
+from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
 from deltaguard.engines.specs import OptimizeSpec, WriteContext, WriteSpec
 from deltaguard.engines.validation import validate_context, validate_spec
 
@@ -151,7 +150,7 @@ class DeltaRsEngine(DeltaEngine):
         if fence is not None:
             # One check before delta-rs starts (the only one for writes without a source), one when delta-rs
             # has pulled the source's last batch (ADR 0018).
-            _check_fence(fence, table_uri)
+            check_fence(fence, table_uri)
             wrap = functools.partial(fenced_source, fence=fence, trip=trip)
         try:
             metrics = RUNNERS[type(spec)](
@@ -159,7 +158,7 @@ class DeltaRsEngine(DeltaEngine):
             )
         except Exception as exc:
             if trip.error is not None:
-                raise _fenced_error(trip.error, table_uri) from trip.error
+                raise fenced_error(trip.error, table_uri) from trip.error
             # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
             translated = self._translate(exc, table_uri)
             if translated is exc:
@@ -289,19 +288,6 @@ class DeltaRsEngine(DeltaEngine):
         if isinstance(exc, SchemaMismatchError) or _BAD_INPUT.search(message):
             return InvalidWriteError(f"delta-rs rejected the write to {table_uri}: {message}")
         return exc
-
-
-def _check_fence(fence: CommitFence, table_uri: str) -> None:
-    try:
-        fence.check()
-    except Exception as exc:
-        raise _fenced_error(exc, table_uri) from exc
-
-
-def _fenced_error(cause: BaseException, table_uri: str) -> CommitFencedError:
-    if isinstance(cause, CommitFencedError):
-        return cause
-    return CommitFencedError(f"write to {table_uri} stopped before its commit: {cause}")
 
 
 def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: bool) -> bool:

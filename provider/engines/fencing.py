@@ -10,10 +10,12 @@ cancel its running work with :meth:`CommitFence.on_lost`:
   batch only after all others are written, so what remains unchecked is the flush of the last files and
   the commit itself. Writes without a source (DELETE, UPDATE, OPTIMIZE, ALTER) are checked just before the
   call. A delta-rs call cannot be cancelled from Python; it registers nothing with ``on_lost``.
-* Spark should run each write in its own job group (``SparkContext.setJobGroup(group, ..., True)``, or a
-  Spark Connect operation tag), call ``check`` right before the action that commits, and register
-  ``on_lost(lambda: sc.cancelJobGroup(group))`` (Spark Connect: ``spark.interruptTag(tag)``), so a lost
-  lease interrupts the running job; Delta's ``OptimisticTransaction.commit`` then never runs.
+* Spark (:mod:`deltaguard.engines.spark`) runs each write under its own job group (classic sessions,
+  ``SparkContext.setJobGroup(group, ..., interruptOnCancel=True)``) or operation tag (Spark Connect),
+  calls ``check`` right before the statement that writes and commits, and registers a cancel with
+  ``on_lost`` (``cancelJobGroup`` / ``interruptTag``), so a lease lost while the Spark jobs run interrupts
+  them and Delta's ``OptimisticTransaction.commit`` never runs. What remains unchecked is the time between
+  the last job's end and the commit on the driver.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import pyarrow as pa
+
+from deltaguard.exceptions import CommitFencedError
 
 
 class CommitFence(Protocol):
@@ -68,3 +72,18 @@ def fenced_source(
             raise
 
     return pa.RecordBatchReader.from_batches(data.schema, stream())
+
+
+def check_fence(fence: CommitFence, table_uri: str) -> None:
+    """Run ``fence.check()``; any failure becomes a :class:`CommitFencedError` naming the table."""
+    try:
+        fence.check()
+    except Exception as exc:
+        raise fenced_error(exc, table_uri) from exc
+
+
+def fenced_error(cause: BaseException, table_uri: str) -> CommitFencedError:
+    """``cause`` as the error a fenced write raises."""
+    if isinstance(cause, CommitFencedError):
+        return cause
+    return CommitFencedError(f"write to {table_uri} stopped before its commit: {cause}")

@@ -28,6 +28,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,6 +36,7 @@ from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
+from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.spark_errors import to_conflict_error
 from deltaguard.engines.spark_ops import conf_get, execute, history, table_exists
 from deltaguard.engines.spark_setup import check_delta_available, installed_version
@@ -313,10 +315,14 @@ class SparkEngine(DeltaEngine):
         user_metadata = (
             json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
         )
-        with self._write_session(spark) as write_spark:
+        with self._write_session(spark) as write_spark, _cancelled_when_lost(write_spark, context) as lost:
             try:
+                if context.fence is not None:
+                    check_fence(context.fence, table_uri)
                 execute(write_spark, target, spec, context, user_metadata)
             except Exception as exc:
+                if lost.is_set():
+                    raise fenced_error(exc, table_uri) from exc
                 conflict = to_conflict_error(exc, table_uri, engine=self.name)
                 if conflict is not None:
                     raise conflict from exc
@@ -462,3 +468,45 @@ def _metrics(raw: Mapping[str, Any] | None) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[key] = value
     return out
+
+
+@contextlib.contextmanager
+def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator[threading.Event]:
+    """Run the write's Spark jobs under their own job group (or Connect tag), cancelled if the lease is lost.
+
+    Yields an event that is set once the fence reported the lease lost, so the interrupted write's error
+    is reported as fenced rather than as a failure of the job (ADR 0018).
+    """
+    lost = threading.Event()
+    fence = context.fence
+    if fence is None:
+        yield lost
+        return
+    group = f"deltaguard-{uuid.uuid4().hex}"
+    if _is_connect(spark):
+        spark.addTag(group)
+
+        def cancel() -> None:
+            lost.set()
+            spark.interruptTag(group)
+
+        unregister = fence.on_lost(cancel)
+        try:
+            yield lost
+        finally:
+            unregister()
+            spark.removeTag(group)
+        return
+    context_ = spark.sparkContext
+    context_.setJobGroup(group, "deltaguard write", interruptOnCancel=True)
+
+    def cancel_group() -> None:
+        lost.set()
+        context_.cancelJobGroup(group)
+
+    unregister = fence.on_lost(cancel_group)
+    try:
+        yield lost
+    finally:
+        unregister()
+        context_.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

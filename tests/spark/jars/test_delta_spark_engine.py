@@ -259,3 +259,69 @@ def _capture(sink: list[BaseException], action: Any) -> None:
         action()
     except BaseException as exc:
         sink.append(exc)
+
+
+class _LeaseFence:
+    """A commit fence whose lease the test loses on demand (the real keeper is tested in tests/leases)."""
+
+    def __init__(self) -> None:
+        self.live = True
+        self.cancels: list[Any] = []
+
+    def check(self) -> None:
+        from deltaguard.exceptions import CommitFencedError
+
+        if not self.live:
+            raise CommitFencedError("lease lost")
+
+    def on_lost(self, cancel: Any) -> Any:
+        self.cancels.append(cancel)
+        return lambda: self.cancels.remove(cancel)
+
+    def lose(self) -> None:
+        self.live = False
+        for cancel in list(self.cancels):
+            cancel()
+
+
+def test_a_write_whose_lease_is_gone_does_not_start(engine: SparkEngine, table: str) -> None:
+    from deltaguard.exceptions import CommitFencedError
+
+    fence = _LeaseFence()
+    fence.live = False
+    with pytest.raises(CommitFencedError):
+        engine.write(table, DeleteSpec(predicate="day = 'd1'"), WriteContext(fence=fence))
+    assert [r[0] for r in content(table)] == [1, 2, 3]
+    assert RsTable(table).version() == 1
+
+
+def test_a_lease_lost_while_the_job_runs_cancels_it_before_the_commit(
+    engine: SparkEngine, table: str, tmp_path: Path
+) -> None:
+    """The write pauses inside its Spark job; losing the lease then cancels the job group, and the write
+    fails as fenced without committing."""
+    import threading
+
+    from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
+    from deltaguard.exceptions import CommitFencedError
+
+    gate = Gate(tmp_path / "gate")
+    append = AppendSpec(source=rows([4], "d1"))
+    paused = gated_spec(ProbeWrite(ProbeOp.INSERT, "A", append, append.operation()), engine.session(), gate)
+    fence = _LeaseFence()
+    caught: list[BaseException] = []
+    worker = threading.Thread(
+        target=lambda: _capture(caught, lambda: engine.write(table, paused, WriteContext(fence=fence)))
+    )
+    worker.start()
+    try:
+        assert gate.wait_reached(120)
+        fence.lose()
+        worker.join(120)
+        assert not worker.is_alive()
+    finally:
+        gate.release()
+        worker.join(60)
+    assert len(caught) == 1 and isinstance(caught[0], CommitFencedError), caught
+    assert [r[0] for r in content(table)] == [1, 2, 3]
+    assert RsTable(table).version() == 1
