@@ -262,3 +262,39 @@ def test_revived_trigger_reaches_the_postgres_store_of_the_connection(
         assert event is not None and event.payload["status"] == "granted"
     finally:
         manager.store.close()
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_the_lease_trigger_opens_the_store_with_the_password_it_does_not_carry(
+    store_connection: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trigger row holds a password-free reference; the lease hook it opens gets the full URL."""
+    import asyncio
+
+    from deltaguard.core.admission import Granted
+    from deltaguard.hooks import lease as lease_hooks
+
+    opened: list[str] = []
+
+    class _RecordingHook:
+        def __init__(self, settings: config.LeaseSettings) -> None:
+            opened.append(settings.store_url)
+
+        def check(self, request_id: str) -> Granted:
+            return Granted(request_id, request_id, {}, 0.0)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(lease_hooks, "DeltaLeaseHook", _RecordingHook)
+    trigger = LeaseAvailableTrigger(config.lease_store_url(), "req-1", poll_interval=0.01)
+    assert SECRET not in json.dumps(trigger.serialize())
+
+    async def first_event() -> object:
+        async for event in trigger.run():
+            return event
+        return None
+
+    event = asyncio.run(first_event())
+    assert event is not None and event.payload["status"] == "granted"
+    assert opened and SECRET in opened[0]
