@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -163,3 +164,13 @@ def hold_lease_until_waiter(
 
     threading.Thread(target=release_when_seen, daemon=True).start()
     return granted.lease_id
+
+
+def task_context(task_id: str) -> dict:
+    """A minimal task context for calling an operator's ``execute`` outside a DAG run."""
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    ti = SimpleNamespace(dag_id="adhoc", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
+    return {
+        "ti": ti,
+        "dag_run": SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start),
+    }

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -17,16 +15,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import CommitFencedError
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.writes.table_uri import table_key
-from tests.airflow.helpers import rows, sales_table
-
-
-def _context(task_id: str) -> dict:
-    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-    ti = SimpleNamespace(dag_id="adhoc", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
-    return {
-        "ti": ti,
-        "dag_run": SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start),
-    }
+from tests.airflow.helpers import rows, sales_table, task_context
 
 
 def _take_over(url: str, key: str) -> str:
@@ -69,7 +58,7 @@ def test_a_writer_whose_lease_was_taken_over_does_not_commit(tmp_path, lease_sto
         task_id="overwrite", table=table, mode="overwrite", source=source_while_lease_is_lost
     )
     with pytest.raises(CommitFencedError, match="lease"):
-        op.execute(_context("overwrite"))
+        op.execute(task_context("overwrite"))
     assert taken
     assert DeltaTable(table).version() == 1  # the setup write and the new holder's append, nothing else
     assert [r["id"] for r in rows(table)] == [1, 2, 3, 9]
@@ -102,6 +91,6 @@ def test_the_heartbeat_notices_the_loss_and_cancels(tmp_path, lease_store_url, m
 
     op = DeltaInsertOperator(task_id="append", table=table, source=slow_source)
     with pytest.raises(CommitFencedError):
-        op.execute(_context("append"))
+        op.execute(task_context("append"))
     assert cancelled == ["cancelled"]  # by the heartbeat, before the source ended
     assert DeltaTable(table).version() == 0

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
-from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
 
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.writes.table_uri import table_key
-from tests.airflow.helpers import sales_table
-
-
-def _context(task_id: str) -> dict:
-    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-    ti = SimpleNamespace(dag_id="adhoc", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
-    return {
-        "ti": ti,
-        "dag_run": SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start),
-    }
+from tests.airflow.helpers import sales_table, task_context
 
 
 def _decision_kinds(url: str, key: str) -> list[str]:
@@ -44,7 +33,7 @@ def test_failed_write_releases_the_lease(tmp_path, lease_store_url) -> None:
         task_id="replace", table=table, predicate="country = 'FR'", source=broken_source
     )
     with pytest.raises(Exception, match="upstream extract failed"):
-        op.execute(_context("replace"))
+        op.execute(task_context("replace"))
     assert _decision_kinds(lease_store_url, table_key(table))[:2] == ["release", "grant"]  # newest first
 
 
@@ -64,7 +53,7 @@ def test_on_kill_releases_the_lease(tmp_path, lease_store_url) -> None:
 
     def run() -> None:
         try:
-            op.execute(_context("append"))
+            op.execute(task_context("append"))
         except BaseException as exc:
             errors.append(exc)
 
@@ -105,7 +94,7 @@ def test_heartbeat_keeps_the_lease_through_a_write_longer_than_its_ttl(
         return pa.table({"id": [11], "country": ["DE"], "amount": [1]})
 
     op = DeltaInsertOperator(task_id="slow", table=table, source=slow_source)
-    result = op.execute(_context("slow"))
+    result = op.execute(task_context("slow"))
     assert observed == [1] * 8  # never expired while writing
     assert result["version"] == 1
     assert _decision_kinds(lease_store_url, key)[0] == "release"
@@ -139,7 +128,9 @@ def test_a_lease_that_expired_before_resume_is_asked_for_anew(tmp_path, lease_st
     time.sleep(1.0)
     manager.store.close()
 
-    result = DeltaDeleteOperator(task_id="late", table=table, predicate="id = 3").execute(_context("late"))
+    result = DeltaDeleteOperator(task_id="late", table=table, predicate="id = 3").execute(
+        task_context("late")
+    )
     assert result["version"] == 1 and result["lease_id"] != stale.lease_id
 
 
@@ -156,13 +147,13 @@ def test_trigger_timeout_withdraws_the_queued_request(tmp_path, lease_store_url)
     hold_lease_until_waiter(table, "never-seen", timeout_s=5)  # an exclusive lease, released after 5 s
     op = DeltaDeleteOperator(task_id="gated", table=table, predicate="id = 3", deferrable=True)
     with pytest.raises(TaskDeferred) as deferred:
-        op.execute(_context("gated"))
+        op.execute(task_context("gated"))
     assert deferred.value.trigger.serialize()[0] == "deltaguard.triggers.lease.LeaseAvailableTrigger"
     manager = LeaseManager(lease_store_url)
     assert [w.owner.task_id for w in manager.waiters(key)] == ["gated"]
     with pytest.raises(LeaseWaitTimeout):
         op.resume_execution(
-            TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, _context("gated")
+            TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, task_context("gated")
         )
     assert manager.waiters(key) == []  # withdrawn, not left to expire
     manager.store.close()

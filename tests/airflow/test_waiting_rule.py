@@ -4,9 +4,7 @@ and ``[deltaguard] decision_log_retention`` is what the store prunes by."""
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -15,7 +13,7 @@ from hypothesis import strategies as st
 from deltaguard import config
 from deltaguard.leases.timing import LeaseTimingError
 from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, next_step
-from tests.airflow.helpers import hold_lease_until_waiter, sales_table
+from tests.airflow.helpers import hold_lease_until_waiter, sales_table, task_context
 
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 
@@ -59,15 +57,6 @@ def test_a_wait_never_outlasts_its_timeout(waited, slack, poll, deferrable) -> N
                 pytest.fail(f"not admitted, yet {step}")
 
 
-def _context(task_id: str) -> dict:
-    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-    ti = SimpleNamespace(dag_id="adhoc", task_id=task_id, run_id="r1", try_number=1, map_index=-1)
-    return {
-        "ti": ti,
-        "dag_run": SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start),
-    }
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -85,7 +74,7 @@ def test_invalid_input_fails_the_task_without_retry(tmp_path, lease_store_url, k
     table = sales_table(str(tmp_path / "sales"))
     op = DeltaDeleteOperator(task_id="bad", **{"table": table, **kwargs})
     with pytest.raises(AirflowFailException, match=message) as raised:
-        op.execute(_context("bad"))
+        op.execute(task_context("bad"))
     assert isinstance(raised.value, InvalidWriteError)  # callers catching deltaguard's error still do
     manager = LeaseManager(lease_store_url)
     try:
@@ -106,7 +95,7 @@ def test_a_resumed_try_opens_the_lease_store_once(tmp_path, lease_store_url, mon
     hold_lease_until_waiter(table, "resumed", timeout_s=1)
     op = DeltaDeleteOperator(task_id="resumed", table=table, predicate="id = 3", deferrable=True)
     with pytest.raises(TaskDeferred):
-        op.execute(_context("resumed"))
+        op.execute(task_context("resumed"))
     time.sleep(1.5)  # the holder has released
 
     opened: list[str] = []
@@ -117,7 +106,7 @@ def test_a_resumed_try_opens_the_lease_store_once(tmp_path, lease_store_url, mon
         return real_open(url, **options)
 
     monkeypatch.setattr(open_module, "open_store", counting_open)
-    result = op.execute_complete(_context("resumed"), event={"status": "granted"})
+    result = op.execute_complete(task_context("resumed"), event={"status": "granted"})
     assert result["version"] == 1 and result["waited_behind"]  # the wait was restored from the log
     assert opened == [lease_store_url]
 
@@ -167,6 +156,8 @@ def test_waited_s_counts_the_wait_not_the_write(tmp_path, lease_store_url) -> No
         time.sleep(1.5)
         return pa.table({"id": [4], "country": ["FR"], "amount": [40]})
 
-    result = DeltaInsertOperator(task_id="slow", table=table, source=slow_source).execute(_context("slow"))
+    result = DeltaInsertOperator(task_id="slow", table=table, source=slow_source).execute(
+        task_context("slow")
+    )
     assert result["version"] == 1
     assert result["waited_s"] < 1.0 and result["decision"].startswith("deltaguard: lease granted at once")
