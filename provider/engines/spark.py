@@ -24,6 +24,7 @@ Conflicts (Python classes from ``delta.exceptions``, Py4J or Spark Connect wrapp
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -485,28 +486,21 @@ def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator
     group = f"deltaguard-{uuid.uuid4().hex}"
     if _is_connect(spark):
         spark.addTag(group)
+        interrupt = functools.partial(spark.interruptTag, group)
+        forget = functools.partial(spark.removeTag, group)
+    else:
+        jobs = spark.sparkContext
+        jobs.setJobGroup(group, "deltaguard write", interruptOnCancel=True)
+        interrupt = functools.partial(jobs.cancelJobGroup, group)
+        forget = functools.partial(jobs.setLocalProperty, "spark.jobGroup.id", None)
 
-        def cancel() -> None:
-            lost.set()
-            spark.interruptTag(group)
-
-        unregister = fence.on_lost(cancel)
-        try:
-            yield lost
-        finally:
-            unregister()
-            spark.removeTag(group)
-        return
-    context_ = spark.sparkContext
-    context_.setJobGroup(group, "deltaguard write", interruptOnCancel=True)
-
-    def cancel_group() -> None:
+    def cancel() -> None:
         lost.set()
-        context_.cancelJobGroup(group)
+        interrupt()
 
-    unregister = fence.on_lost(cancel_group)
+    unregister = fence.on_lost(cancel)
     try:
         yield lost
     finally:
         unregister()
-        context_.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        forget()
