@@ -26,7 +26,7 @@ install-test: $(VENV)/.installed-test
 # where every Spark session deltaguard creates finds them.
 DELTA_JARS := $(VENV)/delta-jars
 $(DELTA_JARS)/.fetched: $(VENV)/.installed-test
-	$(PY) -m deltaguard.engines.spark_jars --dest $(DELTA_JARS)
+	$(PY) -m deltaguard.engines.spark.jars --dest $(DELTA_JARS)
 	touch $@
 delta-jars: $(DELTA_JARS)/.fetched
 

@@ -28,7 +28,7 @@ import deltalake
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.specs import AppendSpec, WriteContext
 
 RESULTS = Path(__file__).with_name("results") / "deltars_engine.json"

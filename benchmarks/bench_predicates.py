@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from deltaguard.core.predicates import (
+from deltaguard.core.sql.classify import classify_sql
+from deltaguard.core.sql.predicates import (
     _parse_cached,
     merge_target_predicate,
     parse_predicate,
     provably_disjoint,
 )
-from deltaguard.core.sql_classify import classify_sql
 
 RUNNING = 1000
 DAY = dt.date(2024, 1, 1)

@@ -29,7 +29,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.simulation.workload import (
     MERGE_CONDITION,

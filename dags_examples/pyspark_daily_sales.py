@@ -2,7 +2,7 @@
 
 The same writes as ``deltaguard_daily_sales`` (per-country MERGEs into the partitioned ``sales_fact``,
 appends to ``events``, an UPDATE, a DELETE and a schema change on ``customers``, then OPTIMIZE), but
-the MERGE and append sources are Spark DataFrames: each is a :class:`~deltaguard.engines.spark_sources.SparkSource`
+the MERGE and append sources are Spark DataFrames: each is a :class:`~deltaguard.engines.spark.sources.SparkSource`
 whose builder runs PySpark transformations (a join of the day's SKUs with a price list, computed
 columns). The operators use ``engine="delta-rs"``, so the DataFrame is converted with ``toArrow()`` and
 committed by delta-rs: no Delta jars are needed, only PySpark and a JVM on the worker.
@@ -36,7 +36,7 @@ from example_pipeline import (
     table_uris,
 )
 
-from deltaguard.engines.spark_sources import SparkSource
+from deltaguard.engines.spark.sources import SparkSource
 from deltaguard.operators.dml import (
     DeltaDeleteOperator,
     DeltaInsertOperator,

@@ -33,7 +33,7 @@ def source_for_engine(source: Any, engine_name: str, spark_connections: tuple[st
     """``source`` as the engine called ``engine_name`` takes it.
 
     Unwraps a :class:`CallableSource`; a Spark source (``def f(spark) -> DataFrame`` or a ``SparkSource``)
-    goes through :func:`deltaguard.engines.spark_sources.prepare_source`: the Spark engine builds it on its
+    goes through :func:`deltaguard.engines.spark.sources.prepare_source`: the Spark engine builds it on its
     own session, any other engine gets a zero-argument callable whose DataFrame it converts with
     ``toArrow()``. A bare function's session is built from the task's Spark connections (a ``SparkSource``
     keeps its own settings); without any, a local PySpark-only session. Nothing here starts Spark: the
@@ -46,7 +46,7 @@ def source_for_engine(source: Any, engine_name: str, spark_connections: tuple[st
     raw = unwrap_source(source)
     if not callable(raw):
         return raw
-    from deltaguard.engines.spark_sources import SparkSource, is_spark_source, prepare_source, session_factory
+    from deltaguard.engines.spark.sources import SparkSource, is_spark_source, prepare_source, session_factory
 
     factory = None
     if engine_name != "spark" and is_spark_source(raw) and not isinstance(raw, SparkSource):

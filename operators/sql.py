@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class DeltaSqlOperator(DeltaWriteOperator):
     """Run one Spark SQL write statement on ``table``.
 
-    The statement is classified by :func:`deltaguard.core.sql_classify.classify_sql` (that is what the lease
+    The statement is classified by :func:`deltaguard.core.sql.classify.classify_sql` (that is what the lease
     manager reasons about). With the Spark engine it runs as written. With delta-rs it runs only where it
     translates to a delta-rs call (DELETE, UPDATE, OPTIMIZE [WHERE partition = value] [ZORDER BY],
     ALTER TABLE SET TBLPROPERTIES / ADD COLUMNS, INSERT INTO t (cols) VALUES ...); anything else fails
@@ -36,7 +36,7 @@ class DeltaSqlOperator(DeltaWriteOperator):
 
     def _classified(self) -> Operation | None:
         try:
-            from deltaguard.core.sql_classify import classify_sql
+            from deltaguard.core.sql.classify import classify_sql
         except ImportError:  # classifier not available: the translated spec's own operation is used
             return None
         try:

@@ -17,8 +17,8 @@
     │   └── SnapshotChanged               an optimistic decision was not committed
     └── LeaseWaitTimeout (TimeoutError)   waited longer than ``lease_wait_timeout``
 
-The conflict model's own input errors (:class:`~deltaguard.core.predicates.PredicateError`,
-:class:`~deltaguard.core.sql_classify.SqlClassificationError`,
+The conflict model's own input errors (:class:`~deltaguard.core.sql.predicates.PredicateError`,
+:class:`~deltaguard.core.sql.classify.SqlClassificationError`,
 :class:`~deltaguard.core.check_request.RequestError`) are ``ValueError`` s of the pure core, which imports
 nothing above it; the operators turn them, like every :class:`InvalidWriteError`, into Airflow's
 ``AirflowFailException`` so a retry is not spent on input that cannot succeed.

@@ -193,7 +193,7 @@ PRELOAD_MODULES: tuple[str, ...] = (
     "deltalake",
     "deltaguard.operators.dml",
     "deltaguard.operators.maintenance",
-    "deltaguard.engines.deltars",
+    "deltaguard.engines.deltars.engine",
 )
 
 

@@ -179,7 +179,7 @@ class JudgedWrite:
 
 def judged_writes(lease_store_url: str, records: Sequence[WriteRecord]) -> dict[str, JudgedWrite]:
     """Read back, per task, the operation its lease request carried for the table it wrote."""
-    from deltaguard.engines.deltars import DeltaRsEngine
+    from deltaguard.engines.deltars.engine import DeltaRsEngine
     from deltaguard.leases import codec
     from deltaguard.leases.open import open_store
     from deltaguard.writes.table_uri import table_key

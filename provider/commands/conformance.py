@@ -116,7 +116,7 @@ def run_delta_spark(args: argparse.Namespace) -> int:
         run_spark_cells,
         spark_cells,
     )
-    from deltaguard.engines.spark_setup import delta_jars_from_env, installed_version
+    from deltaguard.engines.spark.setup import delta_jars_from_env, installed_version
 
     cells = spark_cells(args.slice)
     jars = delta_jars_from_env()

@@ -217,7 +217,7 @@ def probe_retries() -> list[Fact]:
 
 def _probe_retries() -> list[Fact]:
     """Probe silent rebasing and ``max_commit_retries`` with a stale append and a stale OPTIMIZE."""
-    from deltaguard.engines.deltars import DeltaRsEngine
+    from deltaguard.engines.deltars.engine import DeltaRsEngine
 
     engine = DeltaRsEngine()
     outcomes: dict[tuple[str, int | None], str] = {}

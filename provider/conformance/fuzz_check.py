@@ -3,7 +3,7 @@
 For one :class:`~deltaguard.conformance.fuzz_cases.FuzzCase`:
 
 1. The model judges the writes as deltaguard's lease manager would: every write is classified from its SQL
-   (:func:`~deltaguard.core.sql_classify.classify_sql`, the ``sql`` view) and, for writes a typed operator
+   (:func:`~deltaguard.core.sql.classify.classify_sql`, the ``sql`` view) and, for writes a typed operator
    runs, also taken from the spec (``spec.operation()``, the ``spec`` view). A view allows the case when
    :func:`~deltaguard.core.model.decide` admits every write beside the others.
 2. When a view allows it (and, for precision, when asked even when none does), the engine creates the
@@ -30,7 +30,7 @@ from deltaguard.conformance.state import Outcome, explain_mismatch, matching_ser
 from deltaguard.core.model import decide
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
-from deltaguard.core.sql_classify import classify_sql
+from deltaguard.core.sql.classify import classify_sql
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import DeltaConflictError
 

@@ -120,7 +120,7 @@ class DeltaRsDifferentialEngine(DifferentialEngine):
     name = "delta-rs"
 
     def __init__(self) -> None:
-        from deltaguard.engines.deltars import DeltaRsEngine
+        from deltaguard.engines.deltars.engine import DeltaRsEngine
 
         self.engine = DeltaRsEngine()
 

@@ -36,7 +36,7 @@ from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.conflict_messages import parse_conflict_kind
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.specs import AppendSpec, CreateSpec
 

@@ -37,9 +37,9 @@ from deltaguard.conformance.scenarios import (
 from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.spark import SparkEngine
-from deltaguard.engines.spark_errors import to_conflict_error
-from deltaguard.engines.spark_sources import SparkSource
+from deltaguard.engines.spark.engine import SparkEngine
+from deltaguard.engines.spark.errors import to_conflict_error
+from deltaguard.engines.spark.sources import SparkSource
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, UpdateSpec, WriteContext
 
 #: How long a gate waits for its release, and how long the harness waits for a gate to be reached.
@@ -369,8 +369,8 @@ def run_spark_cells(
 
 def delta_spark_session(workdir: Path) -> Any:
     """One small local Spark session with Delta's jars (from the install step), extension and catalog."""
-    from deltaguard.engines.spark_session import worker_session
-    from deltaguard.engines.spark_setup import check_delta_available
+    from deltaguard.engines.spark.session import worker_session
+    from deltaguard.engines.spark.setup import check_delta_available
 
     conf = {
         **TINY_TABLE_CONF,

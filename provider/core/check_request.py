@@ -284,7 +284,7 @@ def _validate(operation: Operation, where: str) -> None:
 
 
 def _classify(sql: str, label: str | None, where: str) -> tuple[Operation, str | None]:
-    from deltaguard.core.sql_classify import classify_sql
+    from deltaguard.core.sql.classify import classify_sql
 
     try:
         classified = classify_sql(sql)

@@ -5,14 +5,14 @@ predicates, role, row-level limitations) once per ``decide()`` call, and the eng
 table into one :class:`TableContext`. Rule functions then only compare precomputed facts, which keeps a
 decision against a thousand running operations cheap.
 
-Every engine rule module (``rules_databricks``, ``rules_delta_spark``, ``rules_deltars``) exposes the
+Every engine rule module (``rules.databricks``, ``rules.delta_spark``, ``rules.deltars``) exposes the
 same two functions:
 
 ``table_context(table: TableConfig, profile: EngineProfile) -> TableContext``
     how the engine reads the table's properties (isolation level, row-level concurrency, ...).
 ``pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict``
     whether ``a`` and ``b`` can conflict in either commit order. It is only called after the shared
-    rules of ``rules_common`` (identity columns, metadata changes, table creation, streaming checkpoints,
+    rules of ``rules.common`` (identity columns, metadata changes, table creation, streaming checkpoints,
     conservative configuration) found nothing, so it may assume two data writes on an existing table.
 """
 
@@ -25,7 +25,8 @@ from enum import StrEnum
 
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.operations import DML, Operation, OperationKind
-from deltaguard.core.predicates import (
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.sql.predicates import (
     EVERYTHING,
     SUBQUERY,
     Predicate,
@@ -38,7 +39,6 @@ from deltaguard.core.predicates import (
     provably_disjoint,
     row_level_limitations,
 )
-from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 
 
@@ -193,7 +193,7 @@ def build_facts(op: Operation) -> OpFacts:
     """Digest one operation (memoised: a scheduler re-checks the same running operations again and again).
 
     :param op: the operation.
-    :raises deltaguard.core.predicates.PredicateError: if a predicate or MERGE condition cannot be parsed
+    :raises deltaguard.core.sql.predicates.PredicateError: if a predicate or MERGE condition cannot be parsed
         (a ``ValueError`` with a one-line message).
     """
     # The label is not part of Operation equality, but it is shown in reasons: key on it too.
@@ -311,7 +311,7 @@ def may_overlap(
     :param columns: the columns whose conditions may separate them (the partition columns for file-level
         rules).
     :param conjuncts_only: the engine narrows what a reader read only by its top-level conjuncts on
-        ``columns`` (delta-spark, see :func:`~deltaguard.core.predicates.partition_conjuncts`).
+        ``columns`` (delta-spark, see :func:`~deltaguard.core.sql.predicates.partition_conjuncts`).
     """
     read_a, read_b = _read_scope(a, columns, conjuncts_only), _read_scope(b, columns, conjuncts_only)
     pairs = [(read_a, read_b), *((w, read_b) for w in a.writes), *((read_a, w) for w in b.writes)]

@@ -3,8 +3,8 @@
 ``pair_verdict`` judges two operations; ``decide`` judges a candidate against every running operation,
 including the 3-way rule of the page's Japanese edition (WriteSerializable: a blind append conflicts when more than one
 concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up per engine
-(:mod:`~deltaguard.core.rules_databricks`, :mod:`~deltaguard.core.rules_delta_spark`,
-:mod:`~deltaguard.core.rules_deltars`) after the shared ones (:mod:`~deltaguard.core.rules_common`).
+(:mod:`~deltaguard.core.rules.databricks`, :mod:`~deltaguard.core.rules.delta_spark`,
+:mod:`~deltaguard.core.rules.deltars`) after the shared ones (:mod:`~deltaguard.core.rules.common`).
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from types import ModuleType
 
-from deltaguard.core import rules_databricks, rules_delta_spark, rules_deltars
 from deltaguard.core.decision import Decision, DeltaException, PairVerdict, Verdict
 from deltaguard.core.facts import OpFacts, Role, TableContext, build_facts
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.rules_common import ordered, shared_pair
+from deltaguard.core.rules import databricks, delta_spark, deltars
+from deltaguard.core.rules.common import ordered, shared_pair
 from deltaguard.core.table_config import TableConfig
 
 _ENGINES: dict[EngineName, ModuleType] = {
-    EngineName.DATABRICKS: rules_databricks,
-    EngineName.DELTA_SPARK: rules_delta_spark,
-    EngineName.DELTA_RS: rules_deltars,
+    EngineName.DATABRICKS: databricks,
+    EngineName.DELTA_SPARK: delta_spark,
+    EngineName.DELTA_RS: deltars,
 }
 
 
@@ -128,7 +128,7 @@ class _Overlap:
         key = (reader_index, append_index)
         found = self.cache.get(key)
         if found is None:
-            found = rules_databricks.reads_appended_rows(reader, append, self.ctx)
+            found = databricks.reads_appended_rows(reader, append, self.ctx)
             self.cache[key] = found
         return found
 

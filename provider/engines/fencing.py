@@ -4,13 +4,13 @@ A writer hands the engine a :class:`CommitFence` in :class:`~deltaguard.engines.
 engine must call :meth:`CommitFence.check` as late before its commit as it can, and register a way to
 cancel its running work with :meth:`CommitFence.on_lost`:
 
-* delta-rs (:mod:`deltaguard.engines.deltars`) runs every write in one Rust call that writes the data files
+* delta-rs (:mod:`deltaguard.engines.deltars.engine`) runs every write in one Rust call that writes the data files
   and commits; Python gets control back only after the commit. For writes with a source, the source is
   handed to delta-rs as a stream whose end runs the check (:func:`fenced_source`): delta-rs pulls the last
   batch only after all others are written, so what remains unchecked is the flush of the last files and
   the commit itself. Writes without a source (DELETE, UPDATE, OPTIMIZE, ALTER) are checked just before the
   call. A delta-rs call cannot be cancelled from Python; it registers nothing with ``on_lost``.
-* Spark (:mod:`deltaguard.engines.spark`) runs each write under its own job group (classic sessions,
+* Spark (:mod:`deltaguard.engines.spark.engine`) runs each write under its own job group (classic sessions,
   ``SparkContext.setJobGroup(group, ..., interruptOnCancel=True)``) or operation tag (Spark Connect),
   calls ``check`` right before the statement that writes and commits, and registers a cancel with
   ``on_lost`` (``cancelJobGroup`` / ``interruptTag``), so a lease lost while the Spark jobs run interrupts

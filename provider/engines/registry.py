@@ -17,8 +17,8 @@ from deltaguard.engines.base import DeltaEngine
 
 #: engine name -> ``module:Class``; a name not listed here may itself be a ``module:Class`` path.
 ENGINES: dict[str, str] = {
-    "delta-rs": "deltaguard.engines.deltars:DeltaRsEngine",
-    "spark": "deltaguard.engines.spark:SparkEngine",
+    "delta-rs": "deltaguard.engines.deltars.engine:DeltaRsEngine",
+    "spark": "deltaguard.engines.spark.engine:SparkEngine",
 }
 
 _ALIASES = {"deltars": "delta-rs", "delta_rs": "delta-rs", "deltalake": "delta-rs", "delta-spark": "spark"}

@@ -82,7 +82,7 @@ class MergeSpec:
     target_alias: str = "t"
 
     def operation(self) -> Operation:
-        from deltaguard.core.sql_literals import merge_condition_with_partitions
+        from deltaguard.core.sql.literals import merge_condition_with_partitions
 
         condition: str | None = merge_condition_with_partitions(
             self.condition, self.target_partition_values, self.target_alias
@@ -219,7 +219,7 @@ class SqlSpec:
     ``INSERT ... SELECT``); the statement must write the table the operator names.
 
     :param sql: the statement.
-    :param classified: the conflict model's view of it (from ``deltaguard.core.sql_classify``).
+    :param classified: the conflict model's view of it (from ``deltaguard.core.sql.classify``).
     """
 
     sql: str
@@ -245,6 +245,6 @@ WriteSpec = (
 
 
 def _partition_predicate(values: Mapping[str, Any]) -> str | None:
-    from deltaguard.core.sql_literals import partition_predicate
+    from deltaguard.core.sql.literals import partition_predicate
 
     return partition_predicate(values) if values else None

@@ -266,7 +266,7 @@ def _check_set_properties(
 def _check_add_columns(
     spec: Any, config: TableConfig, partitions: tuple[str, ...], columns: Any, dialect: str
 ) -> None:
-    from deltaguard.engines.spark_types import spark_type_to_delta
+    from deltaguard.engines.spark.schema_types import spark_type_to_delta
 
     if not spec.columns:
         raise InvalidWriteError("add columns needs at least one column")
@@ -282,7 +282,7 @@ def _check_add_columns(
 def _check_create(
     spec: Any, config: TableConfig, partitions: tuple[str, ...], columns: Any, dialect: str
 ) -> None:
-    from deltaguard.engines.spark_types import schema_from_spark_types
+    from deltaguard.engines.spark.schema_types import schema_from_spark_types
 
     if config.exists and not spec.replace:
         raise InvalidWriteError(f"table {config.uri or ''} already exists; set replace=True to replace it")

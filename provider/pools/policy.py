@@ -60,7 +60,7 @@ def operation_kind_hint(task: Any) -> OperationKind | None:
         if "{{" in task.sql or "{%" in task.sql:
             return None
         try:
-            from deltaguard.core.sql_classify import classify_sql
+            from deltaguard.core.sql.classify import classify_sql
 
             return classify_sql(task.sql).operation.kind
         except (ImportError, ValueError):

@@ -24,7 +24,7 @@ from typing import Any
 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
-from deltaguard.core.sql_literals import merge_condition_with_partitions
+from deltaguard.core.sql.literals import merge_condition_with_partitions
 from deltaguard.core.table_config import TableConfig
 
 #: Write kinds the generator draws from, with the :class:`OperationKind` each becomes.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from deltaguard.core.predicates import parse_predicate
+from deltaguard.core.sql.predicates import parse_predicate
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines import specs
 from deltaguard.exceptions import InvalidWriteError

@@ -67,7 +67,7 @@ def test_a_writer_whose_lease_was_taken_over_does_not_commit(tmp_path, lease_sto
 @pytest.mark.timeout(120)
 def test_the_heartbeat_notices_the_loss_and_cancels(tmp_path, lease_store_url, monkeypatch) -> None:
     """A lost lease seen by the heartbeat thread runs the engine's cancel callbacks during the write."""
-    from deltaguard.engines.deltars import DeltaRsEngine
+    from deltaguard.engines.deltars.engine import DeltaRsEngine
     from deltaguard.operators.dml import DeltaInsertOperator
 
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "3")

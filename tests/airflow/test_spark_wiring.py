@@ -84,9 +84,9 @@ def test_build_engine_hands_spark_connections_to_spark_engines_only() -> None:
     deltars = build_engine("delta-rs", settings)
     assert deltars.name == "delta-rs"
     # spark-submit has a conn_id (with its own default) but no Spark Connect
-    submit = build_engine("deltaguard.engines.spark_submit:SparkSubmitEngine", settings)
+    submit = build_engine("deltaguard.engines.spark.submit:SparkSubmitEngine", settings)
     assert submit._conn_id == "s"  # type: ignore[attr-defined]
-    default_submit = build_engine("deltaguard.engines.spark_submit:SparkSubmitEngine", EngineSettings())
+    default_submit = build_engine("deltaguard.engines.spark.submit:SparkSubmitEngine", EngineSettings())
     assert default_submit._conn_id == "spark_default"  # type: ignore[attr-defined]
 
 
@@ -96,7 +96,7 @@ def test_delta_rs_with_spark_settings_never_imports_spark() -> None:
         "import sys\n"
         "from deltaguard.engines.registry import EngineSettings, build_engine\n"
         "e = build_engine('delta-rs', EngineSettings(spark_conn_id='s', spark_connect_conn_id='c'))\n"
-        "print(e.name, 'pyspark' in sys.modules, 'deltaguard.engines.spark' in sys.modules)\n"
+        "print(e.name, 'pyspark' in sys.modules, 'deltaguard.engines.spark.engine' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
@@ -155,7 +155,7 @@ def test_parsing_a_dag_with_a_spark_source_starts_no_spark(airflow_db: Path, tmp
 def spark() -> Iterator[Any]:
     """One PySpark-only session for the module: what a worker without Delta's jars has."""
     pytest.importorskip("pyspark")
-    from deltaguard.engines.spark_session import worker_session
+    from deltaguard.engines.spark.session import worker_session
 
     session = worker_session(
         master="local[2]", conf=SMALL_CONF, app_name="deltaguard-wiring", with_delta=False
@@ -216,7 +216,7 @@ def test_engine_spark_uses_the_spark_connection_and_fails_before_any_lease(
     spark: Any, airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str
 ) -> None:
     from deltaguard.engines.errors import SparkSetupError
-    from deltaguard.engines.spark import SparkEngine
+    from deltaguard.engines.spark.engine import SparkEngine
     from deltaguard.leases.manager import LeaseManager
 
     marker = f"via-{level}"

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from deltaguard.commands.check import check_documents
 from deltaguard.conformance.fuzz_run import check_text
 from deltaguard.conformance.fuzz_strategies import HostileLimits, hostile_documents, hostile_predicates
-from deltaguard.core.sql_classify import classify_sql
+from deltaguard.core.sql.classify import classify_sql
 
 #: sizes below the first crash measured on the model (nesting 80, NOT chains 40, AND/OR chains 1000)
 HANDLED = HostileLimits(depth=60, chain=800, mixed=25, json_depth=900)

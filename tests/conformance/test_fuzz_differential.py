@@ -21,7 +21,7 @@ from deltaguard.conformance.fuzz_check import CaseResult, DifferentialRun, check
 from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
 from deltaguard.conformance.fuzz_strategies import cases
 from deltaguard.core.decision import Decision, Verdict
-from deltaguard.core.sql_classify import classify_sql
+from deltaguard.core.sql.classify import classify_sql
 
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 #: finding classes already saved as regression cases (replayed, with their expected outcome, elsewhere)

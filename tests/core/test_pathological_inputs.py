@@ -2,7 +2,7 @@
 
 Deep parentheses, long AND/OR chains and huge integers are valid SQL; the model may judge them
 conservatively (as the whole table, with a reason) but must never crash. The same parser serves the
-``check`` command, the operators (through :func:`~deltaguard.core.sql_classify.classify_sql`) and the lease
+``check`` command, the operators (through :func:`~deltaguard.core.sql.classify.classify_sql`) and the lease
 manager (through :func:`~deltaguard.core.model.decide`), so both entry points are exercised.
 """
 
@@ -21,7 +21,7 @@ from deltaguard.commands.check import EXIT_INVALID, run
 from deltaguard.core.model import decide
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql_classify import classify_sql
+from deltaguard.core.sql.classify import classify_sql
 from deltaguard.core.table_config import TableConfig
 
 ENGINES = [

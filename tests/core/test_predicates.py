@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltaguard.core.predicates import (
+from deltaguard.core.sql.predicates import (
     COMPLEX_TYPE,
     CORRELATED_SUBQUERY,
     EVERYTHING,

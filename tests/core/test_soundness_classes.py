@@ -13,7 +13,7 @@ import pytest
 from deltaguard.core.model import decide
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql_classify import classify_sql
+from deltaguard.core.sql.classify import classify_sql
 from deltaguard.core.table_config import TableConfig
 
 DELTA_RS = EngineProfile(EngineName.DELTA_RS, "1.6.6")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from deltaguard.core.operations import OperationKind
-from deltaguard.core.predicates import merge_target_predicate, parse_predicate, provably_disjoint
-from deltaguard.core.sql_classify import ClassifiedStatement, SqlClassificationError, classify_sql
+from deltaguard.core.sql.classify import ClassifiedStatement, SqlClassificationError, classify_sql
+from deltaguard.core.sql.predicates import merge_target_predicate, parse_predicate, provably_disjoint
 
 K = OperationKind
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.specs import AppendSpec, CreateSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # make `tests.engines.helpers` importable

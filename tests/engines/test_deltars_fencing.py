@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import CommitFencedError
 from deltaguard.engines.specs import (
     AppendSpec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, TableAccessError
 from deltaguard.engines.specs import (
     AddColumnsSpec,

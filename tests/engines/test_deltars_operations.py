@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltaguard.core.profiles import EngineName
-from deltaguard.engines.deltars import COMMIT_ID_KEY, DeltaRsEngine
+from deltaguard.engines.deltars.engine import COMMIT_ID_KEY, DeltaRsEngine
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import (
     AddColumnsSpec,

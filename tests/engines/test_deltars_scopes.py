@@ -19,9 +19,9 @@ from deltalake.exceptions import CommitFailedError
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql_classify import classify_sql
+from deltaguard.core.sql.classify import classify_sql
 from deltaguard.core.table_config import TableConfig
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import DeleteSpec, MergeSpec, ReplaceWhereSpec, UpdateSpec, WriteContext
 

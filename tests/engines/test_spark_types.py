@@ -6,7 +6,7 @@ import pytest
 from deltalake.schema import ArrayType, MapType, PrimitiveType, StructType
 
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.spark_types import schema_from_spark_types, spark_type_to_delta
+from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import pyarrow as pa
 from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.engines.deltars import DeltaRsEngine
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import CommitFencedError, DeltaConflictError
 from deltaguard.engines.specs import DeleteSpec, MergeSpec, OptimizeSpec, WriteContext, WriteSpec
 from deltaguard.leases.keeper import LeaseKeeper

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from deltaguard.engines import spark_job
 from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.spark import job as spark_job
 from deltaguard.engines.spec_json import context_from_json, spec_from_json, spec_to_json
 from deltaguard.engines.specs import (
     AddColumnsSpec,

@@ -45,8 +45,8 @@ def connect_conn(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_connect_session_from_the_connection(server: Any, connect_conn: str) -> None:
-    from deltaguard.engines.spark_ops import delta_table_class
-    from deltaguard.engines.spark_session import connect_session
+    from deltaguard.engines.spark.ops import delta_table_class
+    from deltaguard.engines.spark.session import connect_session
 
     session = connect_session(connect_conn, conf={"spark.sql.shuffle.partitions": "2"})
     assert type(session).__module__.startswith("pyspark.sql.connect")
@@ -57,7 +57,7 @@ def test_connect_session_from_the_connection(server: Any, connect_conn: str) -> 
 
 def test_connect_server_without_delta_is_a_setup_error(server: Any, connect_conn: str) -> None:
     from deltaguard.engines.errors import SparkSetupError
-    from deltaguard.engines.spark import SparkEngine
+    from deltaguard.engines.spark.engine import SparkEngine
 
     with pytest.raises(SparkSetupError, match="Spark Connect server"):
         SparkEngine(connect_conn_id=connect_conn).check_setup()
@@ -66,8 +66,8 @@ def test_connect_server_without_delta_is_a_setup_error(server: Any, connect_conn
 def test_connect_dataframe_source_through_delta_rs(server: Any, tmp_path: Path) -> None:
     from deltalake import DeltaTable
 
-    from deltaguard.engines.deltars import DeltaRsEngine
-    from deltaguard.engines.spark_sources import prepare_source
+    from deltaguard.engines.deltars.engine import DeltaRsEngine
+    from deltaguard.engines.spark.sources import prepare_source
     from deltaguard.engines.specs import AppendSpec, WriteContext
 
     def doubled(spark: Any) -> Any:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deltaguard.engines import spark_errors
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError
+from deltaguard.engines.spark import errors as spark_errors
 
 K = ConflictKind
 

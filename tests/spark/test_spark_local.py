@@ -26,20 +26,20 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 from deltaguard.core.profiles import EngineName  # noqa: E402
 from deltaguard.core.table_config import TableConfig  # noqa: E402
-from deltaguard.engines import spark_job  # noqa: E402
-from deltaguard.engines.deltars import DeltaRsEngine  # noqa: E402
+from deltaguard.engines.deltars.engine import DeltaRsEngine  # noqa: E402
 from deltaguard.engines.errors import ConflictKind, SparkSetupError  # noqa: E402
-from deltaguard.engines.spark import SparkEngine  # noqa: E402
-from deltaguard.engines.spark_errors import conflict_kind  # noqa: E402
-from deltaguard.engines.spark_ops import session_conf  # noqa: E402
-from deltaguard.engines.spark_sources import SparkSource, is_spark_source, prepare_source, to_spark_dataframe  # noqa: E402
+from deltaguard.engines.spark import job as spark_job  # noqa: E402
+from deltaguard.engines.spark.engine import SparkEngine  # noqa: E402
+from deltaguard.engines.spark.errors import conflict_kind  # noqa: E402
+from deltaguard.engines.spark.ops import session_conf  # noqa: E402
+from deltaguard.engines.spark.sources import SparkSource, is_spark_source, prepare_source, to_spark_dataframe  # noqa: E402
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, WriteContext  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     """A PySpark-only session: exactly what a worker has when Delta's jars are missing."""
-    from deltaguard.engines.spark_session import worker_session
+    from deltaguard.engines.spark.session import worker_session
 
     session = worker_session(
         master="local[2]", conf=SMALL_CONF, app_name="deltaguard-tests", with_delta=False
@@ -286,7 +286,7 @@ def test_databricks_sessions_are_trusted_to_have_delta(
     spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Databricks ships Delta built in, with its own extension/catalog settings: no false SparkSetupError.
-    from deltaguard.engines.spark_setup import check_delta_available
+    from deltaguard.engines.spark.setup import check_delta_available
 
     monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
     with pytest.raises(SparkSetupError):

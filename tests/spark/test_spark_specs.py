@@ -9,14 +9,14 @@ import pytest
 
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.spark_specs import (
+from deltaguard.engines.spark.specs import (
     columns_sql,
     merge_clauses,
     properties_sql,
     spark_type_sql,
     validate_spec,
 )
-from deltaguard.engines.spark_target import SparkTarget
+from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import (
     AddColumnsSpec,
     AppendSpec,
@@ -188,7 +188,7 @@ def test_partition_values_of_any_literal_type_validate() -> None:
 
 def test_sql_specs_need_a_statement_and_know_their_log_names() -> None:
     from deltaguard.core.operations import Operation, OperationKind
-    from deltaguard.engines.spark_specs import may_create, operation_names
+    from deltaguard.engines.spark.specs import may_create, operation_names
     from deltaguard.engines.specs import SqlSpec
 
     merge = SqlSpec(
@@ -210,8 +210,8 @@ def test_sql_specs_need_a_statement_and_know_their_log_names() -> None:
 def test_merge_sql_scopes_the_by_source_delete_to_the_leased_partitions() -> None:
     """``WHEN NOT MATCHED BY SOURCE`` ranges over the whole target: unscoped, a MERGE leased for one partition
     deletes every row of every other partition."""
-    from deltaguard.engines.spark_ops import merge_sql
-    from deltaguard.engines.spark_target import SparkTarget
+    from deltaguard.engines.spark.ops import merge_sql
+    from deltaguard.engines.spark.target import SparkTarget
     from deltaguard.engines.specs import MergeSpec
 
     spec = MergeSpec(

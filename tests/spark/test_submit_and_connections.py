@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from deltaguard.core.profiles import EngineName
-from deltaguard.engines import spark_job
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError, SparkSetupError
-from deltaguard.engines.spark import SparkEngine
-from deltaguard.engines.spark_jars import delta_artifacts
-from deltaguard.engines.spark_session import connection_info, get_connection_info, submit_command, submit_hook
-from deltaguard.engines.spark_setup import DELTA_EXTENSION, delta_maven_coordinate
-from deltaguard.engines.spark_submit import SparkSubmitEngine, failure_from_submit_error
+from deltaguard.engines.spark import job as spark_job
+from deltaguard.engines.spark.engine import SparkEngine
+from deltaguard.engines.spark.jars import delta_artifacts
+from deltaguard.engines.spark.session import connection_info, get_connection_info, submit_command, submit_hook
+from deltaguard.engines.spark.setup import DELTA_EXTENSION, delta_maven_coordinate
+from deltaguard.engines.spark.submit import SparkSubmitEngine, failure_from_submit_error
 from deltaguard.engines.specs import AppendSpec, DeleteSpec, WriteContext
 
 
@@ -84,12 +84,12 @@ def test_delta_jars_folder_becomes_jars(
 def test_jars_for_another_spark_line_are_refused_before_any_session(
     jar: str, problem: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from deltaguard.engines.spark_setup import delta_session_conf
+    from deltaguard.engines.spark.setup import delta_session_conf
 
     (tmp_path / jar).write_text("x")
     monkeypatch.setenv("DELTAGUARD_DELTA_JARS", str(tmp_path))
     monkeypatch.setattr(
-        "deltaguard.engines.spark_jars.installed_version", {"pyspark": "4.2.0", "delta-spark": "4.4.0"}.get
+        "deltaguard.engines.spark.jars.installed_version", {"pyspark": "4.2.0", "delta-spark": "4.4.0"}.get
     )
     with pytest.raises(SparkSetupError, match=problem):
         delta_session_conf({})

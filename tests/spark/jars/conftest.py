@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[4] session with Delta's jars, extension and catalog for the whole test process."""
-    from deltaguard.engines.spark_setup import check_delta_available, delta_jars_from_env
+    from deltaguard.engines.spark.setup import check_delta_available, delta_jars_from_env
 
     if not delta_jars_from_env():
         pytest.fail(
@@ -42,7 +42,7 @@ def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def shared_delta_session(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The process's Delta-enabled session (created once; later callers get the same one)."""
-    from deltaguard.engines.spark_session import worker_session
+    from deltaguard.engines.spark.session import worker_session
 
     warehouse = tmp_path_factory.getbasetemp() / "warehouse"
     conf = {**SMALL_CONF, "spark.sql.warehouse.dir": str(warehouse)}

@@ -16,7 +16,7 @@ from deltaguard.conformance.cells import CellResult, Observed, summarize
 from deltaguard.conformance.scenarios import Layout, ProbeOp
 from deltaguard.conformance.spark_runner import delta_version_from_jars, run_spark_cells, spark_cells
 from deltaguard.core.profiles import EngineName
-from deltaguard.engines.spark_setup import delta_jars_from_env
+from deltaguard.engines.spark.setup import delta_jars_from_env
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_append_against_rewrite_of_the_same_rows_conflicts(results: list[CellRes
 
 
 def test_profile_is_delta_spark(delta_spark: Any) -> None:
-    from deltaguard.engines.spark import SparkEngine
+    from deltaguard.engines.spark.engine import SparkEngine
 
     assert SparkEngine(delta_spark).profile().name is EngineName.DELTA_SPARK
 

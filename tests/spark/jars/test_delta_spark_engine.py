@@ -13,7 +13,7 @@ from deltalake import DeltaTable as RsTable
 from deltaguard.conformance.spark_runner import Gate, gated_spec
 from deltaguard.core.profiles import EngineName
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError
-from deltaguard.engines.spark import SparkEngine
+from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import (
     AddColumnsSpec,
     AppendSpec,

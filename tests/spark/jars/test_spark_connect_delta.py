@@ -15,8 +15,8 @@ import pytest
 from deltalake import DeltaTable as RsTable
 
 from deltaguard.conformance.spark_runner import Gate
-from deltaguard.engines.spark import SparkEngine
-from deltaguard.engines.spark_connect_server import LocalConnectServer, group_members
+from deltaguard.engines.spark.connect_server import LocalConnectServer, group_members
+from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, UpdateSpec, WriteContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.delta_jars]
@@ -98,7 +98,7 @@ def test_two_writes_through_one_connect_engine_overlap(connect_engine: SparkEngi
         udf,
     )  # Connect's own: this process also has a classic session
 
-    from deltaguard.engines.spark_sources import SparkSource
+    from deltaguard.engines.spark.sources import SparkSource
 
     engine = connect_engine
     first, second = str(tmp_path / "first"), str(tmp_path / "second")

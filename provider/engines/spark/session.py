@@ -4,7 +4,7 @@ Three ways, one per connection type of that provider:
 
 * ``spark`` connection -> a SparkSession created in the worker (:func:`worker_session`), with the
   connection's master (``local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://...``);
-* ``spark`` connection -> ``spark-submit`` of :mod:`deltaguard.engines.spark_job` through the provider's
+* ``spark`` connection -> ``spark-submit`` of :mod:`deltaguard.engines.spark.job` through the provider's
   ``SparkSubmitHook`` (:func:`submit_hook`);
 * ``spark_connect`` connection -> a Spark Connect session (:func:`connect_session`), URL built by the
   provider's ``SparkConnectHook``.
@@ -14,13 +14,14 @@ Airflow is imported lazily so the module also works inside a spark-submit job wi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.engines.errors import SparkSetupError
-from deltaguard.engines.spark_setup import (
+from deltaguard.engines.spark.setup import (
     DELTA_JARS_ENV,
     delta_jars_from_env,
     delta_session_conf,
@@ -201,13 +202,14 @@ def connect_session(
 
 
 def job_application() -> str:
-    """The file spark-submit runs: :mod:`deltaguard.engines.spark_job`, shipped inside deltaguard."""
-    from deltaguard.engines import spark_job
+    """The file spark-submit runs: :mod:`deltaguard.engines.spark.job`, shipped inside deltaguard.
 
-    path = spark_job.__file__
-    if path is None:  # pragma: no cover - only for exotic zip imports
-        raise SparkSetupError("cannot locate deltaguard.engines.spark_job on disk for spark-submit")
-    return path
+    Located without importing it: the job module imports the session engine, which imports this module.
+    """
+    spec = importlib.util.find_spec("deltaguard.engines.spark.job")
+    if spec is None or spec.origin is None:  # pragma: no cover - only for exotic zip imports
+        raise SparkSetupError("cannot locate deltaguard.engines.spark.job on disk for spark-submit")
+    return spec.origin
 
 
 def submit_hook(
@@ -220,15 +222,15 @@ def submit_hook(
     name: str = "deltaguard-write",
     **hook_kwargs: Any,
 ) -> Any:
-    """A ``SparkSubmitHook`` that runs :mod:`deltaguard.engines.spark_job` with ``job_args``.
+    """A ``SparkSubmitHook`` that runs :mod:`deltaguard.engines.spark.job` with ``job_args``.
 
     Delta's jars: ``packages`` (for example the coordinate from
-    :func:`deltaguard.engines.spark_setup.delta_maven_coordinate`) or the jars of ``DELTAGUARD_DELTA_JARS``
+    :func:`deltaguard.engines.spark.setup.delta_maven_coordinate`) or the jars of ``DELTAGUARD_DELTA_JARS``
     (``--jars``); with neither, the cluster must provide them (Databricks does). The Delta SQL extension
     and catalog are always added to ``--conf``. The job module imports deltaguard, so the cluster's Python
     must have it installed, or pass a zip of it as ``py_files``.
 
-    :param job_args: the job module's arguments (see :func:`deltaguard.engines.spark_job.build_args`).
+    :param job_args: the job module's arguments (see :func:`deltaguard.engines.spark.job.build_args`).
     :param conn_id: the ``spark`` connection.
     :param conf: extra ``--conf`` settings.
     :param packages: ``--packages`` value.

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from deltaguard.engines.errors import SparkSetupError
-from deltaguard.engines.spark_setup import delta_session_conf
+from deltaguard.engines.spark.setup import delta_session_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

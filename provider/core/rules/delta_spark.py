@@ -96,7 +96,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     :param b: the other operation.
     :param ctx: the table as delta-spark reads it.
     """
-    from deltaguard.core.rules_common import ordered
+    from deltaguard.core.rules.common import ordered
 
     exceptions = _one_order(a, b) | _one_order(b, a)
     names = f"{a.kind.value} vs {b.kind.value}"

@@ -59,7 +59,7 @@ class SparkSource:
         (delta-rs, through ``toArrow()``) takes it without :func:`prepare_source`; the Spark engine instead
         calls :attr:`build` with its own session.
         """
-        from deltaguard.engines.spark_session import worker_session
+        from deltaguard.engines.spark.session import worker_session
 
         spark = worker_session(
             self.conn_id, conf=dict(self.conf), app_name="deltaguard-source", with_delta=False
@@ -125,7 +125,7 @@ def prepare_source(
         if session_factory is not None:
             spark = session_factory()
         else:
-            from deltaguard.engines.spark_session import worker_session
+            from deltaguard.engines.spark.session import worker_session
 
             spark = worker_session(conn_id, conf=conf, app_name="deltaguard-source", with_delta=False)
         return _check_dataframe(build(spark))
@@ -147,7 +147,7 @@ def session_factory(
     if connect_conn_id:
 
         def connect() -> SparkSession:
-            from deltaguard.engines.spark_session import connect_session
+            from deltaguard.engines.spark.session import connect_session
 
             return connect_session(connect_conn_id)
 
@@ -155,7 +155,7 @@ def session_factory(
     if conn_id:
 
         def worker() -> SparkSession:
-            from deltaguard.engines.spark_session import worker_session
+            from deltaguard.engines.spark.session import worker_session
 
             return worker_session(conn_id, app_name="deltaguard-source", with_delta=False)
 

@@ -1,10 +1,10 @@
 """The spark-submit job: run one deltaguard write on the cluster's Spark with the Spark engine.
 
-    spark-submit ... deltaguard/engines/spark_job.py --table-uri /data/orders \\
+    spark-submit ... deltaguard/engines/spark/job.py --table-uri /data/orders \\
         --spec-json '{"kind": "append", "source": "/landing/orders.parquet"}' \\
         --context-json '{"app_id": "dag.task", "app_version": 42}' [--result-file /tmp/result.json]
 
-(``python -m deltaguard.engines.spark_job`` works the same where ``pyspark`` can start a session.)
+(``python -m deltaguard.engines.spark.job`` works the same where ``pyspark`` can start a session.)
 ``--spec-json``/``--context-json`` take JSON text or ``@path`` of a JSON file. Sources are URIs.
 
 The job prints one ``DELTAGUARD_RESULT <json>`` line (the :class:`WriteResult`) and writes the same JSON
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="deltaguard.engines.spark_job", description="Run one deltaguard write on Spark.")
+    parser = _Parser(prog="deltaguard.engines.spark.job", description="Run one deltaguard write on Spark.")
     parser.add_argument("--table-uri", required=True, help="Delta table path or catalog name")
     parser.add_argument("--spec-json", required=True, help="the write spec as JSON, or @file")
     parser.add_argument("--context-json", default=None, help="the write context as JSON, or @file")
@@ -96,8 +96,8 @@ def run(argv: Sequence[str], engine: Any = None) -> int:
         return EXIT_BAD_ARGS
     try:
         if engine is None:
-            from deltaguard.engines.spark import SparkEngine
-            from deltaguard.engines.spark_session import worker_session
+            from deltaguard.engines.spark.engine import SparkEngine
+            from deltaguard.engines.spark.session import worker_session
 
             # No master here: spark-submit has chosen it, and setting one would override it.
             engine = SparkEngine(lambda: worker_session(app_name=args.app_name, default_master=None))

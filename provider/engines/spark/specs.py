@@ -13,7 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from deltaguard.core.operations import OperationKind
-from deltaguard.core.sql_literals import partition_predicate, sql_literal
+from deltaguard.core.sql.literals import partition_predicate, sql_literal
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import (

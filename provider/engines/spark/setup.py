@@ -5,7 +5,7 @@ Neither the pyspark nor the delta-spark wheel contains Delta's JVM classes: they
 API fails deep inside Py4J (``'JavaPackage' object is not callable``). deltaguard checks first, before any
 lease is taken, and raises :class:`SparkSetupError` with what to change.
 
-The install step (``make delta-jars``: :mod:`deltaguard.engines.spark_jars`) copies the jars matching the
+The install step (``make delta-jars``: :mod:`deltaguard.engines.spark.jars`) copies the jars matching the
 installed wheels into the environment's ``delta-jars`` folder; sessions deltaguard creates put them on
 ``spark.jars``. ``DELTAGUARD_DELTA_JARS`` names another folder, or ``none`` for no jars.
 """
@@ -18,7 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from deltaguard.engines.errors import SparkSetupError
-from deltaguard.engines.spark_jars import DELTA_JARS_ENV, delta_artifacts, delta_jars
+from deltaguard.engines.spark.jars import DELTA_JARS_ENV, delta_artifacts, delta_jars
 
 __all__ = [
     "DELTA_JARS_ENV",
@@ -74,7 +74,7 @@ def missing_jars_message(detail: str = "") -> str:
 
 def delta_jars_from_env(environ: Mapping[str, str] | None = None) -> list[str]:
     """The Delta jar files sessions add to ``spark.jars``: ``DELTAGUARD_DELTA_JARS``'s, else the environment's
-    own ``delta-jars`` folder (see :func:`deltaguard.engines.spark_jars.delta_jars`).
+    own ``delta-jars`` folder (see :func:`deltaguard.engines.spark.jars.delta_jars`).
 
     :param environ: the environment to read (default ``os.environ``).
     :raises SparkSetupError: if the folder is missing, empty, or holds jars for another Spark line.

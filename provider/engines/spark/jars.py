@@ -3,7 +3,7 @@
 Neither the ``pyspark`` nor the ``delta-spark`` wheel holds Delta's JVM classes. They are two Maven artifacts:
 ``io.delta:delta-spark_<spark major.minor>_2.13`` (delta-spark 4.1 and later publish one per Spark line, as
 ``delta/pip_utils.py`` names them; older releases ``delta-spark_2.13``) and ``io.delta:delta-storage``, both
-at the version of the ``delta-spark`` wheel. ``python -m deltaguard.engines.spark_jars`` copies them, once,
+at the version of the ``delta-spark`` wheel. ``python -m deltaguard.engines.spark.jars`` copies them, once,
 with ``mvn dependency:copy`` into the environment's own folder (``<sys.prefix>/delta-jars``), where every
 session deltaguard creates finds them. ``DELTAGUARD_DELTA_JARS`` overrides the folder; ``none`` turns the
 jars off (a Spark without Delta, as some tests need).

@@ -13,7 +13,7 @@ conjunct to a predicate can never turn "disjoint" into "may overlap".
 Known limits (types and schemas are not known here): a qualified name ``x.y`` may be a struct field, so it
 restricts nothing (callers strip the target's own qualifiers first, ADR 0012); string comparisons assume
 Spark's default binary collation, not a case-insensitive column collation; see
-:mod:`deltaguard.core.predicate_values` for how literals of unknown column type are compared.
+:mod:`deltaguard.core.sql.predicate_values` for how literals of unknown column type are compared.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from deltaguard.core.predicate_values import (
+from deltaguard.core.sql.predicate_values import (
     BOOL,
     DATE,
     DATESTR,
@@ -65,7 +65,7 @@ class _Atom:
 
     :param column: lower-cased, unqualified column name.
     :param null: ``True`` if the column must be NULL, ``False`` if it must not be, ``None`` if either.
-    :param kind: the literal kind of ``domain`` (see :mod:`deltaguard.core.predicate_values`).
+    :param kind: the literal kind of ``domain`` (see :mod:`deltaguard.core.sql.predicate_values`).
     :param domain: the allowed values, or ``None`` for a pure null-ness atom.
     """
 

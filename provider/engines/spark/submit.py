@@ -1,8 +1,8 @@
-"""The Spark engine reached through ``spark-submit``: each write runs :mod:`deltaguard.engines.spark_job`.
+"""The Spark engine reached through ``spark-submit``: each write runs :mod:`deltaguard.engines.spark.job`.
 
 The worker needs no Spark session: the write runs in a Spark application submitted through the
 apache-spark provider's ``SparkSubmitHook`` (``spark`` connection). The job's exit code and its marker
-lines tell this side what happened (see :mod:`deltaguard.engines.spark_job`):
+lines tell this side what happened (see :mod:`deltaguard.engines.spark.job`):
 
 * written: the result comes back through a local ``--result-file`` (client deploy mode; in cluster deploy
   mode the driver runs elsewhere, so the result's version is read back from the Delta log when possible);
@@ -26,10 +26,10 @@ from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError, SparkSetupError
-from deltaguard.engines.spark_errors import conflict_kind
-from deltaguard.engines.spark_job import CONFLICT_MARKER, EXIT_BAD_ARGS, EXIT_SETUP, build_args
-from deltaguard.engines.spark_session import job_application, submit_hook
-from deltaguard.engines.spark_specs import operation_names, validate_spec
+from deltaguard.engines.spark.errors import conflict_kind
+from deltaguard.engines.spark.job import CONFLICT_MARKER, EXIT_BAD_ARGS, EXIT_SETUP, build_args
+from deltaguard.engines.spark.session import job_application, submit_hook
+from deltaguard.engines.spark.specs import operation_names, validate_spec
 from deltaguard.engines.spec_json import spec_to_json
 from deltaguard.engines.specs import WriteContext, WriteSpec
 
@@ -65,7 +65,7 @@ def failure_from_submit_error(message: str, table_uri: str) -> Exception | None:
 
 
 class SparkSubmitEngine(DeltaEngine):
-    """Writes by submitting :mod:`deltaguard.engines.spark_job` with ``SparkSubmitHook``.
+    """Writes by submitting :mod:`deltaguard.engines.spark.job` with ``SparkSubmitHook``.
 
     :param conn_id: the ``spark`` connection (master, deploy mode, Databricks extras for the profile).
     :param conf: extra ``--conf`` settings.
@@ -100,7 +100,7 @@ class SparkSubmitEngine(DeltaEngine):
     def profile(self) -> EngineProfile:
         if self._profile is not None:
             return self._profile
-        from deltaguard.engines.spark import SparkEngine
+        from deltaguard.engines.spark.engine import SparkEngine
 
         # Same rules as the session engine, minus the session: explicit extras, env, delta-spark version.
         return SparkEngine(conn_id=self._conn_id).profile()

@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.sql_literals import merge_condition_with_partitions, partition_predicate
-from deltaguard.engines.spark_sources import to_spark_dataframe
-from deltaguard.engines.spark_specs import columns_sql, merge_clauses, properties_sql
-from deltaguard.engines.spark_target import SparkTarget
+from deltaguard.core.sql.literals import merge_condition_with_partitions, partition_predicate
+from deltaguard.engines.spark.sources import to_spark_dataframe
+from deltaguard.engines.spark.specs import columns_sql, merge_clauses, properties_sql
+from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import (
     AddColumnsSpec,
     AppendSpec,

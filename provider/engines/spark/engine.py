@@ -1,8 +1,8 @@
 """The Spark engine: every write of the conflict model through delta-spark's Python API.
 
 Reviewed against delta-spark 4.4.1 (``delta/tables.py``, ``delta/exceptions``) and Delta's Scala options.
-The statements themselves are in :mod:`deltaguard.engines.spark_ops`, spec checks in
-:mod:`deltaguard.engines.spark_specs`.
+The statements themselves are in :mod:`deltaguard.engines.spark.ops`, spec checks in
+:mod:`deltaguard.engines.spark.specs`.
 
 * DataFrame writes (append, ``replaceWhere``, overwrite) carry ``txnAppId``/``txnVersion``/``userMetadata``
   writer options (``DeltaOptions``);
@@ -18,7 +18,7 @@ read from the Delta log (``deltalake``'s ``transaction_version``); when the log 
 reported as a duplicate.
 
 Conflicts (Python classes from ``delta.exceptions``, Py4J or Spark Connect wrappers) become
-:class:`~deltaguard.engines.errors.DeltaConflictError` through :mod:`deltaguard.engines.spark_errors`.
+:class:`~deltaguard.engines.errors.DeltaConflictError` through :mod:`deltaguard.engines.spark.errors`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.fencing import check_fence, fenced_error
-from deltaguard.engines.spark_errors import to_conflict_error
-from deltaguard.engines.spark_ops import conf_get, execute, history, table_exists
-from deltaguard.engines.spark_setup import check_delta_available, installed_version
-from deltaguard.engines.spark_specs import may_create, operation_names, validate_spec
-from deltaguard.engines.spark_target import SparkTarget
+from deltaguard.engines.spark.errors import to_conflict_error
+from deltaguard.engines.spark.ops import conf_get, execute, history, table_exists
+from deltaguard.engines.spark.setup import check_delta_available, installed_version
+from deltaguard.engines.spark.specs import may_create, operation_names, validate_spec
+from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class SparkEngine(DeltaEngine):
             # A SparkSession is not callable; anything callable is a factory.
             return cast("SparkSession", source() if callable(source) else source)
         if self._connect_conn_id:
-            from deltaguard.engines.spark_session import connect_session, connect_url
+            from deltaguard.engines.spark.session import connect_session, connect_url
 
             self._connect_url = connect_url(self._connect_conn_id)
             return connect_session(self._connect_conn_id, conf=self._conf)
@@ -167,7 +167,7 @@ class SparkEngine(DeltaEngine):
             active = SparkSession.getActiveSession()
             if active is not None:
                 return active
-        from deltaguard.engines.spark_session import worker_session
+        from deltaguard.engines.spark.session import worker_session
 
         return worker_session(self._conn_id, master=self._master, conf=self._conf)
 
@@ -185,7 +185,7 @@ class SparkEngine(DeltaEngine):
         runtime, photon, preview = self._databricks_runtime, self._photon, self._row_level_preview
         if runtime is None and self._conn_id:
             with contextlib.suppress(Exception):  # no Airflow/connection: fall through to other sources
-                from deltaguard.engines.spark_session import get_connection_info
+                from deltaguard.engines.spark.session import get_connection_info
 
                 info = get_connection_info(self._conn_id)
                 runtime = info.databricks_runtime

@@ -20,7 +20,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.predicates import DIALECT, PredicateError, parse_predicate
+from deltaguard.core.sql.predicates import DIALECT, PredicateError, parse_predicate
 
 _MAX_SHOWN = 120
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 from deltalake.transaction import CommitProperties
 
-from deltaguard.core.sql_literals import (
+from deltaguard.core.sql.literals import (
     DATAFUSION,
     RenderError,
     merge_condition_with_partitions,
@@ -25,7 +25,7 @@ from deltaguard.core.sql_literals import (
 )
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sources import materialize, resolve_source
-from deltaguard.engines.spark_types import schema_from_spark_types, spark_type_to_delta
+from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
 from deltaguard.engines.specs import (
     AddColumnsSpec,
     AppendSpec,

@@ -19,11 +19,11 @@ from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchEr
 from deltalake.transaction import CommitProperties, Transaction
 
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql_literals import SPARK
+from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.conflict_messages import parse_conflict_kind
-from deltaguard.engines.deltars_ops import OPERATION_NAMES, RUNNERS, OpContext
+from deltaguard.engines.deltars.ops import OPERATION_NAMES, RUNNERS, OpContext
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     DeltaConflictError,

@@ -1,0 +1,1 @@
+"""The conflict rules, one module an engine family, and the rules they share."""

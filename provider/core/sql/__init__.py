@@ -1,0 +1,1 @@
+"""Reading SQL: classifying statements, predicates and their literal values."""
