@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
+from deltaguard.core.rules.deltars_stats import stats_disjoint
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
@@ -228,6 +229,15 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             f"{a.kind.value} and {b.kind.value} on provably different partitions both commit (delta-rs checks "
             "the files of the partitions each one read)",
             "deltars.disjoint_partitions",
+            ctx,
+        )
+    proof = stats_disjoint(a, b, ctx)
+    if proof is not None:
+        return _verdict(
+            False,
+            f"{a.kind.value} and {b.kind.value} both commit in either order: delta-rs checks read predicates "
+            f"against file statistics, and {proof}",
+            "deltars.file_stats_disjoint",
             ctx,
         )
     return _verdict(

@@ -72,6 +72,7 @@ class DeltaRsEngine(DeltaEngine):
         storage_options: dict[str, str] | None = None,
         max_commit_retries: int | None = None,
         history_scan_limit: int = 1000,
+        file_stats: bool = False,
     ) -> None:
         if max_commit_retries is not None and max_commit_retries < 0:
             raise ValueError("max_commit_retries must be >= 0")
@@ -80,12 +81,15 @@ class DeltaRsEngine(DeltaEngine):
         self.storage_options = dict(storage_options) if storage_options else None
         self.max_commit_retries = max_commit_retries
         self.history_scan_limit = history_scan_limit
+        # Off by default: a configuration carrying statistics must describe a snapshot at least as new as
+        # every running write read (ADR 0020), which only a caller reading it at decision time guarantees.
+        self.file_stats = file_stats
 
     def profile(self) -> EngineProfile:
         return EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
 
     def table_config(self, table_uri: str) -> TableConfig:
-        return read_table_config(table_uri, self.storage_options)
+        return read_table_config(table_uri, self.storage_options, file_stats=self.file_stats)
 
     def open_table(self, table_uri: str, version: int | None = None) -> DeltaTable:
         """Open a handle on the table, optionally at an older version.

@@ -1,0 +1,363 @@
+"""Per-file column statistics of one table snapshot, and the value-range reasoning delta-rs's conflict checker
+does with them.
+
+delta-rs (``crates/core/src/kernel/transaction/conflict_checker.rs``, deltalake 1.6.6) checks a stale commit's
+*read predicate* against the statistics (min/max per column) of the files a concurrent commit added
+(``ConcurrentAppend``), and compares the paths of the files that commit removed with the files of its own
+snapshot whose statistics match the read predicate (``ConcurrentDeleteRead``). A file whose statistics cannot
+rule the predicate out counts as matching. This module decides, from the snapshot's statistics only, whether
+two writes provably stay clear of each other's files. It is deliberately narrow: only predicates made of
+``AND``-ed comparisons of one plain column with one literal (``=``, ``<``, ``<=``, ``>``, ``>=``,
+``BETWEEN``) on integer, string or date columns are understood -- forms the engine's statistics pruning is
+known to evaluate exactly. Anything else yields ``None`` ("not understood") and the caller falls back to its
+predicate-only rules.
+
+The engine layer (:mod:`deltaguard.engines.discovery`) builds :class:`FileStatsSummary`; the core only reads it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+#: a statistics value: an integer, or a string (strings and ISO dates compare as text, byte order = code
+#: point order for UTF-8)
+Value = int | str
+
+#: Delta primitive types whose statistics the reasoning uses (others: the column has no usable statistics)
+INTEGER_TYPES: frozenset[str] = frozenset({"byte", "short", "integer", "long"})
+STRING_TYPES: frozenset[str] = frozenset({"string"})
+DATE_TYPES: frozenset[str] = frozenset({"date"})
+SUPPORTED_TYPES: frozenset[str] = INTEGER_TYPES | STRING_TYPES | DATE_TYPES
+
+#: string statistics at least this long may be truncated by a writer (Delta truncates string statistics to
+#: 32 characters), so they are not trusted
+MAX_TRUSTED_STRING = 31
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """One column's statistics in one file.
+
+    :param min: the smallest non-null value, ``None`` when not recorded.
+    :param max: the largest non-null value, ``None`` when not recorded.
+    :param null_count: how many values are null, ``None`` when not recorded.
+    """
+
+    min: Value | None
+    max: Value | None
+    null_count: int | None
+
+    @property
+    def bounded(self) -> bool:
+        return self.min is not None and self.max is not None
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """One data file of the snapshot.
+
+    :param path: the file's path as in the log.
+    :param columns: ``(column, statistics)`` for the supported columns with usable statistics; a column
+        missing here has no statistics in this file (the engine then cannot rule any predicate on it out).
+    """
+
+    path: str
+    columns: tuple[tuple[str, ColumnStats], ...] = ()
+
+    @functools.cached_property
+    def by_column(self) -> Mapping[str, ColumnStats]:
+        return dict(self.columns)
+
+
+@dataclass(frozen=True)
+class FileStatsSummary:
+    """The per-file statistics of one snapshot, as plain data.
+
+    :param version: the table version they were read at.
+    :param column_types: ``(column, Delta primitive type)`` of the top-level columns.
+    :param files: every live data file.
+    :param indexed: the columns a file written now records statistics for (``delta.dataSkippingNumIndexedCols``
+        / ``delta.dataSkippingStatsColumns`` as the table is configured now).
+    """
+
+    version: int
+    column_types: tuple[tuple[str, str], ...]
+    files: tuple[FileStats, ...] = field(default=())
+    indexed: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def types(self) -> Mapping[str, str]:
+        return dict(self.column_types)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Values ``low .. high`` (either end ``None`` = open); ``*_closed`` says whether the end belongs to it."""
+
+    low: Value | None = None
+    low_closed: bool = True
+    high: Value | None = None
+    high_closed: bool = True
+
+    def intersect(self, other: Interval) -> Interval:
+        low, low_closed = self.low, self.low_closed
+        if other.low is not None and (low is None or _gt(other.low, low) or (other.low == low and not other.low_closed)):
+            low, low_closed = other.low, other.low_closed
+        high, high_closed = self.high, self.high_closed
+        if other.high is not None and (
+            high is None or _gt(high, other.high) or (other.high == high and not other.high_closed)
+        ):
+            high, high_closed = other.high, other.high_closed
+        return Interval(low, low_closed, high, high_closed)
+
+    def empty(self) -> bool:
+        if self.low is None or self.high is None:
+            return False
+        if _gt(self.low, self.high):
+            return True
+        return self.low == self.high and not (self.low_closed and self.high_closed)
+
+    def overlaps(self, other: Interval) -> bool:
+        return not self.intersect(other).empty()
+
+
+def _gt(a: Value, b: Value) -> bool:
+    if type(a) is not type(b):  # never compared: callers only build same-typed intervals per column
+        raise TypeError("mixed-type interval")
+    return a > b  # type: ignore[operator]
+
+
+#: no values at all (an empty set of rows); :func:`union_hull` skips it
+EMPTY = Interval(1, False, 0, False)
+
+
+def hull(intervals: Iterable[Interval]) -> Interval | None:
+    """The smallest closed interval containing every interval (an open end stays open); ``None`` when
+    there is no interval at all."""
+    items = list(intervals)
+    if not items:
+        return None
+    low: Value | None = items[0].low
+    high: Value | None = items[0].high
+    for i in items[1:]:
+        low = None if low is None or i.low is None else (i.low if _gt(low, i.low) else low)
+        high = None if high is None or i.high is None else (i.high if _gt(i.high, high) else high)
+    return Interval(low, True, high, True)
+
+
+#: a read predicate understood as per-column intervals (all of them must hold)
+Constraints = Mapping[str, Interval]
+
+
+def constraints(
+    sql: str | None, types: Mapping[str, str], qualifier: str | None = None
+) -> dict[str, Interval] | None:
+    """The per-column intervals an ``AND`` of simple comparisons demands, or ``None`` if not understood.
+
+    :param sql: the predicate (``None``/empty: no predicate, not understood here).
+    :param types: column -> Delta type (columns of other types are not understood).
+    :param qualifier: for a MERGE condition, the target alias: only conjuncts whose every column carries
+        it and that compare with a literal are kept, the others are dropped (dropping a conjunct only widens
+        what the write may touch). ``None``: every conjunct must be understood and unqualified.
+    """
+    if sql is None or not sql.strip():
+        return None
+    return _constraints_cached(sql, tuple(sorted(types.items())), qualifier)
+
+
+@functools.lru_cache(maxsize=4096)
+def _constraints_cached(
+    sql: str, types_items: tuple[tuple[str, str], ...], qualifier: str | None
+) -> dict[str, Interval] | None:
+    types = dict(types_items)
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except (SqlglotError, ValueError):
+        return None
+    found: dict[str, Interval] = {}
+    for conjunct in _conjuncts(tree):
+        parsed = _comparison(conjunct, types, qualifier)
+        if parsed is None:
+            if qualifier is not None:
+                continue  # a MERGE conjunct on the source, or not understood: dropped (wider, sound)
+            return None
+        column, interval = parsed
+        found[column] = found[column].intersect(interval) if column in found else interval
+    if qualifier is not None and not found:
+        return None
+    return found
+
+
+def _conjuncts(node: exp.Expr) -> Iterable[exp.Expr]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.left)
+        yield from _conjuncts(node.right)
+    else:
+        yield node
+
+
+_OPS: dict[type[exp.Expr], tuple[bool, bool, bool]] = {
+    # op -> (gives a low end, gives a high end, closed)
+    exp.EQ: (True, True, True),
+    exp.GT: (True, False, False),
+    exp.GTE: (True, False, True),
+    exp.LT: (False, True, False),
+    exp.LTE: (False, True, True),
+}
+_FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
+    exp.EQ: exp.EQ,
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+}
+
+
+def _comparison(
+    node: exp.Expr, types: Mapping[str, str], qualifier: str | None
+) -> tuple[str, Interval] | None:
+    if isinstance(node, exp.Between):
+        column = _column(node.this, types, qualifier)
+        if column is None:
+            return None
+        low = _literal(node.args.get("low"), types[column])
+        high = _literal(node.args.get("high"), types[column])
+        if low is None or high is None:
+            return None
+        return column, Interval(low, True, high, True)
+    op = type(node)
+    if op not in _OPS:
+        return None
+    left, right = node.args.get("this"), node.args.get("expression")
+    if not isinstance(left, exp.Expr) or not isinstance(right, exp.Expr):
+        return None
+    column = _column(left, types, qualifier)
+    other = right
+    if column is None:
+        column = _column(right, types, qualifier)
+        other = left
+        op = _FLIPPED[op]
+    if column is None:
+        return None
+    value = _literal(other, types[column])
+    if value is None:
+        return None
+    lower, upper, closed = _OPS[op]
+    return column, Interval(
+        value if lower else None, closed if lower else True, value if upper else None, closed if upper else True
+    )
+
+
+def _column(node: exp.Expr | None, types: Mapping[str, str], qualifier: str | None) -> str | None:
+    """A plain lower-case column of a supported type (qualified by ``qualifier`` when one is given)."""
+    if not isinstance(node, exp.Column) or not isinstance(node.this, exp.Identifier):
+        return None
+    if node.args.get("db") or node.args.get("catalog"):
+        return None
+    table = node.table
+    if qualifier is None and table:
+        return None
+    if qualifier is not None and table.lower() != qualifier.lower():
+        return None
+    name = node.this.name
+    # delta-rs folds unquoted identifiers to lower case; only lower-case names mean the same to both sides
+    if name != name.lower() or types.get(name) not in SUPPORTED_TYPES:
+        return None
+    return name
+
+
+def _literal(node: exp.Expr | None, column_type: str) -> Value | None:
+    """A literal of the column's own type (no implicit casts, whose semantics differ between engines)."""
+    negative = False
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Neg):
+        negative, node = True, node.this
+    if not isinstance(node, exp.Literal):
+        return None
+    if column_type in INTEGER_TYPES:
+        if node.is_string or not re.fullmatch(r"\d+", node.this):
+            return None
+        return -int(node.this) if negative else int(node.this)
+    if negative or not node.is_string:
+        return None
+    text = str(node.this)
+    if column_type in DATE_TYPES:
+        return text if _ISO_DATE.fullmatch(text) else None
+    if len(text) > MAX_TRUSTED_STRING:
+        return None
+    return text
+
+
+def file_interval(stats: ColumnStats) -> Interval | None:
+    """The closed ``[min, max]`` of one file's column, ``None`` when not recorded."""
+    if stats.min is None or stats.max is None:
+        return None
+    return Interval(stats.min, True, stats.max, True)
+
+
+def may_match(file: FileStats, wanted: Constraints) -> bool:
+    """Whether the engine's statistics pruning may keep ``file`` for a predicate with these constraints
+    (``True`` unless some constrained column's recorded range provably misses the interval)."""
+    for column, interval in wanted.items():
+        stats = file.by_column.get(column)
+        if stats is None:
+            continue
+        rng = file_interval(stats)
+        if rng is not None and not rng.overlaps(interval):
+            return False
+    return True
+
+
+def touched(summary: FileStatsSummary, wanted: Constraints) -> frozenset[str]:
+    """Paths of the files a write with this read predicate may read, remove or rewrite."""
+    return frozenset(f.path for f in summary.files if may_match(f, wanted))
+
+
+def rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: str) -> Interval | None:
+    """Where the values of ``column`` of every row copied out of ``paths`` lie (the hull of the files'
+    ranges; ``None`` = anywhere: some file has no range or holds nulls, and a new file of only such rows
+    has no range the engine could prune on)."""
+    ranges: list[Interval] = []
+    for f in summary.files:
+        if f.path not in paths:
+            continue
+        stats = f.by_column.get(column)
+        if stats is None or stats.null_count != 0:
+            return None
+        rng = file_interval(stats)
+        if rng is None:
+            return None
+        ranges.append(rng)
+    if not ranges:
+        return EMPTY
+    return hull(ranges)
+
+
+
+
+def union_hull(parts: Iterable[Interval | None]) -> Interval | None:
+    """The hull of several value sets (``None`` = anywhere wins; empty sets are skipped)."""
+    bounded: list[Interval] = []
+    for part in parts:
+        if part is None:
+            return None
+        if part is EMPTY or part.empty():
+            continue
+        bounded.append(part)
+    return hull(bounded) if bounded else EMPTY
+
+
+def is_empty(interval: Interval | None) -> bool:
+    return interval is not None and (interval is EMPTY or interval.empty())
