@@ -63,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.suite == "file-stats":
         if args.engine != "delta-rs" or args.slice == "ci":
-            print("deltaguard conformance: --suite file-stats is delta-rs only, slice representative or full",
-                  file=sys.stderr)
+            print(
+                "deltaguard conformance: --suite file-stats is delta-rs only, slice representative or full",
+                file=sys.stderr,
+            )
             return 2
         return run_file_stats(args)
     if args.engine == "delta-spark":
@@ -139,8 +141,10 @@ def run_file_stats(args: argparse.Namespace) -> int:
             if not args.quiet or r.unsound:
                 verdict = {None: "MODEL ERROR", True: "conflict", False: "no_conflict"}[r.prediction.conflict]
                 flag = "  UNSOUND" if r.unsound else ""
-                print(f"{r.cell.key}: predicted {verdict} ({r.prediction.rule}), observed {r.observed_summary()}{flag}",
-                      flush=True)
+                print(
+                    f"{r.cell.key}: predicted {verdict} ({r.prediction.rule}), observed {r.observed_summary()}{flag}",
+                    flush=True,
+                )
 
     results = run_stats_cells(cells, jobs=args.jobs, progress=show)
     elapsed = time.perf_counter() - started

@@ -215,7 +215,9 @@ class StatsSummary:
         return {
             **asdict(self),
             "admitted_share": round(self.admitted_share, 4),
-            "by_layout": {k: {"engine_allows": v[0], "model_allows": v[1]} for k, v in self.by_layout.items()},
+            "by_layout": {
+                k: {"engine_allows": v[0], "model_allows": v[1]} for k, v in self.by_layout.items()
+            },
         }
 
 

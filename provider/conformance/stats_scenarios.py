@@ -7,11 +7,11 @@ write of a cell works on :data:`DAYS` [0]; the second on the same day, the next 
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from enum import StrEnum
 
 import pyarrow as pa
-import datetime
 
 from deltaguard.core.operations import Operation
 from deltaguard.engines.specs import (
@@ -132,7 +132,9 @@ def build(op: StatsOp, day: str, role: str) -> StatsWrite:
         spec = DeleteSpec(predicate=f"{where} AND id = {second}")
     elif op is StatsOp.MERGE_UPDATE:
         spec = MergeSpec(
-            source=rows([first], day, 7), condition=f"t.id = s.id AND t.day = '{day}'", matched_update={"v": "s.v"}
+            source=rows([first], day, 7),
+            condition=f"t.id = s.id AND t.day = '{day}'",
+            matched_update={"v": "s.v"},
         )
     elif op in (StatsOp.MERGE_INSERT_INSIDE, StatsOp.MERGE_INSERT_OUTSIDE):
         inserted = rows([new], day if op is StatsOp.MERGE_INSERT_INSIDE else elsewhere, 7)

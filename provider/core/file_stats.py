@@ -110,7 +110,9 @@ class Interval:
 
     def intersect(self, other: Interval) -> Interval:
         low, low_closed = self.low, self.low_closed
-        if other.low is not None and (low is None or _gt(other.low, low) or (other.low == low and not other.low_closed)):
+        if other.low is not None and (
+            low is None or _gt(other.low, low) or (other.low == low and not other.low_closed)
+        ):
             low, low_closed = other.low, other.low_closed
         high, high_closed = self.high, self.high_closed
         if other.high is not None and (
@@ -255,7 +257,10 @@ def _comparison(
         return None
     lower, upper, closed = _OPS[op]
     return column, Interval(
-        value if lower else None, closed if lower else True, value if upper else None, closed if upper else True
+        value if lower else None,
+        closed if lower else True,
+        value if upper else None,
+        closed if upper else True,
     )
 
 
@@ -343,8 +348,6 @@ def rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: st
     if not ranges:
         return EMPTY
     return hull(ranges)
-
-
 
 
 def union_hull(parts: Iterable[Interval | None]) -> Interval | None:

@@ -84,7 +84,11 @@ def _value(raw: Any, kind: str) -> Value | None:
     if kind in INTEGER_TYPES:
         return int(raw) if isinstance(raw, int) and not isinstance(raw, bool) else None
     if kind == "date":
-        return raw.isoformat() if isinstance(raw, datetime.date) and not isinstance(raw, datetime.datetime) else None
+        return (
+            raw.isoformat()
+            if isinstance(raw, datetime.date) and not isinstance(raw, datetime.datetime)
+            else None
+        )
     if isinstance(raw, str) and len(raw) < MAX_TRUSTED_STRING:
         return raw
     return None

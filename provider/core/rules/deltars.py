@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
-from deltaguard.core.rules.deltars_stats import stats_disjoint
+from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
@@ -132,6 +132,10 @@ def _partitions_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     """Both scopes name provably different partitions (never on an unpartitioned table)."""
     columns = ctx.table.partition_columns
     return bool(columns) and not may_overlap(a, b, columns)
+
+
+def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
+    return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
 
 def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
@@ -245,6 +249,11 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         f"{a.kind.value} x {b.kind.value} conflict: "
         + (
             "the table is unpartitioned, so both rewrite files holding rows of either predicate"
+            + (
+                f" unless file statistics keep them apart, and {fallback_note(ctx)}"
+                if _stats_kinds(a, b)
+                else ""
+            )
             if not ctx.table.partition_columns
             else "their partition predicates may overlap (a MERGE without an explicit target filter, an "
             "INSERT reading the table and an OVERWRITE read every partition; rows an UPDATE or MERGE moves or "

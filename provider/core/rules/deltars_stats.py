@@ -68,7 +68,20 @@ def usable_summary(ctx: TableContext) -> tuple[FileStatsSummary | None, str]:
     return summary, ""
 
 
-def _read_constraints(f: OpFacts, summary: FileStatsSummary, partition: frozenset[str]) -> dict[str, Interval] | None:
+def fallback_note(ctx: TableContext) -> str:
+    """Why file statistics did not separate a conflicting pair (for its reason)."""
+    summary, why = usable_summary(ctx)
+    if summary is None:
+        return why
+    return (
+        "the file statistics do not prove it (a predicate beyond AND-ed column/literal comparisons, files both "
+        "may touch, or a file either may add that the other's predicate cannot prune)"
+    )
+
+
+def _read_constraints(
+    f: OpFacts, summary: FileStatsSummary, partition: frozenset[str]
+) -> dict[str, Interval] | None:
     op = f.op
     if f.kind not in STATS_KINDS or f.unknown or f.limitations or op.reads_target:
         return None
