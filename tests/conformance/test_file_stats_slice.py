@@ -5,7 +5,6 @@ commit orders, zero unsound cells, and the measured facts the rule rests on.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -86,13 +86,19 @@ def test_a_file_spanning_both_ranges_is_touched_by_both() -> None:
 
 
 def test_rewritten_files_take_the_hull_of_every_touched_file() -> None:
-    # day 1 and day 3 rewritten together may land in one file whose range covers day 2
-    both = Operation(
-        K.UPDATE, f"day >= '{DAYS[0]}' AND day <= '{DAYS[2]}' AND id <> 3", assignments=(("v", "1"),)
-    )
-    assert verdict(both, update(DAYS[1]))[0] is True
-    apart = Operation(K.UPDATE, f"id >= 1 AND id <= 2", assignments=(("v", "1"),))
-    assert verdict(apart, update(DAYS[1]))[0] is False
+    # ids 1-4 live in the day-1 and day-3 files, not in the day-2 file: rewritten together they may land in
+    # one file whose day range covers day 2
+    def file(name: str, day: str, ids: tuple[int, int]) -> FileStats:
+        return FileStats(
+            name,
+            (("id", ColumnStats(*ids, 0)), ("day", ColumnStats(day, day, 0)), ("v", ColumnStats(0, 0, 0))),
+        )
+
+    config = table(file("f1", DAYS[0], (1, 2)), file("f2", DAYS[1], (10, 11)), file("f3", DAYS[2], (3, 4)))
+    both = Operation(K.UPDATE, "id >= 1 AND id <= 4", assignments=(("v", "1"),))
+    assert verdict(both, update(DAYS[1]), config)[0] is True
+    one = Operation(K.UPDATE, "id >= 1 AND id <= 2", assignments=(("v", "1"),))
+    assert verdict(one, update(DAYS[1]), config)[0] is False
 
 
 def test_assigned_columns_move_rows_out_of_the_hull() -> None:
