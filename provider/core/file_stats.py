@@ -66,16 +66,28 @@ class FileStats:
     """One data file of the snapshot.
 
     :param path: the file's path as in the log.
+    :param num_records: its row count, ``None`` when not recorded.
     :param columns: ``(column, statistics)`` for the supported columns with usable statistics; a column
         missing here has no statistics in this file (the engine then cannot rule any predicate on it out).
     """
 
     path: str
     columns: tuple[tuple[str, ColumnStats], ...] = ()
+    num_records: int | None = None
 
     @functools.cached_property
     def by_column(self) -> Mapping[str, ColumnStats]:
         return dict(self.columns)
+
+    def all_null(self, column: str) -> bool:
+        """Every value of ``column`` in this file is null (known from its null and row counts)."""
+        stats = self.by_column.get(column)
+        return (
+            stats is not None
+            and stats.null_count is not None
+            and self.num_records is not None
+            and stats.null_count == self.num_records
+        )
 
 
 @dataclass(frozen=True)
@@ -331,20 +343,25 @@ def touched(summary: FileStatsSummary, wanted: Constraints) -> frozenset[str]:
 
 
 def rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: str) -> Interval | None:
-    """Where the values of ``column`` of every row copied out of ``paths`` lie (the hull of the files'
-    ranges; ``None`` = anywhere: some file has no range or holds nulls, and a new file of only such rows
-    has no range the engine could prune on)."""
+    """Where the non-null values of ``column`` of every row copied out of ``paths`` lie: the hull of the
+    files' ranges (``EMPTY`` when none has a value; ``None`` = anywhere: some file has no recorded range).
+
+    Nulls do not widen it: a new file's range covers only its non-null values, and a new file whose column
+    is entirely null is pruned by every understood comparison (measured on deltalake 1.6.6 for ``=``, ``<``,
+    ``<=``, ``>``, ``>=``, ``BETWEEN`` on long, date and string columns: ADR 0020).
+    """
     ranges: list[Interval] = []
     for f in summary.files:
         if f.path not in paths:
             continue
         stats = f.by_column.get(column)
-        if stats is None or stats.null_count != 0:
+        if stats is None:
             return None
         rng = file_interval(stats)
-        if rng is None:
+        if rng is not None:
+            ranges.append(rng)
+        elif not f.all_null(column):
             return None
-        ranges.append(rng)
     if not ranges:
         return EMPTY
     return hull(ranges)

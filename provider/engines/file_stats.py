@@ -69,7 +69,14 @@ def read_file_stats(table: DeltaTable, properties: dict[str, str]) -> FileStatsS
                     ),
                 )
             )
-        files.append(FileStats(path=str(row["path"]), columns=tuple(columns)))
+        records = row.get("num_records")
+        files.append(
+            FileStats(
+                path=str(row["path"]),
+                columns=tuple(columns),
+                num_records=int(records) if records is not None else None,
+            )
+        )
     return FileStatsSummary(
         version=table.version(),
         column_types=tuple(types),

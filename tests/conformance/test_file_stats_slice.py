@@ -52,8 +52,12 @@ def test_no_unsound_cell(run: tuple[int, dict[str, Any]]) -> None:
 
 def test_per_day_rewrites_commit_side_by_side_and_are_admitted(run: tuple[int, dict[str, Any]]) -> None:
     _, document = run
-    for a, b, scopes in (("UPDATE", "UPDATE", "next_day"), ("DELETE", "MERGE_UPDATE", "far_day")):
-        c = cell(document, a, b, "per_day_files", scopes)
+    for a, b, layout, scopes in (
+        ("UPDATE", "UPDATE", "per_day_files", "next_day"),
+        ("DELETE", "MERGE_UPDATE", "per_day_files", "far_day"),
+        ("UPDATE", "UPDATE", "null_day_row", "far_day"),  # a null day does not widen the file's range
+    ):
+        c = cell(document, a, b, layout, scopes)
         assert observed(c) == ["commit", "commit"]
         assert c["predicted"] == "no_conflict"
         assert c["rule"] == "deltars.file_stats_disjoint"

@@ -101,6 +101,24 @@ def test_rewritten_files_take_the_hull_of_every_touched_file() -> None:
     assert verdict(one, update(DAYS[1]), config)[0] is False
 
 
+def test_nulls_do_not_widen_the_range() -> None:
+    some_null = table(*(day_file(k, nulls=1) for k in range(4)))
+    assert verdict(update(DAYS[0]), update(DAYS[1]), some_null)[0] is False
+    all_null = FileStats(
+        "nulls.parquet", (("id", ColumnStats(1, 2, 0)), ("day", ColumnStats(None, None, 2))), 2
+    )
+    day_one = FileStats(
+        "d1.parquet", (("id", ColumnStats(5, 6, 0)), ("day", ColumnStats(DAYS[0], DAYS[0], 0))), 2
+    )
+    both = Operation(K.UPDATE, "id >= 1 AND id <= 6", assignments=(("v", "1"),))
+    other = Operation(K.UPDATE, f"day = '{DAYS[1]}' AND id >= 5", assignments=(("v", "1"),))
+    # the rewritten rows' days are day 1 or null: a file the other's day conjunct prunes
+    assert verdict(both, other, table(all_null, day_one))[0] is False
+    # without the row count the null file could be one whose range was simply not recorded
+    unknown = dataclasses.replace(all_null, num_records=None)
+    assert verdict(both, other, table(unknown, day_one))[0] is True
+
+
 def test_assigned_columns_move_rows_out_of_the_hull() -> None:
     assert verdict(update(DAYS[0], day=f"'{DAYS[1]}'"), update(DAYS[1]))[0] is True
     # rows it does not match keep their day: the hull of day 1 and day 4 still covers day 2
@@ -136,7 +154,15 @@ def test_inserted_rows_are_bounded_only_where_declared() -> None:
     [
         pytest.param(table(*(dataclasses.replace(day_file(k), columns=()) for k in range(4))), id="no-stats"),
         pytest.param(table(*(day_file(k) for k in range(4)), indexed=("id",)), id="day-not-indexed"),
-        pytest.param(table(*(day_file(k, nulls=1) for k in range(4))), id="null-days"),
+        pytest.param(
+            table(
+                *(
+                    dataclasses.replace(day_file(k), columns=(("day", ColumnStats(None, None, 0)),))
+                    for k in range(4)
+                )
+            ),
+            id="day-range-not-recorded",
+        ),
         pytest.param(table(*(day_file(k) for k in range(4)), version=4), id="other-version"),
         pytest.param(TableConfig(version=3), id="not-read"),
         pytest.param(

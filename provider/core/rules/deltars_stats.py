@@ -15,8 +15,9 @@ So on an unpartitioned table clustered by date, UPDATEs of different dates both 
 2. every file either write may add is pruned by the other's predicate: an added file holds rows copied out
    of the files it rewrites (their hull, per column, unless a column is assigned), assigned literals, and
    the rows it inserts (bounded only where its declared insert scope or REPLACE WHERE predicate bounds
-   them); a file range the engine cannot know (nulls, missing statistics, a column the table does not
-   index) counts as "anywhere".
+   them); a file range the engine cannot know (missing statistics, a column the table does not index)
+   counts as "anywhere". Nulls do not widen a range: a new file records the range of its non-null values,
+   and one whose column is all null is pruned by every understood comparison (measured).
 
 Anything outside the understood forms returns ``None``: the caller keeps its predicate-only rules.
 """
