@@ -17,6 +17,7 @@ The engine layer (:mod:`deltaguard.engines.discovery`) builds :class:`FileStatsS
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -109,6 +110,15 @@ class FileStatsSummary:
     @functools.cached_property
     def types(self) -> Mapping[str, str]:
         return dict(self.column_types)
+
+    @functools.cached_property
+    def by_path(self) -> Mapping[str, FileStats]:
+        return {f.path: f for f in self.files}
+
+    @functools.cached_property
+    def memo(self) -> dict[object, object]:
+        """Per-snapshot results (a scheduler asks about the same running writes again and again)."""
+        return {}
 
 
 @dataclass(frozen=True)
@@ -207,6 +217,10 @@ def _constraints_cached(
         column, interval = parsed
         found[column] = found[column].intersect(interval) if column in found else interval
     if qualifier is not None and not found:
+        return None
+    if any(interval.empty() for interval in found.values()):
+        # A contradiction such as ``id > 5 AND id < 3``: the engine prunes conjunct by conjunct, so a file
+        # every conjunct overlaps is kept although no row can match; not reasoned about here.
         return None
     return found
 
@@ -338,8 +352,84 @@ def may_match(file: FileStats, wanted: Constraints) -> bool:
 
 
 def touched(summary: FileStatsSummary, wanted: Constraints) -> frozenset[str]:
-    """Paths of the files a write with this read predicate may read, remove or rewrite."""
-    return frozenset(f.path for f in summary.files if may_match(f, wanted))
+    """Paths of the files a write with this read predicate may read, remove or rewrite: those
+    :func:`may_match` keeps, found through a per-column index (a decision may compare a thousand running
+    writes against a snapshot of many thousand files)."""
+    key = ("touched", tuple(sorted(wanted.items())))
+    found = summary.memo.get(key)
+    if isinstance(found, frozenset):
+        return found
+    candidates: set[int] | None = None
+    try:
+        for column, interval in wanted.items():
+            hits = _index(summary, column).matching(interval)
+            candidates = hits if candidates is None else candidates & hits
+            if not candidates:
+                break
+    except TypeError:  # values of different types in one column: nothing is ruled out
+        candidates = None
+    indices = range(len(summary.files)) if candidates is None else candidates
+    result = frozenset(summary.files[i].path for i in indices)
+    summary.memo[key] = result
+    return result
+
+
+@dataclass(frozen=True)
+class _ColumnIndex:
+    """One column's file ranges sorted by minimum, with the running maximum of the maxima (non-decreasing),
+    so the files overlapping an interval are found by two binary searches and a short scan."""
+
+    mins: list[Value]
+    maxes: list[Value]
+    running_max: list[Value]
+    order: list[int]
+    unranged: frozenset[int]
+
+    def matching(self, interval: Interval) -> set[int]:
+        end = len(self.mins)
+        if interval.high is not None:
+            search = bisect.bisect_right if interval.high_closed else bisect.bisect_left
+            end = search(self.mins, interval.high)
+        start = 0
+        if interval.low is not None:
+            search = bisect.bisect_left if interval.low_closed else bisect.bisect_right
+            start = search(self.running_max, interval.low)
+        low = interval.low
+        found = set(self.unranged)
+        for position in range(start, end):
+            top = self.maxes[position]
+            if low is None or _gt(top, low) or (top == low and interval.low_closed):
+                found.add(self.order[position])
+        return found
+
+
+def _index(summary: FileStatsSummary, column: str) -> _ColumnIndex:
+    key = ("index", column)
+    cached = summary.memo.get(key)
+    if isinstance(cached, _ColumnIndex):
+        return cached
+    ranged: list[tuple[Value, Value, int]] = []
+    unranged: set[int] = set()
+    for i, f in enumerate(summary.files):
+        stats = f.by_column.get(column)
+        rng = file_interval(stats) if stats is not None else None
+        if rng is None or rng.low is None or rng.high is None:
+            unranged.add(i)
+        else:
+            ranged.append((rng.low, rng.high, i))
+    ranged.sort(key=lambda item: (item[0], item[2]))
+    running: list[Value] = []
+    for _, high, _ in ranged:
+        running.append(high if not running or _gt(high, running[-1]) else running[-1])
+    index = _ColumnIndex(
+        mins=[r[0] for r in ranged],
+        maxes=[r[1] for r in ranged],
+        running_max=running,
+        order=[r[2] for r in ranged],
+        unranged=frozenset(unranged),
+    )
+    summary.memo[key] = index
+    return index
 
 
 def rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: str) -> Interval | None:
@@ -350,10 +440,19 @@ def rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: st
     is entirely null is pruned by every understood comparison (measured on deltalake 1.6.6 for ``=``, ``<``,
     ``<=``, ``>``, ``>=``, ``BETWEEN`` on long, date and string columns: ADR 0020).
     """
+    key = ("rewritten", paths, column)
+    if key in summary.memo:
+        cached = summary.memo[key]
+        return cached if isinstance(cached, Interval) else None
+    found = _rewritten_range(summary, paths, column)
+    summary.memo[key] = found
+    return found
+
+
+def _rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: str) -> Interval | None:
     ranges: list[Interval] = []
-    for f in summary.files:
-        if f.path not in paths:
-            continue
+    for path in paths:
+        f = summary.by_path[path]
         stats = f.by_column.get(column)
         if stats is None:
             return None

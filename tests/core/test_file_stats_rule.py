@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from deltaguard.core.file_stats import (
     ColumnStats,
@@ -16,6 +18,8 @@ from deltaguard.core.file_stats import (
     FileStatsSummary,
     Interval,
     constraints,
+    may_match,
+    touched,
 )
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
@@ -226,3 +230,33 @@ def test_constraints_parse_only_column_literal_conjunctions() -> None:
     }
     assert constraints("t.id = s.id", types, qualifier="t") is None
     assert constraints("id > 3 OR id < 1", types) is None
+    # the engine prunes conjunct by conjunct: a contradiction keeps files each conjunct overlaps
+    assert constraints("id > 5 AND id < 3", types) is None
+
+
+_bound = st.one_of(st.none(), st.integers(-5, 25))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    ranges=st.lists(st.one_of(st.none(), st.tuples(st.integers(0, 20), st.integers(0, 6))), max_size=25),
+    low=_bound,
+    high=_bound,
+    low_closed=st.booleans(),
+    high_closed=st.booleans(),
+)
+def test_the_file_index_finds_exactly_the_files_may_match_keeps(
+    ranges: list[tuple[int, int] | None],
+    low: int | None,
+    high: int | None,
+    low_closed: bool,
+    high_closed: bool,
+) -> None:
+    files = tuple(
+        FileStats(f"f{i}", (("id", ColumnStats(r[0], r[0] + r[1], 0) if r else ColumnStats(None, None, 0)),))
+        for i, r in enumerate(ranges)
+    )
+    summary = FileStatsSummary(1, (("id", "long"),), files, frozenset({"id"}))
+    wanted = {"id": Interval(low, low_closed, high, high_closed)}
+    assume(not wanted["id"].empty())  # constraints() never yields an empty interval
+    assert touched(summary, wanted) == {f.path for f in files if may_match(f, wanted)}

@@ -14,7 +14,9 @@ Measured facts the rules encode (delta-rs 1.6.6):
   (``ConcurrentDeleteRead`` when the append commits second, ``ConcurrentAppend`` when the rewrite does);
 * two appends never conflict; an append and an OPTIMIZE never conflict;
 * UPDATE/DELETE/MERGE-with-target-filter/REPLACE WHERE on provably different partitions do not conflict; on
-  an unpartitioned table they conflict whatever their predicates (files mix rows of both predicates);
+  an unpartitioned table they conflict unless the per-file statistics of the snapshot prove that neither
+  touches a file the other's predicate keeps and that every file either adds is pruned by the other's
+  predicate (``TableConfig.file_stats``, :mod:`deltaguard.core.rules.deltars_stats`, ADR 0020);
 * a MERGE without an explicit target filter (and an insert-if-absent MERGE) reads the whole table;
 * OPTIMIZE checks the whole table at commit: it conflicts with any concurrent rewrite, even in another
   partition; two OPTIMIZEs (compact or z-order) of the same files both commit and duplicate the rows, and
