@@ -154,6 +154,12 @@ def run_file_stats(args: argparse.Namespace) -> int:
         f"model_allows_of_those={summary.model_allows_of_those} admitted={summary.admitted_share:.1%} "
         f"inconclusive={summary.inconclusive} elapsed={elapsed:.1f}s"
     )
+    plain_allowed, plain_admitted = summary.without_source
+    if plain_allowed:
+        print(
+            f"  without MERGE / REPLACE WHERE sources: engine allows {plain_allowed}, model admits "
+            f"{plain_admitted} ({plain_admitted / plain_allowed:.1%})"
+        )
     for layout, (allowed, admitted) in summary.by_layout.items():
         share = f"{admitted / allowed:.1%}" if allowed else "n/a"
         print(f"  {layout}: engine allows {allowed}, model admits {admitted} ({share})")

@@ -20,13 +20,17 @@ from typing import Any
 from deltaguard.conformance.cells import ALLOWED, HARMFUL, Observed, OrderResult, Prediction
 from deltaguard.conformance.runner import read_state
 from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
-from deltaguard.conformance.stats_scenarios import StatsCell, StatsLayout, StatsWrite, build
+from deltaguard.conformance.stats_scenarios import StatsCell, StatsLayout, StatsOp, StatsWrite, build
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.specs import AppendSpec, CreateSpec
 
 _DETAIL_LIMIT = 300
+#: writes whose new rows come from a source whose values the model is not told
+SOURCE_WRITES: frozenset[StatsOp] = frozenset(
+    {StatsOp.MERGE_UPDATE, StatsOp.MERGE_INSERT_INSIDE, StatsOp.MERGE_INSERT_OUTSIDE, StatsOp.REPLACE_WHERE}
+)
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,9 @@ class StatsSummary:
     model_allows_of_those: int
     inconclusive: int
     by_layout: dict[str, tuple[int, int]]
+    #: (engine allows, model admits) over cells where neither write takes rows from a source (no MERGE, no
+    #: REPLACE WHERE): what the statistics alone can decide
+    without_source: tuple[int, int] = (0, 0)
 
     @property
     def admitted_share(self) -> float:
@@ -230,6 +237,7 @@ def summarize(results: Sequence[StatsResult]) -> StatsSummary:
             entry[0] += 1
             entry[1] += int(r.prediction.conflict is False)
     allows = [r for r in results if r.engine_allows]
+    plain = [r for r in allows if not ({r.cell.a, r.cell.b} & SOURCE_WRITES)]
     return StatsSummary(
         cells=len(results),
         unsound=sum(r.unsound for r in results),
@@ -237,4 +245,5 @@ def summarize(results: Sequence[StatsResult]) -> StatsSummary:
         model_allows_of_those=sum(r.prediction.conflict is False for r in allows),
         inconclusive=sum(r.inconclusive for r in results),
         by_layout={k: (v[0], v[1]) for k, v in by_layout.items()},
+        without_source=(len(plain), sum(r.prediction.conflict is False for r in plain)),
     )
