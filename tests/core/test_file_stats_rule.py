@@ -232,6 +232,7 @@ def test_constraints_parse_only_column_literal_conjunctions() -> None:
     assert constraints("id > 3 OR id < 1", types) is None
     # the engine prunes conjunct by conjunct: a contradiction keeps files each conjunct overlaps
     assert constraints("id > 5 AND id < 3", types) is None
+    assert constraints("s = 'it''s'", {"s": "string"}) is None
 
 
 _bound = st.one_of(st.none(), st.integers(-5, 25))
