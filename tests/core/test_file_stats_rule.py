@@ -232,6 +232,9 @@ def test_constraints_parse_only_column_literal_conjunctions() -> None:
     assert constraints("id > 3 OR id < 1", types) is None
     # the engine prunes conjunct by conjunct: a contradiction keeps files each conjunct overlaps
     assert constraints("id > 5 AND id < 3", types) is None
+    assert constraints("day >= DATE '2024-01-02'", types) == {"day": Interval("2024-01-02", True, None, True)}
+    assert constraints("day = CAST('2024-01-02' AS DATE)", types) is None
+    assert constraints("id = DATE '2024-01-02'", types) is None
     assert constraints("s = 'it''s'", {"s": "string"}) is None
 
 
