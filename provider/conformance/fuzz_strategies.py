@@ -401,7 +401,8 @@ def stats_cases(draw: Draw) -> FuzzCase:
         if draw(st.booleans()):
             date = draw(st.sampled_from(DATES))
             kind = draw(st.sampled_from(("UPDATE", "DELETE")))
-            where = f"d = '{date}'" + draw(
+            literal = draw(st.sampled_from((f"'{date}'", f"DATE '{date}'")))
+            where = f"d = {literal}" + draw(
                 st.sampled_from(("", " AND id > 2", " AND v < 100", " AND p = 'a'"))
             )
             sql = (
