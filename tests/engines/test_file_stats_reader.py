@@ -63,3 +63,20 @@ def test_indexed_columns() -> None:
     }
     assert indexed_columns(types, {"delta.dataSkippingStatsColumns": "c, `a`"}) == {"a", "c"}
     assert indexed_columns(types, {"delta.dataSkippingNumIndexedCols": "x"}) == frozenset()
+
+
+def test_replace_where_refuses_new_rows_outside_its_predicate(tmp_path: Path) -> None:
+    """The statistics rule bounds a REPLACE WHERE's new rows by its predicate (ADR 0020): the engine enforces it."""
+    import pytest
+
+    from deltaguard.engines.deltars.engine import DeltaRsEngine
+    from deltaguard.engines.specs import ReplaceWhereSpec
+    from deltaguard.exceptions import InvalidWriteError
+
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, frame([1, 2], "2024-01-01", "x"))
+    with pytest.raises(InvalidWriteError, match="failed validation"):
+        DeltaRsEngine().write(
+            uri, ReplaceWhereSpec(source=frame([50], "2024-01-03", "x"), predicate="day = '2024-01-01'")
+        )
+    assert read_table_config(uri).version == 0  # nothing committed
