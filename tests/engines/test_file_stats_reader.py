@@ -6,11 +6,15 @@ import datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
 from deltaguard.core.file_stats import ColumnStats
+from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.discovery import read_table_config
 from deltaguard.engines.file_stats import indexed_columns
+from deltaguard.engines.specs import ReplaceWhereSpec
+from deltaguard.exceptions import InvalidWriteError
 
 
 def frame(ids: list[int], day: str, s: str) -> pa.Table:
@@ -67,12 +71,6 @@ def test_indexed_columns() -> None:
 
 def test_replace_where_refuses_new_rows_outside_its_predicate(tmp_path: Path) -> None:
     """The statistics rule bounds a REPLACE WHERE's new rows by its predicate (ADR 0020): the engine enforces it."""
-    import pytest
-
-    from deltaguard.engines.deltars.engine import DeltaRsEngine
-    from deltaguard.engines.specs import ReplaceWhereSpec
-    from deltaguard.exceptions import InvalidWriteError
-
     uri = str(tmp_path / "t")
     write_deltalake(uri, frame([1, 2], "2024-01-01", "x"))
     with pytest.raises(InvalidWriteError, match="failed validation"):
