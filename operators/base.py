@@ -327,7 +327,7 @@ class DeltaWriteOperator(BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
+        return _Prepared(uri, engine, table_config, engine.table_profile(uri), spec, operation)
 
     def _app_id(self, context: Context) -> str:
         # a mapped task instance writes under its own app id, so its siblings are not "duplicates"

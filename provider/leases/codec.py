@@ -9,7 +9,7 @@ from typing import Any
 
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.profiles import STORAGE_COORDINATION, EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 
 
@@ -98,6 +98,11 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
         "photon": profile.photon,
         "row_level_preview": profile.row_level_preview,
         **({"row_level_off": True} if profile.row_level_off else {}),
+        **(
+            {"commit_coordination": profile.commit_coordination}
+            if profile.commit_coordination != STORAGE_COORDINATION
+            else {}
+        ),
     }
 
 
@@ -108,6 +113,7 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         photon=bool(data.get("photon", False)),
         row_level_preview=bool(data.get("row_level_preview", False)),
         row_level_off=bool(data.get("row_level_off", False)),
+        commit_coordination=str(data.get("commit_coordination", STORAGE_COORDINATION)),
     )
 
 
