@@ -125,6 +125,11 @@ class _Txn:
         row = self._conn.execute(_Q_REQUEST, {"id": request_id}).first()
         return RequestRow(*row) if row else None
 
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        if not request_ids:
+            return []
+        return [RequestRow(*r) for r in self._conn.execute(_Q_REQUESTS, {"ids": sorted(set(request_ids))})]
+
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [LeaseRow(*r) for r in self._conn.execute(_Q_LEASE_BY_ID, {"id": lease_id})]
 
