@@ -322,6 +322,13 @@ class LeaseManager:
         rows = self.store.decisions(owner_key=owner.key if owner else None, uri=uri, since=since, limit=limit)
         return [decision_info(r) for r in rows]
 
+    def learned_duration(self, owner: Owner, uri: str) -> float | None:
+        """How long ``owner``'s task is expected to hold a lease on ``uri``: the median of its last few
+        holds there, from the decision log (:mod:`deltaguard.leases.estimates`); ``None`` when unknown."""
+        from deltaguard.leases.estimates import learned_duration
+
+        return learned_duration(self.store, owner, uri)
+
     def prune(self) -> int:
         """Delete decision-log entries and closed requests older than the retention; return the count."""
         return self.store.prune(self.clock() - self.retention_s)
