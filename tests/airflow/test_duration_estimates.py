@@ -39,7 +39,9 @@ def test_stated_estimate_then_learned_one(tmp_path, lease_store_url) -> None:
 
     manager = LeaseManager(lease_store_url)
     try:
-        log = {d.kind: d.at for d in manager.decisions(uri=table_key(table)) if d.request_id == first["lease_id"]}
+        log = {
+            d.kind: d.at for d in manager.decisions(uri=table_key(table)) if d.request_id == first["lease_id"]
+        }
     finally:
         manager.store.close()
     held = log["release"] - log["grant"]

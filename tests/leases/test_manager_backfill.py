@@ -161,7 +161,9 @@ def _assert_no_conflicting_holders(manager: LeaseManager, uri: str) -> None:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=steps)
-def test_conflicting_writes_never_overlap(store_url: str, plan: list[tuple[str, int, float | None, float]]) -> None:
+def test_conflicting_writes_never_overlap(
+    store_url: str, plan: list[tuple[str, int, float | None, float]]
+) -> None:
     clock = FakeClock()
     manager = LeaseManager(store_url, clock=clock, ageing_s=10.0, max_overtake_s=600.0)
     uri = f"t-{uuid.uuid4().hex[:8]}"  # a fresh table per example on the shared store
@@ -170,9 +172,7 @@ def test_conflicting_writes_never_overlap(store_url: str, plan: list[tuple[str, 
         for n, (action, which, estimate, pause) in enumerate(plan):
             clock.advance(pause)
             if action == "acquire":
-                req = est(
-                    request(f"w{n}", (uri, OPS[which]), ttl_s=1000, wait_ttl_s=1000), estimate
-                )
+                req = est(request(f"w{n}", (uri, OPS[which]), ttl_s=1000, wait_ttl_s=1000), estimate)
                 mine.append(req)
                 manager.acquire(req)
             elif action == "release" and mine:
