@@ -18,7 +18,8 @@ from deltaguard.leases.store import DecisionRow, LeaseStore
 
 #: how many recent holds the median is taken over
 DEFAULT_SAMPLES = 5
-#: how many recent decision-log entries of the table are read to find them (one indexed read)
+#: how many recent grants and releases of the table are read to find them (one indexed read; the larger
+#: wait entries are left out)
 DEFAULT_SCAN = 500
 
 
@@ -50,7 +51,7 @@ def learned_duration(
     store: LeaseStore, owner: Owner, uri: str, *, samples: int = DEFAULT_SAMPLES, scan: int = DEFAULT_SCAN
 ) -> float | None:
     """The median of the task's last ``samples`` hold durations on ``uri``; ``None`` when it has none
-    among the table's last ``scan`` log entries (then the request stays FIFO).
+    among the table's last ``scan`` grants and releases (then the request stays FIFO).
 
     :param store: the lease store (one unlocked read of the log by table).
     :param owner: any run of the task.
@@ -58,5 +59,6 @@ def learned_duration(
     """
     if samples < 1:
         raise ValueError(f"samples must be at least 1, got {samples}")
-    durations = hold_durations(store.decisions(uri=uri, limit=scan), owner)[:samples]
+    rows = store.decisions(uri=uri, limit=scan, kinds=("grant", "release"))
+    durations = hold_durations(rows, owner)[:samples]
     return float(statistics.median(durations)) if durations else None

@@ -324,6 +324,7 @@ class LeaseStore(abc.ABC):
         since: float | None = None,
         before: float | None = None,
         limit: int = 100,
+        kinds: Sequence[str] | None = None,
     ) -> list[DecisionRow]:
         """Decision-log entries, newest first, without locking.
 
@@ -333,6 +334,7 @@ class LeaseStore(abc.ABC):
         :param since: only entries at or after this time.
         :param before: only entries strictly before this time (the cursor of the next page).
         :param limit: at most this many.
+        :param kinds: only entries of these kinds (``grant``, ``release``, ...; an empty list matches none).
         """
 
     @abc.abstractmethod

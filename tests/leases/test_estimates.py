@@ -44,3 +44,15 @@ def test_expired_leases_do_not_count(manager: LeaseManager, clock: FakeClock) ->
     kinds = [d.kind for d in manager.decisions(uri="t")]
     assert "expiry" in kinds
     assert manager.learned_duration(Owner(dag_id="dag", task_id="merge"), "t") == 20  # median of 10, 30
+
+
+def test_decisions_by_kind(manager: LeaseManager, clock: FakeClock) -> None:
+    _hold(manager, clock, "merge", 10)
+    blocker = request("blocker", ("t", op("MERGE")), ttl_s=10_000)
+    manager.acquire(blocker)
+    manager.acquire(request("waiter", ("t", op("MERGE"))))  # logs a wait
+    everything = manager.store.decisions(uri="t")
+    assert {d.kind for d in everything} == {"grant", "release", "wait"}
+    picked = manager.store.decisions(uri="t", kinds=("grant", "release"))
+    assert [d.kind for d in picked] == [d.kind for d in everything if d.kind != "wait"]
+    assert manager.store.decisions(uri="t", kinds=()) == []

@@ -388,8 +388,9 @@ class SqlLeaseStore(LeaseStore):
         since: float | None = None,
         before: float | None = None,
         limit: int = 100,
+        kinds: Sequence[str] | None = None,
     ) -> list[DecisionRow]:
-        if owner_keys is not None and not owner_keys:
+        if (owner_keys is not None and not owner_keys) or (kinds is not None and not kinds):
             return []
         clauses: list[str] = []
         params: dict[str, Any] = {"limit": int(limit)}
@@ -401,6 +402,10 @@ class SqlLeaseStore(LeaseStore):
             clauses.append("owner_key IN :owner_keys")
             params["owner_keys"] = list(owner_keys)
             binds.append(_in("owner_keys"))
+        if kinds is not None:
+            clauses.append("kind IN :kinds")
+            params["kinds"] = list(kinds)
+            binds.append(_in("kinds"))
         if uri is not None:
             clauses.append("uri = :uri")
             params["uri"] = uri
