@@ -10,6 +10,7 @@ before the reservation starts at once (backfills), one that would not, waits beh
 from __future__ import annotations
 
 import dataclasses
+import random
 import uuid
 from collections.abc import Iterator
 
@@ -122,6 +123,38 @@ def test_backfilled_write_still_excludes_the_queued_merge(manager: LeaseManager,
     assert isinstance(manager.acquire(est(request("merge2", ("t", MERGE)), 1)), Waiting)
     assert manager.release(short.request_id, short.owner)
     assert isinstance(manager.check(merge.request_id), Granted)
+
+
+def test_stream_of_short_writes_does_not_starve_the_merge(manager: LeaseManager, clock: FakeClock) -> None:
+    """Short DELETEs keep arriving (every 2 s, 5 s each, estimates off by up to 30 %) in front of a queued
+    MERGE. They backfill while they fit before its reservation (the holder's estimated end, at most 130 s);
+    after that none starts, so the MERGE starts once the writes already running end."""
+    rng = random.Random(7)
+    start = clock.now
+    hold = est(request("hold", ("t", HOLD), ttl_s=1000), 100 * rng.uniform(0.7, 1.3))
+    merge = est(request("merge", ("t", MERGE), wait_ttl_s=1000), 50)
+    assert isinstance(manager.acquire(hold), Granted)
+    assert isinstance(manager.acquire(merge), Waiting)
+    running: dict[str, tuple[LeaseRequest, float]] = {hold.request_id: (hold, start + 100)}
+    backfilled: list[float] = []
+    for n in range(300):
+        clock.advance(2)
+        for rid, (req, end) in list(running.items()):
+            if end <= clock.now:
+                assert manager.release(rid, req.owner)
+                del running[rid]
+        if isinstance(manager.acquire(merge), Granted):
+            break
+        short = est(request(f"s{n}", ("t", other_day(n % 28 + 1)), ttl_s=1000), 5 * rng.uniform(0.7, 1.3))
+        if isinstance(manager.acquire(short), Granted):
+            backfilled.append(clock.now - start)
+            running[short.request_id] = (short, clock.now + 5)
+        else:
+            manager.release(short.request_id, short.owner)  # gives up (withdraws), as a timed-out task
+    waited = clock.now - start
+    assert backfilled, "no short write backfilled"
+    assert max(backfilled) <= 130
+    assert waited <= 130 + 5 + 2, waited
 
 
 # --- randomised: conflicting writes never overlap, whatever the estimates say --------------------------
