@@ -169,6 +169,20 @@ def request_payload(request: LeaseRequest) -> str:
     return dumps(data)
 
 
+@functools.lru_cache(maxsize=4096)
+def payload_duration(text: str) -> float | None:
+    """The duration estimate a stored request payload carries (``None``: none, or unreadable).
+
+    A stored payload never changes, and a decision with an estimate reads those of every holder on its
+    tables, so each text is decoded once.
+    """
+    try:
+        value = json.loads(text).get("expected_duration_s")
+        return float(value) if value is not None else None
+    except (ValueError, TypeError, AttributeError):
+        return None  # unknown is infinite: no backfilling past it, as without estimates
+
+
 def request_from_payload(request_id: str, text: str) -> LeaseRequest:
     """The request :func:`request_payload` stored."""
     data = json.loads(text)
