@@ -23,7 +23,9 @@ def test_scheme_of(uri: str, scheme: str) -> None:
     assert scheme_of(uri) == scheme
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/t", "s3a://bucket/t", "/data/t", "file:///data/t", "wasbs://c@a/t"])
+@pytest.mark.parametrize(
+    "uri", ["s3://bucket/t", "s3a://bucket/t", "/data/t", "file:///data/t", "wasbs://c@a/t"]
+)
 def test_spark_default_log_stores_exclude_one_driver(uri: str) -> None:
     assert spark_coordination(uri, databricks=False, conf=no_conf, driver="app-1") == "single-driver:app-1"
 
