@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from deltaguard.core.merge_scope import DEFAULT_MAX_IN_VALUES, DEFAULT_MAX_RANGE_VALUES, ScopeLimits
 from deltaguard.engines import specs
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
+from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
 
 if TYPE_CHECKING:
     from deltaguard.core.table_config import TableConfig
@@ -37,6 +39,17 @@ class DeltaMergeOperator(DeltaWriteOperator):
     :param not_matched_insert: column -> SQL expression for ``WHEN NOT MATCHED THEN INSERT``.
     :param not_matched_insert_all: ``WHEN NOT MATCHED THEN INSERT *``.
     :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
+    :param explicit_partitions: when the ON condition equates a partition (or clustering) column to the
+        source (``t.date = s.date``), add ``t.date IN (<the source's dates>)`` to the condition the engine
+        runs, the conjunct the lease is judged on (ADR 0019). ``False`` leaves the condition as written:
+        the engine then reads the whole table and only the inserted rows' scope is narrowed.
+    :param on_source_outside_target: when the condition or ``target_partition_values`` declares the target
+        partitions but the source holds rows of others, which ``WHEN NOT MATCHED THEN INSERT`` would add
+        there: ``"fail"`` (default) refuses the task before any lease, naming the values; ``"widen"`` claims
+        those partitions too.
+    :param scope_max_in_values: up to this many distinct source values the scope is an ``IN`` list.
+    :param scope_max_range_values: above ``scope_max_in_values`` and up to this many, a ``BETWEEN`` range
+        (integer and date columns); above it, the scope is not narrowed.
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "condition", "target_partition_values")
@@ -56,9 +69,18 @@ class DeltaMergeOperator(DeltaWriteOperator):
         not_matched_by_source_delete: bool = False,
         source_alias: str = "s",
         target_alias: str = "t",
+        explicit_partitions: bool = True,
+        on_source_outside_target: str = "fail",
+        scope_max_in_values: int = DEFAULT_MAX_IN_VALUES,
+        scope_max_range_values: int = DEFAULT_MAX_RANGE_VALUES,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if on_source_outside_target not in OUTSIDE_CHOICES:
+            raise ValueError(f"on_source_outside_target must be one of {OUTSIDE_CHOICES}")
+        self.explicit_partitions = explicit_partitions
+        self.on_source_outside_target = on_source_outside_target
+        self.scope_limits = ScopeLimits(scope_max_in_values, scope_max_range_values)
         self.source = wrap_source(source)
         self.condition = condition
         self.target_partition_values = dict(target_partition_values or {})
@@ -83,6 +105,19 @@ class DeltaMergeOperator(DeltaWriteOperator):
         self.target_alias = target_alias
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        assert self.resolved_engine is not None  # set before build_spec is called
+        spec, reasons = scoped_merge(
+            self._declared_spec(),
+            table_config,
+            self.resolved_engine,
+            limits=self.scope_limits,
+            explicit=self.explicit_partitions,
+            on_outside=self.on_source_outside_target,
+        )
+        self.log.info("deltaguard: MERGE scope from the source: %s", "; ".join(reasons) or "none")
+        return spec
+
+    def _declared_spec(self) -> specs.MergeSpec:
         return specs.MergeSpec(
             source=self.write_source(self.source),
             condition=self.condition,

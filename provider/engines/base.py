@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltaguard.core.merge_scope import KeySummary, ScopeLimits
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.specs import WriteContext, WriteSpec
@@ -75,6 +76,18 @@ class DeltaEngine(abc.ABC):
         :raises deltaguard.engines.errors.InvalidWriteError: before writing anything, if the spec is bad.
         :raises deltaguard.engines.errors.DeltaConflictError: if the commit conflicts.
         """
+
+    def source_key_summaries(
+        self, source: Any, columns: Collection[str], limits: ScopeLimits
+    ) -> dict[str, KeySummary] | None:
+        """What a MERGE source holds in its key columns (ADR 0019), or ``None`` when this engine does not
+        check a source against a computed scope at write time (the MERGE then keeps its declared scope).
+
+        :param source: the spec's source.
+        :param columns: the source columns to read.
+        :param limits: the enumeration bounds.
+        """
+        return None
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:  # noqa: B027
         """Check a spec against the table before any lease is taken; raise ``InvalidWriteError``.
