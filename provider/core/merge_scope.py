@@ -131,15 +131,16 @@ class MergeScope:
     def narrows(self) -> bool:
         return bool(self.matched or self.inserted)
 
-    def conjunct(self, target_alias: str) -> str | None:
-        """The conjunct added to the ON condition, in Spark SQL: what the lease claim is judged on and,
-        rendered by :func:`deltaguard.core.sql.literals.render_sql`, what the engine runs.
+    def conjunct(self, target_alias: str, dialect: str = SPARK) -> str | None:
+        """The conjunct added to the ON condition: in Spark SQL what the lease claim is judged on, in the
+        engine's dialect what the engine runs. One tree, rendered for each reader; its values are literals
+        built by :func:`deltaguard.core.sql.literals.literal_expression`, quoted for that dialect.
 
         ``None`` when no ON-equated column could be narrowed.
         """
         if not self.matched:
             return None
-        return exp.and_(*(c.condition(target_alias) for c in self.matched)).sql(dialect=SPARK)
+        return exp.and_(*(c.condition(target_alias) for c in self.matched)).sql(dialect=dialect)
 
     def inserted_predicate(self) -> str | None:
         """Where inserted rows land, on unqualified columns (``date IN (...) OR date IS NULL``); ``None``

@@ -86,11 +86,12 @@ class MergeSpec:
     #: add the scope's conjunct to the ON condition the engine runs (``explicit_partitions``)
     explicit_scope: bool = True
 
-    def scope_conjunct(self) -> str | None:
-        """The source-derived conjunct both the claim and the engine's ON condition carry, or ``None``."""
+    def scope_conjunct(self, dialect: str = "spark") -> str | None:
+        """The source-derived conjunct both the claim (Spark SQL) and the engine's ON condition (its
+        ``dialect``) carry, or ``None``."""
         if self.source_scope is None or not self.explicit_scope:
             return None
-        return self.source_scope.conjunct(self.target_alias)
+        return self.source_scope.conjunct(self.target_alias, dialect)
 
     def operation(self) -> Operation:
         from deltaguard.core.sql.literals import merge_condition_with_partitions

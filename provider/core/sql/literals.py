@@ -119,8 +119,8 @@ def merge_condition_with_partitions(
     :param values: target partition column -> value; empty returns the condition unchanged.
     :param target_alias: the target table's alias in the condition.
     :param dialect: the sqlglot dialect to render for; the condition (Spark SQL) is rendered for it too.
-    :param extra: one more Spark SQL conjunct (the source-derived scope of ADR 0019), rendered for ``dialect``
-        by :func:`render_sql`, so the engine runs the very conjunct the model judged.
+    :param extra: one more conjunct, already rendered for ``dialect`` (the source-derived scope of ADR 0019,
+        :meth:`deltaguard.core.merge_scope.MergeScope.conjunct`, built from literals like the partition values).
     :raises RenderError: when the condition cannot be rendered faithfully for ``dialect``.
     """
     rendered = render_sql(condition, dialect)
@@ -128,5 +128,5 @@ def merge_condition_with_partitions(
     if values:
         parts.append(partition_predicate(values, qualifier=target_alias, dialect=dialect))
     if extra:
-        parts.append(f"({render_sql(extra, dialect)})")
+        parts.append(f"({extra})")
     return rendered if len(parts) == 1 else " AND ".join(parts)

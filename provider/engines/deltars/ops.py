@@ -168,14 +168,14 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
         data = materialize(data)
         check_source_in_scope(data, spec.source_scope)
     # The explicit target predicate is rendered for DataFusion, delta-rs' SQL dialect; values stay literals.
-    # The source-derived conjunct is the very Spark SQL text the claim was judged on, rendered the same way.
+    # The source-derived conjunct is the tree the claim was judged on, rendered for DataFusion.
     try:
         condition = merge_condition_with_partitions(
             spec.condition,
             spec.target_partition_values,
             spec.target_alias,
             dialect=DATAFUSION,
-            extra=spec.scope_conjunct(),
+            extra=spec.scope_conjunct(DATAFUSION),
         )
     except RenderError as error:
         raise InvalidWriteError(str(error)) from None

@@ -1,0 +1,261 @@
+"""Data-aware MERGE scopes on real delta-rs tables and the real lease manager (ADR 0019).
+
+Forced interleaving as in ``test_deltars_scopes.py``: two handles open the same table version, both MERGEs
+commit from it. What the lease manager admitted side by side must commit side by side.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from deltaguard.core.admission import Granted, Owner, Waiting
+from deltaguard.core.merge_scope import ScopeLimits
+from deltaguard.core.model import pair_verdict
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.engines.deltars.engine import DeltaRsEngine
+from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError
+from deltaguard.engines.source_keys import source_key_summaries
+from deltaguard.engines.specs import MergeSpec, WriteContext
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.open import open_store
+from deltaguard.writes.lease_request import lease_request
+from deltaguard.writes.merge_scope import scoped_merge
+
+LIMITS = ScopeLimits()
+UPSERT = "t.id = s.id AND t.date = s.date"
+
+
+def _table(tmp_path: Path) -> str:
+    uri = str(tmp_path / "sales")
+    write_deltalake(
+        uri,
+        pa.table(
+            {
+                "id": pa.array([1, 2, 3], pa.int64()),
+                "date": ["2024-01-01", "2024-01-02", "2024-01-03"],
+                "v": pa.array([0, 0, 0], pa.int64()),
+            }
+        ),
+        partition_by=["date"],
+    )
+    return uri
+
+
+def _source(ids: list[int], dates: list[str | None]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "date": pa.array(dates, pa.string()),
+            "v": pa.array([7] * len(ids), pa.int64()),
+        }
+    )
+
+
+def _upsert(source: object, condition: str = UPSERT, **kwargs: object) -> MergeSpec:
+    return MergeSpec(
+        source=source, condition=condition, matched_update_all=True, not_matched_insert_all=True, **kwargs
+    )  # type: ignore[arg-type]
+
+
+def _scoped(engine: DeltaRsEngine, uri: str, spec: MergeSpec, **kwargs: object) -> MergeSpec:
+    scoped, _ = scoped_merge(spec, engine.table_config(uri), engine, limits=LIMITS, **kwargs)  # type: ignore[arg-type]
+    return scoped
+
+
+def _ask(
+    manager: LeaseManager, engine: DeltaRsEngine, uri: str, task: str, spec: MergeSpec
+) -> Granted | Waiting:
+    owner = Owner(dag_id="d", run_id="r", task_id=task, map_index=-1, try_number=1)
+    request = lease_request(
+        table_key=uri,
+        operation=spec.operation(),
+        profile=engine.profile(),
+        table_config=engine.table_config(uri),
+        owner=owner,
+        ttl_s=60,
+        poll_interval_s=1,
+    )
+    return manager.acquire(request)
+
+
+def _interleave(engine: DeltaRsEngine, uri: str, first: MergeSpec, second: MergeSpec) -> None:
+    """Both MERGEs start on the same snapshot; the first commits, then the second from its stale one."""
+    a, b = engine.open_table(uri), engine.open_table(uri)
+    engine.write(uri, first, WriteContext(), snapshot=a)
+    engine.write(uri, second, WriteContext(), snapshot=b)
+
+
+def _dates(uri: str) -> dict[int, str | None]:
+    return {r["id"]: r["date"] for r in DeltaTable(uri).to_pyarrow_table().to_pylist() if r["v"] == 7}
+
+
+@pytest.mark.parametrize("first_source", ["arrow", "pandas", "parquet", "callable"])
+def test_merges_of_disjoint_source_dates_are_admitted_and_commit_side_by_side(
+    tmp_path: Path, first_source: str
+) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    rows_a = _source([1, 10], ["2024-01-01", "2024-01-01"])
+    source_a: object = {
+        "arrow": rows_a,
+        "pandas": rows_a.to_pandas(),
+        "parquet": str(tmp_path / "a.parquet"),
+        "callable": lambda: rows_a,
+    }[first_source]
+    pq.write_table(rows_a, tmp_path / "a.parquet")
+    a = _scoped(engine, uri, _upsert(source_a))
+    b = _scoped(engine, uri, _upsert(_source([2, 20, 21], ["2024-01-02", "2024-01-02", None])))
+    assert a.scope_conjunct() == "t.date IN ('2024-01-01')"
+    with open_store(f"sqlite:///{tmp_path / 'leases.db'}") as store:
+        manager = LeaseManager(store)
+        assert isinstance(_ask(manager, engine, uri, "a", a), Granted)
+        assert isinstance(_ask(manager, engine, uri, "b", b), Granted)  # side by side
+    _interleave(engine, uri, a, b)
+    assert _dates(uri) == {1: "2024-01-01", 10: "2024-01-01", 2: "2024-01-02", 20: "2024-01-02", 21: None}
+
+
+def test_without_the_conjunct_in_the_executed_condition_the_claim_stays_whole_table(tmp_path: Path) -> None:
+    """explicit_partitions=False: delta-rs reads every file for conflict detection, so the model must not
+    narrow the read scope; the lease manager queues the second MERGE and delta-rs would fail it."""
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    a = _scoped(engine, uri, _upsert(_source([1], ["2024-01-01"])), explicit=False)
+    b = _scoped(engine, uri, _upsert(_source([2], ["2024-01-02"])), explicit=False)
+    assert a.source_scope is not None and a.scope_conjunct() is None
+    assert a.operation().inserts == "date IN ('2024-01-01')"  # the inserted rows' scope is still narrowed
+    with open_store(f"sqlite:///{tmp_path / 'leases.db'}") as store:
+        manager = LeaseManager(store)
+        assert isinstance(_ask(manager, engine, uri, "a", a), Granted)
+        assert isinstance(_ask(manager, engine, uri, "b", b), Waiting)
+    with pytest.raises(DeltaConflictError):
+        _interleave(engine, uri, a, b)
+
+
+def test_overlapping_source_dates_conflict(tmp_path: Path) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    a = _scoped(engine, uri, _upsert(_source([1, 2], ["2024-01-01", "2024-01-02"])))
+    b = _scoped(engine, uri, _upsert(_source([5], ["2024-01-02"])))
+    assert pair_verdict(a.operation(), b.operation(), engine.table_config(uri), engine.profile()).conflict
+    with pytest.raises(DeltaConflictError):
+        _interleave(engine, uri, a, b)
+
+
+def test_integer_keys_beyond_the_in_bound_become_a_range(tmp_path: Path) -> None:
+    engine, uri = DeltaRsEngine(), str(tmp_path / "t")
+    write_deltalake(
+        uri,
+        pa.table({"id": pa.array([1, 2], pa.int64()), "k": pa.array([1, 50], pa.int64())}),
+        partition_by=["k"],
+    )
+    limits = ScopeLimits(max_in_values=3, max_range_values=100)
+
+    def spec(keys: list[int]) -> MergeSpec:
+        src = pa.table({"id": pa.array([100 + k for k in keys], pa.int64()), "k": pa.array(keys, pa.int64())})
+        scoped, _ = scoped_merge(
+            _upsert(src, "t.id = s.id AND t.k = s.k"), engine.table_config(uri), engine, limits=limits
+        )
+        return scoped
+
+    low, high = spec([1, 2, 3, 4, 5]), spec([40, 41, 42, 43, 50])
+    assert low.scope_conjunct() == "t.k BETWEEN 1 AND 5"
+    assert not pair_verdict(
+        low.operation(), high.operation(), engine.table_config(uri), engine.profile()
+    ).conflict
+    _interleave(engine, uri, low, high)
+    assert DeltaTable(uri).to_pyarrow_table().num_rows == 12  # 2 + 5 + 5 new ids
+
+
+# --------------------------------------------------------------------------- source outside the target
+
+DECLARED = "t.id = s.id AND t.date = '2024-01-01'"
+INSERT = {"id": "s.id", "date": "s.date", "v": "s.v"}
+
+
+def test_unguarded_a_source_outside_the_declared_target_lands_where_nobody_claimed(tmp_path: Path) -> None:
+    """The unsafe case: a claim read from the declared predicate alone says the MERGE stays in 2024-01-01,
+    so a DELETE of 2024-01-02 would run beside it, yet the MERGE inserts a 2024-01-02 row."""
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    plain = MergeSpec(source=_source([9], ["2024-01-02"]), condition=DECLARED, not_matched_insert=INSERT)
+    declared_only = Operation(OperationKind.MERGE, merge_condition=DECLARED, inserts="date = '2024-01-01'")
+    delete_02 = Operation(OperationKind.DELETE, predicate="date = '2024-01-02'")
+    assert not pair_verdict(declared_only, delete_02, engine.table_config(uri), engine.profile()).conflict
+    engine.write(uri, plain, WriteContext())
+    assert _dates(uri) == {9: "2024-01-02"}  # a partition the declared-only claim did not cover
+
+
+@pytest.mark.parametrize("declared", ["condition", "target_partition_values"])
+def test_a_source_outside_the_declared_target_fails_before_anything(tmp_path: Path, declared: str) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    source = _source([9, 10, 11], ["2024-01-01", "2024-01-02", None])
+    if declared == "condition":
+        spec = MergeSpec(source=source, condition=DECLARED, not_matched_insert=INSERT)
+    else:
+        spec = _upsert(source, "t.id = s.id", target_partition_values={"date": "2024-01-01"})
+    with pytest.raises(InvalidWriteError, match=r"date: '2024-01-02', NULL"):
+        _scoped(engine, uri, spec)  # on_source_outside_target="fail" is the default
+    assert DeltaTable(uri).version() == 0
+
+
+def test_widen_claims_the_partitions_the_source_inserts_into(tmp_path: Path) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    spec = MergeSpec(
+        source=_source([9, 1], ["2024-01-02", "2024-01-01"]), condition=DECLARED, not_matched_insert=INSERT
+    )
+    widened = _scoped(engine, uri, spec, on_outside="widen")
+    config, profile = engine.table_config(uri), engine.profile()
+    delete = {
+        d: Operation(OperationKind.DELETE, predicate=f"date = '{d}'") for d in ("2024-01-02", "2024-01-03")
+    }
+    assert pair_verdict(widened.operation(), delete["2024-01-02"], config, profile).conflict
+    assert not pair_verdict(widened.operation(), delete["2024-01-03"], config, profile).conflict
+    engine.write(uri, widened, WriteContext())
+    assert _dates(uri) == {9: "2024-01-02"}
+
+
+def test_widen_with_declared_partitions_lets_the_engine_write_the_claimed_extra_partition(
+    tmp_path: Path,
+) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    spec = _upsert(
+        _source([9], ["2024-01-02"]), "t.id = s.id", target_partition_values={"date": "2024-01-01"}
+    )
+    widened = _scoped(engine, uri, spec, on_outside="widen")
+    assert widened.operation().inserts == "date IN ('2024-01-02')"
+    engine.write(uri, widened, WriteContext())
+    assert _dates(uri) == {9: "2024-01-02"}
+
+
+def test_a_source_that_changed_after_its_scope_was_read_is_refused_at_write_time(tmp_path: Path) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    calls = itertools.count()
+
+    def drifting() -> pa.Table:  # the first call (scope) sees 2024-01-01, the second (write) 2024-01-03
+        return _source([1], ["2024-01-01" if next(calls) == 0 else "2024-01-03"])
+
+    spec = _scoped(engine, uri, _upsert(drifting))
+    assert spec.scope_conjunct() == "t.date IN ('2024-01-01')"
+    with pytest.raises(InvalidWriteError, match="2024-01-03"):
+        engine.write(uri, spec, WriteContext())
+    assert DeltaTable(uri).version() == 0
+
+
+def test_key_columns_are_read_from_every_kind_of_source(tmp_path: Path) -> None:
+    data = _source([1, 2, 3], ["2024-01-02", None, "2024-01-01"])
+    pq.write_table(data, tmp_path / "s.parquet")
+    write_deltalake(str(tmp_path / "src"), data)
+    data.to_pandas().to_csv(tmp_path / "s.csv", index=False)
+    for source in (
+        data,
+        data.to_pandas(),
+        str(tmp_path / "s.parquet"),
+        "delta+" + str(tmp_path / "src"),
+        str(tmp_path / "src"),
+        lambda: data,
+    ):
+        summaries = source_key_summaries(source, ["DATE"], LIMITS)
+        assert list(summaries) == ["date"], source
+        assert summaries["date"].values == ("2024-01-01", "2024-01-02") and summaries["date"].has_null
