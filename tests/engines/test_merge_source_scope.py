@@ -259,3 +259,22 @@ def test_key_columns_are_read_from_every_kind_of_source(tmp_path: Path) -> None:
         summaries = source_key_summaries(source, ["DATE"], LIMITS)
         assert list(summaries) == ["date"], source
         assert summaries["date"].values == ("2024-01-01", "2024-01-02") and summaries["date"].has_null
+
+
+def test_a_null_key_is_inserted_into_the_null_partition_which_the_claim_covers(tmp_path: Path) -> None:
+    """A NULL key never matches in the ON join, so its row is inserted with a NULL date: the claim's
+    inserted rows must cover the NULL partition, which a DELETE of it reads."""
+    from deltaguard.engines.specs import DeleteSpec
+
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    write_deltalake(uri, _source([30], [None]).set_column(2, "v", pa.array([0], pa.int64())), mode="append")
+    merge = _scoped(engine, uri, _upsert(_source([31, 32], [None, "2024-01-02"])))
+    assert merge.scope_conjunct() == "t.date IN ('2024-01-02')"  # NULL matches nothing
+    delete = DeleteSpec(predicate="date IS NULL")
+    assert pair_verdict(
+        merge.operation(), delete.operation(), engine.table_config(uri), engine.profile()
+    ).conflict
+    a, b = engine.open_table(uri), engine.open_table(uri)
+    engine.write(uri, merge, WriteContext(), snapshot=a)
+    with pytest.raises(DeltaConflictError):
+        engine.write(uri, delete, WriteContext(), snapshot=b)
