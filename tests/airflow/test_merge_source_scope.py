@@ -1,0 +1,46 @@
+"""``DeltaMergeOperator``'s data-aware scope arguments under a real Airflow ``dag.test()`` (ADR 0019)."""
+
+from __future__ import annotations
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaguard.operators.dml import DeltaMergeOperator
+from tests.airflow.helpers import decision_rows, rows, run_dag, sales_table, task_state
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+OPS = "from deltaguard.operators.dml import DeltaMergeOperator"
+
+
+def test_outside_the_declared_partition_fails_before_any_lease_or_widens(tmp_path, lease_store_url) -> None:
+    refused, widened = sales_table(str(tmp_path / "refused")), sales_table(str(tmp_path / "widened"))
+    body = f"""
+    source = lambda: pa.table({{"id": [2, 9], "country": ["DE", "FR"], "amount": [21, 90]}})
+    DeltaMergeOperator(task_id="refused", table={refused!r}, source=source, condition="t.id = s.id",
+                       target_partition_values={{"country": "DE"}})
+    DeltaMergeOperator(task_id="widened", table={widened!r}, source=source, condition="t.id = s.id",
+                       target_partition_values={{"country": "DE"}}, on_source_outside_target="widen")
+    """
+    dag_run = run_dag("merge_scope_dag", body, OPS)
+    assert task_state(dag_run, "refused") == "failed"
+    assert DeltaTable(refused).version() == 0  # nothing written
+    assert task_state(dag_run, "widened") == "success"
+    assert [(r["id"], r["country"], r["amount"]) for r in rows(widened)] == [
+        (1, "DE", 10),
+        (2, "DE", 21),
+        (3, "FR", 30),
+        (9, "FR", 90),
+    ]
+    assert decision_rows(lease_store_url) == 2  # the widened task's grant and release; none for the refused
+
+
+def test_arguments_are_checked_when_the_dag_is_parsed() -> None:
+    with pytest.raises(ValueError, match="on_source_outside_target"):
+        DeltaMergeOperator(
+            task_id="m", table="/t", source="/s", condition="t.id = s.id", on_source_outside_target="ignore"
+        )
+    with pytest.raises(ValueError, match="max_in_values"):
+        DeltaMergeOperator(
+            task_id="m", table="/t", source="/s", condition="t.id = s.id", scope_max_in_values=0
+        )
