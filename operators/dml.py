@@ -3,7 +3,8 @@
 All share :class:`~deltaguard.operators.base.DeltaWriteOperator` (validate -> lease -> write -> release).
 ``source`` is a Parquet/CSV/Delta URI (templated; ``delta+<uri>`` forces Delta), a zero-argument callable
 returning a ``pyarrow.Table`` or ``pandas.DataFrame``, or a PySpark source (``def f(spark) -> DataFrame`` or a
-``SparkSource``), called only when the write runs, under the lease.
+``SparkSource``), called only when the write runs, under the lease (a MERGE's source is also read once before
+the lease, for its key columns: ADR 0019).
 """
 
 from __future__ import annotations
