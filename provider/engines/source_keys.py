@@ -67,7 +67,7 @@ def _projected(source: Any, columns: Collection[str], storage_options: dict[str,
         try:
             dataset = pads.dataset(uri, format=file_format)
             return dataset.to_table(columns=_present(dataset.schema.names, columns))
-        except (OSError, pa.ArrowInvalid) as exc:
+        except pa.ArrowInvalid as exc:  # an OSError (storage unreachable) propagates: a retry may succeed
             raise InvalidWriteError(f"cannot read {file_format} source {uri!r}: {exc}") from exc
     if type(source).__module__.startswith("pandas"):
         frame = source[_present([str(c) for c in source.columns], columns)]
