@@ -106,9 +106,11 @@ class DeltaMergeOperator(DeltaWriteOperator):
         self.target_alias = target_alias
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
-        assert self.resolved_engine is not None  # set before build_spec is called
+        declared = self._declared_spec()
+        if self.resolved_engine is None:  # set by execute before build_spec; absent only when called alone
+            return declared
         spec, reasons = scoped_merge(
-            self._declared_spec(),
+            declared,
             table_config,
             self.resolved_engine,
             limits=self.scope_limits,
