@@ -18,6 +18,8 @@ from deltaguard.operators.base import DeltaWriteOperator, wrap_source
 from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
+
     from deltaguard.core.table_config import TableConfig
 
 _BASE_FIELDS: tuple[str, ...] = tuple(DeltaWriteOperator.template_fields)
@@ -80,6 +82,8 @@ class DeltaMergeOperator(DeltaWriteOperator):
         if on_source_outside_target not in OUTSIDE_CHOICES:
             raise ValueError(f"on_source_outside_target must be one of {OUTSIDE_CHOICES}")
         self.explicit_partitions = explicit_partitions
+        #: what the source's data did to the scope, and why (set when the spec is built)
+        self.scope_reasons: list[str] = []
         self.on_source_outside_target = on_source_outside_target
         self.scope_limits = ScopeLimits(scope_max_in_values, scope_max_range_values)
         self.source = wrap_source(source)
@@ -117,8 +121,19 @@ class DeltaMergeOperator(DeltaWriteOperator):
             explicit=self.explicit_partitions,
             on_outside=self.on_source_outside_target,
         )
+        self.scope_reasons = list(reasons)
         self.log.info("deltaguard: MERGE scope from the source: %s", "; ".join(reasons) or "none")
         return spec
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self._with_scope(super().execute(context))
+
+    def execute_complete(self, context: Context, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self._with_scope(super().execute_complete(context, *args, **kwargs))
+
+    def _with_scope(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The XCom result with what the source's data did to the MERGE's scope, and why (ADR 0019)."""
+        return {**result, "merge_scope": list(self.scope_reasons)}
 
     def _declared_spec(self) -> specs.MergeSpec:
         return specs.MergeSpec(

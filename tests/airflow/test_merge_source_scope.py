@@ -6,7 +6,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltaguard.operators.dml import DeltaMergeOperator
-from tests.airflow.helpers import decision_rows, rows, run_dag, sales_table, task_state
+from tests.airflow.helpers import decision_rows, rows, run_dag, sales_table, task_state, xcom_return
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -33,6 +33,7 @@ def test_outside_the_declared_partition_fails_before_any_lease_or_widens(tmp_pat
         (9, "FR", 90),
     ]
     assert decision_rows(lease_store_url) == 2  # the widened task's grant and release; none for the refused
+    assert "inserted country: narrowed to 2 source value(s)" in xcom_return(dag_run, "widened")["merge_scope"]
 
 
 def test_arguments_are_checked_when_the_dag_is_parsed() -> None:
