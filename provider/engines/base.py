@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.merge_scope import KeySummary, ScopeLimits
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.specs import WriteContext, WriteSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from deltaguard.core.merge_scope import KeySummary, ScopeLimits
 
 
 @dataclass(frozen=True)
