@@ -6,6 +6,7 @@ commit from it. What the lease manager admitted side by side must commit side by
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from pathlib import Path
 
@@ -13,14 +14,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deltaguard.core.admission import Granted, Owner, Waiting
-from deltaguard.core.merge_scope import ScopeLimits
+from deltaguard.core.merge_scope import ColumnScope, MergeScope, ScopeLimits
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError
-from deltaguard.engines.source_keys import source_key_summaries
+from deltaguard.engines.source_keys import check_source_in_scope, source_key_summaries
 from deltaguard.engines.specs import MergeSpec, WriteContext
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.open import open_store
@@ -144,29 +148,83 @@ def test_overlapping_source_dates_conflict(tmp_path: Path) -> None:
         _interleave(engine, uri, a, b)
 
 
-def test_integer_keys_beyond_the_in_bound_become_a_range(tmp_path: Path) -> None:
+DAY0 = dt.date(2024, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("key_type", "key", "conjunct"),
+    [
+        (pa.int64(), lambda n: n, "t.k BETWEEN 1 AND 5"),
+        (
+            pa.date32(),
+            lambda n: DAY0 + dt.timedelta(days=n),
+            "t.k BETWEEN CAST('2024-01-02' AS DATE) AND CAST('2024-01-06' AS DATE)",
+        ),
+    ],
+)
+def test_integer_and_date_keys_beyond_the_in_bound_become_a_range(
+    tmp_path: Path, key_type, key, conjunct
+) -> None:
     engine, uri = DeltaRsEngine(), str(tmp_path / "t")
     write_deltalake(
         uri,
-        pa.table({"id": pa.array([1, 2], pa.int64()), "k": pa.array([1, 50], pa.int64())}),
+        pa.table({"id": pa.array([1, 2], pa.int64()), "k": pa.array([key(1), key(50)], key_type)}),
         partition_by=["k"],
     )
     limits = ScopeLimits(max_in_values=3, max_range_values=100)
 
-    def spec(keys: list[int]) -> MergeSpec:
-        src = pa.table({"id": pa.array([100 + k for k in keys], pa.int64()), "k": pa.array(keys, pa.int64())})
+    def spec(ns: list[int]) -> MergeSpec:
+        src = pa.table(
+            {"id": pa.array([100 + n for n in ns], pa.int64()), "k": pa.array([key(n) for n in ns], key_type)}
+        )
         scoped, _ = scoped_merge(
             _upsert(src, "t.id = s.id AND t.k = s.k"), engine.table_config(uri), engine, limits=limits
         )
         return scoped
 
     low, high = spec([1, 2, 3, 4, 5]), spec([40, 41, 42, 43, 50])
-    assert low.scope_conjunct() == "t.k BETWEEN 1 AND 5"
+    assert low.scope_conjunct() == conjunct
     assert not pair_verdict(
         low.operation(), high.operation(), engine.table_config(uri), engine.profile()
     ).conflict
     _interleave(engine, uri, low, high)
     assert DeltaTable(uri).to_pyarrow_table().num_rows == 12  # 2 + 5 + 5 new ids
+    assert pair_verdict(
+        low.operation(), spec([5, 40]).operation(), engine.table_config(uri), engine.profile()
+    ).conflict
+
+
+def test_clustering_columns_narrow_like_partition_columns() -> None:
+    engine = DeltaRsEngine()
+    clustered = TableConfig(clustering_columns=("region",))
+    src = pa.table({"id": [1], "region": ["EU"]})
+    spec, _ = scoped_merge(
+        _upsert(src, "t.id = s.id AND t.region = s.region"), clustered, engine, limits=LIMITS
+    )
+    assert spec.scope_conjunct() == "t.region IN ('EU')"
+    assert spec.operation().inserts == "region IN ('EU')"
+
+
+ARRAYS = st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ARRAYS, st.sets(st.integers(0, 6), max_size=4), st.booleans(), st.booleans())
+def test_the_write_time_check_refuses_exactly_the_values_outside_the_scope(
+    values, allowed, has_null, ranged
+) -> None:
+    if ranged:
+        column = ColumnScope("k", "k", None, 2, 4, has_null)
+    else:
+        column = ColumnScope("k", "k", tuple(sorted(allowed)), has_null=has_null)
+    for array in (pa.array(values, pa.int64()), pa.array(values, pa.int64()).dictionary_encode()):
+        data = pa.table({"K": array})
+        outside = [v for v in values if not column.admits(v)]
+        if outside:
+            with pytest.raises(InvalidWriteError):
+                check_source_in_scope(data, MergeScope(matched=(column,)))
+        else:
+            check_source_in_scope(data, MergeScope(matched=(column,)))
 
 
 # --------------------------------------------------------------------------- source outside the target
