@@ -9,16 +9,26 @@ the lease, for its key columns: ADR 0019).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.merge_scope import DEFAULT_MAX_IN_VALUES, DEFAULT_MAX_RANGE_VALUES, ScopeLimits
+from deltaguard.core.merge_scope import (
+    DEFAULT_MAX_IN_VALUES,
+    DEFAULT_MAX_RANGE_VALUES,
+    MergeScope,
+    ScopeLimits,
+)
 from deltaguard.engines import specs
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
 from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
 
 if TYPE_CHECKING:
+    import datetime as dt
+    from typing import NoReturn
+
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
     from deltaguard.core.table_config import TableConfig
 
@@ -84,6 +94,8 @@ class DeltaMergeOperator(DeltaWriteOperator):
         self.explicit_partitions = explicit_partitions
         #: what the source's data did to the scope, and why (set when the spec is built)
         self.scope_reasons: list[str] = []
+        #: the scope this try asked its lease for (``{"scope": None}``: none), carried across deferrals
+        self._scope_state: dict[str, Any] | None = None
         self.on_source_outside_target = on_source_outside_target
         self.scope_limits = ScopeLimits(scope_max_in_values, scope_max_range_values)
         self.source = wrap_source(source)
@@ -113,6 +125,15 @@ class DeltaMergeOperator(DeltaWriteOperator):
         declared = self._declared_spec()
         if self.resolved_engine is None:  # set by execute before build_spec; absent only when called alone
             return declared
+        if self._scope_state is not None:
+            # Resumed after waiting: the lease was asked for (and may have been granted by the trigger) with
+            # this scope, so the write keeps it; the engine refuses a source that has left it since.
+            stored = self._scope_state.get("scope")
+            if stored is None:
+                return declared
+            scope = MergeScope.from_json(stored)
+            self.scope_reasons = [*scope.reasons, "kept the scope the lease was asked for before waiting"]
+            return dataclasses.replace(declared, source_scope=scope, explicit_scope=self.explicit_partitions)
         spec, reasons = scoped_merge(
             declared,
             table_config,
@@ -122,13 +143,31 @@ class DeltaMergeOperator(DeltaWriteOperator):
             on_outside=self.on_source_outside_target,
         )
         self.scope_reasons = list(reasons)
+        self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}
         self.log.info("deltaguard: MERGE scope from the source: %s", "; ".join(reasons) or "none")
         return spec
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self._scope_state = None  # a new try reads its source anew
         return self._with_scope(super().execute(context))
 
-    def execute_complete(self, context: Context, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def defer(
+        self,
+        *,
+        trigger: BaseTrigger,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: dt.timedelta | float | None = None,
+    ) -> NoReturn:
+        # the scope the lease is asked for travels with the deferral, so the resumed task writes under it
+        if self._scope_state is not None:
+            kwargs = {**(kwargs or {}), "merge_scope": self._scope_state}
+        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+
+    def execute_complete(
+        self, context: Context, *args: Any, merge_scope: dict[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        self._scope_state = merge_scope
         return self._with_scope(super().execute_complete(context, *args, **kwargs))
 
     def _with_scope(self, result: dict[str, Any]) -> dict[str, Any]:

@@ -20,9 +20,10 @@ that the source it writes still lies within the scope the lease was taken for.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -162,6 +163,88 @@ class MergeScope:
     def columns(self) -> tuple[ColumnScope, ...]:
         """Every column scope (for the write-time check of the source)."""
         return self.matched + self.inserted
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-safe form (values tagged by type), so a deferred task resumes with the scope it queued with."""
+        return {
+            "matched": [_scope_json(c) for c in self.matched],
+            "inserted": [_scope_json(c) for c in self.inserted],
+            "copies_all_keys": self.copies_all_keys,
+            "reasons": list(self.reasons),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> MergeScope:
+        """The scope :meth:`to_json` wrote.
+
+        :raises ValueError: for anything else.
+        """
+        try:
+            return cls(
+                tuple(_scope_from_json(c) for c in data["matched"]),  # type: ignore[attr-defined]
+                tuple(_scope_from_json(c) for c in data["inserted"]),  # type: ignore[attr-defined]
+                bool(data["copies_all_keys"]),
+                tuple(str(r) for r in data["reasons"]),  # type: ignore[attr-defined]
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"not a MERGE scope: {error}") from None
+
+
+def _tagged(value: object) -> list[object] | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return ["b", value]
+    if isinstance(value, int):
+        return ["i", str(value)]
+    if isinstance(value, Decimal):
+        return ["n", str(value)]
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return ["d", value.isoformat()]
+    if isinstance(value, str):
+        return ["s", value]
+    raise ValueError(f"cannot store a {type(value).__name__} scope value")
+
+
+def _untagged(item: object) -> object:
+    if item is None:
+        return None
+    if not isinstance(item, list | tuple) or len(item) != 2:
+        raise ValueError(f"not a tagged scope value: {item!r}")
+    tag, text = item
+    readers: dict[object, Callable[[Any], object]] = {
+        "b": bool,
+        "i": int,
+        "n": Decimal,
+        "d": dt.date.fromisoformat,
+        "s": str,
+    }
+    if tag not in readers:
+        raise ValueError(f"unknown scope value tag {tag!r}")
+    return readers[tag](text)
+
+
+def _scope_json(scope: ColumnScope) -> dict[str, object]:
+    return {
+        "column": scope.column,
+        "source_column": scope.source_column,
+        "values": None if scope.values is None else [_tagged(v) for v in scope.values],
+        "low": _tagged(scope.low),
+        "high": _tagged(scope.high),
+        "has_null": scope.has_null,
+    }
+
+
+def _scope_from_json(data: Mapping[str, object]) -> ColumnScope:
+    values = data["values"]
+    return ColumnScope(
+        str(data["column"]),
+        str(data["source_column"]),
+        None if values is None else tuple(_untagged(v) for v in values),  # type: ignore[attr-defined]
+        _untagged(data["low"]),
+        _untagged(data["high"]),
+        bool(data["has_null"]),
+    )
 
 
 # ----------------------------------------------------------------------------------------- which columns

@@ -45,3 +45,51 @@ def test_arguments_are_checked_when_the_dag_is_parsed() -> None:
         DeltaMergeOperator(
             task_id="m", table="/t", source="/s", condition="t.id = s.id", scope_max_in_values=0
         )
+
+
+def test_a_resumed_task_writes_under_the_scope_it_queued_with(tmp_path) -> None:
+    """The lease may be granted by the trigger for the scope asked before the wait; the resumed task keeps
+    that scope (carried in the deferral kwargs) and the engine refuses a source that has left it."""
+    import itertools
+
+    import pyarrow as pa
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from deltaguard.engines.deltars.engine import DeltaRsEngine
+    from deltaguard.engines.errors import InvalidWriteError
+    from deltaguard.engines.specs import WriteContext
+    from deltaguard.triggers.lease import LeaseAvailableTrigger
+
+    table = sales_table(str(tmp_path / "sales"))
+    calls = itertools.count()
+
+    def drifting() -> pa.Table:  # DE before the wait, FR after it
+        country = "DE" if next(calls) == 0 else "FR"
+        return pa.table({"id": [2], "country": [country], "amount": [21]})
+
+    def operator() -> DeltaMergeOperator:
+        op = DeltaMergeOperator(
+            task_id="m", table=table, source=drifting, condition="t.id = s.id AND t.country = s.country"
+        )
+        op.resolved_engine = DeltaRsEngine()
+        return op
+
+    engine = DeltaRsEngine()
+    before = operator()
+    queued = before.build_spec(engine.table_config(table))
+    assert queued.scope_conjunct() == "t.country IN ('DE')"
+    with pytest.raises(TaskDeferred) as deferred:
+        before.defer(
+            trigger=LeaseAvailableTrigger(store_url="sqlite://", request_id="r", poll_interval=1.0),
+            method_name="execute_complete",
+            kwargs={"request_id": "r"},
+        )
+    carried = deferred.value.kwargs["merge_scope"]
+    after = operator()
+    after._scope_state = carried  # what execute_complete(merge_scope=...) does on resume
+    resumed = after.build_spec(engine.table_config(table))
+    assert resumed.source_scope == queued.source_scope and resumed.operation() == queued.operation()
+    assert next(calls) == 1  # the source was not read again to build the scope
+    with pytest.raises(InvalidWriteError, match="FR"):
+        engine.write(table, resumed, WriteContext())
+    assert DeltaTable(table).version() == 0
