@@ -185,3 +185,32 @@ def test_limits_are_checked() -> None:
 def test_decimal_values_render_exactly() -> None:
     scope = ColumnScope("d", "d", (Decimal("1.10"), Decimal("2")))
     assert scope.condition("t").sql(dialect="spark") == "t.d IN (1.10, 2)"
+
+
+SCOPE_VALUES = st.one_of(
+    st.lists(st.text(max_size=5), min_size=1, max_size=4, unique=True),
+    st.lists(st.integers(), min_size=1, max_size=4, unique=True),
+    st.lists(st.booleans(), min_size=1, max_size=2, unique=True),
+    st.lists(DAYS, min_size=1, max_size=4, unique=True),
+    st.lists(
+        st.decimals(allow_nan=False, allow_infinity=False, places=3), min_size=1, max_size=4, unique=True
+    ),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(SCOPE_VALUES, st.booleans(), st.booleans())
+def test_a_scope_survives_its_json_form(values, has_null, ranged) -> None:
+    import json
+
+    ordered = tuple(sorted(values))
+    if ranged:
+        column = ColumnScope("k", "s_k", None, ordered[0], ordered[-1], has_null)
+    else:
+        column = ColumnScope("k", "s_k", ordered, has_null=has_null)
+    scope = MergeScope(matched=(column,), inserted=(column,), copies_all_keys=has_null, reasons=("why",))
+    back = MergeScope.from_json(json.loads(json.dumps(scope.to_json())))
+    assert back == scope and back.reasons == ("why",)
+    assert [type(v) for v in back.matched[0].values or ()] == [type(v) for v in column.values or ()]
+    with pytest.raises(ValueError):
+        MergeScope.from_json({"matched": [{"values": [["x", "1"]]}]})
