@@ -80,6 +80,19 @@ class KeySummary:
 
 
 @dataclass(frozen=True)
+class SourceKeys:
+    """What an engine read of a MERGE source: the key summaries, and the source to write.
+
+    :param summaries: source column (lower-cased) -> what it holds.
+    :param source: the source as read: for a zero-argument callable the data it produced (so a write that
+        follows in the same process does not produce it again), otherwise the source unchanged.
+    """
+
+    summaries: Mapping[str, KeySummary]
+    source: object
+
+
+@dataclass(frozen=True)
 class ColumnScope:
     """The values one target column can take in the rows a MERGE touches.
 

@@ -14,7 +14,7 @@ from deltaguard.engines.specs import WriteContext, WriteSpec
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from deltaguard.core.merge_scope import KeySummary, ScopeLimits
+    from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,12 @@ class DeltaEngine(abc.ABC):
         :raises deltaguard.engines.errors.DeltaConflictError: if the commit conflicts.
         """
 
-    def source_key_summaries(
+    def read_source_keys(
         self, source: Any, columns: Collection[str], limits: ScopeLimits
-    ) -> dict[str, KeySummary] | None:
-        """What a MERGE source holds in its key columns (ADR 0019), or ``None`` when this engine does not
-        check a source against a computed scope at write time (the MERGE then keeps its declared scope).
+    ) -> SourceKeys | None:
+        """What a MERGE source holds in its key columns, and the source to write (ADR 0019), or ``None``
+        when this engine does not check a source against a computed scope at write time (the MERGE then
+        keeps its declared scope).
 
         :param source: the spec's source.
         :param columns: the source columns to read.

@@ -4,7 +4,8 @@ The reading half of ADR 0019 (the deciding half is the pure :mod:`deltaguard.cor
 key columns are read: an Arrow projection of in-memory data, a column projection of Parquet/CSV/Delta
 sources, and ``select(col).distinct().limit(N + 1)`` on a Spark DataFrame (then a bounded count and
 min/max only when there are more than ``N``). A zero-argument callable must be called to see its data at
-all, so it runs twice (once here, before the lease; once when the write runs).
+all: the data it produced is kept for the write (:func:`read_source_keys`), so it runs once when the lease
+is granted at once, and once more after a deferral (the worker process that held the data is gone).
 """
 
 from __future__ import annotations
@@ -17,9 +18,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from deltaguard.core.merge_scope import KeySummary, MergeScope, ScopeLimits
+from deltaguard.core.merge_scope import KeySummary, MergeScope, ScopeLimits, SourceKeys
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sources import DELTA_PREFIX, _call_source, _dir_of_csv, _is_data, resolve_source
+
+
+def read_source_keys(
+    source: Any, columns: Collection[str], limits: ScopeLimits, storage_options: dict[str, str] | None = None
+) -> SourceKeys:
+    """:func:`source_key_summaries`, and the source to write: a callable's produced data is kept, so a write
+    granted at once does not call it again."""
+    if callable(source) and not _is_data(source):
+        source = _call_source(source)
+        if callable(source) and not _is_data(source) and not _is_spark_dataframe(source):
+            raise InvalidWriteError("a source callable must return data, not another callable")
+    if isinstance(source, pa.RecordBatchReader) or (
+        hasattr(source, "__arrow_c_stream__") and not isinstance(source, pa.Table)
+    ):
+        # a stream can be read once: reading its keys would leave the write an exhausted stream
+        source = pa.RecordBatchReader.from_stream(source).read_all()
+    return SourceKeys(source_key_summaries(source, columns, limits, storage_options), source)
 
 
 def source_key_summaries(

@@ -72,14 +72,16 @@ def scoped_merge(
     wanted = {*matched.values(), *(inserted or {}).values()}
     if not wanted:
         return spec, ("no key column is equated to or copied from the source",)
-    summaries = engine.source_key_summaries(spec.source, sorted(wanted), limits)
-    if summaries is None:
+    read = engine.read_source_keys(spec.source, sorted(wanted), limits)
+    if read is None:
         return spec, (f"the {engine.name} engine does not check a source against a computed scope",)
+    # a callable's produced data is written as read, so a write granted at once does not produce it again
+    spec = dataclasses.replace(spec, source=read.source)
     scope = plan_merge_scope(
         matched=matched,
         inserted=inserted,
         partition_columns=table_config.partition_columns,
-        summaries=summaries,
+        summaries=read.summaries,
         limits=limits,
     )
     reasons = list(scope.reasons)

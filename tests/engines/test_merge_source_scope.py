@@ -6,6 +6,7 @@ commit from it. What the lease manager admitted side by side must commit side by
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 from pathlib import Path
@@ -296,9 +297,25 @@ def test_a_source_that_changed_after_its_scope_was_read_is_refused_at_write_time
 
     spec = _scoped(engine, uri, _upsert(drifting))
     assert spec.scope_conjunct() == "t.date IN ('2024-01-01')"
+    # granted at once, the write uses the data read for the scope (the callable runs once) ...
+    assert isinstance(spec.source, pa.Table) and next(calls) == 1
+    # ... after a deferral the resumed task calls it again under the scope it queued with
     with pytest.raises(InvalidWriteError, match="2024-01-03"):
-        engine.write(uri, spec, WriteContext())
+        engine.write(uri, dataclasses.replace(spec, source=drifting), WriteContext())
     assert DeltaTable(uri).version() == 0
+
+
+def test_a_stream_source_is_read_once_and_written_whole(tmp_path: Path) -> None:
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    data = _source([40, 41], ["2024-01-02", "2024-01-02"])
+    for i, source in enumerate((pa.RecordBatchReader.from_batches(data.schema, data.to_batches()), None)):
+        if source is None:  # the same through a callable producing a stream
+            batches = _source([42], ["2024-01-02"])
+            source = lambda b=batches: pa.RecordBatchReader.from_batches(b.schema, b.to_batches())  # noqa: E731
+        spec = _scoped(engine, uri, _upsert(source))
+        assert spec.scope_conjunct() == "t.date IN ('2024-01-02')", i
+        engine.write(uri, spec, WriteContext())
+    assert _dates(uri) == {40: "2024-01-02", 41: "2024-01-02", 42: "2024-01-02"}
 
 
 def test_key_columns_are_read_from_every_kind_of_source(tmp_path: Path) -> None:
