@@ -21,6 +21,7 @@ from deltaguard.core.merge_scope import (
 )
 from deltaguard.engines import specs
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
+from deltaguard.operators.sources import CallableSource
 from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ class DeltaMergeOperator(DeltaWriteOperator):
             limits=self.scope_limits,
             explicit=self.explicit_partitions,
             on_outside=self.on_source_outside_target,
+            produced=isinstance(self.source, CallableSource),
         )
         self.scope_reasons = list(reasons)
         self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}

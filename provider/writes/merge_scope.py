@@ -39,6 +39,7 @@ def scoped_merge(
     limits: ScopeLimits,
     explicit: bool = True,
     on_outside: str = FAIL,
+    produced: bool = False,
 ) -> tuple[MergeSpec, tuple[str, ...]]:
     """``spec`` with the scope its source implies, and the reasons for it.
 
@@ -49,6 +50,10 @@ def scoped_merge(
     :param explicit: add the scope's conjunct to the executed ON condition (and so to the claim).
     :param on_outside: ``"fail"``: refuse a source whose inserted rows would land outside the declared target
         predicate; ``"widen"``: claim the partitions they land in.
+    :param produced: the source is produced by a callable, whose work would move before the lease: it is
+        read only when its data can narrow the claim (a key column not pinned by ``target_partition_values``)
+        or ``on_outside`` is ``"widen"``; otherwise it runs under the lease as before, where the engine
+        checks copied rows against the declared partitions (ADR 0012).
     :raises InvalidWriteError: with ``"fail"``, naming the offending values (before any lease, nothing written).
     """
     if on_outside not in OUTSIDE_CHOICES:
@@ -72,6 +77,12 @@ def scoped_merge(
     wanted = {*matched.values(), *(inserted or {}).values()}
     if not wanted:
         return spec, ("no key column is equated to or copied from the source",)
+    pinned = {c.lower() for c in spec.target_partition_values}
+    if produced and on_outside == FAIL and {c.lower() for c in (*matched, *(inserted or {}))} <= pinned:
+        return spec, (
+            "target_partition_values pins every key column: the source callable runs under the lease, where "
+            "the engine checks its rows against them",
+        )
     read = engine.read_source_keys(spec.source, sorted(wanted), limits)
     if read is None:
         return spec, (f"the {engine.name} engine does not check a source against a computed scope",)

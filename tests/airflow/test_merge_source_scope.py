@@ -14,9 +14,14 @@ OPS = "from deltaguard.operators.dml import DeltaMergeOperator"
 
 
 def test_outside_the_declared_partition_fails_before_any_lease_or_widens(tmp_path, lease_store_url) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     refused, widened = sales_table(str(tmp_path / "refused")), sales_table(str(tmp_path / "widened"))
+    source = str(tmp_path / "changes.parquet")
+    pq.write_table(pa.table({"id": [2, 9], "country": ["DE", "FR"], "amount": [21, 90]}), source)
     body = f"""
-    source = lambda: pa.table({{"id": [2, 9], "country": ["DE", "FR"], "amount": [21, 90]}})
+    source = {source!r}
     DeltaMergeOperator(task_id="refused", table={refused!r}, source=source, condition="t.id = s.id",
                        target_partition_values={{"country": "DE"}})
     DeltaMergeOperator(task_id="widened", table={widened!r}, source=source, condition="t.id = s.id",

@@ -305,6 +305,29 @@ def test_a_source_that_changed_after_its_scope_was_read_is_refused_at_write_time
     assert DeltaTable(uri).version() == 0
 
 
+def test_a_callable_whose_keys_are_all_pinned_runs_under_the_lease_only(tmp_path: Path) -> None:
+    """Reading a callable's keys means producing its data before the lease; when target_partition_values
+    pins every key column the data cannot narrow the claim, so the work stays under the lease."""
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    calls = itertools.count()
+
+    def produce() -> pa.Table:
+        next(calls)
+        return _source([1], ["2024-01-01"])
+
+    spec = _upsert(produce, target_partition_values={"date": "2024-01-01"})
+    kept, reasons = scoped_merge(spec, engine.table_config(uri), engine, limits=LIMITS, produced=True)
+    assert kept is spec and next(calls) == 0 and "pins every key column" in reasons[0]
+    widened, _ = scoped_merge(
+        spec, engine.table_config(uri), engine, limits=LIMITS, produced=True, on_outside="widen"
+    )
+    assert widened.source_scope is not None and next(calls) == 2  # read once for the widened claim
+    unpinned, _ = scoped_merge(
+        _upsert(produce), engine.table_config(uri), engine, limits=LIMITS, produced=True
+    )
+    assert unpinned.scope_conjunct() == "t.date IN ('2024-01-01')"
+
+
 def test_a_stream_source_is_read_once_and_written_whole(tmp_path: Path) -> None:
     engine, uri = DeltaRsEngine(), _table(tmp_path)
     data = _source([40, 41], ["2024-01-02", "2024-01-02"])
