@@ -33,7 +33,7 @@ from deltaguard.core.sql.literals import SPARK, column_equals, literal_expressio
 from deltaguard.core.sql.predicates import Predicate, parse_predicate, provably_disjoint
 
 #: Default bounds: up to this many distinct values an IN list, ...
-DEFAULT_MAX_IN_VALUES = 1_000
+DEFAULT_MAX_IN_VALUES = 100
 #: ... up to this many a BETWEEN range (integers and dates only), above it the whole table.
 DEFAULT_MAX_RANGE_VALUES = 100_000
 
