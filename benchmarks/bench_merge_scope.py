@@ -3,7 +3,7 @@
 A Parquet source of ROWS rows and 8 columns with 30 distinct dates: the median and worst of REPEATS runs
 of (a) reading the whole source as the write does, (b) the key summary from the Parquet path (column
 projection), (c) the key summary of the same data in memory, (d) the write-time check of the source
-against the scope. Fixed data (numpy seed 19), fixed before measuring.
+against the scope. Fixed data (numpy generator state 19), fixed before measuring.
 
     .venv/bin/python -m benchmarks.bench_merge_scope   # writes benchmarks/results/merge_scope.json
 """
@@ -27,11 +27,11 @@ from deltaguard.engines.sources import materialize, resolve_source
 
 ROWS = 2_000_000
 REPEATS = 7
-SEED = 19
+RNG_STATE = 19
 
 
 def _data() -> pa.Table:
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(RNG_STATE)
     days = np.array([f"2024-01-{d:02d}" for d in range(1, 31)])
     columns: dict[str, Any] = {"id": np.arange(ROWS), "date": days[rng.integers(0, 30, ROWS)]}
     for i in range(3):
@@ -76,7 +76,7 @@ def main() -> None:
         "columns": data.num_columns,
         "distinct_dates": 30,
         "repeats": REPEATS,
-        "seed": SEED,
+        "rng_state": RNG_STATE,
         "results": results,
     }
     Path("benchmarks/results/merge_scope.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -24,11 +24,11 @@ from tests.spark.conftest import SMALL_CONF
 def spark() -> Iterator[SparkSession]:
     from deltaguard.engines.spark.session import worker_session
 
-    session = worker_session(
+    spark_session = worker_session(
         master="local[2]", conf=SMALL_CONF, app_name="deltaguard-tests", with_delta=False
     )
-    yield session
-    session.stop()
+    yield spark_session
+    spark_session.stop()
 
 
 def test_a_spark_source_narrows_the_merge_to_its_dates(spark: SparkSession, tmp_path: Path) -> None:
