@@ -6,11 +6,16 @@ import abc
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.profiles import STORAGE_COORDINATION, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.specs import WriteContext, WriteSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,19 @@ class DeltaEngine(abc.ABC):
         :raises deltaguard.engines.errors.InvalidWriteError: before writing anything, if the spec is bad.
         :raises deltaguard.engines.errors.DeltaConflictError: if the commit conflicts.
         """
+
+    def read_source_keys(
+        self, source: Any, columns: Collection[str], limits: ScopeLimits
+    ) -> SourceKeys | None:
+        """What a MERGE source holds in its key columns, and the source to write (ADR 0019), or ``None``
+        when this engine does not check a source against a computed scope at write time (the MERGE then
+        keeps its declared scope).
+
+        :param source: the spec's source.
+        :param columns: the source columns to read.
+        :param limits: the enumeration bounds.
+        """
+        return None
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:  # noqa: B027
         """Check a spec against the table before any lease is taken; raise ``InvalidWriteError``.

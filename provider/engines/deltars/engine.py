@@ -11,6 +11,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 import deltalake
@@ -18,6 +19,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError, TableNotFoundError
 from deltalake.transaction import CommitProperties, Transaction
 
+from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
@@ -94,6 +96,14 @@ class DeltaRsEngine(DeltaEngine):
 
     def table_config(self, table_uri: str) -> TableConfig:
         return read_table_config(table_uri, self.storage_options, file_stats=self.file_stats)
+
+    def read_source_keys(
+        self, source: Any, columns: Collection[str], limits: ScopeLimits
+    ) -> SourceKeys | None:
+        # run_merge checks the source it writes against the scope (source_keys.check_source_in_scope)
+        from deltaguard.engines.source_keys import read_source_keys
+
+        return read_source_keys(source, columns, limits, self.storage_options)
 
     def open_table(self, table_uri: str, version: int | None = None) -> DeltaTable:
         """Open a handle on the table, optionally at an older version.
