@@ -122,12 +122,14 @@ class DeltaAdmissionTrigger(BaseTrigger):
             },
         )
 
-    def _probe(self, store: LeaseStore) -> tuple[bool, str]:
+    def _probe(self, store: LeaseStore | None = None) -> tuple[bool, str]:
+        """The sensor's answer, over ``store`` (the shared handle) or a store opened for this one call."""
+        from deltaguard.config import resolve_store_reference
         from deltaguard.leases import codec
         from deltaguard.writes.sensor_checks import admission_probe
 
         return admission_probe(
-            store,
+            store if store is not None else resolve_store_reference(self.store_url),
             self.table_key,
             codec.operation_from_json(self.operation),
             codec.config_from_json(self.table_config),
