@@ -49,11 +49,26 @@ class SharedStore:
     ready: asyncio.Future[None] | None = None
     limit: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(MAX_CALLS))
     closed: bool = False
+    #: store calls still running in worker threads (a cancelled caller does not stop its thread)
+    inflight: set[asyncio.Future[object]] = dataclasses.field(default_factory=set)
 
     async def call(self, fn: Callable[..., T], *args: object) -> T:
-        """Run a blocking store call in a worker thread, at most :data:`MAX_CALLS` at once."""
-        async with self.limit:
-            return await asyncio.to_thread(fn, *args)
+        """Run a blocking store call in a worker thread, at most :data:`MAX_CALLS` at once.
+
+        A caller cancelled meanwhile returns at once, but its call keeps its slot until the thread ends,
+        and the store is closed only after it: a thread never finishes on a closed store.
+        """
+        await self.limit.acquire()
+        future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        self.inflight.add(future)  # type: ignore[arg-type]
+        future.add_done_callback(self._done)
+        return await asyncio.shield(future)
+
+    def _done(self, future: asyncio.Future[object]) -> None:
+        self.inflight.discard(future)
+        self.limit.release()
+        if not future.cancelled():
+            future.exception()  # retrieved: the caller may have been cancelled and never will
 
     def manager(self) -> LeaseManager:
         """A lease manager over the shared store (its caches are the caller's own)."""
@@ -106,6 +121,7 @@ async def _open(entry: SharedStore) -> None:
 
 
 async def _close(entry: SharedStore) -> None:
+    await asyncio.gather(*list(entry.inflight), return_exceptions=True)
     if entry.listener is not None:
         await entry.listener.close()
     if entry.store is not None:
