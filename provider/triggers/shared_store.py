@@ -94,11 +94,18 @@ def _open_blocking(entry: SharedStore) -> None:
     entry.store = open_store(entry.url, **options)
 
 
+def _listen_configured() -> bool:
+    from deltaguard import config
+
+    return config.lease_store_listen()
+
+
 async def _open(entry: SharedStore) -> None:
     assert entry.ready is not None
     try:
         await asyncio.to_thread(_open_blocking, entry)
-        if entry.url.split(":", 1)[0].lower().startswith("postgres"):
+        listen = await asyncio.to_thread(_listen_configured)
+        if listen and entry.url.split(":", 1)[0].lower().startswith("postgres"):
             from deltaguard.leases.sql.listen import FreedListener, conninfo
 
             timeout = entry.settings.lease_timing.store_timeout_s
