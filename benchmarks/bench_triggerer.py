@@ -144,7 +144,7 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"n": 0, "median_ms": None, "p95_ms": None, "worst_ms": None}
     ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {
         "n": len(ordered),
         "median_ms": round(statistics.median(ordered) * 1000, 1),
@@ -215,7 +215,7 @@ def main() -> int:
     parser.add_argument("--main-waiters", type=int, default=100)
     parser.add_argument("--main-ref", default="d5fcd17")
     parser.add_argument("--poll", type=float, default=5.0, help="the triggers' poll_interval (the default)")
-    parser.add_argument("--idle", type=float, default=20.0)
+    parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--releases", type=int, default=40)
     parser.add_argument("--gap", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=20261123)

@@ -150,7 +150,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
             while True:
                 assert shared.store is not None
                 admitted, reason = await shared.call(self._probe, shared.store)
-                    # the sensor's deferral timeout bounds this wait, so the trigger has none of its own
+                # the sensor's deferral timeout bounds this wait, so the trigger has none of its own
                 step = next_step(
                     admitted=admitted,
                     waited_s=0.0,

@@ -90,7 +90,8 @@ def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(p
 
     async def scenario() -> tuple[int, int, int, int]:
         tasks = [
-            asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=0.1))) for rid in waiting
+            asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=0.1)))
+            for rid in waiting
         ]
         await asyncio.sleep(2.0)  # every trigger has checked many times
         during = await asyncio.to_thread(_connections, pg_url)

@@ -76,7 +76,7 @@ def test_opening_never_applies_a_breaking_step(
 ) -> None:
     _store_at(store_url, migrations.LATEST - 1)
     monkeypatch.setitem(migrations.COMPATIBLE_FROM, migrations.LATEST, migrations.LATEST)
-    with pytest.raises(StoreUnavailableError, match="breaking migration step.*--allow-breaking"):
+    with pytest.raises(StoreUnavailableError, match=r"breaking migration step.*--allow-breaking"):
         open_store(store_url)
     assert _version(store_url)[0] == migrations.LATEST - 1
     assert main(["db", "migrate", "--store-url", store_url]) == 2
