@@ -78,6 +78,12 @@ class LeaseAvailableTrigger(BaseTrigger):
         return max(seconds, min(NOTIFY_POLL_POLLS * seconds, left / 3))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # The store handle is given back before the event is yielded: the triggerer may close this
+        # generator late, or never, once it has the event.
+        yield TriggerEvent(await self._wait())
+
+    async def _wait(self) -> dict[str, Any]:
+        """Wait until the request is granted or closed (or the store keeps failing); return the payload."""
         from deltaguard import config
         from deltaguard.triggers.shared_store import shared_store
 
@@ -110,10 +116,7 @@ class LeaseAvailableTrigger(BaseTrigger):
                     errors += 1
                     self.log.warning("deltaguard: lease store check failed (%d): %s", errors, exc)
                     if errors >= MAX_CONSECUTIVE_ERRORS:
-                        yield TriggerEvent(
-                            {"status": "error", "request_id": self.request_id, "message": str(exc)}
-                        )
-                        return
+                        return {"status": "error", "request_id": self.request_id, "message": str(exc)}
                     await asyncio.sleep(self.poll_interval)
                     continue
                 # A closed request also ends the wait here: the task then asks anew. The task's own deferral
@@ -137,5 +140,4 @@ class LeaseAvailableTrigger(BaseTrigger):
                             await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
                     case _:
                         assert not isinstance(answer, Waiting)
-                        yield TriggerEvent(self._event(answer))
-                        return
+                        return self._event(answer)
