@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
@@ -50,7 +50,7 @@ class SharedStore:
     limit: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(MAX_CALLS))
     closed: bool = False
     #: store calls still running in worker threads (a cancelled caller does not stop its thread)
-    inflight: set[asyncio.Future[object]] = dataclasses.field(default_factory=set)
+    inflight: set[asyncio.Future[Any]] = dataclasses.field(default_factory=set)
 
     async def call(self, fn: Callable[..., T], *args: object) -> T:
         """Run a blocking store call in a worker thread, at most :data:`MAX_CALLS` at once.
@@ -60,11 +60,11 @@ class SharedStore:
         """
         await self.limit.acquire()
         future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-        self.inflight.add(future)  # type: ignore[arg-type]
+        self.inflight.add(future)
         future.add_done_callback(self._done)
         return await asyncio.shield(future)
 
-    def _done(self, future: asyncio.Future[object]) -> None:
+    def _done(self, future: asyncio.Future[Any]) -> None:
         self.inflight.discard(future)
         self.limit.release()
         if not future.cancelled():
