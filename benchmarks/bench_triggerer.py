@@ -209,6 +209,46 @@ async def _measure(
     }
 
 
+def _release_times(url: str, n: int) -> list[float]:
+    """Seconds per ``release`` of a lease nobody waits for (acquire untimed), over ``n`` cycles on 50 tables."""
+    manager = LeaseManager(url)
+    times = []
+    for i in range(100 + n):
+        held = manager.acquire(_request(f"a{i}", OperationKind.MERGE, f"/t/{i % 50}"))
+        assert isinstance(held, Granted)
+        start = time.perf_counter()
+        manager.release(held.lease_id, Owner(name=f"a{i}"))
+        if i >= 100:  # the first 100 warm the caches and plans
+            times.append(time.perf_counter() - start)
+    manager.store.close()
+    return times
+
+
+def release_cost(server: str, rounds: int, n: int) -> dict[str, Any]:
+    """What schema 8's row triggers add to a release nobody waits for: alternating rounds with the triggers
+    enabled and disabled (``ALTER TABLE ... DISABLE TRIGGER``), each on a fresh database."""
+    rows: dict[str, list[dict[str, float]]] = {"with_trigger": [], "without_trigger": []}
+    for _ in range(rounds):
+        for mode in rows:
+            url = _fresh_database(server)
+            LeaseManager(url).store.close()  # create the schema
+            if mode == "without_trigger":
+                engine = sa.create_engine(url)
+                with engine.begin() as conn:
+                    conn.execute(sa.text("ALTER TABLE dg_leases DISABLE TRIGGER dg_leases_freed"))
+                    conn.execute(sa.text("ALTER TABLE dg_queue DISABLE TRIGGER dg_queue_freed"))
+                engine.dispose()
+            times = sorted(_release_times(url, n))
+            rows[mode].append(
+                {
+                    "median_ms": round(statistics.median(times) * 1000, 3),
+                    "p99_ms": round(times[int(0.99 * (len(times) - 1))] * 1000, 3),
+                    "load_avg_1m": round(os.getloadavg()[0], 2),
+                }
+            )
+    return {"releases_per_round": n, "rounds": rounds, **rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--waiters", type=int, default=1000)
@@ -221,7 +261,22 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--modes", default="notify,poll,per_trigger_main")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "triggerer.json"))
+    parser.add_argument(
+        "--release-cost",
+        action="store_true",
+        help="instead: the cost schema 8's NOTIFY triggers add to a release (triggerer_release_cost.json)",
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=1500)
     args = parser.parse_args()
+    if args.release_cost:
+        with throwaway_postgres() as server:
+            result = release_cost(server, args.rounds, args.cycles)
+        result["command"] = "python benchmarks/bench_triggerer.py " + " ".join(sys.argv[1:])
+        out = ROOT / "benchmarks" / "results" / "triggerer_release_cost.json"
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result))
+        return 0
 
     from deltaguard.triggers.lease import LeaseAvailableTrigger
 
