@@ -181,3 +181,39 @@ def test_the_store_notifies_only_when_someone_waits(pg_url: str) -> None:
         (notify,) = list(listen.notifies(timeout=1.0, stop_after=1))
         assert notify.payload == f"{held.lease_id} /t/sales"
     manager.store.close()
+
+
+def test_a_lost_listen_connection_is_remade_and_waiters_poll_meanwhile(pg_url: str) -> None:
+    manager, (holder,), (rid,) = _holder_and_waiters(pg_url, 1)
+    poll = 0.5
+
+    async def scenario() -> tuple[dict, bool, bool]:
+        task = asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=poll)))
+        await asyncio.sleep(poll + 1.0)
+        (entry,) = shared_store._SHARED.values()
+        assert entry.listener is not None and entry.listener.connected
+        engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+        with engine.connect() as conn:  # the server ends the LISTEN connection (a restart, a network cut)
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'deltaguard-listen' AND datname = current_database()"
+                )
+            )
+        engine.dispose()
+        deadline = time.monotonic() + 5
+        while entry.listener.connected and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        dropped = not entry.listener.connected
+        deadline = time.monotonic() + 10  # remade after retry_s (1 s)
+        while not entry.listener.connected and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        remade = entry.listener.connected
+        await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter0"))
+        payload, _ = await asyncio.wait_for(task, 30)
+        await shared_store.closed()
+        return payload, dropped, remade
+
+    payload, dropped, remade = asyncio.run(scenario())
+    assert dropped and remade and payload["status"] == "granted"
+    manager.store.close()
