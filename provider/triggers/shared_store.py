@@ -154,6 +154,8 @@ async def shared_store(url: str, settings: LeaseSettings) -> AsyncIterator[Share
     loop = asyncio.get_running_loop()
     key = (id(loop), url)
     entry = _SHARED.get(key)
+    if entry is not None and entry.ready is not None and entry.ready.get_loop() is not loop:
+        entry = None  # left by a loop that was closed while triggers still held it (its id is reused)
     if entry is None:
         entry = SharedStore(url, settings, key=key, ready=loop.create_future())
         _SHARED[key] = entry
