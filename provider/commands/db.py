@@ -2,7 +2,7 @@
 
 Opening a store applies the additive migration steps by itself; this command is for deploy pipelines:
 ``--check`` only reports (exit 1 when a step is pending, 3 when the schema is newer than this deltaguard may
-use), and a *breaking* step (:data:`deltaguard.leases.sql.migrations.COMPATIBLE_FROM`) is applied only with
+use, 4 when the store cannot be reached), and a *breaking* step (:data:`deltaguard.leases.sql.migrations.COMPATIBLE_FROM`) is applied only with
 ``--allow-breaking``, after every older worker and triggerer has stopped. The rolling-upgrade rule is in
 docs/deployment.md.
 """
@@ -40,7 +40,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deltaguard.exceptions import StoreUnavailableError
+    import sqlalchemy as sa
+
+    from deltaguard.exceptions import StoreError
+
+    try:
+        return _run(args)
+    except (StoreError, sa.exc.SQLAlchemyError) as exc:
+        # one line, and an exit code no pipeline mistakes for "a step is pending"
+        print(f"{type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return UNAVAILABLE
+
+
+def _run(args: argparse.Namespace) -> int:
     from deltaguard.leases.open import open_store
     from deltaguard.leases.sql import migrations
     from deltaguard.leases.sql.base import SqlLeaseStore
@@ -52,11 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
         url = config.lease_store_url()
     name = redact_url(url)
-    try:
-        store = open_store(url, migrate=False)
-    except StoreUnavailableError as exc:
-        print(str(exc), file=sys.stderr)
-        return UNAVAILABLE
+    store = open_store(url, migrate=False)
     assert isinstance(store, SqlLeaseStore)
     try:
         version = store.schema_version()

@@ -88,3 +88,12 @@ def test_opening_never_applies_a_breaking_step(
     monkeypatch.setattr(migrations, "LATEST", migrations.LATEST - 1)
     with pytest.raises(StoreUnavailableError, match="newer than this deltaguard"):
         open_store(store_url)
+
+
+def test_an_unreachable_store_is_one_line_and_its_own_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    # nothing listens on port 1: the pipeline must not read this as "a step is pending" (exit 1)
+    assert (
+        main(["db", "migrate", "--store-url", "postgresql+psycopg://dg@127.0.0.1:1/leases", "--check"]) == 4
+    )
+    err = capsys.readouterr().err
+    assert "unreachable" in err and len(err.strip().splitlines()) == 1
