@@ -188,7 +188,11 @@ class SqlLeaseStore(LeaseStore):
             self.engine = self._make_engine(url)
             if migrate:
                 self.migrate()
-        except (sa_exc.SQLAlchemyError, migrations.SchemaTooNewError) as exc:
+        except (
+            sa_exc.SQLAlchemyError,
+            migrations.SchemaTooNewError,
+            migrations.MigrationPendingError,
+        ) as exc:
             if hasattr(self, "engine"):
                 self.engine.dispose()
             raise StoreUnavailableError(f"lease store {self.name} is unavailable: {_cause(exc)}") from exc
@@ -245,11 +249,23 @@ class SqlLeaseStore(LeaseStore):
 
     # --- schema --------------------------------------------------------------------------------------
 
-    def migrate(self, target: int = migrations.LATEST) -> int:
-        """Create or migrate the schema to ``target``; return the version reached."""
+    def migrate(self, target: int = migrations.LATEST, *, allow_breaking: bool = False) -> int:
+        """Create or migrate the schema to ``target``; return the version reached.
+
+        Opening a store applies the additive steps only; a breaking one is ``deltaguard db migrate
+        --allow-breaking``'s (:data:`~deltaguard.leases.sql.migrations.COMPATIBLE_FROM`).
+
+        :raises SchemaTooNewError: the schema is newer than this deltaguard may use.
+        :raises MigrationPendingError: a breaking step is pending and ``allow_breaking`` is false.
+        """
         with self.engine.begin() as conn:
             self._lock_migrations(conn)
-            return migrations.migrate(conn, target)
+            return migrations.migrate(conn, target, allow_breaking=allow_breaking)
+
+    def pending_migrations(self) -> list[int]:
+        """The migration steps not yet applied (empty when the schema is current or newer)."""
+        with self.engine.connect() as conn:
+            return migrations.pending(conn)
 
     def schema_version(self) -> int:
         with self._connect(read_only=True) as conn:
