@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from deltaguard.conformance.scenarios import ISOLATION_SPELLINGS, Layout, ProbeOp
+from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
 
 
 class Observed(StrEnum):
@@ -92,13 +93,43 @@ class Prediction:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class CellResult:
-    """A cell with its prediction, both orders, and the judgement."""
+#: how much of an engine message a result keeps
+DETAIL_LIMIT = 300
 
-    cell: Cell
+
+def short_detail(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def judge_order(
+    order: str, outcome: Outcome, serial: dict[str, Outcome], error: Exception | None
+) -> OrderResult:
+    """The result of one commit order whose second write did not raise a conflict.
+
+    :param order: the order's label (``"a,b"``).
+    :param outcome: what committed and the table it left.
+    :param serial: the outcome of each serial order.
+    :param error: what the second write raised, if anything but a conflict.
+    """
+    match = matching_serial_order(outcome, serial)
+    if error is not None:
+        observed = Observed.SERIAL_FAILURE if match else Observed.ERROR
+        return OrderResult(order, observed, type(error).__name__, short_detail(str(error)), match)
+    if match is None:
+        return OrderResult(order, Observed.CORRUPT, "", short_detail(explain_mismatch(outcome, serial)))
+    return OrderResult(order, Observed.COMMIT, "", "", match)
+
+
+class JudgedPair:
+    """What every judged pair shares: a prediction, the outcome of each commit order, and the judgement.
+
+    Mixed into the result dataclasses, which declare ``prediction`` and ``orders`` themselves.
+    """
+
     prediction: Prediction
-    orders: tuple[OrderResult, ...] = field(default_factory=tuple)
+    orders: tuple[OrderResult, ...]
 
     @property
     def engine_allows(self) -> bool:
@@ -119,6 +150,15 @@ class CellResult:
     def observed_summary(self) -> str:
         """``commit/conflict:ConcurrentAppend`` style text for the two orders."""
         return "/".join(o.observed.value + (f":{o.kind}" if o.kind else "") for o in self.orders)
+
+
+@dataclass(frozen=True)
+class CellResult(JudgedPair):
+    """A cell with its prediction, both orders, and the judgement."""
+
+    cell: Cell
+    prediction: Prediction
+    orders: tuple[OrderResult, ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -19,7 +19,15 @@ from pathlib import Path
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from deltaguard.conformance.cells import Cell, CellResult, Observed, OrderResult, Prediction
+from deltaguard.conformance.cells import (
+    Cell,
+    CellResult,
+    Observed,
+    OrderResult,
+    Prediction,
+    judge_order,
+    short_detail,
+)
 from deltaguard.conformance.scenarios import (
     AddConstraintSpec,
     Layout,
@@ -29,7 +37,7 @@ from deltaguard.conformance.scenarios import (
     seed_batches,
     seed_properties,
 )
-from deltaguard.conformance.state import Outcome, TableState, explain_mismatch, matching_serial_order
+from deltaguard.conformance.state import Outcome, TableState
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
@@ -39,8 +47,6 @@ from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.specs import AppendSpec, CreateSpec
-
-_DETAIL_LIMIT = 300
 
 #: the model under test: ``pair_verdict(a, b, table, profile)``; must be picklable (a module-level function)
 Predictor = Callable[[Operation, Operation, TableConfig, EngineProfile], PairVerdict]
@@ -123,11 +129,6 @@ def _seed(engine: DeltaRsEngine, uri: str, layout: Layout, isolation: str | None
         engine.write(uri, AppendSpec(source=batch))
 
 
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
-
-
 class GroupRunner:
     """Runs one :class:`Group` in a scratch directory.
 
@@ -179,13 +180,15 @@ class GroupRunner:
             try:
                 self.executor.run(uri, first, winner)
             except Exception as exc:  # recorded, the cell is inconclusive
-                return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, _short(str(exc)))
+                return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, short_detail(str(exc)))
             committed = {first.role}
             try:
                 self.executor.run(uri, second, stale)
                 committed.add(second.role)
             except DeltaConflictError as exc:
-                return OrderResult(order, Observed.CONFLICT, exc.kind.value, _short(exc.original_message))
+                return OrderResult(
+                    order, Observed.CONFLICT, exc.kind.value, short_detail(exc.original_message)
+                )
             except Exception as exc:  # judged against the serial executions below
                 error: Exception | None = exc
             else:
@@ -193,13 +196,7 @@ class GroupRunner:
             outcome = Outcome(frozenset(committed), read_state(uri))
         finally:
             shutil.rmtree(uri, ignore_errors=True)
-        match = matching_serial_order(outcome, serial)
-        if error is not None:
-            observed = Observed.SERIAL_FAILURE if match else Observed.ERROR
-            return OrderResult(order, observed, type(error).__name__, _short(str(error)), match)
-        if match is None:
-            return OrderResult(order, Observed.CORRUPT, "", _short(explain_mismatch(outcome, serial)))
-        return OrderResult(order, Observed.COMMIT, "", "", match)
+        return judge_order(order, outcome, serial, error)
 
     def predict(self, template: Path, a: ProbeWrite, b: ProbeWrite) -> tuple[TableConfig, Prediction]:
         config = self.engine.table_config(str(template))

@@ -23,7 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import Cell, CellResult, Observed, OrderResult, Prediction
+from deltaguard.conformance.cells import (
+    Cell,
+    CellResult,
+    Observed,
+    OrderResult,
+    Prediction,
+    judge_order,
+)
 from deltaguard.conformance.runner import read_state
 from deltaguard.conformance.scenarios import (
     AddConstraintSpec,
@@ -34,7 +41,7 @@ from deltaguard.conformance.scenarios import (
     seed_batches,
     seed_properties,
 )
-from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
+from deltaguard.conformance.state import Outcome
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.spark.engine import SparkEngine
@@ -264,13 +271,7 @@ class SparkGroupRunner:
         finally:
             gate.release()
             shutil.rmtree(uri, ignore_errors=True)
-        match = matching_serial_order(state, serial)
-        if error is not None:
-            observed = Observed.SERIAL_FAILURE if match else Observed.ERROR
-            return OrderResult(order, observed, type(error).__name__, str(error)[:300], match)
-        if match is None:
-            return OrderResult(order, Observed.CORRUPT, "", explain_mismatch(state, serial)[:300])
-        return OrderResult(order, Observed.COMMIT, "", "", match)
+        return judge_order(order, state, serial, error)
 
     def predict(self, template: Path, a: ProbeWrite, b: ProbeWrite) -> Prediction:
         config = self.engine.table_config(str(template))

@@ -17,16 +17,22 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import ALLOWED, HARMFUL, Observed, OrderResult, Prediction
+from deltaguard.conformance.cells import (
+    JudgedPair,
+    Observed,
+    OrderResult,
+    Prediction,
+    judge_order,
+    short_detail,
+)
 from deltaguard.conformance.runner import read_state
-from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
+from deltaguard.conformance.state import Outcome
 from deltaguard.conformance.stats_scenarios import StatsCell, StatsLayout, StatsOp, StatsWrite, build
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.specs import AppendSpec, CreateSpec
 
-_DETAIL_LIMIT = 300
 #: writes whose new rows come from a source whose values the model is not told
 SOURCE_WRITES: frozenset[StatsOp] = frozenset(
     {StatsOp.MERGE_UPDATE, StatsOp.MERGE_INSERT_INSIDE, StatsOp.MERGE_INSERT_OUTSIDE, StatsOp.REPLACE_WHERE}
@@ -34,29 +40,12 @@ SOURCE_WRITES: frozenset[StatsOp] = frozenset(
 
 
 @dataclass(frozen=True)
-class StatsResult:
+class StatsResult(JudgedPair):
     """A statistics cell with its prediction and both orders."""
 
     cell: StatsCell
     prediction: Prediction
     orders: tuple[OrderResult, ...] = field(default_factory=tuple)
-
-    @property
-    def engine_allows(self) -> bool:
-        return bool(self.orders) and all(o.observed in ALLOWED for o in self.orders)
-
-    @property
-    def inconclusive(self) -> bool:
-        return any(o.observed is Observed.NOT_RUN for o in self.orders)
-
-    @property
-    def unsound(self) -> bool:
-        if self.prediction.conflict is None:
-            return True
-        return not self.prediction.conflict and any(o.observed in HARMFUL for o in self.orders)
-
-    def observed_summary(self) -> str:
-        return "/".join(o.observed.value + (f":{o.kind}" if o.kind else "") for o in self.orders)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,11 +61,6 @@ class StatsResult:
             "engine_allows": self.engine_allows,
             "unsound": self.unsound,
         }
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
 
 
 class StatsRunner:
@@ -128,26 +112,22 @@ class StatsRunner:
             try:
                 self.engine.write(uri, first.spec, snapshot=winner)
             except Exception as exc:
-                return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, _short(str(exc)))
+                return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, short_detail(str(exc)))
             committed = {first.role}
             error: Exception | None = None
             try:
                 self.engine.write(uri, second.spec, snapshot=stale)
                 committed.add(second.role)
             except DeltaConflictError as exc:
-                return OrderResult(order, Observed.CONFLICT, exc.kind.value, _short(exc.original_message))
+                return OrderResult(
+                    order, Observed.CONFLICT, exc.kind.value, short_detail(exc.original_message)
+                )
             except Exception as exc:  # judged against the serial executions below
                 error = exc
             outcome = Outcome(frozenset(committed), read_state(uri))
         finally:
             shutil.rmtree(uri, ignore_errors=True)
-        match = matching_serial_order(outcome, serial)
-        if error is not None:
-            observed = Observed.SERIAL_FAILURE if match else Observed.ERROR
-            return OrderResult(order, observed, type(error).__name__, _short(str(error)), match)
-        if match is None:
-            return OrderResult(order, Observed.CORRUPT, "", _short(explain_mismatch(outcome, serial)))
-        return OrderResult(order, Observed.COMMIT, "", "", match)
+        return judge_order(order, outcome, serial, error)
 
     def run(self, cell: StatsCell) -> StatsResult:
         day_a, day_b = cell.scopes.days()
