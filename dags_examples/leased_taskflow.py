@@ -63,7 +63,9 @@ class DeferThenDelete(BaseOperator):
     def execute(self, context: Any) -> None:
         from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 
-        self.defer(trigger=TimeDeltaTrigger(timedelta(seconds=self.wait_seconds)), method_name="execute_complete")
+        self.defer(
+            trigger=TimeDeltaTrigger(timedelta(seconds=self.wait_seconds)), method_name="execute_complete"
+        )
 
     def execute_complete(self, context: Any, event: Any = None) -> str:
         from deltalake import DeltaTable

@@ -296,7 +296,10 @@ class DeltaLeaseMixin:
     # ----------------------------------------------------------------------------------------- resolving
     def _lease_settings(self) -> LeaseSettings:
         from deltaguard import config
-        from deltaguard.executor_guard import DistributedSqliteStoreError, refuse_sqlite_under_distributed_executor
+        from deltaguard.executor_guard import (
+            DistributedSqliteStoreError,
+            refuse_sqlite_under_distributed_executor,
+        )
 
         try:
             settings = config.lease_settings(self.lease_store_url, self.lease_deferrable)
@@ -329,10 +332,14 @@ class DeltaLeaseMixin:
                 try:
                     table_config = read_table_config(uri, hook.storage_options or None)
                 except Exception as exc:  # no credentials for it here: every writer on it is serialized
-                    self.log.warning("deltaguard: cannot read %s (%s); treating its configuration as unknown", uri, exc)
+                    self.log.warning(
+                        "deltaguard: cannot read %s (%s); treating its configuration as unknown", uri, exc
+                    )
                     table_config = unreadable_config(uri, str(exc))
                 operation = dataclasses.replace(target.operation, label=label)
-                claims.append(TableClaim(uri=table_key(uri), operation=operation, profile=profile, config=table_config))
+                claims.append(
+                    TableClaim(uri=table_key(uri), operation=operation, profile=profile, config=table_config)
+                )
         except ValueError as exc:  # InvalidWriteError, TableUriError, a predicate that does not parse, ...
             raise InvalidTaskInputError(str(exc)) from exc
         self.leased_uris = tuple(c.uri for c in claims)
@@ -386,7 +393,10 @@ def _app_id(task: Any, context: Context) -> str:
     map_index = getattr(ti, "map_index", None)
     run_id = getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None) or context.get("run_id")
     return app_id(
-        task.dag_id, task.task_id, map_index if isinstance(map_index, int) else None, str(run_id) if run_id else None
+        task.dag_id,
+        task.task_id,
+        map_index if isinstance(map_index, int) else None,
+        str(run_id) if run_id else None,
     )
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from deltaguard.writes.lease_targets import OperationLike
 
+
 class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOperator):
     """A ``@task`` function run under a deltaguard lease on the tables it declares."""
 
@@ -65,7 +66,11 @@ class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOpe
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            kwargs_to_upstream={"python_callable": python_callable, "op_args": op_args, "op_kwargs": op_kwargs},
+            kwargs_to_upstream={
+                "python_callable": python_callable,
+                "op_args": op_args,
+                "op_kwargs": op_kwargs,
+            },
             python_callable=python_callable,
             op_args=op_args,
             op_kwargs=op_kwargs,

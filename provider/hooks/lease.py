@@ -268,7 +268,9 @@ class DeltaLeaseHook(BaseHook):
         except LeaseError as exc:
             self.log.warning("deltaguard: lease %s was lost while the task was deferred: %s", lease_id, exc)
             return None
-        fencing = {r.uri: r.fencing for r in self.manager.store.read_lease(lease_id) if r.owner_key == owner.key}
+        fencing = {
+            r.uri: r.fencing for r in self.manager.store.read_lease(lease_id) if r.owner_key == owner.key
+        }
         return Granted(request_id=lease_id, lease_id=lease_id, fencing=fencing, expires_at=expires_at)
 
     def release(self, lease_id: str, owner: Owner) -> None:

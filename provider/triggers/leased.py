@@ -131,7 +131,9 @@ class LeaseKeepingTrigger(BaseTrigger):
                     await self._release()
                     yield event
                     return
-                yield TriggerEvent({"event": event.payload, "lease_lost": self.lost, "lease_id": self.lease_id})
+                yield TriggerEvent(
+                    {"event": event.payload, "lease_lost": self.lost, "lease_id": self.lease_id}
+                )
                 return
         finally:
             renewer.cancel()

@@ -86,15 +86,21 @@ def _kinds(url: str, key: str) -> list[str]:
         manager.store.close()
 
 
-def _hold(url: str, key: str, kind: OperationKind = OperationKind.SET_TBLPROPERTIES) -> tuple[LeaseManager, Granted]:
+def _hold(
+    url: str, key: str, kind: OperationKind = OperationKind.SET_TBLPROPERTIES
+) -> tuple[LeaseManager, Granted]:
     manager = LeaseManager(url)
-    claim = TableClaim(key, Operation(kind, label="other"), EngineProfile(EngineName.DELTA_RS, "1.6.6"), TableConfig())
+    claim = TableClaim(
+        key, Operation(kind, label="other"), EngineProfile(EngineName.DELTA_RS, "1.6.6"), TableConfig()
+    )
     granted = manager.acquire(LeaseRequest(claims=(claim,), owner=Owner(name="other"), ttl_s=120))
     assert isinstance(granted, Granted)
     return manager, granted
 
 
-def test_the_wrapper_holds_the_lease_while_the_operator_runs_and_releases_it(tmp_path, lease_store_url) -> None:
+def test_the_wrapper_holds_the_lease_while_the_operator_runs_and_releases_it(
+    tmp_path, lease_store_url
+) -> None:
     from deltaguard.operators.leased import with_delta_lease
 
     table = sales_table(str(tmp_path / "sales"))
@@ -143,7 +149,9 @@ def test_a_multi_table_lease_is_all_or_nothing(tmp_path, lease_store_url, monkey
         manager.store.close()
 
 
-def test_a_deferring_operator_keeps_its_lease_in_the_triggerer_until_it_ends(tmp_path, lease_store_url) -> None:
+def test_a_deferring_operator_keeps_its_lease_in_the_triggerer_until_it_ends(
+    tmp_path, lease_store_url
+) -> None:
     from deltaguard.operators.leased import RESUME_WRAPPED, with_delta_lease
     from deltaguard.triggers.leased import LeaseKeepingTrigger
 
@@ -203,7 +211,9 @@ def test_ending_the_deferred_task_releases_the_lease_from_the_trigger(tmp_path, 
 
     table = sales_table(str(tmp_path / "sales"))
     key = table_key(table)
-    wrapper = with_delta_lease(Deferring(task_id="statement", seconds=600), tables=table, operation="OPTIMIZE")
+    wrapper = with_delta_lease(
+        Deferring(task_id="statement", seconds=600), tables=table, operation="OPTIMIZE"
+    )
     with pytest.raises(TaskDeferred) as deferred:
         wrapper.execute(task_context("statement"))
     assert _leases(lease_store_url, key) != []
@@ -228,7 +238,10 @@ def test_the_wrapper_waits_behind_a_conflicting_lease_with_the_shared_rule(tmp_p
         assert probe.seen == {}
         assert "wait" in _kinds(lease_store_url, key)
         manager.release(held.lease_id, Owner(name="other"))
-        assert wrapper.resume_execution("execute_complete", deferred.value.kwargs, task_context("load")) == "written"
+        assert (
+            wrapper.resume_execution("execute_complete", deferred.value.kwargs, task_context("load"))
+            == "written"
+        )
         assert probe.seen == {key: ["load"]}
     finally:
         manager.store.close()
@@ -269,7 +282,12 @@ def test_the_wrapped_operators_own_sql_is_classified(tmp_path, lease_store_url) 
             self.sql = sql
 
     table = sales_table(str(tmp_path / "sales"))
-    probe = SqlProbe(task_id="q", store_url=lease_store_url, keys=[table_key(table)], sql=f"DELETE FROM delta.`{table}` WHERE country = 'DE'")
+    probe = SqlProbe(
+        task_id="q",
+        store_url=lease_store_url,
+        keys=[table_key(table)],
+        sql=f"DELETE FROM delta.`{table}` WHERE country = 'DE'",
+    )
     wrapper = with_delta_lease(probe)  # the table and operation come from the statement
     (target,) = wrapper.delta_lease_targets()
     assert target.table == table and target.operation.kind is OperationKind.DELETE
@@ -308,7 +326,9 @@ def test_two_compatible_wrapped_writers_hold_leases_at_once(tmp_path, lease_stor
     try:
         probe = Probe(task_id="append", store_url=lease_store_url, keys=[key])
         start = time.time()
-        with_delta_lease(probe, tables=table, operation="INSERT", deferrable=False).execute(task_context("append"))
+        with_delta_lease(probe, tables=table, operation="INSERT", deferrable=False).execute(
+            task_context("append")
+        )
         assert sorted(probe.seen[key]) == ["", "append"]  # both held at once (the other has no task id)
         assert time.time() - start < 30
     finally:

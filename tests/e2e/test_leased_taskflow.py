@@ -12,6 +12,7 @@ triggerer renews it: the worker that took the lease is gone while the task is de
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,7 +58,9 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         dags,
         parallelism=8,
         data_dir=data,
-        options={"deltaguard": {"lease_ttl": str(LEASE_TTL_S), "heartbeat_interval": "1", "poll_interval": "2"}},
+        options={
+            "deltaguard": {"lease_ttl": str(LEASE_TTL_S), "heartbeat_interval": "1", "poll_interval": "2"}
+        },
         extra_env={
             "DELTAGUARD_LEASED_WORK_SECONDS": str(WORK_S),
             "DELTAGUARD_LEASED_DEFER_SECONDS": str(DEFER_S),
@@ -112,7 +115,7 @@ def test_every_wrapped_writer_held_a_lease_within_its_task_instance(outcome: Out
 def test_conflicting_writers_took_turns(outcome: Outcome) -> None:
     held = sorted(_intervals(outcome, "balances").items(), key=lambda kv: kv[1][0])
     assert [t for t, _ in held] and {t for t, _ in held} == BALANCES_WRITERS
-    for (first, (_, first_end)), (second, (second_start, _)) in zip(held, held[1:], strict=False):
+    for (first, (_, first_end)), (second, (second_start, _)) in itertools.pairwise(held):
         assert second_start >= first_end, f"{second} was granted before {first} released"
     waited = {owner_from_text(d.owner_key).task_id for d in outcome.decisions if d.kind == "wait"}
     assert len(waited & BALANCES_WRITERS) >= 2, waited  # the later two queued behind the first
@@ -129,7 +132,9 @@ def test_compatible_writers_held_their_leases_at_once(outcome: Outcome) -> None:
 def test_the_deferred_writer_kept_its_lease_through_the_triggerer(outcome: Outcome) -> None:
     granted, released = _intervals(outcome, "balances")["fix_balances"]
     assert released - granted >= DEFER_S  # held over the whole deferral, > 2 TTLs
-    assert not [d for d in outcome.decisions if d.kind == "expiry"], "a lease expired instead of being renewed"
+    assert not [d for d in outcome.decisions if d.kind == "expiry"], (
+        "a lease expired instead of being renewed"
+    )
     ends = [d.kind for d in outcome.decisions if owner_from_text(d.owner_key).task_id == "fix_balances"]
     assert "release" in ends
 
