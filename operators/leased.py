@@ -136,7 +136,7 @@ class DeltaLeaseMixin:
         :raises deltaguard.exceptions.InvalidWriteError: for a declaration that cannot be leased.
         """
         sql = self.delta_sql
-        if sql is None and self.delta_operation is None:
+        if sql is None and self.delta_operation is None and not isinstance(self.delta_tables, Mapping):
             sql = self.default_sql()
             if sql is None:
                 from deltaguard.exceptions import InvalidWriteError

@@ -334,3 +334,13 @@ def test_two_compatible_wrapped_writers_hold_leases_at_once(tmp_path, lease_stor
     finally:
         manager.release(held.lease_id, Owner(name="other"))
         manager.store.close()
+
+
+def test_a_mapping_of_tables_to_operations_needs_no_other_operation() -> None:
+    from deltaguard.operators.leased import with_delta_lease
+
+    wrapper = with_delta_lease(
+        Probe(task_id="both", store_url="", keys=[]), tables={"/t/a": "OVERWRITE", "/t/b": "insert"}
+    )
+    kinds = {t.table: t.operation.kind for t in wrapper.delta_lease_targets()}
+    assert kinds == {"/t/a": OperationKind.OVERWRITE, "/t/b": OperationKind.INSERT}
