@@ -344,3 +344,23 @@ def test_a_mapping_of_tables_to_operations_needs_no_other_operation() -> None:
     )
     kinds = {t.table: t.operation.kind for t in wrapper.delta_lease_targets()}
     assert kinds == {"/t/a": OperationKind.OVERWRITE, "/t/b": OperationKind.INSERT}
+
+
+def test_the_wrapped_operators_templates_are_rendered_and_its_sql_classified_after(tmp_path) -> None:
+    from deltaguard.operators.leased import with_delta_lease
+
+    class TemplatedSql(Probe):
+        template_fields = ("sql",)
+
+        def __init__(self, *, sql: str, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.sql = sql
+
+    inner = TemplatedSql(
+        task_id="t", store_url="", keys=[], sql="DELETE FROM delta.`/data/t` WHERE day = '{{ run_id }}'"
+    )
+    wrapper = with_delta_lease(inner)  # templated: checked when the task runs, not at parse time
+    wrapper.render_template_fields({"run_id": "2026-03-01"})
+    assert inner.sql == "DELETE FROM delta.`/data/t` WHERE day = '2026-03-01'"
+    (target,) = wrapper.delta_lease_targets()
+    assert target.operation.predicate == "day = '2026-03-01'"
