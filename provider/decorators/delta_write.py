@@ -23,6 +23,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
 
 from deltaguard.operators.leased import DeltaLeaseMixin
+from deltaguard.operators.links import DeltaDecisionLink
 from deltaguard.writes.waiting import WaitState
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOpe
     )
     template_fields_renderers = {"templates_dict": "json", "op_args": "py", "op_kwargs": "py"}
     custom_operator_name: str = "@task.delta_write"
+    operator_extra_links = (DeltaDecisionLink(),)
     ui_color = "#cfe8ff"
 
     def __init__(
