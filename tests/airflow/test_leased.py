@@ -364,3 +364,40 @@ def test_the_wrapped_operators_templates_are_rendered_and_its_sql_classified_aft
     assert inner.sql == "DELETE FROM delta.`/data/t` WHERE day = '2026-03-01'"
     (target,) = wrapper.delta_lease_targets()
     assert target.operation.predicate == "day = '2026-03-01'"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_real_databricks_sql_operator_runs_its_statement_under_the_lease(
+    tmp_path, lease_store_url, monkeypatch, fails: bool
+) -> None:
+    """``DatabricksSqlOperator`` as DAGs use it; only ``DatabricksSqlHook.run`` is replaced, since no SQL
+    warehouse is reachable here: the replacement records the leases on the table when the statement would
+    be sent."""
+    from airflow.providers.databricks.hooks.databricks_sql import DatabricksSqlHook
+    from airflow.providers.databricks.operators.databricks_sql import DatabricksSqlOperator
+
+    from deltaguard.operators.leased import with_delta_lease
+
+    table = sales_table(str(tmp_path / "sales"))
+    key = table_key(table)
+    sent: list[tuple[str, list[str]]] = []
+
+    def run(self: Any, sql: Any, *args: Any, **kwargs: Any) -> None:
+        sent.append((sql, [lease.owner.task_id for lease in _leases(lease_store_url, key)]))
+        if fails:
+            raise RuntimeError("the warehouse rejected the statement")
+
+    monkeypatch.setattr(DatabricksSqlHook, "run", run)
+    statement = f"MERGE INTO delta.`{table}` t USING updates s ON t.id = s.id AND t.country = 'FR' WHEN MATCHED THEN UPDATE SET *"
+    wrapper = with_delta_lease(
+        DatabricksSqlOperator(task_id="merge", sql=statement, do_xcom_push=False),
+        databricks_runtime="15.4",
+    )
+    if fails:
+        with pytest.raises(RuntimeError, match="rejected"):
+            wrapper.execute(task_context("merge"))
+    else:
+        wrapper.execute(task_context("merge"))
+    assert sent == [(statement, ["merge"])]  # the lease was held when the statement went out
+    assert _leases(lease_store_url, key) == []
+    assert _kinds(lease_store_url, key)[:2] == ["release", "grant"]
