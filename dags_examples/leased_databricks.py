@@ -6,9 +6,9 @@ Delta's conflict rules say they would collide. Needs a ``databricks_default`` co
 connection to run; it parses without them. The tables are named by their storage location, the same
 spelling every other writer of them uses (the lease key is the location).
 
-* ``merge_daily_sales``: the operator's own SQL is classified (a MERGE restricted to the day's rows);
-  ``deferrable=True`` waits for the statement in the triggerer, where the lease is renewed meanwhile.
-* ``rebuild_customer_360``: a notebook job that writes two tables: one lease over both, all-or-nothing.
+* ``merge_daily_sales``: the operator's own SQL is classified (a MERGE restricted to the day's rows).
+* ``rebuild_customer_360``: a notebook job that writes two tables: one lease over both, all-or-nothing;
+  ``deferrable=True`` waits for the run in the triggerer, where the lease is renewed meanwhile.
 * ``compact_events``: a spark-submit job compacting one partition: declared as an OPTIMIZE of that day.
 """
 

@@ -2,7 +2,7 @@
 
 Nothing here is a deltaguard write operator: the functions write with ``deltalake`` themselves and only
 declare what they write (``@task.delta_write``); ``fix_balances`` is a classic operator that waits in the
-triggerer before it writes (as ``DatabricksSqlOperator(deferrable=True)`` waits for its statement), wrapped
+triggerer before it writes (as ``DatabricksSubmitRunOperator(deferrable=True)`` waits for its run), wrapped
 with ``with_delta_lease``. The lease manager lets the two blind appends to ``events`` run together and makes
 the writers of ``balances`` take turns; ``fix_balances`` keeps its lease while deferred, renewed from the
 triggerer. Trigger it by hand (no schedule).

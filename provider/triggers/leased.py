@@ -1,7 +1,7 @@
 """A trigger that runs a wrapped operator's own trigger and keeps its deltaguard lease alive meanwhile.
 
 A leased wrapper (:class:`~deltaguard.operators.leased.DeltaLeasedOperator`) around an operator that
-defers - ``DatabricksSqlOperator(deferrable=True)`` waits for a statement in the triggerer for hours - must
+defers - ``DatabricksSubmitRunOperator(deferrable=True)`` waits for a job run in the triggerer for hours - must
 not lose its lease while no worker runs the task, and must not keep it once the task is over:
 
 * the wrapped trigger runs as it would alone; its first event is passed on to the task (under ``event``),

@@ -48,8 +48,8 @@ class Probe(BaseOperator):
 
 
 class Deferring(BaseOperator):
-    """Defers to Airflow's ``TimeDeltaTrigger`` (as ``DatabricksSqlOperator(deferrable=True)`` defers to its
-    statement trigger), then finishes in ``execute_complete``."""
+    """Defers to Airflow's ``TimeDeltaTrigger`` (as ``DatabricksSubmitRunOperator(deferrable=True)`` defers to its
+    run trigger), then finishes in ``execute_complete``."""
 
     def __init__(self, *, seconds: float = 0.3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
