@@ -27,12 +27,13 @@ from deltaguard.leases.codec import owner_from_text
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.views import DecisionInfo
 from deltaguard.writes.table_uri import table_key
+from tests.e2e.shared import error_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 DAG_ID = "deltaguard_leased_taskflow"
-LEASE_TTL_S = 8.0
-DEFER_S = 18.0  # longer than two TTLs: the lease survives only if the triggerer renews it
+LEASE_TTL_S = 10.0
+DEFER_S = 24.0  # longer than two TTLs: the lease survives only if the triggerer renews it
 WORK_S = 6.0
 BALANCES_WRITERS = {"accrue_interest", "apply_fees", "fix_balances"}
 EVENTS_WRITERS = {"append_orders", "append_shipments"}
@@ -45,6 +46,8 @@ class Outcome:
     decisions: list[DecisionInfo]
     data: Path
     leftover_pids: list[int]
+    #: error records of the logs of tasks that did not succeed, to say why
+    errors: dict[str, list[str]]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +63,15 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         parallelism=8,
         data_dir=data,
         options={
-            "deltaguard": {"lease_ttl": str(LEASE_TTL_S), "heartbeat_interval": "1", "poll_interval": "2"}
+            "deltaguard": {
+                # a short TTL, so only the triggerer's renewals keep the deferred writer's lease; the
+                # store timeout (SQLite's busy timeout) stays generous for tasks starting together
+                "lease_ttl": str(LEASE_TTL_S),
+                "heartbeat_interval": "1",
+                "store_timeout": "2.5",
+                "commit_margin": "1",
+                "poll_interval": "2",
+            }
         },
         extra_env={
             "DELTAGUARD_LEASED_WORK_SECONDS": str(WORK_S),
@@ -80,7 +91,16 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     finally:
         manager.store.close()
     leftovers = sorted(set(stack.leftover_processes(stack.last_snapshot)) | set(stack_processes(home.home)))
-    yield Outcome(state, tis, decisions, data, leftovers)
+    errors = {
+        task_id: [
+            e
+            for log in (home.log_dir / f"dag_id={DAG_ID}").rglob(f"task_id={task_id}/*.log*")
+            for e in error_records(log.read_text(errors="replace"))
+        ]
+        for task_id, ti in tis.items()
+        if ti.state != "success"
+    }
+    yield Outcome(state, tis, decisions, data, leftovers, errors)
 
 
 def _reuse_migrated_db(home: Path) -> None:
@@ -114,7 +134,7 @@ def test_run_succeeded_and_the_stack_stopped_cleanly(outcome: Outcome) -> None:
     for table in ("events", "balances"):
         for task_id, (granted, released) in sorted(_intervals(outcome, table).items(), key=lambda kv: kv[1]):
             print(f"{table:9} {task_id:17} lease {granted - origin:6.1f} s .. {released - origin:6.1f} s")
-    assert outcome.state == "success", {t: ti.state for t, ti in outcome.tis.items()}
+    assert outcome.state == "success", ({t: ti.state for t, ti in outcome.tis.items()}, outcome.errors)
     assert all(ti.state == "success" and ti.try_number == 1 for ti in outcome.tis.values())
     assert outcome.leftover_pids == []
 
