@@ -53,6 +53,7 @@ def lease_request(
     poll_interval_s: float,
     priority: int = 0,
     request_id: str | None = None,
+    expected_duration_s: float | None = None,
 ) -> LeaseRequest:
     """One-table lease request; asking again with the same ``request_id`` keeps the queue place.
 
@@ -66,6 +67,8 @@ def lease_request(
     :param priority: queue priority.
     :param request_id: the id of an earlier request of this task, or ``None`` for the try's own id
         (:func:`task_request_id`).
+    :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown, so
+        it never backfills ahead of an earlier conflicting request).
     """
     return claims_request(
         claims=(TableClaim(uri=table_key, operation=operation, profile=profile, config=table_config),),
@@ -74,6 +77,7 @@ def lease_request(
         poll_interval_s=poll_interval_s,
         priority=priority,
         request_id=request_id,
+        expected_duration_s=expected_duration_s,
     )
 
 
@@ -85,6 +89,7 @@ def claims_request(
     poll_interval_s: float,
     priority: int = 0,
     request_id: str | None = None,
+    expected_duration_s: float | None = None,
 ) -> LeaseRequest:
     """A lease request for one or more tables, granted all together or not at all.
 
@@ -94,6 +99,7 @@ def claims_request(
     :param poll_interval_s: how often the waiter asks again; the queue entry outlives several polls.
     :param priority: queue priority.
     :param request_id: the id of an earlier request of this task, or ``None`` for the try's own id.
+    :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown).
     """
     return LeaseRequest(
         claims=tuple(claims),
@@ -102,4 +108,5 @@ def claims_request(
         priority=priority,
         request_id=request_id or task_request_id(owner),
         wait_ttl_s=max(MIN_WAIT_TTL_S, WAIT_TTL_POLLS * poll_interval_s),
+        expected_duration_s=expected_duration_s,
     )
