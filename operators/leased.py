@@ -337,8 +337,13 @@ class DeltaLeaseMixin:
                     )
                     table_config = unreadable_config(uri, str(exc))
                 operation = dataclasses.replace(target.operation, label=label)
+                table_profile = dataclasses.replace(
+                    profile, commit_coordination=self._coordination(hook, uri, profile, label)
+                )
                 claims.append(
-                    TableClaim(uri=table_key(uri), operation=operation, profile=profile, config=table_config)
+                    TableClaim(
+                        uri=table_key(uri), operation=operation, profile=table_profile, config=table_config
+                    )
                 )
         except ValueError as exc:  # InvalidWriteError, TableUriError, a predicate that does not parse, ...
             raise InvalidTaskInputError(str(exc)) from exc
@@ -352,6 +357,26 @@ class DeltaLeaseMixin:
             return databricks_profile(str(self.databricks_runtime), self.databricks_photon)
         profile: EngineProfile = hook.get_engine(self.delta_engine).profile()
         return profile
+
+    def _coordination(self, hook: Any, uri: str, profile: EngineProfile, label: str) -> str:
+        """What excludes the wrapped work's commits to ``uri`` from other writers' (ADR 0026).
+
+        delta-rs in the worker commits as deltaguard's own delta-rs engine would, with the connection's
+        storage options. Spark work runs in its own driver with log store settings deltaguard cannot read:
+        on Databricks the location decides; elsewhere only stores every driver shares are trusted, and a
+        single-driver store gets a coordinator of this task alone, so every other writer conflicts with it.
+        """
+        from deltaguard.core.profiles import EngineName
+        from deltaguard.engines.commit_coordination import deltars_coordination, spark_coordination
+
+        if profile.name is EngineName.DELTA_RS:
+            return deltars_coordination(uri, hook.storage_options or None)
+        return spark_coordination(
+            uri,
+            databricks=profile.name is EngineName.DATABRICKS,
+            conf=lambda _key: "",
+            driver=f"wrapped:{label}",
+        )
 
     def _defer_for_lease(self, settings: LeaseSettings, wait: WaitState, timeout_s: float | None) -> None:
         import datetime as dt

@@ -401,3 +401,26 @@ def test_a_real_databricks_sql_operator_runs_its_statement_under_the_lease(
     assert sent == [(statement, ["merge"])]  # the lease was held when the statement went out
     assert _leases(lease_store_url, key) == []
     assert _kinds(lease_store_url, key)[:2] == ["release", "grant"]
+
+
+def test_each_claim_names_the_commit_coordinator_of_the_wrapped_engine(tmp_path, lease_store_url) -> None:
+    """delta-rs in the worker commits through the local file system's no-replace rename (shared by every
+    writer); a spark-submit job's driver is its own, with a log store on local files that excludes only
+    that driver's commits, so its coordinator is the task's alone and every other writer conflicts."""
+    from deltaguard.core.profiles import STORAGE_COORDINATION
+    from deltaguard.operators.leased import with_delta_lease
+
+    table = sales_table(str(tmp_path / "sales"))
+
+    def coordination(**kwargs: Any) -> str:
+        wrapper = with_delta_lease(
+            Probe(task_id=f"w{len(kwargs)}", store_url="", keys=[]),
+            tables=table,
+            operation="INSERT",
+            **kwargs,
+        )
+        (claim,) = wrapper._claims(task_context(wrapper.task_id))
+        return claim.profile.commit_coordination
+
+    assert coordination(engine="delta-rs") == STORAGE_COORDINATION
+    assert coordination(engine="spark", priority=0) == "single-driver:wrapped:adhoc_airflow.w2@r1"
