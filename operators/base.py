@@ -39,7 +39,7 @@ from deltaguard.writes.table_uri import table_key
 from deltaguard.writes.task_identity import app_id as make_app_id
 from deltaguard.writes.task_identity import app_version as make_app_version
 from deltaguard.writes.task_identity import commit_metadata
-from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step
+from deltaguard.writes.waiting import WaitState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -257,43 +257,24 @@ class DeltaWriteOperator(BaseOperator):
         settings: LeaseSettings,
     ) -> Granted:
         """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant."""
-        from deltaguard.core.admission import Granted, explain
-
-        while True:
-            answer = leases.ask(
+        return leases.wait_for_grant(
+            lambda request_id: leases.ask(
                 table_key=prepared.key,
                 operation=prepared.operation,
                 profile=prepared.profile,
                 table_config=prepared.table_config,
                 owner=owner,
                 priority=self.priority,
-                request_id=wait.request_id,
+                request_id=request_id,
                 expected_duration_s=self.expected_duration_s,
-            )
-            wait.request_id = answer.request_id
-            if not isinstance(answer, Granted) and wait.note(answer):
-                self.log.info("deltaguard: %s", explain(answer))
-            step = next_step(
-                admitted=isinstance(answer, Granted),
-                waited_s=wait.waited_s(),
-                timeout_s=self.lease_wait_timeout,
-                poll_s=settings.poll_s,
-                deferrable=settings.deferrable,
-            )
-            match step:
-                case Proceed():
-                    assert isinstance(answer, Granted)
-                    return answer
-                case TimeOut(waited_s=waited_s):
-                    leases.release(answer.request_id, owner)  # withdraw from the queue
-                    raise LeaseWaitTimeout(
-                        f"waited {waited_s:.0f} s for the lease on {prepared.uri} (lease_wait_timeout="
-                        f"{self.lease_wait_timeout:.0f} s): {wait.explanation}"
-                    )
-                case Defer(timeout_s=timeout_s):
-                    self._defer_for_lease(settings, wait, timeout_s)
-                case Sleep(seconds=seconds):
-                    time.sleep(seconds)
+            ),
+            owner=owner,
+            wait=wait,
+            timeout_s=self.lease_wait_timeout,
+            defer=lambda left: self._defer_for_lease(settings, wait, left),
+            what=prepared.uri,
+            log=self.log,
+        )
 
     # ------------------------------------------------------------------------------------------ resolving
     def _settings(self) -> LeaseSettings:

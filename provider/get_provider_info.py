@@ -14,6 +14,7 @@ from deltaguard.config import provider_config_description
 _OPERATOR_MODULES = [
     "deltaguard.operators.base",
     "deltaguard.operators.dml",
+    "deltaguard.operators.leased",
     "deltaguard.operators.maintenance",
     "deltaguard.operators.sql",
 ]
@@ -58,8 +59,16 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Delta Lake (deltaguard)",
-                "python-modules": ["deltaguard.triggers.lease", "deltaguard.triggers.table_version"],
+                "python-modules": [
+                    "deltaguard.triggers.lease",
+                    "deltaguard.triggers.leased",
+                    "deltaguard.triggers.table_version",
+                ],
             }
+        ],
+        # `@task.delta_write`: a TaskFlow function under a deltaguard lease
+        "task-decorators": [
+            {"name": "delta_write", "class-name": "deltaguard.decorators.delta_write.delta_write_task"}
         ],
         "extra-links": [
             "deltaguard.operators.links.DeltaTableHistoryLink",

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from deltaguard.exceptions import LeaseLostError, RequestClosedError, StoreError
-from deltaguard.writes.lease_request import lease_request, new_request_id, task_request_id
-from deltaguard.writes.waiting import wait_reason
+from deltaguard.exceptions import LeaseLostError, LeaseWaitTimeout, RequestClosedError, StoreError
+from deltaguard.writes.lease_request import claims_request, lease_request, new_request_id, task_request_id
+from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Closed, Granted, Owner, Waiting
+    from deltaguard.core.admission import Closed, Granted, Owner, TableClaim, Waiting
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
@@ -112,6 +113,81 @@ class DeltaLeaseHook(BaseHook):
             self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
             return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
 
+    def ask_claims(
+        self, *, claims: Sequence[TableClaim], owner: Owner, priority: int, request_id: str | None
+    ) -> Granted | Waiting:
+        """Ask for one lease over several tables (granted for all of them or for none), as :meth:`ask`."""
+        request = claims_request(
+            claims=claims,
+            owner=owner,
+            ttl_s=self.settings.ttl_s,
+            poll_interval_s=self.settings.poll_s,
+            priority=priority,
+            request_id=request_id,
+        )
+        try:
+            return self.manager.acquire(request)
+        except (LeaseLostError, RequestClosedError) as exc:
+            self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
+            return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
+
+    def wait_for_grant(
+        self,
+        ask: Callable[[str | None], Granted | Waiting],
+        *,
+        owner: Owner,
+        wait: WaitState,
+        timeout_s: float | None,
+        defer: Callable[[float | None], Any],
+        what: str,
+        log: Any = None,
+    ) -> Granted:
+        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant.
+
+        The one waiting loop of every task that takes a lease (the write operators and the leased
+        wrappers): it logs the conflict model's first reason, sleeps or defers as the rule says, and on
+        time-out withdraws the queued request before failing.
+
+        :param ask: asks the lease manager once, given the request id to keep (``None`` at first).
+        :param owner: the task instance try.
+        :param wait: the try's wait so far (updated in place).
+        :param timeout_s: the task's ``lease_wait_timeout`` (``None``: no limit of its own).
+        :param defer: moves the wait to the triggerer, given the time left; it raises ``TaskDeferred``.
+        :param what: the table(s) waited for, for the time-out message.
+        :param log: the logger for the wait's reason (the task's own; default: this hook's).
+        :raises LeaseWaitTimeout: when the wait outlasted ``timeout_s``.
+        """
+        from deltaguard.core.admission import Granted, explain
+
+        logger = log or self.log
+        while True:
+            answer = ask(wait.request_id)
+            wait.request_id = answer.request_id
+            if not isinstance(answer, Granted) and wait.note(answer):
+                logger.info("deltaguard: %s", explain(answer))
+            step = next_step(
+                admitted=isinstance(answer, Granted),
+                waited_s=wait.waited_s(),
+                timeout_s=timeout_s,
+                poll_s=self.settings.poll_s,
+                deferrable=self.settings.deferrable,
+            )
+            match step:
+                case Proceed():
+                    assert isinstance(answer, Granted)
+                    return answer
+                case TimeOut(waited_s=waited_s):
+                    self.release(answer.request_id, owner)  # withdraw from the queue
+                    assert timeout_s is not None
+                    raise LeaseWaitTimeout(
+                        f"waited {waited_s:.0f} s for the lease on {what} (lease_wait_timeout="
+                        f"{timeout_s:.0f} s): {wait.explanation}"
+                    )
+                case Defer(timeout_s=left):
+                    defer(left)
+                case Sleep(seconds=seconds):
+                    time.sleep(seconds)
+
     def learned_duration(self, owner: Owner, table_key: str) -> float | None:
         """The task's expected hold of the table's lease from the decision log, read once per try.
 
@@ -153,7 +229,9 @@ class DeltaLeaseHook(BaseHook):
 
     # --------------------------------------------------------------------------------------- holding
     @contextlib.contextmanager
-    def holding(self, grant: Granted, owner: Owner) -> Iterator[LeaseKeeper]:
+    def holding(
+        self, grant: Granted, owner: Owner, hand_over_on: tuple[type[BaseException], ...] = ()
+    ) -> Iterator[LeaseKeeper]:
         """Keep the lease while the body runs, then release it (also on failure).
 
         Yields the :class:`~deltaguard.leases.keeper.LeaseKeeper`: it renews the lease in a background
@@ -161,6 +239,10 @@ class DeltaLeaseHook(BaseHook):
         right before committing and fails with ``CommitFencedError`` instead of committing once the lease is
         lost; engine work registered with its ``on_lost`` is cancelled as soon as the loss is known
         (ADR 0018).
+
+        :param hand_over_on: exceptions that end the body without ending the lease: the heartbeats stop
+            and the lease stays granted, for a trigger to renew (a wrapped operator that defers raises
+            ``TaskDeferred``). Anything else, and a normal exit, releases it.
         """
         from deltaguard.leases.keeper import LeaseKeeper
 
@@ -173,9 +255,14 @@ class DeltaLeaseHook(BaseHook):
             timing=self.settings.lease_timing,
         )
         self.held = (grant.lease_id, owner)
+        handed_over = False
         try:
             with keeper:
-                yield keeper
+                try:
+                    yield keeper
+                except hand_over_on:
+                    handed_over = not keeper.lost
+                    raise
         finally:
             if keeper.lost:
                 self.log.warning("deltaguard: lease %s was lost: %s", grant.lease_id, keeper.lost_reason)
@@ -185,7 +272,29 @@ class DeltaLeaseHook(BaseHook):
                     keeper.failed_renewals,
                 )
             self.held = None
-            self.release(grant.lease_id, owner)
+            if handed_over:
+                self.log.info("deltaguard: lease %s stays held while the task is deferred", grant.lease_id)
+            else:
+                self.release(grant.lease_id, owner)
+
+    def resume_held(self, lease_id: str, owner: Owner) -> Granted | None:
+        """Take back a lease a trigger kept alive while the task was deferred; ``None`` when it is gone.
+
+        Renews it once (which proves it is still this owner's) and reads its fencing tokens, so
+        :meth:`holding` can keep it again.
+        """
+        from deltaguard.core.admission import Granted
+        from deltaguard.exceptions import LeaseError
+
+        try:
+            expires_at = self.manager.heartbeat(lease_id, owner)
+        except LeaseError as exc:
+            self.log.warning("deltaguard: lease %s was lost while the task was deferred: %s", lease_id, exc)
+            return None
+        fencing = {
+            r.uri: r.fencing for r in self.manager.store.read_lease(lease_id) if r.owner_key == owner.key
+        }
+        return Granted(request_id=lease_id, lease_id=lease_id, fencing=fencing, expires_at=expires_at)
 
     def release(self, lease_id: str, owner: Owner) -> None:
         """Release a lease or withdraw a queued request; a failure is logged, not raised.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation
@@ -69,8 +70,39 @@ def lease_request(
     :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown, so
         it never backfills ahead of an earlier conflicting request).
     """
-    return LeaseRequest(
+    return claims_request(
         claims=(TableClaim(uri=table_key, operation=operation, profile=profile, config=table_config),),
+        owner=owner,
+        ttl_s=ttl_s,
+        poll_interval_s=poll_interval_s,
+        priority=priority,
+        request_id=request_id,
+        expected_duration_s=expected_duration_s,
+    )
+
+
+def claims_request(
+    *,
+    claims: Sequence[TableClaim],
+    owner: Owner,
+    ttl_s: float,
+    poll_interval_s: float,
+    priority: int = 0,
+    request_id: str | None = None,
+    expected_duration_s: float | None = None,
+) -> LeaseRequest:
+    """A lease request for one or more tables, granted all together or not at all.
+
+    :param claims: the tables with their operations (keys as :func:`deltaguard.writes.table_uri.table_key`).
+    :param owner: the task instance try.
+    :param ttl_s: lease time-to-live (renewed by heartbeats).
+    :param poll_interval_s: how often the waiter asks again; the queue entry outlives several polls.
+    :param priority: queue priority.
+    :param request_id: the id of an earlier request of this task, or ``None`` for the try's own id.
+    :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown).
+    """
+    return LeaseRequest(
+        claims=tuple(claims),
         owner=owner,
         ttl_s=ttl_s,
         priority=priority,

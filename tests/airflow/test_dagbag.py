@@ -23,6 +23,11 @@ sys.path.insert(0, {folder!r})
 from airflow.dag_processing.dagbag import DagBag
 from deltaguard.operators.base import DeltaWriteOperator
 
+def leased(task):
+    if not hasattr(task, "delta_lease_targets"):
+        return None
+    return sorted([x.table, x.operation.kind.value] for x in task.delta_lease_targets())
+
 bag = DagBag(dag_folder={folder!r})
 out = {{"import_errors": {{k: v[-300:] for k, v in bag.import_errors.items()}}, "dags": {{}}}}
 for dag_id, dag in bag.dags.items():
@@ -34,6 +39,9 @@ for dag_id, dag in bag.dags.items():
                 "pool": t.pool,
                 "retries": t.retries,
                 "upstream": sorted(t.upstream_task_ids),
+                "type": type(t).__name__,
+                "wrapped": type(getattr(t, "operator", None)).__name__,
+                "leased": leased(t),
             }}
             for t in dag.tasks
         }}
@@ -111,3 +119,22 @@ def test_conventional_variant_serializes_each_table_through_its_pool(dagbag: dic
         "add_loyalty_column",
     )
     assert {pools[t] for t in customer_tasks} == {"conventional_customers"}
+
+
+def test_the_leased_examples_wrap_the_operators_teams_run(dagbag: dict) -> None:
+    tasks = dagbag["dags"]["deltaguard_leased_databricks"]["tasks"]
+    assert {t: (v["type"], v["wrapped"]) for t, v in tasks.items()} == {
+        "merge_daily_sales": ("DeltaLeasedOperator", "DatabricksSqlOperator"),
+        "rebuild_customer_360": ("DeltaLeasedOperator", "DatabricksSubmitRunOperator"),
+        "compact_events": ("DeltaLeasedOperator", "SparkSubmitOperator"),
+    }
+    lake = "s3://example-lake/warehouse"
+    assert tasks["merge_daily_sales"]["leased"] == [[f"{lake}/sales", "MERGE"]]  # from the operator's SQL
+    assert tasks["rebuild_customer_360"]["leased"] == [
+        [f"{lake}/customer_scores", "OVERWRITE"],
+        [f"{lake}/customers", "OVERWRITE"],
+    ]
+    assert tasks["compact_events"]["upstream"] == ["merge_daily_sales"]
+    taskflow = dagbag["dags"]["deltaguard_leased_taskflow"]["tasks"]
+    assert taskflow["append_orders"]["type"] == "_DeltaWriteDecoratedOperator"
+    assert taskflow["fix_balances"]["leased"][0][1] == "DELETE"

@@ -1,0 +1,1 @@
+"""TaskFlow decorators (``@task.delta_write``)."""
