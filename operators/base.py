@@ -30,6 +30,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from deltaguard import config
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 from deltaguard.exceptions import InvalidWriteError, LeaseWaitTimeout
+from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableHistoryLink
 from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.writes.outcome import decision_line, task_result
@@ -82,6 +83,7 @@ class _Prepared:
         profile: EngineProfile,
         spec: WriteSpec,
         operation: Operation,
+        hook: Any = None,
     ) -> None:
         self.uri = uri
         self.key = table_key(uri)
@@ -90,9 +92,10 @@ class _Prepared:
         self.profile = profile
         self.spec = spec
         self.operation = operation
+        self.hook = hook  # the table hook: storage options and hook-level lineage
 
 
-class DeltaWriteOperator(BaseOperator):
+class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
     """Base class: one conflict-aware write to one Delta table.
 
     :param table: table URI (``s3://b/wh/sales``, ``/data/sales``) or a name relative to the connection's
@@ -117,6 +120,8 @@ class DeltaWriteOperator(BaseOperator):
     :param app_version: override the app-transaction version (an int, templated), e.g. to write again after
         clearing one task of a run that is still running.
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
+    :param emit_asset: declare the table's Airflow asset as an outlet and attach the committed version and
+        operation to its event (default ``True``; see :mod:`deltaguard.lineage.assets`, ADR 0022).
     """
 
     template_fields: Sequence[str] = ("table", "delta_conn_id", "spark_conn_id", "spark_connect_conn_id")
@@ -137,6 +142,7 @@ class DeltaWriteOperator(BaseOperator):
         idempotent: bool = True,
         app_version: int | str | None = None,
         lease_store_url: str | None = None,
+        emit_asset: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -161,6 +167,7 @@ class DeltaWriteOperator(BaseOperator):
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
         # the try's lease hook while a write runs, so on_kill can release its lease
         self._leases: DeltaLeaseHook | None = None
+        self._declare_table_outlet(emit_asset)
 
     # ----------------------------------------------------------------------------------------- subclasses
     @abc.abstractmethod
@@ -224,6 +231,14 @@ class DeltaWriteOperator(BaseOperator):
                     prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper)
                 )
         self._log_commit(prepared, result)
+        self._report_write(
+            context,
+            prepared.uri,
+            result,
+            storage_options=_storage_options(prepared.hook),
+            app_id=prepared.operation.label,
+            hook=prepared.hook,
+        )
         return task_result(
             result,
             waited_s=waited_s,
@@ -327,7 +342,7 @@ class DeltaWriteOperator(BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
+        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation, hook)
 
     def _app_id(self, context: Context) -> str:
         # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
@@ -422,6 +437,13 @@ class DeltaWriteOperator(BaseOperator):
         leases = self._leases
         if leases is not None:
             leases.release_held()  # a no-op unless a write is running
+
+
+def _storage_options(hook: Any) -> dict[str, str]:
+    try:
+        return dict(getattr(hook, "storage_options", None) or {})
+    except ValueError:  # malformed extras: the engine would have failed first; lineage does without them
+        return {}
 
 
 def _owner(context: Context) -> Owner:
