@@ -31,7 +31,7 @@ from deltaguard import config
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 from deltaguard.exceptions import InvalidWriteError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
-from deltaguard.operators.links import DeltaDecisionLink, DeltaTableHistoryLink
+from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.writes.outcome import decision_line, task_result
 from deltaguard.writes.spec_checks import check_spec
@@ -125,7 +125,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("table", "delta_conn_id", "spark_conn_id", "spark_connect_conn_id")
-    operator_extra_links = (DeltaTableHistoryLink(), DeltaDecisionLink())
+    operator_extra_links = (DeltaTableLink(), DeltaDecisionLink())
     ui_color = "#cfe8ff"
 
     def __init__(

@@ -62,7 +62,7 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": [
-            "deltaguard.operators.links.DeltaTableHistoryLink",
+            "deltaguard.operators.links.DeltaTableLink",
             "deltaguard.operators.links.DeltaDecisionLink",
         ],
         "connection-types": [
