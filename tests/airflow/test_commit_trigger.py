@@ -14,7 +14,7 @@ from deltaguard.triggers.table_version import DeltaTableCommitTrigger, DeltaTabl
 
 
 def _events(
-    trigger: DeltaTableCommitTrigger, writes: list[Any], wanted: int, timeout: float = 30.0
+    trigger: DeltaTableCommitTrigger, writes: list[Any], wanted: int, timeout: float = 120.0
 ) -> list[Any]:
     """Run the trigger, make ``writes`` (from a thread, as another writer would) once the trigger has read
     the version it starts after, and collect ``wanted`` events' payloads."""
