@@ -24,13 +24,16 @@ if TYPE_CHECKING:
 ALIAS_PREFIX = "deltaguard:"
 
 
-def delta_table_asset(table_uri: str, storage_options: Mapping[str, str] | None = None) -> Asset:
+def delta_table_asset(
+    table_uri: str, storage_options: Mapping[str, str] | None = None, **asset_kwargs: Any
+) -> Asset:
     """The asset of a Delta table, e.g. for ``schedule=[delta_table_asset("s3://lake/sales")]``.
 
     :param table_uri: the table's path or URI, in any spelling (``/data/t/``, ``file:/data/t``, ``s3a://...``).
     :param storage_options: see :func:`~deltaguard.lineage.naming.canonical_uri` (the Azure account).
+    :param asset_kwargs: passed to :class:`~airflow.sdk.Asset` (``name``, ``group``, ``watchers``, ...).
     """
-    return Asset(uri=canonical_uri(table_uri, storage_options))
+    return Asset(uri=canonical_uri(table_uri, storage_options), **asset_kwargs)
 
 
 def static_table_location(table: str) -> str | None:
