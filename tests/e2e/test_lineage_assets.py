@@ -96,7 +96,9 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         watch_runs = _finished_run(stack, WATCH, timeout=240)
         watch_extras = [stack.api.xcom(WATCH, r["dag_run_id"], "on_commit") for r in watch_runs]
         time.sleep(2)  # the OpenLineage listener emits from a forked child after the task finished
-    events = [json.loads(line) for line in ol_file.read_text().splitlines() if line.strip()]
+    # no file at all means the provider emitted nothing (the OpenLineage test then fails, the others run)
+    lines = ol_file.read_text().splitlines() if ol_file.exists() else []
+    events = [json.loads(line) for line in lines if line.strip()]
     yield Outcome(
         home, orders, partner_feed, load_state, report_runs, report_extras, watch_runs, watch_extras, events
     )
