@@ -3,18 +3,34 @@
 All share :class:`~deltaguard.operators.base.DeltaWriteOperator` (validate -> lease -> write -> release).
 ``source`` is a Parquet/CSV/Delta URI (templated; ``delta+<uri>`` forces Delta), a zero-argument callable
 returning a ``pyarrow.Table`` or ``pandas.DataFrame``, or a PySpark source (``def f(spark) -> DataFrame`` or a
-``SparkSource``), called only when the write runs, under the lease.
+``SparkSource``), called only when the write runs, under the lease (a MERGE's source is also read once before
+the lease, for its key columns: ADR 0019).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from deltaguard.core.merge_scope import (
+    DEFAULT_MAX_IN_VALUES,
+    DEFAULT_MAX_RANGE_VALUES,
+    MergeScope,
+    ScopeLimits,
+)
 from deltaguard.engines import specs
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
+from deltaguard.operators.sources import CallableSource
+from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
 
 if TYPE_CHECKING:
+    import datetime as dt
+    from typing import NoReturn
+
+    from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
+
     from deltaguard.core.table_config import TableConfig
 
 _BASE_FIELDS: tuple[str, ...] = tuple(DeltaWriteOperator.template_fields)
@@ -37,6 +53,17 @@ class DeltaMergeOperator(DeltaWriteOperator):
     :param not_matched_insert: column -> SQL expression for ``WHEN NOT MATCHED THEN INSERT``.
     :param not_matched_insert_all: ``WHEN NOT MATCHED THEN INSERT *``.
     :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
+    :param explicit_partitions: when the ON condition equates a partition (or clustering) column to the
+        source (``t.date = s.date``), add ``t.date IN (<the source's dates>)`` to the condition the engine
+        runs, the conjunct the lease is judged on (ADR 0019). ``False`` leaves the condition as written:
+        the engine then reads the whole table and only the inserted rows' scope is narrowed.
+    :param on_source_outside_target: when the condition or ``target_partition_values`` declares the target
+        partitions but the source holds rows of others, which ``WHEN NOT MATCHED THEN INSERT`` would add
+        there: ``"fail"`` (default) refuses the task before any lease, naming the values; ``"widen"`` claims
+        those partitions too.
+    :param scope_max_in_values: up to this many distinct source values the scope is an ``IN`` list.
+    :param scope_max_range_values: above ``scope_max_in_values`` and up to this many, a ``BETWEEN`` range
+        (integer and date columns); above it, the scope is not narrowed.
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "condition", "target_partition_values")
@@ -56,9 +83,22 @@ class DeltaMergeOperator(DeltaWriteOperator):
         not_matched_by_source_delete: bool = False,
         source_alias: str = "s",
         target_alias: str = "t",
+        explicit_partitions: bool = True,
+        on_source_outside_target: str = "fail",
+        scope_max_in_values: int = DEFAULT_MAX_IN_VALUES,
+        scope_max_range_values: int = DEFAULT_MAX_RANGE_VALUES,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if on_source_outside_target not in OUTSIDE_CHOICES:
+            raise ValueError(f"on_source_outside_target must be one of {OUTSIDE_CHOICES}")
+        self.explicit_partitions = explicit_partitions
+        #: what the source's data did to the scope, and why (set when the spec is built)
+        self.scope_reasons: list[str] = []
+        #: the scope this try asked its lease for (``{"scope": None}``: none), carried across deferrals
+        self._scope_state: dict[str, Any] | None = None
+        self.on_source_outside_target = on_source_outside_target
+        self.scope_limits = ScopeLimits(scope_max_in_values, scope_max_range_values)
         self.source = wrap_source(source)
         self.condition = condition
         self.target_partition_values = dict(target_partition_values or {})
@@ -83,6 +123,60 @@ class DeltaMergeOperator(DeltaWriteOperator):
         self.target_alias = target_alias
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        declared = self._declared_spec()
+        if self.resolved_engine is None:  # set by execute before build_spec; absent only when called alone
+            return declared
+        if self._scope_state is not None:
+            # Resumed after waiting: the lease was asked for (and may have been granted by the trigger) with
+            # this scope, so the write keeps it; the engine refuses a source that has left it since.
+            stored = self._scope_state.get("scope")
+            if stored is None:
+                return declared
+            scope = MergeScope.from_json(stored)
+            self.scope_reasons = [*scope.reasons, "kept the scope the lease was asked for before waiting"]
+            return dataclasses.replace(declared, source_scope=scope, explicit_scope=self.explicit_partitions)
+        spec, reasons = scoped_merge(
+            declared,
+            table_config,
+            self.resolved_engine,
+            limits=self.scope_limits,
+            explicit=self.explicit_partitions,
+            on_outside=self.on_source_outside_target,
+            produced=isinstance(self.source, CallableSource),
+        )
+        self.scope_reasons = list(reasons)
+        self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}
+        self.log.info("deltaguard: MERGE scope from the source: %s", "; ".join(reasons) or "none")
+        return spec
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self._scope_state = None  # a new try reads its source anew
+        return self._with_scope(super().execute(context))
+
+    def defer(
+        self,
+        *,
+        trigger: BaseTrigger,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: dt.timedelta | float | None = None,
+    ) -> NoReturn:
+        # the scope the lease is asked for travels with the deferral, so the resumed task writes under it
+        if self._scope_state is not None:
+            kwargs = {**(kwargs or {}), "merge_scope": self._scope_state}
+        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+
+    def execute_complete(
+        self, context: Context, *args: Any, merge_scope: dict[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        self._scope_state = merge_scope
+        return self._with_scope(super().execute_complete(context, *args, **kwargs))
+
+    def _with_scope(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The XCom result with what the source's data did to the MERGE's scope, and why (ADR 0019)."""
+        return {**result, "merge_scope": list(self.scope_reasons)}
+
+    def _declared_spec(self) -> specs.MergeSpec:
         return specs.MergeSpec(
             source=self.write_source(self.source),
             condition=self.condition,

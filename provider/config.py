@@ -65,6 +65,15 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "5",
         "Seconds between lease checks while a task (or its trigger) waits for admission.",
     ),
+    "lease_store_listen": (
+        "boolean",
+        "True",
+        "Whether the triggerer listens for lease releases on a PostgreSQL store (LISTEN/NOTIFY on one extra "
+        "connection per store) so waiting writes wake when a blocker leaves, polling only every 6 poll "
+        "intervals as a safety net (ADR 0025). Set ``False`` behind a connection pooler in transaction "
+        "mode (PgBouncer), which does not deliver notifications: triggers then poll every "
+        "``poll_interval``. SQLite stores always poll.",
+    ),
     "pools_file": (
         "string",
         "",
@@ -224,6 +233,16 @@ def _is_set(option: str) -> bool:
 def poll_interval() -> float:
     """Seconds between admission checks while waiting."""
     return _positive_float("poll_interval")
+
+
+def lease_store_listen() -> bool:
+    """Whether the triggerer listens for lease releases on a PostgreSQL store."""
+    value = _raw("lease_store_listen").strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"[{SECTION}] lease_store_listen must be true or false, got {value!r}")
 
 
 def pools_file() -> str | None:

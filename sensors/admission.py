@@ -92,7 +92,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
             store = self.lease_store_url or config.lease_store_url()
         except ValueError as exc:
             raise InvalidTaskInputError(str(exc)) from exc
-        return store, table_key(uri), operation, engine.table_config(uri), engine.profile()
+        return store, table_key(uri), operation, engine.table_config(uri), engine.table_profile(uri)
 
     def _check(self, inputs: tuple[str, str, Operation, TableConfig, EngineProfile]) -> PokeReturnValue:
         store, key, operation, table_config, profile = inputs

@@ -37,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ci: a few delta-spark cells",
     )
     parser.add_argument(
+        "--suite",
+        choices=("probes", "file-stats"),
+        default="probes",
+        help="probes: the probe writes x layouts x isolation spellings; file-stats: unpartitioned layouts where "
+        "delta-rs decides conflicts with per-file statistics (delta-rs only, slices representative/full)",
+    )
+    parser.add_argument(
         "--json", type=Path, default=None, metavar="FILE", help="also write the results as JSON"
     )
     parser.add_argument(
@@ -54,6 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         print("deltaguard conformance: --jobs must be >= 1", file=sys.stderr)
         return 2
+    if args.suite == "file-stats":
+        if args.engine != "delta-rs" or args.slice == "ci":
+            print(
+                "deltaguard conformance: --suite file-stats is delta-rs only, slice representative or full",
+                file=sys.stderr,
+            )
+            return 2
+        return run_file_stats(args)
     if args.engine == "delta-spark":
         return run_delta_spark(args)
     if args.slice == "ci":
@@ -99,6 +114,74 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.json, results, meta)
         print(f"results written to {args.json}")
     return exit_code(summarize(results))
+
+
+def run_file_stats(args: argparse.Namespace) -> int:
+    """The statistics cells (ADR 0020) against delta-rs: unsound count and admitted share.
+
+    :param args: parsed options.
+    """
+    import json
+
+    import deltalake
+
+    from deltaguard.conformance.stats_runner import StatsResult, run_stats_cells, summarize
+    from deltaguard.conformance.stats_scenarios import generate
+
+    cells = generate(args.slice)
+    print(
+        f"deltaguard conformance: file statistics, delta-rs {deltalake.__version__}, {len(cells)} cells "
+        f"({args.slice}), {args.jobs} job(s)",
+        flush=True,
+    )
+    started = time.perf_counter()
+
+    def show(done: list[StatsResult]) -> None:
+        for r in done:
+            if not args.quiet or r.unsound:
+                verdict = {None: "MODEL ERROR", True: "conflict", False: "no_conflict"}[r.prediction.conflict]
+                flag = "  UNSOUND" if r.unsound else ""
+                print(
+                    f"{r.cell.key}: predicted {verdict} ({r.prediction.rule}), observed {r.observed_summary()}{flag}",
+                    flush=True,
+                )
+
+    results = run_stats_cells(cells, jobs=args.jobs, progress=show)
+    elapsed = time.perf_counter() - started
+    summary = summarize(results)
+    print(
+        f"cells={summary.cells} unsound={summary.unsound} engine_allows={summary.engine_allows} "
+        f"model_allows_of_those={summary.model_allows_of_those} admitted={summary.admitted_share:.1%} "
+        f"inconclusive={summary.inconclusive} elapsed={elapsed:.1f}s"
+    )
+    plain_allowed, plain_admitted = summary.without_source
+    if plain_allowed:
+        print(
+            f"  without MERGE / REPLACE WHERE sources: engine allows {plain_allowed}, model admits "
+            f"{plain_admitted} ({plain_admitted / plain_allowed:.1%})"
+        )
+    for layout, (allowed, admitted) in summary.by_layout.items():
+        share = f"{admitted / allowed:.1%}" if allowed else "n/a"
+        print(f"  {layout}: engine allows {allowed}, model admits {admitted} ({share})")
+    if args.json is not None:
+        document = {
+            "meta": {
+                "engine": "delta-rs",
+                "deltalake_version": deltalake.__version__,
+                "suite": "file-stats",
+                "slice": args.slice,
+                "jobs": args.jobs,
+                "elapsed_s": round(elapsed, 1),
+                "command": f"deltaguard conformance --suite file-stats --slice {args.slice} --jobs {args.jobs} "
+                f"--json {args.json}",
+            },
+            "summary": summary.to_json(),
+            "cells": [r.to_json() for r in results],
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        print(f"results written to {args.json}")
+    return 1 if summary.unsound else 0
 
 
 def run_delta_spark(args: argparse.Namespace) -> int:

@@ -41,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run only cases the model allows (skip the precision statistics on conflict verdicts)",
     )
+    parser.add_argument(
+        "--file-stats",
+        action="store_true",
+        help="delta-rs: give the model the snapshot's per-file statistics and generate cases on unpartitioned "
+        "tables clustered by date (ADR 0020)",
+    )
     parser.add_argument("--examples-per-round", type=int, default=25, help="hypothesis examples per round")
 
 
@@ -64,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
 
     from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
     from deltaguard.conformance.fuzz_run import fuzz
+    from deltaguard.conformance.fuzz_strategies import stats_cases
 
-    engine = DeltaRsDifferentialEngine()
+    engine = DeltaRsDifferentialEngine(file_stats=args.file_stats)
     known = tuple(_known_classes(args.save_dir))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="deltaguard-fuzz-") as scratch:
@@ -79,12 +86,14 @@ def run(args: argparse.Namespace) -> int:
             run_conflicts=not args.no_precision,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
             known_classes=known,
+            strategy=stats_cases() if args.file_stats else None,
         )
     summary = {
         "engine": engine.name,
         "deltalake_version": deltalake.__version__,
         "seed": args.seed,
         "minutes": args.minutes,
+        "file_stats": args.file_stats,
         "elapsed_s": round(time.perf_counter() - started, 1),
         "known_classes_skipped": len(known),
         **stats.to_json(),

@@ -119,10 +119,11 @@ class DeltaRsDifferentialEngine(DifferentialEngine):
 
     name = "delta-rs"
 
-    def __init__(self) -> None:
+    def __init__(self, file_stats: bool = False) -> None:
+        """:param file_stats: hand the model the snapshot's per-file statistics too (ADR 0020)."""
         from deltaguard.engines.deltars.engine import DeltaRsEngine
 
-        self.engine = DeltaRsEngine()
+        self.engine = DeltaRsEngine(file_stats=file_stats)
 
     def profile(self) -> EngineProfile:
         return self.engine.profile()

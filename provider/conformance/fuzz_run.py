@@ -38,6 +38,8 @@ class FuzzStats:
     executed: int = 0
     not_executable: Counter[str] = field(default_factory=Counter)
     model_allowed: int = 0
+    #: allowed cases where per-file statistics decided some pair (ADR 0020)
+    allowed_by_file_stats: int = 0
     model_conflict_executed: int = 0
     model_conflict_engine_allowed: int = 0
     engine_allowed: int = 0
@@ -63,6 +65,10 @@ class FuzzStats:
         self.unclassified += any(v.verdict == "unclassified" for v in result.views.values())
         allowed = bool(result.allowed_by)
         self.model_allowed += allowed
+        self.allowed_by_file_stats += any(
+            v.verdict == "no_conflict" and "deltars.file_stats_disjoint" in v.rules
+            for v in result.views.values()
+        )
         if result.not_executable:
             self.not_executable[_reason_class(result.not_executable)] += 1
         if result.executed:
@@ -87,6 +93,7 @@ class FuzzStats:
             "executed_differentially": self.executed,
             "not_executable": dict(self.not_executable.most_common()),
             "model_no_conflict": self.model_allowed,
+            "model_no_conflict_by_file_stats": self.allowed_by_file_stats,
             "unclassified": self.unclassified,
             "unsound_cases": self.unsound,
             "unsound_classes": self.unsound_classes,

@@ -387,6 +387,34 @@ def cases(draw: Draw, triples: bool = True) -> FuzzCase:
     return FuzzCase(layout, tuple(draw(statements(layout)) for _ in range(count)))
 
 
+@st.composite
+def stats_cases(draw: Draw) -> FuzzCase:
+    """Cases where delta-rs decides with per-file statistics (ADR 0020): an unpartitioned table with one file
+    per date (or, sometimes, mixed files), two or three rewrites, half of them scoped to one date."""
+    layout = FuzzLayout(
+        (), clustered=draw(st.integers(0, 3)) > 0, isolation=draw(st.sampled_from(ISOLATION_LEVELS))
+    )
+    count = 3 if draw(st.integers(0, 4)) == 4 else 2
+    found = []
+    for _ in range(count):
+        statement = draw(statements(layout))
+        if draw(st.booleans()):
+            date = draw(st.sampled_from(DATES))
+            kind = draw(st.sampled_from(("UPDATE", "DELETE")))
+            # a string literal: the SQL path turns DATE '...' into a CAST the engine refuses to render
+            where = f"d = '{date}'" + draw(
+                st.sampled_from(("", " AND id > 2", " AND v < 100", " AND p = 'a'"))
+            )
+            sql = (
+                f"UPDATE {TABLE} SET v = v + 1 WHERE {where}"
+                if kind == "UPDATE"
+                else f"DELETE FROM {TABLE} WHERE {where}"
+            )
+            statement = FuzzStatement(sql, tags=("per_date",))
+        found.append(statement)
+    return FuzzCase(layout, tuple(found))
+
+
 # ---------------------------------------------------------------------------------- hostile inputs
 
 

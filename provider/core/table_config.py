@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from deltaguard.core.file_stats import FileStatsSummary
+
 
 @dataclass(frozen=True)
 class TableConfig:
@@ -28,6 +30,8 @@ class TableConfig:
     :param unknown: properties or features the model does not understand; any entry makes the model
         conservative (every pair on the table conflicts).
     :param uri: where the table lives, for messages.
+    :param file_stats: per-file column statistics of the same snapshot, when the engine layer read them
+        (only the delta-rs profile uses them, ADR 0020); ``None``: not read.
     """
 
     partition_columns: tuple[str, ...] = ()
@@ -42,6 +46,7 @@ class TableConfig:
     writer_features: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
     uri: str | None = field(default=None, compare=False)
+    file_stats: FileStatsSummary | None = None
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a shared configuration cannot be changed behind the cache's back.

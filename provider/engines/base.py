@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.profiles import STORAGE_COORDINATION, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.specs import WriteContext, WriteSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,23 @@ class DeltaEngine(abc.ABC):
     def profile(self) -> EngineProfile:
         """The engine profile the conflict model must use for writes through this engine."""
 
+    def commit_coordination(self, table_uri: str) -> str:
+        """What excludes this engine's commits to ``table_uri`` from other writers' commits.
+
+        See :mod:`deltaguard.engines.commit_coordination`; engines that cannot tell keep the storage's own
+        put-if-absent only if they use it.
+
+        :param table_uri: the table location.
+        """
+        return STORAGE_COORDINATION
+
+    def table_profile(self, table_uri: str) -> EngineProfile:
+        """:meth:`profile` for writes to ``table_uri``, with its commit coordinator.
+
+        :param table_uri: the table location.
+        """
+        return dataclasses.replace(self.profile(), commit_coordination=self.commit_coordination(table_uri))
+
     @abc.abstractmethod
     def table_config(self, table_uri: str) -> TableConfig:
         """Read the table's configuration (a table that does not exist yet gives ``exists=False``)."""
@@ -75,6 +98,19 @@ class DeltaEngine(abc.ABC):
         :raises deltaguard.engines.errors.InvalidWriteError: before writing anything, if the spec is bad.
         :raises deltaguard.engines.errors.DeltaConflictError: if the commit conflicts.
         """
+
+    def read_source_keys(
+        self, source: Any, columns: Collection[str], limits: ScopeLimits
+    ) -> SourceKeys | None:
+        """What a MERGE source holds in its key columns, and the source to write (ADR 0019), or ``None``
+        when this engine does not check a source against a computed scope at write time (the MERGE then
+        keeps its declared scope).
+
+        :param source: the spec's source.
+        :param columns: the source columns to read.
+        :param limits: the enumeration bounds.
+        """
+        return None
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:  # noqa: B027
         """Check a spec against the table before any lease is taken; raise ``InvalidWriteError``.

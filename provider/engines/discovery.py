@@ -30,8 +30,10 @@ from typing import Any
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from deltaguard.core.file_stats import FileStatsSummary
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import TableAccessError
+from deltaguard.engines.file_stats import read_file_stats
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +132,14 @@ _CHECKPOINT_FILE = re.compile(
 )
 
 
-def read_table_config(table_uri: str, storage_options: dict[str, str] | None = None) -> TableConfig:
+def read_table_config(
+    table_uri: str, storage_options: dict[str, str] | None = None, file_stats: bool = False
+) -> TableConfig:
     """Read a table's configuration from its Delta log.
 
     :param table_uri: any URI deltalake supports.
     :param storage_options: deltalake storage options (credentials, endpoints, ...).
+    :param file_stats: also read the snapshot's per-file column statistics (ADR 0020).
     :returns: the configuration; ``exists=False`` when no Delta table is at ``table_uri``.
     :raises TableAccessError: when the log exists but cannot be read (naming the URI and the cause).
     """
@@ -144,17 +149,22 @@ def read_table_config(table_uri: str, storage_options: dict[str, str] | None = N
         return TableConfig(exists=False, uri=table_uri)
     except (DeltaError, OSError, ValueError) as exc:
         raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
-    return config_from_table(table, table_uri, storage_options)
+    return config_from_table(table, table_uri, storage_options, file_stats=file_stats)
 
 
 def config_from_table(
-    table: DeltaTable, table_uri: str | None = None, storage_options: dict[str, str] | None = None
+    table: DeltaTable,
+    table_uri: str | None = None,
+    storage_options: dict[str, str] | None = None,
+    file_stats: bool = False,
 ) -> TableConfig:
     """The configuration of an already-open table, at the version it is loaded at.
 
     :param table: an open deltalake table (possibly at an older version).
     :param table_uri: the URI for messages and for reading domain metadata (default: the table's own).
     :param storage_options: storage options for reading domain metadata.
+    :param file_stats: also read the per-file column statistics of the same snapshot (ADR 0020); when they
+        cannot be read the configuration carries none and the model uses its predicate-only rules.
     :raises TableAccessError: when the snapshot cannot be read.
     """
     uri = table_uri or table.table_uri
@@ -182,6 +192,12 @@ def config_from_table(
             clustering = _clustering_columns(domains.get(CLUSTERING_DOMAIN), fields)
         except (OSError, ValueError, KeyError, TypeError, DeltaError) as exc:
             unknown += (f"domainMetadata (unreadable: {short_message(exc)})",)
+    stats: FileStatsSummary | None = None
+    if file_stats:
+        try:
+            stats = read_file_stats(table, properties)
+        except (DeltaError, OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("table %s: file statistics unreadable (%s); not using them", uri, short_message(exc))
     for item in unknown:
         log.warning(
             "table %s: %s is unknown to the conflict model; treating every write as conflicting", uri, item
@@ -199,6 +215,7 @@ def config_from_table(
         writer_features=writer_features,
         unknown=tuple(dict.fromkeys(unknown)),
         uri=uri,
+        file_stats=stats,
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from deltaguard.core.operations import Operation, OperationKind
 
 if TYPE_CHECKING:
+    from deltaguard.core.merge_scope import MergeScope
     from deltaguard.engines.fencing import CommitFence
 
 
@@ -80,12 +81,25 @@ class MergeSpec:
     not_matched_by_source_delete: bool = False
     source_alias: str = "s"
     target_alias: str = "t"
+    #: the scope computed from the source's key values (ADR 0019); the engine refuses a source outside it
+    source_scope: MergeScope | None = None
+    #: add the scope's conjunct to the ON condition the engine runs (``explicit_partitions``)
+    explicit_scope: bool = True
+
+    def scope_conjunct(self, dialect: str = "spark") -> str | None:
+        """The source-derived conjunct both the claim (Spark SQL) and the engine's ON condition (its
+        ``dialect``) carry, or ``None``."""
+        if self.source_scope is None or not self.explicit_scope:
+            return None
+        return self.source_scope.conjunct(self.target_alias, dialect)
 
     def operation(self) -> Operation:
         from deltaguard.core.sql.literals import merge_condition_with_partitions
 
+        # Without the conjunct in the executed condition the engine reads the whole table for conflict
+        # detection, so the claim's read scope must not be narrowed either (only its inserted rows are).
         condition: str | None = merge_condition_with_partitions(
-            self.condition, self.target_partition_values, self.target_alias
+            self.condition, self.target_partition_values, self.target_alias, extra=self.scope_conjunct()
         )
         if self.not_matched_by_source_delete:
             # WHEN NOT MATCHED BY SOURCE ranges over every target row whatever the ON condition says. Declared
@@ -94,7 +108,7 @@ class MergeSpec:
             # concurrent DELETE of p = 'a'. So it reads the whole table, as the SQL classifier says too.
             condition = None
         assignments: tuple[tuple[str, str], ...] = ()
-        if self.matched_update_all and not self.copies_checked_rows:
+        if self.matched_update_all and not (self.copies_checked_rows or self._copies_scoped_rows):
             assignments = (("*", "*"),)  # UPDATE SET * copies the source row, partition columns included
         elif self.matched_update is not None:
             assignments = tuple(self.matched_update.items())
@@ -110,7 +124,17 @@ class MergeSpec:
     def copies_checked_rows(self) -> bool:
         """``INSERT *`` / ``UPDATE SET *`` with declared target partitions: the engine refuses a source with
         rows outside them (:func:`check_source_partitions`), so copied rows stay in the declared partitions."""
-        return bool(self.target_partition_values) and (self.not_matched_insert_all or self.matched_update_all)
+        return (
+            bool(self.target_partition_values)
+            and (self.not_matched_insert_all or self.matched_update_all)
+            # with a source scope the engine checks the source against that instead (ADR 0019)
+            and self.source_scope is None
+        )
+
+    @property
+    def _copies_scoped_rows(self) -> bool:
+        """``UPDATE SET *`` copies partition values the source scope covers (checked at write time)."""
+        return self.source_scope is not None and self.source_scope.copies_all_keys
 
     def inserted_rows(self) -> str | None:
         """Where ``WHEN NOT MATCHED THEN INSERT`` (and ``UPDATE SET *``) adds rows (the write scope, ADR 0012).
@@ -121,7 +145,12 @@ class MergeSpec:
         """
         if self.copies_checked_rows:
             return _partition_predicate(self.target_partition_values)
-        if self.not_matched_insert is None and not self.not_matched_insert_all:
+        inserts = self.not_matched_insert is not None or self.not_matched_insert_all
+        if self.source_scope is not None and (inserts or self._copies_scoped_rows):
+            scoped = self.source_scope.inserted_predicate()
+            if scoped is not None:
+                return scoped
+        if not inserts:
             return ""
         return None
 

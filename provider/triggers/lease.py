@@ -1,15 +1,20 @@
 """A trigger that waits, in the triggerer, until a queued lease request can be granted.
 
-The lease store is polled through :meth:`DeltaLeaseHook.check <deltaguard.hooks.lease.DeltaLeaseHook.check>`,
-which re-evaluates the waiting request (and keeps its queue place alive); what follows each answer is
-:func:`deltaguard.writes.waiting.next_step`'s, as for the task. The blocking store call runs in a
-worker thread so the triggerer's event loop never stalls. The event is only a hint: the resumed task asks
-the lease manager again with the same request id and may defer again.
+The trigger asks :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`, which
+re-evaluates the waiting request (and keeps its queue place alive); what follows each answer is
+:func:`deltaguard.writes.waiting.next_step`'s, as for the task. Every trigger of a triggerer shares one store
+handle per store (:mod:`deltaguard.triggers.shared_store`, a bounded pool); the blocking store call runs in a
+worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
+through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
+(ADR 0025). The event is only a hint: the resumed task asks the lease manager again with the same request id
+and may defer again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +24,15 @@ from deltaguard.core.admission import Closed, Granted, Waiting
 from deltaguard.writes.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
-    from deltaguard.hooks.lease import DeltaLeaseHook
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.triggers.shared_store import SharedStore
 
 #: after this many consecutive store failures the trigger hands control back to the task, which then
 #: fails loudly (fail closed) or re-defers
 MAX_CONSECUTIVE_ERRORS = 5
+#: with a LISTEN connection up, a waiting trigger still checks every this many poll intervals: for a holder
+#: whose lease expired (no notification) and for a notification the connection lost (ADR 0025)
+NOTIFY_POLL_POLLS = 6
 
 
 class LeaseAvailableTrigger(BaseTrigger):
@@ -55,35 +64,59 @@ class LeaseAvailableTrigger(BaseTrigger):
             return {"status": "granted", "request_id": self.request_id, "lease_id": answer.lease_id}
         return {"status": "closed", "request_id": self.request_id, "message": f"request is {answer.status}"}
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        from deltaguard import config
-        from deltaguard.hooks.lease import DeltaLeaseHook
+    def _next_wait(self, shared: SharedStore, answer: Waiting, seconds: float) -> float:
+        """How long to wait before the next check when nothing wakes the trigger.
 
-        leases: DeltaLeaseHook | None = None
+        Without a listening connection (SQLite, or the listener is down): the poll interval. With one, a
+        release wakes the trigger, so it only polls for what sends no notification (an expired holder) or
+        what a dropped connection lost: every :data:`NOTIFY_POLL_POLLS` poll intervals, and always within a
+        third of what is left of its queue entry's life, so the entry is renewed in time.
+        """
+        if shared.listener is None or not shared.listener.connected:
+            return seconds
+        left = answer.expires_at - time.time()
+        return max(seconds, min(NOTIFY_POLL_POLLS * seconds, left / 3))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        # The store handle is given back before the event is yielded: the triggerer may close this
+        # generator late, or never, once it has the event.
+        yield TriggerEvent(await self._wait())
+
+    async def _wait(self) -> dict[str, Any]:
+        """Wait until the request is granted or closed (or the store keeps failing); return the payload."""
+        from deltaguard import config
+        from deltaguard.triggers.shared_store import shared_store
+
         errors = 0
-        try:
-            # Wait one interval before the first check. An event fired at once (the blocker finished
-            # while the task was deferring) lets the scheduler re-queue the task before it has processed
-            # the deferring worker's exit; Airflow 3.3's LocalExecutor then drops the new run from its
-            # running set and the scheduler fails the task ("finished with state success, but the task
-            # instance's state attribute is queued"). Seen under the real scheduler on a loaded machine.
-            await asyncio.sleep(self.poll_interval)
+        woken = asyncio.Event()
+        # Wait one interval before the first check. An event fired at once (the blocker finished
+        # while the task was deferring) lets the scheduler re-queue the task before it has processed
+        # the deferring worker's exit; Airflow 3.3's LocalExecutor then drops the new run from its
+        # running set and the scheduler fails the task ("finished with state success, but the task
+        # instance's state attribute is queued"). Seen under the real scheduler on a loaded machine.
+        await asyncio.sleep(self.poll_interval)
+        async with contextlib.AsyncExitStack() as stack:
+            shared: SharedStore | None = None
+            manager: LeaseManager | None = None
             while True:
+                started = time.monotonic()
                 try:
-                    if leases is None:
+                    if shared is None:
                         # the reference carries no password; the triggerer's own configuration has it
                         url = await asyncio.to_thread(config.resolve_store_reference, self.store_url)
-                        leases = DeltaLeaseHook(config.lease_settings(url, deferrable=False))
-                    answer = await asyncio.to_thread(leases.check, self.request_id)
+                        settings = await asyncio.to_thread(config.lease_settings, url, deferrable=False)
+                        shared = await stack.enter_async_context(shared_store(url, settings))
+                        manager = shared.manager()
+                        if shared.listener is not None:
+                            stack.callback(shared.listener.unwatch, woken)
+                    assert manager is not None
+                    answer = await shared.call(manager.check, self.request_id)
                     errors = 0
                 except Exception as exc:
                     errors += 1
                     self.log.warning("deltaguard: lease store check failed (%d): %s", errors, exc)
                     if errors >= MAX_CONSECUTIVE_ERRORS:
-                        yield TriggerEvent(
-                            {"status": "error", "request_id": self.request_id, "message": str(exc)}
-                        )
-                        return
+                        return {"status": "error", "request_id": self.request_id, "message": str(exc)}
                     await asyncio.sleep(self.poll_interval)
                     continue
                 # A closed request also ends the wait here: the task then asks anew. The task's own deferral
@@ -97,11 +130,14 @@ class LeaseAvailableTrigger(BaseTrigger):
                 )
                 match step:
                     case Sleep(seconds=seconds):
-                        await asyncio.sleep(seconds)
+                        assert isinstance(answer, Waiting)
+                        woken.clear()
+                        if shared.listener is not None:
+                            # wake when one of the blockers leaves; a release elsewhere on the table
+                            # cannot admit this request while they stay
+                            shared.listener.watch(woken, {b.id for b in answer.blockers}, since=started)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
                     case _:
                         assert not isinstance(answer, Waiting)
-                        yield TriggerEvent(self._event(answer))
-                        return
-        finally:
-            if leases is not None:
-                leases.close()
+                        return self._event(answer)

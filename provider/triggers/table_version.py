@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+
+if TYPE_CHECKING:
+    from deltaguard.leases.store import LeaseStore
 
 
 class DeltaTableVersionTrigger(BaseTrigger):
@@ -197,13 +200,14 @@ class DeltaAdmissionTrigger(BaseTrigger):
             },
         )
 
-    def _probe(self) -> tuple[bool, str]:
+    def _probe(self, store: LeaseStore | None = None) -> tuple[bool, str]:
+        """The sensor's answer, over ``store`` (the shared handle) or a store opened for this one call."""
         from deltaguard.config import resolve_store_reference
         from deltaguard.leases import codec
         from deltaguard.writes.sensor_checks import admission_probe
 
         return admission_probe(
-            resolve_store_reference(self.store_url),
+            store if store is not None else resolve_store_reference(self.store_url),
             self.table_key,
             codec.operation_from_json(self.operation),
             codec.config_from_json(self.table_config),
@@ -212,17 +216,29 @@ class DeltaAdmissionTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from deltaguard import config
+        from deltaguard.triggers.shared_store import shared_store
         from deltaguard.writes.waiting import Sleep, next_step
 
-        while True:
-            admitted, reason = await asyncio.to_thread(self._probe)
-            # the sensor's deferral timeout bounds this wait, so the trigger has none of its own
-            step = next_step(
-                admitted=admitted, waited_s=0.0, timeout_s=None, poll_s=self.poll_interval, deferrable=False
-            )
-            match step:
-                case Sleep(seconds=seconds):
-                    await asyncio.sleep(seconds)
-                case _:
-                    yield TriggerEvent({"status": "success", "reason": reason})
-                    return
+        # The triggerer's shared store handle (ADR 0025). A sensor's wait is no queue entry, so no
+        # notification names it: this trigger polls, on either store.
+        url = await asyncio.to_thread(config.resolve_store_reference, self.store_url)
+        settings = await asyncio.to_thread(config.lease_settings, url, deferrable=False)
+        async with shared_store(url, settings) as shared:
+            while True:
+                assert shared.store is not None
+                admitted, reason = await shared.call(self._probe, shared.store)
+                # the sensor's deferral timeout bounds this wait, so the trigger has none of its own
+                step = next_step(
+                    admitted=admitted,
+                    waited_s=0.0,
+                    timeout_s=None,
+                    poll_s=self.poll_interval,
+                    deferrable=False,
+                )
+                match step:
+                    case Sleep(seconds=seconds):
+                        await asyncio.sleep(seconds)
+                    case _:
+                        yield TriggerEvent({"status": "success", "reason": reason})
+                        return

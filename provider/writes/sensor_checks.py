@@ -7,11 +7,14 @@ No Airflow import.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
+
+if TYPE_CHECKING:
+    from deltaguard.leases.store import LeaseStore
 
 #: commit-info key carrying the writer's app id (written by the deltaguard operators)
 APP_ID_KEY = "deltaguard.app_id"
@@ -136,7 +139,7 @@ def admission_verdict(
 
 
 def admission_probe(
-    store_url: str,
+    store: str | LeaseStore,
     table_key: str,
     operation: Operation,
     table_config: TableConfig,
@@ -146,15 +149,18 @@ def admission_probe(
 ) -> tuple[bool, str]:
     """Read the leases (and queued requests) on a table and ask :func:`admission_verdict`. Takes nothing.
 
+    :param store: the store URL (opened and closed here) or an open store (left open: the triggerer's
+        shared handle).
     :param include_waiting: also respect queued requests (the lease manager's FIFO would).
     """
     from deltaguard.leases.manager import LeaseManager
 
-    manager = LeaseManager(store_url)
+    manager = LeaseManager(store)
     try:
         running = [lease.operation for lease in manager.leases(table_key)]
         if include_waiting:
             running += [waiter.operation for waiter in manager.waiters(table_key)]
     finally:
-        manager.store.close()
+        if isinstance(store, str):
+            manager.store.close()
     return admission_verdict(operation, running, table_config, profile)

@@ -268,25 +268,31 @@ def test_revived_trigger_reaches_the_postgres_store_of_the_connection(
 def test_the_lease_trigger_opens_the_store_with_the_password_it_does_not_carry(
     store_connection: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The trigger row holds a password-free reference; the lease hook it opens gets the full URL."""
+    """The trigger row holds a password-free reference; the store the triggerer opens gets the full URL."""
     import asyncio
 
     from deltaguard.core.admission import Granted
-    from deltaguard.hooks import lease as lease_hooks
+    from deltaguard.triggers import shared_store
 
     opened: list[str] = []
 
-    class _RecordingHook:
-        def __init__(self, settings: config.LeaseSettings) -> None:
-            opened.append(settings.store_url)
-
+    class _RecordingManager:
         def check(self, request_id: str) -> Granted:
             return Granted(request_id, request_id, {}, 0.0)
+
+    class _NoStore:
+        """Stands in for the store, which is not reachable here."""
 
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(lease_hooks, "DeltaLeaseHook", _RecordingHook)
+    def _open(entry: shared_store.SharedStore) -> None:
+        opened.append(entry.url)
+        entry.store = _NoStore()  # type: ignore[assignment]
+
+    monkeypatch.setattr(shared_store, "_open_blocking", _open)
+    monkeypatch.setattr(shared_store.SharedStore, "manager", lambda self: _RecordingManager())
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_LISTEN", "False")
     trigger = LeaseAvailableTrigger(config.lease_store_url(), "req-1", poll_interval=0.01)
     assert SECRET not in json.dumps(trigger.serialize())
 

@@ -151,3 +151,38 @@ def test_admission_sensor_poke_and_trigger_agree(tmp_path, monkeypatch: pytest.M
     assert event.payload["status"] == "success"
     assert sensor.poke({}).is_done is True
     manager.store.close()
+
+
+def test_sqlite_lease_triggers_share_one_handle_and_poll(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltaguard.triggers import shared_store
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
+    manager = LeaseManager(url)
+    holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
+    assert isinstance(holder, Granted)
+    waiting = [manager.acquire(_request(f"merge{i}", OperationKind.MERGE)) for i in range(3)]
+    assert all(isinstance(w, Waiting) for w in waiting)
+
+    async def scenario() -> tuple[int, bool, str, int]:
+        async def first(rid: str) -> dict:
+            async for event in LeaseAvailableTrigger(url, rid, poll_interval=0.1).run():
+                return event.payload
+            raise AssertionError("no event")
+
+        tasks = [asyncio.create_task(first(w.request_id)) for w in waiting]
+        await asyncio.sleep(0.6)
+        handles = shared_store.open_handles()
+        (entry,) = shared_store._SHARED.values()
+        listens = entry.listener is not None
+        await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
+        payload = await asyncio.wait_for(tasks[0], 10)  # the first in the queue is granted by polling
+        for task in tasks[1:]:
+            task.cancel()
+        await asyncio.gather(*tasks[1:], return_exceptions=True)
+        await shared_store.closed()
+        return handles, listens, payload["status"], shared_store.open_handles()
+
+    handles, listens, status, left = asyncio.run(scenario())
+    assert handles == 1 and not listens and status == "granted" and left == 0
+    manager.store.close()

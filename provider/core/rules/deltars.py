@@ -14,7 +14,9 @@ Measured facts the rules encode (delta-rs 1.6.6):
   (``ConcurrentDeleteRead`` when the append commits second, ``ConcurrentAppend`` when the rewrite does);
 * two appends never conflict; an append and an OPTIMIZE never conflict;
 * UPDATE/DELETE/MERGE-with-target-filter/REPLACE WHERE on provably different partitions do not conflict; on
-  an unpartitioned table they conflict whatever their predicates (files mix rows of both predicates);
+  an unpartitioned table they conflict unless the per-file statistics of the snapshot prove that neither
+  touches a file the other's predicate keeps and that every file either adds is pruned by the other's
+  predicate (``TableConfig.file_stats``, :mod:`deltaguard.core.rules.deltars_stats`, ADR 0020);
 * a MERGE without an explicit target filter (and an insert-if-absent MERGE) reads the whole table;
 * OPTIMIZE checks the whole table at commit: it conflicts with any concurrent rewrite, even in another
   partition; two OPTIMIZEs (compact or z-order) of the same files both commit and duplicate the rows, and
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
+from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
@@ -131,6 +134,10 @@ def _partitions_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     """Both scopes name provably different partitions (never on an unpartitioned table)."""
     columns = ctx.table.partition_columns
     return bool(columns) and not may_overlap(a, b, columns)
+
+
+def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
+    return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
 
 def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
@@ -230,11 +237,25 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             "deltars.disjoint_partitions",
             ctx,
         )
+    proof = stats_disjoint(a, b, ctx)
+    if proof is not None:
+        return _verdict(
+            False,
+            f"{a.kind.value} and {b.kind.value} both commit in either order: delta-rs checks read predicates "
+            f"against file statistics, and {proof}",
+            "deltars.file_stats_disjoint",
+            ctx,
+        )
     return _verdict(
         True,
         f"{a.kind.value} x {b.kind.value} conflict: "
         + (
             "the table is unpartitioned, so both rewrite files holding rows of either predicate"
+            + (
+                f" unless file statistics keep them apart, and {fallback_note(ctx)}"
+                if _stats_kinds(a, b)
+                else ""
+            )
             if not ctx.table.partition_columns
             else "their partition predicates may overlap (a MERGE without an explicit target filter, an "
             "INSERT reading the table and an OVERWRITE read every partition; rows an UPDATE or MERGE moves or "

@@ -60,10 +60,11 @@ def sql_literal(value: object, dialect: str = SPARK) -> str:
     :param dialect: a sqlglot dialect name; decides how quotes and backslashes are escaped.
     :raises TypeError: for any other type.
     """
-    return _literal_expression(value).sql(dialect=dialect)
+    return literal_expression(value).sql(dialect=dialect)
 
 
-def _literal_expression(value: object) -> exp.Expression:
+def literal_expression(value: object) -> exp.Expression:
+    """One Python value as a sqlglot literal (see :func:`sql_literal` for the types)."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool):
@@ -84,7 +85,7 @@ def column_equals(column: str, value: object, qualifier: str | None = None) -> e
     col = exp.column(column, table=qualifier, quoted=not column.isidentifier())
     if value is None:
         return exp.Is(this=col, expression=exp.Null())
-    return exp.EQ(this=col, expression=_literal_expression(value))
+    return exp.EQ(this=col, expression=literal_expression(value))
 
 
 def partition_predicate(
@@ -103,7 +104,11 @@ def partition_predicate(
 
 
 def merge_condition_with_partitions(
-    condition: str, values: Mapping[str, object], target_alias: str = "t", dialect: str = SPARK
+    condition: str,
+    values: Mapping[str, object],
+    target_alias: str = "t",
+    dialect: str = SPARK,
+    extra: str | None = None,
 ) -> str:
     """Add explicit target partition conjuncts to a MERGE condition.
 
@@ -114,9 +119,14 @@ def merge_condition_with_partitions(
     :param values: target partition column -> value; empty returns the condition unchanged.
     :param target_alias: the target table's alias in the condition.
     :param dialect: the sqlglot dialect to render for; the condition (Spark SQL) is rendered for it too.
+    :param extra: one more conjunct, already rendered for ``dialect`` (the source-derived scope of ADR 0019,
+        :meth:`deltaguard.core.merge_scope.MergeScope.conjunct`, built from literals like the partition values).
     :raises RenderError: when the condition cannot be rendered faithfully for ``dialect``.
     """
     rendered = render_sql(condition, dialect)
-    if not values:
-        return rendered
-    return f"({rendered}) AND {partition_predicate(values, qualifier=target_alias, dialect=dialect)}"
+    parts = [f"({rendered})"]
+    if values:
+        parts.append(partition_predicate(values, qualifier=target_alias, dialect=dialect))
+    if extra:
+        parts.append(f"({extra})")
+    return rendered if len(parts) == 1 else " AND ".join(parts)

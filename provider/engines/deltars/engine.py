@@ -11,6 +11,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 import deltalake
@@ -18,10 +19,12 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError, TableNotFoundError
 from deltalake.transaction import CommitProperties, Transaction
 
+from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import OPERATION_NAMES, RUNNERS, OpContext
 from deltaguard.engines.discovery import read_table_config, short_message
@@ -72,6 +75,7 @@ class DeltaRsEngine(DeltaEngine):
         storage_options: dict[str, str] | None = None,
         max_commit_retries: int | None = None,
         history_scan_limit: int = 1000,
+        file_stats: bool = False,
     ) -> None:
         if max_commit_retries is not None and max_commit_retries < 0:
             raise ValueError("max_commit_retries must be >= 0")
@@ -80,12 +84,26 @@ class DeltaRsEngine(DeltaEngine):
         self.storage_options = dict(storage_options) if storage_options else None
         self.max_commit_retries = max_commit_retries
         self.history_scan_limit = history_scan_limit
+        # Off by default: a configuration carrying statistics must describe a snapshot at least as new as
+        # every running write read (ADR 0020), which only a caller reading it at decision time guarantees.
+        self.file_stats = file_stats
 
     def profile(self) -> EngineProfile:
         return EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
 
+    def commit_coordination(self, table_uri: str) -> str:
+        return deltars_coordination(table_uri, self.storage_options)
+
     def table_config(self, table_uri: str) -> TableConfig:
-        return read_table_config(table_uri, self.storage_options)
+        return read_table_config(table_uri, self.storage_options, file_stats=self.file_stats)
+
+    def read_source_keys(
+        self, source: Any, columns: Collection[str], limits: ScopeLimits
+    ) -> SourceKeys | None:
+        # run_merge checks the source it writes against the scope (source_keys.check_source_in_scope)
+        from deltaguard.engines.source_keys import read_source_keys
+
+        return read_source_keys(source, columns, limits, self.storage_options)
 
     def open_table(self, table_uri: str, version: int | None = None) -> DeltaTable:
         """Open a handle on the table, optionally at an older version.

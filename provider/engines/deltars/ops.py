@@ -24,6 +24,7 @@ from deltaguard.core.sql.literals import (
     render_sql,
 )
 from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.source_keys import check_source_in_scope
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
 from deltaguard.engines.specs import (
@@ -161,10 +162,20 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
         # other partitions there (measured: a concurrent DELETE of such a partition fails).
         data = materialize(data)
         check_rows_in_partition(data, spec.target_partition_values)
+    if spec.source_scope is not None:
+        # The lease was taken for the scope read from the source before it; a source that changed since
+        # (a callable producing other rows) must not write outside it (ADR 0019).
+        data = materialize(data)
+        check_source_in_scope(data, spec.source_scope)
     # The explicit target predicate is rendered for DataFusion, delta-rs' SQL dialect; values stay literals.
+    # The source-derived conjunct is the tree the claim was judged on, rendered for DataFusion.
     try:
         condition = merge_condition_with_partitions(
-            spec.condition, spec.target_partition_values, spec.target_alias, dialect=DATAFUSION
+            spec.condition,
+            spec.target_partition_values,
+            spec.target_alias,
+            dialect=DATAFUSION,
+            extra=spec.scope_conjunct(DATAFUSION),
         )
     except RenderError as error:
         raise InvalidWriteError(str(error)) from None

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.sql.literals import merge_condition_with_partitions, partition_predicate
+from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.spark.sources import to_spark_dataframe
 from deltaguard.engines.spark.specs import columns_sql, merge_clauses, properties_sql
 from deltaguard.engines.spark.target import SparkTarget
@@ -180,6 +181,9 @@ def merge_sql(target: SparkTarget, spec: MergeSpec, source_view: str) -> str:
     SQL rather than ``DeltaTable.merge``: Spark Connect servers run it without Delta's Connect plugin (which
     delta-spark 4.4.0 does not publish for Spark 4.2), and classic sessions run the very same statement.
     """
+    if spec.source_scope is not None:
+        # this engine does not check its source against a source-derived scope (ADR 0019): fail closed
+        raise InvalidWriteError("the Spark engine does not run MERGEs with a source-derived scope")
     condition = merge_condition_with_partitions(
         spec.condition, spec.target_partition_values, spec.target_alias
     )

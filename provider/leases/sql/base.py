@@ -125,6 +125,11 @@ class _Txn:
         row = self._conn.execute(_Q_REQUEST, {"id": request_id}).first()
         return RequestRow(*row) if row else None
 
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        if not request_ids:
+            return []
+        return [RequestRow(*r) for r in self._conn.execute(_Q_REQUESTS, {"ids": sorted(set(request_ids))})]
+
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [LeaseRow(*r) for r in self._conn.execute(_Q_LEASE_BY_ID, {"id": lease_id})]
 
@@ -183,7 +188,11 @@ class SqlLeaseStore(LeaseStore):
             self.engine = self._make_engine(url)
             if migrate:
                 self.migrate()
-        except (sa_exc.SQLAlchemyError, migrations.SchemaTooNewError) as exc:
+        except (
+            sa_exc.SQLAlchemyError,
+            migrations.SchemaTooNewError,
+            migrations.MigrationPendingError,
+        ) as exc:
             if hasattr(self, "engine"):
                 self.engine.dispose()
             raise StoreUnavailableError(f"lease store {self.name} is unavailable: {_cause(exc)}") from exc
@@ -240,11 +249,23 @@ class SqlLeaseStore(LeaseStore):
 
     # --- schema --------------------------------------------------------------------------------------
 
-    def migrate(self, target: int = migrations.LATEST) -> int:
-        """Create or migrate the schema to ``target``; return the version reached."""
+    def migrate(self, target: int = migrations.LATEST, *, allow_breaking: bool = False) -> int:
+        """Create or migrate the schema to ``target``; return the version reached.
+
+        Opening a store applies the additive steps only; a breaking one is ``deltaguard db migrate
+        --allow-breaking``'s (:data:`~deltaguard.leases.sql.migrations.COMPATIBLE_FROM`).
+
+        :raises SchemaTooNewError: the schema is newer than this deltaguard may use.
+        :raises MigrationPendingError: a breaking step is pending and ``allow_breaking`` is false.
+        """
         with self.engine.begin() as conn:
             self._lock_migrations(conn)
-            return migrations.migrate(conn, target)
+            return migrations.migrate(conn, target, allow_breaking=allow_breaking)
+
+    def pending_migrations(self) -> list[int]:
+        """The migration steps not yet applied (empty when the schema is current or newer)."""
+        with self.engine.connect() as conn:
+            return migrations.pending(conn)
 
     def schema_version(self) -> int:
         with self._connect(read_only=True) as conn:
@@ -383,8 +404,9 @@ class SqlLeaseStore(LeaseStore):
         since: float | None = None,
         before: float | None = None,
         limit: int = 100,
+        kinds: Sequence[str] | None = None,
     ) -> list[DecisionRow]:
-        if owner_keys is not None and not owner_keys:
+        if (owner_keys is not None and not owner_keys) or (kinds is not None and not kinds):
             return []
         clauses: list[str] = []
         params: dict[str, Any] = {"limit": int(limit)}
@@ -396,6 +418,10 @@ class SqlLeaseStore(LeaseStore):
             clauses.append("owner_key IN :owner_keys")
             params["owner_keys"] = list(owner_keys)
             binds.append(_in("owner_keys"))
+        if kinds is not None:
+            clauses.append("kind IN :kinds")
+            params["kinds"] = list(kinds)
+            binds.append(_in("kinds"))
         if uri is not None:
             clauses.append("uri = :uri")
             params["uri"] = uri

@@ -34,6 +34,7 @@ _PG_GRANT_IF_IDLE_4 = _function("grant_if_idle_4.sql")
 _PG_GRANT_IF_IDLE_5 = _function("grant_if_idle_5.sql")
 _PG_OWNER_NAME = _function("owner_name_6.sql")
 _PG_GRANT_IF_IDLE_6 = _function("grant_if_idle_6.sql")
+_PG_NOTIFY_FREED = _function("notify_freed_8.sql")
 
 #: The largest ``autovacuum_analyze_threshold`` PostgreSQL accepts: automatic ANALYZE never starts.
 _NEVER = 2_147_483_647
@@ -154,13 +155,69 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             ),
         ),
     ),
+    (
+        8,
+        (
+            # The oldest schema whose code may still run against this one (see COMPATIBLE_FROM): read by
+            # every deltaguard from this version on before it uses a schema newer than it knows.
+            "ALTER TABLE dg_schema_version ADD COLUMN compatible_from INTEGER",
+            # Wake-ups for waiting triggers (ADR 0025): a NOTIFY on commit when a holder leaves a table on
+            # which some request waits. Additive: no statement of an older deltaguard changes meaning.
+            ("postgresql", _PG_NOTIFY_FREED),
+            (
+                "postgresql",
+                "CREATE TRIGGER dg_leases_freed AFTER DELETE ON dg_leases "
+                "FOR EACH ROW EXECUTE FUNCTION dg_notify_freed('lease_id')",
+            ),
+            (
+                "postgresql",
+                "CREATE TRIGGER dg_queue_freed AFTER DELETE ON dg_queue "
+                "FOR EACH ROW EXECUTE FUNCTION dg_notify_freed('request_id')",
+            ),
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]
 
+#: The schema version from which the rule below is stored in ``dg_schema_version.compatible_from``.
+FIRST_COMPATIBILITY_VERSION = 8
+
+#: step -> the oldest schema version whose code may keep running against the schema this step produces.
+#: ``version - 1`` marks an additive step: code that knew the previous schema stays correct (it never reads
+#: what the step adds). A step that changes what an older deltaguard's statements mean must name itself
+#: (``version``): it is *breaking*, opening a store never applies it, and ``deltaguard db migrate`` applies it
+#: only with ``--allow-breaking`` once every older worker and triggerer has stopped (docs/deployment.md).
+#: Every step from FIRST_COMPATIBILITY_VERSION on must be listed (tests/leases/test_migrate_command.py).
+COMPATIBLE_FROM: dict[int, int] = {8: 7}
+
 
 class SchemaTooNewError(RuntimeError):
-    """The database was migrated by a newer deltaguard; refusing to guess its meaning."""
+    """The database was migrated by a newer deltaguard that this one cannot run beside; refusing to guess."""
+
+
+class MigrationPendingError(RuntimeError):
+    """The schema lacks a breaking step this deltaguard needs; only ``deltaguard db migrate`` applies it."""
+
+
+def compatible_from(step: int) -> int:
+    """The oldest schema version whose code may run against the schema ``step`` produces.
+
+    Steps before :data:`FIRST_COMPATIBILITY_VERSION` were applied on open and were additive.
+    """
+    if step < FIRST_COMPATIBILITY_VERSION:
+        return step - 1
+    return COMPATIBLE_FROM[step]
+
+
+def breaking(step: int) -> bool:
+    """Whether code that knew only the schema before ``step`` must stop before ``step`` is applied."""
+    return compatible_from(step) >= step
+
+
+def _stored_rule(version: int) -> int:
+    """The oldest code schema that may use schema ``version``: a breaking step stays binding after it."""
+    return max(compatible_from(s) for s, _ in MIGRATIONS if FIRST_COMPATIBILITY_VERSION <= s <= version)
 
 
 def current_version(conn: sa.Connection) -> int:
@@ -171,17 +228,60 @@ def current_version(conn: sa.Connection) -> int:
     return int(value or 0)
 
 
-def migrate(conn: sa.Connection, target: int = LATEST) -> int:
+def stored_compatible_from(conn: sa.Connection, version: int) -> int | None:
+    """What the database says about the oldest code that may use it (``None`` before schema 8)."""
+    if version < FIRST_COMPATIBILITY_VERSION:
+        return None
+    value = conn.execute(sa.text("SELECT MAX(compatible_from) FROM dg_schema_version")).scalar()
+    return None if value is None else int(value)
+
+
+def check_usable(conn: sa.Connection) -> int:
+    """The schema version, once it is known that this deltaguard may run against it.
+
+    A newer schema is usable only when the migrator that produced it recorded that code knowing
+    :data:`LATEST` may still run (every step since was additive); anything else fails closed, before this
+    deltaguard reads or writes a row.
+
+    :raises SchemaTooNewError: the schema is newer and not declared compatible with this deltaguard.
+    """
+    version = current_version(conn)
+    if version > LATEST:
+        oldest = stored_compatible_from(conn, version)
+        if oldest is None or oldest > LATEST:
+            raise SchemaTooNewError(
+                f"lease store schema version {version} is newer than this deltaguard knows ({LATEST}) and "
+                f"requires code that knows schema {oldest if oldest is not None else version} or later: "
+                f"upgrade airflow-provider-deltaguard on this worker (see docs/deployment.md, rolling "
+                f"upgrades); nothing was read or written"
+            )
+    return version
+
+
+def pending(conn: sa.Connection, target: int = LATEST) -> list[int]:
+    """The steps a migration to ``target`` would apply (empty when the schema is at or past it)."""
+    version = current_version(conn)
+    return [step for step, _ in MIGRATIONS if version < step <= target]
+
+
+def migrate(conn: sa.Connection, target: int = LATEST, *, allow_breaking: bool = True) -> int:
     """Apply the missing steps up to ``target`` inside the caller's transaction; return the new version.
 
     :param conn: a connection inside a transaction that holds the store's migration lock.
     :param target: the version to reach (tests use older targets to build old schemas).
-    :raises SchemaTooNewError: when the database is newer than this package knows.
+    :param allow_breaking: apply breaking steps too (``deltaguard db migrate --allow-breaking``); without,
+        a pending breaking step raises and nothing is applied.
+    :raises SchemaTooNewError: when the database is newer than this package may use.
+    :raises MigrationPendingError: a breaking step is pending and ``allow_breaking`` is false.
     """
-    version = current_version(conn)
-    if version > LATEST:
-        raise SchemaTooNewError(
-            f"lease store schema version {version} is newer than this deltaguard ({LATEST})"
+    version = check_usable(conn)
+    steps = pending(conn, target)
+    blocked = [step for step in steps if breaking(step)]
+    if blocked and not allow_breaking:
+        raise MigrationPendingError(
+            f"lease store schema version {version} needs breaking migration step(s) {blocked}, which change "
+            f"what older deltaguard workers' statements mean: stop every worker and triggerer running an "
+            f"older deltaguard, then run `deltaguard db migrate --allow-breaking`"
         )
     for step, statements in MIGRATIONS:
         if version < step <= target:
@@ -192,5 +292,9 @@ def migrate(conn: sa.Connection, target: int = LATEST) -> int:
                         continue
                 conn.execute(sa.text(statement))
             conn.execute(sa.text("UPDATE dg_schema_version SET version = :v"), {"v": step})
+            if step >= FIRST_COMPATIBILITY_VERSION:
+                conn.execute(
+                    sa.text("UPDATE dg_schema_version SET compatible_from = :c"), {"c": _stored_rule(step)}
+                )
             version = step
     return version

@@ -1,0 +1,249 @@
+"""Run the statistics cells against delta-rs (ADR 0020): the same procedure as :mod:`.runner` -- two handles
+on one version, one commits, the other commits from its stale snapshot, in both orders, and a commit that slips
+through is compared with both serial executions -- on the layouts of :mod:`.stats_scenarios`.
+
+The model is asked with the configuration *and file statistics* of the snapshot both writes read
+(``DeltaRsEngine(file_stats=True)``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from deltaguard.conformance.cells import ALLOWED, HARMFUL, Observed, OrderResult, Prediction
+from deltaguard.conformance.runner import read_state
+from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
+from deltaguard.conformance.stats_scenarios import StatsCell, StatsLayout, StatsOp, StatsWrite, build
+from deltaguard.core.model import pair_verdict
+from deltaguard.engines.deltars.engine import DeltaRsEngine
+from deltaguard.engines.errors import DeltaConflictError
+from deltaguard.engines.specs import AppendSpec, CreateSpec
+
+_DETAIL_LIMIT = 300
+#: writes whose new rows come from a source whose values the model is not told
+SOURCE_WRITES: frozenset[StatsOp] = frozenset(
+    {StatsOp.MERGE_UPDATE, StatsOp.MERGE_INSERT_INSIDE, StatsOp.MERGE_INSERT_OUTSIDE, StatsOp.REPLACE_WHERE}
+)
+
+
+@dataclass(frozen=True)
+class StatsResult:
+    """A statistics cell with its prediction and both orders."""
+
+    cell: StatsCell
+    prediction: Prediction
+    orders: tuple[OrderResult, ...] = field(default_factory=tuple)
+
+    @property
+    def engine_allows(self) -> bool:
+        return bool(self.orders) and all(o.observed in ALLOWED for o in self.orders)
+
+    @property
+    def inconclusive(self) -> bool:
+        return any(o.observed is Observed.NOT_RUN for o in self.orders)
+
+    @property
+    def unsound(self) -> bool:
+        if self.prediction.conflict is None:
+            return True
+        return not self.prediction.conflict and any(o.observed in HARMFUL for o in self.orders)
+
+    def observed_summary(self) -> str:
+        return "/".join(o.observed.value + (f":{o.kind}" if o.kind else "") for o in self.orders)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.cell.a.value,
+            "b": self.cell.b.value,
+            "layout": self.cell.layout.value,
+            "scopes": self.cell.scopes.value,
+            "predicted": None
+            if self.prediction.conflict is None
+            else ("conflict" if self.prediction.conflict else "no_conflict"),
+            "rule": self.prediction.rule,
+            "orders": [{**asdict(o), "observed": o.observed.value} for o in self.orders],
+            "engine_allows": self.engine_allows,
+            "unsound": self.unsound,
+        }
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
+
+
+class StatsRunner:
+    """Runs statistics cells in a scratch directory.
+
+    :param workdir: where the scratch tables go.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.engine = DeltaRsEngine(file_stats=True)
+        self._runs = 0
+
+    def template(self, layout: StatsLayout) -> Path:
+        path = self.workdir / f"seed_{layout.value}"
+        if not path.exists():
+            first, *rest = layout.batches()
+            self.engine.write(str(path), CreateSpec(source=first, properties=layout.properties()))
+            for batch in rest:
+                self.engine.write(str(path), AppendSpec(source=batch))
+        return path
+
+    def _copy(self, template: Path) -> str:
+        self._runs += 1
+        target = self.workdir / f"run{self._runs}"
+        shutil.copytree(template, target)
+        return str(target)
+
+    def serial(self, template: Path, first: StatsWrite, second: StatsWrite) -> Outcome:
+        uri = self._copy(template)
+        committed: set[str] = set()
+        for write in (first, second):
+            try:
+                self.engine.write(uri, write.spec)
+                committed.add(write.role)
+            except Exception:  # a write that fails serially is part of the serial outcome
+                pass
+        outcome = Outcome(frozenset(committed), read_state(uri))
+        shutil.rmtree(uri, ignore_errors=True)
+        return outcome
+
+    def concurrent(
+        self, template: Path, first: StatsWrite, second: StatsWrite, serial: dict[str, Outcome]
+    ) -> OrderResult:
+        uri = self._copy(template)
+        order = f"{first.role},{second.role}"
+        try:
+            winner, stale = self.engine.open_table(uri), self.engine.open_table(uri)
+            try:
+                self.engine.write(uri, first.spec, snapshot=winner)
+            except Exception as exc:
+                return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, _short(str(exc)))
+            committed = {first.role}
+            error: Exception | None = None
+            try:
+                self.engine.write(uri, second.spec, snapshot=stale)
+                committed.add(second.role)
+            except DeltaConflictError as exc:
+                return OrderResult(order, Observed.CONFLICT, exc.kind.value, _short(exc.original_message))
+            except Exception as exc:  # judged against the serial executions below
+                error = exc
+            outcome = Outcome(frozenset(committed), read_state(uri))
+        finally:
+            shutil.rmtree(uri, ignore_errors=True)
+        match = matching_serial_order(outcome, serial)
+        if error is not None:
+            observed = Observed.SERIAL_FAILURE if match else Observed.ERROR
+            return OrderResult(order, observed, type(error).__name__, _short(str(error)), match)
+        if match is None:
+            return OrderResult(order, Observed.CORRUPT, "", _short(explain_mismatch(outcome, serial)))
+        return OrderResult(order, Observed.COMMIT, "", "", match)
+
+    def run(self, cell: StatsCell) -> StatsResult:
+        day_a, day_b = cell.scopes.days()
+        a, b = build(cell.a, day_a, "A"), build(cell.b, day_b, "B")
+        template = self.template(cell.layout)
+        config = self.engine.table_config(str(template))
+        try:
+            verdict = pair_verdict(a.operation, b.operation, config, self.engine.profile())
+            prediction = Prediction(verdict.conflict, verdict.rule, verdict.reason)
+        except Exception as exc:  # a model that raises is reported, never hidden
+            prediction = Prediction(None, "model_error", f"{type(exc).__name__}: {exc}")
+        serial = {"A,B": self.serial(template, a, b), "B,A": self.serial(template, b, a)}
+        orders = (self.concurrent(template, a, b, serial), self.concurrent(template, b, a, serial))
+        return StatsResult(cell, prediction, orders)
+
+
+def run_chunk(cells: Sequence[StatsCell]) -> list[StatsResult]:
+    """Run cells in one scratch directory (the worker-process entry point)."""
+    with tempfile.TemporaryDirectory(prefix="deltaguard-stats-") as scratch:
+        runner = StatsRunner(Path(scratch))
+        return [runner.run(cell) for cell in cells]
+
+
+def run_stats_cells(
+    cells: Sequence[StatsCell], jobs: int = 1, progress: Callable[[list[StatsResult]], None] | None = None
+) -> list[StatsResult]:
+    """Run cells, in ``jobs`` worker processes when ``jobs > 1``; results come back in cell order.
+
+    :param cells: the cells.
+    :param jobs: worker processes.
+    :param progress: called with each finished chunk's results.
+    :raises ValueError: if ``jobs < 1``.
+    """
+    if jobs < 1:
+        raise ValueError("jobs must be >= 1")
+    chunks = [list(cells[i : i + 20]) for i in range(0, len(cells), 20)]
+    finished: list[StatsResult] = []
+    if jobs == 1:
+        for chunk in chunks:
+            done = run_chunk(chunk)
+            finished.extend(done)
+            if progress:
+                progress(done)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            for done in pool.map(run_chunk, chunks):
+                finished.extend(done)
+                if progress:
+                    progress(done)
+    return finished
+
+
+@dataclass(frozen=True)
+class StatsSummary:
+    """Figures of a run: unsound cells, and the share of the cells delta-rs runs safely the model admits."""
+
+    cells: int
+    unsound: int
+    engine_allows: int
+    model_allows_of_those: int
+    inconclusive: int
+    by_layout: dict[str, tuple[int, int]]
+    #: (engine allows, model admits) over cells where neither write takes rows from a source (no MERGE, no
+    #: REPLACE WHERE): what the statistics alone can decide
+    without_source: tuple[int, int] = (0, 0)
+
+    @property
+    def admitted_share(self) -> float:
+        return self.model_allows_of_those / self.engine_allows if self.engine_allows else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "admitted_share": round(self.admitted_share, 4),
+            "by_layout": {
+                k: {"engine_allows": v[0], "model_allows": v[1]} for k, v in self.by_layout.items()
+            },
+        }
+
+
+def summarize(results: Sequence[StatsResult]) -> StatsSummary:
+    """Count unsound cells and the admitted share (overall and per layout)."""
+    by_layout: dict[str, list[int]] = {}
+    for r in results:
+        entry = by_layout.setdefault(r.cell.layout.value, [0, 0])
+        if r.engine_allows:
+            entry[0] += 1
+            entry[1] += int(r.prediction.conflict is False)
+    allows = [r for r in results if r.engine_allows]
+    plain = [r for r in allows if not ({r.cell.a, r.cell.b} & SOURCE_WRITES)]
+    return StatsSummary(
+        cells=len(results),
+        unsound=sum(r.unsound for r in results),
+        engine_allows=len(allows),
+        model_allows_of_those=sum(r.prediction.conflict is False for r in allows),
+        inconclusive=sum(r.inconclusive for r in results),
+        by_layout={k: (v[0], v[1]) for k, v in by_layout.items()},
+        without_source=(len(plain), sum(r.prediction.conflict is False for r in plain)),
+    )

@@ -1,0 +1,187 @@
+"""One lease-store handle per store URL and event loop, shared by every deltaguard trigger in a triggerer.
+
+Before this module each waiting :class:`~deltaguard.triggers.lease.LeaseAvailableTrigger` opened its own
+store (its own engine and pool, a schema check, and one connection kept open for the whole wait), so a
+triggerer holding 1,000 waiting writes held about 1,000 PostgreSQL connections (ADR 0025 has the
+measurement). Here the first trigger for a store opens it, the others share it, and the last one to leave
+closes it. Store calls run in worker threads (:func:`asyncio.to_thread`, the event loop never blocks) at most
+:data:`MAX_CALLS` at a time, over a pool of at most ``2 x`` :data:`POOL_SIZE` connections; a PostgreSQL store
+adds one LISTEN connection (:class:`~deltaguard.leases.sql.listen.FreedListener`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from deltaguard.config import LeaseSettings
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.sql.listen import FreedListener
+    from deltaguard.leases.store import LeaseStore
+
+T = TypeVar("T")
+
+#: connections a shared PostgreSQL store keeps; it may open as many again under a burst (SQLAlchemy's
+#: ``max_overflow``), so a triggerer uses at most 2 x 4 + 1 (listener) = 9 connections per store
+POOL_SIZE = 4
+#: store calls in flight at once per shared store (each holds one connection while it runs)
+MAX_CALLS = POOL_SIZE
+
+
+@dataclasses.dataclass(eq=False)
+class SharedStore:
+    """The store handle shared by the triggers of one event loop.
+
+    :param url: the store URL (with its password: never logged nor serialized).
+    :param settings: the lease options the store was opened with.
+    """
+
+    url: str
+    settings: LeaseSettings
+    key: tuple[int, str] = (0, "")
+    users: int = 0
+    store: LeaseStore | None = None
+    listener: FreedListener | None = None
+    ready: asyncio.Future[None] | None = None
+    limit: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(MAX_CALLS))
+    closed: bool = False
+    #: store calls still running in worker threads (a cancelled caller does not stop its thread)
+    inflight: set[asyncio.Future[Any]] = dataclasses.field(default_factory=set)
+
+    async def call(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking store call in a worker thread, at most :data:`MAX_CALLS` at once.
+
+        A caller cancelled meanwhile returns at once, but its call keeps its slot until the thread ends,
+        and the store is closed only after it: a thread never finishes on a closed store.
+        """
+        await self.limit.acquire()
+        future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        self.inflight.add(future)
+        future.add_done_callback(self._done)
+        return await asyncio.shield(future)
+
+    def _done(self, future: asyncio.Future[Any]) -> None:
+        self.inflight.discard(future)
+        self.limit.release()
+        if not future.cancelled():
+            future.exception()  # retrieved: the caller may have been cancelled and never will
+
+    def manager(self) -> LeaseManager:
+        """A lease manager over the shared store (its caches are the caller's own)."""
+        from deltaguard.leases.manager import LeaseManager
+
+        assert self.store is not None
+        return LeaseManager(self.store, retention_s=self.settings.retention_s)
+
+
+#: (id of the event loop, store URL) -> the handle; entries leave when their last user does
+_SHARED: dict[tuple[int, str], SharedStore] = {}
+#: closings in flight (kept referenced so they finish; :func:`closed` awaits them)
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _open_blocking(entry: SharedStore) -> None:
+    from deltaguard.leases.open import open_store
+    from deltaguard.leases.timing import store_options
+
+    options: dict[str, object] = dict(store_options(entry.url, entry.settings.lease_timing))
+    if entry.url.split(":", 1)[0].lower().startswith("postgres"):
+        options["pool_size"] = POOL_SIZE
+    entry.store = open_store(entry.url, **options)
+
+
+def _listen_configured() -> bool:
+    from deltaguard import config
+
+    return config.lease_store_listen()
+
+
+async def _open(entry: SharedStore) -> None:
+    assert entry.ready is not None
+    try:
+        await asyncio.to_thread(_open_blocking, entry)
+        listen = await asyncio.to_thread(_listen_configured)
+        if listen and entry.url.split(":", 1)[0].lower().startswith("postgres"):
+            from deltaguard.leases.sql.listen import FreedListener, conninfo
+
+            timeout = entry.settings.lease_timing.store_timeout_s
+            entry.listener = FreedListener(
+                conninfo(entry.url, connect_timeout_s=timeout, keepalive_s=timeout)
+            )
+            entry.listener.start()
+    except BaseException as exc:
+        if entry.store is not None:
+            await asyncio.to_thread(entry.store.close)
+        if _SHARED.get(entry.key) is entry:
+            del _SHARED[entry.key]  # the next trigger tries to open it again
+        entry.ready.set_exception(exc)
+        raise
+    entry.ready.set_result(None)
+    if entry.users == 0:  # every trigger that waited for it is gone already
+        if _SHARED.get(entry.key) is entry:
+            del _SHARED[entry.key]
+        _schedule_close(entry)
+
+
+async def _close(entry: SharedStore) -> None:
+    await asyncio.gather(*list(entry.inflight), return_exceptions=True)
+    if entry.listener is not None:
+        await entry.listener.close()
+    if entry.store is not None:
+        await asyncio.to_thread(entry.store.close)
+    entry.closed = True
+
+
+def _schedule_close(entry: SharedStore) -> None:
+    task = asyncio.get_running_loop().create_task(_close(entry), name="deltaguard-close-store")
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+@contextlib.asynccontextmanager
+async def shared_store(url: str, settings: LeaseSettings) -> AsyncIterator[SharedStore]:
+    """Use the event loop's handle for ``url`` (opened by the first user, closed after the last).
+
+    Leaving the block (also by cancellation, when the triggerer cancels the trigger) gives the handle back
+    without awaiting anything; the last user's leaving schedules the close.
+
+    :raises StoreUnavailableError: the store could not be opened (the next user tries again).
+    """
+    loop = asyncio.get_running_loop()
+    key = (id(loop), url)
+    entry = _SHARED.get(key)
+    if entry is not None and entry.ready is not None and entry.ready.get_loop() is not loop:
+        entry = None  # left by a loop that was closed while triggers still held it (its id is reused)
+    if entry is None:
+        entry = SharedStore(url, settings, key=key, ready=loop.create_future())
+        _SHARED[key] = entry
+        # a task of its own: a trigger cancelled while the store opens must not orphan the open store
+        opening = loop.create_task(_open(entry), name="deltaguard-open-store")
+        opening.add_done_callback(lambda t: t.cancelled() or t.exception())
+    entry.users += 1
+    try:
+        assert entry.ready is not None
+        await asyncio.shield(entry.ready)
+        yield entry
+    finally:
+        entry.users -= 1
+        # Not yet open: the opening task closes it when it finds no user. Failed to open: nothing to close.
+        opened = entry.ready is not None and entry.ready.done() and entry.ready.exception() is None
+        if entry.users == 0 and opened and _SHARED.get(key) is entry:
+            del _SHARED[key]
+            _schedule_close(entry)
+
+
+def open_handles() -> int:
+    """Shared handles open in this process (for tests and measurements)."""
+    return len(_SHARED)
+
+
+async def closed() -> None:
+    """Wait until every scheduled close has finished (for tests and measurements)."""
+    while _CLOSING:
+        await asyncio.gather(*list(_CLOSING), return_exceptions=True)

@@ -1,0 +1,129 @@
+"""Give a MERGE spec the scope its source implies, before any lease is asked for (ADR 0019).
+
+Airflow-free glue between the operator, the engine (which reads the source's key columns) and the pure
+decision in :mod:`deltaguard.core.merge_scope`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from deltaguard.core.merge_scope import (
+    ScopeLimits,
+    equated_columns,
+    inserted_columns,
+    plan_merge_scope,
+    values_outside,
+)
+from deltaguard.core.sql.literals import merge_condition_with_partitions
+from deltaguard.core.sql.predicates import merge_target_predicate
+from deltaguard.engines.errors import InvalidWriteError
+
+if TYPE_CHECKING:
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.base import DeltaEngine
+    from deltaguard.engines.specs import MergeSpec
+
+#: ``on_source_outside_target`` choices
+FAIL = "fail"
+WIDEN = "widen"
+OUTSIDE_CHOICES = (FAIL, WIDEN)
+
+
+def scoped_merge(
+    spec: MergeSpec,
+    table_config: TableConfig,
+    engine: DeltaEngine,
+    *,
+    limits: ScopeLimits,
+    explicit: bool = True,
+    on_outside: str = FAIL,
+    produced: bool = False,
+) -> tuple[MergeSpec, tuple[str, ...]]:
+    """``spec`` with the scope its source implies, and the reasons for it.
+
+    :param spec: the MERGE as declared.
+    :param table_config: the target's configuration (partition and clustering columns).
+    :param engine: reads the source's key columns; an engine that returns ``None`` leaves ``spec`` as it is.
+    :param limits: how far the source's values are enumerated.
+    :param explicit: add the scope's conjunct to the executed ON condition (and so to the claim).
+    :param on_outside: ``"fail"``: refuse a source whose inserted rows would land outside the declared target
+        predicate; ``"widen"``: claim the partitions they land in.
+    :param produced: the source is produced by a callable, whose work would move before the lease: it is
+        read only when its data can narrow the claim (a key column not pinned by ``target_partition_values``)
+        or ``on_outside`` is ``"widen"``; otherwise it runs under the lease as before, where the engine
+        checks copied rows against the declared partitions (ADR 0012).
+    :raises InvalidWriteError: with ``"fail"``, naming the offending values (before any lease, nothing written).
+    """
+    if on_outside not in OUTSIDE_CHOICES:
+        raise InvalidWriteError(
+            f"on_source_outside_target must be one of {OUTSIDE_CHOICES}, got {on_outside!r}"
+        )
+    keys = tuple(dict.fromkeys((*table_config.partition_columns, *table_config.clustering_columns)))
+    if not keys:
+        return spec, ("the table has no partition or clustering columns: nothing to narrow",)
+    matched = equated_columns(spec.condition, keys, spec.target_alias, spec.source_alias)
+    inserted = inserted_columns(
+        keys,
+        insert_all=spec.not_matched_insert_all,
+        insert_map=spec.not_matched_insert,
+        source_alias=spec.source_alias,
+    )
+    if spec.matched_update_all:
+        # UPDATE SET * copies every source column: a key column is known only if inserts copy the same one
+        same = {c: c for c in keys}
+        inserted = same if inserted is None else {c: s for c, s in inserted.items() if s.lower() == c.lower()}
+    wanted = {*matched.values(), *(inserted or {}).values()}
+    if not wanted:
+        return spec, ("no key column is equated to or copied from the source",)
+    pinned = {c.lower() for c in spec.target_partition_values}
+    if produced and on_outside == FAIL and {c.lower() for c in (*matched, *(inserted or {}))} <= pinned:
+        return spec, (
+            "target_partition_values pins every key column: the source callable runs under the lease, where "
+            "the engine checks its rows against them",
+        )
+    read = engine.read_source_keys(spec.source, sorted(wanted), limits)
+    if read is None:
+        return spec, (f"the {engine.name} engine does not check a source against a computed scope",)
+    # a callable's produced data is written as read, so a write granted at once does not produce it again
+    spec = dataclasses.replace(spec, source=read.source)
+    scope = plan_merge_scope(
+        matched=matched,
+        inserted=inserted,
+        partition_columns=table_config.partition_columns,
+        summaries=read.summaries,
+        limits=limits,
+    )
+    reasons = list(scope.reasons)
+    inserts = spec.not_matched_insert is not None or spec.not_matched_insert_all
+    if inserts:
+        declared = merge_target_predicate(
+            merge_condition_with_partitions(spec.condition, spec.target_partition_values, spec.target_alias),
+            spec.target_alias,
+        )
+        outside = values_outside(scope.inserted, declared, keys)
+        if outside and on_outside == FAIL:
+            shown = "; ".join(f"{c}: {_values(v)}" for c, v in outside.items())
+            raise InvalidWriteError(
+                f"the MERGE source holds rows outside its declared target ({declared.sql}) that WHEN NOT "
+                f"MATCHED THEN INSERT would add to partitions nobody declared: {shown}. Filter the source, widen "
+                "the declared target, or pass on_source_outside_target='widen'"
+            )
+        if outside:
+            reasons.append(f"widened: inserted rows also land outside {declared.sql}")
+        elif on_outside == WIDEN and not scope.inserted and spec.target_partition_values:
+            # the inserted rows could not be enumerated: without the engine's declared-partition check they
+            # may land anywhere, which the empty scope claims
+            return dataclasses.replace(spec, source_scope=scope, explicit_scope=explicit), (
+                *reasons,
+                "widened: inserted rows may land anywhere",
+            )
+    if not scope.narrows:
+        return spec, tuple(reasons)
+    return dataclasses.replace(spec, source_scope=scope, explicit_scope=explicit), tuple(reasons)
+
+
+def _values(values: tuple[object, ...]) -> str:
+    shown = ", ".join("NULL" if v is None else repr(v) for v in values[:10])
+    return shown + (f" and {len(values) - 10} more" if len(values) > 10 else "")
