@@ -31,7 +31,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from deltaguard import config
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 from deltaguard.exceptions import InvalidWriteError, LeaseWaitTimeout
-from deltaguard.operators.links import DeltaDecisionLink, DeltaTableHistoryLink
+from deltaguard.lineage.operator import DeltaLineageMixin
+from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.writes.outcome import decision_line, task_result
 from deltaguard.writes.spec_checks import check_spec
@@ -83,6 +84,7 @@ class _Prepared:
         profile: EngineProfile,
         spec: WriteSpec,
         operation: Operation,
+        hook: Any = None,
     ) -> None:
         self.uri = uri
         self.key = table_key(uri)
@@ -91,9 +93,10 @@ class _Prepared:
         self.profile = profile
         self.spec = spec
         self.operation = operation
+        self.hook = hook  # the table hook: storage options and hook-level lineage
 
 
-class DeltaWriteOperator(BaseOperator):
+class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
     """Base class: one conflict-aware write to one Delta table.
 
     :param table: table URI (``s3://b/wh/sales``, ``/data/sales``) or a name relative to the connection's
@@ -123,10 +126,12 @@ class DeltaWriteOperator(BaseOperator):
     :param app_version: override the app-transaction version (an int, templated), e.g. to write again after
         clearing one task of a run that is still running.
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
+    :param emit_asset: declare the table's Airflow asset as an outlet and attach the committed version and
+        operation to its event (default ``True``; see :mod:`deltaguard.lineage.assets`, ADR 0022).
     """
 
     template_fields: Sequence[str] = ("table", "delta_conn_id", "spark_conn_id", "spark_connect_conn_id")
-    operator_extra_links = (DeltaTableHistoryLink(), DeltaDecisionLink())
+    operator_extra_links = (DeltaTableLink(), DeltaDecisionLink())
     ui_color = "#cfe8ff"
 
     def __init__(
@@ -144,6 +149,7 @@ class DeltaWriteOperator(BaseOperator):
         idempotent: bool = True,
         app_version: int | str | None = None,
         lease_store_url: str | None = None,
+        emit_asset: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -175,6 +181,7 @@ class DeltaWriteOperator(BaseOperator):
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
         # the try's lease hook while a write runs, so on_kill can release its lease
         self._leases: DeltaLeaseHook | None = None
+        self._declare_table_outlet(emit_asset)
 
     # ----------------------------------------------------------------------------------------- subclasses
     @abc.abstractmethod
@@ -238,6 +245,14 @@ class DeltaWriteOperator(BaseOperator):
                     prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper)
                 )
         self._log_commit(prepared, result)
+        self._report_write(
+            context,
+            prepared.uri,
+            result,
+            storage_options=_storage_options(prepared.hook),
+            app_id=prepared.operation.label,
+            hook=prepared.hook,
+        )
         return task_result(
             result,
             waited_s=waited_s,
@@ -323,7 +338,7 @@ class DeltaWriteOperator(BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        return _Prepared(uri, engine, table_config, engine.table_profile(uri), spec, operation)
+        return _Prepared(uri, engine, table_config, engine.table_profile(uri), spec, operation, hook)
 
     def _app_id(self, context: Context) -> str:
         # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
@@ -418,6 +433,13 @@ class DeltaWriteOperator(BaseOperator):
         leases = self._leases
         if leases is not None:
             leases.release_held()  # a no-op unless a write is running
+
+
+def _storage_options(hook: Any) -> dict[str, str]:
+    try:
+        return dict(getattr(hook, "storage_options", None) or {})
+    except ValueError:  # malformed extras: the engine would have failed first; lineage does without them
+        return {}
 
 
 def _owner(context: Context) -> Owner:

@@ -1,13 +1,15 @@
-"""Extra links on deltaguard tasks: the table's history and the admission decision.
+"""Extra links on deltaguard tasks: the table's page and the admission decision, in the deltaguard UI.
 
+Both open in a browser: they point at the UI plugin's pages (``/deltaguard/table``, ``/deltaguard/decision``,
+docs/ui.md) under ``[api] base_url``, never at a storage URI such as ``s3://...`` that a browser cannot open.
 Airflow 3 computes a link in the worker when the task finishes and stores it in XCom, so ``get_link`` sees
 the operator with its templates rendered.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from airflow.sdk import BaseOperatorLink
 
@@ -24,16 +26,28 @@ def _table_uri(operator: BaseOperator) -> str | None:
         from deltaguard.hooks.delta import DeltaTableHook
 
         return DeltaTableHook(getattr(operator, "delta_conn_id", None)).table_uri(str(table))
-    except Exception:
+    except Exception:  # a link must not fail the task; the name as written is the best guess left
         return str(table)
 
 
-def history_url(table_uri: str) -> str:
-    """Where a person can read the table's commit history: its ``_delta_log`` folder."""
-    uri = table_uri.rstrip("/")
-    if uri.startswith("/"):
-        uri = "file://" + quote(uri)
-    return f"{uri}/_delta_log/"
+def ui_base_url() -> str:
+    """``[api] base_url`` read now (the public URL or path Airflow is served under), ``""`` when unset: the
+    links are then host-relative (``/deltaguard/...``), which a browser resolves against the Airflow page."""
+    from airflow.sdk import conf
+
+    return str(conf.get("api", "base_url", fallback="") or "").rstrip("/")
+
+
+def table_url(base_url: str, table_uri: str) -> str:
+    """The deltaguard UI's Table page of one table (its leases, queue, matrix, recent writes).
+
+    :param base_url: ``[api] base_url``.
+    :param table_uri: the table as the operator resolved it; the page is keyed by the lease store's table
+        key (:func:`deltaguard.writes.table_uri.table_key`), so every spelling of one table opens one page.
+    """
+    from deltaguard.writes.table_uri import table_key
+
+    return f"{base_url.rstrip('/')}/deltaguard/table?{urlencode({'uri': table_key(table_uri)})}"
 
 
 def decision_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
@@ -42,14 +56,18 @@ def decision_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_inde
     return f"{base_url.rstrip('/')}/deltaguard/decision?{query}"
 
 
-class DeltaTableHistoryLink(BaseOperatorLink):
-    """Link to the written table's Delta log."""
+class DeltaTableLink(BaseOperatorLink):
+    """Link to the written table's page in the deltaguard UI."""
 
-    name = "Delta table history"
+    name = "deltaguard table"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         uri = _table_uri(operator)
-        return history_url(uri) if uri else ""
+        return table_url(ui_base_url(), uri) if uri else ""
+
+
+#: the former name (it linked to the ``_delta_log`` folder); serialized DAGs may still name it
+DeltaTableHistoryLink = DeltaTableLink
 
 
 class DeltaDecisionLink(BaseOperatorLink):
@@ -58,7 +76,4 @@ class DeltaDecisionLink(BaseOperatorLink):
     name = "deltaguard decision"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk import conf
-
-        base_url: Any = conf.get("api", "base_url", fallback="/") or "/"
-        return decision_url(str(base_url), ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)
+        return decision_url(ui_base_url(), ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)

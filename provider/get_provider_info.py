@@ -71,7 +71,7 @@ def get_provider_info() -> dict[str, Any]:
             {"name": "delta_write", "class-name": "deltaguard.decorators.delta_write.delta_write_task"}
         ],
         "extra-links": [
-            "deltaguard.operators.links.DeltaTableHistoryLink",
+            "deltaguard.operators.links.DeltaTableLink",
             "deltaguard.operators.links.DeltaDecisionLink",
         ],
         "connection-types": [

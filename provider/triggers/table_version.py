@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
     from deltaguard.leases.store import LeaseStore
@@ -72,6 +72,84 @@ class DeltaTableVersionTrigger(BaseTrigger):
             if commit is not None:
                 yield TriggerEvent({"status": "success", "commit": commit})
                 return
+            await asyncio.sleep(self.poll_interval)
+
+
+class DeltaTableCommitTrigger(BaseEventTrigger):
+    """Fire once for every new commit on a table, by any writer: an event trigger for asset watchers.
+
+    ``AssetWatcher(name="sales_commits", trigger=DeltaTableCommitTrigger(table_uri="s3://lake/sales"))``
+    on an asset lets DAGs scheduled on it start when the table gets a commit, whoever made it (a deltaguard
+    task, a Spark job, a notebook). Unlike :class:`DeltaTableVersionTrigger`, which fires once and ends (a
+    sensor's deferral), this trigger runs as long as the triggerer keeps it and yields one event a commit,
+    oldest first; its payload is ``{"table_uri", "version", "operation", "timestamp", "app_id"}``.
+
+    It starts after the version the table has when the trigger starts (``start_version`` overrides it), so
+    commits made while no triggerer ran it are not reported when it starts again (ADR 0022).
+
+    :param table_uri: the table.
+    :param operations: Delta operation names to report (empty: all), e.g. ``["WRITE", "MERGE"]``.
+    :param app_id: report only commits of this writer (``dag_id.task_id[.map_index]``).
+    :param storage_options: deltalake storage options.
+    :param poll_interval: seconds between reads of the table's log.
+    :param start_version: report commits after this version instead of after the version found at start.
+    """
+
+    def __init__(
+        self,
+        table_uri: str,
+        operations: list[str] | None = None,
+        app_id: str | None = None,
+        storage_options: dict[str, str] | None = None,
+        poll_interval: float = 30.0,
+        start_version: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.table_uri = table_uri
+        self.operations = list(operations or [])
+        self.app_id = app_id
+        self.storage_options = dict(storage_options or {})
+        self.poll_interval = float(poll_interval)
+        self.start_version = None if start_version is None else int(start_version)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table_uri": self.table_uri,
+                "operations": self.operations,
+                "app_id": self.app_id,
+                "storage_options": self.storage_options,
+                "poll_interval": self.poll_interval,
+                "start_version": self.start_version,
+            },
+        )
+
+    def _current_version(self) -> int:
+        from deltaguard.writes.sensor_checks import table_version
+
+        return table_version(self.table_uri, self.storage_options)
+
+    def _read(self, after: int) -> tuple[int, list[dict[str, Any]]]:
+        from deltaguard.writes.sensor_checks import commits_after
+
+        return commits_after(
+            self.table_uri,
+            after,
+            operations=self.operations,
+            app_id=self.app_id,
+            storage_options=self.storage_options,
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        seen = self.start_version
+        if seen is None:
+            seen = await asyncio.to_thread(self._current_version)
+        while True:
+            current, commits = await asyncio.to_thread(self._read, seen)
+            for commit in commits:
+                yield TriggerEvent({"table_uri": self.table_uri, **commit})
+            seen = max(seen, current)
             await asyncio.sleep(self.poll_interval)
 
 

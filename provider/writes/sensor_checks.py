@@ -60,17 +60,44 @@ def find_new_commit(
     :param storage_options: deltalake storage options.
     :return: ``{"version", "operation", "timestamp", "app_id"}`` of the matching commit.
     """
+    _, commits = commits_after(
+        table_uri, baseline_version, operations=operations, app_id=app_id, storage_options=storage_options
+    )
+    return commits[0] if commits else None
+
+
+def commits_after(
+    table_uri: str,
+    baseline_version: int,
+    *,
+    operations: Collection[str] = (),
+    app_id: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> tuple[int, list[dict[str, Any]]]:
+    """Every commit after ``baseline_version`` matching the filters, oldest first, and the version read.
+
+    The version read (``-1`` for a table that does not exist yet) is where the next call starts, so a
+    commit the filters skip is not looked at again.
+
+    :param table_uri: the table.
+    :param baseline_version: commits with a higher version count (``-1``: the table's creation counts).
+    :param operations: see :func:`find_new_commit`.
+    :param app_id: see :func:`find_new_commit`.
+    :param storage_options: deltalake storage options.
+    :return: ``(current version, [{"version", "operation", "timestamp", "app_id"}, ...])``.
+    """
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
         table = DeltaTable(table_uri, storage_options=dict(storage_options or {}) or None)
     except TableNotFoundError:
-        return None
+        return max(baseline_version, -1), []
     current = int(table.version())
     if current <= baseline_version:
-        return None
+        return current, []
     wanted = {o.upper() for o in operations}
+    found: list[dict[str, Any]] = []
     for commit in sorted(table.history(current - baseline_version), key=lambda c: int(c.get("version", -1))):
         version = int(commit.get("version", -1))
         if version <= baseline_version:
@@ -81,13 +108,15 @@ def find_new_commit(
         writer = commit_app_id(commit)
         if app_id is not None and writer != app_id:
             continue
-        return {
-            "version": version,
-            "operation": operation,
-            "timestamp": commit.get("timestamp"),
-            "app_id": writer,
-        }
-    return None
+        found.append(
+            {
+                "version": version,
+                "operation": operation,
+                "timestamp": commit.get("timestamp"),
+                "app_id": writer,
+            }
+        )
+    return current, found
 
 
 def admission_verdict(

@@ -305,3 +305,40 @@ def test_unreachable_store_is_a_503_without_its_password(
         answer = client.get(route, headers=bearer(tokens["viewer"]))
         assert answer.status_code == 503, answer.text
         assert "unavailable" in answer.text and "hunter2-pw" not in answer.text
+
+
+@pytest.mark.parametrize("spelling", ["{dir}/sales", "file://{dir}/sales/"])
+def test_operator_extra_links_open_the_table_and_decision_pages(
+    client: Any, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """A real write on a real table, then the links its task shows, computed by the operator's own extra
+    links under ``[api] base_url``: both open pages of the plugin (not a storage path) about that write,
+    whichever way the task spelled its table."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from deltaguard.operators.dml import DeltaDeleteOperator
+    from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
+
+    write_deltalake(str(tmp_path / "sales"), pa.table({"id": [1, 2]}))
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", f"sqlite:///{tmp_path / 'leases.db'}")
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
+    op = DeltaDeleteOperator(task_id="purge", table=spelling.format(dir=tmp_path), predicate="id = 1")
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    ti = SimpleNamespace(dag_id="nightly", task_id="purge", run_id="r1", try_number=1, map_index=-1)
+    run = SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start, clear_number=0)
+    op.execute({"ti": ti, "dag_run": run})
+
+    links = {link.name: link.get_link(op, ti_key=ti) for link in (DeltaTableLink(), DeltaDecisionLink())}
+    assert set(links) == {"deltaguard table", "deltaguard decision"}
+    pages = {}
+    for name, url in links.items():
+        assert url.startswith("http://airflow.example:8080/deltaguard/"), url
+        page = client.get(url.removeprefix("http://airflow.example:8080"), headers=bearer(tokens["viewer"]))
+        assert page.status_code == 200, (url, page.status_code)
+        pages[name] = page.text
+    assert "nightly.purge" in pages["deltaguard table"]  # the write appears among the table's decisions
+    assert "granted at once" in pages["deltaguard decision"]
