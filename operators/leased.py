@@ -123,6 +123,23 @@ class DeltaLeaseMixin:
         if not _templated(tables, predicate, sql):
             self.delta_lease_targets()  # bad declarations fail at DAG parse time, as a ValueError
 
+    # ----------------------------------------------------------------------------------------- lineage
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: what the wrapped operator reports itself, plus every leased table as an output.
+
+        Called by the OpenLineage provider in the worker after the task ran (only when it is installed).
+        """
+        from deltaguard.lineage.openlineage import leased_tables_lineage
+
+        wrapped = None
+        report = getattr(getattr(self, "operator", None), "get_openlineage_facets_on_complete", None)
+        if report is not None:
+            try:
+                wrapped = report(task_instance)
+            except Exception:  # the wrapped operator's lineage is its own; ours still names the tables
+                self.log.warning("the wrapped operator's lineage failed; reporting the leased tables only")
+        return leased_tables_lineage(wrapped, self.leased_uris)
+
     # ----------------------------------------------------------------------------------------- declaring
     def default_sql(self) -> str | Sequence[str] | None:
         """The SQL to classify when neither ``operation`` nor ``sql`` is given (a wrapper: the wrapped one's)."""

@@ -17,6 +17,7 @@ transaction id and the numeric operation metrics.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attr
@@ -26,6 +27,8 @@ from openlineage.client.facet_v2 import (
     storage_dataset,
 )
 from openlineage.client.generated.base import InputDataset, OutputDataset, RunFacet
+
+from deltaguard.lineage.naming import dataset_name
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -90,3 +93,33 @@ def operator_lineage(record: WriteRecord) -> OperatorLineage:
         metrics=dict(record.metrics),
     )
     return OperatorLineage(inputs=inputs, outputs=[output], run_facets={"deltaguardWrite": run_facet})
+
+
+def leased_tables_lineage(wrapped: OperatorLineage | None, table_locations: Sequence[str]) -> OperatorLineage:
+    """The lineage of work done under a lease: the wrapped operator's own, plus each leased table as an output.
+
+    deltaguard does not see the wrapped commit, so the tables carry no version; a table the wrapped operator
+    already reports is not repeated.
+
+    :param wrapped: what the wrapped operator reported itself, if anything.
+    :param table_locations: the leased tables' locations.
+    """
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    outputs = list(wrapped.outputs) if wrapped is not None else []
+    reported = {(o.namespace, o.name) for o in outputs}
+    for location in table_locations:
+        name = dataset_name(location)
+        if (name.namespace, name.name) in reported:
+            continue
+        reported.add((name.namespace, name.name))
+        storage = storage_dataset.StorageDatasetFacet(storageLayer="delta", fileFormat="parquet")
+        outputs.append(OutputDataset(namespace=name.namespace, name=name.name, facets={"storage": storage}))
+    if wrapped is None:
+        return OperatorLineage(outputs=outputs)
+    return OperatorLineage(
+        inputs=list(wrapped.inputs),
+        outputs=outputs,
+        run_facets=dict(wrapped.run_facets),
+        job_facets=dict(wrapped.job_facets),
+    )

@@ -424,3 +424,28 @@ def test_each_claim_names_the_commit_coordinator_of_the_wrapped_engine(tmp_path,
 
     assert coordination(engine="delta-rs") == STORAGE_COORDINATION
     assert coordination(engine="spark", priority=0) == "single-driver:wrapped:adhoc_airflow.w2@r1"
+
+
+class ReportsLineage(Probe):
+    """A wrapped operator with OpenLineage facets of its own (as the SQL operators have)."""
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+        from openlineage.client.generated.base import InputDataset
+
+        return OperatorLineage(inputs=[InputDataset(namespace="postgres://db:5432", name="shop.orders")])
+
+
+def test_the_wrapper_reports_the_leased_tables_to_openlineage(tmp_path, lease_store_url) -> None:
+    from deltaguard.lineage.naming import dataset_name
+    from deltaguard.operators.leased import with_delta_lease
+
+    first, second = sales_table(str(tmp_path / "sales")), sales_table(str(tmp_path / "returns"))
+    probe = ReportsLineage(task_id="load", store_url=lease_store_url, keys=[])
+    wrapper = with_delta_lease(probe, tables={first: "INSERT", second: "INSERT"})
+    wrapper.execute(task_context("load"))
+    lineage = wrapper.get_openlineage_facets_on_complete(None)
+    assert [(i.namespace, i.name) for i in lineage.inputs] == [("postgres://db:5432", "shop.orders")]
+    expected = {(dataset_name(t).namespace, dataset_name(t).name) for t in (first, second)}
+    assert {(o.namespace, o.name) for o in lineage.outputs} == expected
+    assert all(o.facets["storage"].storageLayer == "delta" for o in lineage.outputs)
