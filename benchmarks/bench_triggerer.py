@@ -201,11 +201,24 @@ async def _measure(
     await shared_store.closed()
     releaser.store.close()
     probe.close()
+    handoff = {**_quantiles(latencies), "missing": len(started) - len(latencies)}
     return {
         "waiters": n,
         "poll_interval_s": poll,
         "idle": idle_row,
-        "handoff": {**_quantiles(latencies), "missing": len(started) - len(latencies)},
+        "handoff": handoff,
+        **headline(n, idle_row, handoff),
+    }
+
+
+def headline(waiters: int, idle: dict[str, Any], handoff: dict[str, Any]) -> dict[str, Any]:
+    """The three figures the deployment targets name: waiting tasks, store connections (the peak while they
+    wait), and the 95th percentile from a release to the waiter's event, in seconds."""
+    p95_ms = handoff.get("p95_ms")
+    return {
+        "waiting_tasks": waiters,
+        "max_store_connections": idle["store_connections_peak"],
+        "grant_after_release_p95_s": None if p95_ms is None else round(p95_ms / 1000, 3),
     }
 
 
