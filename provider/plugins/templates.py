@@ -10,6 +10,8 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 
+from deltaguard.plugins.theme import theme_css
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#f6f7f9;font-size:14px}
 header{background:#13324b;color:#fff;padding:10px 20px;display:flex;gap:20px;align-items:center}
@@ -40,7 +42,7 @@ form.lookup input{margin-right:6px}
 """
 
 _BASE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>{% block title %}deltaguard{% endblock %}</title><style>{{ css }}</style></head><body>
+<title>{% block title %}deltaguard{% endblock %}</title><style>{{ css }}{{ theme_css() }}</style></head><body>
 <header><b>deltaguard</b><a href="{{ base }}/">Tables</a><a href="{{ base }}/decision">Decision for a task</a>
 <a href="{{ base }}/docs">API</a><span class="muted" style="margin-left:auto">signed in as {{ user }}</span></header>
 <main>{% block main %}{% endblock %}</main>
@@ -173,7 +175,7 @@ def ti_url(dag_id: str, run_id: str, task_id: str, map_index: int, root: str = "
     return f"{url}/mapped/{map_index}" if map_index >= 0 else url
 
 
-_ENV.globals.update(css=_CSS, decision_query=decision_query)
+_ENV.globals.update(css=_CSS, decision_query=decision_query, theme_css=theme_css)
 
 
 def render(name: str, **context: Any) -> str:

@@ -7,6 +7,7 @@ on every request).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -342,3 +343,19 @@ def test_operator_extra_links_open_the_table_and_decision_pages(
         pages[name] = page.text
     assert "nightly.purge" in pages["deltaguard table"]  # the write appears among the table's decisions
     assert "granted at once" in pages["deltaguard decision"]
+
+
+def test_pages_take_the_brand_colours_of_airflows_theme(
+    client: Any, tokens: dict[str, str], store_of: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
+    assert "oklch(0.2" not in plain
+    shades = {
+        str(s): {"value": f"oklch(0.{s // 100 + 1} 0.1 17.38)"} for s in (50, *range(100, 1000, 100), 950)
+    }
+    shades["800"] = {"value": "oklch(0.26 0.09 250)"}
+    shades["700"] = {"value": "url(javascript:alert(1))"}  # not a colour: ignored
+    monkeypatch.setenv("AIRFLOW__API__THEME", json.dumps({"tokens": {"colors": {"brand": shades}}}))
+    themed = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
+    assert "header{background:oklch(0.26 0.09 250)}" in themed
+    assert "javascript" not in themed
