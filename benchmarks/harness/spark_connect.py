@@ -25,6 +25,16 @@ def connection_env(port: int) -> dict[str, str]:
     return {CONNECTION_ENV: json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})}
 
 
+#: A frugal server for a few small writes on a shared machine: one shuffle partition, one partition for
+#: Delta's snapshot state, and a JVM that spends little CPU on its own upkeep (the quick C1 JIT only and a
+#: single-threaded GC; this server lives minutes, not days).
+FRUGAL_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
 class BackgroundConnectServer:
     """A local Spark Connect server started in a background thread and stopped (whole process group) on exit.
 
@@ -42,7 +52,7 @@ class BackgroundConnectServer:
         master: str = "local[2]",
         startup_timeout: float = 300.0,
     ) -> None:
-        self.server = LocalConnectServer(port, master=master, log_file=log_file)
+        self.server = LocalConnectServer(port, master=master, conf=FRUGAL_CONF, log_file=log_file)
         self.startup_timeout = startup_timeout
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="connect-server-start", daemon=True)
