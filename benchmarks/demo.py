@@ -337,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; Airflow stopped", file=sys.stderr)
         return 130
+    if connect is not None and connect.cpu_seconds is not None:
+        print(f"the Spark Connect server used {connect.cpu_seconds:.0f} CPU seconds", flush=True)
     return 0 if runs and all(r.state == "success" for r in runs) else 1
 
 

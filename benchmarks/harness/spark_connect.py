@@ -8,7 +8,9 @@ the ``spark_connect`` connection can go into the Airflow components' environment
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -55,6 +57,9 @@ class BackgroundConnectServer:
         self.server = LocalConnectServer(port, master=master, conf=FRUGAL_CONF, log_file=log_file)
         self.startup_timeout = startup_timeout
         self._error: BaseException | None = None
+        #: CPU seconds (user + system) the server's processes had used when it was stopped: a figure of its
+        #: own work that, unlike wall time, does not grow with the other load of a shared machine
+        self.cpu_seconds: float | None = None
         self._thread = threading.Thread(target=self._start, name="connect-server-start", daemon=True)
 
     @property
@@ -85,8 +90,22 @@ class BackgroundConnectServer:
         self._thread.start()
         return self
 
+    def group_cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by the live processes of the server's process group (``None``: not running)."""
+        process = self.server.process
+        if process is None or process.poll() is not None:
+            return None
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == process.pid:  # process group id
+                    ticks += int(fields[11]) + int(fields[12])  # utime + stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._thread.join()
+        self.cpu_seconds = self.group_cpu_seconds()
         self.server.stop()

@@ -87,6 +87,7 @@ class Outcome:
     wall_s: float
     leftover_pids: list[int]
     connect_leftovers: list[int]
+    connect_cpu_s: float | None
 
 
 def _create_pools(stack: AirflowStack, tables: dict[str, str]) -> None:
@@ -181,6 +182,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         time.monotonic() - started,
         sorted(leftovers),
         group_members(server_group),
+        connect.cpu_seconds,
     )
 
 
@@ -193,7 +195,7 @@ def _rows(uri: str) -> list[dict[str, Any]]:
 def test_stack_and_connect_server_stopped_without_orphans(outcome: Outcome) -> None:
     assert outcome.leftover_pids == []
     assert outcome.connect_leftovers == []
-    print(f"spark e2e wall time {outcome.wall_s:.0f} s")
+    print(f"spark e2e wall time {outcome.wall_s:.0f} s, Connect server CPU {outcome.connect_cpu_s} s")
 
 
 def test_run_succeeded_with_no_failed_or_retried_task(outcome: Outcome) -> None:
