@@ -43,3 +43,21 @@ def test_engine_closed_after_success_failed_write_and_bad_input(
     # one engine per task try, each closed exactly once, after it was created
     assert len(seen) == 3, seen
     assert all(history == ["created", "closed"] for history in seen.values()), seen
+
+
+def test_admission_sensor_closes_the_engine_it_read_the_table_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltaguard.sensors.admission import DeltaAdmissionSensor
+
+    log = tmp_path / "engines.log"
+    monkeypatch.setenv(LOG_ENV, str(log))
+    table = sales_table(str(tmp_path / "sales"))
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    sensor = DeltaAdmissionSensor(
+        task_id="gate", table=table, operation="optimize", engine=ENGINE, lease_store_url=url
+    )
+    assert sensor.poke({}).is_done is True
+    assert sensor.poke({}).is_done is True
+    seen = events(log)
+    assert len(seen) == 2 and all(history == ["created", "closed"] for history in seen.values()), seen
