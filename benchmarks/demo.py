@@ -272,7 +272,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "delta-rs: deltaguard_daily_sales, committed by delta-rs in the task processes",
     )
     parser.add_argument("--model-only", action="store_true", help="print the conflict model part only")
-    parser.add_argument("--compare", action="store_true", help="also run the one-slot-pool baseline DAG")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the one-slot-pool baseline DAG (conventional_daily_sales, which commits with delta-rs "
+        "whatever --engine says: compare it with --engine delta-rs)",
+    )
     parser.add_argument("--keep-running", action="store_true", help="leave Airflow up until Ctrl-C")
     parser.add_argument(
         "--write-seconds",
