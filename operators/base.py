@@ -20,6 +20,7 @@ import abc
 import dataclasses
 import datetime as dt
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -111,6 +112,11 @@ class DeltaWriteOperator(BaseOperator):
         ``[operators] default_deferrable`` was set explicitly, which is then obeyed).
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
         ``None`` waits until Airflow's own task timeout).
+    :param expected_duration: how long the write is expected to hold the table's lease (seconds or
+        timedelta). Lets it start ahead of an earlier queued conflicting write when it is expected to end
+        before that write could start (backfilling, ADR 0017). ``None`` (default): the median of this
+        task's recent holds on the table from the decision log; a task with none queues FIFO. A wrong
+        estimate only changes the order of conflicting writes, never lets them overlap.
     :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
     :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index]@run_id, the run's
         clear_number)`` so a retry after a committed write is a no-op while other runs and a cleared run
@@ -135,6 +141,7 @@ class DeltaWriteOperator(BaseOperator):
         deferrable: bool | None = None,
         lease_wait_timeout: dt.timedelta | float | None = None,
         priority: int = 0,
+        expected_duration: dt.timedelta | float | None = None,
         idempotent: bool = True,
         app_version: int | str | None = None,
         lease_store_url: str | None = None,
@@ -155,6 +162,13 @@ class DeltaWriteOperator(BaseOperator):
             lease_wait_timeout = lease_wait_timeout.total_seconds()
         self.lease_wait_timeout = None if lease_wait_timeout is None else float(lease_wait_timeout)
         self.priority = int(priority)
+        if isinstance(expected_duration, dt.timedelta):
+            expected_duration = expected_duration.total_seconds()
+        if expected_duration is not None:
+            expected_duration = float(expected_duration)
+            if not 0 <= expected_duration < math.inf:
+                raise ValueError(f"expected_duration must be a finite duration >= 0, got {expected_duration}")
+        self.expected_duration_s = expected_duration
         self.idempotent = idempotent
         self.app_version = app_version
         self.lease_store_url = lease_store_url
@@ -257,6 +271,7 @@ class DeltaWriteOperator(BaseOperator):
                 owner=owner,
                 priority=self.priority,
                 request_id=wait.request_id,
+                expected_duration_s=self.expected_duration_s,
             )
             wait.request_id = answer.request_id
             if not isinstance(answer, Granted) and wait.note(answer):
@@ -330,7 +345,7 @@ class DeltaWriteOperator(BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        return _Prepared(uri, engine, table_config, engine.profile(), spec, operation)
+        return _Prepared(uri, engine, table_config, engine.table_profile(uri), spec, operation)
 
     def _app_id(self, context: Context) -> str:
         # a mapped task instance writes under its own app id, so its siblings are not "duplicates"

@@ -94,7 +94,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
         except ValueError as exc:
             raise InvalidTaskInputError(str(exc)) from exc
         try:
-            return store, table_key(uri), operation, engine.table_config(uri), engine.profile()
+            return store, table_key(uri), operation, engine.table_config(uri), engine.table_profile(uri)
         finally:
             close_engine(engine)  # a Spark session opened to read the configuration is not kept
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
+from deltaguard.core.profiles import STORAGE_COORDINATION, EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 
 
@@ -43,9 +43,10 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "photon": bool,
         "row_level_preview": bool,
         "row_level_off": bool,
+        "commit_coordination": str,
     },
-    EngineName.DELTA_SPARK: {"name": str, "version": str},
-    EngineName.DELTA_RS: {"name": str, "version": str},
+    EngineName.DELTA_SPARK: {"name": str, "version": str, "commit_coordination": str},
+    EngineName.DELTA_RS: {"name": str, "version": str, "commit_coordination": str},
 }
 _TABLE_KEYS: dict[str, type] = {
     "partition_columns": list,
@@ -158,6 +159,7 @@ def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
         photon=fields.get("photon", False),
         row_level_preview=fields.get("row_level_preview", False),
         row_level_off=fields.get("row_level_off", False),
+        commit_coordination=fields.get("commit_coordination", STORAGE_COORDINATION),
     )
 
 

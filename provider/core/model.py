@@ -18,7 +18,7 @@ from deltaguard.core.facts import OpFacts, Role, TableContext, build_facts
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.rules import databricks, delta_spark, deltars
-from deltaguard.core.rules.common import ordered, shared_pair
+from deltaguard.core.rules.common import commit_coordination_pair, ordered, shared_pair
 from deltaguard.core.table_config import TableConfig
 
 _ENGINES: dict[EngineName, ModuleType] = {
@@ -78,6 +78,9 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     committing engine's rules say so.
     """
     engines = dict.fromkeys([contexts.profile, *(f.op.engine for f in (a, b) if f.op.engine is not None)])
+    clash = commit_coordination_pair(a.op.engine or contexts.profile, b.op.engine or contexts.profile)
+    if clash is not None:
+        return clash
     verdict: PairVerdict | None = None
     for profile in engines:
         found = _judge(a, b, contexts(profile), _rules(profile))

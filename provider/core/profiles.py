@@ -12,6 +12,16 @@ class EngineName(StrEnum):
     DELTA_RS = "delta-rs"
 
 
+#: Commits go through the storage's own put-if-absent (a rename that fails on an existing file, or a
+#: conditional put): every writer of the table is excluded from every other's commit file.
+STORAGE_COORDINATION = "storage"
+#: Prefix of coordinators that exclude the commits of one driver only (delta-spark's
+#: ``S3SingleDriverLogStore``, the default for ``s3``/``s3a``/``s3n`` paths; ``HDFSLogStore`` on local
+#: files): ``single-driver:<driver>``. Two drivers committing at once may both write the same
+#: ``_delta_log`` file, and the later one silently replaces the earlier commit.
+SINGLE_DRIVER_COORDINATION = "single-driver"
+
+
 def parse_version(text: str) -> tuple[int, ...]:
     """Parse ``"14.3"`` / ``"14.3.x-scala2.12"`` / ``"1.6.6"`` into a comparable tuple of ints.
 
@@ -48,6 +58,12 @@ class EngineProfile:
         :param row_level_off: Databricks only: do not count on row-level concurrency. "Isolation levels and write
         conflicts": under heavy load "the writer prioritizes latency over conflict resolution" and conflicts
         may occur that row-level concurrency would otherwise resolve; this judges every pair file by file.
+    :param commit_coordination: what makes this engine's commits to the table mutually exclusive with other
+        writers' (Delta Lake's "Storage configuration" page: a log store needs mutual exclusion on the commit
+        file). :data:`STORAGE_COORDINATION` for stores with a put-if-absent every engine uses;
+        ``single-driver:<driver>`` when only one driver's commits are excluded; otherwise the name of
+        the shared coordinator (``dynamodb:<region>/<table>``, ``databricks``). Two writes may run at once
+        only when both name the same coordinator.
     """
 
     name: EngineName
@@ -55,9 +71,12 @@ class EngineProfile:
     photon: bool = False
     row_level_preview: bool = False
     row_level_off: bool = False
+    commit_coordination: str = STORAGE_COORDINATION
 
     def __post_init__(self) -> None:
         parse_version(self.version)  # fail early on nonsense versions
+        if not self.commit_coordination.strip():
+            raise ValueError("commit_coordination must name a coordinator")
 
     @property
     def version_tuple(self) -> tuple[int, ...]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.profiles import STORAGE_COORDINATION, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.specs import WriteContext, WriteSpec
 
@@ -63,6 +64,23 @@ class DeltaEngine(abc.ABC):
     @abc.abstractmethod
     def profile(self) -> EngineProfile:
         """The engine profile the conflict model must use for writes through this engine."""
+
+    def commit_coordination(self, table_uri: str) -> str:
+        """What excludes this engine's commits to ``table_uri`` from other writers' commits.
+
+        See :mod:`deltaguard.engines.commit_coordination`; engines that cannot tell keep the storage's own
+        put-if-absent only if they use it.
+
+        :param table_uri: the table location.
+        """
+        return STORAGE_COORDINATION
+
+    def table_profile(self, table_uri: str) -> EngineProfile:
+        """:meth:`profile` for writes to ``table_uri``, with its commit coordinator.
+
+        :param table_uri: the table location.
+        """
+        return dataclasses.replace(self.profile(), commit_coordination=self.commit_coordination(table_uri))
 
     @abc.abstractmethod
     def table_config(self, table_uri: str) -> TableConfig:

@@ -12,20 +12,22 @@ from airflow.sdk import BaseHook
 
 from deltaguard.engines.base import DeltaEngine
 from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
+from deltaguard.hooks.cloud_credentials import AWS_CONN_EXTRA, aws_storage_options
 from deltaguard.writes.table_uri import check_table_uri, resolve_table_uri
 
 #: extras keys naming the Spark connections the Spark engine uses
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
 #: extras keys that configure deltaguard itself rather than object storage
-_RESERVED_EXTRAS = frozenset({"storage_options", "engine", *SPARK_EXTRAS})
+_RESERVED_EXTRAS = frozenset({"storage_options", "engine", AWS_CONN_EXTRA, *SPARK_EXTRAS})
 
 
 class DeltaTableHook(BaseHook):
     """Turns a ``delta`` connection into table URIs, ``deltalake`` storage options and an engine.
 
     Connection fields: ``host`` = base URI (``s3://bucket/warehouse``, ``file:///data/delta``);
-    extras = ``{"storage_options": {...}}`` (or the storage options as top-level keys) and optionally
-    ``{"engine": "delta-rs" | "spark"}`` and the Spark engine's connections ``{"spark_conn_id": ...}`` /
+    extras = ``{"storage_options": {...}}`` (or the storage options as top-level keys), optionally
+    ``{"aws_conn_id": ...}`` (credentials, region and endpoint from an Airflow ``aws`` connection; explicit
+    storage options win), ``{"engine": "delta-rs" | "spark"}`` and the Spark engine's connections ``{"spark_conn_id": ...}`` /
     ``{"spark_connect_conn_id": ...}``. Without a connection id, table names must be absolute URIs.
 
     :param delta_conn_id: the Airflow connection id, or ``None`` for no connection.
@@ -72,8 +74,14 @@ class DeltaTableHook(BaseHook):
         if nested is not None and not isinstance(nested, Mapping):
             raise ValueError(f"connection {self.delta_conn_id!r}: extra 'storage_options' must be an object")
         flat = {k: v for k, v in self._extras.items() if k not in _RESERVED_EXTRAS}
-        merged = {**flat, **dict(nested or {})}
-        return {str(k): str(v) for k, v in merged.items()}
+        explicit = {str(k): str(v) for k, v in {**flat, **dict(nested or {})}.items()}
+        aws_conn_id = self._extra_str(AWS_CONN_EXTRA)
+        if not aws_conn_id:
+            return explicit
+        # delta-rs reads option names in any case: a key written here replaces the resolved one
+        written = {key.lower() for key in explicit}
+        resolved = {k: v for k, v in aws_storage_options(aws_conn_id).items() if k.lower() not in written}
+        return {**resolved, **explicit}
 
     @property
     def engine_name(self) -> str | None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
 
-from deltaguard.exceptions import LeaseLostError, RequestClosedError
+from deltaguard.exceptions import LeaseLostError, RequestClosedError, StoreError
 from deltaguard.writes.lease_request import lease_request, new_request_id, task_request_id
 from deltaguard.writes.waiting import wait_reason
 
@@ -44,6 +44,8 @@ class DeltaLeaseHook(BaseHook):
         self._manager: LeaseManager | None = None
         #: the lease this hook holds while a write runs, so ``on_kill`` can release it
         self.held: tuple[str, Owner] | None = None
+        #: duration estimates learned from the decision log, per table (one log read per try and table)
+        self._learned: dict[str, float | None] = {}
 
     @property
     def manager(self) -> LeaseManager:
@@ -80,12 +82,18 @@ class DeltaLeaseHook(BaseHook):
         owner: Owner,
         priority: int,
         request_id: str | None,
+        expected_duration_s: float | None = None,
     ) -> Granted | Waiting:
         """Ask for the table's lease; asking again with the same ``request_id`` keeps the queue place.
 
         When the earlier request is over (a lease the trigger granted expired before the task resumed, or
         the request ended), ask once more under a fresh id: the try's derived id names the ended request.
+
+        :param expected_duration_s: how long the write is expected to hold the lease; ``None``: the
+            median of the task's recent holds on the table from the decision log, if any (ADR 0024).
         """
+        if expected_duration_s is None:
+            expected_duration_s = self.learned_duration(owner, table_key)
         request = lease_request(
             table_key=table_key,
             operation=operation,
@@ -96,12 +104,27 @@ class DeltaLeaseHook(BaseHook):
             poll_interval_s=self.settings.poll_s,
             priority=priority,
             request_id=request_id,
+            expected_duration_s=expected_duration_s,
         )
         try:
             return self.manager.acquire(request)
         except (LeaseLostError, RequestClosedError) as exc:
             self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
             return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
+
+    def learned_duration(self, owner: Owner, table_key: str) -> float | None:
+        """The task's expected hold of the table's lease from the decision log, read once per try.
+
+        A failed read gives ``None`` (a request without an estimate, queued FIFO): an estimate is an
+        optimisation, never a reason to fail the task.
+        """
+        if table_key not in self._learned:
+            try:
+                self._learned[table_key] = self.manager.learned_duration(owner, table_key)
+            except StoreError as exc:
+                self.log.info("deltaguard: no duration estimate from the decision log (%s)", exc)
+                self._learned[table_key] = None
+        return self._learned[table_key]
 
     def check(self, request_id: str) -> Granted | Waiting | Closed:
         """Re-evaluate a queued request (keeps its queue place alive); for the trigger."""

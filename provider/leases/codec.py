@@ -9,7 +9,7 @@ from typing import Any
 
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.profiles import STORAGE_COORDINATION, EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 
 
@@ -98,6 +98,11 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
         "photon": profile.photon,
         "row_level_preview": profile.row_level_preview,
         **({"row_level_off": True} if profile.row_level_off else {}),
+        **(
+            {"commit_coordination": profile.commit_coordination}
+            if profile.commit_coordination != STORAGE_COORDINATION
+            else {}
+        ),
     }
 
 
@@ -108,6 +113,7 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         photon=bool(data.get("photon", False)),
         row_level_preview=bool(data.get("row_level_preview", False)),
         row_level_off=bool(data.get("row_level_off", False)),
+        commit_coordination=str(data.get("commit_coordination", STORAGE_COORDINATION)),
     )
 
 
@@ -161,6 +167,20 @@ def request_payload(request: LeaseRequest) -> str:
     if request.expected_duration_s is not None:  # absent otherwise: older payload texts stay the same
         data["expected_duration_s"] = request.expected_duration_s
     return dumps(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def payload_duration(text: str) -> float | None:
+    """The duration estimate a stored request payload carries (``None``: none, or unreadable).
+
+    A stored payload never changes, and a decision with an estimate reads those of every holder on its
+    tables, so each text is decoded once.
+    """
+    try:
+        value = json.loads(text).get("expected_duration_s")
+        return float(value) if value is not None else None
+    except (ValueError, TypeError, AttributeError):
+        return None  # unknown is infinite: no backfilling past it, as without estimates
 
 
 def request_from_payload(request_id: str, text: str) -> LeaseRequest:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltaguard.core.admission import (
+    DEFAULT_MAX_OVERTAKE_S,
     Blocker,
     DecideFn,
     Granted,
@@ -59,6 +60,7 @@ class Ask:
     :param payload: the request's stored text (:func:`deltaguard.leases.codec.request_payload`).
     :param op_texts: each table's operation as stored JSON text, by URI.
     :param ageing_s: seconds of waiting worth one priority level.
+    :param max_overtake_s: a queued request that has waited longer is never backfilled past (ADR 0017).
     """
 
     request: LeaseRequest
@@ -67,6 +69,7 @@ class Ask:
     payload: str
     op_texts: Mapping[str, str]
     ageing_s: float
+    max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S
 
 
 def decide_locked(
@@ -126,18 +129,16 @@ def decide_locked(
                 f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
             )
     tables = txn.tables()
-    views = [
-        TableView(
-            uri=uri,
-            operation=claims[uri].operation,
-            config=configs[uri],
-            profile=claims[uri].profile,
-            granted=[lease_holder(x) for x in leases if x.uri == uri],
-            waiting=[waiter_holder(w) for w in waiters if w.uri == uri],
-        )
-        for uri in request.uris
-    ]
-    verdict = admit(request.request_id, rank, views, decide)
+    views = _views(txn, request, configs, leases, waiters)
+    verdict = admit(
+        request.request_id,
+        rank,
+        views,
+        decide,
+        now=now,
+        expected_duration_s=request.expected_duration_s,
+        max_overtake_s=ask.max_overtake_s,
+    )
     key = request.owner.key  # also the owner's stored JSON text
     if verdict.granted:
         memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
@@ -221,6 +222,45 @@ def decide_locked(
         detail = wait_detail(result)
         txn.log([log_row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris])
     return result
+
+
+def _views(
+    txn: StoreTxn,
+    request: LeaseRequest,
+    configs: Mapping[str, TableConfig],
+    leases: Sequence[LeaseRow],
+    waiters: Sequence[WaiterRow],
+) -> list[TableView]:
+    """What the admission rule sees of the request's tables.
+
+    Holders carry their duration estimates and start times only when the request has an estimate of its
+    own and someone else is queued on its tables: only then can backfilling change the answer (ADR 0017).
+    Otherwise the rule is FIFO among conflicting requests, as it always was, and nothing more is read.
+    """
+    durations: dict[str, float | None] = {}
+    enqueued: dict[str, float] = {}
+    if request.expected_duration_s is not None and any(w.request_id != request.request_id for w in waiters):
+        ids = {x.lease_id for x in leases} | {w.request_id for w in waiters}
+        ids.discard(request.request_id)
+        for row in txn.requests(sorted(ids)):
+            durations[row.request_id] = codec.payload_duration(row.payload)
+            enqueued[row.request_id] = row.enqueued_at
+    claims = {c.uri: c for c in request.claims}
+    return [
+        TableView(
+            uri=uri,
+            operation=claims[uri].operation,
+            config=configs[uri],
+            profile=claims[uri].profile,
+            granted=[lease_holder(x, durations.get(x.lease_id)) for x in leases if x.uri == uri],
+            waiting=[
+                waiter_holder(w, enqueued.get(w.request_id), durations.get(w.request_id))
+                for w in waiters
+                if w.uri == uri
+            ],
+        )
+        for uri in request.uris
+    ]
 
 
 def new_blockers(before: Waiting | None, blockers: Sequence[Blocker]) -> bool:

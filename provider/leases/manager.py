@@ -24,6 +24,7 @@ from typing import Any
 
 from deltaguard.core.admission import (
     DEFAULT_AGEING_S,
+    DEFAULT_MAX_OVERTAKE_S,
     Closed,
     DecideFn,
     Granted,
@@ -91,6 +92,8 @@ class LeaseManager:
     :param clock: seconds since the epoch; injectable for tests. All processes sharing a store must have
         synchronised clocks (expiry compares their timestamps).
     :param ageing_s: seconds of waiting worth one priority level.
+    :param max_overtake_s: a queued request that has waited longer than this is never backfilled past
+        (backfilling needs duration estimates on the requests, ADR 0017).
     :param retention_s: how long decision-log entries and closed requests are kept.
     :param prune_every_s: how often (at most) an acquire prunes old entries.
     :param config_ttl_s: how long a loaded table configuration is reused without reloading.
@@ -105,6 +108,7 @@ class LeaseManager:
         decide: DecideFn | None = None,
         clock: Callable[[], float] = time.time,
         ageing_s: float = DEFAULT_AGEING_S,
+        max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
         retention_s: float = DEFAULT_RETENTION_S,
         prune_every_s: float = 60.0,
         config_ttl_s: float = 30.0,
@@ -114,6 +118,7 @@ class LeaseManager:
         self._decide = decide
         self.clock = clock
         self.ageing_s = ageing_s
+        self.max_overtake_s = max_overtake_s
         self.retention_s = retention_s
         self.prune_every_s = prune_every_s
         self.memo = DecisionMemo(config_ttl_s, config_loader)
@@ -317,6 +322,13 @@ class LeaseManager:
         rows = self.store.decisions(owner_key=owner.key if owner else None, uri=uri, since=since, limit=limit)
         return [decision_info(r) for r in rows]
 
+    def learned_duration(self, owner: Owner, uri: str) -> float | None:
+        """How long ``owner``'s task is expected to hold a lease on ``uri``: the median of its last few
+        holds there, from the decision log (:mod:`deltaguard.leases.estimates`); ``None`` when unknown."""
+        from deltaguard.leases.estimates import learned_duration
+
+        return learned_duration(self.store, owner, uri)
+
     def prune(self) -> int:
         """Delete decision-log entries and closed requests older than the retention; return the count."""
         return self.store.prune(self.clock() - self.retention_s)
@@ -363,6 +375,7 @@ class LeaseManager:
                 for c in request.claims
             },
             ageing_s=self.ageing_s,
+            max_overtake_s=self.max_overtake_s,
         )
         snapshot = None
         if fast and self.store.has_fast_paths:

@@ -203,6 +203,11 @@ class StoreTxn(Protocol):
 
     def request(self, request_id: str) -> RequestRow | None: ...
 
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        """Status rows of several requests (the holders a decision with a duration estimate looks at: their
+        payloads carry their own estimates, and a queued one's row its enqueue time)."""
+        ...
+
     def lease_rows(self, lease_id: str) -> list[LeaseRow]: ...
 
     def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None: ...
@@ -319,6 +324,7 @@ class LeaseStore(abc.ABC):
         since: float | None = None,
         before: float | None = None,
         limit: int = 100,
+        kinds: Sequence[str] | None = None,
     ) -> list[DecisionRow]:
         """Decision-log entries, newest first, without locking.
 
@@ -328,6 +334,7 @@ class LeaseStore(abc.ABC):
         :param since: only entries at or after this time.
         :param before: only entries strictly before this time (the cursor of the next page).
         :param limit: at most this many.
+        :param kinds: only entries of these kinds (``grant``, ``release``, ...; an empty list matches none).
         """
 
     @abc.abstractmethod

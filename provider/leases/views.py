@@ -78,19 +78,39 @@ def decision_info(row: DecisionRow) -> DecisionInfo:
     return DecisionInfo(row.at, row.kind, row.request_id, row.uri, row.owner_key, json.loads(row.detail))
 
 
-def lease_holder(row: LeaseRow) -> Holder:
-    """A lease row as the admission rule sees it."""
-    return Holder(row.lease_id, owner_from_text(row.owner_json), op_from_text(row.op_json), granted=True)
+def lease_holder(row: LeaseRow, expected_duration_s: float | None = None) -> Holder:
+    """A lease row as the admission rule sees it.
+
+    :param expected_duration_s: the holder's duration estimate, when the decision uses estimates (its
+        grant time is then the row's ``granted_at``).
+    """
+    return Holder(
+        row.lease_id,
+        owner_from_text(row.owner_json),
+        op_from_text(row.op_json),
+        granted=True,
+        since=row.granted_at if expected_duration_s is not None else None,
+        expected_duration_s=expected_duration_s,
+    )
 
 
-def waiter_holder(row: WaiterRow) -> Holder:
-    """A queue row as the admission rule sees it."""
+def waiter_holder(
+    row: WaiterRow, enqueued_at: float | None = None, expected_duration_s: float | None = None
+) -> Holder:
+    """A queue row as the admission rule sees it.
+
+    :param enqueued_at: when the request first queued (from its status row), when the decision uses
+        estimates; ``None`` never lets a later request backfill past it.
+    :param expected_duration_s: its duration estimate (``None``: unknown).
+    """
     return Holder(
         row.request_id,
         owner_from_text(row.owner_json),
         op_from_text(row.op_json),
         granted=False,
         rank=row.rank,
+        since=enqueued_at,
+        expected_duration_s=expected_duration_s,
     )
 
 

@@ -52,6 +52,7 @@ def lease_request(
     poll_interval_s: float,
     priority: int = 0,
     request_id: str | None = None,
+    expected_duration_s: float | None = None,
 ) -> LeaseRequest:
     """One-table lease request; asking again with the same ``request_id`` keeps the queue place.
 
@@ -65,6 +66,8 @@ def lease_request(
     :param priority: queue priority.
     :param request_id: the id of an earlier request of this task, or ``None`` for the try's own id
         (:func:`task_request_id`).
+    :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown, so
+        it never backfills ahead of an earlier conflicting request).
     """
     return LeaseRequest(
         claims=(TableClaim(uri=table_key, operation=operation, profile=profile, config=table_config),),
@@ -73,4 +76,5 @@ def lease_request(
         priority=priority,
         request_id=request_id or task_request_id(owner),
         wait_ttl_s=max(MIN_WAIT_TTL_S, WAIT_TTL_POLLS * poll_interval_s),
+        expected_duration_s=expected_duration_s,
     )

@@ -1,7 +1,7 @@
 """Rules every engine shares, applied before the engine's own pair rules.
 
-They come from Delta's transaction protocol itself, not from one engine's conflict resolution: identity
-columns, metadata and protocol changes, writers racing to create a table, streaming writes sharing a
+They come from Delta's transaction protocol itself, not from one engine's conflict resolution: commits
+that are not mutually exclusive, identity columns, metadata and protocol changes, writers racing to create a table, streaming writes sharing a
 checkpoint, and table configurations the model does not understand.
 """
 
@@ -11,6 +11,7 @@ from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import OpFacts, Role, TableContext
 from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import OperationKind
+from deltaguard.core.profiles import SINGLE_DRIVER_COORDINATION, EngineProfile
 
 #: every data-file conflict exception, for verdicts that cannot say which one
 DATA_EXCEPTIONS: tuple[DeltaException, ...] = (
@@ -44,6 +45,45 @@ def _metadata_exceptions(a: OpFacts, b: OpFacts) -> tuple[DeltaException, ...]:
     if kinds == {OperationKind.CREATE_OR_REPLACE}:
         found.add(DeltaException.PROTOCOL_CHANGED)
     return ordered(found)
+
+
+def commit_coordination_pair(first: EngineProfile, second: EngineProfile) -> PairVerdict | None:
+    """A conflict when the two writers' commits are not excluded from each other, else ``None``.
+
+    Delta Lake's "Storage configuration" page: the log store must guarantee mutual exclusion ("only one
+    writer must be able to create (or rename) a file at the final destination"); without it two commits of
+    the same version both succeed and the later one replaces the earlier. No conflict check can see that,
+    so writes whose commits different coordinators guard run one at a time, whatever they touch.
+
+    :param first: the engine (and its coordinator) committing one write.
+    :param second: the engine committing the other.
+    """
+    if first.commit_coordination == second.commit_coordination:
+        return None
+    single = [p for p in (first, second) if p.commit_coordination.startswith(SINGLE_DRIVER_COORDINATION)]
+    if single:
+        return PairVerdict(
+            conflict=True,
+            exceptions=(),
+            reason=f"Storage configuration (Delta Lake): {single[0].describe()} commits to this location "
+            "through a log store that excludes concurrent commits only inside one driver (S3SingleDriverLogStore "
+            "on S3, HDFSLogStore's rename on local files), and the other write commits elsewhere; two "
+            "drivers committing at once can overwrite each other's commit and lose data",
+            advice=(
+                "send the writes through one driver (one Spark Connect server), or configure a log store "
+                "that excludes every writer (S3DynamoDBLogStore for delta-spark on S3)",
+            ),
+            rule="common.single_driver_commits",
+        )
+    return PairVerdict(
+        conflict=True,
+        exceptions=(),
+        reason="Storage configuration (Delta Lake): the two writers coordinate their commits differently "
+        f"({first.describe()}: {first.commit_coordination}; {second.describe()}: "
+        f"{second.commit_coordination}), so neither excludes the other's commit of the same version",
+        advice=("write the table through one engine and one commit coordinator",),
+        rule="common.mixed_commit_coordination",
+    )
 
 
 def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None:

@@ -22,6 +22,7 @@ from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import OPERATION_NAMES, RUNNERS, OpContext
 from deltaguard.engines.discovery import read_table_config, short_message
@@ -83,6 +84,9 @@ class DeltaRsEngine(DeltaEngine):
 
     def profile(self) -> EngineProfile:
         return EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
+
+    def commit_coordination(self, table_uri: str) -> str:
+        return deltars_coordination(table_uri, self.storage_options)
 
     def table_config(self, table_uri: str) -> TableConfig:
         return read_table_config(table_uri, self.storage_options)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.spark.errors import to_conflict_error
@@ -230,6 +231,20 @@ class SparkEngine(DeltaEngine):
         if not delta_version:
             raise SparkSetupError("delta-spark is not installed; install airflow-provider-deltaguard[spark]")
         return EngineProfile(EngineName.DELTA_SPARK, delta_version)
+
+    def commit_coordination(self, table_uri: str) -> str:
+        """From the location's scheme and the session's log store (see
+        :mod:`deltaguard.engines.commit_coordination`); the driver is the session's ``spark.app.id``, so
+        writes through one Spark Connect server share it and writes from separate sessions do not."""
+        if self.profile().name is EngineName.DATABRICKS:
+            return spark_coordination(table_uri, databricks=True, conf=lambda _key: "", driver=None)
+        session = self.session()
+
+        def setting(key: str) -> str:
+            return str(self._conf.get(key) or conf_get(session, key))
+
+        driver = conf_get(session, "spark.app.id") or self._connect_url or None
+        return spark_coordination(table_uri, databricks=False, conf=setting, driver=driver)
 
     # -- table configuration -----------------------------------------------------------------------------
 

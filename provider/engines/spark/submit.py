@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError, SparkSetupError
 from deltaguard.engines.spark.errors import conflict_kind
 from deltaguard.engines.spark.job import CONFLICT_MARKER, EXIT_BAD_ARGS, EXIT_SETUP, build_args
@@ -104,6 +105,14 @@ class SparkSubmitEngine(DeltaEngine):
 
         # Same rules as the session engine, minus the session: explicit extras, env, delta-spark version.
         return SparkEngine(conn_id=self._conn_id).profile()
+
+    def commit_coordination(self, table_uri: str) -> str:
+        """Every spark-submit job is a driver of its own: only log stores that exclude every writer
+        (the storage's, or a shared DynamoDB table) let its writes run beside others."""
+        databricks = self.profile().name is EngineName.DATABRICKS
+        return spark_coordination(
+            table_uri, databricks=databricks, conf=lambda key: str(self._conf.get(key, "")), driver=None
+        )
 
     def table_config(self, table_uri: str) -> TableConfig:
         """From the Delta log (path-based tables only: no session here to ask a catalog)."""

@@ -125,6 +125,11 @@ class _Txn:
         row = self._conn.execute(_Q_REQUEST, {"id": request_id}).first()
         return RequestRow(*row) if row else None
 
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        if not request_ids:
+            return []
+        return [RequestRow(*r) for r in self._conn.execute(_Q_REQUESTS, {"ids": sorted(set(request_ids))})]
+
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [LeaseRow(*r) for r in self._conn.execute(_Q_LEASE_BY_ID, {"id": lease_id})]
 
@@ -383,8 +388,9 @@ class SqlLeaseStore(LeaseStore):
         since: float | None = None,
         before: float | None = None,
         limit: int = 100,
+        kinds: Sequence[str] | None = None,
     ) -> list[DecisionRow]:
-        if owner_keys is not None and not owner_keys:
+        if (owner_keys is not None and not owner_keys) or (kinds is not None and not kinds):
             return []
         clauses: list[str] = []
         params: dict[str, Any] = {"limit": int(limit)}
@@ -396,6 +402,10 @@ class SqlLeaseStore(LeaseStore):
             clauses.append("owner_key IN :owner_keys")
             params["owner_keys"] = list(owner_keys)
             binds.append(_in("owner_keys"))
+        if kinds is not None:
+            clauses.append("kind IN :kinds")
+            params["kinds"] = list(kinds)
+            binds.append(_in("kinds"))
         if uri is not None:
             clauses.append("uri = :uri")
             params["uri"] = uri

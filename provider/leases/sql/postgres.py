@@ -290,6 +290,7 @@ _P_HOLDERS = (
     f"SELECT 'W', {_W}, 0, 0 FROM dg_queue WHERE uri = ANY(%(uris)s)"
 )
 _P_REQUEST = f"SELECT {_R} FROM dg_requests WHERE request_id = %(id)s"
+_P_REQUESTS = f"SELECT {_R} FROM dg_requests WHERE request_id = ANY(%(ids)s)"
 # The fast paths take their per-table values as one JSON text: psycopg dumps one string far cheaper than
 # several arrays.
 _P_GRANT_IF_IDLE = (
@@ -430,6 +431,12 @@ class _PgTxn(_Txn):
         rows = self._pipeline([(_P_REQUEST, {"id": request_id})])[0]
         return RequestRow(*rows[0]) if rows else None
 
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        if not request_ids:
+            return []
+        rows = self._pipeline([(_P_REQUESTS, {"ids": sorted(set(request_ids))})])[0]
+        return [RequestRow(*r) for r in rows]
+
     def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
         done, self._released = self._released, None
         if done is not None and done[:2] == (lease_id, owner_key):
@@ -507,6 +514,21 @@ class _SnapshotTxn(_PgTxn):
         if request_id != self._snapshot.request_id:
             raise SnapshotChanged(f"the snapshot holds request {self._snapshot.request_id}, not {request_id}")
         return self._request_row
+
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        """The holders' status rows, read now without the table locks and without sending the buffered
+        writes (those go only with the state check at commit).
+
+        Not part of the checked state: these rows only give the holders' duration estimates and enqueue
+        times, which order conflicting writes but never grant beside a conflicting lease (ADR 0017).
+        """
+        if not request_ids:
+            return []
+        try:
+            cursor = self._raw.execute(_P_REQUESTS, {"ids": sorted(set(request_ids))})
+            return [RequestRow(*r) for r in cursor.fetchall()]
+        except psycopg.Error as exc:
+            raise _failure(self._name, self._conn, self._raw, exc) from exc
 
     def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
         # Reclaiming an expired lease or queue entry may close this very request; a later request() must
