@@ -30,8 +30,11 @@ $(DELTA_JARS)/.fetched: $(VENV)/.installed-test
 	touch $@
 delta-jars: $(DELTA_JARS)/.fetched
 
+# The Spark pipeline (delta-spark over a local Spark Connect server) by default; `make demo ENGINE=delta-rs`
+# runs the delta-rs one.
+ENGINE ?= spark
 demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
-	$(VENV)/bin/python -m benchmarks.demo
+	$(VENV)/bin/python -m benchmarks.demo --engine $(ENGINE)
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks

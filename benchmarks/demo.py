@@ -1,9 +1,14 @@
 """``python -m benchmarks.demo`` (``make demo``): the conflict model, then the example pipeline under Airflow.
 
-1. Prints the conflict matrix of the example fact table for the embedded engine (delta-rs) and explains
-   one admission decision, straight from :mod:`deltaguard.core`.
+``--engine spark`` (the default, the users' main path) runs ``pyspark_daily_sales``: PySpark-built sources,
+every write committed by delta-spark through a local Spark Connect server with Delta's jars, which the demo
+starts beside Airflow and stops at the end. ``--engine delta-rs`` runs ``deltaguard_daily_sales``, whose
+writes delta-rs commits in the task processes (no JVM).
+
+1. Prints the conflict matrix of the example fact table for the chosen engine's profile and explains one
+   admission decision, straight from :mod:`deltaguard.core`.
 2. Prepares ``<repo>/airflow_home`` (SQLite, LocalExecutor), starts the scheduler, dag-processor, triggerer
-   and api-server, runs ``deltaguard_daily_sales`` (and with ``--compare`` the one-slot-pool baseline),
+   and api-server, runs the engine's DAG (and with ``--compare`` the one-slot-pool baseline),
    prints per task whether it was granted at once or waited and behind whom, which writes overlapped,
    the final table versions and row counts, and where to look in the UI; then stops the stack, or keeps it
    up with ``--keep-running`` until Ctrl-C.
@@ -12,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import sys
@@ -34,9 +40,19 @@ from benchmarks.harness.run_analysis import (
     run_makespan,
     upstream_closure,
 )
+from benchmarks.harness.spark_connect import BackgroundConnectServer, connection_env
+from deltaguard.engines.spark.connect_server import free_port
 
 DELTAGUARD_DAG = "deltaguard_daily_sales"
+SPARK_DAG = "pyspark_daily_sales"
 CONVENTIONAL_DAG = "conventional_daily_sales"
+#: each example DAG's table folder under the data directory
+VARIANTS = {DELTAGUARD_DAG: "deltaguard", SPARK_DAG: "pyspark", CONVENTIONAL_DAG: "conventional"}
+#: the DAG each ``--engine`` runs
+ENGINE_DAGS = {"spark": SPARK_DAG, "delta-rs": DELTAGUARD_DAG}
+#: default seconds each data write spends on its (simulated) upstream job: Spark writes take seconds of
+#: their own, so the Spark pipeline needs less to show its writes side by side
+DEFAULT_WRITE_SECONDS = {"spark": 5.0, "delta-rs": 10.0}
 TABLE_NAMES = ("sales_fact", "events", "customers")
 DEFAULT_DAY = "2026-11-21"
 
@@ -44,14 +60,24 @@ DEFAULT_DAY = "2026-11-21"
 # -- part 1: the model ---------------------------------------------------------------------------------
 
 
-def model_overview() -> str:
-    """The example fact table's conflict matrix for delta-rs, and one decision explained."""
-    import deltalake
+def engine_profile(engine: str) -> object:
+    """The profile the lease manager uses for the demo's engine: delta-spark or delta-rs, installed version."""
+    from importlib.metadata import version
 
-    from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig, decide
+    from deltaguard.core import EngineName, EngineProfile
+
+    if engine == "spark":
+        return EngineProfile(EngineName.DELTA_SPARK, version("delta-spark"))
+    return EngineProfile(EngineName.DELTA_RS, version("deltalake"))
+
+
+def model_overview(engine: str = "spark") -> str:
+    """The example fact table's conflict matrix for the engine's profile, and one decision explained."""
+    from deltaguard.core import EngineProfile, Operation, OperationKind, TableConfig, decide
     from deltaguard.core.matrix import conflict_matrix
 
-    profile = EngineProfile(EngineName.DELTA_RS, deltalake.__version__)
+    profile = engine_profile(engine)
+    assert isinstance(profile, EngineProfile)
     table = TableConfig(partition_columns=("date", "country"), uri="sales_fact")
     day = f"t.date = '{DEFAULT_DAY}'"
     on = "t.date = s.date AND t.country = s.country AND t.sku = s.sku"
@@ -69,7 +95,8 @@ def model_overview() -> str:
         Operation(OperationKind.ADD_COLUMNS, label="add columns"),
     ]
     lines = [
-        "=== 1. The conflict model: table sales_fact, partitioned by (date, country) ===",
+        f"=== 1. The conflict model ({profile.name.value} {profile.version}): table sales_fact, "
+        "partitioned by (date, country) ===",
         conflict_matrix(table, profile, ops).to_text(),
         "",
         "A MERGE into France arrives while the German MERGE and a whole-table MERGE run:",
@@ -120,8 +147,17 @@ def example_tables(home: AirflowHome, variant: str) -> dict[str, str]:
     return {name: str(home.data_dir / variant / name) for name in TABLE_NAMES}
 
 
-def demo_home(home_dir: Path | None, write_seconds: float, parallelism: int, fresh_data: bool) -> AirflowHome:
-    """Prepare the demo's ``AIRFLOW_HOME``; the example data starts empty unless ``fresh_data`` is off."""
+def demo_home(
+    home_dir: Path | None,
+    write_seconds: float,
+    parallelism: int,
+    fresh_data: bool,
+    extra_env: dict[str, str] | None = None,
+) -> AirflowHome:
+    """Prepare the demo's ``AIRFLOW_HOME``; the example data starts empty unless ``fresh_data`` is off.
+
+    :param extra_env: more environment for the Airflow components (the Spark Connect connection).
+    """
     home = prepare_home(
         home_dir,
         default_dags_folder(),
@@ -129,16 +165,19 @@ def demo_home(home_dir: Path | None, write_seconds: float, parallelism: int, fre
         extra_env={
             "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(write_seconds),
             "DELTAGUARD_EXAMPLE_SCHEDULE": "none",
+            **(extra_env or {}),
         },
     )
     if fresh_data:
-        for variant in ("deltaguard", "conventional"):
+        for variant in sorted(set(VARIANTS.values())):
             shutil.rmtree(home.data_dir / variant, ignore_errors=True)
     return home
 
 
-def create_pools(stack: AirflowStack) -> None:
+def create_pools(stack: AirflowStack, variants: Sequence[str] = ("deltaguard",)) -> None:
     """The conventional DAG's one-slot pools, and deltaguard's per-table pools for the example tables.
+
+    :param variants: the deltaguard DAGs' table folders (``deltaguard``, ``pyspark``) to make pools for.
 
     The cluster policy routes each deltaguard task to its table's pool (:mod:`deltaguard.pools` names
     them); a task in a pool that does not exist would never be scheduled, so the pools are created first,
@@ -149,7 +188,7 @@ def create_pools(stack: AirflowStack) -> None:
 
     for name in TABLE_NAMES:
         stack.api.set_pool(f"conventional_{name}", 1, "one-slot pool of the conventional example pipeline")
-    keys = [table_key(uri) for uri in example_tables(stack.home, "deltaguard").values()]
+    keys = [table_key(uri) for variant in variants for uri in example_tables(stack.home, variant).values()]
     for spec in desired_pools(PoolsConfig(), keys):
         # deferred tasks (waiting for a lease in the triggerer) must not hold pool slots
         stack.api.set_pool(spec.name, spec.slots, spec.description, include_deferred=False)
@@ -157,14 +196,14 @@ def create_pools(stack: AirflowStack) -> None:
 
 def run_pipeline(stack: AirflowStack, dag_id: str, day: str, timeout: float = 600.0) -> PipelineRun:
     """Trigger one run of an example DAG for ``day``, wait for it and gather the evidence."""
-    variant = "deltaguard" if dag_id == DELTAGUARD_DAG else "conventional"
+    variant = VARIANTS[dag_id]
     tables = example_tables(stack.home, variant)
     stack.wait_for_dag(dag_id)
     run_id = stack.trigger(dag_id, {"date": day})
     state = stack.wait_for_run(dag_id, run_id, timeout)
     tis, writes = collect_writes(stack.api, dag_id, run_id, tables.values())
     pairs: list[PairCheck] = []
-    if variant == "deltaguard":
+    if variant != "conventional":
         upstream = upstream_closure(stack.api.downstream(dag_id))
         pairs = pair_checks(writes, judged_writes(stack.home.lease_store_url, writes), upstream)
     return PipelineRun(dag_id, run_id, state, tis, writes, pairs, tables)
@@ -198,18 +237,19 @@ def describe_run(run: PipelineRun) -> str:
     return "\n".join(lines)
 
 
-def where_to_look(home: AirflowHome) -> str:
-    return "\n".join(
-        [
-            "=== Where to look ===",
-            f"  Airflow UI:      {home.base_url}  (user admin, password in {home.password_file})",
-            f"  DAG runs:        {home.base_url}/dags/{DELTAGUARD_DAG}",
-            f"  Delta leases:    {home.base_url}/deltaguard/  (why each write waited; Browse > Delta leases)",
-            f"  AIRFLOW_HOME:    {home.home}   (component logs in {home.log_dir})",
-            f"  lease store:     {home.lease_store_url}",
-            f"  Delta tables:    {home.data_dir}",
-        ]
-    )
+def where_to_look(home: AirflowHome, dag_id: str = DELTAGUARD_DAG, connect_url: str | None = None) -> str:
+    lines = [
+        "=== Where to look ===",
+        f"  Airflow UI:      {home.base_url}  (user admin, password in {home.password_file})",
+        f"  DAG runs:        {home.base_url}/dags/{dag_id}",
+        f"  Delta leases:    {home.base_url}/deltaguard/  (why each write waited; Browse > Delta leases)",
+        f"  AIRFLOW_HOME:    {home.home}   (component logs in {home.log_dir})",
+        f"  lease store:     {home.lease_store_url}",
+        f"  Delta tables:    {home.data_dir}",
+    ]
+    if connect_url:
+        lines.append(f"  Spark Connect:   {connect_url}  (log in {home.log_dir / 'connect-server.log'})")
+    return "\n".join(lines)
 
 
 def _wait_for_ctrl_c(stack: AirflowStack) -> None:
@@ -224,33 +264,67 @@ def _wait_for_ctrl_c(stack: AirflowStack) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, default=None, help="AIRFLOW_HOME (default <repo>/airflow_home)")
+    parser.add_argument(
+        "--engine",
+        choices=sorted(ENGINE_DAGS),
+        default="spark",
+        help="spark: pyspark_daily_sales through delta-spark on a local Spark Connect server (default); "
+        "delta-rs: deltaguard_daily_sales, committed by delta-rs in the task processes",
+    )
     parser.add_argument("--model-only", action="store_true", help="print the conflict model part only")
-    parser.add_argument("--compare", action="store_true", help="also run the one-slot-pool baseline DAG")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the one-slot-pool baseline DAG (conventional_daily_sales, which commits with delta-rs "
+        "whatever --engine says: compare it with --engine delta-rs)",
+    )
     parser.add_argument("--keep-running", action="store_true", help="leave Airflow up until Ctrl-C")
-    parser.add_argument("--write-seconds", type=float, default=10.0, help="seconds each data write takes")
+    parser.add_argument(
+        "--write-seconds",
+        type=float,
+        default=None,
+        help="seconds each data write spends on its upstream job (default: 5 with spark, 10 with delta-rs)",
+    )
     parser.add_argument("--parallelism", type=int, default=12, help="LocalExecutor slots (>= 4)")
     parser.add_argument("--date", default=DEFAULT_DAY, help="business date the pipeline processes")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each DAG run")
     args = parser.parse_args(argv)
+    write_seconds = DEFAULT_WRITE_SECONDS[args.engine] if args.write_seconds is None else args.write_seconds
+    dag_id = ENGINE_DAGS[args.engine]
 
-    print(model_overview(), flush=True)
+    print(model_overview(args.engine), flush=True)
     if args.model_only:
         return 0
-    print("\n=== 2. The example pipeline under the real Airflow scheduler ===", flush=True)
-    home = demo_home(args.home, args.write_seconds, args.parallelism, fresh_data=True)
+    print(f"\n=== 2. The example pipeline ({dag_id}) under the real Airflow scheduler ===", flush=True)
+    spark = args.engine == "spark"
+    port = free_port() if spark else None
+    home = demo_home(
+        args.home,
+        write_seconds,
+        args.parallelism,
+        fresh_data=True,
+        extra_env=connection_env(port) if port is not None else None,
+    )
+    connect = BackgroundConnectServer(home.log_dir / "connect-server.log", port=port) if spark else None
+    if connect is not None:
+        print(f"starting a Spark Connect server with Delta's jars on port {port} ...", flush=True)
     print(f"AIRFLOW_HOME {home.home}: migrating the metadata DB and starting Airflow ...", flush=True)
     stack = AirflowStack(home)
     # SIGTERM (e.g. from `timeout`) must still stop the stack cleanly.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     runs: list[PipelineRun] = []
     try:
-        with stack:
+        # the server's JVM starts while Airflow starts; it stops after Airflow (whose tasks use it)
+        with connect if connect is not None else contextlib.nullcontext(), stack:
             print(f"Airflow is up at {home.base_url}", flush=True)
-            create_pools(stack)
-            dags = [DELTAGUARD_DAG, *([CONVENTIONAL_DAG] if args.compare else [])]
-            for dag_id in dags:
-                print(f"running {dag_id} for {args.date} ...", flush=True)
-                run = run_pipeline(stack, dag_id, args.date, args.timeout)
+            create_pools(stack, [VARIANTS[dag_id]])
+            if connect is not None:
+                url = connect.wait_ready()
+                print(f"Spark Connect is up at {url} ({connect.server.startup_seconds:.0f} s)", flush=True)
+            dags = [dag_id, *([CONVENTIONAL_DAG] if args.compare else [])]
+            for run_dag_id in dags:
+                print(f"running {run_dag_id} for {args.date} ...", flush=True)
+                run = run_pipeline(stack, run_dag_id, args.date, args.timeout)
                 runs.append(run)
                 print(describe_run(run) + "\n", flush=True)
             if len(runs) == 2:
@@ -261,13 +335,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"({a.writes_makespan_s / max(b.writes_makespan_s, 1e-9):.2f}x)",
                     flush=True,
                 )
-            print(where_to_look(home), flush=True)
+            print(where_to_look(home, dag_id, connect.server.url if connect else None), flush=True)
             if args.keep_running:
                 _wait_for_ctrl_c(stack)
-            print("stopping Airflow ...", flush=True)
+            print("stopping Airflow" + (" and Spark Connect" if connect else "") + " ...", flush=True)
     except KeyboardInterrupt:
         print("interrupted; Airflow stopped", file=sys.stderr)
         return 130
+    if connect is not None and connect.cpu_seconds is not None:
+        print(f"the Spark Connect server used {connect.cpu_seconds:.0f} CPU seconds", flush=True)
     return 0 if runs and all(r.state == "success" for r in runs) else 1
 
 

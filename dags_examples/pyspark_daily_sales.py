@@ -1,24 +1,30 @@
-"""The example daily pipeline with its sources built by PySpark and its commits made by delta-rs.
+"""The example daily pipeline built and committed by Spark: PySpark sources, delta-spark commits over Spark Connect.
 
 The same writes as ``deltaguard_daily_sales`` (per-country MERGEs into the partitioned ``sales_fact``,
-appends to ``events``, an UPDATE, a DELETE and a schema change on ``customers``, then OPTIMIZE), but
-the MERGE and append sources are Spark DataFrames: each is a :class:`~deltaguard.engines.spark.sources.SparkSource`
-whose builder runs PySpark transformations (a join of the day's SKUs with a price list, computed
-columns). The operators use ``engine="delta-rs"``, so the DataFrame is converted with ``toArrow()`` and
-committed by delta-rs: no Delta jars are needed, only PySpark and a JVM on the worker.
+appends to ``events``, an UPDATE, a DELETE and a schema change on ``customers``, then OPTIMIZE), the way
+most users run them: every write uses ``engine="spark"`` and reaches a Spark Connect server through the
+``spark_connect`` connection :data:`SPARK_CONNECT_CONN_ID` (define it, for example, with
+``AIRFLOW_CONN_DELTAGUARD_EXAMPLE_SPARK_CONNECT='{"conn_type": "spark_connect", "host": "127.0.0.1",
+"port": 15002}'``). The server needs Delta's jars, SQL extension and catalog; ``make demo`` and the
+end-to-end test start one with :class:`~deltaguard.engines.spark.connect_server.LocalConnectServer`.
 
-Parsing this file never starts Spark: the session is created in the task process, when the write runs
-under its lease. Each source task starts one small local session (``local[1]`` by default, see
-:data:`SPARK_MASTER_ENV`); the data is a few dozen rows. The tables live under ``<data dir>/pyspark``,
-apart from the other example DAGs' tables. Trigger it with ``{"date": "2026-11-21"}`` as run conf.
+The MERGE and append sources are :class:`~deltaguard.engines.spark.sources.SparkSource` builders whose
+PySpark transformations (a join of the day's SKUs with a price list, computed columns) run on the engine's
+Connect session; delta-spark commits them as ``MERGE INTO`` and DataFrame appends. The task processes start
+no JVM: they are Connect clients only. Like the other example, each builder first spends
+:func:`example_pipeline.write_seconds` standing in for the upstream job it waits on, so compatible writes
+visibly run side by side.
+
+Parsing this file never contacts Spark. The tables live under ``<data dir>/pyspark``, apart from the other
+example DAGs' tables. Trigger it with ``{"date": "2026-11-21"}`` as run conf.
 """
 
 from __future__ import annotations
 
-import os
+import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, task
 from example_pipeline import (
@@ -31,9 +37,9 @@ from example_pipeline import (
     SKUS_PER_DAY,
     business_date,
     create_tables,
-    data_dir,
     schedule,
     table_uris,
+    write_seconds,
 )
 
 from deltaguard.engines.spark.sources import SparkSource
@@ -51,28 +57,10 @@ if TYPE_CHECKING:
 VARIANT = "pyspark"
 TABLES = table_uris(VARIANT)
 DAY = "{{ business_date(dag_run, logical_date) }}"
-#: Environment variable overriding the sources' Spark master (default ``local[1]``: one core per task).
-SPARK_MASTER_ENV = "DELTAGUARD_EXAMPLE_SPARK_MASTER"
-#: Conf key carrying the data directory into the driver's command line, so a test can tell this DAG's
-#: JVMs from any other Spark process on the machine.
-DATA_DIR_CONF = "spark.deltaguard.example.dataDir"
-
-
-def spark_conf() -> dict[str, str]:
-    """The sources' session conf: small, local, bound to the loopback interface, no UI or progress bar."""
-    return {
-        # applied after the session's default master, so it wins
-        "spark.master": os.environ.get(SPARK_MASTER_ENV, "local[1]"),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.memory": "512m",
-        # start-up dominates these tiny jobs: a cheap JIT and a single-threaded GC cost the least CPU
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        DATA_DIR_CONF: str(data_dir()),
-    }
+#: The ``spark_connect`` connection every write of this DAG goes through.
+SPARK_CONNECT_CONN_ID = "deltaguard_example_spark_connect"
+#: What every write operator of this DAG is given: delta-spark, reached over Spark Connect.
+SPARK_WRITES: dict[str, Any] = {"engine": "spark", "spark_connect_conn_id": SPARK_CONNECT_CONN_ID}
 
 
 def _current_day() -> str:
@@ -102,6 +90,7 @@ class DailySales:
         from pyspark.sql import functions as F
 
         day = _current_day()
+        time.sleep(write_seconds())
         ordinal = date.fromisoformat(day).toordinal()
         skus = spark.range(1, SKUS_PER_DAY + 1).withColumnRenamed("id", "sku")
         prices = skus.select("sku", F.round(F.lit(2.5) + F.col("sku") * F.lit(1.25), 2).alias("price"))
@@ -133,6 +122,7 @@ class DailyEvents:
         from pyspark.sql import functions as F
 
         day = _current_day()
+        time.sleep(write_seconds())
         return spark.range(5).select(
             F.lit(day).alias("date"),
             F.lit(self.source).alias("source"),
@@ -145,7 +135,7 @@ class DailyEvents:
 
 with DAG(
     dag_id="pyspark_daily_sales",
-    description="Daily sales pipeline with PySpark-built sources committed by delta-rs through deltaguard",
+    description="Daily sales pipeline built by PySpark and committed by delta-spark over Spark Connect",
     schedule=schedule(),
     start_date=datetime(2026, 11, 1),
     catchup=False,
@@ -153,7 +143,7 @@ with DAG(
     user_defined_macros={"business_date": business_date},
     # A Delta conflict must never be papered over by a retry: deltaguard avoids it instead.
     default_args={"retries": 0, "execution_timeout": timedelta(minutes=15)},
-    tags=["deltaguard", "example", "pyspark"],
+    tags=["deltaguard", "example", "pyspark", "spark"],
 ):
 
     @task
@@ -167,8 +157,8 @@ with DAG(
         DeltaMergeOperator(
             task_id=f"merge_sales_{country.lower()}",
             table=TABLES["sales_fact"],
-            engine="delta-rs",
-            source=SparkSource(DailySales(country), conf=spark_conf()),
+            **SPARK_WRITES,
+            source=SparkSource(DailySales(country)),
             condition="t.date = s.date AND t.country = s.country AND t.sku = s.sku",
             # The explicit partition values are what tell the model two countries never touch the same files.
             target_partition_values={"date": DAY, "country": country},
@@ -180,8 +170,8 @@ with DAG(
         DeltaInsertOperator(
             task_id=f"log_events_{source}",
             table=TABLES["events"],
-            engine="delta-rs",
-            source=SparkSource(DailyEvents(source), conf=spark_conf()),
+            **SPARK_WRITES,
+            source=SparkSource(DailyEvents(source)),
         )
         for source in EVENT_SOURCES
     ]
@@ -190,25 +180,25 @@ with DAG(
         DeltaUpdateOperator(
             task_id="update_customer_tiers",
             table=TABLES["customers"],
-            engine="delta-rs",
+            **SPARK_WRITES,
             updates=CUSTOMER_UPDATE,
             predicate=CUSTOMER_UPDATE_PREDICATE,
         ),
         DeltaDeleteOperator(
             task_id="delete_closed_customers",
             table=TABLES["customers"],
-            engine="delta-rs",
+            **SPARK_WRITES,
             predicate=CUSTOMER_DELETE_PREDICATE,
         ),
         DeltaAlterTableOperator(
             task_id="add_loyalty_column",
             table=TABLES["customers"],
-            engine="delta-rs",
+            **SPARK_WRITES,
             add_columns={NEW_CUSTOMER_COLUMN[0]: NEW_CUSTOMER_COLUMN[1]},
         ),
     ]
 
-    optimize = DeltaOptimizeOperator(task_id="optimize_sales", table=TABLES["sales_fact"], engine="delta-rs")
+    optimize = DeltaOptimizeOperator(task_id="optimize_sales", table=TABLES["sales_fact"], **SPARK_WRITES)
 
     setup >> [*merges, *appends, *customer_writes]
     merges >> optimize

@@ -34,6 +34,7 @@ from deltaguard.exceptions import InvalidWriteError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
+from deltaguard.writes.engine_lifetime import engine_released
 from deltaguard.writes.outcome import decision_line, task_result
 from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
@@ -201,7 +202,8 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
 
     # ------------------------------------------------------------------------------------------ execution
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._admit_and_write(context, WaitState(started=time.time()))
+        with engine_released(self):
+            return self._admit_and_write(context, WaitState(started=time.time()))
 
     def execute_complete(
         self,
@@ -220,7 +222,8 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         if event and event.get("status") == "error":
             self.log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
         wait = WaitState(wait_started or 0.0, list(behind or []), explanation, request_id)
-        return self._admit_and_write(context, wait, resumed_without_kwargs=wait_started is None)
+        with engine_released(self):
+            return self._admit_and_write(context, wait, resumed_without_kwargs=wait_started is None)
 
     def _admit_and_write(
         self, context: Context, wait: WaitState, resumed_without_kwargs: bool = False

@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 from deltaguard import config
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.operators.base import InvalidTaskInputError
+from deltaguard.writes.engine_lifetime import close_engine
 from deltaguard.writes.sensor_checks import admission_probe
 from deltaguard.writes.table_uri import table_key
 from deltaguard.writes.waiting import Defer, Proceed, next_step
@@ -92,7 +93,10 @@ class DeltaAdmissionSensor(BaseSensorOperator):
             store = self.lease_store_url or config.lease_store_url()
         except ValueError as exc:
             raise InvalidTaskInputError(str(exc)) from exc
-        return store, table_key(uri), operation, engine.table_config(uri), engine.table_profile(uri)
+        try:
+            return store, table_key(uri), operation, engine.table_config(uri), engine.table_profile(uri)
+        finally:
+            close_engine(engine)  # a Spark session opened to read the configuration is not kept
 
     def _check(self, inputs: tuple[str, str, Operation, TableConfig, EngineProfile]) -> PokeReturnValue:
         store, key, operation, table_config, profile = inputs

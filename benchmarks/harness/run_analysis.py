@@ -2,7 +2,8 @@
 
 Evidence comes from outside the tasks: task instances (start/end/state/try) from the Airflow REST API,
 each task's XCom (engine write time, wait), and the Delta log of each table (commit version, timestamp,
-read version, and the ``airflow.*`` / ``deltaguard.lease_id`` commit metadata). The operations the lease
+read version, and the ``airflow.*`` / ``deltaguard.lease_id`` commit metadata, which delta-rs writes into the
+commitInfo and delta-spark into its ``userMetadata`` JSON). The operations the lease
 manager judged are read back from the lease store, so the verdicts checked here are the model's verdicts
 on exactly what the tasks asked for. Used by the demo, the end-to-end test and the orchestration benchmark.
 """
@@ -47,7 +48,8 @@ class Commit:
 
     @property
     def lease_id(self) -> str | None:
-        value = self.info.get("deltaguard.lease_id")
+        # delta-rs records it as deltaguard.lease_id, delta-spark's userMetadata as lease_id
+        value = self.info.get("deltaguard.lease_id") or self.info.get("lease_id")
         return str(value) if value else None
 
 
@@ -59,6 +61,7 @@ def table_history(uri: str) -> list[Commit]:
         return []
     commits = []
     for entry in DeltaTable(uri).history():
+        entry = {**_user_metadata(entry), **entry}
         read_version = entry.get("readVersion")
         commits.append(
             Commit(
@@ -70,6 +73,19 @@ def table_history(uri: str) -> list[Commit]:
             )
         )
     return sorted(commits, key=lambda c: c.version)
+
+
+def _user_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The commit metadata delta-spark carries as one JSON object in ``userMetadata`` (delta-rs writes the
+    same keys into the commitInfo itself); empty when there is none or it is not a JSON object."""
+    raw = entry.get("userMetadata")
+    if not isinstance(raw, str):
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,10 @@ class DeltaEngine(abc.ABC):
 
         The default accepts everything; engines override it with what they can check cheaply.
         """
+
+    def close(self) -> None:  # noqa: B027
+        """Release what this engine opened for its writes (sessions, connections); idempotent.
+
+        The operators call it when their task ends, in success and failure. The default holds nothing; an
+        engine never stops anything it was handed or merely borrowed (a user's active SparkSession).
+        """

@@ -61,6 +61,13 @@ def _is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def _existing_connect_session() -> Any:
+    """The Spark Connect session ``getOrCreate()`` would return instead of creating one (``None``: none)."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    return RemoteSparkSession.getActiveSession() or RemoteSparkSession._default_session
+
+
 class SparkEngine(DeltaEngine):
     """Writes through delta-spark on a SparkSession (in the worker or over Spark Connect).
 
@@ -117,6 +124,8 @@ class SparkEngine(DeltaEngine):
         self._storage_options = dict(storage_options or {})
         self._history_scan = history_scan
         self._session: SparkSession | None = None
+        # True when this engine created the session (so close() stops it), False when handed in or borrowed
+        self._owns_session = False
         self._checked = False
         self._session_per_write = session_per_write
         self._connect_url: str | None = None
@@ -139,13 +148,18 @@ class SparkEngine(DeltaEngine):
             return self._session
 
     def close(self) -> None:
-        """Release a Spark Connect session this engine opened (its client would otherwise try to reach the
-        server again at interpreter exit). Classic sessions and sessions handed in are left running."""
+        """Release the session this engine created: a Spark Connect session is released on the server and
+        its channel closed (its client would otherwise try to reach the server again at interpreter exit); a
+        classic session's SparkContext is stopped. A session handed in (``spark``), the active session an
+        engine without settings borrows, and a session ``getOrCreate()`` returned because it already existed
+        are left running. Idempotent; the engine creates a new session if used again.
+        """
         with self._lock:
             session, self._session = self._session, None
+            owned, self._owns_session = self._owns_session, False
             self._checked = False
-        if session is not None and self._connect_url is not None and _is_connect(session):
-            with contextlib.suppress(Exception):
+        if session is not None and owned:
+            with contextlib.suppress(Exception):  # best effort: a session already gone has nothing to free
                 session.stop()
 
     def check_setup(self) -> None:
@@ -155,22 +169,29 @@ class SparkEngine(DeltaEngine):
     def _create_session(self) -> SparkSession:
         source = self._spark_source
         if source is not None:
-            # A SparkSession is not callable; anything callable is a factory.
+            # A SparkSession is not callable; anything callable is a factory. Either way it is the caller's.
             return cast("SparkSession", source() if callable(source) else source)
         if self._connect_conn_id:
             from deltaguard.engines.spark.session import connect_session, connect_url
 
             self._connect_url = connect_url(self._connect_conn_id)
-            return connect_session(self._connect_conn_id, conf=self._conf)
+            existing = _existing_connect_session()
+            session = connect_session(self._connect_conn_id, conf=self._conf)
+            self._owns_session = existing is None or session is not existing
+            return session
         if self._conn_id is None and self._master is None:
             from pyspark.sql import SparkSession
 
             active = SparkSession.getActiveSession()
             if active is not None:
                 return active
-        from deltaguard.engines.spark.session import worker_session
+        from deltaguard.engines.spark.session import context_running, worker_session
 
-        return worker_session(self._conn_id, master=self._master, conf=self._conf)
+        # getOrCreate() returns the process's running session rather than a new one: that one is not ours
+        running = context_running()
+        session = worker_session(self._conn_id, master=self._master, conf=self._conf)
+        self._owns_session = not running
+        return session
 
     # -- profile ---------------------------------------------------------------------------------------
 

@@ -142,14 +142,14 @@ def worker_session(
     settings.update(conf or {})
     if with_delta:
         delta = delta_session_conf(settings)
-        if _context_running():
+        if context_running():
             # getOrCreate() would set these on the running session: its extensions are fixed at start, and
             # switching spark_catalog at run time to a class that is not there breaks every later query of
             # that session (a PySpark-only one built for sources). Keep the session as it is, unless the
             # caller asked; check_delta_available then says what is missing.
             delta = {k: v for k, v in delta.items() if k in settings or k not in _DELTA_SESSION_KEYS}
         settings = delta
-    elif not _context_running():
+    elif not context_running():
         settings = with_delta_jars(settings)
     builder = SparkSession.builder.appName(app_name)
     if master or default_master:
@@ -163,7 +163,8 @@ def worker_session(
 _DELTA_SESSION_KEYS = frozenset({"spark.sql.extensions", "spark.sql.catalog.spark_catalog"})
 
 
-def _context_running() -> bool:
+def context_running() -> bool:
+    """A classic SparkContext runs in this process (``getOrCreate()`` would then return its session)."""
     from pyspark import SparkContext
 
     return SparkContext._active_spark_context is not None
@@ -185,7 +186,7 @@ def connect_session(
     :param conf: runtime SQL conf to set on the session.
     """
     url = connect_url(conn_id)
-    if _context_running():
+    if context_running():
         # pyspark.sql.SparkSession.builder.remote() refuses to run beside a classic session
         # (SESSION_ALREADY_EXIST); the Connect client's own builder does not. Without a classic session the
         # ordinary builder is used: it also switches pyspark.sql.functions to Connect for the task's code.

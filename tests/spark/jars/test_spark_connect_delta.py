@@ -137,3 +137,20 @@ def test_server_figures_for_the_readme(server: LocalConnectServer) -> None:
     assert server.startup_seconds is not None and rss is not None and rss > 50 * 2**20
     print(f"spark-connect-server startup_s={server.startup_seconds:.1f} rss_mib={rss / 2**20:.0f}")
     assert os.environ.get("SPARK_REMOTE") is None  # the tests never switched the process to Connect mode
+
+
+def test_close_releases_its_own_connect_session_but_not_a_borrowed_one(connect_conn: str) -> None:
+    from deltaguard.engines.spark.session import connect_session
+
+    own = SparkEngine(connect_conn_id=connect_conn)
+    session = own.session()
+    assert session.range(2).count() == 2
+    own.close()
+    assert session.is_stopped  # released on the server, channel closed
+    # the task's own Connect session exists first: getOrCreate() hands the engine that one, which it keeps
+    users = connect_session(connect_conn)
+    borrowing = SparkEngine(connect_conn_id=connect_conn)
+    assert borrowing.session() is users
+    borrowing.close()
+    assert not users.is_stopped and users.range(3).count() == 3
+    users.stop()
