@@ -38,9 +38,8 @@ from deltaguard.writes.engine_lifetime import engine_released
 from deltaguard.writes.outcome import decision_line, task_result
 from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
-from deltaguard.writes.task_identity import app_id as make_app_id
 from deltaguard.writes.task_identity import app_version as make_app_version
-from deltaguard.writes.task_identity import commit_metadata
+from deltaguard.writes.task_identity import commit_metadata, task_app_id
 from deltaguard.writes.waiting import WaitState
 
 if TYPE_CHECKING:
@@ -344,17 +343,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         return _Prepared(uri, engine, table_config, engine.table_profile(uri), spec, operation, hook)
 
     def _app_id(self, context: Context) -> str:
-        # a mapped task instance writes under its own app id, so its siblings are not "duplicates"
-        ti = context.get("ti")
-        dag_run = context.get("dag_run")
-        map_index = getattr(ti, "map_index", None)
-        run_id = getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None) or context.get("run_id")
-        return make_app_id(
-            self.dag_id,
-            self.task_id,
-            map_index if isinstance(map_index, int) else None,
-            str(run_id) if run_id else None,
-        )
+        return task_app_id(self.dag_id, self.task_id, context)
 
     def _resolved_app_version(self, context: Context) -> int | None:
         if not self.idempotent:

@@ -428,18 +428,9 @@ def _templated(*values: Any) -> bool:
 
 def _app_id(task: Any, context: Context) -> str:
     """The task instance's name in lease messages: ``dag_id.task_id[.map_index]@run_id``."""
-    from deltaguard.writes.task_identity import app_id
+    from deltaguard.writes.task_identity import task_app_id
 
-    ti = context.get("ti")
-    dag_run = context.get("dag_run")
-    map_index = getattr(ti, "map_index", None)
-    run_id = getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None) or context.get("run_id")
-    return app_id(
-        task.dag_id,
-        task.task_id,
-        map_index if isinstance(map_index, int) else None,
-        str(run_id) if run_id else None,
-    )
+    return task_app_id(task.dag_id, task.task_id, context)
 
 
 #: the scheduling settings a wrapper takes over from the operator it wraps

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import Any
 
 #: The longest app id written as is; longer ones are shortened (prefix plus hash).
 MAX_APP_ID = 200
@@ -47,6 +48,22 @@ def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str 
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()[:24]
     return f"{base[: MAX_APP_ID - len(digest) - 1]}#{digest}"
+
+
+def task_app_id(dag_id: str, task_id: str, context: Mapping[str, Any]) -> str:
+    """:func:`app_id` of the task instance a task context describes.
+
+    A mapped task instance writes under its own app id, so its siblings are not "duplicates".
+
+    :param context: the task context (``ti``, ``dag_run`` or ``run_id``).
+    """
+    ti = context.get("ti")
+    dag_run = context.get("dag_run")
+    map_index = getattr(ti, "map_index", None)
+    run_id = getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None) or context.get("run_id")
+    return app_id(
+        dag_id, task_id, map_index if isinstance(map_index, int) else None, str(run_id) if run_id else None
+    )
 
 
 def app_version(clear_number: int | None) -> int:
