@@ -232,6 +232,14 @@ def test_engine_spark_uses_the_spark_connection_and_fails_before_any_lease(
     store_url = f"sqlite:///{tmp_path / 'leases.db'}"
     LeaseManager(store_url).store.close()  # the store exists and works: it just must not be used
     operator = _delete_operator(tmp_path, store_url, **kwargs)
+    created: list[Any] = []  # the engine releases its session when the try ends: keep what it built
+    build = SparkEngine._create_session
+
+    def recording(engine: SparkEngine) -> Any:
+        created.append(build(engine))
+        return created[-1]
+
+    monkeypatch.setattr(SparkEngine, "_create_session", recording)
 
     with pytest.raises(SparkSetupError, match=r"spark\.jars\.packages="):
         operator.execute(context={})  # type: ignore[arg-type]
@@ -239,8 +247,9 @@ def test_engine_spark_uses_the_spark_connection_and_fails_before_any_lease(
     engine = operator.resolved_engine
     assert isinstance(engine, SparkEngine)
     assert engine._conn_id == "spark_wiring" and engine._connect_conn_id is None
-    session = engine._session  # built from the connection before the jar check refused it
-    assert session is not None
+    assert engine._session is None  # released when the failed try ended
+    assert len(created) == 1
+    session = created[0]  # built from the connection before the jar check refused it
     assert session.conf.get(MARKER_KEY) == marker
     assert session.sparkContext.master == "local[2]"
     # the engine found the module's running session: it must not have switched its catalog to Delta's
