@@ -202,7 +202,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
     # ------------------------------------------------------------------------------------------ execution
     def execute(self, context: Context) -> dict[str, Any]:
         with engine_released(self):
-            return self._admit_and_write(context, WaitState(started=time.time()))
+            return self._admit_and_write(context, None)
 
     def execute_complete(
         self,
@@ -225,10 +225,17 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             return self._admit_and_write(context, wait, resumed_without_kwargs=wait_started is None)
 
     def _admit_and_write(
-        self, context: Context, wait: WaitState, resumed_without_kwargs: bool = False
+        self, context: Context, wait: WaitState | None, resumed_without_kwargs: bool = False
     ) -> dict[str, Any]:
+        """Prepare, take the lease (waiting as the rule says), write and release.
+
+        ``wait`` is ``None`` on a fresh try: its clock starts at the first lease request, so building the
+        engine (a Spark session can take seconds) never reads as waiting for other writers.
+        """
         settings = self._settings()
         prepared = self._prepare(context)  # validated (again, after a wait) before any lease is asked for
+        if wait is None:
+            wait = WaitState(started=time.time())
         owner = _owner(context)
         with self._lease_hook(settings) as leases:
             self._leases = leases  # for on_kill

@@ -5,6 +5,7 @@ and ``[deltaguard] decision_log_retention`` is what the store prunes by."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -160,4 +161,22 @@ def test_waited_s_counts_the_wait_not_the_write(tmp_path, lease_store_url) -> No
         task_context("slow")
     )
     assert result["version"] == 1
+    assert result["waited_s"] < 1.0 and result["decision"].startswith("deltaguard: lease granted at once")
+
+
+def test_waited_s_does_not_count_preparing_the_write(tmp_path, lease_store_url, monkeypatch) -> None:
+    from deltaguard.operators.base import DeltaWriteOperator
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    prepare = DeltaWriteOperator._prepare
+
+    def slow_prepare(self: DeltaWriteOperator, context: Any) -> Any:
+        time.sleep(1.5)  # as building a Spark session does, before any lease is asked for
+        return prepare(self, context)
+
+    monkeypatch.setattr(DeltaWriteOperator, "_prepare", slow_prepare)
+    result = DeltaDeleteOperator(task_id="slow", table=table, predicate="country = 'FR'").execute(
+        task_context("slow")
+    )
     assert result["waited_s"] < 1.0 and result["decision"].startswith("deltaguard: lease granted at once")
