@@ -22,6 +22,7 @@ wrapped commit. See ADR 0021.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,7 +53,7 @@ RESUME_WRAPPED = "resume_leased"
 TRIGGER_FAIL = "__fail__"
 
 
-class DeltaLeaseMixin:
+class DeltaLeaseMixin(abc.ABC):
     """The lease part of a task that writes Delta tables through someone else's engine.
 
     :param tables: the table(s) written: a URI / absolute path / name relative to the ``delta``
@@ -166,13 +167,14 @@ class DeltaLeaseMixin:
         )
 
     # ----------------------------------------------------------------------------------------- running
+    # Abstract: the operator's metaclass (an ``ABCMeta``) refuses to build a leased task without them.
+    @abc.abstractmethod
     def _leased_work(self, context: Context) -> Any:
         """Run the wrapped work (may raise ``TaskDeferred``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _resume_wrapped(self, context: Context, method: str, kwargs: dict[str, Any]) -> Any:
         """Resume the wrapped work after its own deferral."""
-        raise NotImplementedError
 
     def _run_leased(self, context: Context, wait: WaitState, resumed_without_kwargs: bool = False) -> Any:
         settings = self._lease_settings()

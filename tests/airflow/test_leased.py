@@ -449,3 +449,15 @@ def test_the_wrapper_reports_the_leased_tables_to_openlineage(tmp_path, lease_st
     expected = {(dataset_name(t).namespace, dataset_name(t).name) for t in (first, second)}
     assert {(o.namespace, o.name) for o in lineage.outputs} == expected
     assert all(o.facets["storage"].storageLayer == "delta" for o in lineage.outputs)
+
+
+def test_a_leased_task_must_say_what_work_it_runs() -> None:
+    from airflow.sdk import BaseOperator
+
+    from deltaguard.operators.leased import DeltaLeaseMixin
+
+    class Incomplete(DeltaLeaseMixin, BaseOperator):
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete(task_id="incomplete")
