@@ -15,6 +15,7 @@ A generated DAG file in the benchmark's own ``AIRFLOW_HOME/dags`` is two lines a
 from __future__ import annotations
 
 import functools
+import random
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +28,9 @@ ENGINE_PATH = "benchmarks.workload_tables:TimedDeltaRsEngine"
 RETRY_DELAY_S = 5
 MAX_RETRY_DELAY_S = 60
 RETRIES = 8
+#: deltaguard's operators get each write's duration only as an estimate (``expected_duration``): the true one
+#: times a factor drawn uniformly from ``[1 - e, 1 + e]``, seeded per write, as in the virtual-time sweep.
+ESTIMATE_ERROR = 0.3
 
 
 def dag_id_for(strategy: str) -> str:
@@ -37,6 +41,11 @@ def one_slot_pool(table: str) -> str:
     return f"bench_one_slot_{table}"
 
 
+def estimated_duration(seed: int, write: BenchWrite, error: float = ESTIMATE_ERROR) -> float:
+    """The noisy estimate of ``write``'s duration that deltaguard's operator is told (never the true one)."""
+    return round(write.duration_s * random.Random(f"{seed}:{write.id}").uniform(1 - error, 1 + error), 1)
+
+
 def _source(dag_id: str, write_id: str) -> Any:
     workload, _, _ = load_plan(dag_id)
     write = workload.write(write_id)
@@ -44,7 +53,7 @@ def _source(dag_id: str, write_id: str) -> Any:
     return spec.source  # type: ignore[union-attr]
 
 
-def _deltaguard_task(dag_id: str, write: BenchWrite, table: BenchTable, uri: str) -> Any:
+def _deltaguard_task(dag_id: str, write: BenchWrite, table: BenchTable, uri: str, seed: int) -> Any:
     from deltaguard.operators.dml import (
         DeltaDeleteOperator,
         DeltaInsertOperator,
@@ -54,7 +63,12 @@ def _deltaguard_task(dag_id: str, write: BenchWrite, table: BenchTable, uri: str
     from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
 
     spec: Any = build_spec(write, table)
-    common: dict[str, Any] = {"task_id": write.id, "table": uri, "engine": ENGINE_PATH}
+    common: dict[str, Any] = {
+        "task_id": write.id,
+        "table": uri,
+        "engine": ENGINE_PATH,
+        "expected_duration": estimated_duration(seed, write),
+    }
     # rows are produced when the task runs, not when the DAG file is parsed
     source = functools.partial(_source, dag_id, write.id)
     if write.kind == "append":
@@ -111,7 +125,7 @@ def benchmark_dag(strategy: str) -> Any:
         for write in workload.writes:
             table = workload.table(write.table)
             if strategy == "deltaguard":
-                _deltaguard_task(dag_id, write, table, uris[write.table])
+                _deltaguard_task(dag_id, write, table, uris[write.table], workload.seed)
                 continue
             PythonOperator(
                 task_id=write.id,

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_dags import ENGINE_PATH, RETRIES, STRATEGIES, benchmark_dag, dag_id_for, one_slot_pool
+from benchmarks.bench_dags import (
+    ENGINE_PATH,
+    ESTIMATE_ERROR,
+    RETRIES,
+    STRATEGIES,
+    benchmark_dag,
+    dag_id_for,
+    estimated_duration,
+    one_slot_pool,
+)
 from benchmarks.workload_tables import BENCH_DIR_ENV, write_plan
 from deltaguard.simulation.workload import generate
 
@@ -40,3 +49,15 @@ def test_each_strategy_gets_one_task_per_write(plans: dict[str, object]) -> None
 def test_unknown_strategy_is_refused(plans: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         benchmark_dag("yolo")
+
+
+def test_deltaguard_tasks_get_noisy_estimates_not_true_durations(plans: dict[str, object]) -> None:
+    workload = plans["workload"]
+    guarded = benchmark_dag("deltaguard")
+    ratios = []
+    for write in workload.writes:  # type: ignore[attr-defined]
+        told = guarded.task_dict[write.id].expected_duration_s
+        assert told == estimated_duration(workload.seed, write)  # type: ignore[attr-defined]
+        ratios.append(told / write.duration_s)
+    assert all(1 - ESTIMATE_ERROR - 0.01 <= r <= 1 + ESTIMATE_ERROR + 0.01 for r in ratios)
+    assert len({round(r, 2) for r in ratios}) > len(ratios) // 2  # noise, not one constant factor

@@ -1,0 +1,134 @@
+"""Hand-off latency of a benchmark run: how long a table sits idle between one write and the next one that
+had to wait for it.
+
+Two measurements, from evidence outside the tasks:
+
+* **lease hand-offs** (deltaguard): from the lease store's decision log, every request that logged ``wait``
+  and was later granted, paired with the last ``release`` on its table between its wait and its grant. The
+  hand-off runs from that release to the waiter's first byte (the timed engine's attempt start), and is
+  split into the store's part (release to grant) and Airflow's part (grant to first byte: the trigger event,
+  the scheduler queueing the task again, a worker starting it, the operator opening the table).
+* **pool hand-offs** (one-slot pools): Airflow's own overhead for the same thing, the gap between one
+  write's commit and the next write's first byte in the same 1-slot pool (every task of the benchmark is
+  ready when the run starts, so the next one was waiting).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LeaseHandoff:
+    """One lease hand-off, in seconds since the epoch.
+
+    :param task_id: the waiter's task.
+    :param uri: the table.
+    :param released_at: the release that freed the table for it.
+    :param granted_at: when its lease was granted.
+    :param first_byte_at: when its write opened the table.
+    """
+
+    task_id: str
+    uri: str
+    released_at: float
+    granted_at: float
+    first_byte_at: float
+
+    @property
+    def total_s(self) -> float:
+        return self.first_byte_at - self.released_at
+
+    @property
+    def store_s(self) -> float:
+        return self.granted_at - self.released_at
+
+    @property
+    def airflow_s(self) -> float:
+        return self.first_byte_at - self.granted_at
+
+
+def _task_id(owner_key: str) -> str:
+    try:
+        return str(json.loads(owner_key).get("task_id", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
+def lease_handoffs(
+    decisions: Iterable[Any], first_bytes: Mapping[str, float], uris: Iterable[str] | None = None
+) -> list[LeaseHandoff]:
+    """The lease hand-offs found in a decision log.
+
+    :param decisions: :class:`~deltaguard.leases.store.DecisionRow`-like entries (``at``, ``kind``,
+        ``request_id``, ``uri``, ``owner_key``), in any order.
+    :param first_bytes: each task's first write attempt start (seconds since the epoch).
+    :param uris: only these tables (default: all).
+    """
+    wanted = set(uris) if uris is not None else None
+    rows = sorted(
+        (d for d in decisions if wanted is None or d.uri in wanted), key=lambda d: (d.at, d.kind != "release")
+    )
+    releases: dict[str, list[float]] = {}
+    waiting_since: dict[tuple[str, str], float] = {}
+    found: list[LeaseHandoff] = []
+    for row in rows:
+        key = (row.request_id, row.uri)
+        if row.kind == "release":
+            releases.setdefault(row.uri, []).append(row.at)
+        elif row.kind == "wait":
+            waiting_since.setdefault(key, row.at)
+        elif row.kind == "grant" and key in waiting_since:
+            since = waiting_since.pop(key)
+            freeing = [at for at in releases.get(row.uri, []) if since <= at <= row.at]
+            task_id = _task_id(row.owner_key)
+            if freeing and task_id in first_bytes:
+                found.append(LeaseHandoff(task_id, row.uri, freeing[-1], row.at, first_bytes[task_id]))
+    return found
+
+
+def pool_handoffs(attempts: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Gaps between consecutive writes of one table run one at a time (a 1-slot pool), in seconds."""
+    by_table: dict[str, list[Mapping[str, Any]]] = {}
+    for attempt in attempts:
+        by_table.setdefault(str(attempt["table"]), []).append(attempt)
+    gaps: list[float] = []
+    for runs in by_table.values():
+        runs.sort(key=lambda a: a["start"])
+        gaps.extend(nxt["start"] - prev["end"] for prev, nxt in itertools.pairwise(runs))
+    return gaps
+
+
+def quantiles(values: Sequence[float]) -> dict[str, Any]:
+    """``{count, p50_s, p95_s, max_s}`` (nearest-rank), or ``None`` figures when there are no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"count": 0, "p50_s": None, "p95_s": None, "max_s": None}
+
+    def rank(q: float) -> float:
+        return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 2)
+
+    return {"count": len(ordered), "p50_s": rank(0.5), "p95_s": rank(0.95), "max_s": round(ordered[-1], 2)}
+
+
+def first_bytes(attempts: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each write's first attempt start."""
+    starts: dict[str, float] = {}
+    for attempt in attempts:
+        write = str(attempt["write"])
+        starts[write] = min(starts.get(write, attempt["start"]), attempt["start"])
+    return starts
+
+
+def summarize(handoffs: Sequence[LeaseHandoff]) -> dict[str, Any]:
+    """Quantiles of the whole hand-off and of its store and Airflow parts."""
+    return {
+        **quantiles([h.total_s for h in handoffs]),
+        "release_to_grant": quantiles([h.store_s for h in handoffs]),
+        "grant_to_first_byte": quantiles([h.airflow_s for h in handoffs]),
+    }
