@@ -2,7 +2,7 @@
 
 Run (about 12-15 minutes on 2 cores; writes ``benchmarks/results/orchestration.json`` and two PNGs)::
 
-    .venv/bin/python benchmarks/bench_orchestration.py
+    .venv/bin/python -m benchmarks.bench_orchestration [--seed 0]
 
 One Airflow 3 stack (LocalExecutor, fixed parallelism, its own ``AIRFLOW_HOME`` under a temporary
 directory) runs three DAGs one after another, each on its own fresh copy of the tables:

@@ -264,3 +264,33 @@ def test_a_replace_where_runs_the_rendered_predicate(tmp_path: Path) -> None:
     )
     kept = sorted((row["day"], row["id"]) for row in DeltaTable(uri).to_pyarrow_table().to_pylist())
     assert kept == sorted([("other", 2), ("x", 3), (value, 7)])
+
+
+def _dated_table(tmp_path: Path) -> str:
+    uri = str(tmp_path / "dated")
+    days = [dt.date(2024, 1, d) for d in (1, 2, 3)]
+    write_deltalake(
+        uri,
+        pa.table({"id": pa.array([1, 2, 3], pa.int64()), "d": days, "v": pa.array([0, 0, 0], pa.int64())}),
+    )
+    return uri
+
+
+def test_a_date_literal_from_the_sql_path_runs_on_delta_rs(tmp_path: Path) -> None:
+    from deltaguard.writes.sql_translate import translate
+
+    uri = _dated_table(tmp_path)
+    spec = translate("UPDATE t SET v = 1 WHERE d = DATE '2024-01-02'")
+    assert spec is not None
+    DeltaRsEngine().write(uri, spec, WriteContext())
+    changed = {row["d"] for row in DeltaTable(uri).to_pyarrow_table().to_pylist() if row["v"] == 1}
+    assert changed == {dt.date(2024, 1, 2)}
+
+
+@pytest.mark.parametrize("text", ["2024-1-2", "2024-02-30", "20240102"])
+def test_a_cast_spark_would_read_as_null_is_still_refused(text: str, tmp_path: Path) -> None:
+    # Spark's CAST of a malformed date string is NULL; DataFusion's is an error or another date.
+    uri = _dated_table(tmp_path)
+    with pytest.raises(InvalidWriteError, match="faithfully"):
+        DeltaRsEngine().write(uri, DeleteSpec(predicate=f"d = CAST('{text}' AS DATE)"), WriteContext())
+    assert DeltaTable(uri).to_pyarrow_table().num_rows == 3

@@ -8,6 +8,7 @@ one literal, so values are never formatted into SQL by hand.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 
@@ -41,7 +42,7 @@ def render_sql(text: str, dialect: str) -> str:
     if dialect == SPARK:
         return text  # Spark runs the very text the model read
     try:
-        tree = sqlglot.parse_one(text, read=SPARK)
+        tree = sqlglot.parse_one(text, read=SPARK).transform(_exact_date_cast)
         rendered = tree.sql(dialect=dialect)
         faithful = sqlglot.parse_one(rendered, read=dialect) == tree
     except (SqlglotError, RecursionError) as error:
@@ -51,6 +52,31 @@ def render_sql(text: str, dialect: str) -> str:
             f"{text!r} cannot be rendered faithfully in the engine's SQL dialect ({rendered!r})"
         )
     return rendered
+
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _exact_date_cast(node: exp.Expression) -> exp.Expression:
+    """Spark's ``CAST('2024-01-02' AS DATE)`` (and ``DATE '2024-01-02'``, which sqlglot writes as that cast) as
+    a plain cast when the string is a valid ``yyyy-mm-dd`` date.
+
+    Spark SQL reads a cast as a try-cast (a malformed string gives NULL, not an error), which DataFusion
+    spells differently; for a well-formed date both give the same value, so the one reading is kept.
+    """
+    if (
+        isinstance(node, exp.TryCast)
+        and isinstance(node.this, exp.Literal)
+        and node.this.is_string
+        and node.to.is_type(exp.DataType.Type.DATE)
+        and _ISO_DATE.fullmatch(node.this.this)
+    ):
+        try:
+            dt.date.fromisoformat(node.this.this)
+        except ValueError:
+            return node
+        return exp.Cast(this=node.this.copy(), to=node.to.copy())
+    return node
 
 
 def sql_literal(value: object, dialect: str = SPARK) -> str:
