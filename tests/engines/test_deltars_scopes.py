@@ -294,3 +294,14 @@ def test_a_cast_spark_would_read_as_null_is_still_refused(text: str, tmp_path: P
     with pytest.raises(InvalidWriteError, match="faithfully"):
         DeltaRsEngine().write(uri, DeleteSpec(predicate=f"d = CAST('{text}' AS DATE)"), WriteContext())
     assert DeltaTable(uri).to_pyarrow_table().num_rows == 3
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    ["id IN (SELECT id FROM t WHERE v > 0)", "EXISTS (SELECT 1 FROM other)", "v = (SELECT max(v) FROM t)"],
+)
+def test_a_subquery_is_refused_before_delta_rs_can_panic_on_it(predicate: str, tmp_path: Path) -> None:
+    uri = _dated_table(tmp_path)
+    with pytest.raises(InvalidWriteError, match="subquery"):
+        DeltaRsEngine().write(uri, DeleteSpec(predicate=predicate), WriteContext())
+    assert DeltaTable(uri).version() == 0 and DeltaTable(uri).to_pyarrow_table().num_rows == 3
