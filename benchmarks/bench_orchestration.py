@@ -370,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
+    broken = [
+        s for s in strategies if results[s]["dag_run_state"] != "success" or results[s]["divergent_tables"]
+    ]
+    if broken:
+        print(f"not a valid measurement: {broken} failed or diverged from a serial run", file=sys.stderr)
+        return 1
     return 0
 
 

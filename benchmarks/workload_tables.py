@@ -185,7 +185,8 @@ class TimedDeltaRsEngine(DeltaRsEngine):
         snapshot: DeltaTable | None = None,
     ) -> WriteResult:
         app_id = (context.app_id if context else None) or ""
-        dag_id, _, task_id = app_id.partition(".")
+        # ``dag_id.task_id@run_id`` (deltaguard.writes.task_identity.app_id); benchmark task ids hold no dot
+        dag_id, _, task_id = app_id.partition("@")[0].partition(".")
         if snapshot is not None or not task_id:
             return super().write(table_uri, spec, context, snapshot=snapshot)
         workload, _, log = load_plan(dag_id)

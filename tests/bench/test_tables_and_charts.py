@@ -110,3 +110,22 @@ def test_an_append_after_a_schema_change_is_padded_with_nulls(tmp_path: Path) ->
     engine.timed_write(uri, build_spec(append, TABLE), append, None, sleep=lambda _: None)
     data = DeltaTable(uri).to_pyarrow_table()
     assert "c_w0" in data.column_names and data.num_rows == 2 * 6 + 3
+
+
+def test_the_operator_path_finds_its_planned_write_from_the_task_app_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks.workload_tables import BENCH_DIR_ENV, write_plan
+    from deltaguard.engines.specs import WriteContext
+    from deltaguard.writes.task_identity import task_app_id
+
+    write = BenchWrite("w0", "t", "update", "p0", 0.05, 0)
+    workload = _workload(write)
+    uri = create_tables(workload, tmp_path / "data")["t"]
+    log = tmp_path / "attempts.jsonl"
+    write_plan(tmp_path / "bench_x.json", workload, {"t": uri}, log)
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    run = {"run_id": "manual__2026-11-26T19:48:09+00:00"}
+    context = WriteContext(app_id=task_app_id("bench_x", "w0", run), app_version=0)
+    TimedDeltaRsEngine().write(uri, build_spec(write, TABLE), context)
+    assert [(a["write"], a["outcome"]) for a in read_attempts(log)] == [("w0", "ok")]
