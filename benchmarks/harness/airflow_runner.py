@@ -200,8 +200,9 @@ PRELOAD_MODULES: tuple[str, ...] = (
 def _local_settings() -> str:
     lines = ['"""Written by benchmarks.harness.airflow_runner: cluster policy and preloaded modules."""', ""]
     if importlib.util.find_spec("deltaguard.pools.policy") is not None:
-        # routes each deltaguard task to its table's pool; exclusive operations take every slot
-        lines.append("from deltaguard.pools.policy import task_policy  # noqa: F401")
+        # routes each deltaguard task to its table's pool (exclusive operations take every slot) and gives
+        # it a priority from its table's serial work
+        lines.append("from deltaguard.pools.policy import dag_policy, task_policy  # noqa: F401")
     lines += [
         "",
         "import importlib",

@@ -2,7 +2,9 @@
 
 Use it from ``airflow_local_settings.py``::
 
-    from deltaguard.pools.policy import task_policy
+    from deltaguard.pools.policy import dag_policy, task_policy
+
+(``dag_policy`` gives write tasks a priority from their table's serial work: :mod:`deltaguard.pools.priority`.)
 
 Each deltaguard write task goes to its table's pool (unless its author chose a pool), and exclusive work
 takes *all* of that pool's slots: metadata changes (table properties, schema, create/replace, overwrite)
@@ -20,6 +22,9 @@ from typing import Any
 
 from deltaguard.core.operations import METADATA_CHANGES, OperationKind
 from deltaguard.pools import PoolsConfig, load_pools_config, pool_name, task_table_key
+from deltaguard.pools.priority import dag_policy
+
+__all__ = ["dag_policy", "task_policy"]
 
 DEFAULT_POOL = "default_pool"
 

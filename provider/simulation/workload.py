@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from deltaguard.core.chains import heaviest_clique
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.literals import merge_condition_with_partitions
@@ -421,41 +422,18 @@ class LowerBound:
 def heaviest_conflict_chain(
     writes: Sequence[BenchWrite], conflicts: ConflictFn, budget: int = 50_000, exact_up_to: int = 40
 ) -> tuple[float, tuple[str, ...], bool]:
-    """The maximum-weight set of pairwise-conflicting writes (a weighted clique of the conflict graph).
-
-    Up to ``exact_up_to`` writes: branch and bound over writes sorted by duration, stopping after
-    ``budget`` search nodes. Larger tables (the simulation's hot tables): greedy, heaviest first. A set
-    that is not proven maximal is still pairwise conflicting, so still a lower bound; ``exact`` says which.
+    """The maximum-weight set of pairwise-conflicting writes (:func:`deltaguard.core.chains.heaviest_clique`
+    over their durations).
 
     :return: (total duration, write ids, exact).
     """
-    items = sorted(writes, key=lambda w: (-w.duration_s, w.id))
-    n = len(items)
-    if n > exact_up_to:
-        chosen: list[BenchWrite] = []
-        for write in items:
-            if all(conflicts(write, other) for other in chosen):
-                chosen.append(write)
-        return sum(w.duration_s for w in chosen), tuple(sorted(w.id for w in chosen)), False
-    adjacent = [[i != j and conflicts(items[i], items[j]) for j in range(n)] for i in range(n)]
-    best: list[float] = [0.0]
-    best_set: list[tuple[int, ...]] = [()]
-    nodes = [0]
-
-    def grow(picked: tuple[int, ...], weight: float, candidates: list[int]) -> None:
-        nodes[0] += 1
-        if weight > best[0]:
-            best[0], best_set[0] = weight, picked
-        if nodes[0] > budget:
-            return
-        for position, i in enumerate(candidates):
-            rest = candidates[position:]
-            if weight + sum(items[j].duration_s for j in rest) <= best[0]:
-                return  # even taking everything left cannot beat the best
-            grow((*picked, i), weight + items[i].duration_s, [j for j in rest[1:] if adjacent[i][j]])
-
-    grow((), 0.0, list(range(n)))
-    return best[0], tuple(sorted(items[i].id for i in best_set[0])), nodes[0] <= budget
+    weight, chosen, exact = heaviest_clique(
+        [w.duration_s for w in writes],
+        lambda i, j: conflicts(writes[i], writes[j]),
+        budget=budget,
+        exact_up_to=exact_up_to,
+    )
+    return weight, tuple(sorted(writes[i].id for i in chosen)), exact
 
 
 def lower_bound(workload: Workload, slots: int, conflicts: ConflictFn) -> LowerBound:

@@ -1,0 +1,106 @@
+"""A cluster policy giving deltaguard write tasks a priority from their table's serial work.
+
+Use it from ``airflow_local_settings.py`` beside the pool policy::
+
+    from deltaguard.pools.policy import dag_policy, task_policy
+
+For every table a DAG writes through deltaguard's operators, the policy judges the table's writes pairwise
+with the conflict model and finds the heaviest chain of pairwise-conflicting writes (by
+``expected_duration``, 60 s when not given). Each write task on that table gets that many seconds as its
+``priority_weight``, unless its author set one, so Airflow starts the writes of the table whose serial chain
+is longest first (:mod:`deltaguard.core.priority`).
+
+What is known at parse time is a guess: the partition columns are those the tasks name in
+``partition_values``, ``target_partition_values`` or ``partition_filters``; a task with a templated field
+counts as conflicting with every other. Only the order in which Airflow starts tasks depends on it; the
+lease manager still decides at run time, on the table's real configuration, what may run at once. The
+policy reads no metadata database and no Delta log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from deltaguard.core.operations import Operation
+from deltaguard.core.priority import serial_work_s
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.pools import task_table_key
+
+log = logging.getLogger(__name__)
+
+#: Airflow's default ``priority_weight``: a task still holding it did not choose one.
+DEFAULT_PRIORITY_WEIGHT = 1
+#: The rules used at parse time, by the engine a task names (the versions are the oldest the rules cover).
+_PROFILES = {
+    "delta-rs": EngineProfile(EngineName.DELTA_RS, "1.0.0"),
+    "spark": EngineProfile(EngineName.DELTA_SPARK, "3.0.0"),
+}
+_PARTITION_FIELDS = ("partition_values", "target_partition_values", "partition_filters")
+
+
+def _templated(task: Any) -> bool:
+    return any("{{" in str(getattr(task, field, "")) for field in task.template_fields)
+
+
+def _partition_columns(tasks: list[Any]) -> tuple[str, ...]:
+    columns: set[str] = set()
+    for task in tasks:
+        for field in _PARTITION_FIELDS:
+            value = getattr(task, field, None)
+            if isinstance(value, dict):
+                columns.update(str(k) for k in value)
+    return tuple(sorted(columns))
+
+
+def _operation(task: Any, config: TableConfig) -> Operation | None:
+    if _templated(task):
+        return None
+    try:
+        return task.conflict_operation(task.build_spec(config))
+    except Exception:  # a guess only: an operator that cannot say counts as conflicting with all
+        return None
+
+
+def _engine_name(task: Any) -> str:
+    """The task's engine (``delta-rs``, ``spark``), or ``""`` when it is not known at parse time (a
+    connection names it)."""
+    from deltaguard import config
+    from deltaguard.engines.registry import canonical_engine_name, engine_class
+
+    try:
+        name = canonical_engine_name(getattr(task, "engine", None) or config.default_engine())
+        return str(getattr(engine_class(name), "name", "")) if ":" in name else name
+    except (ValueError, ImportError):
+        return ""
+
+
+def _profile(tasks: list[Any]) -> EngineProfile:
+    engines = {_engine_name(task) for task in tasks}
+    return _PROFILES["delta-rs"] if engines == {"delta-rs"} else _PROFILES["spark"]
+
+
+def dag_policy(dag: Any) -> None:
+    """Airflow cluster policy hook (called for every DAG when DAG files are parsed)."""
+    from deltaguard.operators.base import DeltaWriteOperator
+
+    by_table: dict[str, list[Any]] = {}
+    for task in dag.tasks:
+        if isinstance(task, DeltaWriteOperator):
+            key = task_table_key(task.table, task.delta_conn_id)
+            if key is not None:
+                by_table.setdefault(key, []).append(task)
+    for key, tasks in by_table.items():
+        config = TableConfig(partition_columns=_partition_columns(tasks), uri=key)
+        serial_s = serial_work_s(
+            [_operation(task, config) for task in tasks],
+            [task.expected_duration_s for task in tasks],
+            config,
+            _profile(tasks),
+        )
+        weight = max(DEFAULT_PRIORITY_WEIGHT, round(serial_s))
+        for task in tasks:
+            if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
+                task.priority_weight = weight
+        log.debug("deltaguard: %s writes on %s, serial chain %.0f s", len(tasks), key, serial_s)

@@ -1,0 +1,84 @@
+"""The priority policy: write tasks of the table with the longest serial chain start first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.priority import DEFAULT_EXPECTED_S, serial_work_s
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+
+PARTITIONED = TableConfig(partition_columns=("day",))
+SPARK = EngineProfile(EngineName.DELTA_SPARK, "3.0.0")
+
+
+def update(day: str) -> Operation:
+    return Operation(OperationKind.UPDATE, predicate=f"day = '{day}'")
+
+
+def test_serial_work_is_the_heaviest_chain_of_conflicting_writes() -> None:
+    same_day = [update("a"), update("a"), update("b")]
+    # the two updates of day a conflict; day b runs beside them
+    assert serial_work_s(same_day, [10.0, 20.0, 100.0], PARTITIONED, SPARK) == 100.0
+    assert serial_work_s(same_day, [10.0, 20.0, 5.0], PARTITIONED, SPARK) == 30.0
+    # unpartitioned, the model cannot separate the days: all three conflict
+    assert serial_work_s(same_day, [10.0, 20.0, 5.0], TableConfig(), SPARK) == 35.0
+
+
+def test_unknown_operations_and_durations_count_conservatively() -> None:
+    assert serial_work_s([update("a"), None], [1.0, 2.0], PARTITIONED, SPARK) == 3.0
+    assert serial_work_s([update("a")], [None], PARTITIONED, SPARK) == DEFAULT_EXPECTED_S
+    with pytest.raises(ValueError):
+        serial_work_s([update("a")], [], PARTITIONED, SPARK)
+
+
+def _dag(tasks: Any) -> Any:
+    from airflow.sdk import DAG
+
+    with DAG("priority_probe", schedule=None) as dag:
+        tasks()
+    return dag
+
+
+def test_dag_policy_ranks_the_serial_table_first() -> None:
+    from deltaguard.operators.dml import DeltaMergeOperator, DeltaUpdateOperator
+    from deltaguard.operators.maintenance import DeltaOptimizeOperator
+    from deltaguard.pools.policy import dag_policy
+
+    def tasks() -> None:
+        # "wide": three MERGEs into different partitions (compatible) plus a short OPTIMIZE of one of them
+        for day in ("a", "b", "c"):
+            DeltaMergeOperator(
+                task_id=f"wide_{day}",
+                table="/data/wide",
+                engine="delta-rs",
+                source="/s.parquet",
+                condition="t.id = s.id",
+                target_partition_values={"day": day},
+                matched_update={"v": "s.v"},
+                expected_duration=40,
+            )
+        # "narrow": three UPDATEs of the same partition, which must run one after another
+        for i in range(3):
+            DeltaUpdateOperator(
+                task_id=f"narrow_{i}",
+                table="/data/narrow",
+                engine="delta-rs",
+                updates={"v": "v + 1"},
+                predicate="day = 'a'",
+                expected_duration=30,
+            )
+        DeltaOptimizeOperator(
+            task_id="mine", table="/data/narrow", engine="delta-rs", priority_weight=7, expected_duration=10
+        )
+
+    dag = _dag(tasks)
+    dag_policy(dag)
+    weights = {t.task_id: t.priority_weight for t in dag.tasks}
+    assert {weights[f"wide_{d}"] for d in "abc"} == {40}
+    # 3 x 30 s of updates and the OPTIMIZE (delta-rs: conflicts with them); the author's own weight is kept
+    assert {weights[f"narrow_{i}"] for i in range(3)} == {100}
+    assert weights["mine"] == 7
