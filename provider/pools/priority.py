@@ -7,8 +7,9 @@ Use it from ``airflow_local_settings.py`` beside the pool policy::
 For every table a DAG writes through deltaguard's operators, the policy judges the table's writes pairwise
 with the conflict model and finds the heaviest chain of pairwise-conflicting writes (by
 ``expected_duration``, 60 s when not given). Each write task on that table gets that many seconds as its
-``priority_weight``, unless its author set one, so Airflow starts the writes of the table whose serial chain
-is longest first (:mod:`deltaguard.core.priority`).
+``priority_weight`` (plus a small bonus that orders the table's phases of compatible writes), unless its
+author set one, so Airflow starts the writes of the table whose serial chain is longest first
+(:mod:`deltaguard.core.priority`).
 
 What is known at parse time is a guess: the partition columns are those the tasks name in
 ``partition_values``, ``target_partition_values`` or ``partition_filters``; a task with a templated field
@@ -23,7 +24,7 @@ import logging
 from typing import Any
 
 from deltaguard.core.operations import Operation
-from deltaguard.core.priority import serial_work_s
+from deltaguard.core.priority import write_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.pools import task_table_key
@@ -93,14 +94,13 @@ def dag_policy(dag: Any) -> None:
                 by_table.setdefault(key, []).append(task)
     for key, tasks in by_table.items():
         config = TableConfig(partition_columns=_partition_columns(tasks), uri=key)
-        serial_s = serial_work_s(
+        weights = write_priorities(
             [_operation(task, config) for task in tasks],
             [task.expected_duration_s for task in tasks],
             config,
             _profile(tasks),
         )
-        weight = max(DEFAULT_PRIORITY_WEIGHT, round(serial_s))
-        for task in tasks:
+        for task, weight in zip(tasks, weights, strict=True):
             if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
                 task.priority_weight = weight
-        log.debug("deltaguard: %s writes on %s, serial chain %.0f s", len(tasks), key, serial_s)
+        log.debug("deltaguard: %s writes on %s, priorities %s", len(tasks), key, weights)
