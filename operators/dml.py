@@ -23,6 +23,7 @@ from deltaguard.engines import specs
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
 from deltaguard.operators.sources import CallableSource
 from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
+from deltaguard.writes.replace_scope import scoped_replace_where
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -289,6 +290,45 @@ class DeltaReplaceWhereOperator(DeltaWriteOperator):
         super().__init__(**kwargs)
         self.source = wrap_source(source)
         self.predicate = predicate
+        #: the source ranges this try asked its lease with (``{"scope": None}``: none), carried across
+        #: deferrals so the resumed write is the one the lease was judged for
+        self._scope_state: dict[str, Any] | None = None
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
-        return specs.ReplaceWhereSpec(source=self.write_source(self.source), predicate=self.predicate)
+        declared = specs.ReplaceWhereSpec(source=self.write_source(self.source), predicate=self.predicate)
+        if self.resolved_engine is None:  # set by execute before build_spec; absent only when called alone
+            return declared
+        if self._scope_state is not None:
+            stored = self._scope_state.get("scope")
+            if stored is None:
+                return declared
+            return dataclasses.replace(declared, source_scope=MergeScope.from_json(stored))
+        # with the table's file statistics, the source's ranges bound the files it adds (ADR 0020)
+        spec, reasons = scoped_replace_where(
+            declared, table_config, self.resolved_engine, limits=ScopeLimits()
+        )
+        self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}
+        self.log.info("deltaguard: REPLACE WHERE source ranges: %s", "; ".join(reasons) or "none")
+        return spec
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self._scope_state = None  # a new try reads its source anew
+        return super().execute(context)
+
+    def defer(
+        self,
+        *,
+        trigger: BaseTrigger,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: dt.timedelta | float | None = None,
+    ) -> NoReturn:
+        if self._scope_state is not None:
+            kwargs = {**(kwargs or {}), "source_scope": self._scope_state}
+        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+
+    def execute_complete(
+        self, context: Context, *args: Any, source_scope: dict[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        self._scope_state = source_scope
+        return super().execute_complete(context, *args, **kwargs)

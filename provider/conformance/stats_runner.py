@@ -3,11 +3,15 @@ on one version, one commits, the other commits from its stale snapshot, in both 
 through is compared with both serial executions -- on the layouts of :mod:`.stats_scenarios`.
 
 The model is asked with the configuration *and file statistics* of the snapshot both writes read
-(``DeltaRsEngine(file_stats=True)``).
+(``DeltaRsEngine(file_stats=True)``). A MERGE or REPLACE WHERE is first given its source's scope by the
+functions the operators call (:func:`~deltaguard.writes.merge_scope.scoped_merge`,
+:func:`~deltaguard.writes.replace_scope.scoped_replace_where`): the model judges the operation of the spec
+the engine then writes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -28,10 +32,14 @@ from deltaguard.conformance.cells import (
 from deltaguard.conformance.runner import read_state
 from deltaguard.conformance.state import Outcome
 from deltaguard.conformance.stats_scenarios import StatsCell, StatsLayout, StatsOp, StatsWrite, build
+from deltaguard.core.merge_scope import ScopeLimits
 from deltaguard.core.model import pair_verdict
+from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.specs import AppendSpec, CreateSpec
+from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
+from deltaguard.writes.merge_scope import scoped_merge
+from deltaguard.writes.replace_scope import scoped_replace_where
 
 #: writes whose new rows come from a source whose values the model is not told
 SOURCE_WRITES: frozenset[StatsOp] = frozenset(
@@ -129,11 +137,26 @@ class StatsRunner:
             shutil.rmtree(uri, ignore_errors=True)
         return judge_order(order, outcome, serial, error)
 
+    def as_operator_builds(self, write: StatsWrite, config: TableConfig) -> StatsWrite:
+        """``write`` with the spec the operator would hand the engine (its source's scope read as
+        :class:`~deltaguard.operators.dml.DeltaMergeOperator` and
+        :class:`~deltaguard.operators.dml.DeltaReplaceWhereOperator` read it, with their defaults) and
+        that spec's operation."""
+        spec = write.spec
+        if isinstance(spec, MergeSpec):
+            spec, _ = scoped_merge(spec, config, self.engine, limits=ScopeLimits())
+        elif isinstance(spec, ReplaceWhereSpec):
+            spec, _ = scoped_replace_where(spec, config, self.engine, limits=ScopeLimits())
+        else:
+            return write
+        return dataclasses.replace(write, spec=spec, operation=spec.operation())
+
     def run(self, cell: StatsCell) -> StatsResult:
         day_a, day_b = cell.scopes.days()
-        a, b = build(cell.a, day_a, "A"), build(cell.b, day_b, "B")
         template = self.template(cell.layout)
         config = self.engine.table_config(str(template))
+        a = self.as_operator_builds(build(cell.a, day_a, "A"), config)
+        b = self.as_operator_builds(build(cell.b, day_b, "B"), config)
         try:
             verdict = pair_verdict(a.operation, b.operation, config, self.engine.profile())
             prediction = Prediction(verdict.conflict, verdict.rule, verdict.reason)

@@ -179,6 +179,7 @@ REPRESENTATIVE: tuple[tuple[StatsOp, StatsOp, StatsLayout, Scopes], ...] = (
     (StatsOp.REPLACE_WHERE, StatsOp.UPDATE_IDS, StatsLayout.PER_DAY, Scopes.NEXT),
     (StatsOp.UPDATE_MOVE, StatsOp.UPDATE, StatsLayout.PER_DAY, Scopes.NEXT),
     (StatsOp.MERGE_INSERT_OUTSIDE, StatsOp.UPDATE, StatsLayout.PER_DAY, Scopes.FAR),
+    (StatsOp.MERGE_INSERT_INSIDE, StatsOp.UPDATE, StatsLayout.PER_DAY, Scopes.NEXT),
     (StatsOp.APPEND, StatsOp.UPDATE, StatsLayout.PER_DAY, Scopes.FAR),
     (StatsOp.UPDATE, StatsOp.UPDATE, StatsLayout.SPANNING, Scopes.NEXT),
     (StatsOp.UPDATE, StatsOp.DELETE, StatsLayout.NO_STATS, Scopes.FAR),

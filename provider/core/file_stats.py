@@ -491,3 +491,111 @@ def union_hull(parts: Iterable[Interval | None]) -> Interval | None:
 
 def is_empty(interval: Interval | None) -> bool:
     return interval is not None and (interval is EMPTY or interval.empty())
+
+
+def value_bounds(sql: str | None, types: Mapping[str, str]) -> dict[str, Interval]:
+    """Where the non-null values of each column of rows known to satisfy ``sql`` lie (a column missing from
+    the result: anywhere).
+
+    Unlike :func:`constraints` this describes *values*, not what the engine's pruning keeps, so more forms
+    are sound: a conjunct not understood is dropped (an ``AND`` of fewer conjuncts holds for more rows),
+    ``c IN (literals)`` gives the literals' hull, and ``(X OR c IS NULL)`` gives what ``X`` gives for ``c``
+    (a null is no value: a new file's range covers only its non-null values, ADR 0020). Used for the rows a
+    write inserts (:attr:`~deltaguard.core.operations.Operation.inserts`, a REPLACE WHERE's predicate).
+
+    :param sql: a predicate on unqualified columns (``None``/empty: nothing known).
+    :param types: column -> Delta type.
+    """
+    if sql is None or not sql.strip():
+        return {}
+    return dict(_value_bounds_cached(sql, tuple(sorted(types.items()))))
+
+
+@functools.lru_cache(maxsize=4096)
+def _value_bounds_cached(
+    sql: str, types_items: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, Interval], ...]:
+    types = dict(types_items)
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except (SqlglotError, ValueError):
+        return ()
+    found: dict[str, Interval] = {}
+    for conjunct in _conjuncts(tree):
+        parsed = _value_conjunct(conjunct, types)
+        if parsed is None:
+            continue  # dropped: the remaining conjuncts still hold for every row
+        column, interval = parsed
+        found[column] = found[column].intersect(interval) if column in found else interval
+    return tuple(found.items())
+
+
+def _value_conjunct(node: exp.Expr, types: Mapping[str, str]) -> tuple[str, Interval] | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        # ``X OR c IS NULL``: the non-null values of ``c`` satisfy ``X``
+        for kept, other in ((node.left, node.right), (node.right, node.left)):
+            null_column = _is_null_of(other, types)
+            parsed = _value_conjunct(kept, types)
+            if null_column is not None and parsed is not None and parsed[0] == null_column:
+                return parsed
+        return None
+    if isinstance(node, exp.In) and not node.args.get("query") and not node.args.get("unnest"):
+        column = _column(node.this, types, None)
+        items = node.expressions
+        if column is None or not items:
+            return None
+        literals = [_literal(_date_cast(item, types[column]), types[column]) for item in items]
+        if any(v is None for v in literals):
+            return None
+        return column, hull(Interval(v, True, v, True) for v in literals if v is not None) or EMPTY
+    if isinstance(node, exp.Between):
+        column = _column(node.this, types, None)
+        if column is None:
+            return None
+        low = _literal(_date_cast(node.args.get("low"), types[column]), types[column])
+        high = _literal(_date_cast(node.args.get("high"), types[column]), types[column])
+        if low is None or high is None:
+            return None
+        return column, Interval(low, True, high, True)
+    return _comparison(node, types, None)
+
+
+def _date_cast(node: exp.Expr | None, column_type: str) -> exp.Expr | None:
+    """``CAST('yyyy-mm-dd' AS DATE)`` (how :func:`deltaguard.core.sql.literals.literal_expression` renders a
+    date) as its string: as a statement about values it names that date. Only for values, not for what the
+    engine's pruning keeps (not measured there)."""
+    if (
+        column_type in DATE_TYPES
+        and isinstance(node, exp.Cast)  # TryCast is a Cast
+        and node.to.this is exp.DataType.Type.DATE
+        and isinstance(node.this, exp.Literal)
+        and node.this.is_string
+    ):
+        return node.this
+    return node
+
+
+def _is_null_of(node: exp.Expr, types: Mapping[str, str]) -> str | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return _column(node.this, types, None)
+    return None
+
+
+def fully_matched(file: FileStats, wanted: Constraints) -> bool:
+    """Every row of ``file`` satisfies the predicate these constraints express exactly: each constrained
+    column's recorded range lies inside its interval and holds no null (so a DELETE or REPLACE WHERE copies
+    none of the file's rows into a new file)."""
+    if not wanted:
+        return False
+    for column, interval in wanted.items():
+        stats = file.by_column.get(column)
+        if stats is None or stats.null_count != 0:
+            return False
+        rng = file_interval(stats)
+        if rng is None or rng.intersect(interval) != rng:
+            return False
+    return True

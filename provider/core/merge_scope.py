@@ -369,6 +369,27 @@ def column_scope(column: str, summary: KeySummary, limits: ScopeLimits) -> Colum
     return ColumnScope(column, summary.column, None, low, high, summary.has_null)
 
 
+def range_scope(scope: ColumnScope, delta_type: str) -> ColumnScope | str:
+    """``scope`` as the range of its values (``BETWEEN min AND max``), or the reason it has none.
+
+    :param scope: the column's scope (enumerated values or already a range).
+    :param delta_type: the target column's Delta type: the values must be integers for an integer column,
+        dates for a date column (a range of other values is not compared alike by every engine).
+    """
+    from deltaguard.core.file_stats import DATE_TYPES, INTEGER_TYPES
+
+    values = scope.values if scope.values is not None else (scope.low, scope.high)
+    wanted: type | None = (
+        int if delta_type in INTEGER_TYPES else dt.date if delta_type in DATE_TYPES else None
+    )
+    if wanted is None or not all(_rangeable(v) and isinstance(v, wanted) for v in values):
+        return f"{scope.column}: source values of no range a {delta_type} column is compared by"
+    if scope.values is None:
+        return scope
+    low, high = min(values), max(values)  # type: ignore[type-var]
+    return ColumnScope(scope.column, scope.source_column, None, low, high, scope.has_null)
+
+
 def _exact(value: object) -> bool:
     if isinstance(value, dt.datetime):
         return False
@@ -388,6 +409,7 @@ def plan_merge_scope(
     partition_columns: Collection[str],
     summaries: Mapping[str, KeySummary],
     limits: ScopeLimits,
+    ranged: Mapping[str, str] | None = None,
 ) -> MergeScope:
     """The MERGE's scope from its source's key summaries (one function for the whole decision).
 
@@ -398,8 +420,12 @@ def plan_merge_scope(
         inserted scope only when every one of them is known there).
     :param summaries: source column (lower-cased) -> what the source holds.
     :param limits: the bounds the summaries were read with.
+    :param ranged: target column -> Delta type, for columns scoped by their range ``BETWEEN min AND max``
+        even when their values were enumerated (file statistics record ranges, ADR 0020); a column whose
+        source values are not of its type (an integer or a date) is left out.
     """
     reasons: list[str] = []
+    as_range = {c.lower(): t for c, t in (ranged or {}).items()}
 
     def scopes(columns: Mapping[str, str], role: str) -> tuple[ColumnScope, ...]:
         out: list[ColumnScope] = []
@@ -409,6 +435,8 @@ def plan_merge_scope(
                 reasons.append(f"{target}: the source has no column {source!r}")
                 continue
             result = column_scope(target, summary, limits)
+            if target.lower() in as_range and not isinstance(result, str):
+                result = range_scope(result, as_range[target.lower()])
             if isinstance(result, str):
                 reasons.append(f"{role} {result}; not narrowed")
             else:

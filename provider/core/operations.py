@@ -65,7 +65,9 @@ class Operation:
         moves to another partition, so the operation writes outside what it reads (ADR 0012).
     :param inserts: the rows a MERGE's ``WHEN NOT MATCHED THEN INSERT`` adds: ``""`` when it has no such
         clause, a predicate such as ``date = '2024-01-01'`` when the inserted values are fixed, ``None``
-        when they come from the source (anywhere in the table).
+        when they come from the source (anywhere in the table). For a REPLACE_WHERE, a predicate every new
+        row satisfies besides ``predicate`` (the source's ranges, ``id BETWEEN 1 AND 9``), ``""`` when
+        only ``predicate`` is known.
     :param engine: the engine that commits this operation, when it is not the one the question is asked
         for (a running write of another engine on the same table).
     :param sql: the Spark SQL statement this operation was classified from, if any.

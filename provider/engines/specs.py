@@ -176,11 +176,20 @@ class DeleteSpec:
 
 @dataclass(frozen=True)
 class ReplaceWhereSpec:
+    """Replace the rows matching ``predicate`` with ``source`` (every source row must satisfy it).
+
+    :param source_scope: the ranges the source's columns were read to hold (its ``inserted`` column scopes,
+        :func:`deltaguard.writes.replace_scope.scoped_replace_where`): the operation states them as the rows
+        it writes, and the engine refuses a source that has left them.
+    """
+
     source: Any
     predicate: str
+    source_scope: MergeScope | None = None
 
     def operation(self) -> Operation:
-        return Operation(OperationKind.REPLACE_WHERE, predicate=self.predicate)
+        scoped = self.source_scope.inserted_predicate() if self.source_scope is not None else None
+        return Operation(OperationKind.REPLACE_WHERE, predicate=self.predicate, inserts=scoped or "")
 
 
 @dataclass(frozen=True)

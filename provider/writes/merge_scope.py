@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from deltaguard.core.file_stats import DATE_TYPES, INTEGER_TYPES
 from deltaguard.core.merge_scope import (
     ScopeLimits,
     equated_columns,
@@ -61,18 +62,21 @@ def scoped_merge(
             f"on_source_outside_target must be one of {OUTSIDE_CHOICES}, got {on_outside!r}"
         )
     keys = tuple(dict.fromkeys((*table_config.partition_columns, *table_config.clustering_columns)))
-    if not keys:
+    ranged = {} if keys else ranged_columns(table_config)
+    if not keys and not ranged:
         return spec, ("the table has no partition or clustering columns: nothing to narrow",)
-    matched = equated_columns(spec.condition, keys, spec.target_alias, spec.source_alias)
+    # the columns read from the source; the declared-target check below stays on the partition/clustering keys
+    scoped = keys or tuple(ranged)
+    matched = equated_columns(spec.condition, scoped, spec.target_alias, spec.source_alias)
     inserted = inserted_columns(
-        keys,
+        scoped,
         insert_all=spec.not_matched_insert_all,
         insert_map=spec.not_matched_insert,
         source_alias=spec.source_alias,
     )
     if spec.matched_update_all:
         # UPDATE SET * copies every source column: a key column is known only if inserts copy the same one
-        same = {c: c for c in keys}
+        same = {c: c for c in scoped}
         inserted = same if inserted is None else {c: s for c, s in inserted.items() if s.lower() == c.lower()}
     wanted = {*matched.values(), *(inserted or {}).values()}
     if not wanted:
@@ -94,6 +98,7 @@ def scoped_merge(
         partition_columns=table_config.partition_columns,
         summaries=read.summaries,
         limits=limits,
+        ranged=ranged,
     )
     reasons = list(scope.reasons)
     inserts = spec.not_matched_insert is not None or spec.not_matched_insert_all
@@ -122,6 +127,16 @@ def scoped_merge(
     if not scope.narrows:
         return spec, tuple(reasons)
     return dataclasses.replace(spec, source_scope=scope, explicit_scope=explicit), tuple(reasons)
+
+
+def ranged_columns(table_config: TableConfig) -> dict[str, str]:
+    """Integer and date columns of a table without partition or clustering columns whose file statistics
+    were read (column -> Delta type): the delta-rs profile bounds a MERGE by its source's range there
+    (ADR 0020), so the scope covers them as ``BETWEEN min AND max``."""
+    stats = table_config.file_stats
+    if stats is None:
+        return {}
+    return {c: t for c, t in stats.column_types if t in INTEGER_TYPES | DATE_TYPES}
 
 
 def _values(values: tuple[object, ...]) -> str:

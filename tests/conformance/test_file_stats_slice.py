@@ -56,6 +56,9 @@ def test_per_day_rewrites_commit_side_by_side_and_are_admitted(run: tuple[int, d
         ("UPDATE", "UPDATE", "per_day_files", "next_day"),
         ("DELETE", "MERGE_UPDATE", "per_day_files", "far_day"),
         ("UPDATE", "UPDATE", "null_day_row", "far_day"),  # a null day does not widen the file's range
+        # the source's ranges, read as the operators read them, bound the rows a MERGE or REPLACE WHERE adds
+        ("MERGE_INSERT_INSIDE", "UPDATE", "per_day_files", "next_day"),
+        ("REPLACE_WHERE", "UPDATE_IDS", "per_day_files", "next_day"),
     ):
         c = cell(document, a, b, layout, scopes)
         assert observed(c) == ["commit", "commit"]

@@ -33,10 +33,12 @@ from deltaguard.core.file_stats import (
     FileStatsSummary,
     Interval,
     constraints,
+    fully_matched,
     is_empty,
     rewritten_range,
     touched,
     union_hull,
+    value_bounds,
 )
 from deltaguard.core.operations import OperationKind
 
@@ -46,11 +48,18 @@ STATS_KINDS: frozenset[OperationKind] = frozenset(
 )
 
 
+#: kinds that write back only the rows their predicate does *not* match (a DELETE keeps them, a REPLACE WHERE
+#: keeps them beside its new rows): a file every row of which matches contributes no copied row
+_DROPS_MATCHED: frozenset[OperationKind] = frozenset({OperationKind.DELETE, OperationKind.REPLACE_WHERE})
+
+
 @dataclass(frozen=True)
 class _Footprint:
     facts: OpFacts
     reads: Mapping[str, Interval]
     touched: frozenset[str]
+    #: the touched files whose rows may be copied into a file the write adds
+    copied: frozenset[str]
 
 
 def usable_summary(ctx: TableContext) -> tuple[FileStatsSummary | None, str]:
@@ -100,21 +109,30 @@ def _read_constraints(
 
 
 def _inserted(f: OpFacts, column: str, summary: FileStatsSummary) -> Interval | None:
-    """Where the values of ``column`` of the rows ``f`` inserts lie (``EMPTY``: it inserts none)."""
+    """Where the non-null values of ``column`` of the rows ``f`` inserts lie (``EMPTY``: it inserts none;
+    ``None``: anywhere)."""
     op = f.op
     if f.kind is OperationKind.REPLACE_WHERE:
-        # delta-rs validates every new row against the replaceWhere predicate before writing
-        scope = op.predicate
+        # delta-rs validates every new row against the replaceWhere predicate before writing; the source's
+        # own range (``inserts``, read from the source the engine writes and checked again there) bounds
+        # the rows further
+        bounds = [value_bounds(op.predicate, summary.types).get(column)]
+        if op.inserts:
+            bounds.append(value_bounds(op.inserts, summary.types).get(column))
     elif f.kind is OperationKind.MERGE:
         if op.inserts == "":
             return EMPTY
-        scope = op.inserts
+        # ``None``: the rows come from a source whose values the operation does not state
+        bounds = [value_bounds(op.inserts, summary.types).get(column)] if op.inserts else []
     else:
         return EMPTY
-    found = constraints(scope, summary.types) if scope else None
-    if found is None or column not in found:
+    known = [b for b in bounds if b is not None]
+    if not known:
         return None
-    return found[column]
+    found = known[0]
+    for other in known[1:]:
+        found = found.intersect(other)
+    return EMPTY if found.empty() else found
 
 
 def _assigned(f: OpFacts, column: str, summary: FileStatsSummary) -> list[Interval | None] | None:
@@ -139,7 +157,7 @@ def added_range(fp: _Footprint, column: str, summary: FileStatsSummary) -> Inter
     assigned = _assigned(fp.facts, column, summary)
     if assigned is None:
         return None
-    base = rewritten_range(summary, fp.touched, column)
+    base = rewritten_range(summary, fp.copied, column)
     return union_hull([base, *assigned, _inserted(fp.facts, column, summary)])
 
 
@@ -154,6 +172,28 @@ def _prunes(adder: _Footprint, reader: _Footprint, summary: FileStatsSummary) ->
         if is_empty(rng) or not rng.overlaps(wanted):
             return column
     return None
+
+
+def _copied(
+    f: OpFacts,
+    reads: Mapping[str, Interval],
+    kept: frozenset[str],
+    summary: FileStatsSummary,
+    partition: frozenset[str],
+) -> frozenset[str]:
+    """The files of ``kept`` whose rows ``f`` may copy into a file it adds.
+
+    A DELETE or REPLACE WHERE copies only the rows its predicate does not match; when ``reads`` is its whole
+    predicate (every conjunct understood, none on a partition column), a file whose statistics show every
+    row matching copies none. Everything else (an UPDATE's and a MERGE's rows stay, only changed) may copy
+    every row of every file it keeps.
+    """
+    if f.kind not in _DROPS_MATCHED:
+        return kept
+    whole = constraints(f.op.predicate, summary.types)
+    if whole is None or set(whole) & partition or whole != dict(reads):
+        return kept
+    return frozenset(p for p in kept if not fully_matched(summary.by_path[p], whole))
 
 
 def stats_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> str | None:
@@ -173,7 +213,8 @@ def stats_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> str | None:
         reads = _read_constraints(f, summary, partition)
         if reads is None:
             return None
-        prints.append(_Footprint(f, reads, touched(summary, reads)))
+        kept = touched(summary, reads)
+        prints.append(_Footprint(f, reads, kept, _copied(f, reads, kept, summary, partition)))
     first, second = prints
     if first.touched & second.touched:
         return None

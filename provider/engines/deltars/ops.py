@@ -144,6 +144,11 @@ def run_overwrite(spec: OverwriteSpec, ctx: OpContext) -> Metrics:
 
 def run_replace_where(spec: ReplaceWhereSpec, ctx: OpContext) -> Metrics:
     data = resolve_source(spec.source, ctx.storage_options)
+    if spec.source_scope is not None:
+        # the operation was judged with the source's ranges; a source that changed since must not write
+        # outside them
+        data = materialize(data)
+        check_source_in_scope(data, spec.source_scope)
     write_deltalake(
         ctx.require_table(),
         ctx.fenced(data),
