@@ -76,17 +76,17 @@ def test_the_guard_keeps_the_column_and_raises_for_anything_else() -> None:
 
 def test_the_guards_error_is_recognised_in_classic_and_connect_shapes() -> None:
     classic = RuntimeError(
-        "[USER_RAISED_EXCEPTION] deltaguard source check: the MERGE source holds date = 2024-01-02, outside the "
+        "[USER_RAISED_EXCEPTION] deltaguard source check: the source holds date = 2024-01-02, outside the "
         "partitions target_partition_values declares SQLSTATE: P0001"
     )
     connect = RuntimeError(
-        "(org.apache.spark.SparkRuntimeException) [USER_RAISED_EXCEPTION] deltaguard source check: the MERGE "
+        "(org.apache.spark.SparkRuntimeException) [USER_RAISED_EXCEPTION] deltaguard source check: the "
         "source holds date = NULL, outside the scope SQLSTATE: P0001\n\nJVM stacktrace:\n..."
     )
     assert source_check_message(classic) == (
-        "the MERGE source holds date = 2024-01-02, outside the partitions target_partition_values declares"
+        "the source holds date = 2024-01-02, outside the partitions target_partition_values declares"
     )
-    assert source_check_message(connect) == "the MERGE source holds date = NULL, outside the scope"
+    assert source_check_message(connect) == "the source holds date = NULL, outside the scope"
     assert to_conflict_error(classic, "/t") is None
     assert source_check_message(RuntimeError("[DELTA_CONCURRENT_APPEND] ...")) is None
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.sql.literals import SPARK, merge_condition_with_partitions, partition_predicate
-from deltaguard.engines.spark.source_scope import guarded_source
+from deltaguard.engines.spark.source_scope import guarded, guarded_source, partition_guards
 from deltaguard.engines.spark.sources import to_spark_dataframe
 from deltaguard.engines.spark.specs import columns_sql, merge_clauses, properties_sql
 from deltaguard.engines.spark.target import SparkTarget
@@ -150,6 +150,10 @@ def execute(
     """Run one spec. DataFrame writes carry writer options; the rest run under the session confs."""
     if isinstance(spec, AppendSpec | OverwriteSpec | ReplaceWhereSpec):
         df = to_spark_dataframe(spark, spec.source)
+        if isinstance(spec, AppendSpec) and spec.partition_values:
+            # the lease covers the declared partitions only: a row of another one fails the write's job
+            why = "outside the partitions partition_values declares"
+            df = guarded(df, partition_guards(spec.partition_values), why)
         mode = "append" if isinstance(spec, AppendSpec) else "overwrite"
         writer = _writer(df, mode, context, user_metadata)
         if isinstance(spec, ReplaceWhereSpec):

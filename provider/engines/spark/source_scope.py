@@ -11,11 +11,12 @@ So the MERGE does not read the source as it is but a projection of it in which e
 ``CASE WHEN <allowed> THEN col ELSE raise_error(...) END``. A value the MERGE matches on, inserts or copies
 is computed by that expression in the MERGE's own job, so a value outside the claim cannot be written: the
 job fails before Delta commits anything. Nothing is dropped silently: the projection keeps every row.
+An append with declared ``partition_values`` is written through the same guard (:func:`partition_guards`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -76,15 +77,28 @@ def source_guards(spec: MergeSpec) -> tuple[dict[str, tuple[str, ...]], str]:
             guards.setdefault(scope.source_column.lower(), []).append(test)
     elif spec.copies_checked_rows:
         why = "outside the partitions target_partition_values declares"
-        for column, value in spec.target_partition_values.items():
-            col = exp.column(column, quoted=True)
-            if value is None:
-                check: exp.Expr = exp.Is(this=col, expression=exp.Null())
-            else:
-                text = exp.Literal.string(partition_value_text(value))
-                check = exp.EQ(this=exp.Cast(this=col, to=exp.DataType.build("string")), expression=text)
-            guards.setdefault(column.lower(), []).append(check.sql(dialect=SPARK))
+        for column, test in partition_guards(spec.target_partition_values).items():
+            guards.setdefault(column, []).extend(test)
     return {column: tuple(dict.fromkeys(tests)) for column, tests in guards.items()}, why
+
+
+def partition_guards(values: Mapping[str, object]) -> dict[str, tuple[str, ...]]:
+    """Source column (lower-cased) -> the Spark SQL test that it carries the declared partition value, as
+    Delta stores it (``CAST(col AS STRING) = 'value'``; ``col IS NULL`` for a declared NULL), the comparison
+    delta-rs' ``check_rows_in_partition`` makes.
+
+    :param values: partition column -> declared value.
+    """
+    guards: dict[str, tuple[str, ...]] = {}
+    for column, value in values.items():
+        col = exp.column(column, quoted=True)
+        if value is None:
+            check: exp.Expr = exp.Is(this=col, expression=exp.Null())
+        else:
+            text = exp.Literal.string(partition_value_text(value))
+            check = exp.EQ(this=exp.Cast(this=col, to=exp.DataType.build("string")), expression=text)
+        guards[column.lower()] = (check.sql(dialect=SPARK),)
+    return guards
 
 
 def guard_expression(column: str, tests: Collection[str], why: str) -> str:
@@ -96,7 +110,7 @@ def guard_expression(column: str, tests: Collection[str], why: str) -> str:
     """
     quoted = "`" + column.replace("`", "``") + "`"
     allowed = " AND ".join(f"({t})" for t in tests)
-    head = f"{SOURCE_CHECK_MARKER}: the MERGE source holds {column} = "
+    head = f"{SOURCE_CHECK_MARKER}: the source holds {column} = "
     message = (
         f"concat({sql_literal(head)}, coalesce(cast({quoted} AS STRING), 'NULL'), {sql_literal(', ' + why)})"
     )
@@ -108,7 +122,15 @@ def guarded_source(df: DataFrame, spec: MergeSpec) -> DataFrame:
 
     :raises InvalidWriteError: when the source lacks a guarded column.
     """
-    guards, why = source_guards(spec)
+    return guarded(df, *source_guards(spec))
+
+
+def guarded(df: DataFrame, guards: Mapping[str, Collection[str]], why: str) -> DataFrame:
+    """``df`` with every column named in ``guards`` (lower-cased) replaced by its :func:`guard_expression`,
+    other columns and every row kept.
+
+    :raises InvalidWriteError: when the source lacks a guarded column.
+    """
     if not guards:
         return df
     names = {c.lower(): c for c in df.columns}

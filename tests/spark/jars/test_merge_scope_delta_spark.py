@@ -174,3 +174,21 @@ def test_declared_partitions_are_checked_in_the_merge_job(engine: SparkEngine, t
     with pytest.raises(InvalidWriteError, match=r"holds date = 2024-01-02, outside the partitions"):
         engine.write(table, spec, NONE)
     assert RsTable(table).version() == 0
+
+
+def test_an_append_with_declared_partition_values_is_checked_in_its_job(
+    engine: SparkEngine, table: str
+) -> None:
+    """``AppendSpec.partition_values`` narrows the append's claim to that partition; the same guard refuses a
+    row of another one (delta-rs: ``check_rows_in_partition``)."""
+    from deltaguard.engines.specs import AppendSpec
+
+    stray = pa.table({"id": pa.array([5, 6], pa.int64()), "date": ["2024-01-01", None], "v": [5, 6]})
+    assert AppendSpec(source=stray, partition_values={"date": "2024-01-01"}).operation().predicate
+    with pytest.raises(
+        InvalidWriteError, match=r"holds date = NULL, outside the partitions partition_values"
+    ):
+        engine.write(table, AppendSpec(source=stray, partition_values={"date": "2024-01-01"}), NONE)
+    assert RsTable(table).version() == 0
+    engine.write(table, AppendSpec(source=stray.slice(0, 1), partition_values={"date": "2024-01-01"}), NONE)
+    assert (5, "2024-01-01", 5) in _rows(table)
