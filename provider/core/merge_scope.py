@@ -111,7 +111,18 @@ class ColumnScope:
 
     def condition(self, qualifier: str | None) -> exp.Expr:
         """``q.column IN (...)`` or ``q.column BETWEEN lo AND hi`` (the non-NULL values) as a sqlglot tree."""
-        col = exp.column(self.column, table=qualifier, quoted=not self.column.isidentifier())
+        return self._test(exp.column(self.column, table=qualifier, quoted=not self.column.isidentifier()))
+
+    def source_condition(self) -> exp.Expr:
+        """The same test on the source column (quoted), true for NULL when the source held NULL: what an
+        engine checks every source row against at write time."""
+        col = exp.column(self.source_column, quoted=True)
+        test = self._test(col)
+        if not self.has_null:
+            return test
+        return exp.paren(exp.or_(exp.Is(this=col.copy(), expression=exp.Null()), test))
+
+    def _test(self, col: exp.Column) -> exp.Expr:
         if self.values is not None:
             return exp.In(this=col, expressions=[literal_expression(v) for v in self.values])
         return exp.Between(this=col, low=literal_expression(self.low), high=literal_expression(self.high))

@@ -113,27 +113,31 @@ def arrow_summary(array: pa.ChunkedArray | pa.Array, name: str, limits: ScopeLim
 
 
 def _spark_summaries(df: Any, columns: Collection[str], limits: ScopeLimits) -> dict[str, KeySummary]:
-    from pyspark.sql import functions as F
+    """:func:`source_key_summaries` of a Spark DataFrame, in Spark: a bounded ``distinct``, then a bounded
+    count and min/max only beyond ``max_in_values``.
 
+    SQL expression strings rather than ``pyspark.sql.functions``: those build classic Columns unless the
+    process runs in Spark Connect mode, which a Spark Connect DataFrame does not accept.
+    """
     out: dict[str, KeySummary] = {}
     for name in _present(df.columns, columns):
-        col = F.col(f"`{name.replace('`', '``')}`")
-        rows = df.select(col.alias("k")).distinct().limit(limits.max_in_values + 2).collect()
+        keys = df.selectExpr(f"`{name.replace('`', '``')}` AS k")
+        rows = keys.distinct().limit(limits.max_in_values + 2).collect()
         values = [r["k"] for r in rows]
         has_null = any(v is None for v in values)
         non_null = [v for v in values if v is not None]
         if len(non_null) <= limits.max_in_values and len(values) <= limits.max_in_values + 1:
             if not has_null:  # the bounded read may have stopped before a NULL
-                has_null = bool(df.where(col.isNull()).limit(1).count())
+                has_null = bool(keys.where("k IS NULL").limit(1).count())
             out[name.lower()] = KeySummary(name, tuple(sorted(non_null)), has_null=has_null)
             continue
-        keys = df.select(col.alias("k")).where(F.col("k").isNotNull()).distinct()
-        count = keys.limit(limits.max_range_values + 1).count()
-        has_null = bool(df.where(col.isNull()).limit(1).count())
+        present = keys.where("k IS NOT NULL").distinct()
+        count = present.limit(limits.max_range_values + 1).count()
+        has_null = bool(keys.where("k IS NULL").limit(1).count())
         if count > limits.max_range_values:
             out[name.lower()] = KeySummary(name, None, has_null=has_null, too_many=True)
             continue
-        row = keys.agg(F.min("k").alias("lo"), F.max("k").alias("hi")).collect()[0]
+        row = present.selectExpr("min(k) AS lo", "max(k) AS hi").collect()[0]
         out[name.lower()] = KeySummary(name, None, row["lo"], row["hi"], has_null)
     return out
 

@@ -110,6 +110,16 @@ def literal_expression(value: object) -> exp.Expression:
     raise TypeError(f"cannot render {type(value).__name__} value {value!r} as a SQL literal")
 
 
+def partition_value_text(value: object) -> str:
+    """A partition value as Delta stores it in the log (strings; booleans lower-case): what a source value
+    cast to a string must equal to belong to the declared partition (the engines' write-time checks)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return value.isoformat() if isinstance(value, dt.date) else str(value)
+
+
 def column_equals(column: str, value: object, qualifier: str | None = None) -> exp.Expression:
     """``qualifier.column = value`` (``IS NULL`` for ``None``) as a sqlglot expression."""
     col = exp.column(column, table=qualifier, quoted=not column.isidentifier())

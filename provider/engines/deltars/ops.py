@@ -8,7 +8,6 @@ happened; these functions only translate a spec into deltalake calls.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ from deltaguard.core.sql.literals import (
     RenderError,
     merge_condition_with_partitions,
     partition_predicate,
+    partition_value_text,
     render_sql,
 )
 from deltaguard.engines.errors import InvalidWriteError
@@ -238,9 +238,7 @@ def run_delete(spec: DeleteSpec, ctx: OpContext) -> Metrics:
 
 def run_optimize(spec: OptimizeSpec, ctx: OpContext) -> Metrics:
     table = ctx.require_table()
-    filters = [
-        (column, "=", _partition_value_text(value)) for column, value in spec.partition_filters.items()
-    ]
+    filters = [(column, "=", partition_value_text(value)) for column, value in spec.partition_filters.items()]
     if spec.zorder_by:
         return dict(
             table.optimize.z_order(
@@ -340,21 +338,12 @@ def check_rows_in_partition(data: pa.Table, values: dict[str, Any] | Any) -> Non
         if value is None:
             ok = array.null_count == len(array)
         else:
-            matches = pc.equal(array.cast(pa.string()), pa.scalar(_partition_value_text(value)))
+            matches = pc.equal(array.cast(pa.string()), pa.scalar(partition_value_text(value)))
             ok = array.null_count == 0 and bool(pc.all(matches).as_py() if len(array) else True)
         if not ok:
             raise InvalidWriteError(
                 f"source rows do not all have {column} = {value!r}, as partition_values declares"
             )
-
-
-def _partition_value_text(value: Any) -> str:
-    """Partition values as Delta stores them in the log (strings; booleans lower-case)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    return value.isoformat() if isinstance(value, dt.date) else str(value)
 
 
 RUNNERS: dict[type, Callable[[Any, OpContext], Metrics]] = {

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
@@ -39,7 +39,7 @@ from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.fencing import check_fence, fenced_error
-from deltaguard.engines.spark.errors import to_conflict_error
+from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, execute, history, table_exists
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
 from deltaguard.engines.spark.specs import may_create, operation_names, validate_spec
@@ -48,6 +48,8 @@ from deltaguard.engines.specs import WriteContext, WriteSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 
 ROW_LEVEL_PREVIEW_CONF = "spark.databricks.delta.rowLevelConcurrencyPreview"
 DATABRICKS_VERSION_CONF = "spark.databricks.clusterUsageTags.sparkVersion"
@@ -311,6 +313,17 @@ class SparkEngine(DeltaEngine):
             uri=target.uri,
         )
 
+    def read_source_keys(
+        self, source: Any, columns: Collection[str], limits: ScopeLimits
+    ) -> SourceKeys | None:
+        """In Spark for what Spark builds, with Arrow for data in the worker
+        (:func:`deltaguard.engines.spark.source_scope.read_spark_source_keys`); the MERGE's job checks the
+        source it writes against the scope (``guarded_source``), so a source that changed since cannot
+        write outside the claim."""
+        from deltaguard.engines.spark.source_scope import read_spark_source_keys
+
+        return read_spark_source_keys(self.session(), source, columns, limits)
+
     # -- validation ------------------------------------------------------------------------------------
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
@@ -360,6 +373,9 @@ class SparkEngine(DeltaEngine):
             except Exception as exc:
                 if lost.is_set():
                     raise fenced_error(exc, table_uri) from exc
+                refused = source_check_message(exc)
+                if refused is not None:
+                    raise InvalidWriteError(f"{refused}; nothing was written to {table_uri}") from exc
                 conflict = to_conflict_error(exc, table_uri, engine=self.name)
                 if conflict is not None:
                     raise conflict from exc

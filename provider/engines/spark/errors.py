@@ -141,3 +141,20 @@ def to_conflict_error(
         return None
     first_line = next((line.strip() for line in _text(exc).splitlines() if line.strip()), type(exc).__name__)
     return DeltaConflictError(kind, first_line, table_uri=table_uri, engine=engine)
+
+
+#: Starts the message of the ``raise_error`` that guards a MERGE source (``spark/source_scope.py``).
+SOURCE_CHECK_MARKER = "deltaguard source check"
+_SOURCE_CHECK_RE = re.compile(re.escape(SOURCE_CHECK_MARKER) + r": (.*?)(?:\s+SQLSTATE: \w+)?\s*$", re.M)
+
+
+def source_check_message(exc: BaseException) -> str | None:
+    """What the guard of a MERGE source reported (a source value outside the lease's claim), else ``None``.
+
+    :param exc: the exception Spark raised while running the MERGE.
+    """
+    for link in _chain(exc):
+        found = _SOURCE_CHECK_RE.search(_text(link))
+        if found is not None:
+            return found.group(1)
+    return None

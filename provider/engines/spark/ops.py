@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.sql.literals import merge_condition_with_partitions, partition_predicate
-from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.core.sql.literals import SPARK, merge_condition_with_partitions, partition_predicate
+from deltaguard.engines.spark.source_scope import guarded, guarded_source, partition_guards
 from deltaguard.engines.spark.sources import to_spark_dataframe
 from deltaguard.engines.spark.specs import columns_sql, merge_clauses, properties_sql
 from deltaguard.engines.spark.target import SparkTarget
@@ -150,6 +150,10 @@ def execute(
     """Run one spec. DataFrame writes carry writer options; the rest run under the session confs."""
     if isinstance(spec, AppendSpec | OverwriteSpec | ReplaceWhereSpec):
         df = to_spark_dataframe(spark, spec.source)
+        if isinstance(spec, AppendSpec) and spec.partition_values:
+            # the lease covers the declared partitions only: a row of another one fails the write's job
+            why = "outside the partitions partition_values declares"
+            df = guarded(df, partition_guards(spec.partition_values), why)
         mode = "append" if isinstance(spec, AppendSpec) else "overwrite"
         writer = _writer(df, mode, context, user_metadata)
         if isinstance(spec, ReplaceWhereSpec):
@@ -181,11 +185,9 @@ def merge_sql(target: SparkTarget, spec: MergeSpec, source_view: str) -> str:
     SQL rather than ``DeltaTable.merge``: Spark Connect servers run it without Delta's Connect plugin (which
     delta-spark 4.4.0 does not publish for Spark 4.2), and classic sessions run the very same statement.
     """
-    if spec.source_scope is not None:
-        # this engine does not check its source against a source-derived scope (ADR 0019): fail closed
-        raise InvalidWriteError("the Spark engine does not run MERGEs with a source-derived scope")
+    # The source-derived conjunct (ADR 0019) is the very tree the claim was judged on, rendered in Spark SQL.
     condition = merge_condition_with_partitions(
-        spec.condition, spec.target_partition_values, spec.target_alias
+        spec.condition, spec.target_partition_values, spec.target_alias, extra=spec.scope_conjunct(SPARK)
     )
     parts = [
         f"MERGE INTO {target.sql_reference()} AS {_quoted(spec.target_alias)}",
@@ -214,7 +216,9 @@ def merge_sql(target: SparkTarget, spec: MergeSpec, source_view: str) -> str:
 
 def _merge(spark: SparkSession, target: SparkTarget, spec: MergeSpec) -> None:
     view = f"deltaguard_merge_source_{uuid.uuid4().hex}"
-    to_spark_dataframe(spark, spec.source).createOrReplaceTempView(view)
+    # The MERGE reads the source through its guard: a row outside the lease's claim fails the MERGE's own
+    # job before anything is committed (spark/source_scope.py).
+    guarded_source(to_spark_dataframe(spark, spec.source), spec).createOrReplaceTempView(view)
     try:
         spark.sql(merge_sql(target, spec, view)).collect()
     finally:

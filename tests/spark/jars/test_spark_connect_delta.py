@@ -90,6 +90,42 @@ def test_every_dml_through_the_spark_connect_connection(connect_engine: SparkEng
     assert engine.table_config(uri).partition_columns == ("day",)
 
 
+def test_merge_scope_read_and_guarded_through_spark_connect(
+    connect_engine: SparkEngine, tmp_path: Path
+) -> None:
+    """ADR 0019 over Spark Connect: the source's keys are read on the server, the claim's conjunct runs in the
+    ON condition, and the server-side guard refuses the source once it holds a day the lease did not claim."""
+    from deltalake import write_deltalake
+
+    from deltaguard.core.merge_scope import ScopeLimits
+    from deltaguard.engines.errors import InvalidWriteError
+    from deltaguard.writes.merge_scope import scoped_merge
+
+    engine, uri, landing = connect_engine, str(tmp_path / "t"), str(tmp_path / "landing")
+    engine.write(uri, CreateSpec(source=rows([1, 2], "d1"), partition_by=("day",)), NONE)
+    engine.write(uri, AppendSpec(source=rows([3], "d2")), NONE)
+    write_deltalake(landing, rows([1, 9], "d1", 5.0))
+
+    def landed(spark: Any) -> Any:
+        return spark.read.format("delta").load(landing)
+
+    declared = MergeSpec(
+        source=landed,
+        condition="t.id = s.id AND t.day = s.day",
+        matched_update_all=True,
+        not_matched_insert_all=True,
+    )
+    spec, _ = scoped_merge(declared, engine.table_config(uri), engine, limits=ScopeLimits())
+    assert spec.scope_conjunct() == "t.day IN ('d1')" and spec.operation().inserts == "day IN ('d1')"
+    engine.write(uri, spec, NONE)
+    assert content(uri) == [(1, "d1", 5.0), (2, "d1", 1.0), (3, "d2", 1.0), (9, "d1", 5.0)]
+    version = RsTable(uri).version()
+    write_deltalake(landing, rows([4], "d2", 7.0), mode="append")
+    with pytest.raises(InvalidWriteError, match="holds day = d2, outside the scope read from it"):
+        engine.write(uri, spec, NONE)
+    assert RsTable(uri).version() == version
+
+
 def test_two_writes_through_one_connect_engine_overlap(connect_engine: SparkEngine, tmp_path: Path) -> None:
     """The first write waits inside its Spark job (a gate UDF on the server) while the second commits: they
     overlap in time through one engine and one server."""
