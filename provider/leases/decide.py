@@ -146,10 +146,11 @@ def decide_locked(
         max_overtake_s=ask.max_overtake_s,
     )
     key = request.owner.key  # also the owner's stored JSON text
+    # A verdict reached with statistics also rests on the holders' read versions, which the remembered
+    # key (operation and configuration texts) does not capture: it is not remembered either way.
+    with_stats = any(c.file_stats is not None for c in configs.values())
     if verdict.granted:
-        if not any(c.file_stats is not None for c in configs.values()):
-            # A verdict reached with statistics also rests on the holders' read versions, which the
-            # remembered key (operation and configuration texts) does not capture.
+        if not with_stats:
             memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
         expires = now + request.ttl_s
         rows = []
@@ -206,7 +207,7 @@ def decide_locked(
         verdict.exceptions,
         expires,
     )
-    if existing is None:
+    if existing is None and not with_stats:
         memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
     txn.put_waiter_rows(
         [
@@ -341,7 +342,9 @@ def grant_if_idle(
     )
     known: Mapping[str, WaitShape] | None = None
     expires_at = now + request.wait_ttl_s
-    if len(uris) == 1 and config_texts[0]:
+    offered_stats = any(getattr(offered[u], "file_stats", None) is not None for u in uris)
+    # A wait remembered without statistics may not be the answer with them: decide those in full.
+    if len(uris) == 1 and config_texts[0] and not offered_stats:
         known = memo.conflicting.get((op_texts[uris[0]], config_texts[0], claims[uris[0]].profile))
         if known:
             grant = dataclasses.replace(

@@ -217,6 +217,16 @@ def test_a_grant_reached_with_statistics_is_not_remembered_for_one_call_grants(
     assert manager.memo.compatible == {}
 
 
+def test_a_wait_decided_with_statistics_is_not_remembered_for_one_call_queueing(
+    tmp_path: Path, manager: LeaseManager
+) -> None:
+    uri = clustered(tmp_path)
+    config = stats_at(uri, 1)
+    assert isinstance(manager.acquire(ask("day1", uri, update(f"day = '{DAY1}'"), config, 1)), Granted)
+    assert isinstance(manager.acquire(ask("day1b", uri, update(f"day = '{DAY1}'"), config, 1)), Waiting)
+    assert manager.memo.conflicting == {}
+
+
 def test_read_versions_travel_in_the_request_payload_and_older_payloads_still_read() -> None:
     op = Operation(OperationKind.UPDATE, predicate="day = '2024-01-01'")
     pinned = ask("a", "/t", update(f"day = '{DAY1}'"), TableConfig(version=4), 4)
