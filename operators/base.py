@@ -378,7 +378,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
     def _use_file_stats(self, engine: DeltaEngine) -> bool:
         """Whether this write's lease request carries file statistics: delta-rs only (the profile that uses
         them, and the engine that can write from a given version), unless the task or the option says no."""
-        if getattr(engine, "name", None) != "delta-rs":
+        if getattr(engine, "name", None) != "delta-rs" or not _writes_from_snapshot(engine):
             return False
         return self.file_stats if self.file_stats is not None else config.file_stats()
 
@@ -481,6 +481,16 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         leases = self._leases
         if leases is not None:
             leases.release_held()  # a no-op unless a write is running
+
+
+def _writes_from_snapshot(engine: Any) -> bool:
+    """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
+    import inspect
+
+    try:
+        return "snapshot" in inspect.signature(engine.write).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _storage_options(hook: Any) -> dict[str, str]:
