@@ -13,8 +13,9 @@ requester ``R`` and a running write ``H`` when:
   later yields a file spanning days 1-5, which a stale ``day = 3`` UPDATE then meets: ``ConcurrentAppend``).
   An *older* snapshot is harmless: a file ``H`` rewrites was removed since only if some commit removed it,
   and then ``H`` fails on its own (``ConcurrentDeleteDelete`` for any removal, ``ConcurrentDeleteRead`` for a
-  data-changing one); a file it keeps that is still in ``S`` has the same statistics there (one ``add``
-  action per path), so the rule's bounds cover every file ``H`` can commit.
+  data-changing one); a file it rewrites that is still in ``S`` has the same statistics there (one ``add``
+  action per path), so the rule's bounds cover every file ``H`` can commit; files added after ``H``'s
+  snapshot are not in it, and counting them in its footprint on ``S`` only widens the footprint.
 
 A holder whose read version is unknown (an older client, an engine that does not pin its snapshot) is
 treated as newer. Waiting requests are not checked: they only order the queue, and each is judged again
