@@ -371,6 +371,10 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
+        if read_version is not None and not _judged_by_file_stats(operation):
+            # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
+            read_version = None
+            table_config = dataclasses.replace(table_config, file_stats=None)
         return _Prepared(
             uri, engine, table_config, engine.table_profile(uri), spec, operation, hook, read_version
         )
@@ -481,6 +485,12 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         leases = self._leases
         if leases is not None:
             leases.release_held()  # a no-op unless a write is running
+
+
+def _judged_by_file_stats(operation: Operation) -> bool:
+    from deltaguard.core.rules.deltars_stats import STATS_KINDS
+
+    return operation.kind in STATS_KINDS
 
 
 def _writes_from_snapshot(engine: Any) -> bool:

@@ -14,9 +14,10 @@ from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.discovery import read_table_config
+from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.operators.base import LeaseWaitTimeout
-from deltaguard.operators.dml import DeltaUpdateOperator
+from deltaguard.operators.dml import DeltaInsertOperator, DeltaUpdateOperator
 from deltaguard.writes.table_uri import table_key
 from tests.airflow.helpers import task_context
 
@@ -71,6 +72,28 @@ def test_a_per_date_update_runs_beside_another_per_date_update(tmp_path: Path, l
     result = day3(table=uri).execute(task_context("day3"))
     assert result["waited_behind"] == [] and result["committed"] and result["version"] == 2
     assert sum(r["v"] for r in DeltaTable(uri).to_pyarrow_table().to_pylist()) == 100
+    assert read_versions(lease_store_url, result["lease_id"]) == {table_key(uri): 1}
+
+
+def test_a_write_the_statistics_never_judge_neither_sends_them_nor_pins(
+    tmp_path: Path, lease_store_url: str
+) -> None:
+    uri = clustered(tmp_path)
+    append = DeltaInsertOperator(
+        task_id="append",
+        table=uri,
+        source=lambda: pa.table({"id": pa.array([7], pa.int64()), "day": [dt.date(2024, 1, 1)], "v": [0]}),
+        deferrable=False,
+    )
+    result = append.execute(task_context("append"))
+    assert result["committed"]
+    assert read_versions(lease_store_url, result["lease_id"]) == {}
+
+
+def read_versions(store_url: str, lease_id: str) -> dict[str, int]:
+    row = LeaseManager(store_url).store.read_request(lease_id)
+    assert row is not None
+    return codec.payload_read_versions(row.payload)
 
 
 def test_the_operator_argument_opts_out(tmp_path: Path, lease_store_url: str) -> None:
