@@ -85,8 +85,11 @@ class _Prepared:
         spec: WriteSpec,
         operation: Operation,
         hook: Any = None,
+        read_version: int | None = None,
     ) -> None:
         self.uri = uri
+        # the version the lease request pins, when it carries file statistics (ADR 0020)
+        self.read_version = read_version
         self.key = table_key(uri)
         self.engine = engine
         self.table_config = table_config
@@ -128,6 +131,9 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     :param emit_asset: declare the table's Airflow asset as an outlet and attach the committed version and
         operation to its event (default ``True``; see :mod:`deltaguard.lineage.assets`, ADR 0022).
+    :param file_stats: with the delta-rs engine, read the table's per-file statistics for the lease request
+        and write from exactly that snapshot, so rewrites the statistics keep apart run side by side
+        (ADR 0020). ``None`` (default): ``[deltaguard] file_stats``; ``False`` opts this task out.
     """
 
     template_fields: Sequence[str] = ("table", "delta_conn_id", "spark_conn_id", "spark_connect_conn_id")
@@ -150,6 +156,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         app_version: int | str | None = None,
         lease_store_url: str | None = None,
         emit_asset: bool = True,
+        file_stats: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -177,6 +184,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         self.idempotent = idempotent
         self.app_version = app_version
         self.lease_store_url = lease_store_url
+        self.file_stats = file_stats
         self.resolved_engine: DeltaEngine | None = None
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
         # the try's lease hook while a write runs, so on_kill can release its lease
@@ -250,8 +258,15 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
             with leases.holding(grant, owner) as keeper:
                 write_context = self._write_context(context, prepared, lease_id, grant.fencing)
+                pinned: dict[str, Any] = {}
+                if prepared.read_version is not None:
+                    # The lease was judged for one snapshot: write from exactly that one (ADR 0020).
+                    snapshot = self._pinned_snapshot(leases, prepared, owner, lease_id)
+                    if snapshot is not None:
+                        pinned["snapshot"] = snapshot
+                        self.log.info("deltaguard: writing from table version %s", snapshot.version())
                 result = prepared.engine.write(
-                    prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper)
+                    prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper), **pinned
                 )
         self._log_commit(prepared, result)
         self._report_write(
@@ -291,6 +306,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
                 priority=self.priority,
                 request_id=request_id,
                 expected_duration_s=self.expected_duration_s,
+                read_version=prepared.read_version,
             ),
             owner=owner,
             wait=wait,
@@ -340,14 +356,51 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             )
             self.resolved_engine = engine
             self.resolved_spark_connections = spark_connections
-            table_config = engine.table_config(uri)
+            read_version = None
+            if self._use_file_stats(engine):
+                from deltaguard.engines.discovery import read_table_config
+
+                table_config = read_table_config(uri, engine.storage_options, file_stats=True)
+                if table_config.file_stats is not None:
+                    read_version = table_config.version
+            else:
+                table_config = engine.table_config(uri)
             spec = self.build_spec(table_config)
             check_spec(spec, table_config)
             engine.validate(uri, spec, table_config)
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        return _Prepared(uri, engine, table_config, engine.table_profile(uri), spec, operation, hook)
+        if read_version is not None and not _judged_by_file_stats(operation):
+            # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
+            read_version = None
+            table_config = dataclasses.replace(table_config, file_stats=None)
+        return _Prepared(
+            uri, engine, table_config, engine.table_profile(uri), spec, operation, hook, read_version
+        )
+
+    def _use_file_stats(self, engine: DeltaEngine) -> bool:
+        """Whether this write's lease request carries file statistics: delta-rs only (the profile that uses
+        them, and the engine that can write from a given version), unless the task or the option says no."""
+        if getattr(engine, "name", None) != "delta-rs" or not _writes_from_snapshot(engine):
+            return False
+        return self.file_stats if self.file_stats is not None else config.file_stats()
+
+    def _pinned_snapshot(
+        self, leases: DeltaLeaseHook, prepared: _Prepared, owner: Owner, lease_id: str
+    ) -> Any:
+        from deltaguard.writes.pinned_read import pinned_snapshot
+
+        return pinned_snapshot(
+            leases.manager,
+            prepared.engine,
+            uri=prepared.uri,
+            table_key=prepared.key,
+            operation=prepared.operation,
+            profile=prepared.profile,
+            owner=owner,
+            lease_id=lease_id,
+        )
 
     def _app_id(self, context: Context) -> str:
         return task_app_id(self.dag_id, self.task_id, context)
@@ -432,6 +485,22 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         leases = self._leases
         if leases is not None:
             leases.release_held()  # a no-op unless a write is running
+
+
+def _judged_by_file_stats(operation: Operation) -> bool:
+    from deltaguard.core.rules.deltars_stats import STATS_KINDS
+
+    return operation.kind in STATS_KINDS
+
+
+def _writes_from_snapshot(engine: Any) -> bool:
+    """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
+    import inspect
+
+    try:
+        return "snapshot" in inspect.signature(engine.write).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _storage_options(hook: Any) -> dict[str, str]:

@@ -74,6 +74,14 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "mode (PgBouncer), which does not deliver notifications: triggers then poll every "
         "``poll_interval``. SQLite stores always poll.",
     ),
+    "file_stats": (
+        "boolean",
+        "True",
+        "Whether delta-rs write operators read the table's per-file statistics before asking for a lease and "
+        "write from exactly that snapshot, so per-date rewrites of an unpartitioned table clustered by date "
+        "may run side by side (ADR 0020). Statistics decide only against running writes that read a snapshot "
+        "no newer than theirs. An operator's ``file_stats`` argument overrides this.",
+    ),
     "pools_file": (
         "string",
         "",
@@ -243,6 +251,20 @@ def lease_store_listen() -> bool:
     if value in ("false", "0", "no", "off"):
         return False
     raise ValueError(f"[{SECTION}] lease_store_listen must be true or false, got {value!r}")
+
+
+def file_stats() -> bool:
+    """Whether delta-rs write operators use file statistics in their lease requests (ADR 0020)."""
+    return _boolean("file_stats")
+
+
+def _boolean(option: str) -> bool:
+    value = _raw(option).strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"[{SECTION}] {option} must be true or false, got {value!r}")
 
 
 def pools_file() -> str | None:

@@ -43,6 +43,7 @@ cannot form a cycle (no deadlock); backfilling only grants, it adds no wait.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -54,6 +55,7 @@ from typing import Any, Literal, TypeVar
 from deltaguard.core.decision import Decision, DeltaException
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.stats_freshness import stats_unusable
 from deltaguard.core.table_config import TableConfig
 
 _T = TypeVar("_T")
@@ -153,12 +155,15 @@ class TableClaim:
     :param profile: the engine that commits it.
     :param config: the table's configuration as the requester read it (may be omitted when the lease
         manager has a configuration loader or already knows the table).
+    :param read_version: the table version the write reads and commits from, when it pins one (``None``:
+        not pinned). File statistics in ``config`` are used only when they are of this version (ADR 0020).
     """
 
     uri: str
     operation: Operation
     profile: EngineProfile
     config: TableConfig | None = None
+    read_version: int | None = None
 
     def __post_init__(self) -> None:
         if not self.uri or not self.uri.strip():
@@ -220,6 +225,7 @@ class Holder:
         unknown, which disables backfilling that depends on it).
     :param expected_duration_s: how long the write is expected to hold its lease once granted (an
         estimate; ``None``: unknown, i.e. infinite).
+    :param read_version: the table version its write reads (``None``: unknown or not pinned).
     """
 
     id: str
@@ -229,6 +235,7 @@ class Holder:
     rank: float = 0.0
     since: float | None = None
     expected_duration_s: float | None = None
+    read_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +248,7 @@ class TableView:
     :param profile: the engine that commits the candidate's write.
     :param granted: unexpired granted leases on the table.
     :param waiting: unexpired queued requests on the table (the candidate itself may be among them).
+    :param read_version: the table version the candidate's write reads (``None``: not pinned).
     """
 
     uri: str
@@ -249,6 +257,7 @@ class TableView:
     profile: EngineProfile
     granted: Sequence[Holder] = ()
     waiting: Sequence[Holder] = ()
+    read_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -408,6 +417,7 @@ def admit(
     exceptions: list[DeltaException] = []
     ahead_ids: set[str] = set()
     for view in sorted(tables, key=lambda t: t.uri):
+        view, stats_note = fresh_stats_view(view, request_id)
         earlier = [w for w in view.waiting if _ahead(w, request_id, rank)]
         ahead_ids.update(w.id for w in earlier)
         leases = [h for h in view.granted if h.id != request_id]
@@ -432,6 +442,8 @@ def admit(
             )
         # The model also explains compatible pairs; only the conflicts explain a wait.
         reasons.extend(r for r in decision.reasons if not r.startswith("compatible"))
+        if stats_note:
+            reasons.append(stats_note)
         advice.extend(decision.advice)
         exceptions.extend(decision.exceptions)
     if not blockers:
@@ -444,6 +456,22 @@ def admit(
         advice=_unique(advice),
         exceptions=_unique(exceptions),
     )
+
+
+def fresh_stats_view(view: TableView, request_id: str) -> tuple[TableView, str | None]:
+    """``view`` without its file statistics when they may not decide (and why), else ``view`` unchanged.
+
+    Soundness of the statistics rule needs statistics of the very snapshot the candidate writes from, and
+    no newer than any granted write's snapshot (:mod:`deltaguard.core.stats_freshness`).
+    """
+    why = stats_unusable(
+        view.config,
+        view.read_version,
+        ((h.owner.describe(), h.operation, h.read_version) for h in view.granted if h.id != request_id),
+    )
+    if why is None:
+        return view, None
+    return dataclasses.replace(view, config=dataclasses.replace(view.config, file_stats=None)), why
 
 
 def _conflicts(

@@ -84,6 +84,7 @@ class DeltaLeaseHook(BaseHook):
         priority: int,
         request_id: str | None,
         expected_duration_s: float | None = None,
+        read_version: int | None = None,
     ) -> Granted | Waiting:
         """Ask for the table's lease; asking again with the same ``request_id`` keeps the queue place.
 
@@ -92,6 +93,8 @@ class DeltaLeaseHook(BaseHook):
 
         :param expected_duration_s: how long the write is expected to hold the lease; ``None``: the
             median of the task's recent holds on the table from the decision log, if any (ADR 0024).
+        :param read_version: the version the write pins (``table_config`` then carries that snapshot's file
+            statistics, ADR 0020); ``None``: not pinned.
         """
         if expected_duration_s is None:
             expected_duration_s = self.learned_duration(owner, table_key)
@@ -106,6 +109,7 @@ class DeltaLeaseHook(BaseHook):
             priority=priority,
             request_id=request_id,
             expected_duration_s=expected_duration_s,
+            read_version=read_version,
         )
         try:
             return self.manager.acquire(request)

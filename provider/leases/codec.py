@@ -156,6 +156,8 @@ def request_payload(request: LeaseRequest) -> str:
                 "operation": operation_to_json(c.operation),
                 "profile": profile_to_json(c.profile),
                 "config": config_to_json(c.config) if c.config is not None else None,
+                # only when pinned: older payload texts stay the same (ADR 0020)
+                **({"read_version": c.read_version} if c.read_version is not None else {}),
             }
             for c in request.claims
         ],
@@ -183,6 +185,20 @@ def payload_duration(text: str) -> float | None:
         return None  # unknown is infinite: no backfilling past it, as without estimates
 
 
+@functools.lru_cache(maxsize=4096)
+def payload_read_versions(text: str) -> dict[str, int]:
+    """The read version of each table a stored request payload pins (tables without one are absent).
+
+    A decision that may use file statistics reads those of every lease on its tables (ADR 0020); an
+    unreadable payload pins nothing, which only keeps the statistics out of the decision.
+    """
+    try:
+        claims = json.loads(text).get("claims") or ()
+        return {str(c["uri"]): int(c["read_version"]) for c in claims if c.get("read_version") is not None}
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return {}
+
+
 def request_from_payload(request_id: str, text: str) -> LeaseRequest:
     """The request :func:`request_payload` stored."""
     data = json.loads(text)
@@ -192,6 +208,7 @@ def request_from_payload(request_id: str, text: str) -> LeaseRequest:
             operation=operation_from_json(c["operation"]),
             profile=profile_from_json(c["profile"]),
             config=config_from_json(c["config"]) if c.get("config") else None,
+            read_version=int(c["read_version"]) if c.get("read_version") is not None else None,
         )
         for c in data["claims"]
     )

@@ -122,7 +122,13 @@ def decide_locked(
             txn.set_table(uri, tables[uri].fencing, mine_cfg.version, config_texts[uri])
             configs[uri] = mine_cfg
         elif stored is not None and stored_text is not None:
-            configs[uri] = stored
+            # The stored text carries no file statistics: the request's own copy of the same snapshot does.
+            same = (
+                mine_cfg is not None
+                and mine_cfg.file_stats is not None
+                and mine_cfg.version == stored.version
+            )
+            configs[uri] = mine_cfg if same and mine_cfg is not None else stored
             config_texts[uri] = stored_text
         else:
             raise ValueError(
@@ -140,8 +146,12 @@ def decide_locked(
         max_overtake_s=ask.max_overtake_s,
     )
     key = request.owner.key  # also the owner's stored JSON text
+    # A verdict reached with statistics also rests on the holders' read versions, which the remembered
+    # key (operation and configuration texts) does not capture: it is not remembered either way.
+    with_stats = any(c.file_stats is not None for c in configs.values())
     if verdict.granted:
-        memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
+        if not with_stats:
+            memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
         expires = now + request.ttl_s
         rows = []
         for uri in request.uris:
@@ -197,7 +207,7 @@ def decide_locked(
         verdict.exceptions,
         expires,
     )
-    if existing is None:
+    if existing is None and not with_stats:
         memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
     txn.put_waiter_rows(
         [
@@ -239,12 +249,25 @@ def _views(
     """
     durations: dict[str, float | None] = {}
     enqueued: dict[str, float] = {}
-    if request.expected_duration_s is not None and any(w.request_id != request.request_id for w in waiters):
+    pinned: dict[str, Mapping[str, int]] = {}  # lease id -> its read version per table
+    ids: set[str] = set()
+    estimates = request.expected_duration_s is not None and any(
+        w.request_id != request.request_id for w in waiters
+    )
+    if estimates:
         ids = {x.lease_id for x in leases} | {w.request_id for w in waiters}
-        ids.discard(request.request_id)
+    # File statistics may decide only against leases whose read versions are known (ADR 0020).
+    stats = any(c.file_stats is not None for c in configs.values())
+    if stats:
+        ids |= {x.lease_id for x in leases}
+    ids.discard(request.request_id)
+    if ids:
         for row in txn.requests(sorted(ids)):
-            durations[row.request_id] = codec.payload_duration(row.payload)
-            enqueued[row.request_id] = row.enqueued_at
+            if estimates:
+                durations[row.request_id] = codec.payload_duration(row.payload)
+                enqueued[row.request_id] = row.enqueued_at
+            if stats:
+                pinned[row.request_id] = codec.payload_read_versions(row.payload)
     claims = {c.uri: c for c in request.claims}
     return [
         TableView(
@@ -252,12 +275,17 @@ def _views(
             operation=claims[uri].operation,
             config=configs[uri],
             profile=claims[uri].profile,
-            granted=[lease_holder(x, durations.get(x.lease_id)) for x in leases if x.uri == uri],
+            granted=[
+                lease_holder(x, durations.get(x.lease_id), pinned.get(x.lease_id, {}).get(uri))
+                for x in leases
+                if x.uri == uri
+            ],
             waiting=[
                 waiter_holder(w, enqueued.get(w.request_id), durations.get(w.request_id))
                 for w in waiters
                 if w.uri == uri
             ],
+            read_version=claims[uri].read_version,
         )
         for uri in request.uris
     ]
@@ -314,7 +342,9 @@ def grant_if_idle(
     )
     known: Mapping[str, WaitShape] | None = None
     expires_at = now + request.wait_ttl_s
-    if len(uris) == 1 and config_texts[0]:
+    offered_stats = any(getattr(offered[u], "file_stats", None) is not None for u in uris)
+    # A wait remembered without statistics may not be the answer with them: decide those in full.
+    if len(uris) == 1 and config_texts[0] and not offered_stats:
         known = memo.conflicting.get((op_texts[uris[0]], config_texts[0], claims[uris[0]].profile))
         if known:
             grant = dataclasses.replace(

@@ -53,6 +53,7 @@ from deltaguard.leases.decide import (
 )
 from deltaguard.leases.memo import ConfigLoader, DecisionMemo
 from deltaguard.leases.open import open_store
+from deltaguard.leases.restate import restate_locked
 from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn
 from deltaguard.leases.views import (
     DecisionInfo,
@@ -297,6 +298,20 @@ class LeaseManager:
                 f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
             )
         return bool(released)
+
+    def restate(self, request: LeaseRequest) -> dict[str, int | None]:
+        """Move a granted lease to the read versions its claims now carry, if it is still compatible with
+        every other lease on its tables; return the read version per table its write must use
+        (:mod:`~deltaguard.leases.restate`, ADR 0020).
+
+        :param request: the granted request (same id and owner) with each claim's new configuration and
+            ``read_version``.
+        :raises LeaseLostError: the lease is gone or expired.
+        :raises LeaseOwnershipError: the lease belongs to another owner.
+        """
+        now = self.clock()
+        decide = self.decide
+        return dict(self._run(request.uris, lambda txn: restate_locked(txn, request, now, decide)))
 
     # --- read-only queries ---------------------------------------------------------------------------
 

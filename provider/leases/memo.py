@@ -74,7 +74,14 @@ class DecisionMemo:
         with self._lock:
             cached = self.loaded.get(claim.uri)
         if claim.config is not None:
-            if cached is None or newer(claim.config, cached[0]):
+            # A claim's statistics are of the snapshot its write pins: keep them over a copy of that
+            # snapshot read without them (ADR 0020).
+            same_with_stats = (
+                cached is not None
+                and claim.config.file_stats is not None
+                and claim.config.version == cached[0].version
+            )
+            if cached is None or newer(claim.config, cached[0]) or same_with_stats:
                 with self._lock:
                     self.loaded[claim.uri] = (claim.config, now)
                 return claim.config

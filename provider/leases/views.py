@@ -78,11 +78,14 @@ def decision_info(row: DecisionRow) -> DecisionInfo:
     return DecisionInfo(row.at, row.kind, row.request_id, row.uri, row.owner_key, json.loads(row.detail))
 
 
-def lease_holder(row: LeaseRow, expected_duration_s: float | None = None) -> Holder:
+def lease_holder(
+    row: LeaseRow, expected_duration_s: float | None = None, read_version: int | None = None
+) -> Holder:
     """A lease row as the admission rule sees it.
 
     :param expected_duration_s: the holder's duration estimate, when the decision uses estimates (its
         grant time is then the row's ``granted_at``).
+    :param read_version: the table version its write reads, when the decision may use file statistics.
     """
     return Holder(
         row.lease_id,
@@ -91,6 +94,7 @@ def lease_holder(row: LeaseRow, expected_duration_s: float | None = None) -> Hol
         granted=True,
         since=row.granted_at if expected_duration_s is not None else None,
         expected_duration_s=expected_duration_s,
+        read_version=read_version,
     )
 
 

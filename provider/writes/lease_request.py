@@ -54,6 +54,7 @@ def lease_request(
     priority: int = 0,
     request_id: str | None = None,
     expected_duration_s: float | None = None,
+    read_version: int | None = None,
 ) -> LeaseRequest:
     """One-table lease request; asking again with the same ``request_id`` keeps the queue place.
 
@@ -69,9 +70,19 @@ def lease_request(
         (:func:`task_request_id`).
     :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown, so
         it never backfills ahead of an earlier conflicting request).
+    :param read_version: the table version the write reads and commits from, when it pins one (its file
+        statistics in ``table_config`` may then decide, ADR 0020).
     """
     return claims_request(
-        claims=(TableClaim(uri=table_key, operation=operation, profile=profile, config=table_config),),
+        claims=(
+            TableClaim(
+                uri=table_key,
+                operation=operation,
+                profile=profile,
+                config=table_config,
+                read_version=read_version,
+            ),
+        ),
         owner=owner,
         ttl_s=ttl_s,
         poll_interval_s=poll_interval_s,

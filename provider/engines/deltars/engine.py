@@ -84,8 +84,8 @@ class DeltaRsEngine(DeltaEngine):
         self.storage_options = dict(storage_options) if storage_options else None
         self.max_commit_retries = max_commit_retries
         self.history_scan_limit = history_scan_limit
-        # Off by default: a configuration carrying statistics must describe a snapshot at least as new as
-        # every running write read (ADR 0020), which only a caller reading it at decision time guarantees.
+        # Off by default: statistics may decide only for a write that commits from their very snapshot and
+        # against running writes that read no newer one (ADR 0020); the write operators arrange both.
         self.file_stats = file_stats
 
     def profile(self) -> EngineProfile:

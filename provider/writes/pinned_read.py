@@ -1,0 +1,61 @@
+"""The snapshot a delta-rs write reads when its lease request carried file statistics (ADR 0020).
+
+Such a request records the version its statistics are of (``TableClaim.read_version``), and the admission
+decision is sound only for a write that reads exactly the version its lease records. When the write starts,
+the table may have moved on (the write waited for others, or its trigger granted the lease from an earlier
+request): the lease is then moved to the newest version if it is still compatible with every other lease
+(:meth:`~deltaguard.leases.manager.LeaseManager.restate`), else the write reads the version recorded. What
+the model judged is what the engine runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
+
+if TYPE_CHECKING:
+    from deltaguard.core.operations import Operation
+    from deltaguard.core.profiles import EngineProfile
+    from deltaguard.leases.manager import LeaseManager
+
+
+def pinned_snapshot(
+    manager: LeaseManager,
+    engine: Any,
+    *,
+    uri: str,
+    table_key: str,
+    operation: Operation,
+    profile: EngineProfile,
+    owner: Owner,
+    lease_id: str,
+) -> Any:
+    """Open the snapshot the write must commit from (a deltalake handle), or ``None`` when its lease
+    records no read version (the write then reads the newest version, as without statistics).
+
+    :param manager: the lease manager holding the lease.
+    :param engine: the delta-rs engine (``open_table``, ``storage_options``).
+    :param uri: the table URI.
+    :param table_key: the table's lease key.
+    :param operation: the write's operation, as in its lease request.
+    :param profile: its engine profile.
+    :param owner: the lease's owner.
+    :param lease_id: the granted lease.
+    :raises LeaseLostError: the lease is gone or expired.
+    """
+    from deltaguard.engines.discovery import config_from_table
+
+    latest = engine.open_table(uri)
+    config = config_from_table(latest, uri, engine.storage_options, file_stats=True)
+    claim = TableClaim(
+        uri=table_key, operation=operation, profile=profile, config=config, read_version=latest.version()
+    )
+    # ttl and priority are not read: the stored request keeps its own, only its claims move.
+    request = LeaseRequest(claims=(claim,), owner=owner, request_id=lease_id)
+    version = manager.restate(request).get(table_key)
+    if version is None:
+        return None
+    if version == latest.version():
+        return latest
+    return engine.open_table(uri, version=version)
