@@ -61,9 +61,17 @@ def test_one_slot_never_overlaps_on_a_table(stream: Stream) -> None:
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
 
 
-def test_deltaguard_never_runs_two_conflicting_writes_at_once(stream: Stream) -> None:
+@pytest.mark.parametrize(
+    ("slot_order", "slack", "slots"),
+    [("fifo", 0.0, 50), ("chain", 1.0, 5)],  # few slots: the slot order decides often
+)
+def test_deltaguard_never_runs_two_conflicting_writes_at_once(
+    stream: Stream, slot_order: str, slack: float, slots: int
+) -> None:
     conflicts = model_conflicts(stream.workload, DATABRICKS)
-    result = simulate("deltaguard", stream, slots=50, profile=DATABRICKS)
+    result = simulate(
+        "deltaguard", stream, slots=slots, profile=DATABRICKS, slot_order=slot_order, backfill_slack=slack
+    )
     writes = stream.workload.writes
     spans = sorted(result.attempts, key=lambda a: a.start)
     overlapping_pairs = 0
