@@ -172,12 +172,15 @@ def batch_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
     out: dict[str, dict[str, Any]] = {}
     proven = [r for r in rows if r["optimum_s"]]
-    for name in ("one_slot_pools", "optimistic", "deltaguard", "deltaguard_fifo"):
+    for name in ("one_slot_pools", "optimistic", "deltaguard", "deltaguard_fifo", "deltaguard_chain"):
         to_opt = [r[f"{name}_s"] / r["optimum_s"] for r in proven]
         to_pools = [r[f"{name}_s"] / r["one_slot_pools_s"] for r in rows if r["one_slot_pools_s"]]
+        to_bound = [r[f"{name}_s"] / r["lower_bound_s"] for r in rows if r["lower_bound_s"]]
         out[name] = {
             "median_to_optimum": round(statistics.median(to_opt), 3) if to_opt else None,
             "worst_to_optimum": round(max(to_opt), 3) if to_opt else None,
+            "median_to_lower_bound": round(statistics.median(to_bound), 3) if to_bound else None,
+            "worst_to_lower_bound": round(max(to_bound), 3) if to_bound else None,
             "median_to_one_slot_pools": round(statistics.median(to_pools), 3) if to_pools else None,
             "proven_optima": len(proven),
             "seeds": len(rows),

@@ -62,7 +62,7 @@ def test_a_batch_row_is_bounded_by_the_optimum_and_the_lower_bound(seed: int) ->
     assert row["optimum_s"] is not None
     assert row["lower_bound_s"] <= row["optimum_s"] + 1e-6
     # (optimistic runs no per-table pool and its conflicts are drawn, so the optimum does not bound it)
-    for name in ("one_slot_pools_s", "deltaguard_s", "deltaguard_fifo_s"):
+    for name in ("one_slot_pools_s", "deltaguard_s", "deltaguard_fifo_s", "deltaguard_chain_s"):
         assert row[name] >= row["optimum_s"] - 1e-6, name
 
 

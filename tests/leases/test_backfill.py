@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,6 +84,22 @@ def test_a_conflict_with_a_granted_lease_is_never_backfilled() -> None:
     assert not ask(APPEND, [merge_running], [], now=10.0, expected_duration_s=1.0).granted
 
 
+def test_a_slack_lets_a_backfill_run_part_of_its_estimate_past_the_reservation() -> None:
+    """Reserved at 100, asked at 10: with half its estimate as slack a write may take up to 180 s, with
+    all of it any time; never past an overrun reservation or a granted conflicting lease."""
+    assert ask(APPEND, [RUNNING], [HEAD], now=10.0, expected_duration_s=180.0, backfill_slack=0.5).granted
+    late = ask(APPEND, [RUNNING], [HEAD], now=10.0, expected_duration_s=181.0, backfill_slack=0.5)
+    assert not late.granted and [b.id for b in late.blockers] == ["m"]
+    assert not ask(APPEND, [RUNNING], [HEAD], now=10.0, expected_duration_s=91.0).granted  # default: none
+    assert ask(APPEND, [RUNNING], [HEAD], now=10.0, expected_duration_s=1e6, backfill_slack=1.0).granted
+    assert not ask(APPEND, [RUNNING], [HEAD], now=101.0, expected_duration_s=1.0, backfill_slack=1.0).granted
+    merge_running = lease("m0", MERGE, since=0.0, expected=100.0)
+    assert not ask(APPEND, [merge_running], [], now=10.0, expected_duration_s=1.0, backfill_slack=1.0).granted
+    for bad in (-0.1, 1.5, math.nan):
+        with pytest.raises(ValueError, match="backfill_slack"):
+            ask(APPEND, [RUNNING], [HEAD], now=10.0, expected_duration_s=1.0, backfill_slack=bad)
+
+
 def test_reservations_chain_through_the_queue() -> None:
     """A second queued MERGE is reserved after the first: 100 + 60."""
     second = queued("m2", MERGE, rank=2.0, expected=60.0)
@@ -122,9 +139,12 @@ def toy_decide(matrix: frozenset[tuple[str, str]]):
     return decide_fn
 
 
-def replay(arrivals: Sequence[Arrival], matrix: frozenset[tuple[str, str]], overrun: float):
+def replay(
+    arrivals: Sequence[Arrival], matrix: frozenset[tuple[str, str]], overrun: float, slack: float = 0.0
+):
     """Event-driven replay on one table with unlimited workers; write 0 overruns its estimate by
-    ``overrun`` seconds. Returns per write (arrival, rank, grant, end)."""
+    ``overrun`` seconds; backfills may run ``slack`` of their estimate past a reservation. Returns per
+    write (arrival, rank, grant, end)."""
     decide_fn = toy_decide(matrix)
     n = len(arrivals)
     arrive, rank, dur, est = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
@@ -178,6 +198,7 @@ def replay(arrivals: Sequence[Arrival], matrix: frozenset[tuple[str, str]], over
                 now=now,
                 expected_duration_s=est[i],
                 max_overtake_s=MAX_OVERTAKE_S,
+                backfill_slack=slack,
             )
             if verdict.granted:
                 waiting.remove(i)
@@ -204,9 +225,12 @@ relation = st.frozensets(st.tuples(st.sampled_from(KINDS), st.sampled_from(KINDS
     arrivals=st.lists(arrival, min_size=1, max_size=25),
     matrix=relation,
     overrun=st.sampled_from([0.0, 500.0]),
+    slack=st.sampled_from([0.0, 0.5, 1.0]),
 )
-def test_every_wait_is_within_the_stated_bound(arrivals: list[Arrival], matrix, overrun: float) -> None:
-    arrive, rank, grant, end, dur = replay(arrivals, matrix, overrun)
+def test_every_wait_is_within_the_stated_bound(
+    arrivals: list[Arrival], matrix, overrun: float, slack: float
+) -> None:
+    arrive, rank, grant, end, dur = replay(arrivals, matrix, overrun, slack)
     for w in range(len(arrivals)):
         freeze = arrive[w] + MAX_OVERTAKE_S + (MAX_PRIORITY - arrivals[w].priority) * AGEING_S
         if grant[w] <= freeze:
@@ -226,9 +250,10 @@ def test_every_wait_is_within_the_stated_bound(arrivals: list[Arrival], matrix, 
     appends=st.integers(20, 80),
     estimate_factor=st.sampled_from([0.5, 1.0, 2.0]),
     priority=st.sampled_from([0, MAX_PRIORITY]),
+    slack=st.sampled_from([0.0, 0.5, 1.0]),
 )
 def test_an_endless_stream_of_compatible_appends_cannot_starve_an_optimize(
-    appends: int, estimate_factor: float, priority: int
+    appends: int, estimate_factor: float, priority: int, slack: float
 ) -> None:
     """A MERGE overruns its 10 s estimate by an hour; an OPTIMIZE queues behind it; appends compatible with
     the MERGE but not with the OPTIMIZE arrive every second, each expected to take 2 s (at top priority,
@@ -236,11 +261,12 @@ def test_an_endless_stream_of_compatible_appends_cannot_starve_an_optimize(
     matrix = frozenset({("m", "o"), ("a", "o")})
     stream = [Arrival(0.0, "m", 10.0, 1.0, 0), Arrival(1.0, "o", 5.0, 1.0, 0)]
     stream += [Arrival(1.0, "a", 2.0, estimate_factor, priority) for _ in range(appends)]
-    arrive, rank, grant, end, _dur = replay(stream, matrix, overrun=3600.0)
-    # appends backfill only while the MERGE is within its estimate; then they queue behind the OPTIMIZE
+    arrive, rank, grant, end, _dur = replay(stream, matrix, overrun=3600.0, slack=slack)
+    # appends backfill only while the MERGE is within its estimate (less the slack of their own);
+    # then they queue behind the OPTIMIZE
     overtakers = [j for j in range(2, len(stream)) if grant[j] < grant[1] and rank[j] > rank[1]]
     assert overtakers or estimate_factor == 2.0 or priority > 0  # the backfilling happens
-    assert all(arrive[j] + 2.0 * estimate_factor <= 10.0 + 1e-9 for j in overtakers)
+    assert all(arrive[j] + (1 - slack) * 2.0 * estimate_factor <= 10.0 + 1e-9 for j in overtakers)
     assert grant[1] == end[0]  # the OPTIMIZE starts the moment the MERGE ends
 
 
