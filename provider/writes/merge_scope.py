@@ -134,7 +134,7 @@ def ranged_columns(table_config: TableConfig) -> dict[str, str]:
     were read (column -> Delta type): the delta-rs profile bounds a MERGE by its source's range there
     (ADR 0020), so the scope covers them as ``BETWEEN min AND max``."""
     stats = table_config.file_stats
-    if stats is None:
+    if stats is None or table_config.partition_columns or table_config.clustering_columns:
         return {}
     return {c: t for c, t in stats.column_types if t in INTEGER_TYPES | DATE_TYPES}
 

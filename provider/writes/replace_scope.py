@@ -41,7 +41,8 @@ def scoped_replace_where(
         return spec, ("no file statistics were read: the source's ranges are not needed",)
     ranged = ranged_columns(table_config)
     if not ranged:
-        return spec, ("the table has no integer or date column",)
+        # partitioned or clustered tables are judged on their partitions and clustering (ADR 0019)
+        return spec, ("the table is partitioned or clustered, or has no integer or date column",)
     read = engine.read_source_keys(spec.source, sorted(ranged), limits)
     if read is None:
         return spec, (f"the {engine.name} engine does not check a source against a computed scope",)
