@@ -68,11 +68,11 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "lease_store_listen": (
         "boolean",
         "True",
-        "Whether the triggerer listens for lease releases on a PostgreSQL store (LISTEN/NOTIFY on one extra "
-        "connection per store) so waiting writes wake when a blocker leaves, polling only every 6 poll "
-        "intervals as a safety net (ADR 0025). Set ``False`` behind a connection pooler in transaction "
-        "mode (PgBouncer), which does not deliver notifications: triggers then poll every "
-        "``poll_interval``. SQLite stores always poll.",
+        "Whether the triggerer listens for lease releases so waiting writes wake when a blocker leaves, "
+        "polling only every 6 poll intervals as a safety net (ADR 0025): on a PostgreSQL store by "
+        "LISTEN/NOTIFY on one extra connection per store, on an SQLite store by one read of the decision "
+        "log every 0.5 s per triggerer. Set ``False`` behind a connection pooler in transaction mode "
+        "(PgBouncer), which does not deliver notifications: triggers then poll every ``poll_interval``.",
     ),
     "file_stats": (
         "boolean",

@@ -6,7 +6,8 @@ triggerer holding 1,000 waiting writes held about 1,000 PostgreSQL connections (
 measurement). Here the first trigger for a store opens it, the others share it, and the last one to leave
 closes it. Store calls run in worker threads (:func:`asyncio.to_thread`, the event loop never blocks) at most
 :data:`MAX_CALLS` at a time, over a pool of at most ``2 x`` :data:`POOL_SIZE` connections; a PostgreSQL store
-adds one LISTEN connection (:class:`~deltaguard.leases.sql.listen.FreedListener`).
+adds one LISTEN connection (:class:`~deltaguard.leases.sql.listen.FreedListener`), an SQLite store one
+decision-log reader (:class:`~deltaguard.leases.sql.sqlite_watch.SqliteFreedWatcher`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
     from deltaguard.leases.manager import LeaseManager
-    from deltaguard.leases.sql.listen import FreedListener
+    from deltaguard.leases.sql.watch import FreedWatcher
     from deltaguard.leases.store import LeaseStore
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ class SharedStore:
     key: tuple[int, str] = (0, "")
     users: int = 0
     store: LeaseStore | None = None
-    listener: FreedListener | None = None
+    listener: FreedWatcher | None = None
     ready: asyncio.Future[None] | None = None
     limit: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(MAX_CALLS))
     closed: bool = False
@@ -100,6 +101,12 @@ def _listen_configured() -> bool:
     return config.lease_store_listen()
 
 
+def sqlite_path(url: str) -> str | None:
+    from deltaguard.leases.sql.sqlite_watch import sqlite_path as path_of
+
+    return path_of(url)
+
+
 async def _open(entry: SharedStore) -> None:
     assert entry.ready is not None
     try:
@@ -112,6 +119,12 @@ async def _open(entry: SharedStore) -> None:
             entry.listener = FreedListener(
                 conninfo(entry.url, connect_timeout_s=timeout, keepalive_s=timeout)
             )
+            entry.listener.start()
+        elif listen and (path := sqlite_path(entry.url)) is not None:
+            # SQLite sends nothing: one short read of the decision log per process stands in for NOTIFY
+            from deltaguard.leases.sql.sqlite_watch import SqliteFreedWatcher
+
+            entry.listener = SqliteFreedWatcher(path)
             entry.listener.start()
     except BaseException as exc:
         if entry.store is not None:

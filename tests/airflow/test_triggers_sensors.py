@@ -153,11 +153,17 @@ def test_admission_sensor_poke_and_trigger_agree(tmp_path, monkeypatch: pytest.M
     manager.store.close()
 
 
-def test_sqlite_lease_triggers_share_one_handle_and_poll(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("listen", [True, False])
+def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, listen: bool
+) -> None:
+    """One store handle for every trigger; one decision-log watcher wakes them (ADR 0025), unless listening
+    is turned off, when they poll."""
     from deltaguard.triggers import shared_store
 
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_LISTEN", str(listen))
     manager = LeaseManager(url)
     holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
     assert isinstance(holder, Granted)
@@ -176,7 +182,7 @@ def test_sqlite_lease_triggers_share_one_handle_and_poll(tmp_path, monkeypatch: 
         (entry,) = shared_store._SHARED.values()
         listens = entry.listener is not None
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
-        payload = await asyncio.wait_for(tasks[0], 10)  # the first in the queue is granted by polling
+        payload = await asyncio.wait_for(tasks[0], 10)  # the first in the queue is granted
         for task in tasks[1:]:
             task.cancel()
         await asyncio.gather(*tasks[1:], return_exceptions=True)
@@ -184,5 +190,41 @@ def test_sqlite_lease_triggers_share_one_handle_and_poll(tmp_path, monkeypatch: 
         return handles, listens, payload["status"], shared_store.open_handles()
 
     handles, listens, status, left = asyncio.run(scenario())
-    assert handles == 1 and not listens and status == "granted" and left == 0
+    assert handles == 1 and listens is listen and status == "granted" and left == 0
     manager.store.close()
+
+
+def test_a_sqlite_release_wakes_the_waiting_trigger_before_its_next_poll(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deltaguard.triggers import shared_store
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
+    manager = LeaseManager(url)
+    holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
+    waiting = manager.acquire(_request("merge", OperationKind.MERGE))
+    assert isinstance(holder, Granted) and isinstance(waiting, Waiting)
+    poll_s = 4.0
+
+    async def scenario() -> tuple[str, float]:
+        async def first() -> dict:
+            async for event in LeaseAvailableTrigger(url, waiting.request_id, poll_interval=poll_s).run():
+                return event.payload
+            raise AssertionError("no event")
+
+        task = asyncio.create_task(first())
+        await asyncio.sleep(poll_s + 0.5)  # just past the first check: the next poll is poll_s away
+        released = time.monotonic()
+        await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
+        payload = await asyncio.wait_for(task, 30)
+        woken_after = time.monotonic() - released
+        await shared_store.closed()
+        return payload["status"], woken_after
+
+    try:
+        status, woken_after = asyncio.run(scenario())
+    finally:
+        manager.store.close()
+    # polling alone would check again only after 6 poll intervals (the safety poll while a watcher runs)
+    assert status == "granted" and woken_after < 1.5

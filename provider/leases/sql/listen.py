@@ -15,22 +15,21 @@ and an expired lease sends nothing until a decision reclaims it, so every waiter
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import Iterable
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
 from psycopg.conninfo import make_conninfo
 
+from deltaguard.leases.sql.watch import RECENT_S, FreedWatcher
+
+__all__ = ["CHANNEL", "RECENT_S", "FreedListener", "conninfo"]
+
 log = logging.getLogger(__name__)
 
 #: the channel ``dg_notify_freed`` sends on
 CHANNEL = "deltaguard_freed"
-#: how long a freed id is remembered for waiters that register after it was freed
-RECENT_S = 120.0
 
 
 def conninfo(url: str, *, connect_timeout_s: float = 10.0, keepalive_s: float = 10.0) -> str:
@@ -60,7 +59,7 @@ def conninfo(url: str, *, connect_timeout_s: float = 10.0, keepalive_s: float = 
     )
 
 
-class FreedListener:
+class FreedListener(FreedWatcher):
     """Listen on :data:`CHANNEL` and set the events of the waiters a notification names.
 
     Use from one event loop only (the triggerer's). :meth:`start` returns at once; the connection is made
@@ -71,78 +70,15 @@ class FreedListener:
     """
 
     def __init__(self, conninfo: str, *, retry_s: float = 1.0) -> None:
+        super().__init__()
         self._conninfo = conninfo
         self.retry_s = retry_s
-        self._watchers: dict[str, set[asyncio.Event]] = {}
-        self._keys: dict[asyncio.Event, frozenset[str]] = {}
-        #: freed id or table -> when its notification arrived (monotonic), for late registrations
-        self._recent: dict[str, float] = {}
-        self._task: asyncio.Task[None] | None = None
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        #: whether the LISTEN connection is up; waiters poll at the normal interval while it is not
-        self.connected = False
-        #: notifications received (for measurements and tests)
-        self.received = 0
 
-    def start(self) -> None:
-        """Start listening in the background (idempotent)."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="deltaguard-listen")
-
-    async def close(self) -> None:
-        """Stop listening and close the connection."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self.connected = False
-
-    # -------------------------------------------------------------------------------------- waiters
-    def watch(self, event: asyncio.Event, keys: Iterable[str], since: float) -> None:
-        """Set ``event`` when a notification names one of ``keys`` (ids or table uris); replaces the
-        waiter's earlier keys. Sets it at once if one of them was freed after ``since``.
-
-        :param since: :func:`time.monotonic` when the waiter's last check began.
-        """
-        self.unwatch(event)
-        wanted = frozenset(keys)
-        self._keys[event] = wanted
-        for key in wanted:
-            self._watchers.setdefault(key, set()).add(event)
-            if self._recent.get(key, float("-inf")) >= since:
-                event.set()
-
-    def unwatch(self, event: asyncio.Event) -> None:
-        """Forget a waiter (when its trigger ends)."""
-        for key in self._keys.pop(event, ()):
-            watchers = self._watchers.get(key)
-            if watchers is not None:
-                watchers.discard(event)
-                if not watchers:
-                    del self._watchers[key]
-
-    @property
-    def waiters(self) -> int:
-        return len(self._keys)
-
-    def _wake_all(self) -> None:
-        for event in self._keys:
-            event.set()
-
-    def _deliver(self, payload: str) -> None:
-        self.received += 1
+    def _deliver(self, payload: str) -> None:  # type: ignore[override]
+        """One notification's payload: ``'<freed id> <table uri>'``."""
         freed_id, _, uri = payload.partition(" ")
-        now = time.monotonic()
-        for key in (freed_id, uri):
-            if not key:
-                continue
-            self._recent[key] = now
-            for event in self._watchers.get(key, ()):
-                event.set()
-        if len(self._recent) > 10_000 or self.received % 1000 == 0:
-            cutoff = now - RECENT_S
-            self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
+        self._freed(freed_id, uri)
 
     # ------------------------------------------------------------------------------------ connection
     async def _run(self) -> None:
