@@ -172,7 +172,14 @@ def batch_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
     out: dict[str, dict[str, Any]] = {}
     proven = [r for r in rows if r["optimum_s"]]
-    for name in ("one_slot_pools", "optimistic", "deltaguard", "deltaguard_fifo", "deltaguard_chain"):
+    for name in (
+        "one_slot_pools",
+        "optimistic",
+        "deltaguard",
+        "deltaguard_fifo",
+        "deltaguard_chain",
+        "deltaguard_priority",
+    ):
         to_opt = [r[f"{name}_s"] / r["optimum_s"] for r in proven]
         to_pools = [r[f"{name}_s"] / r["one_slot_pools_s"] for r in rows if r["one_slot_pools_s"]]
         to_bound = [r[f"{name}_s"] / r["lower_bound_s"] for r in rows if r["lower_bound_s"]]

@@ -39,6 +39,7 @@ from deltaguard.core.admission import DEFAULT_MAX_OVERTAKE_S, Holder, Owner, Tab
 from deltaguard.core.decision import Decision
 from deltaguard.core.dispatch import ReadyWrite, chain_weight, next_for_slot
 from deltaguard.core.operations import Operation
+from deltaguard.core.priority import write_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.simulation.workload import (
@@ -55,7 +56,7 @@ from deltaguard.simulation.workload import (
 )
 
 STRATEGIES = ("one_slot_pools", "optimistic", "deltaguard")
-SLOT_ORDERS = ("fifo", "chain")
+SLOT_ORDERS = ("fifo", "chain", "priority")
 #: The variant of deltaguard that orders worker slots by conflict chain (``batch_row``'s
 #: ``deltaguard_chain_s``): backfills may end up to half their estimate after a reservation.
 CHAIN_BACKFILL_SLACK = 0.5
@@ -354,7 +355,10 @@ def simulate(
         after which a ready write is served first come, first served (``slot_order="chain"``).
     :param slot_order: deltaguard only: which granted write takes a free worker slot: ``fifo`` (default,
         what Airflow does with equal priority weights) or ``chain`` (longest conflict chain first,
-        :func:`deltaguard.core.dispatch.next_for_slot`; a deployment needs a slot gate to do this).
+        :func:`deltaguard.core.dispatch.next_for_slot`; a deployment needs a slot gate to do this) or
+        ``priority`` (what Airflow does with the priority weights the ``dag_policy`` cluster policy gives,
+        :func:`deltaguard.core.priority.write_priorities` over each table's writes and their estimates;
+        ties first come, first served).
     :param backfill_slack: deltaguard only: see :func:`deltaguard.core.admission.admit`.
     :raises ValueError: on an unknown strategy or bad parameters.
     """
@@ -548,6 +552,24 @@ def simulate(
                 return next_for_slot(candidates, sim.now, max_overtake_s)
 
             sim.choose = choose
+        elif slot_order == "priority":
+            weights = [0] * len(writes)
+            for table_name, members in _members_by_table(writes).items():
+                table_weights = write_priorities(
+                    [operations[i] for i in members],
+                    [estimates[i] for i in members],
+                    configs[table_name],
+                    profile,
+                )
+                for i, weight in zip(members, table_weights, strict=True):
+                    weights[i] = weight
+
+            def choose_by_priority(ready: Sequence[int]) -> int:
+                return min(
+                    range(len(ready)), key=lambda k: (-weights[ready[k]], sim.ready_since[ready[k]], k)
+                )
+
+            sim.choose = choose_by_priority
         sim.run(arrive_dg, end_dg)
         stuck = sum(len(q) for q in waiting.values())
         if stuck:
@@ -564,6 +586,13 @@ def simulate(
     )
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _members_by_table(writes: Sequence[BenchWrite]) -> dict[str, list[int]]:
+    members: dict[str, list[int]] = {}
+    for i, write in enumerate(writes):
+        members.setdefault(write.table, []).append(i)
+    return members
 
 
 def stream_lower_bound(stream: Stream, slots: int, conflicts: ConflictFn) -> dict[str, Any]:
@@ -743,5 +772,16 @@ def batch_row(
         backfill_slack=CHAIN_BACKFILL_SLACK,
     )
     row["deltaguard_chain_s"] = chain.summary(stream.arrivals)["makespan_s"]
+    # what a deployment does today: the same admission, worker slots by the dag_policy's priority weights
+    by_priority = simulate(
+        "deltaguard",
+        stream,
+        slots=slots,
+        profile=profile,
+        decide=decide,
+        seed=stream.workload.seed,
+        slot_order="priority",
+    )
+    row["deltaguard_priority_s"] = by_priority.summary(stream.arrivals)["makespan_s"]
     row["deltaguard_chain_wait_max_s"] = chain.summary(stream.arrivals)["wait_max_s"]
     return row

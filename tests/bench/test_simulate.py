@@ -63,7 +63,7 @@ def test_one_slot_never_overlaps_on_a_table(stream: Stream) -> None:
 
 @pytest.mark.parametrize(
     ("slot_order", "slack", "slots"),
-    [("fifo", 0.0, 50), ("chain", 1.0, 5)],  # few slots: the slot order decides often
+    [("fifo", 0.0, 50), ("chain", 1.0, 5), ("priority", 0.0, 5)],  # few slots: the slot order decides often
 )
 def test_deltaguard_never_runs_two_conflicting_writes_at_once(
     stream: Stream, slot_order: str, slack: float, slots: int
@@ -207,8 +207,9 @@ def test_the_worker_slot_goes_to_the_write_heading_the_longest_conflict_chain() 
         order: simulate("deltaguard", stream, slots=2, profile=DATABRICKS, slot_order=order, seed=3).summary(
             stream.arrivals
         )["makespan_s"]
-        for order in ("fifo", "chain")
+        for order in ("fifo", "chain", "priority")
     }
-    assert makespan == {"fifo": 60.0, "chain": 40.0}
+    # the dag_policy's static priorities (the MERGE table's chain is 40 s, the appends' 10 s) do the same
+    assert makespan == {"fifo": 60.0, "chain": 40.0, "priority": 40.0}
     with pytest.raises(ValueError, match="slot order"):
         simulate("deltaguard", stream, slots=2, profile=DATABRICKS, slot_order="random")
