@@ -37,7 +37,36 @@ if TYPE_CHECKING:
 _BASE_FIELDS: tuple[str, ...] = tuple(DeltaWriteOperator.template_fields)
 
 
-class DeltaMergeOperator(DeltaWriteOperator):
+class _ScopeThroughDeferral:
+    """Carries the scope a try asked its lease with (``_scope_state``) through a deferral, under the
+    keyword ``_scope_kwarg``, so the resumed task writes exactly what the lease was judged for."""
+
+    _scope_kwarg: str
+    _scope_state: dict[str, Any] | None
+
+    def defer(
+        self,
+        *,
+        trigger: BaseTrigger,
+        method_name: str,
+        kwargs: dict[str, Any] | None = None,
+        timeout: dt.timedelta | float | None = None,
+    ) -> NoReturn:
+        if self._scope_state is not None:
+            kwargs = {**(kwargs or {}), self._scope_kwarg: self._scope_state}
+        super().defer(  # type: ignore[misc]
+            trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout
+        )
+
+    def execute_complete(self, context: Context, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self._scope_state = kwargs.pop(self._scope_kwarg, None)
+        return self._resumed(super().execute_complete(context, *args, **kwargs))  # type: ignore[misc]
+
+    def _resumed(self, result: dict[str, Any]) -> dict[str, Any]:
+        return result
+
+
+class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
     """``MERGE INTO table t USING source s ON condition`` with the chosen clauses.
 
     With no clause chosen it upserts (``WHEN MATCHED UPDATE SET *`` + ``WHEN NOT MATCHED INSERT *``).
@@ -68,6 +97,7 @@ class DeltaMergeOperator(DeltaWriteOperator):
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "condition", "target_partition_values")
+    _scope_kwarg = "merge_scope"
 
     def __init__(
         self,
@@ -154,24 +184,8 @@ class DeltaMergeOperator(DeltaWriteOperator):
         self._scope_state = None  # a new try reads its source anew
         return self._with_scope(super().execute(context))
 
-    def defer(
-        self,
-        *,
-        trigger: BaseTrigger,
-        method_name: str,
-        kwargs: dict[str, Any] | None = None,
-        timeout: dt.timedelta | float | None = None,
-    ) -> NoReturn:
-        # the scope the lease is asked for travels with the deferral, so the resumed task writes under it
-        if self._scope_state is not None:
-            kwargs = {**(kwargs or {}), "merge_scope": self._scope_state}
-        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
-
-    def execute_complete(
-        self, context: Context, *args: Any, merge_scope: dict[str, Any] | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        self._scope_state = merge_scope
-        return self._with_scope(super().execute_complete(context, *args, **kwargs))
+    def _resumed(self, result: dict[str, Any]) -> dict[str, Any]:
+        return self._with_scope(result)
 
     def _with_scope(self, result: dict[str, Any]) -> dict[str, Any]:
         """The XCom result with what the source's data did to the MERGE's scope, and why (ADR 0019)."""
@@ -277,7 +291,7 @@ class DeltaDeleteOperator(DeltaWriteOperator):
         return specs.DeleteSpec(predicate=predicate)
 
 
-class DeltaReplaceWhereOperator(DeltaWriteOperator):
+class DeltaReplaceWhereOperator(_ScopeThroughDeferral, DeltaWriteOperator):
     """Overwrite exactly the rows matching ``predicate`` with ``source`` (Delta's ``replaceWhere``).
 
     :param source: the new rows (URI or callable); every row must satisfy the predicate.
@@ -285,6 +299,7 @@ class DeltaReplaceWhereOperator(DeltaWriteOperator):
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "predicate")
+    _scope_kwarg = "source_scope"
 
     def __init__(self, *, source: Any, predicate: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -314,21 +329,3 @@ class DeltaReplaceWhereOperator(DeltaWriteOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         self._scope_state = None  # a new try reads its source anew
         return super().execute(context)
-
-    def defer(
-        self,
-        *,
-        trigger: BaseTrigger,
-        method_name: str,
-        kwargs: dict[str, Any] | None = None,
-        timeout: dt.timedelta | float | None = None,
-    ) -> NoReturn:
-        if self._scope_state is not None:
-            kwargs = {**(kwargs or {}), "source_scope": self._scope_state}
-        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
-
-    def execute_complete(
-        self, context: Context, *args: Any, source_scope: dict[str, Any] | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        self._scope_state = source_scope
-        return super().execute_complete(context, *args, **kwargs)

@@ -11,6 +11,7 @@ poll for what no watcher reports (an expired lease, a lost connection).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import time
@@ -20,8 +21,11 @@ from collections.abc import Iterable
 RECENT_S = 120.0
 
 
-class FreedWatcher:
-    """Set the events of the waiters a freed id or table names. Use from one event loop only."""
+class FreedWatcher(abc.ABC):
+    """Set the events of the waiters a freed id or table names. Use from one event loop only.
+
+    Subclasses learn frees in :meth:`_run` and report each with :meth:`_freed`.
+    """
 
     def __init__(self) -> None:
         self._watchers: dict[str, set[asyncio.Event]] = {}
@@ -48,8 +52,9 @@ class FreedWatcher:
                 await task
         self.connected = False
 
-    async def _run(self) -> None:  # pragma: no cover - each store's watcher has its own
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _run(self) -> None:
+        """Learn frees for as long as the watcher runs (each store has its own way)."""
 
     def watch(self, event: asyncio.Event, keys: Iterable[str], since: float) -> None:
         """Set ``event`` when a free names one of ``keys`` (ids or table uris); replaces the waiter's
