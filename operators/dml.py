@@ -58,12 +58,25 @@ class _ScopeThroughDeferral:
             trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout
         )
 
+    def execute(self, context: Context) -> dict[str, Any]:
+        self._scope_state = None  # a new try reads its source anew
+        return self._result(super().execute(context))  # type: ignore[misc]
+
     def execute_complete(self, context: Context, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self._scope_state = kwargs.pop(self._scope_kwarg, None)
-        return self._resumed(super().execute_complete(context, *args, **kwargs))  # type: ignore[misc]
+        return self._result(super().execute_complete(context, *args, **kwargs))  # type: ignore[misc]
 
-    def _resumed(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The task's XCom result (operators add what the scope did)."""
         return result
+
+    def _kept_scope(self) -> tuple[bool, MergeScope | None]:
+        """``(True, scope)`` when this try resumed with the scope its lease was asked for (``None``: the
+        lease was asked for without one); ``(False, None)`` when the scope is still to be computed."""
+        if self._scope_state is None:
+            return False, None
+        stored = self._scope_state.get("scope")
+        return True, None if stored is None else MergeScope.from_json(stored)
 
 
 class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
@@ -157,13 +170,12 @@ class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
         declared = self._declared_spec()
         if self.resolved_engine is None:  # set by execute before build_spec; absent only when called alone
             return declared
-        if self._scope_state is not None:
+        resumed, scope = self._kept_scope()
+        if resumed:
             # Resumed after waiting: the lease was asked for (and may have been granted by the trigger) with
             # this scope, so the write keeps it; the engine refuses a source that has left it since.
-            stored = self._scope_state.get("scope")
-            if stored is None:
+            if scope is None:
                 return declared
-            scope = MergeScope.from_json(stored)
             self.scope_reasons = [*scope.reasons, "kept the scope the lease was asked for before waiting"]
             return dataclasses.replace(declared, source_scope=scope, explicit_scope=self.explicit_partitions)
         spec, reasons = scoped_merge(
@@ -180,14 +192,7 @@ class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
         self.log.info("deltaguard: MERGE scope from the source: %s", "; ".join(reasons) or "none")
         return spec
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        self._scope_state = None  # a new try reads its source anew
-        return self._with_scope(super().execute(context))
-
-    def _resumed(self, result: dict[str, Any]) -> dict[str, Any]:
-        return self._with_scope(result)
-
-    def _with_scope(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _result(self, result: dict[str, Any]) -> dict[str, Any]:
         """The XCom result with what the source's data did to the MERGE's scope, and why (ADR 0019)."""
         return {**result, "merge_scope": list(self.scope_reasons)}
 
@@ -313,11 +318,9 @@ class DeltaReplaceWhereOperator(_ScopeThroughDeferral, DeltaWriteOperator):
         declared = specs.ReplaceWhereSpec(source=self.write_source(self.source), predicate=self.predicate)
         if self.resolved_engine is None:  # set by execute before build_spec; absent only when called alone
             return declared
-        if self._scope_state is not None:
-            stored = self._scope_state.get("scope")
-            if stored is None:
-                return declared
-            return dataclasses.replace(declared, source_scope=MergeScope.from_json(stored))
+        resumed, scope = self._kept_scope()
+        if resumed:
+            return declared if scope is None else dataclasses.replace(declared, source_scope=scope)
         # with the table's file statistics, the source's ranges bound the files it adds (ADR 0020)
         spec, reasons = scoped_replace_where(
             declared, table_config, self.resolved_engine, limits=ScopeLimits()
@@ -325,7 +328,3 @@ class DeltaReplaceWhereOperator(_ScopeThroughDeferral, DeltaWriteOperator):
         self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}
         self.log.info("deltaguard: REPLACE WHERE source ranges: %s", "; ".join(reasons) or "none")
         return spec
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        self._scope_state = None  # a new try reads its source anew
-        return super().execute(context)

@@ -760,28 +760,25 @@ def batch_row(
     # the same admission without estimates: strict FIFO among conflicting requests, for comparison
     fifo = simulate("deltaguard", stream, slots=slots, profile=profile, decide=decide, estimate_error=None)
     row["deltaguard_fifo_s"] = fifo.summary(stream.arrivals)["makespan_s"]
-    # longest conflict chain first at the worker slots, with a looser backfilling licence
-    chain = simulate(
-        "deltaguard",
-        stream,
-        slots=slots,
-        profile=profile,
-        decide=decide,
-        seed=stream.workload.seed,
-        slot_order="chain",
-        backfill_slack=CHAIN_BACKFILL_SLACK,
-    )
-    row["deltaguard_chain_s"] = chain.summary(stream.arrivals)["makespan_s"]
-    # what a deployment does today: the same admission, worker slots by the dag_policy's priority weights
-    by_priority = simulate(
-        "deltaguard",
-        stream,
-        slots=slots,
-        profile=profile,
-        decide=decide,
-        seed=stream.workload.seed,
-        slot_order="priority",
-    )
-    row["deltaguard_priority_s"] = by_priority.summary(stream.arrivals)["makespan_s"]
-    row["deltaguard_chain_wait_max_s"] = chain.summary(stream.arrivals)["wait_max_s"]
+    variants: dict[str, dict[str, Any]] = {
+        # longest conflict chain first at the worker slots, with a looser backfilling licence
+        "deltaguard_chain": {"slot_order": "chain", "backfill_slack": CHAIN_BACKFILL_SLACK},
+        # what a deployment does today: the same admission, worker slots by the dag_policy's weights
+        "deltaguard_priority": {"slot_order": "priority"},
+    }
+    summaries = {
+        name: simulate(
+            "deltaguard",
+            stream,
+            slots=slots,
+            profile=profile,
+            decide=decide,
+            seed=stream.workload.seed,
+            **options,
+        ).summary(stream.arrivals)
+        for name, options in variants.items()
+    }
+    for name, summary in summaries.items():
+        row[f"{name}_s"] = summary["makespan_s"]
+    row["deltaguard_chain_wait_max_s"] = summaries["deltaguard_chain"]["wait_max_s"]
     return row
