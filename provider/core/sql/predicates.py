@@ -97,6 +97,9 @@ class _ColumnConstraint:
 
     null: _Null = None
     domains: dict[str, Domain] = field(default_factory=dict)
+    #: the values of ``domains`` *or* NULL (a reader whose engine keeps NULL-valued files for its
+    #: comparisons, see :func:`null_widened_terms`); never set by parsing
+    or_null: bool = False
 
     def add(self, atom: _Atom) -> None:
         self.null = _merge_null(self.null, atom.null)
@@ -569,8 +572,22 @@ def _terms_disjoint(a: _Compiled, b: _Compiled) -> bool:
     return False
 
 
+def _admits_null(constraint: _ColumnConstraint) -> bool:
+    """Whether a NULL value satisfies the constraint (a comparison domain needs a non-NULL value)."""
+    return constraint.or_null or (
+        constraint.null is True or (constraint.null is None and not constraint.domains)
+    )
+
+
 def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bool:
     """Whether two satisfiable constraints on one column exclude each other."""
+    if first.or_null or second.or_null:
+        # NULL is shared when both admit it; otherwise only the non-NULL values can meet
+        if _admits_null(first) and _admits_null(second):
+            return False
+        return _columns_disjoint(
+            _ColumnConstraint(first.null, first.domains), _ColumnConstraint(second.null, second.domains)
+        )
     null = _merge_null(first.null, second.null)
     if null is _CONFLICT or (null is True and (first.domains or second.domains)):
         return True
@@ -594,6 +611,37 @@ def provably_disjoint(a: Predicate, b: Predicate, columns: Collection[str] | Non
     key = None if columns is None else frozenset(column.lower() for column in columns)
     terms_a, terms_b = a.terms_over(key), b.terms_over(key)
     return all(_terms_disjoint(x, y) for x in terms_a for y in terms_b)
+
+
+def null_widened_terms(p: Predicate, columns: Collection[str]) -> tuple[_Compiled, ...]:
+    """The DNF terms of ``p`` over ``columns``, each widened to what an engine keeps when it prunes files on
+    partition values whose NULL compares as *unknown*: every comparison on a column also admits NULL, and a
+    null test (``IS NULL``, ``IS NOT NULL``) restricts nothing.
+
+    This is how delta-rs 1.6.6 decides which files a stale write *read* for conflict detection (measured,
+    ADR 0003 fact 11): a file of the ``p = NULL`` partition counts as read by ``p <> 'a'``, ``p > 'a'``,
+    ``p BETWEEN ...``, ``NOT IN``, ``NOT (p = 'a')`` and, on DATE and BIGINT partitions, even by ``p = 'a'``
+    and ``p IN (...)``; ``p IS NULL`` and ``p IS NOT NULL`` count every file as read.
+
+    :param p: the reader's predicate.
+    :param columns: the partition columns (case-insensitive).
+    """
+    key = frozenset(column.lower() for column in columns)
+    widened: list[_Compiled] = []
+    for term in p.terms_over(key):
+        found: _Compiled = {}
+        for column, constraint in term.items():
+            if not constraint.domains:
+                continue  # a null test only: every file is read
+            found[column] = _ColumnConstraint(None, dict(constraint.domains), or_null=True)
+        widened.append(found)
+    return tuple(widened)
+
+
+def provably_disjoint_terms(a: Iterable[_Compiled], b: Iterable[_Compiled]) -> bool:
+    """:func:`provably_disjoint` on terms already computed (e.g. by :func:`null_widened_terms`)."""
+    second = tuple(b)
+    return all(_terms_disjoint(x, y) for x in a for y in second)
 
 
 # ----------------------------------------------------------------------------------------- MERGE target
