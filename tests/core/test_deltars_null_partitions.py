@@ -89,9 +89,32 @@ def test_widened_terms() -> None:
         return provably_disjoint_terms(read, parse_predicate(files).terms_over(frozenset({"p"})))
 
     assert not disjoint("p <> 'a'", "p IS NULL")
-    assert not disjoint("p = 'a'", "p IS NULL")
+    # plain-string equality AND-ed at the top is pruned exactly; DATE / BIGINT equality and ORs are not
+    assert disjoint("p = 'a'", "p IS NULL")
+    assert disjoint("p IN ('a', 'b') AND id = 1", "p IS NULL")
+    assert not disjoint("p = DATE '2024-01-01'", "p IS NULL")
+    assert not disjoint("p = 1", "p IS NULL")
+    assert not disjoint("p = 'a' OR (p = 'b' AND id = 1)", "p IS NULL")
     assert not disjoint("p IS NULL", "p = 'b'")
     assert not disjoint("p IS NOT NULL", "p IS NULL")
     assert disjoint("p <> 'a'", "p = 'a'")
     assert disjoint("p IS NULL OR p = 'a'", "p = 'b'") is False  # IS NULL reads every partition
     assert disjoint("p = 'a' AND q = 'x'", "p = 'b'")
+
+
+def test_empty_string_partition_counts_as_null() -> None:
+    """delta-rs logs ``p = ''`` as a null partition value: its files are read by any comparison (measured:
+    ``DELETE WHERE p < 'b'`` removes them and a stale ``UPDATE WHERE p > 'b'`` fails)."""
+    conflict, rule = _conflict(Operation(K.UPDATE, "p > 'b'"), Operation(K.DELETE, "p < 'b'"))
+    assert conflict, rule
+    conflict, rule = _conflict(Operation(K.UPDATE, "p > 'b'"), Operation(K.DELETE, "p <= 'a'"))
+    assert conflict, rule
+    # no empty string on either side: still apart
+    for a, b in [
+        ("p > 'b'", "p BETWEEN 'a' AND 'b'"),
+        ("p > 5", "p < 3"),
+        ("d = '2024-01-01'", "d = '2024-01-02'"),
+    ]:
+        table = TableConfig(partition_columns=("p", "d"))
+        v = pair_verdict(Operation(K.UPDATE, a), Operation(K.DELETE, b), table, DELTARS)
+        assert not v.conflict, (a, b, v.rule)

@@ -115,3 +115,22 @@ def test_different_named_partitions_still_commit(tmp_path: Path, kind: str) -> N
     x, y = (K.UPDATE, f"p = {lit(a)}"), (K.DELETE, f"p = {lit(b)}")
     assert not _engine_conflicts(tmp_path, base, x, y)
     assert not _model_conflicts(x, y)
+
+
+def test_empty_string_partition_is_read_like_null(tmp_path: Path) -> None:
+    """delta-rs logs ``p = ''`` as a null partition value; its files count as read by a comparison."""
+    base = tmp_path / "empty"
+    for ids in ((1, 2, 3), (4, 5, 6)):
+        write_deltalake(
+            str(base),
+            pa.table(
+                {"id": pa.array(ids, pa.int64()), "v": pa.array([0, 0, 0], pa.int64()), "p": ["a", "", "c"]}
+            ),
+            partition_by=["p"],
+            mode="append",
+        )
+    logged = pa.table(DeltaTable(str(base)).get_add_actions(flatten=True)).column("partition.p").to_pylist()
+    assert None in logged and "" not in logged
+    x, y = (K.UPDATE, "p > 'b'"), (K.DELETE, "p < 'b'")
+    assert _engine_conflicts(tmp_path, base, x, y)
+    assert _model_conflicts(x, y)

@@ -36,7 +36,9 @@ from deltaguard.core.sql.predicate_values import (
     DAY,
     EXCLUDABLE_KINDS,
     NUM,
+    NUMSTR,
     ORDERED_KINDS,
+    STR,
     Bound,
     Domain,
     Value,
@@ -579,11 +581,38 @@ def _admits_null(constraint: _ColumnConstraint) -> bool:
     )
 
 
+#: kinds whose comparisons a string column's empty string may satisfy (it is below every other string)
+_TEXT_KINDS = frozenset({STR, DATESTR, NUMSTR})
+
+
+def _admits_empty_string(constraint: _ColumnConstraint) -> bool:
+    """Whether the empty string may satisfy the constraint (conservatively ``True`` where unsure): only a
+    string comparison can hold for it, and it is below every other string."""
+    if constraint.null is True:
+        return False
+    for kind, domain in constraint.domains.items():
+        if kind not in _TEXT_KINDS:
+            return False  # a typed comparison (number, date, ...): no string column value of ''
+        if domain.values is not None:
+            if kind != STR or "" not in domain.values:
+                return False
+        elif domain.low is not None and not (domain.low.value == "" and domain.low.inclusive):
+            return False
+        if "" in domain.excluded:
+            return False
+    return True
+
+
 def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bool:
     """Whether two satisfiable constraints on one column exclude each other."""
     if first.or_null or second.or_null:
         # NULL is shared when both admit it; otherwise only the non-NULL values can meet
         if _admits_null(first) and _admits_null(second):
+            return False
+        # delta-rs logs an empty-string partition value as null, so a widened read keeps its files too
+        # (measured): the other side must not admit ''
+        plain = second if first.or_null else first
+        if not plain.or_null and _admits_empty_string(plain):
             return False
         return _columns_disjoint(
             _ColumnConstraint(first.null, first.domains), _ColumnConstraint(second.null, second.domains)
@@ -620,22 +649,36 @@ def null_widened_terms(p: Predicate, columns: Collection[str]) -> tuple[_Compile
 
     This is how delta-rs 1.6.6 decides which files a stale write *read* for conflict detection (measured,
     ADR 0003 fact 11): a file of the ``p = NULL`` partition counts as read by ``p <> 'a'``, ``p > 'a'``,
-    ``p BETWEEN ...``, ``NOT IN``, ``NOT (p = 'a')`` and, on DATE and BIGINT partitions, even by ``p = 'a'``
-    and ``p IN (...)``; ``p IS NULL`` and ``p IS NOT NULL`` count every file as read.
+    ``p BETWEEN ...``, ``NOT IN``, ``NOT (p = 'a')`` and, on DATE and BIGINT partitions, even by ``p = 1``
+    and ``p IN (...)`` (an equality or IN list of plain strings AND-ed at the top stays exact); ``p IS NULL`` and ``p IS NOT NULL`` count every file as read. delta-rs logs an
+    empty-string partition value as null, so the files of ``p = ''`` count as read alike: a widened term also
+    meets every constraint the empty string may satisfy (:func:`provably_disjoint_terms`).
 
     :param p: the reader's predicate.
     :param columns: the partition columns (case-insensitive).
     """
     key = frozenset(column.lower() for column in columns)
+    terms = p.terms_over(key)
     widened: list[_Compiled] = []
-    for term in p.terms_over(key):
+    for term in terms:
         found: _Compiled = {}
         for column, constraint in term.items():
             if not constraint.domains:
                 continue  # a null test only: every file is read
+            if len(terms) == 1 and _string_values_only(constraint):
+                # ``p = 'a'`` / ``p IN ('a', 'b')`` AND-ed at the top on a STRING partition are pruned exactly
+                # (measured: neither NULL nor '' partitions are read); in an OR they may not be
+                found[column] = constraint
+                continue
             found[column] = _ColumnConstraint(None, dict(constraint.domains), or_null=True)
         widened.append(found)
     return tuple(widened)
+
+
+def _string_values_only(constraint: _ColumnConstraint) -> bool:
+    """An equality or IN list of plain (non-date, non-number) string literals, nothing else."""
+    domain = constraint.domains.get(STR)
+    return len(constraint.domains) == 1 and domain is not None and domain.values is not None
 
 
 def provably_disjoint_terms(a: Iterable[_Compiled], b: Iterable[_Compiled]) -> bool:
