@@ -102,6 +102,8 @@ class _ColumnConstraint:
     #: the values of ``domains`` *or* NULL (a reader whose engine keeps NULL-valued files for its
     #: comparisons, see :func:`null_widened_terms`); never set by parsing
     or_null: bool = False
+    #: with ``or_null``: also the empty string (a logged-null partition a string comparison may keep)
+    or_empty: bool = False
 
     def add(self, atom: _Atom) -> None:
         self.null = _merge_null(self.null, atom.null)
@@ -611,8 +613,8 @@ def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bo
             return False
         # delta-rs logs an empty-string partition value as null, so a widened read keeps its files too
         # (measured): the other side must not admit ''
-        plain = second if first.or_null else first
-        if not plain.or_null and _admits_empty_string(plain):
+        widened, plain = (first, second) if first.or_null else (second, first)
+        if widened.or_empty and not plain.or_null and _admits_empty_string(plain):
             return False
         return _columns_disjoint(
             _ColumnConstraint(first.null, first.domains), _ColumnConstraint(second.null, second.domains)
@@ -670,7 +672,15 @@ def null_widened_terms(p: Predicate, columns: Collection[str]) -> tuple[_Compile
                 # (measured: neither NULL nor '' partitions are read); in an OR they may not be
                 found[column] = constraint
                 continue
-            found[column] = _ColumnConstraint(None, dict(constraint.domains), or_null=True)
+            # an equality / IN of string literals keeps no '' partition: on a STRING column it is a plain
+            # string equality, other column types hold no ''
+            text_values = all(
+                kind in _TEXT_KINDS and domain.values is not None
+                for kind, domain in constraint.domains.items()
+            )
+            found[column] = _ColumnConstraint(
+                None, dict(constraint.domains), or_null=True, or_empty=not text_values
+            )
         widened.append(found)
     return tuple(widened)
 
