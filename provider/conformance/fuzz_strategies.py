@@ -481,22 +481,29 @@ def _edge_where(draw: Draw, scope: str | None) -> Predicate:
 
 
 @st.composite
+def edge_replace_wheres(draw: Draw) -> FuzzStatement:
+    """REPLACE WHERE of the NULL partition, or of the long multi-byte ``p`` values (whose new file delta-rs
+    records with a cut minimum)."""
+    value = draw(st.sampled_from((None, LONG_TEXT)))
+    predicate = "p IS NULL" if value is None else f"p >= '{LONG_TEXT}'"
+    rows = [{**row, "p": value} for row in draw(new_rows(existing=False))]
+    rendered = ", ".join(
+        f"({r['id']}, {'NULL' if value is None else repr(value)}, DATE '{r['d']}', {r['v']}, "
+        f"named_struct('k', '{r['s']['k']}', 'n', {r['s']['n']}))"
+        for r in rows
+    )
+    sql = f"INSERT INTO {TABLE} REPLACE WHERE {predicate} SELECT * FROM VALUES {rendered} AS src(id, p, d, v, s)"
+    spec = {"type": "replace_where", "rows": rows, "predicate": predicate}
+    return FuzzStatement(sql, "spec", spec, tags=("replace_where", "edge_value", "on_partition_values"))
+
+
+@st.composite
 def edge_statements(draw: Draw, scope: str | None = None) -> FuzzStatement:
     """An UPDATE or DELETE on the edge rows' values (NULL / empty / long ``p``, negative ``v``), or a
     REPLACE WHERE of the NULL or long ``p`` partition."""
     kind = draw(st.sampled_from(("UPDATE", "DELETE", "REPLACE")))
     if kind == "REPLACE" and scope is None:
-        value = draw(st.sampled_from((None, LONG_TEXT)))
-        predicate = "p IS NULL" if value is None else f"p >= '{LONG_TEXT}'"
-        rows = [{**row, "p": value} for row in draw(new_rows(existing=False))]
-        rendered = ", ".join(
-            f"({r['id']}, {'NULL' if value is None else repr(value)}, DATE '{r['d']}', {r['v']}, "
-            f"named_struct('k', '{r['s']['k']}', 'n', {r['s']['n']}))"
-            for r in rows
-        )
-        sql = f"INSERT INTO {TABLE} REPLACE WHERE {predicate} SELECT * FROM VALUES {rendered} AS src(id, p, d, v, s)"
-        spec = {"type": "replace_where", "rows": rows, "predicate": predicate}
-        return FuzzStatement(sql, "spec", spec, tags=("replace_where", "edge_value", "on_partition_values"))
+        return draw(edge_replace_wheres())
     where = _edge_where(draw, scope)
     if kind == "DELETE":
         return FuzzStatement(f"DELETE FROM {TABLE} WHERE {where[0]}", tags=_tags(where[1]))
@@ -557,7 +564,9 @@ def edge_stats_cases(draw: Draw) -> FuzzCase:
     layout = FuzzLayout((), base.layout.clustered, isolation=base.layout.isolation, edge_rows=True)
     found = list(base.statements)
     for index in range(len(found)):
-        if index == 0 or draw(st.booleans()):
+        if draw(st.integers(0, 5)) == 0:
+            found[index] = draw(edge_replace_wheres())
+        elif index == 0 or draw(st.booleans()):
             template = draw(st.sampled_from(_EDGE_STATS_WRITES))
             found[index] = FuzzStatement(
                 template.format(date=draw(st.sampled_from(DATES))), tags=("per_date", "edge_value")
