@@ -143,7 +143,8 @@ def _reads_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     Measured on deltalake 1.6.6 (ADR 0003 fact 11): the files of the stale snapshot a write read are its
     read predicate pruned on partition values in which NULL compares as unknown, so the files of a
     ``p = NULL`` partition count as read by every comparison on ``p`` (on DATE and BIGINT partitions even
-    by ``=`` and ``IN``), and ``p IS NULL`` / ``IS NOT NULL`` count every file as read. Files a concurrent
+    by ``=`` and ``IN``; an empty-string value is logged as null and read alike), and ``p IS NULL`` /
+    ``IS NOT NULL`` count every file as read. Files a concurrent
     commit *added* are pruned exactly (NULL is only matched by ``IS NULL``), which :func:`may_overlap`
     already judges. A write removes only files holding rows of its scope; the other's read is widened by
     :func:`~deltaguard.core.sql.predicates.null_widened_terms`.
@@ -266,14 +267,15 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             True,
             f"{a.kind.value} x {b.kind.value} conflict although their partitions differ: delta-rs decides what "
             "a stale write read by pruning its predicate on partition values, where NULL compares as unknown, "
-            "so the files of a NULL partition count as read by any comparison on that column (on DATE and "
-            "BIGINT columns even by = and IN) and IS NULL / IS NOT NULL read every partition",
+            "so the files of a NULL (or empty-string, which delta-rs logs as null) partition count as read by "
+            "any comparison on that column but a top-level = or IN of plain strings, and IS NULL / IS NOT NULL "
+            "read every partition",
             "deltars.null_partition_read",
             ctx,
-            (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
+            (DeltaException.CONCURRENT_DELETE_READ,),
             (
-                "avoid NULL partition values, or select them with a predicate that names only that partition "
-                "in the other write (none exists for delta-rs: run the writes one after the other)",
+                "select partitions with = or IN of the values on a STRING partition column, and run writes of "
+                "the NULL partition (IS NULL) one after the others",
             ),
         )
     proof = stats_disjoint(a, b, ctx)
