@@ -53,7 +53,7 @@ def test_truncation_rule(tmp_path: Path, value: str, low: str, high: str) -> Non
     assert widened is None or high <= widened
 
 
-def _seed(path: Path) -> None:
+def _make_table(path: Path) -> None:
     write_deltalake(str(path), pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array(["a", "a"])}))
     write_deltalake(
         str(path),
@@ -97,7 +97,7 @@ def _conflicts(base: Path, work: Path, first: Operation, second: Operation) -> b
 )
 def test_long_literal_pairs_are_sound(tmp_path: Path, a: Operation, b: Operation) -> None:
     base = tmp_path / "base"
-    _seed(base)
+    _make_table(base)
     engine = DeltaRsEngine(file_stats=True)
     table = engine.table_config(str(base))
     assert table.file_stats is not None
