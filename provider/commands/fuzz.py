@@ -67,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     import deltalake
+    from hypothesis import strategies as st
 
     from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
     from deltaguard.conformance.fuzz_run import fuzz
-    from deltaguard.conformance.fuzz_strategies import stats_cases
+    from deltaguard.conformance.fuzz_strategies import cases, edge_cases, edge_stats_cases, stats_cases
 
     engine = DeltaRsDifferentialEngine(file_stats=args.file_stats)
     known = tuple(_known_classes(args.save_dir))
@@ -86,7 +87,10 @@ def run(args: argparse.Namespace) -> int:
             run_conflicts=not args.no_precision,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
             known_classes=known,
-            strategy=stats_cases() if args.file_stats else None,
+            # half of the cases also hold the edge rows (NULL / empty / long multi-byte strings, negatives)
+            strategy=st.one_of(stats_cases(), edge_stats_cases())
+            if args.file_stats
+            else st.one_of(cases(), edge_cases()),
         )
     summary = {
         "engine": engine.name,

@@ -35,6 +35,16 @@ ISOLATION_LEVELS: tuple[str | None, ...] = (
     "snapshotIsolation",
 )
 
+#: a string of 22 euro signs (66 UTF-8 bytes): delta-rs records its statistics cut to 64 bytes (21 signs as
+#: the min, 20 signs and a kip as the max, ADR 0020), though it is short enough for the model's literals
+LONG_TEXT = "\u20ac" * 22
+#: between the recorded max of :data:`LONG_TEXT` and the text itself
+LONG_BOUND = "\u20ac" * 21 + "\u20ad"
+#: ``p`` values of the edge rows (``None``: NULL; ``''``: the empty string)
+EDGE_P_VALUES: tuple[str | None, ...] = (None, "", LONG_TEXT, None, LONG_BOUND)
+#: ids of the edge rows (``FuzzLayout.edge_rows``)
+EDGE_IDS: tuple[int, ...] = (13, 14, 15, 16, 17)
+
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.int64()),
@@ -54,6 +64,18 @@ def initial_row(row_id: int) -> dict[str, Any]:
         "d": DATES[((row_id - 1) // 3) % 3],
         "v": row_id * 10,
         "s": {"k": f"k{row_id % 3}", "n": row_id},
+    }
+
+
+def edge_row(row_id: int) -> dict[str, Any]:
+    """An edge row (ids 13-17): ``p`` NULL, empty, or a long multi-byte string, negative ``v``, NULL ``s``."""
+    position = row_id - EDGE_IDS[0]
+    return {
+        "id": row_id,
+        "p": EDGE_P_VALUES[position],
+        "d": DATES[position % len(DATES)],
+        "v": -(row_id * 10),
+        "s": None if position % 2 else {"k": "", "n": -row_id},
     }
 
 
@@ -77,6 +99,8 @@ class FuzzLayout:
     clustered: bool = False
     deletion_vectors: bool = False
     isolation: str | None = None
+    #: also the edge rows (:func:`edge_row`): NULL / empty / long multi-byte ``p``, negative ``v``, NULL ``s``
+    edge_rows: bool = False
 
     def properties(self) -> dict[str, str]:
         """The table properties the table is created with."""
@@ -90,6 +114,8 @@ class FuzzLayout:
     def initial_commits(self) -> list[list[dict[str, Any]]]:
         """The initial rows, one list per commit: per date when clustered, else two mixed commits."""
         rows = [initial_row(i) for i in INITIAL_IDS]
+        if self.edge_rows:
+            rows += [edge_row(i) for i in EDGE_IDS]
         if self.clustered:
             return [[r for r in rows if r["d"] == date] for date in DATES]
         return [[r for r in rows if r["id"] % 2 == 1], [r for r in rows if r["id"] % 2 == 0]]
@@ -100,10 +126,15 @@ class FuzzLayout:
             parts.append("clustered by date" if self.clustered else "mixed files")
         parts.append("DV on" if self.deletion_vectors else "DV off")
         parts.append(f"isolation {self.isolation or '(absent)'}")
+        if self.edge_rows:
+            parts.append("edge rows")
         return ", ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "partition_by": list(self.partition_by)}
+        found = {**asdict(self), "partition_by": list(self.partition_by)}
+        if not self.edge_rows:
+            del found["edge_rows"]  # cases saved before edge rows existed stay byte for byte the same
+        return found
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> FuzzLayout:
@@ -112,6 +143,7 @@ class FuzzLayout:
             clustered=bool(value.get("clustered", False)),
             deletion_vectors=bool(value.get("deletion_vectors", False)),
             isolation=value.get("isolation"),
+            edge_rows=bool(value.get("edge_rows", False)),
         )
 
 
@@ -183,6 +215,8 @@ class FuzzCase:
             found.add("clustered_files")
         if self.layout.deletion_vectors:
             found.add("deletion_vectors")
+        if self.layout.edge_rows:
+            found.add("edge_rows")
         if len(self.statements) > 2:
             found.add("triple")
         return tuple(sorted(found))

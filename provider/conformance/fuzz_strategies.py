@@ -20,6 +20,8 @@ from deltaguard.conformance.fuzz_cases import (
     DATES,
     INITIAL_IDS,
     ISOLATION_LEVELS,
+    LONG_BOUND,
+    LONG_TEXT,
     PARTITION_VALUES,
     PARTITIONINGS,
     TABLE,
@@ -412,6 +414,163 @@ def stats_cases(draw: Draw) -> FuzzCase:
             )
             statement = FuzzStatement(sql, tags=("per_date",))
         found.append(statement)
+    return FuzzCase(layout, tuple(found))
+
+
+# ------------------------------------------------------------- edge values: NULL, empty, long, negative
+
+#: conditions on the edge rows' values (``FuzzLayout.edge_rows``); ``{q}`` is the column qualifier
+_EDGE_ATOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("{q}p IS NULL", ("on_p", "null_test")),
+    ("{q}p IS NOT NULL", ("on_p", "null_test")),
+    ("{q}p > 'a'", ("on_p", "range")),
+    ("{q}p <> 'b'", ("on_p",)),
+    ("NOT ({q}p = 'a')", ("on_p", "not")),
+    ("{q}p NOT IN ('a', 'c')", ("on_p", "in_list")),
+    ("{q}p = ''", ("on_p", "empty_string")),
+    (f"{{q}}p >= '{LONG_BOUND}'", ("on_p", "long_string")),
+    (f"{{q}}p < '{LONG_TEXT}'", ("on_p", "long_string")),
+    ("{q}v < 0", ("on_data", "negative")),
+    ("{q}v >= -140", ("on_data", "negative")),
+    ("{q}s IS NULL", ("on_data", "null_test")),
+)
+#: what a per-partition job on the edge rows is scoped to (NULL, or a comparison that NULL fails)
+_EDGE_SCOPES: tuple[str, ...] = (
+    "p IS NULL",
+    "p = 'a'",
+    "p = 'b'",
+    "p = ''",
+    f"p = '{LONG_TEXT}'",
+    "p > 'b'",
+    "p < 'b'",
+    "p <> 'a'",
+    "p IS NOT NULL",
+)
+#: assignments that write edge values (rows move into the NULL, empty or long ``p`` partition)
+_EDGE_SETS: tuple[tuple[str, str, str], ...] = (
+    ("p", "NULL", "moves_rows"),
+    ("p", "''", "moves_rows"),
+    ("p", f"'{LONG_TEXT}'", "moves_rows"),
+    ("v", "-v", "negative"),
+    ("v", "v - 1000", "negative"),
+)
+
+
+@st.composite
+def edge_atoms(draw: Draw, q: str = "") -> Predicate:
+    """One condition on NULL, empty, long multi-byte or negative values (or, half the time, an ordinary one)."""
+    if draw(st.booleans()):
+        text, tags = draw(st.sampled_from(_EDGE_ATOMS))
+        return text.format(q=q), (*tags, "edge_value")
+    return draw(atoms(q))
+
+
+def edge_predicates(q: str = "", max_leaves: int = 3) -> st.SearchStrategy[Predicate]:
+    """:func:`predicates` whose leaves may test NULL, empty, long or negative values."""
+    return st.recursive(edge_atoms(q), _combine, max_leaves=max_leaves)
+
+
+def _edge_where(draw: Draw, scope: str | None) -> Predicate:
+    """A condition, scoped to ``scope`` (a partition condition such as ``p IS NULL``) when given."""
+    text, tags = draw(edge_predicates())
+    if scope is None:
+        return text, tags
+    if draw(st.booleans()):
+        return scope, ("scoped", "edge_scope")
+    return f"{scope} AND ({text})", (*tags, "scoped", "edge_scope")
+
+
+@st.composite
+def edge_replace_wheres(draw: Draw) -> FuzzStatement:
+    """REPLACE WHERE of the NULL partition, or of the long multi-byte ``p`` values (whose new file delta-rs
+    records with a cut minimum)."""
+    value = draw(st.sampled_from((None, LONG_TEXT)))
+    predicate = "p IS NULL" if value is None else f"p >= '{LONG_TEXT}'"
+    rows = [{**row, "p": value} for row in draw(new_rows(existing=False))]
+    rendered = ", ".join(
+        f"({r['id']}, {'NULL' if value is None else repr(value)}, DATE '{r['d']}', {r['v']}, "
+        f"named_struct('k', '{r['s']['k']}', 'n', {r['s']['n']}))"
+        for r in rows
+    )
+    sql = f"INSERT INTO {TABLE} REPLACE WHERE {predicate} SELECT * FROM VALUES {rendered} AS src(id, p, d, v, s)"
+    spec = {"type": "replace_where", "rows": rows, "predicate": predicate}
+    return FuzzStatement(sql, "spec", spec, tags=("replace_where", "edge_value", "on_partition_values"))
+
+
+@st.composite
+def edge_statements(draw: Draw, scope: str | None = None) -> FuzzStatement:
+    """An UPDATE or DELETE on the edge rows' values (NULL / empty / long ``p``, negative ``v``), or a
+    REPLACE WHERE of the NULL or long ``p`` partition."""
+    kind = draw(st.sampled_from(("UPDATE", "DELETE", "REPLACE")))
+    if kind == "REPLACE" and scope is None:
+        return draw(edge_replace_wheres())
+    where = _edge_where(draw, scope)
+    if kind == "DELETE":
+        return FuzzStatement(f"DELETE FROM {TABLE} WHERE {where[0]}", tags=_tags(where[1]))
+    # a per-partition job mostly changes values in place (moving rows out of a partition reads as "anywhere")
+    choices = _EDGE_SETS if scope is None or draw(st.integers(0, 3)) == 0 else _EDGE_SETS[3:]
+    sets = draw(st.lists(st.sampled_from(choices), min_size=1, max_size=2, unique_by=lambda item: item[0]))
+    assignments = ", ".join(f"{column} = {expression}" for column, expression, _ in sets)
+    tags = tuple(tag for _, _, tag in sets)
+    return FuzzStatement(
+        f"UPDATE {TABLE} SET {assignments} WHERE {where[0]}", tags=_tags(tags, where[1], ("edge_value",))
+    )
+
+
+@st.composite
+def edge_cases(draw: Draw, triples: bool = True) -> FuzzCase:
+    """Cases on a table that also holds the edge rows (``p`` NULL, empty or a long multi-byte string,
+    negative ``v``, NULL ``s``): writes on those values beside any other write, half of the time as
+    per-partition jobs where one job is scoped to the NULL partition or to a comparison NULL fails."""
+    base = draw(layouts())
+    layout = FuzzLayout(
+        base.partition_by, base.clustered, base.deletion_vectors, base.isolation, edge_rows=True
+    )
+    count = 3 if triples and draw(st.integers(0, 4)) == 4 else 2
+    if draw(st.booleans()):
+        if "p" not in layout.partition_by:
+            layout = FuzzLayout(("p",), False, layout.deletion_vectors, layout.isolation, edge_rows=True)
+        scopes = draw(st.permutations(_EDGE_SCOPES))
+        found = [draw(edge_statements(scopes[i])) for i in range(count)]
+    else:
+        found = [draw(st.one_of(edge_statements(), statements(layout))) for _ in range(count)]
+    # at least one write on the edge values
+    if not any("edge_value" in statement.tags or "edge_scope" in statement.tags for statement in found):
+        found[0] = draw(edge_statements())
+    return FuzzCase(layout, tuple(found))
+
+
+#: per-date rewrites on the edge rows' values for the statistics fuzzer (``{date}``: one of :data:`DATES`)
+_EDGE_STATS_WRITES: tuple[str, ...] = (
+    f"UPDATE {TABLE} SET p = '{LONG_TEXT}' WHERE d = '{{date}}'",
+    f"UPDATE {TABLE} SET p = '' WHERE d = '{{date}}'",
+    f"UPDATE {TABLE} SET v = -v WHERE d = '{{date}}'",
+    f"UPDATE {TABLE} SET p = '{LONG_TEXT}' WHERE d = '{{date}}' AND id > 2",
+    f"DELETE FROM {TABLE} WHERE p >= '{LONG_BOUND}'",
+    f"DELETE FROM {TABLE} WHERE p > '{LONG_TEXT}'",
+    f"DELETE FROM {TABLE} WHERE p < '{LONG_TEXT}' AND d = '{{date}}'",
+    f"UPDATE {TABLE} SET v = v + 1 WHERE p = ''",
+    f"DELETE FROM {TABLE} WHERE v < 0 AND d = '{{date}}'",
+    f"UPDATE {TABLE} SET v = v + 1 WHERE v < -100",
+    f"UPDATE {TABLE} SET v = v - 1 WHERE p IS NULL AND d = '{{date}}'",
+)
+
+
+@st.composite
+def edge_stats_cases(draw: Draw) -> FuzzCase:
+    """:func:`stats_cases` on a table with the edge rows: per-date rewrites that write or select long
+    multi-byte, empty or negative values, whose file statistics delta-rs records cut (ADR 0020)."""
+    base = draw(stats_cases())
+    layout = FuzzLayout((), base.layout.clustered, isolation=base.layout.isolation, edge_rows=True)
+    found = list(base.statements)
+    for index in range(len(found)):
+        if draw(st.integers(0, 5)) == 0:
+            found[index] = draw(edge_replace_wheres())
+        elif index == 0 or draw(st.booleans()):
+            template = draw(st.sampled_from(_EDGE_STATS_WRITES))
+            found[index] = FuzzStatement(
+                template.format(date=draw(st.sampled_from(DATES))), tags=("per_date", "edge_value")
+            )
     return FuzzCase(layout, tuple(found))
 
 

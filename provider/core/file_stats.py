@@ -41,6 +41,15 @@ SUPPORTED_TYPES: frozenset[str] = INTEGER_TYPES | STRING_TYPES | DATE_TYPES
 #: 32 characters), so they are not trusted
 MAX_TRUSTED_STRING = 31
 
+#: delta-rs (parquet-rs underneath) records a string statistic of more than this many UTF-8 bytes cut to
+#: its longest prefix of whole characters within the limit; a cut maximum then has its last character that
+#: can be incremented in place (same UTF-8 length) incremented and the rest dropped, or, when none can be,
+#: stays the full value (measured on deltalake 1.6.6, ADR 0020)
+STATS_TRUNCATE_BYTES = 64
+#: a string of at most this many bytes bounds what the engine records for any value on its side (a cut keeps
+#: at least ``STATS_TRUNCATE_BYTES - 3`` bytes, so a difference within the first 60 bytes survives the cut)
+SAFE_STRING_BYTES = STATS_TRUNCATE_BYTES - 4
+
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -475,6 +484,81 @@ def _rewritten_range(summary: FileStatsSummary, paths: frozenset[str], column: s
     if not ranges:
         return EMPTY
     return hull(ranges)
+
+
+def _utf8_prefix(text: str, limit: int) -> str:
+    """The longest prefix of whole characters of ``text`` within ``limit`` UTF-8 bytes."""
+    used = 0
+    for position, char in enumerate(text):
+        used += len(char.encode("utf-8"))
+        if used > limit:
+            return text[:position]
+    return text
+
+
+def _incrementable(char: str) -> bool:
+    """Whether the engine's cut maximum can end in ``char`` + 1 (a next code point of the same UTF-8 length)."""
+    code = ord(char) + 1
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        return False
+    return len(chr(code).encode("utf-8")) == len(char.encode("utf-8"))
+
+
+def recorded_low(value: Value) -> Value:
+    """A value no recorded minimum of a value ``>= value`` falls below (non-strings: ``value``).
+
+    The engine records a long string's minimum as a prefix; a prefix of at most
+    :data:`SAFE_STRING_BYTES` bytes is below every such cut (a first difference within it survives the cut).
+    """
+    if not isinstance(value, str):
+        return value
+    return _utf8_prefix(value, SAFE_STRING_BYTES)
+
+
+def recorded_high(value: Value) -> Value | None:
+    """A value no recorded maximum of a value ``<= value`` exceeds (``None``: none known; non-strings:
+    ``value``).
+
+    A string of more than :data:`SAFE_STRING_BYTES` bytes gives none (its cut may be bumped past it). For a
+    shorter one, a value ``y <= value`` longer than the cut can still be recorded above ``value`` when the
+    character where ``y`` first falls below ``value`` cannot be incremented in place (U+007F, U+07FF, ...):
+    the engine then bumps an earlier character. Every such bump is bounded here (a first difference at a
+    non-ASCII character of ``value``, bumped at the last incrementable character before it).
+    """
+    if not isinstance(value, str):
+        return value
+    if len(value.encode("utf-8")) > SAFE_STRING_BYTES:
+        return None
+    best = value
+    last: int | None = None
+    for position, char in enumerate(value):
+        if ord(char) > 0x7F and last is not None:
+            bumped = value[:last] + chr(ord(value[last]) + 1)
+            best = max(best, bumped)
+        if _incrementable(char):
+            last = position
+    return best
+
+
+def recorded_range(interval: Interval | None) -> Interval | None:
+    """Where the statistics the engine *records* for a new file lie when its values lie in ``interval``
+    (string ends widened for the cut of long strings, a cut maximum becoming open; ``None`` and empty
+    intervals unchanged).
+
+    :param interval: the values' range.
+    """
+    if interval is None or interval is EMPTY or interval.empty():
+        return interval
+    low = interval.low if interval.low is None else recorded_low(interval.low)
+    high = interval.high if interval.high is None else recorded_high(interval.high)
+    if low == interval.low and high == interval.high:
+        return interval
+    return Interval(
+        low,
+        interval.low_closed or low != interval.low,
+        high,
+        interval.high_closed or high != interval.high,
+    )
 
 
 def union_hull(parts: Iterable[Interval | None]) -> Interval | None:

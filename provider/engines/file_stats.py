@@ -6,8 +6,10 @@ Reads deltalake's add actions of the snapshot (``DeltaTable.get_add_actions(flat
 A value the core cannot compare exactly is left out, which the core reads as "no statistics" (the engine
 then cannot prune that file either way, so the core assumes the file matches):
 
-* strings of :data:`~deltaguard.core.file_stats.MAX_TRUSTED_STRING` characters or more (writers truncate
-  long string statistics),
+* strings of :data:`~deltaguard.core.file_stats.MAX_TRUSTED_STRING` characters or more (another writer may
+  cut string statistics at 32 characters; delta-rs cuts them at 64 UTF-8 bytes, which shorter values may
+  reach: those are kept, they are what the engine prunes on, and the core treats them as possible cuts where
+  it bounds a new file, :func:`~deltaguard.core.file_stats.recorded_range`),
 * anything of another type.
 
 Which columns a file written *now* would record statistics for follows the table's current

@@ -35,6 +35,7 @@ from deltaguard.core.file_stats import (
     constraints,
     fully_matched,
     is_empty,
+    recorded_range,
     rewritten_range,
     touched,
     union_hull,
@@ -158,7 +159,9 @@ def added_range(fp: _Footprint, column: str, summary: FileStatsSummary) -> Inter
     if assigned is None:
         return None
     base = rewritten_range(summary, fp.copied, column)
-    return union_hull([base, *assigned, _inserted(fp.facts, column, summary)])
+    # bounded by what the engine will *record* for the new file, not by the values it writes: a long
+    # string's statistics are cut (measured, ADR 0020)
+    return recorded_range(union_hull([base, *assigned, _inserted(fp.facts, column, summary)]))
 
 
 def _prunes(adder: _Footprint, reader: _Footprint, summary: FileStatsSummary) -> str | None:

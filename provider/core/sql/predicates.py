@@ -36,7 +36,9 @@ from deltaguard.core.sql.predicate_values import (
     DAY,
     EXCLUDABLE_KINDS,
     NUM,
+    NUMSTR,
     ORDERED_KINDS,
+    STR,
     Bound,
     Domain,
     Value,
@@ -97,6 +99,11 @@ class _ColumnConstraint:
 
     null: _Null = None
     domains: dict[str, Domain] = field(default_factory=dict)
+    #: the values of ``domains`` *or* NULL (a reader whose engine keeps NULL-valued files for its
+    #: comparisons, see :func:`null_widened_terms`); never set by parsing
+    or_null: bool = False
+    #: with ``or_null``: also the empty string (a logged-null partition a string comparison may keep)
+    or_empty: bool = False
 
     def add(self, atom: _Atom) -> None:
         self.null = _merge_null(self.null, atom.null)
@@ -569,8 +576,49 @@ def _terms_disjoint(a: _Compiled, b: _Compiled) -> bool:
     return False
 
 
+def _admits_null(constraint: _ColumnConstraint) -> bool:
+    """Whether a NULL value satisfies the constraint (a comparison domain needs a non-NULL value)."""
+    return constraint.or_null or (
+        constraint.null is True or (constraint.null is None and not constraint.domains)
+    )
+
+
+#: kinds whose comparisons a string column's empty string may satisfy (it is below every other string)
+_TEXT_KINDS = frozenset({STR, DATESTR, NUMSTR})
+
+
+def _admits_empty_string(constraint: _ColumnConstraint) -> bool:
+    """Whether the empty string may satisfy the constraint (conservatively ``True`` where unsure): only a
+    string comparison can hold for it, and it is below every other string."""
+    if constraint.null is True:
+        return False
+    for kind, domain in constraint.domains.items():
+        if kind not in _TEXT_KINDS:
+            return False  # a typed comparison (number, date, ...): no string column value of ''
+        if domain.values is not None:
+            if kind != STR or "" not in domain.values:
+                return False
+        elif domain.low is not None and not (domain.low.value == "" and domain.low.inclusive):
+            return False
+        if "" in domain.excluded:
+            return False
+    return True
+
+
 def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bool:
     """Whether two satisfiable constraints on one column exclude each other."""
+    if first.or_null or second.or_null:
+        # NULL is shared when both admit it; otherwise only the non-NULL values can meet
+        if _admits_null(first) and _admits_null(second):
+            return False
+        # delta-rs logs an empty-string partition value as null, so a widened read keeps its files too
+        # (measured): the other side must not admit ''
+        widened, plain = (first, second) if first.or_null else (second, first)
+        if widened.or_empty and not plain.or_null and _admits_empty_string(plain):
+            return False
+        return _columns_disjoint(
+            _ColumnConstraint(first.null, first.domains), _ColumnConstraint(second.null, second.domains)
+        )
     null = _merge_null(first.null, second.null)
     if null is _CONFLICT or (null is True and (first.domains or second.domains)):
         return True
@@ -594,6 +642,59 @@ def provably_disjoint(a: Predicate, b: Predicate, columns: Collection[str] | Non
     key = None if columns is None else frozenset(column.lower() for column in columns)
     terms_a, terms_b = a.terms_over(key), b.terms_over(key)
     return all(_terms_disjoint(x, y) for x in terms_a for y in terms_b)
+
+
+def null_widened_terms(p: Predicate, columns: Collection[str]) -> tuple[_Compiled, ...]:
+    """The DNF terms of ``p`` over ``columns``, each widened to what an engine keeps when it prunes files on
+    partition values whose NULL compares as *unknown*: every comparison on a column also admits NULL, and a
+    null test (``IS NULL``, ``IS NOT NULL``) restricts nothing.
+
+    This is how delta-rs 1.6.6 decides which files a stale write *read* for conflict detection (measured,
+    ADR 0003 fact 11): a file of the ``p = NULL`` partition counts as read by ``p <> 'a'``, ``p > 'a'``,
+    ``p BETWEEN ...``, ``NOT IN``, ``NOT (p = 'a')`` and, on DATE and BIGINT partitions, even by ``p = 1``
+    and ``p IN (...)`` (an equality or IN list of plain strings AND-ed at the top stays exact); ``p IS NULL`` and ``p IS NOT NULL`` count every file as read. delta-rs logs an
+    empty-string partition value as null, so the files of ``p = ''`` count as read alike: a widened term also
+    meets every constraint the empty string may satisfy (:func:`provably_disjoint_terms`).
+
+    :param p: the reader's predicate.
+    :param columns: the partition columns (case-insensitive).
+    """
+    key = frozenset(column.lower() for column in columns)
+    terms = p.terms_over(key)
+    widened: list[_Compiled] = []
+    for term in terms:
+        found: _Compiled = {}
+        for column, constraint in term.items():
+            if not constraint.domains:
+                continue  # a null test only: every file is read
+            if len(terms) == 1 and _string_values_only(constraint):
+                # ``p = 'a'`` / ``p IN ('a', 'b')`` AND-ed at the top on a STRING partition are pruned exactly
+                # (measured: neither NULL nor '' partitions are read); in an OR they may not be
+                found[column] = constraint
+                continue
+            # an equality / IN of string literals keeps no '' partition: on a STRING column it is a plain
+            # string equality, other column types hold no ''
+            text_values = all(
+                kind in _TEXT_KINDS and domain.values is not None
+                for kind, domain in constraint.domains.items()
+            )
+            found[column] = _ColumnConstraint(
+                None, dict(constraint.domains), or_null=True, or_empty=not text_values
+            )
+        widened.append(found)
+    return tuple(widened)
+
+
+def _string_values_only(constraint: _ColumnConstraint) -> bool:
+    """An equality or IN list of plain (non-date, non-number) string literals, nothing else."""
+    domain = constraint.domains.get(STR)
+    return len(constraint.domains) == 1 and domain is not None and domain.values is not None
+
+
+def provably_disjoint_terms(a: Iterable[_Compiled], b: Iterable[_Compiled]) -> bool:
+    """:func:`provably_disjoint` on terms already computed (e.g. by :func:`null_widened_terms`)."""
+    second = tuple(b)
+    return all(_terms_disjoint(x, y) for x in a for y in second)
 
 
 # ----------------------------------------------------------------------------------------- MERGE target
