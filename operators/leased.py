@@ -369,13 +369,47 @@ class DeltaLeaseMixin(abc.ABC):
         self.leased_uris = tuple(c.uri for c in claims)
         return claims
 
-    def _profile(self, hook: Any) -> EngineProfile:
-        if self.databricks_runtime:
-            from deltaguard.writes.lease_targets import databricks_profile
+    def _engine_kind(self) -> tuple[str, str]:
+        """What commits the work (:mod:`deltaguard.operators.wrapped_engine`); a TaskFlow function runs in
+        the worker, so the declared or connection engine is taken as given."""
+        from deltaguard.operators.wrapped_engine import DECLARED
 
+        return DECLARED, "the task runs in the worker with the connection's engine"
+
+    def _profile(self, hook: Any) -> EngineProfile:
+        """The engine that commits, judged from the declaration, else from what the work is.
+
+        Sets ``self._judged_as`` (a kind of :mod:`deltaguard.operators.wrapped_engine`) for
+        :meth:`_coordination`.
+        """
+        from deltaguard.core.profiles import EngineName, EngineProfile
+        from deltaguard.operators import wrapped_engine as kinds
+        from deltaguard.writes.lease_targets import databricks_profile
+
+        kind, why = self._engine_kind()
+        self._judged_as = kind
+        if self.databricks_runtime:
             return databricks_profile(str(self.databricks_runtime), self.databricks_photon)
-        profile: EngineProfile = hook.get_engine(self.delta_engine).profile()
-        return profile
+        if kind == kinds.DECLARED:
+            profile: EngineProfile = hook.get_engine(self.delta_engine).profile()
+            return profile
+        if kind == kinds.DATABRICKS:
+            # The runtime is unknown: the oldest rules, without row-level concurrency, are the strictest.
+            self.log.warning(
+                "deltaguard: %s; judged as %s without row-level concurrency (declare databricks_runtime=)",
+                why,
+                STRICTEST_DATABRICKS_RUNTIME,
+            )
+            return EngineProfile(EngineName.DATABRICKS, STRICTEST_DATABRICKS_RUNTIME, row_level_off=True)
+        if kind == kinds.UNKNOWN:
+            self.log.warning(
+                "deltaguard: %s; judged as delta-spark with a commit coordinator of its own, so no other "
+                "writer of its tables runs beside it",
+                why,
+            )
+        else:
+            self.log.info("deltaguard: %s; judged as delta-spark", why)
+        return EngineProfile(EngineName.DELTA_SPARK, _delta_spark_version())
 
     def _coordination(self, hook: Any, uri: str, profile: EngineProfile, label: str) -> str:
         """What excludes the wrapped work's commits to ``uri`` from other writers' (ADR 0026).
@@ -384,10 +418,18 @@ class DeltaLeaseMixin(abc.ABC):
         storage options. Spark work runs in its own driver with log store settings deltaguard cannot read:
         on Databricks the location decides; elsewhere only stores every driver shares are trusted, and a
         single-driver store gets a coordinator of this task alone, so every other writer conflicts with it.
+        Work of an unknown engine always gets a coordinator of its own.
         """
         from deltaguard.core.profiles import EngineName
-        from deltaguard.engines.commit_coordination import deltars_coordination, spark_coordination
+        from deltaguard.engines.commit_coordination import (
+            deltars_coordination,
+            single_driver,
+            spark_coordination,
+        )
+        from deltaguard.operators.wrapped_engine import UNKNOWN
 
+        if getattr(self, "_judged_as", None) == UNKNOWN:
+            return single_driver(f"unknown-engine:{label}")
         if profile.name is EngineName.DELTA_RS:
             return deltars_coordination(uri, hook.storage_options or None)
         return spark_coordination(
@@ -411,6 +453,23 @@ class DeltaLeaseMixin(abc.ABC):
             kwargs=wait.to_kwargs(),
             timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),
         )
+
+
+#: the Databricks Runtime a Databricks operator is judged as when the task does not name one: below 13.3
+#: the model grants no row-level concurrency, the strictest rules it has
+STRICTEST_DATABRICKS_RUNTIME = "12.2"
+#: the delta-spark version a Spark job is judged as when delta-spark is not installed in the worker (the
+#: delta-spark rules do not depend on the version)
+FALLBACK_DELTA_SPARK_VERSION = "4.0"
+
+
+def _delta_spark_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("delta-spark")
+    except metadata.PackageNotFoundError:
+        return FALLBACK_DELTA_SPARK_VERSION
 
 
 def _templated(*values: Any) -> bool:
@@ -523,6 +582,13 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
             deferrable=deferrable,
             lease_store_url=lease_store_url,
         )
+
+    def _engine_kind(self) -> tuple[str, str]:
+        """What commits the wrapped operator's writes (:mod:`deltaguard.operators.wrapped_engine`)."""
+        from deltaguard.operators.wrapped_engine import wrapped_engine_kind
+
+        declared = bool(self.delta_engine or self.databricks_runtime)
+        return wrapped_engine_kind(self.operator, declared=declared)
 
     def default_sql(self) -> str | Sequence[str] | None:
         sql = getattr(self.operator, "sql", None)
