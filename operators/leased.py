@@ -16,8 +16,14 @@
    lease in the triggerer; the resumed task takes the lease back and releases it when the work ends.
 
 The wrapped work commits through its own engine, so deltaguard cannot fence its commit (ADR 0018 fences
-only its own operators): a lease lost mid-write (renewals failed for longer than the TTL) does not stop the
-wrapped commit. See ADR 0021.
+only its own operators). What it does instead (ADR 0021):
+
+* the lease of unfenced work lives ``unfenced_grace`` times the TTL without renewals (default
+  :data:`DEFAULT_UNFENCED_GRACE`), so stalled renewals alone hand the table to a conflicting writer much
+  later while the work may still run;
+* when the work ends, the lease is confirmed once more; if it was lost, the task fails with
+  :class:`~deltaguard.exceptions.WrappedLeaseLostError` and the table is flagged in the decision log
+  (``unfenced_overrun``) and the UI: the work may have committed outside its lease.
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaLeaseMixin", "DeltaLeasedOperator", "with_delta_lease"]
 
+#: how many lease TTLs the lease of unfenced (wrapped) work survives without a renewal
+DEFAULT_UNFENCED_GRACE = 5.0
+
 #: the method a task resumes in after the wrapped operator's own deferral
 RESUME_WRAPPED = "resume_leased"
 #: Airflow's ``next_method`` for a task resumed only to fail (trigger timeout or trigger error)
@@ -75,6 +84,9 @@ class DeltaLeaseMixin(abc.ABC):
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta).
     :param deferrable: wait for the lease in the triggerer (default as for deltaguard's own operators).
     :param lease_store_url: override ``[deltaguard] lease_store_url``.
+    :param unfenced_grace: the lease survives this many TTLs without a renewal (at least 1): deltaguard cannot
+        stop the wrapped commit, so a stalled renewal should not hand the table to a conflicting writer
+        while the work may still run. A holder that dies outright keeps the table that long.
     """
 
     lease_template_fields: tuple[str, ...] = ("delta_tables", "delta_predicate", "delta_sql")
@@ -99,9 +111,15 @@ class DeltaLeaseMixin(abc.ABC):
         lease_wait_timeout: Any,
         deferrable: bool | None,
         lease_store_url: str | None,
+        unfenced_grace: float = DEFAULT_UNFENCED_GRACE,
     ) -> None:
         from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 
+        if not float(unfenced_grace) >= 1:
+            raise ValueError(
+                f"unfenced_grace must be at least 1 (a multiple of the TTL), got {unfenced_grace}"
+            )
+        self.unfenced_grace = float(unfenced_grace)
         if not MIN_PRIORITY <= int(priority) <= MAX_PRIORITY:
             raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
         self.delta_tables = dict(tables) if isinstance(tables, Mapping) else tables
@@ -189,7 +207,11 @@ class DeltaLeaseMixin(abc.ABC):
                 wait.explanation = wait.explanation or explanation
             grant = leases.wait_for_grant(
                 lambda request_id: leases.ask_claims(
-                    claims=claims, owner=owner, priority=self.priority, request_id=request_id
+                    claims=claims,
+                    owner=owner,
+                    priority=self.priority,
+                    request_id=request_id,
+                    ttl_s=settings.ttl_s * self.unfenced_grace,
                 ),
                 owner=owner,
                 wait=wait,
@@ -212,12 +234,53 @@ class DeltaLeaseMixin(abc.ABC):
         settings: LeaseSettings,
         work: Callable[[], Any],
     ) -> Any:
-        """Run ``work`` under the lease; if it defers, hand the lease to a trigger that renews it."""
-        with leases.holding(grant, owner, hand_over_on=(TaskDeferred,)):
+        """Run ``work`` under the lease; if it defers, hand the lease to a trigger that renews it.
+
+        When the work ends, the lease is confirmed once more: a lease lost before the end means the work
+        may have committed outside it, and the task fails (:meth:`_overran`).
+        """
+        with leases.holding(grant, owner, hand_over_on=(TaskDeferred,), fenced=False) as keeper:
             try:
-                return work()
+                result = work()
             except TaskDeferred as deferred:
+                if keeper.lost:  # the lease is not handed over: the work goes on without it
+                    raise self._overran(leases, grant.lease_id, owner, keeper.lost_reason) from None
                 raise self._keeping_lease(deferred, settings, grant, owner) from None
+            except Exception as exc:
+                reason = keeper.still_held()
+                if reason is not None:
+                    raise self._overran(leases, grant.lease_id, owner, reason) from exc
+                raise
+            reason = keeper.still_held()
+            if reason is not None:
+                raise self._overran(leases, grant.lease_id, owner, reason)
+            return result
+
+    def _overran(self, leases: DeltaLeaseHook, lease_id: str, owner: Owner, reason: str | None) -> Exception:
+        """The error of work that ran past its lease; the tables are flagged in the decision log first."""
+        from deltaguard.exceptions import WrappedLeaseLostError
+
+        what = ", ".join(self.leased_uris)
+        detail = {
+            "reason": f"the wrapped work ended after its lease was lost ({reason})",
+            "unfenced": True,
+        }
+        try:
+            leases.manager.record_overrun(lease_id, owner, self.leased_uris, detail)
+        except Exception as exc:  # the task still fails below
+            self.log.error("deltaguard: could not flag %s in the decision log: %s", what, exc)
+        self.log.error(
+            "deltaguard: lease %s on %s was lost while the wrapped work ran (%s); deltaguard does not make "
+            "its commit and could not stop it, so it may have committed outside its lease while another "
+            "writer held the table",
+            lease_id,
+            what,
+            reason,
+        )
+        return WrappedLeaseLostError(
+            f"lease {lease_id} on {what} was lost before the wrapped work ended ({reason}): the work may have "
+            "committed outside its lease; check the table(s) for lost or duplicated rows"
+        )
 
     def _keeping_lease(
         self, deferred: TaskDeferred, settings: LeaseSettings, grant: Granted, owner: Owner
@@ -273,8 +336,11 @@ class DeltaLeaseMixin(abc.ABC):
             self._leases = leases
             grant = leases.resume_held(lease_id, owner) if lease_id else None
             if grant is None:
-                # nothing left to hold: the wrapped work still finishes (deltaguard cannot stop it)
-                return self._resume_wrapped(context, wrapped_method, kwargs)
+                # nothing left to hold: the wrapped work still finishes (deltaguard cannot stop it), and
+                # may have committed outside the lease
+                self._resume_wrapped(context, wrapped_method, kwargs)
+                lost = payload.get("lease_lost") or "it was not held when the task resumed"
+                raise self._overran(leases, str(lease_id or "?"), owner, str(lost))
             return self._hold_and_run(
                 leases, grant, owner, settings, lambda: self._resume_wrapped(context, wrapped_method, kwargs)
             )
@@ -551,6 +617,7 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
         lease_wait_timeout: Any = None,
         deferrable: bool | None = None,
         lease_store_url: str | None = None,
+        unfenced_grace: float | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(operator, BaseOperator) or isinstance(operator, DeltaLeasedOperator):
@@ -581,6 +648,7 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
             lease_wait_timeout=lease_wait_timeout,
             deferrable=deferrable,
             lease_store_url=lease_store_url,
+            unfenced_grace=DEFAULT_UNFENCED_GRACE if unfenced_grace is None else unfenced_grace,
         )
 
     def _engine_kind(self) -> tuple[str, str]:
