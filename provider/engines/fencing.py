@@ -40,6 +40,10 @@ class CommitFence(Protocol):
     def on_lost(self, cancel: Callable[[], None]) -> Callable[[], None]:
         """Call ``cancel`` (once, from another thread) if the lease is lost; return an unregister function."""
 
+    # Optional: ``after_commit(table_uri, version, committed_at)``, called by an engine once its commit
+    # landed; raises ``LateCommitError`` when the commit may have landed after the lease was lost with
+    # another writer admitted (the keeper implements it; engines look it up with ``getattr``).
+
 
 class FenceTrip:
     """Remembers the fence failure raised inside a stream that the engine consumed.

@@ -213,8 +213,11 @@ class LeaseKeeper:
             return
         landed = committed_at if committed_at is not None else self.clock()
         since = self.confirmed_at
+        uris = sorted(self.fencing) or [table_uri]  # the store's keys of the lease's tables
+        others: list[str] = []
         try:
-            others = self.manager.grants_since(table_uri, since, self.owner, until=landed)
+            for uri in uris:
+                others += self.manager.grants_since(uri, since, self.owner, until=landed)
         except Exception as exc:  # no answer: assume the worst, the commit is already in the table
             others = [f"unknown (the decision log could not be read: {exc})"]
         if not others:
@@ -233,7 +236,7 @@ class LeaseKeeper:
             "granted_since": others,
         }
         try:
-            self.manager.record_overrun(self.lease_id, self.owner, [table_uri], detail)
+            self.manager.record_overrun(self.lease_id, self.owner, uris, detail)
         except Exception as exc:
             log.error("deltaguard: could not log the late commit to %s: %s", table_uri, exc)
         raise LateCommitError(
