@@ -92,6 +92,7 @@ class LeaseKeeper:
     ) -> None:
         self.manager = manager
         self.fenced = fenced
+        self._committed = False
         self.lease_id = lease_id
         self.owner = owner
         self.timing = timing or LeaseTiming()
@@ -208,6 +209,7 @@ class LeaseKeeper:
         """
         from deltaguard.exceptions import LateCommitError
 
+        self._committed = True  # a loss found from here on is not "a write that will not commit"
         reason = self.still_held()
         if reason is None:
             return
@@ -299,7 +301,11 @@ class LeaseKeeper:
             self.lost_reason = reason
             self._lost.set()
             cancels, self._cancels = self._cancels, []
-        if self.fenced:
+        if self._committed:
+            log.error(
+                "deltaguard: lease %s is lost (%s), found after the write committed", self.lease_id, reason
+            )
+        elif self.fenced:
             log.error("deltaguard: lease %s is lost (%s); the write will not commit", self.lease_id, reason)
         else:
             log.error(
