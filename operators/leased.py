@@ -16,8 +16,14 @@
    lease in the triggerer; the resumed task takes the lease back and releases it when the work ends.
 
 The wrapped work commits through its own engine, so deltaguard cannot fence its commit (ADR 0018 fences
-only its own operators): a lease lost mid-write (renewals failed for longer than the TTL) does not stop the
-wrapped commit. See ADR 0021.
+only its own operators). What it does instead (ADR 0021):
+
+* the lease of unfenced work lives ``unfenced_grace`` times the TTL without renewals (default
+  :data:`DEFAULT_UNFENCED_GRACE`), so stalled renewals alone hand the table to a conflicting writer much
+  later while the work may still run;
+* when the work ends, the lease is confirmed once more; if it was lost, the task fails with
+  :class:`~deltaguard.exceptions.WrappedLeaseLostError` and the table is flagged in the decision log
+  (``unfenced_overrun``) and the UI: the work may have committed outside its lease.
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaLeaseMixin", "DeltaLeasedOperator", "with_delta_lease"]
 
+#: how many lease TTLs the lease of unfenced (wrapped) work survives without a renewal
+DEFAULT_UNFENCED_GRACE = 5.0
+
 #: the method a task resumes in after the wrapped operator's own deferral
 RESUME_WRAPPED = "resume_leased"
 #: Airflow's ``next_method`` for a task resumed only to fail (trigger timeout or trigger error)
@@ -75,6 +84,9 @@ class DeltaLeaseMixin(abc.ABC):
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta).
     :param deferrable: wait for the lease in the triggerer (default as for deltaguard's own operators).
     :param lease_store_url: override ``[deltaguard] lease_store_url``.
+    :param unfenced_grace: the lease survives this many TTLs without a renewal (at least 1): deltaguard cannot
+        stop the wrapped commit, so a stalled renewal should not hand the table to a conflicting writer
+        while the work may still run. A holder that dies outright keeps the table that long.
     """
 
     lease_template_fields: tuple[str, ...] = ("delta_tables", "delta_predicate", "delta_sql")
@@ -99,9 +111,15 @@ class DeltaLeaseMixin(abc.ABC):
         lease_wait_timeout: Any,
         deferrable: bool | None,
         lease_store_url: str | None,
+        unfenced_grace: float = DEFAULT_UNFENCED_GRACE,
     ) -> None:
         from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 
+        if not float(unfenced_grace) >= 1:
+            raise ValueError(
+                f"unfenced_grace must be at least 1 (a multiple of the TTL), got {unfenced_grace}"
+            )
+        self.unfenced_grace = float(unfenced_grace)
         if not MIN_PRIORITY <= int(priority) <= MAX_PRIORITY:
             raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
         self.delta_tables = dict(tables) if isinstance(tables, Mapping) else tables
@@ -189,7 +207,11 @@ class DeltaLeaseMixin(abc.ABC):
                 wait.explanation = wait.explanation or explanation
             grant = leases.wait_for_grant(
                 lambda request_id: leases.ask_claims(
-                    claims=claims, owner=owner, priority=self.priority, request_id=request_id
+                    claims=claims,
+                    owner=owner,
+                    priority=self.priority,
+                    request_id=request_id,
+                    ttl_s=settings.ttl_s * self.unfenced_grace,
                 ),
                 owner=owner,
                 wait=wait,
@@ -212,12 +234,53 @@ class DeltaLeaseMixin(abc.ABC):
         settings: LeaseSettings,
         work: Callable[[], Any],
     ) -> Any:
-        """Run ``work`` under the lease; if it defers, hand the lease to a trigger that renews it."""
-        with leases.holding(grant, owner, hand_over_on=(TaskDeferred,)):
+        """Run ``work`` under the lease; if it defers, hand the lease to a trigger that renews it.
+
+        When the work ends, the lease is confirmed once more: a lease lost before the end means the work
+        may have committed outside it, and the task fails (:meth:`_overran`).
+        """
+        with leases.holding(grant, owner, hand_over_on=(TaskDeferred,), fenced=False) as keeper:
             try:
-                return work()
+                result = work()
             except TaskDeferred as deferred:
+                if keeper.lost:  # the lease is not handed over: the work goes on without it
+                    raise self._overran(leases, grant.lease_id, owner, keeper.lost_reason) from None
                 raise self._keeping_lease(deferred, settings, grant, owner) from None
+            except Exception as exc:
+                reason = keeper.still_held()
+                if reason is not None:
+                    raise self._overran(leases, grant.lease_id, owner, reason) from exc
+                raise
+            reason = keeper.still_held()
+            if reason is not None:
+                raise self._overran(leases, grant.lease_id, owner, reason)
+            return result
+
+    def _overran(self, leases: DeltaLeaseHook, lease_id: str, owner: Owner, reason: str | None) -> Exception:
+        """The error of work that ran past its lease; the tables are flagged in the decision log first."""
+        from deltaguard.exceptions import WrappedLeaseLostError
+
+        what = ", ".join(self.leased_uris)
+        detail = {
+            "reason": f"the wrapped work ended after its lease was lost ({reason})",
+            "unfenced": True,
+        }
+        try:
+            leases.manager.record_overrun(lease_id, owner, self.leased_uris, detail)
+        except Exception as exc:  # the task still fails below
+            self.log.error("deltaguard: could not flag %s in the decision log: %s", what, exc)
+        self.log.error(
+            "deltaguard: lease %s on %s was lost while the wrapped work ran (%s); deltaguard does not make "
+            "its commit and could not stop it, so it may have committed outside its lease while another "
+            "writer held the table",
+            lease_id,
+            what,
+            reason,
+        )
+        return WrappedLeaseLostError(
+            f"lease {lease_id} on {what} was lost before the wrapped work ended ({reason}): the work may have "
+            "committed outside its lease; check the table(s) for lost or duplicated rows"
+        )
 
     def _keeping_lease(
         self, deferred: TaskDeferred, settings: LeaseSettings, grant: Granted, owner: Owner
@@ -273,8 +336,11 @@ class DeltaLeaseMixin(abc.ABC):
             self._leases = leases
             grant = leases.resume_held(lease_id, owner) if lease_id else None
             if grant is None:
-                # nothing left to hold: the wrapped work still finishes (deltaguard cannot stop it)
-                return self._resume_wrapped(context, wrapped_method, kwargs)
+                # nothing left to hold: the wrapped work still finishes (deltaguard cannot stop it), and
+                # may have committed outside the lease
+                self._resume_wrapped(context, wrapped_method, kwargs)
+                lost = payload.get("lease_lost") or "it was not held when the task resumed"
+                raise self._overran(leases, str(lease_id or "?"), owner, str(lost))
             return self._hold_and_run(
                 leases, grant, owner, settings, lambda: self._resume_wrapped(context, wrapped_method, kwargs)
             )
@@ -369,13 +435,47 @@ class DeltaLeaseMixin(abc.ABC):
         self.leased_uris = tuple(c.uri for c in claims)
         return claims
 
-    def _profile(self, hook: Any) -> EngineProfile:
-        if self.databricks_runtime:
-            from deltaguard.writes.lease_targets import databricks_profile
+    def _engine_kind(self) -> tuple[str, str]:
+        """What commits the work (:mod:`deltaguard.operators.wrapped_engine`); a TaskFlow function runs in
+        the worker, so the declared or connection engine is taken as given."""
+        from deltaguard.operators.wrapped_engine import DECLARED
 
+        return DECLARED, "the task runs in the worker with the connection's engine"
+
+    def _profile(self, hook: Any) -> EngineProfile:
+        """The engine that commits, judged from the declaration, else from what the work is.
+
+        Sets ``self._judged_as`` (a kind of :mod:`deltaguard.operators.wrapped_engine`) for
+        :meth:`_coordination`.
+        """
+        from deltaguard.core.profiles import EngineName, EngineProfile
+        from deltaguard.operators import wrapped_engine as kinds
+        from deltaguard.writes.lease_targets import databricks_profile
+
+        kind, why = self._engine_kind()
+        self._judged_as = kind
+        if self.databricks_runtime:
             return databricks_profile(str(self.databricks_runtime), self.databricks_photon)
-        profile: EngineProfile = hook.get_engine(self.delta_engine).profile()
-        return profile
+        if kind == kinds.DECLARED:
+            profile: EngineProfile = hook.get_engine(self.delta_engine).profile()
+            return profile
+        if kind == kinds.DATABRICKS:
+            # The runtime is unknown: the oldest rules, without row-level concurrency, are the strictest.
+            self.log.warning(
+                "deltaguard: %s; judged as %s without row-level concurrency (declare databricks_runtime=)",
+                why,
+                STRICTEST_DATABRICKS_RUNTIME,
+            )
+            return EngineProfile(EngineName.DATABRICKS, STRICTEST_DATABRICKS_RUNTIME, row_level_off=True)
+        if kind == kinds.UNKNOWN:
+            self.log.warning(
+                "deltaguard: %s; judged as delta-spark with a commit coordinator of its own, so no other "
+                "writer of its tables runs beside it",
+                why,
+            )
+        else:
+            self.log.info("deltaguard: %s; judged as delta-spark", why)
+        return EngineProfile(EngineName.DELTA_SPARK, _delta_spark_version())
 
     def _coordination(self, hook: Any, uri: str, profile: EngineProfile, label: str) -> str:
         """What excludes the wrapped work's commits to ``uri`` from other writers' (ADR 0026).
@@ -384,10 +484,18 @@ class DeltaLeaseMixin(abc.ABC):
         storage options. Spark work runs in its own driver with log store settings deltaguard cannot read:
         on Databricks the location decides; elsewhere only stores every driver shares are trusted, and a
         single-driver store gets a coordinator of this task alone, so every other writer conflicts with it.
+        Work of an unknown engine always gets a coordinator of its own.
         """
         from deltaguard.core.profiles import EngineName
-        from deltaguard.engines.commit_coordination import deltars_coordination, spark_coordination
+        from deltaguard.engines.commit_coordination import (
+            deltars_coordination,
+            single_driver,
+            spark_coordination,
+        )
+        from deltaguard.operators.wrapped_engine import UNKNOWN
 
+        if getattr(self, "_judged_as", None) == UNKNOWN:
+            return single_driver(f"unknown-engine:{label}")
         if profile.name is EngineName.DELTA_RS:
             return deltars_coordination(uri, hook.storage_options or None)
         return spark_coordination(
@@ -411,6 +519,23 @@ class DeltaLeaseMixin(abc.ABC):
             kwargs=wait.to_kwargs(),
             timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),
         )
+
+
+#: the Databricks Runtime a Databricks operator is judged as when the task does not name one: below 13.3
+#: the model grants no row-level concurrency, the strictest rules it has
+STRICTEST_DATABRICKS_RUNTIME = "12.2"
+#: the delta-spark version a Spark job is judged as when delta-spark is not installed in the worker (the
+#: delta-spark rules do not depend on the version)
+FALLBACK_DELTA_SPARK_VERSION = "4.0"
+
+
+def _delta_spark_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("delta-spark")
+    except metadata.PackageNotFoundError:
+        return FALLBACK_DELTA_SPARK_VERSION
 
 
 def _templated(*values: Any) -> bool:
@@ -492,6 +617,7 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
         lease_wait_timeout: Any = None,
         deferrable: bool | None = None,
         lease_store_url: str | None = None,
+        unfenced_grace: float | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(operator, BaseOperator) or isinstance(operator, DeltaLeasedOperator):
@@ -522,7 +648,15 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
             lease_wait_timeout=lease_wait_timeout,
             deferrable=deferrable,
             lease_store_url=lease_store_url,
+            unfenced_grace=DEFAULT_UNFENCED_GRACE if unfenced_grace is None else unfenced_grace,
         )
+
+    def _engine_kind(self) -> tuple[str, str]:
+        """What commits the wrapped operator's writes (:mod:`deltaguard.operators.wrapped_engine`)."""
+        from deltaguard.operators.wrapped_engine import wrapped_engine_kind
+
+        declared = bool(self.delta_engine or self.databricks_runtime)
+        return wrapped_engine_kind(self.operator, declared=declared)
 
     def default_sql(self) -> str | Sequence[str] | None:
         sql = getattr(self.operator, "sql", None)

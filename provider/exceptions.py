@@ -94,6 +94,24 @@ class CommitFencedError(DeltaGuardError):
     """
 
 
+class LateCommitError(DeltaGuardError):
+    """A write committed although its lease was lost before the commit landed (ADR 0018).
+
+    The commit is in the table: the writer stopped (a frozen process, a long pause) after its last lease
+    check, and another writer may have been admitted in between. The table is flagged in the decision log
+    (``unfenced_overrun``) and in the UI; check it for lost or duplicated rows.
+    """
+
+
+class WrappedLeaseLostError(DeltaGuardError):
+    """Work wrapped with ``with_delta_lease`` ended after its lease was lost (ADR 0021).
+
+    deltaguard does not make the wrapped work's commit and cannot stop it: the work may have committed
+    outside its lease while another writer held the table. The table is flagged in the decision log
+    (``unfenced_overrun``) and in the UI.
+    """
+
+
 # ------------------------------------------------------------------------------------------------ leases
 class LeaseError(DeltaGuardError, RuntimeError):
     """Base class of lease-protocol errors (not store failures)."""

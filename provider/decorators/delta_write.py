@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
 
-from deltaguard.operators.leased import DeltaLeaseMixin
+from deltaguard.operators.leased import DEFAULT_UNFENCED_GRACE, DeltaLeaseMixin
 from deltaguard.operators.links import DeltaDecisionLink
 from deltaguard.writes.waiting import WaitState
 
@@ -65,6 +65,7 @@ class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOpe
         lease_wait_timeout: Any = None,
         deferrable: bool | None = None,
         lease_store_url: str | None = None,
+        unfenced_grace: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -91,6 +92,7 @@ class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOpe
             lease_wait_timeout=lease_wait_timeout,
             deferrable=deferrable,
             lease_store_url=lease_store_url,
+            unfenced_grace=DEFAULT_UNFENCED_GRACE if unfenced_grace is None else unfenced_grace,
         )
 
     def execute(self, context: Context) -> Any:

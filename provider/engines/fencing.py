@@ -4,8 +4,10 @@ A writer hands the engine a :class:`CommitFence` in :class:`~deltaguard.engines.
 engine must call :meth:`CommitFence.check` as late before its commit as it can, and register a way to
 cancel its running work with :meth:`CommitFence.on_lost`:
 
-* delta-rs (:mod:`deltaguard.engines.deltars.engine`) runs every write in one Rust call that writes the data files
-  and commits; Python gets control back only after the commit. For writes with a source, the source is
+* delta-rs (:mod:`deltaguard.engines.deltars.engine`): appends and overwrites are staged
+  (:mod:`deltaguard.engines.deltars.staged`): the data files are written first, ``check`` runs, then the
+  files are committed, so only the commit call is unchecked. Every other write runs in one Rust call that
+  writes the data files and commits; Python gets control back only after the commit. For writes with a source, the source is
   handed to delta-rs as a stream whose end runs the check (:func:`fenced_source`): delta-rs pulls the last
   batch only after all others are written, so what remains unchecked is the flush of the last files and
   the commit itself. Writes without a source (DELETE, UPDATE, OPTIMIZE, ALTER) are checked just before the
@@ -16,6 +18,9 @@ cancel its running work with :meth:`CommitFence.on_lost`:
   ``on_lost`` (``cancelJobGroup`` / ``interruptTag``), so a lease lost while the Spark jobs run interrupts
   them and Delta's ``OptimisticTransaction.commit`` never runs. What remains unchecked is the time between
   the last job's end and the commit on the driver.
+
+Where a window remains, engines report the commit to the fence's optional ``after_commit``, which fails a
+commit that landed after the lease was lost with another writer admitted (``LateCommitError``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ class CommitFence(Protocol):
 
     def on_lost(self, cancel: Callable[[], None]) -> Callable[[], None]:
         """Call ``cancel`` (once, from another thread) if the lease is lost; return an unregister function."""
+
+    # Optional: ``after_commit(table_uri, version, committed_at)``, called by an engine once its commit
+    # landed; raises ``LateCommitError`` when the commit may have landed after the lease was lost with
+    # another writer admitted (the keeper implements it; engines look it up with ``getattr``).
 
 
 class FenceTrip:

@@ -118,13 +118,23 @@ class DeltaLeaseHook(BaseHook):
             return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
 
     def ask_claims(
-        self, *, claims: Sequence[TableClaim], owner: Owner, priority: int, request_id: str | None
+        self,
+        *,
+        claims: Sequence[TableClaim],
+        owner: Owner,
+        priority: int,
+        request_id: str | None,
+        ttl_s: float | None = None,
     ) -> Granted | Waiting:
-        """Ask for one lease over several tables (granted for all of them or for none), as :meth:`ask`."""
+        """Ask for one lease over several tables (granted for all of them or for none), as :meth:`ask`.
+
+        :param ttl_s: the lease's time-to-live (default ``lease_ttl``); an unfenced holder asks for a longer
+            one (ADR 0021).
+        """
         request = claims_request(
             claims=claims,
             owner=owner,
-            ttl_s=self.settings.ttl_s,
+            ttl_s=ttl_s or self.settings.ttl_s,
             poll_interval_s=self.settings.poll_s,
             priority=priority,
             request_id=request_id,
@@ -234,7 +244,11 @@ class DeltaLeaseHook(BaseHook):
     # --------------------------------------------------------------------------------------- holding
     @contextlib.contextmanager
     def holding(
-        self, grant: Granted, owner: Owner, hand_over_on: tuple[type[BaseException], ...] = ()
+        self,
+        grant: Granted,
+        owner: Owner,
+        hand_over_on: tuple[type[BaseException], ...] = (),
+        fenced: bool = True,
     ) -> Iterator[LeaseKeeper]:
         """Keep the lease while the body runs, then release it (also on failure).
 
@@ -247,6 +261,8 @@ class DeltaLeaseHook(BaseHook):
         :param hand_over_on: exceptions that end the body without ending the lease: the heartbeats stop
             and the lease stays granted, for a trigger to renew (a wrapped operator that defers raises
             ``TaskDeferred``). Anything else, and a normal exit, releases it.
+        :param fenced: the body's commit checks the keeper; ``False`` for wrapped work (only the log of a
+            lost lease differs: it says the work may commit outside the lease).
         """
         from deltaguard.leases.keeper import LeaseKeeper
 
@@ -257,6 +273,7 @@ class DeltaLeaseHook(BaseHook):
             expires_at=grant.expires_at,
             fencing=grant.fencing,
             timing=self.settings.lease_timing,
+            fenced=fenced,
         )
         self.held = (grant.lease_id, owner)
         handed_over = False

@@ -73,6 +73,9 @@ class LeaseKeeper:
         store's rows of the lease.
     :param timing: TTL, heartbeat interval, store timeout and commit margin.
     :param clock: seconds since the epoch (the manager's clock by default).
+    :param fenced: the engine checks this keeper before it commits (deltaguard's own writes); ``False``
+        for wrapped work, whose commit deltaguard does not make and cannot stop (ADR 0021), so a lost
+        lease is reported as a possible commit outside the lease, not as a refused one.
     """
 
     def __init__(
@@ -85,14 +88,19 @@ class LeaseKeeper:
         fencing: Mapping[str, int] | None = None,
         timing: LeaseTiming | None = None,
         clock: Callable[[], float] | None = None,
+        fenced: bool = True,
     ) -> None:
         self.manager = manager
+        self.fenced = fenced
+        self._committed = False
         self.lease_id = lease_id
         self.owner = owner
         self.timing = timing or LeaseTiming()
         self.clock = clock or manager.clock
         self.fencing = dict(fencing or {})
         self.known_expiry = expires_at
+        #: when the store last confirmed the lease (the grant, then each renewal)
+        self.confirmed_at = self.clock()
         self.renewals = 0
         self.failed_renewals = 0
         self.lost_reason: str | None = None
@@ -161,6 +169,84 @@ class LeaseKeeper:
                 f"{self.timing.commit_margin_s:g} s (the store has not confirmed a renewal)"
             )
 
+    def still_held(self) -> str | None:
+        """Whether the lease is still this owner's at this instant: ``None`` if so, else why not.
+
+        Renews it once (bounded by the store timeout) and compares the fencing tokens; when the store does
+        not answer, the known expiry decides (nobody can reclaim the lease before it). Used after work
+        whose commit deltaguard does not fence, and after a commit, to learn whether it may have landed
+        outside the lease.
+        """
+        if not self.lost:
+            self._renew()
+        if not self.lost and self.fencing:
+            try:
+                rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
+            except Exception as exc:
+                log.warning("deltaguard: could not read lease %s: %s", self.lease_id, exc)
+            else:
+                found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
+                if found != self.fencing:
+                    self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
+        if not self.lost and self.clock() >= self.known_expiry:
+            self._mark_lost("its known expiry passed without a confirmed renewal")
+        return self.lost_reason if self.lost else None
+
+    def after_commit(self, table_uri: str, version: int, committed_at: float | None) -> None:
+        """Fail loudly if a commit may have landed after the lease was lost (ADR 0018).
+
+        The fence's last check came before the commit; a writer that stopped in between (a frozen process)
+        commits late. If the lease is still ours now, it was ours throughout (a lost lease never comes
+        back). Otherwise the commit is flagged when another writer was granted a lease on the table between
+        this lease's last confirmed renewal and the commit: an ``unfenced_overrun`` entry in the decision
+        log, and :class:`~deltaguard.exceptions.LateCommitError`.
+
+        :param table_uri: the table's lease key.
+        :param version: the version the write committed.
+        :param committed_at: the commit's timestamp (seconds since the epoch, from the Delta log); ``None``:
+            now.
+        :raises LateCommitError: the commit may have landed while another writer held the table.
+        """
+        from deltaguard.exceptions import LateCommitError
+
+        self._committed = True  # a loss found from here on is not "a write that will not commit"
+        reason = self.still_held()
+        if reason is None:
+            return
+        landed = committed_at if committed_at is not None else self.clock()
+        since = self.confirmed_at
+        uris = sorted(self.fencing) or [table_uri]  # the store's keys of the lease's tables
+        others: list[str] = []
+        try:
+            for uri in uris:
+                others += self.manager.grants_since(uri, since, self.owner, until=landed)
+        except Exception as exc:  # no answer: assume the worst, the commit is already in the table
+            others = [f"unknown (the decision log could not be read: {exc})"]
+        if not others:
+            log.warning(
+                "deltaguard: lease %s was lost (%s) but nobody else was granted %s before version %d landed",
+                self.lease_id,
+                reason,
+                table_uri,
+                version,
+            )
+            return
+        detail = {
+            "reason": f"committed version {version} after its lease was lost ({reason})",
+            "committed_version": version,
+            "committed_at": landed,
+            "granted_since": others,
+        }
+        try:
+            self.manager.record_overrun(self.lease_id, self.owner, uris, detail)
+        except Exception as exc:
+            log.error("deltaguard: could not log the late commit to %s: %s", table_uri, exc)
+        raise LateCommitError(
+            f"version {version} of {table_uri} was committed after lease {self.lease_id} was lost "
+            f"({reason}); {', '.join(others)} was granted the table before the commit landed. Check the "
+            "table for lost or duplicated rows."
+        )
+
     def on_lost(self, cancel: Callable[[], None]) -> Callable[[], None]:
         """Call ``cancel`` once the lease is lost (at once if it already is); return an unregister function."""
         with self._lock:
@@ -198,12 +284,12 @@ class LeaseKeeper:
             self.failed_renewals += 1
             log.warning("deltaguard: lease %s renewal failed: %s", self.lease_id, exc)
             if self.clock() >= self.known_expiry - self.timing.commit_margin_s:
-                self._mark_lost(
-                    f"not renewed since the store stopped answering, and its expiry is "
-                    f"{self.known_expiry - self.clock():.1f} s away"
-                )
+                left = self.known_expiry - self.clock()
+                when = f"is {left:.1f} s away" if left >= 0 else f"passed {-left:.1f} s ago"
+                self._mark_lost(f"not renewed since the store stopped answering, and its expiry {when}")
             return
         with self._lock:
+            self.confirmed_at = self.clock()
             self.known_expiry = max(self.known_expiry, expiry)
             self.renewals += 1
             self.failed_renewals = 0
@@ -215,7 +301,19 @@ class LeaseKeeper:
             self.lost_reason = reason
             self._lost.set()
             cancels, self._cancels = self._cancels, []
-        log.error("deltaguard: lease %s is lost (%s); the write will not commit", self.lease_id, reason)
+        if self._committed:
+            log.error(
+                "deltaguard: lease %s is lost (%s), found after the write committed", self.lease_id, reason
+            )
+        elif self.fenced:
+            log.error("deltaguard: lease %s is lost (%s); the write will not commit", self.lease_id, reason)
+        else:
+            log.error(
+                "deltaguard: lease %s is lost (%s); deltaguard cannot stop the wrapped work, which may "
+                "commit outside its lease while another writer holds the table",
+                self.lease_id,
+                reason,
+            )
         for cancel in cancels:
             _run_cancel(cancel)
 

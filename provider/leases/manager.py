@@ -78,6 +78,10 @@ __all__ = [
     "WaiterInfo",
 ]
 
+#: the decision-log kind of a write that may have committed outside its lease (a wrapped operator that
+#: lost its lease, a commit that landed after the lease was lost)
+OVERRUN_KIND = "unfenced_overrun"
+
 log = logging.getLogger("deltaguard.leases")
 
 #: how long decision-log entries and closed requests are kept unless the caller says (the default of
@@ -312,6 +316,40 @@ class LeaseManager:
         now = self.clock()
         decide = self.decide
         return dict(self._run(request.uris, lambda txn: restate_locked(txn, request, now, decide)))
+
+    def record_overrun(
+        self, lease_id: str, owner: Owner, uris: Sequence[str], detail: dict[str, Any]
+    ) -> None:
+        """Log that ``owner``'s write may have committed to ``uris`` outside its lease (an
+        ``unfenced_overrun`` entry per table, which the UI's table page flags).
+
+        :param lease_id: the lost lease.
+        :param owner: its owner.
+        :param uris: the tables.
+        :param detail: what happened (``reason``, ``committed_version``, ``granted_since``, ...).
+        """
+        now = self.clock()
+        rows = [log_row(now, OVERRUN_KIND, lease_id, uri, owner.key, detail) for uri in sorted(uris)]
+        self._run(sorted(uris), lambda txn: txn.log(rows))
+        log.error(
+            "deltaguard: %s may have written %s outside its lease %s: %s",
+            owner.describe(),
+            ", ".join(sorted(uris)),
+            lease_id,
+            detail.get("reason", ""),
+        )
+
+    def grants_since(self, uri: str, since: float, owner: Owner, until: float | None = None) -> list[str]:
+        """Other owners granted a lease on ``uri`` at or after ``since`` (and at or before ``until``).
+
+        :returns: the granted owners, described, oldest first.
+        """
+        rows = self.store.decisions(uri=uri, since=since, kinds=["grant"], limit=100)
+        return [
+            owner_from_text(r.owner_key).describe()
+            for r in reversed(rows)
+            if r.owner_key != owner.key and (until is None or r.at <= until)
+        ]
 
     # --- read-only queries ---------------------------------------------------------------------------
 

@@ -114,6 +114,13 @@ class UiReader:
         """Decision-log entries, newest first, ``limit`` at a time strictly before ``before``."""
         return self.store.decisions(uri=uri, owner_keys=owner_keys, before=before, limit=clamp_limit(limit))
 
+    def overruns(self, uri: str, limit: int = 20) -> list[DecisionRow]:
+        """The table's ``unfenced_overrun`` entries, newest first: writes that may have committed outside
+        their lease (ADR 0021, ADR 0018)."""
+        from deltaguard.leases.manager import OVERRUN_KIND
+
+        return self.store.decisions(uri=uri, kinds=[OVERRUN_KIND], limit=clamp_limit(limit))
+
     # --- the one write -------------------------------------------------------------------------------
 
     def release_stale(self, lease_id: str, user: str) -> list[LeaseRow]:

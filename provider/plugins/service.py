@@ -95,6 +95,8 @@ def table_detail(
         "decisions": [decision_view(d) for d in decisions],
         "next_before": decisions[-1].at if len(decisions) == size else None,
         "timeline": timeline(decisions, now),
+        # writes that may have committed outside their lease: shown above everything else on the page
+        "overruns": [decision_view(d) for d in reader.overruns(uri)],
     }
 
 

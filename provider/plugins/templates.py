@@ -18,6 +18,7 @@ header{background:#13324b;color:#fff;padding:10px 20px;display:flex;gap:20px;ali
 header a{color:#cfe3f5;text-decoration:none}header b{font-size:16px}
 main{padding:16px 20px;max-width:1400px}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:12px 16px;margin-bottom:14px}
+.card.overrun{border-color:#c0392b;background:#fdecea}
 h1{font-size:20px;margin:4px 0 12px}h2{font-size:16px;margin:4px 0 8px}h3{font-size:14px;margin:12px 0 6px}
 table.list{border-collapse:collapse;width:100%}table.list th,table.list td{border-bottom:1px solid #eceff2;padding:5px 8px;text-align:left;vertical-align:top}
 table.list th{background:#f0f2f5;font-weight:600}
@@ -103,6 +104,9 @@ _TABLE = """{% extends "base" %}{% import "macros" as m with context %}
 {% block title %}deltaguard: {{ data.table.name }}{% endblock %}{% block main %}
 {% set t = data.table %}
 <h1>{{ t.name }} <span class="uri">{{ t.uri }}</span></h1>
+{% if data.overruns %}<div class="card overrun"><h2>Possibly written outside a lease</h2>
+<div class="muted">A write ended or committed after its lease was lost while another writer may have held the table: check it for lost or duplicated rows.</div>
+<table class="list">{% for d in data.overruns %}<tr><td>{{ d.at_iso }}</td><td>{{ m.owner_link(d.owner) }}</td><td>{{ d.summary }}</td></tr>{% endfor %}</table></div>{% endif %}
 <div class="card">{{ m.config_block(t.config) }}{{ m.leases_block(t) }}</div>
 <div class="card"><h2>Conflict matrix: {{ data.matrix.engine }}{% if data.matrix.assumed_config %} (table configuration unknown: default table){% endif %}</h2>
 <form class="lookup" method="get"><input type="hidden" name="uri" value="{{ t.uri }}">Engine

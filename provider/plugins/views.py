@@ -276,6 +276,8 @@ def decision_summary(kind: str, detail: Mapping[str, Any]) -> str:
         return "queue entry abandoned (its owner stopped asking)"
     if kind == "refuse":
         return str(detail.get("reason") or "refused")
+    if kind == "unfenced_overrun":
+        return f"possibly written outside its lease: {detail.get('reason') or 'the lease was lost'}"
     return kind
 
 

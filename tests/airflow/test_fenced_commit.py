@@ -94,3 +94,61 @@ def test_the_heartbeat_notices_the_loss_and_cancels(tmp_path, lease_store_url, m
         op.execute(task_context("append"))
     assert cancelled == ["cancelled"]  # by the heartbeat, before the source ended
     assert DeltaTable(table).version() == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_delete_that_commits_after_its_lease_was_taken_over_fails_and_flags_the_table(
+    tmp_path, lease_store_url, monkeypatch
+) -> None:
+    """DELETE has no prepare/commit split in delta-rs: a writer frozen right after its last fence check
+    commits late. Played here by taking the table over inside the check (the lease clock runs an hour in
+    the past, so the takeover is logged before the commit's real timestamp). The task fails with
+    LateCommitError and the decision log flags the table."""
+    from deltaguard.exceptions import LateCommitError
+    from deltaguard.hooks.lease import DeltaLeaseHook
+    from deltaguard.leases.keeper import LeaseKeeper
+    from deltaguard.leases.manager import OVERRUN_KIND
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    past = time.time() - 3600
+
+    def manager(self: DeltaLeaseHook) -> LeaseManager:
+        if self._manager is None:
+            self._manager = LeaseManager(self.settings.store_url, clock=lambda: past)
+        return self._manager
+
+    monkeypatch.setattr(DeltaLeaseHook, "manager", property(manager))
+    table = sales_table(str(tmp_path / "sales"))
+    key = table_key(table)
+    real_check = LeaseKeeper.check
+    taken: list[str] = []
+
+    def check_then_freeze(self: LeaseKeeper) -> None:
+        real_check(self)
+        if not taken:  # frozen after the last check, past the TTL: another writer is admitted
+            late = LeaseManager(lease_store_url, clock=lambda: past + 600)
+            try:
+                claim = TableClaim(
+                    key,
+                    Operation(OperationKind.INSERT),
+                    EngineProfile(EngineName.DELTA_RS, "1.6.6"),
+                    TableConfig(partition_columns=("country",), exists=True),
+                )
+                grant = late.acquire(LeaseRequest(claims=(claim,), owner=Owner(task_id="other"), ttl_s=60))
+                assert isinstance(grant, Granted)
+                taken.append(grant.lease_id)
+            finally:
+                late.store.close()
+
+    monkeypatch.setattr(LeaseKeeper, "check", check_then_freeze)
+    op = DeltaDeleteOperator(task_id="purge", table=table, predicate="country = 'FR'")
+    with pytest.raises(LateCommitError, match="after lease"):
+        op.execute(task_context("purge"))
+    assert taken
+    assert [r["id"] for r in rows(table)] == [1, 2]  # the DELETE is in the table: the error says so
+    manager_now = LeaseManager(lease_store_url)
+    try:
+        flagged = [d for d in manager_now.decisions(uri=key) if d.kind == OVERRUN_KIND]
+    finally:
+        manager_now.store.close()
+    assert len(flagged) == 1 and flagged[0].detail["committed_version"] == 1

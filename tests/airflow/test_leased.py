@@ -317,7 +317,8 @@ def test_the_taskflow_decorator_runs_the_function_under_the_lease(tmp_path, leas
 
 
 def test_two_compatible_wrapped_writers_hold_leases_at_once(tmp_path, lease_store_url) -> None:
-    """Blind appends to one table do not conflict: the second is granted while the first holds its lease."""
+    """Blind appends to one table do not conflict: the second is granted while the first holds its lease
+    (the wrapped work declares that it commits with delta-rs, as the holder does)."""
     from deltaguard.operators.leased import with_delta_lease
 
     table = sales_table(str(tmp_path / "sales"))
@@ -326,9 +327,14 @@ def test_two_compatible_wrapped_writers_hold_leases_at_once(tmp_path, lease_stor
     try:
         probe = Probe(task_id="append", store_url=lease_store_url, keys=[key])
         start = time.time()
-        with_delta_lease(probe, tables=table, operation="INSERT", deferrable=False).execute(
-            task_context("append")
-        )
+        with_delta_lease(
+            probe,
+            tables=table,
+            operation="INSERT",
+            engine="delta-rs",
+            deferrable=False,
+            lease_wait_timeout=20,
+        ).execute(task_context("append"))
         assert sorted(probe.seen[key]) == ["", "append"]  # both held at once (the other has no task id)
         assert time.time() - start < 30
     finally:

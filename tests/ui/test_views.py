@@ -175,3 +175,29 @@ def test_the_same_answers_on_postgresql(pg_server: str, tmp_path) -> None:
         assert [r.uri for r in reader.release_stale(scenario.stale_lease, "bob")] == [STALE]
     finally:
         scenario.manager.store.close()
+
+
+def test_a_possible_write_outside_a_lease_is_flagged_on_the_table_page(scenario, reader: UiReader) -> None:
+    """An ``unfenced_overrun`` entry (a wrapped write that outlived its lease, a commit that landed after its
+    lease was lost) is listed above everything else on its table's page, and in the decision list."""
+    from deltaguard.plugins.templates import render
+    from tests.ui.scenario import owner
+
+    assert service.table_detail(reader, CUSTOMERS)["overruns"] == []
+    scenario.manager.record_overrun(
+        "r-merge-a",
+        owner("merge_a"),
+        [CUSTOMERS],
+        {"reason": "the wrapped work ended after its lease was lost"},
+    )
+    data = service.table_detail(reader, CUSTOMERS)
+    (flag,) = data["overruns"]
+    assert flag["owner"]["task_id"] == "merge_a"
+    assert flag["summary"] == (
+        "possibly written outside its lease: the wrapped work ended after its lease was lost"
+    )
+    assert data["decisions"][0]["kind"] == "unfenced_overrun"
+    assert service.table_detail(reader, EVENTS)["overruns"] == []  # only the table written
+    page = render("table", data=data, base="/deltaguard", user=None)
+    assert "Possibly written outside a lease" in page
+    assert "the wrapped work ended after its lease was lost" in page

@@ -172,7 +172,8 @@ class DeltaRsEngine(DeltaEngine):
             wrap = functools.partial(fenced_source, fence=fence, trip=trip)
         try:
             metrics = RUNNERS[type(spec)](
-                spec, OpContext(table, table_uri, properties, self.storage_options, fence_source=wrap)
+                spec,
+                OpContext(table, table_uri, properties, self.storage_options, fence_source=wrap, fence=fence),
             )
         except Exception as exc:
             if trip.error is not None:
@@ -196,6 +197,12 @@ class DeltaRsEngine(DeltaEngine):
                 committed=False,
             )
         committed_version, info = found
+        after_commit = getattr(fence, "after_commit", None)
+        if after_commit is not None:
+            # The window from the last check to the commit cannot be closed for every write (ADR 0018): a
+            # commit that landed after the lease was lost, with another writer admitted, fails loudly.
+            stamp = (info or {}).get("timestamp")
+            after_commit(table_uri, committed_version, None if stamp is None else float(stamp) / 1000)
         return _result(table_uri, spec, committed_version, info, metrics, started)
 
     # -- helpers ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ happened; these functions only translate a spec into deltalake calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from deltaguard.core.sql.literals import (
     render_sql,
 )
 from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.fencing import CommitFence
 from deltaguard.engines.source_keys import check_source_in_scope
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
@@ -88,12 +89,34 @@ class OpContext:
         commit: CommitProperties,
         storage_options: dict[str, str] | None,
         fence_source: Callable[[Any], Any] | None = None,
+        fence: CommitFence | None = None,
     ) -> None:
         self.table = table
         self.uri = uri
         self.commit = commit
         self.storage_options = storage_options
         self.fence_source = fence_source
+        self.fence = fence
+
+    def staged(self, data: Any, partition_by: Sequence[str], mode: str) -> bool:
+        """Write ``data`` in two steps (files, fence check, commit) when the table allows it; return whether
+        it did (:mod:`deltaguard.engines.deltars.staged`)."""
+        from deltaguard.engines.deltars.staged import same_columns, staged_commit, unstageable
+
+        if self.fence is None or self.table is None or not same_columns(data, self.table):
+            return False
+        if unstageable(self.table, partition_by) is not None:
+            return False
+        staged_commit(
+            self.table,
+            self.uri,
+            data,
+            mode=mode,
+            commit=self.commit,
+            fence=self.fence,
+            storage_options=self.storage_options,
+        )
+        return True
 
     def fenced(self, data: Any) -> Any:
         """``data`` as delta-rs gets it: through the commit fence when there is one."""
@@ -118,6 +141,8 @@ def run_append(spec: AppendSpec, ctx: OpContext) -> Metrics:
     if spec.partition_values:
         data = materialize(data)
         check_rows_in_partition(data, spec.partition_values)
+    if ctx.staged(data, spec.partition_by, "append"):
+        return None
     write_deltalake(
         ctx.target(),
         ctx.fenced(data),
@@ -131,6 +156,8 @@ def run_append(spec: AppendSpec, ctx: OpContext) -> Metrics:
 
 def run_overwrite(spec: OverwriteSpec, ctx: OpContext) -> Metrics:
     data = resolve_source(spec.source, ctx.storage_options)
+    if ctx.staged(data, spec.partition_by, "overwrite"):
+        return None
     write_deltalake(
         ctx.target(),
         ctx.fenced(data),

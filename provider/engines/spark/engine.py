@@ -387,6 +387,11 @@ class SparkEngine(DeltaEngine):
             # was a no-op (OPTIMIZE with nothing to compact).
             version = self._latest_version(spark, target)
             return WriteResult(table_uri, version, name, {}, elapsed, duplicate=idempotent)
+        after_commit = getattr(context.fence, "after_commit", None)
+        if after_commit is not None:
+            # The commit runs on the driver after the last job, unchecked (ADR 0018): a commit that landed
+            # after the lease was lost, with another writer admitted, fails loudly.
+            after_commit(table_uri, commit["version"], commit["timestamp"])
         return WriteResult(table_uri, commit["version"], commit["operation"], commit["metrics"], elapsed)
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -501,6 +506,7 @@ class SparkEngine(DeltaEngine):
                 "version": int(row["version"]),
                 "operation": str(_field(row, "operation")),
                 "metrics": _metrics(_field(row, "operationMetrics")),
+                "timestamp": _epoch(_field(row, "timestamp")),
             }
         return None
 
@@ -510,6 +516,22 @@ def _field(row: Any, key: str) -> Any:
     try:
         return row[key]
     except (KeyError, ValueError):
+        return None
+
+
+def _epoch(stamp: Any) -> float | None:
+    """A history row's ``timestamp`` in seconds since the epoch; ``None`` when absent.
+
+    deltalake's history gives the commitInfo's milliseconds; ``DESCRIBE HISTORY`` a ``datetime`` (naive
+    means the session's local time zone, which Python's ``timestamp()`` assumes too).
+    """
+    if stamp is None or isinstance(stamp, bool):
+        return None
+    if isinstance(stamp, int | float):
+        return float(stamp) / 1000
+    try:
+        return float(stamp.timestamp())
+    except (AttributeError, TypeError, ValueError, OSError):
         return None
 
 

@@ -295,6 +295,32 @@ def test_a_write_whose_lease_is_gone_does_not_start(engine: SparkEngine, table: 
     assert RsTable(table).version() == 1
 
 
+def test_the_engine_reports_its_commit_to_the_fence_which_may_fail_it_as_late(
+    engine: SparkEngine, table: str
+) -> None:
+    """The commit on the driver after the last job stays unchecked: the engine hands the committed
+    version and its timestamp to the fence's ``after_commit``, whose error (a commit that landed after the
+    lease was lost, ADR 0018) fails the write although the commit is in the table."""
+    import time
+
+    from deltaguard.exceptions import LateCommitError
+
+    class LateFence(_LeaseFence):
+        reported: list[tuple[str, int, float | None]] = []
+
+        def after_commit(self, table_uri: str, version: int, committed_at: float | None) -> None:
+            self.reported.append((table_uri, version, committed_at))
+            raise LateCommitError("landed after the lease was lost (by the test)")
+
+    fence = LateFence()
+    with pytest.raises(LateCommitError):
+        engine.write(table, DeleteSpec(predicate="day = 'd1'"), WriteContext(fence=fence))
+    assert RsTable(table).version() == 2  # committed: the error says so, it cannot undo it
+    ((uri, version, committed_at),) = fence.reported
+    assert (uri, version) == (table, 2)
+    assert committed_at is not None and abs(committed_at - time.time()) < 120
+
+
 def test_a_lease_lost_while_the_job_runs_cancels_it_before_the_commit(
     engine: SparkEngine, table: str, tmp_path: Path
 ) -> None:
