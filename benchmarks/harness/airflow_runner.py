@@ -190,7 +190,10 @@ def _settings(home: Path, dags_folder: Path, port: int, parallelism: int) -> dic
 
 #: what a generated home sets of the sections below: deltaguard's options and Airflow's deferral switch are
 #: left to the generated file (its defaults), except ``lease_ttl``, as a user shortening leases would
-GENERATED_HOME_SECTIONS: Mapping[str, Mapping[str, str]] = {"operators": {}, "deltaguard": {"lease_ttl": "60"}}
+GENERATED_HOME_SECTIONS: Mapping[str, Mapping[str, str]] = {
+    "operators": {},
+    "deltaguard": {"lease_ttl": "60"},
+}
 
 
 def _airflow_cfg(
@@ -404,11 +407,16 @@ class AirflowStack:
 
     :param home: the prepared home.
     :param components: which components to run.
+    :param migrate: run ``airflow db migrate`` on entering (``False`` for a home given an already migrated
+        metadata DB of this Airflow version: the command then only costs a minute of imports).
     """
 
-    def __init__(self, home: AirflowHome, components: Sequence[str] = COMPONENTS) -> None:
+    def __init__(
+        self, home: AirflowHome, components: Sequence[str] = COMPONENTS, *, migrate: bool = True
+    ) -> None:
         self.home = home
         self.components = tuple(components)
+        self.migrate_on_enter = migrate
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[Any] = []
         self._api: AirflowApi | None = None
@@ -534,7 +542,8 @@ class AirflowStack:
         return killed
 
     def __enter__(self) -> AirflowStack:
-        self.migrate()
+        if self.migrate_on_enter:
+            self.migrate()
         self.start()
         try:
             self.wait_healthy()

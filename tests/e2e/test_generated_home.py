@@ -77,11 +77,11 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         options={"deltaguard": {"lease_ttl": LEASE_TTL}},
         extra_env={"DELTAGUARD_EXAMPLE_SCHEDULE": "none"},
     )
-    _reuse_migrated_db(home.home)
+    migrated = _reuse_migrated_db(home.home)
     manager = LeaseManager(home.lease_store_url)
     try:
         hold_customers(manager, table, HOLDER, "e2e-generated-holder")
-        with AirflowStack(home) as stack:
+        with AirflowStack(home, migrate=not migrated) as stack:
             stack.wait_for_dag(DAG_ID)
             pool = pool_name(table_key(table))
             stack.api.set_pool(pool, 8, "the accounts table", include_deferred=False)
@@ -103,13 +103,16 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     yield Outcome(home, table, waiting_state, waiting_pool, final_state, str(tis[0].state), import_errors)
 
 
-def _reuse_migrated_db(home: Path) -> None:
-    """Start from the migrated metadata DB ``tests/airflow/conftest.py`` caches, if there is one."""
+def _reuse_migrated_db(home: Path) -> bool:
+    """Start from the migrated metadata DB ``tests/airflow/conftest.py`` caches (``airflow db migrate`` of
+    this Airflow version), if there is one; return whether it was."""
     from importlib.metadata import version
 
     cached = Path(tempfile.gettempdir()) / f"deltaguard-airflow-{version('apache-airflow-core')}.db"
-    if cached.exists() and not (home / "airflow.db").exists():
-        shutil.copyfile(cached, home / "airflow.db")
+    if not cached.exists() or (home / "airflow.db").exists():
+        return False
+    shutil.copyfile(cached, home / "airflow.db")
+    return True
 
 
 def test_the_home_is_a_users(outcome: Outcome) -> None:
