@@ -74,10 +74,10 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "boolean",
         "True",
         "Whether deltaguard tasks that do not say ``deferrable=`` wait for their lease in the triggerer "
-        "(freeing their worker slot) rather than in the worker. ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE`` "
-        "set in the environment applies when this option is not set in the environment; Airflow's "
-        "``[operators] default_deferrable`` in airflow.cfg is not read (Airflow writes ``false`` there into "
-        "every file it generates).",
+        "(freeing their worker slot) rather than in the worker. Airflow's "
+        "``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE`` in the environment overrides this option unless "
+        "``AIRFLOW__DELTAGUARD__DEFERRABLE`` is set too; Airflow's ``[operators] default_deferrable`` in "
+        "airflow.cfg is not read (Airflow writes ``false`` there into every file it generates).",
     ),
     "lease_store_listen": (
         "boolean",
