@@ -156,11 +156,15 @@ def demo_home(
 ) -> AirflowHome:
     """Prepare the demo's ``AIRFLOW_HOME``; the example data starts empty unless ``fresh_data`` is off.
 
+    The home is a user's: Airflow generates its ``airflow.cfg`` (every default) and the demo's settings
+    reach Airflow as ``AIRFLOW__*`` environment variables only (``prepare_home(generated=True)``).
+
     :param extra_env: more environment for the Airflow components (the Spark Connect connection).
     """
     home = prepare_home(
         home_dir,
         default_dags_folder(),
+        generated=True,
         parallelism=parallelism,
         extra_env={
             "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(write_seconds),

@@ -9,9 +9,18 @@ each; the deltaguard harness creates them.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from airflow.sdk import DAG, task
+
+# ``example_pipeline.py`` sits beside this file. The dag-processor puts the DAGs folder on sys.path, but
+# ``airflow dags list --local`` and a DagBag of another folder (``deltaguard pools sync --dags-folder``) do
+# not: append this folder (shadowing nothing) so the file parses however Airflow loads it.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
 from example_pipeline import (
     CONVENTIONAL_POOLS,
     COUNTRIES,

@@ -9,9 +9,26 @@ nightly OPTIMIZE after the MERGEs. Trigger it with ``{"date": "2026-11-21"}`` as
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from airflow.sdk import DAG, task
+
+from deltaguard.operators.dml import (
+    DeltaDeleteOperator,
+    DeltaInsertOperator,
+    DeltaMergeOperator,
+    DeltaUpdateOperator,
+)
+from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
+
+# ``example_pipeline.py`` sits beside this file. The dag-processor puts the DAGs folder on sys.path, but
+# ``airflow dags list --local`` and a DagBag of another folder (``deltaguard pools sync --dags-folder``) do
+# not: append this folder (shadowing nothing) so the file parses however Airflow loads it.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
 from example_pipeline import (
     COUNTRIES,
     CUSTOMER_DELETE_PREDICATE,
@@ -28,14 +45,6 @@ from example_pipeline import (
     slow_source,
     table_uris,
 )
-
-from deltaguard.operators.dml import (
-    DeltaDeleteOperator,
-    DeltaInsertOperator,
-    DeltaMergeOperator,
-    DeltaUpdateOperator,
-)
-from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
 
 VARIANT = "deltaguard"
 TABLES = table_uris(VARIANT)

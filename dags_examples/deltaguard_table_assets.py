@@ -16,16 +16,25 @@ the version the table has when the triggerer starts the trigger.
 from __future__ import annotations
 
 import os
+import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from airflow.sdk import DAG, AssetWatcher, task
-from example_pipeline import data_dir
 
 from deltaguard.lineage.assets import delta_table_asset
 from deltaguard.operators.dml import DeltaInsertOperator
 from deltaguard.triggers.table_version import DeltaTableCommitTrigger
+
+# ``example_pipeline.py`` sits beside this file. The dag-processor puts the DAGs folder on sys.path, but
+# ``airflow dags list --local`` and a DagBag of another folder (``deltaguard pools sync --dags-folder``) do
+# not: append this folder (shadowing nothing) so the file parses however Airflow loads it.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
+from example_pipeline import data_dir
 
 ORDERS = str(data_dir() / "assets" / "orders")
 PARTNER_FEED = str(data_dir() / "assets" / "partner_feed")

@@ -21,12 +21,30 @@ example DAGs' tables. Trigger it with ``{"date": "2026-11-21"}`` as run conf.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, task
+
+from deltaguard.engines.spark.sources import SparkSource
+from deltaguard.operators.dml import (
+    DeltaDeleteOperator,
+    DeltaInsertOperator,
+    DeltaMergeOperator,
+    DeltaUpdateOperator,
+)
+from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
+
+# ``example_pipeline.py`` sits beside this file. The dag-processor puts the DAGs folder on sys.path, but
+# ``airflow dags list --local`` and a DagBag of another folder (``deltaguard pools sync --dags-folder``) do
+# not: append this folder (shadowing nothing) so the file parses however Airflow loads it.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
 from example_pipeline import (
     COUNTRIES,
     CUSTOMER_DELETE_PREDICATE,
@@ -41,15 +59,6 @@ from example_pipeline import (
     table_uris,
     write_seconds,
 )
-
-from deltaguard.engines.spark.sources import SparkSource
-from deltaguard.operators.dml import (
-    DeltaDeleteOperator,
-    DeltaInsertOperator,
-    DeltaMergeOperator,
-    DeltaUpdateOperator,
-)
-from deltaguard.operators.maintenance import DeltaAlterTableOperator, DeltaOptimizeOperator
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

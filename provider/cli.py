@@ -1,7 +1,9 @@
 """The ``deltaguard`` command line.
 
 Each subcommand lives in its own module with ``add_arguments(parser)`` and ``run(args) -> int`` and is
-imported only when chosen, so ``deltaguard check`` never pays for Airflow or an engine.
+imported only when chosen, so ``deltaguard check`` never pays for Airflow or an engine. Invalid input (a
+subcommand raises :class:`~deltaguard.commands.UsageError`) is one line on stderr and exit code 2, as for a
+malformed command line.
 """
 
 from __future__ import annotations
@@ -39,7 +41,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             importlib.import_module(module_name).add_arguments(command_parser)
     args = parser.parse_args(args_list)
     module = importlib.import_module(args._module)
-    return int(module.run(args))
+    from deltaguard.commands import USAGE_EXIT, UsageError
+
+    try:
+        return int(module.run(args))
+    except UsageError as exc:
+        print(f"deltaguard {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return USAGE_EXIT
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line (a message may quote input holding line breaks)."""
+    return " ".join(text.split()) or "invalid input"
 
 
 if __name__ == "__main__":

@@ -44,26 +44,40 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "120",
         "Seconds a lease stays valid without a heartbeat; a crashed worker's lease expires after this.",
     ),
+    # The three options below default to empty (unset) so that they follow ``lease_ttl``: Airflow writes
+    # every default into the airflow.cfg it generates, and a literal default there would look like a choice.
     "heartbeat_interval": (
         "float",
-        "20",
-        "Seconds between lease heartbeats while a write runs (keep well below ``lease_ttl``).",
+        "",
+        "Seconds between lease heartbeats while a write runs (at most a third of ``lease_ttl``). Empty: "
+        "``lease_ttl / 6`` (20 with the default TTL).",
     ),
     "store_timeout": (
         "float",
-        "10",
+        "",
         "Seconds any one lease-store call may take (connect, lock wait, statement; a frozen store is "
-        "abandoned after this). See ADR 0018 for how it relates to ``lease_ttl``.",
+        "abandoned after this). Empty: ``lease_ttl / 12`` (10 with the default TTL). See ADR 0018 for how "
+        "it relates to ``lease_ttl``.",
     ),
     "commit_margin": (
         "float",
-        "15",
-        "Seconds of lease that must remain when a write is fenced just before its commit.",
+        "",
+        "Seconds of lease that must remain when a write is fenced just before its commit. Empty: "
+        "``lease_ttl / 8`` (15 with the default TTL).",
     ),
     "poll_interval": (
         "float",
         "5",
         "Seconds between lease checks while a task (or its trigger) waits for admission.",
+    ),
+    "deferrable": (
+        "boolean",
+        "True",
+        "Whether deltaguard tasks that do not say ``deferrable=`` wait for their lease in the triggerer "
+        "(freeing their worker slot) rather than in the worker. Airflow's "
+        "``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE`` in the environment overrides this option unless "
+        "``AIRFLOW__DELTAGUARD__DEFERRABLE`` is set too; Airflow's ``[operators] default_deferrable`` in "
+        "airflow.cfg is not read (Airflow writes ``false`` there into every file it generates).",
     ),
     "lease_store_listen": (
         "boolean",
@@ -202,40 +216,111 @@ def lease_ttl() -> float:
 
 
 def heartbeat_interval() -> float:
-    """Seconds between heartbeats; never more than a third of the TTL, so one lost beat is survivable."""
-    return min(_positive_float("heartbeat_interval"), lease_ttl() / 3)
+    """Seconds between heartbeats; never more than a third of the TTL, so one lost beat is survivable.
+
+    Unset (absent or empty): ``lease_ttl / 6``.
+    """
+    ttl = lease_ttl()
+    if not _is_set("heartbeat_interval"):
+        return ttl * DERIVED_SHARE["heartbeat_interval"]
+    return min(_positive_float("heartbeat_interval"), ttl / 3)
+
+
+#: what ``heartbeat_interval``, ``store_timeout`` and ``commit_margin`` resolve to when unset: a share of
+#: ``lease_ttl`` (the proportions of the defaults 120 s, 20, 10, 15)
+DERIVED_SHARE: dict[str, float] = {
+    "heartbeat_interval": 1 / 6,
+    "store_timeout": 1 / 12,
+    "commit_margin": 1 / 8,
+}
+#: the literal defaults earlier builds shipped for them, which an airflow.cfg generated with one still carries
+LEGACY_DEFAULTS: dict[str, float] = {"heartbeat_interval": 20.0, "store_timeout": 10.0, "commit_margin": 15.0}
 
 
 def lease_timing() -> LeaseTiming:
     """TTL, heartbeat interval, store timeout and commit margin, validated together (ADR 0018).
 
+    An option left unset (absent or empty, as in the airflow.cfg Airflow generates) is the share of the TTL
+    in :data:`DERIVED_SHARE`, so a deployment that only sets ``lease_ttl`` stays valid; an option set is
+    taken as given. One exception keeps an airflow.cfg generated with an earlier build working: a value in
+    the file (not the environment) equal to that build's literal default (:data:`LEGACY_DEFAULTS`) is
+    derived instead when, taken as given, it would make every write fail; a warning names it.
+
     :raises deltaguard.leases.timing.LeaseTimingError: for a combination that a short store stall could
         make lose a lease.
     """
-    from deltaguard.leases.timing import LeaseTiming
+    from deltaguard.leases.timing import LeaseTiming, LeaseTimingError
 
     ttl = lease_ttl()
-    # An option left unset scales with the TTL (the defaults' proportions: 120 s, 20, 10, 15), so a
-    # deployment that only shortens the TTL stays valid; an option set explicitly is taken as given.
-    return LeaseTiming(
-        ttl_s=ttl,
-        heartbeat_s=_positive_float("heartbeat_interval") if _is_set("heartbeat_interval") else ttl / 6,
-        store_timeout_s=_positive_float("store_timeout") if _is_set("store_timeout") else ttl / 12,
-        commit_margin_s=_positive_float("commit_margin") if _is_set("commit_margin") else ttl / 8,
+    given = {option: _positive_float(option) for option in DERIVED_SHARE if _is_set(option)}
+
+    def timing(values: dict[str, float]) -> LeaseTiming:
+        resolved = {option: values.get(option, ttl * share) for option, share in DERIVED_SHARE.items()}
+        return LeaseTiming(
+            ttl_s=ttl,
+            heartbeat_s=resolved["heartbeat_interval"],
+            store_timeout_s=resolved["store_timeout"],
+            commit_margin_s=resolved["commit_margin"],
+        )
+
+    try:
+        return timing(given)
+    except LeaseTimingError as exc:
+        legacy = {
+            option
+            for option, value in given.items()
+            if value == LEGACY_DEFAULTS[option] and not _from_environment(option)
+        }
+        if not legacy:
+            raise
+        try:
+            resolved = timing({option: value for option, value in given.items() if option not in legacy})
+        except LeaseTimingError:
+            raise exc from None
+        _warn_legacy(sorted(legacy), ttl)
+        return resolved
+
+
+_warned_legacy: set[tuple[tuple[str, ...], float]] = set()
+
+
+def _warn_legacy(options: list[str], ttl: float) -> None:
+    import logging
+
+    if (tuple(options), ttl) in _warned_legacy:
+        return
+    _warned_legacy.add((tuple(options), ttl))
+    logging.getLogger(__name__).warning(
+        "[%s] %s in airflow.cfg hold(s) the literal default(s) of earlier deltaguard builds, which do not "
+        "fit lease_ttl=%g; derived from lease_ttl instead. Empty them (or set values that fit) to silence "
+        "this warning.",
+        SECTION,
+        ", ".join(options),
+        ttl,
     )
+
+
+def _env_value(name: str) -> str | None:
+    """The value of environment variable ``name``, or ``None`` when it is absent or blank."""
+    value = os.environ.get(name)
+    return value if value is not None and value.strip() else None
+
+
+def _from_environment(option: str) -> bool:
+    """Whether ``[deltaguard] option`` is set, non-empty, through ``AIRFLOW__DELTAGUARD__<OPTION>``."""
+    return _env_value(f"AIRFLOW__{SECTION.upper()}__{option.upper()}") is not None
 
 
 def _is_set(option: str) -> bool:
-    """Whether ``option`` was set explicitly (environment or ``airflow.cfg``), not left to its default."""
-    import configparser
+    """Whether ``option`` has a value (environment or ``airflow.cfg``): neither absent nor empty.
 
+    An empty value is unset: Airflow writes ``option =`` into the airflow.cfg it generates for an option
+    whose default is empty.
+    """
     from airflow.sdk import conf
 
-    # The base ConfigParser only knows options read from a file; registered defaults are kept aside.
-    return (
-        f"AIRFLOW__{SECTION.upper()}__{option.upper()}" in os.environ
-        or configparser.ConfigParser.has_option(conf, SECTION, option)
-    )
+    value = conf.get(SECTION, option, fallback="")
+    return value is not None and str(value).strip() != ""
 
 
 def poll_interval() -> float:
@@ -259,12 +344,16 @@ def file_stats() -> bool:
 
 
 def _boolean(option: str) -> bool:
-    value = _raw(option).strip().lower()
-    if value in ("true", "1", "yes", "on"):
+    return _parse_boolean(f"[{SECTION}] {option}", _raw(option))
+
+
+def _parse_boolean(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "t", "1", "yes", "y", "on"):
         return True
-    if value in ("false", "0", "no", "off"):
+    if value in ("false", "f", "0", "no", "n", "off"):
         return False
-    raise ValueError(f"[{SECTION}] {option} must be true or false, got {value!r}")
+    raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
 def pools_file() -> str | None:
@@ -290,22 +379,20 @@ def decision_log_retention_days() -> float:
 def default_deferrable() -> bool:
     """Whether deltaguard tasks wait deferrably when the task does not say.
 
-    deltaguard defers by default (a waiting writer should not hold a worker slot), but an operator who
-    set Airflow's ``[operators] default_deferrable`` explicitly (``airflow.cfg`` or
-    ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE``) is obeyed, whichever way they set it.
+    In this order: ``AIRFLOW__DELTAGUARD__DEFERRABLE``; ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE`` (Airflow's
+    switch for every operator, obeyed when set in the environment); ``[deltaguard] deferrable`` in
+    airflow.cfg (default ``True``: a waiting writer should not hold a worker slot). Airflow's
+    ``[operators] default_deferrable`` in airflow.cfg is not read: Airflow writes its default ``false``
+    there into every airflow.cfg it generates, so the file cannot tell a choice from the default.
+
+    :raises ValueError: a value that is not a boolean.
     """
-    import configparser
-
-    from airflow.sdk import conf
-
-    # The base ConfigParser only knows options read from a file; Airflow keeps built-in defaults aside.
-    explicitly_set = (
-        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE" in os.environ
-        or configparser.ConfigParser.has_option(conf, "operators", "default_deferrable")
-    )
-    if not explicitly_set:
-        return True
-    return bool(conf.getboolean("operators", "default_deferrable", fallback=True))
+    if _from_environment("deferrable"):
+        return _boolean("deferrable")
+    airflow_wide = _env_value("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE")
+    if airflow_wide is not None:
+        return _parse_boolean("[operators] default_deferrable", airflow_wide)
+    return _boolean("deferrable")
 
 
 @dataclass(frozen=True)

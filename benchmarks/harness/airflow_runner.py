@@ -6,7 +6,9 @@ never imported here: every component is a child process (``python -m airflow ...
 
 Layout of an ``AIRFLOW_HOME`` prepared by :func:`prepare_home`::
 
-    airflow.cfg                         SQLite metadata DB, LocalExecutor, [deltaguard] options
+    airflow.cfg                         SQLite metadata DB, LocalExecutor, [deltaguard] options; or, with
+                                        ``generated=True``, the file Airflow writes itself (every default)
+                                        and the harness's settings as AIRFLOW__* environment variables
     airflow.db                          the metadata DB
     config/airflow_local_settings.py    imports the deltaguard cluster policy
     simple_auth_manager_passwords.json.generated   the UI/API admin password
@@ -74,12 +76,15 @@ class AirflowHome:
     :param port: the api-server port.
     :param data_dir: where the example DAGs keep their Delta tables.
     :param extra_env: further environment for every component.
+    :param config_env: the harness's Airflow options as ``AIRFLOW__SECTION__KEY`` variables (a home whose
+        ``airflow.cfg`` Airflow generated; empty when the harness wrote ``airflow.cfg`` itself).
     """
 
     home: Path
     port: int
     data_dir: Path
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    config_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -117,17 +122,22 @@ class AirflowHome:
                 ),
             }
         )
+        env.update(self.config_env)
         env.update(self.extra_env)
         return env
+
+    @property
+    def generated(self) -> bool:
+        """Whether Airflow wrote this home's ``airflow.cfg`` (options then come from the environment)."""
+        return bool(self.config_env)
 
     def api(self) -> AirflowApi:
         return AirflowApi(self.base_url, ADMIN_USER, self.admin_password())
 
 
-def _airflow_cfg(
-    home: Path, dags_folder: Path, port: int, parallelism: int, options: Mapping[str, Mapping[str, str]]
-) -> str:
-    sections: dict[str, dict[str, str]] = {
+def _settings(home: Path, dags_folder: Path, port: int, parallelism: int) -> dict[str, dict[str, str]]:
+    """The Airflow options the harness sets, ``{section: {key: value}}``."""
+    return {
         "core": {
             "dags_folder": str(dags_folder),
             "executor": "LocalExecutor",
@@ -176,6 +186,20 @@ def _airflow_cfg(
             "lease_ttl": "60",
         },
     }
+
+
+#: what a generated home sets of the sections below: deltaguard's options and Airflow's deferral switch are
+#: left to the generated file (its defaults), except ``lease_ttl``, as a user shortening leases would
+GENERATED_HOME_SECTIONS: Mapping[str, Mapping[str, str]] = {
+    "operators": {},
+    "deltaguard": {"lease_ttl": "60"},
+}
+
+
+def _airflow_cfg(
+    home: Path, dags_folder: Path, port: int, parallelism: int, options: Mapping[str, Mapping[str, str]]
+) -> str:
+    sections = _settings(home, dags_folder, port, parallelism)
     for section, values in options.items():
         sections.setdefault(section, {}).update(values)
     lines = ["# Written by benchmarks.harness.airflow_runner.prepare_home; regenerated on every prepare."]
@@ -183,6 +207,46 @@ def _airflow_cfg(
         lines.append(f"\n[{section}]")
         lines.extend(f"{key} = {value}" for key, value in values.items())
     return "\n".join(lines) + "\n"
+
+
+def _environment(sections: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """``{section: {key: value}}`` as Airflow's ``AIRFLOW__SECTION__KEY`` environment variables."""
+    return {
+        f"AIRFLOW__{section.upper()}__{key.upper()}": value
+        for section, values in sections.items()
+        for key, value in values.items()
+    }
+
+
+def generate_airflow_cfg(home: Path, timeout: float = 300.0) -> Path:
+    """Let Airflow write ``home/airflow.cfg`` itself, as a user's first ``airflow`` command does.
+
+    Airflow writes every option it knows with its default, the providers' sections included (``[deltaguard]``
+    from the provider info) and ``[operators] default_deferrable = false``. Nothing of the caller's
+    ``AIRFLOW__*`` environment reaches the file.
+
+    :param home: an ``AIRFLOW_HOME``; an existing ``airflow.cfg`` there is replaced.
+    :return: the file.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    target = home / "airflow.cfg"
+    target.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONFIG"))}
+    env["AIRFLOW_HOME"] = str(home)
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "config", "list"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0 or not target.exists():
+        raise RuntimeError(
+            f"airflow config list wrote no {target} ({result.returncode}): {result.stderr[-2000:]}"
+        )
+    return target
 
 
 #: Imported by every Airflow process at start. The scheduler's LocalExecutor workers fork task processes,
@@ -225,10 +289,17 @@ def prepare_home(
     data_dir: Path | None = None,
     options: Mapping[str, Mapping[str, str]] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    generated: bool = False,
 ) -> AirflowHome:
     """Write ``airflow.cfg``, the local settings and the admin password into ``home``.
 
     Existing metadata, leases and data are kept (the demo can be re-run on the same home).
+
+    With ``generated=True`` the home looks like a user's: Airflow writes ``airflow.cfg`` itself
+    (:func:`generate_airflow_cfg`: every default, ``[deltaguard]`` included) and the harness's options reach
+    every component as ``AIRFLOW__*`` environment variables only, as in the official Docker image. Of
+    deltaguard's options only ``lease_ttl`` is set then, and ``[operators] default_deferrable`` not at all
+    (:data:`GENERATED_HOME_SECTIONS`); ``options`` still add or override.
 
     :param home: the ``AIRFLOW_HOME`` (default ``<repo>/airflow_home``).
     :param dags_folder: the DAGs to serve (default ``<repo>/dags_examples``).
@@ -237,6 +308,7 @@ def prepare_home(
     :param data_dir: the example DAGs' data directory (default ``<home>/deltaguard_example_data``).
     :param options: extra ``airflow.cfg`` options, ``{section: {key: value}}``, overriding the defaults.
     :param extra_env: extra environment variables for every component.
+    :param generated: let Airflow generate ``airflow.cfg`` and pass the options in the environment.
     :raises ValueError: on a parallelism below 4 or a missing DAGs folder.
     """
     if parallelism < 4:
@@ -249,9 +321,20 @@ def prepare_home(
     data_dir = (data_dir or home / "deltaguard_example_data").resolve()
     for directory in (home, home / "config", home / "logs", data_dir):
         directory.mkdir(parents=True, exist_ok=True)
-    (home / "airflow.cfg").write_text(_airflow_cfg(home, dags_folder, port, parallelism, options or {}))
+    config_env: dict[str, str] = {}
+    if generated:
+        generate_airflow_cfg(home)
+        sections = _settings(home, dags_folder, port, parallelism)
+        sections.update({section: dict(values) for section, values in GENERATED_HOME_SECTIONS.items()})
+        for section, values in (options or {}).items():
+            sections.setdefault(section, {}).update(values)
+        config_env = _environment(sections)
+    else:
+        (home / "airflow.cfg").write_text(_airflow_cfg(home, dags_folder, port, parallelism, options or {}))
     (home / "config" / "airflow_local_settings.py").write_text(_local_settings())
-    prepared = AirflowHome(home=home, port=port, data_dir=data_dir, extra_env=dict(extra_env or {}))
+    prepared = AirflowHome(
+        home=home, port=port, data_dir=data_dir, extra_env=dict(extra_env or {}), config_env=config_env
+    )
     if not prepared.password_file.exists():
         # Written before the api-server starts, so the harness knows the password without scraping logs.
         prepared.password_file.write_text(json.dumps({ADMIN_USER: secrets.token_urlsafe(12)}) + "\n")
@@ -324,11 +407,16 @@ class AirflowStack:
 
     :param home: the prepared home.
     :param components: which components to run.
+    :param migrate: run ``airflow db migrate`` on entering (``False`` for a home given an already migrated
+        metadata DB of this Airflow version: the command then only costs a minute of imports).
     """
 
-    def __init__(self, home: AirflowHome, components: Sequence[str] = COMPONENTS) -> None:
+    def __init__(
+        self, home: AirflowHome, components: Sequence[str] = COMPONENTS, *, migrate: bool = True
+    ) -> None:
         self.home = home
         self.components = tuple(components)
+        self.migrate_on_enter = migrate
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: list[Any] = []
         self._api: AirflowApi | None = None
@@ -454,7 +542,8 @@ class AirflowStack:
         return killed
 
     def __enter__(self) -> AirflowStack:
-        self.migrate()
+        if self.migrate_on_enter:
+            self.migrate()
         self.start()
         try:
             self.wait_healthy()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 #: exit codes
 PENDING = 1
@@ -45,27 +46,58 @@ def run(args: argparse.Namespace) -> int:
     from deltaguard.exceptions import StoreError
 
     try:
-        return _run(args)
+        store, name = _open(args)
     except (StoreError, sa.exc.SQLAlchemyError) as exc:
-        # one line, and an exit code no pipeline mistakes for "a step is pending"
-        print(f"{type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-        return UNAVAILABLE
+        return _unavailable(exc)
+    try:
+        return _run(args, store, name)
+    except (StoreError, sa.exc.SQLAlchemyError) as exc:
+        return _unavailable(exc)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _unavailable(exc: Exception) -> int:
+    # one line, and an exit code no pipeline mistakes for "a step is pending"
+    print(" ".join(f"{type(exc).__name__}: {exc}".split()), file=sys.stderr)
+    return UNAVAILABLE
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, str]:
+    """The store ``--store-url`` (else the configuration) names, opened without migrating, and its
+    redacted URL.
+
+    :raises UsageError: for a URL that names no lease store deltaguard can open (empty, another database,
+        malformed).
+    """
+    import sqlalchemy as sa
+
+    from deltaguard.commands import UsageError
     from deltaguard.leases.open import open_store
-    from deltaguard.leases.sql import migrations
     from deltaguard.leases.sql.base import SqlLeaseStore
     from deltaguard.leases.store import redact_url
 
     url = args.store_url
+    source = "--store-url"
     if url is None:
         from deltaguard import config
 
-        url = config.lease_store_url()
-    name = redact_url(url)
-    store = open_store(url, migrate=False)
+        url, source = config.lease_store_url(), "[deltaguard] lease_store_url"
+    if not url.strip():
+        raise UsageError(f"{source} is empty: give sqlite:///<file> or postgresql+psycopg://...")
+    try:
+        name = redact_url(url)
+    except ValueError:
+        name = "(unparseable URL)"
+    try:
+        store = open_store(url, migrate=False)
+    except (ValueError, TypeError, sa.exc.ArgumentError) as exc:  # malformed or unsupported: bad input
+        raise UsageError(f"{source} {name!r}: {exc}") from None
     assert isinstance(store, SqlLeaseStore)
+    return store, name
+
+
+def _run(args: argparse.Namespace, store: Any, name: str) -> int:
+    from deltaguard.leases.sql import migrations
+
     try:
         version = store.schema_version()
         if version > migrations.LATEST:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from deltaguard.commands import UsageError
     from deltaguard.pools import (
         desired_pools,
         load_pools_config,
@@ -34,8 +37,22 @@ def run(args: argparse.Namespace) -> int:
         from deltaguard import config
 
         path = config.pools_file()
-    pools_config = load_pools_config(path)
-    scanned = scan_dag_tables(args.dags_folder) if args.dags_folder else set()
+    try:
+        airflow_cmd = shlex.split(args.airflow) if args.airflow is not None else None
+        pools_config = load_pools_config(path)
+    except ValueError as exc:  # an unreadable or malformed pools file, or an unbalanced --airflow
+        raise UsageError(str(exc)) from None
+    if args.airflow is not None and not airflow_cmd:
+        raise UsageError("--airflow is empty")
+    scanned: set[str] = set()
+    if args.dags_folder is not None:
+        folder = Path(args.dags_folder)
+        if not folder.is_dir():
+            raise UsageError(f"--dags-folder {args.dags_folder!r} is not a directory")
+        try:
+            scanned = scan_dag_tables(folder)
+        except RuntimeError as exc:  # DAG files that do not import: their tables would be missed
+            raise UsageError(str(exc)) from None
     specs = desired_pools(pools_config, scanned)
     if args.dry_run:
         print(json.dumps(pools_import_document(specs), indent=2, sort_keys=True))
@@ -43,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if not specs:
         print("no tables found: nothing to sync (give --config and/or --dags-folder)")
         return 1
-    sync_pools(specs, shlex.split(args.airflow) if args.airflow else None)
+    try:
+        sync_pools(specs, airflow_cmd)
+    except (RuntimeError, OSError) as exc:  # the Airflow CLI failed or could not be started
+        print(" ".join(f"deltaguard pools: {exc}".split()), file=sys.stderr)
+        return 1
     for spec in specs:
         print(f"pool {spec.name}: {spec.slots} slots ({spec.description})")
     return 0

@@ -32,7 +32,10 @@ from deltaguard.writes.table_uri import table_key
 DEFAULT_SLOTS = 8
 POOL_PREFIX = "delta_"
 _MAX_POOL_NAME = 200
+#: Airflow keeps a pool's slots in a 32-bit integer column
+_MAX_SLOTS = 2**31 - 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_POOL_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{_MAX_POOL_NAME}}}")
 
 
 @dataclass(frozen=True)
@@ -92,42 +95,73 @@ def pool_name(key: str) -> str:
 
 
 def _check_slots(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{where}: slots must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_SLOTS:
+        raise ValueError(f"{where}: slots must be a positive integer (at most {_MAX_SLOTS}), got {value!r}")
     return value
 
 
-def parse_pools_config(data: Mapping[str, Any]) -> PoolsConfig:
-    """Validate a decoded pools file."""
+def parse_pools_config(data: Any) -> PoolsConfig:
+    """Validate a decoded pools file.
+
+    :raises ValueError: naming what is wrong, for anything but a mapping of the documented shape.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"the pools file must hold an object (a mapping), got {type(data).__name__}")
     default = _check_slots(data.get("default_slots", DEFAULT_SLOTS), "default_slots")
     tables: dict[str, TablePool] = {}
     raw_tables = data.get("tables", {})
     if not isinstance(raw_tables, Mapping):
         raise ValueError("'tables' must map table URIs to settings")
     for raw_key, settings in raw_tables.items():
+        if not isinstance(raw_key, str) or not raw_key.strip():
+            raise ValueError(f"tables: a table URI must be a non-empty string, got {raw_key!r}")
         settings = settings or {}
         if not isinstance(settings, Mapping):
             raise ValueError(f"tables[{raw_key!r}] must be an object")
         unknown = set(settings) - {"slots", "exclusive", "identity_columns", "pool"}
         if unknown:
-            raise ValueError(f"tables[{raw_key!r}]: unknown settings {sorted(unknown)}")
-        key = task_table_key(str(raw_key), None) if "://" in raw_key or raw_key.startswith("/") else raw_key
+            raise ValueError(f"tables[{raw_key!r}]: unknown settings {sorted(map(str, unknown))}")
+        name = settings.get("pool")
+        if name is not None and (not isinstance(name, str) or not _POOL_NAME.fullmatch(name)):
+            raise ValueError(
+                f"tables[{raw_key!r}]: pool must be a name of letters, digits, '_', '.' or '-' "
+                f"(at most {_MAX_POOL_NAME}), got {name!r}"
+            )
+        try:
+            key = task_table_key(raw_key, None) if "://" in raw_key or raw_key.startswith("/") else raw_key
+        except ValueError as exc:
+            raise ValueError(f"tables[{raw_key!r}]: {exc}") from None
         tables[key or raw_key] = TablePool(
             slots=_check_slots(settings.get("slots", default), f"tables[{raw_key!r}]"),
             exclusive=bool(settings.get("exclusive", False)),
             identity_columns=bool(settings.get("identity_columns", False)),
-            name=settings.get("pool"),
+            name=name,
         )
     return PoolsConfig(default_slots=default, tables=tables)
 
 
 def load_pools_config(path: str | Path | None) -> PoolsConfig:
-    """Read the pools file (``.toml`` or JSON); ``None``/empty path gives the defaults."""
+    """Read the pools file (``.toml`` or JSON); ``None``/empty path gives the defaults.
+
+    :raises ValueError: one line naming the file and what is wrong with it (unreadable, not UTF-8, not
+        JSON/TOML, or not of the documented shape).
+    """
     if not path:
         return PoolsConfig()
     file = Path(path)
-    text = file.read_text()
-    data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+    kind = "TOML" if file.suffix == ".toml" else "JSON"
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{file}: cannot read the pools file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{file}: the pools file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+    try:
+        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+        raise ValueError(f"{file}: the pools file is not valid {kind}: {str(exc).splitlines()[0]}") from None
     try:
         return parse_pools_config(data)
     except ValueError as exc:

@@ -38,6 +38,25 @@ def test_prepare_home_writes_a_local_executor_sqlite_config(tmp_path: Path) -> N
     assert env["AIRFLOW_HOME"] == str(again.home) and not any(k.startswith("AIRFLOW__") for k in env)
 
 
+def test_prepare_home_can_leave_airflow_cfg_to_airflow(tmp_path: Path) -> None:
+    home = prepare_home(tmp_path / "home", port=18082, generated=True, options={"core": {"parallelism": "7"}})
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(home.home / "airflow.cfg")
+    # Airflow wrote the file: every default, deltaguard's section from the provider info included
+    assert cfg["operators"]["default_deferrable"] == "false"
+    assert cfg["deltaguard"]["lease_store_url"] == home.lease_store_url
+    assert cfg["deltaguard"]["heartbeat_interval"] == ""
+    assert "Written by benchmarks.harness" not in (home.home / "airflow.cfg").read_text()
+    # the harness's settings reach Airflow from the environment only
+    env = home.env()
+    assert home.generated
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["AIRFLOW__CORE__PARALLELISM"] == "7"  # caller options win
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18082/execution/"
+    assert env["AIRFLOW__DELTAGUARD__LEASE_TTL"] == "60"
+    assert not [k for k in env if k.startswith(("AIRFLOW__OPERATORS__", "AIRFLOW__DELTAGUARD__POLL"))]
+
+
 def test_prepare_home_refuses_a_serial_setup(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 4"):
         prepare_home(tmp_path / "home", parallelism=2)

@@ -63,6 +63,8 @@ def test_a_wait_never_outlasts_its_timeout(waited, slack, poll, deferrable) -> N
     [
         ({"table": "ftp://host/sales", "predicate": "id = 1"}, "scheme"),
         ({"predicate": "id = = 1"}, "cannot be parsed"),
+        # valid Spark 4 SQL that delta-rs (DataFusion) cannot plan: refused before the lease, not by delta-rs
+        ({"predicate": "country COLLATE UTF8_LCASE = 'de'"}, "COLLATE"),
     ],
 )
 def test_invalid_input_fails_the_task_without_retry(tmp_path, lease_store_url, kwargs, message) -> None:

@@ -26,7 +26,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
-from deltaguard.engines.deltars.ops import OPERATION_NAMES, RUNNERS, OpContext
+from deltaguard.engines.deltars.ops import OPERATION_NAMES, RUNNERS, OpContext, check_engine_sql
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     DeltaConflictError,
@@ -122,6 +122,7 @@ class DeltaRsEngine(DeltaEngine):
         # User conditions are Spark SQL, read as the conflict model reads them; deltars_ops renders them for
         # DataFusion (ADR 0012).
         validate_spec(spec, config, dialect=SPARK)
+        check_engine_sql(spec)
 
     def write(
         self,

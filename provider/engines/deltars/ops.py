@@ -72,6 +72,26 @@ def _engine_sql_map(items: Any) -> dict[str, str]:
     return {column: str(_engine_sql(expression)) for column, expression in dict(items).items()}
 
 
+def check_engine_sql(spec: Any) -> None:
+    """Render every SQL text of ``spec`` for DataFusion now, as its runner will.
+
+    What delta-rs cannot run then fails before a lease is taken, as bad input, instead of as a
+    ``DeltaError`` from delta-rs after it.
+
+    :raises InvalidWriteError: naming the text the engine cannot run.
+    """
+    texts: list[str | None] = []
+    if isinstance(spec, MergeSpec):
+        texts += [spec.condition, spec.matched_condition]
+        texts += [*(spec.matched_update or {}).values(), *(spec.not_matched_insert or {}).values()]
+    elif isinstance(spec, UpdateSpec):
+        texts += [spec.predicate, *spec.updates.values()]
+    elif isinstance(spec, (DeleteSpec, ReplaceWhereSpec)):
+        texts.append(spec.predicate)
+    for text in texts:
+        _engine_sql(text)
+
+
 class OpContext:
     """What every operation needs besides its spec.
 

@@ -1,0 +1,144 @@
+"""End to end in an ``AIRFLOW_HOME`` whose ``airflow.cfg`` Airflow generated itself, as a user's does.
+
+Airflow writes every default into the file it generates: the whole ``[deltaguard]`` section and
+``[operators] default_deferrable = false``. Everything else reaches the components as ``AIRFLOW__*``
+environment variables only (``prepare_home(generated=True)``, as in the official Docker image), and of
+deltaguard's options only ``lease_ttl`` is set. A deltaguard write that must wait for a lease held by
+another job then waits *deferred* in the triggerer: its state is ``deferred`` and its pool holds no running
+slot, and it writes once the lease is released. The example DAGs lie in the same DAGs folder: the
+dag-processor parses them without an import error.
+"""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from benchmarks.harness.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
+from deltaguard.core.admission import Owner
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.pools import pool_name
+from deltaguard.writes.table_uri import table_key
+from tests.e2e.shared import hold_customers
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+DAG_ID = "generated_home_waiting_write"
+LEASE_TTL = "30"  # alone: with the generated file's other options, 0.1's literal 20 s heartbeat refused it
+HOLDER = Owner(dag_id="nightly_rebuild", run_id="manual__e2e", task_id="rewrite", try_number=1)
+DAG = """
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from deltaguard.operators.dml import DeltaDeleteOperator
+
+with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
+    DeltaDeleteOperator(task_id="delete_closed", table={table!r}, predicate="id = 2")
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    home: AirflowHome
+    table: str
+    #: the task's state and its pool while the lease was held
+    waiting_state: str
+    waiting_pool: dict[str, Any]
+    final_state: str
+    task_state: str
+    import_errors: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+    root = tmp_path_factory.mktemp("generated")
+    table = str(root / "data" / "accounts")
+    write_deltalake(table, pa.table({"id": [1, 2, 3], "balance": [10, 20, 30]}))
+    dags = root / "dags"
+    shutil.copytree(default_dags_folder(), dags / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    (dags / "waiting_write.py").write_text(textwrap.dedent(DAG.format(dag_id=DAG_ID, table=table)))
+    home = prepare_home(
+        root / "airflow_home",
+        dags,
+        parallelism=4,
+        data_dir=root / "data",
+        generated=True,
+        options={"deltaguard": {"lease_ttl": LEASE_TTL}},
+        extra_env={"DELTAGUARD_EXAMPLE_SCHEDULE": "none"},
+    )
+    migrated = _reuse_migrated_db(home.home)
+    manager = LeaseManager(home.lease_store_url)
+    try:
+        hold_customers(manager, table, HOLDER, "e2e-generated-holder")
+        with AirflowStack(home, migrate=not migrated) as stack:
+            stack.wait_for_dag(DAG_ID)
+            pool = pool_name(table_key(table))
+            stack.api.set_pool(pool, 8, "the accounts table", include_deferred=False)
+            run_id = stack.trigger(DAG_ID)
+
+            def task_state() -> str | None:
+                tis = stack.task_instances(DAG_ID, run_id)
+                state = tis[0].state if tis else None
+                return state if state in ("deferred", "success", "failed", "up_for_retry") else None
+
+            waiting_state = str(stack.api.wait("the write to wait", task_state, 240, 2.0))
+            waiting_pool = dict(stack.api.get(f"/api/v2/pools/{pool}"))
+            manager.release("e2e-generated-holder", HOLDER)
+            final_state = stack.wait_for_run(DAG_ID, run_id, timeout=240)
+            tis = stack.task_instances(DAG_ID, run_id)
+            import_errors = stack.api.import_errors()
+    finally:
+        manager.store.close()
+    yield Outcome(home, table, waiting_state, waiting_pool, final_state, str(tis[0].state), import_errors)
+
+
+def _reuse_migrated_db(home: Path) -> bool:
+    """Start from the migrated metadata DB ``tests/airflow/conftest.py`` caches (``airflow db migrate`` of
+    this Airflow version), if there is one; return whether it was."""
+    from importlib.metadata import version
+
+    cached = Path(tempfile.gettempdir()) / f"deltaguard-airflow-{version('apache-airflow-core')}.db"
+    if not cached.exists() or (home / "airflow.db").exists():
+        return False
+    shutil.copyfile(cached, home / "airflow.db")
+    return True
+
+
+def test_the_home_is_a_users(outcome: Outcome) -> None:
+    parser = configparser.RawConfigParser()
+    parser.read(outcome.home.home / "airflow.cfg")
+    assert parser.get("operators", "default_deferrable") == "false"  # Airflow's default, written out
+    assert parser.get("deltaguard", "lease_ttl") == "120"
+    env = outcome.home.env()
+    assert env["AIRFLOW__DELTAGUARD__LEASE_TTL"] == LEASE_TTL
+    assert not [
+        k for k in env if k.startswith("AIRFLOW__DELTAGUARD__") and k != "AIRFLOW__DELTAGUARD__LEASE_TTL"
+    ]
+    assert "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE" not in env
+
+
+def test_a_waiting_write_defers_and_frees_its_slot(outcome: Outcome) -> None:
+    assert outcome.waiting_state == "deferred"
+    assert outcome.waiting_pool["running_slots"] == 0
+    assert outcome.waiting_pool["deferred_slots"] == 1
+
+
+def test_it_writes_once_the_lease_is_released(outcome: Outcome) -> None:
+    assert (outcome.final_state, outcome.task_state) == ("success", "success")
+    ids = sorted(DeltaTable(outcome.table).to_pyarrow_table().column("id").to_pylist())
+    assert ids == [1, 3]
+
+
+def test_the_dag_processor_parses_the_examples(outcome: Outcome) -> None:
+    assert outcome.import_errors == []
