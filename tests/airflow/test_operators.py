@@ -130,7 +130,9 @@ def test_retry_after_commit_does_not_append_twice(tmp_path, lease_store_url) -> 
     assert [r["id"] for r in rows(table)].count(7) == 1
     assert DeltaTable(table).version() == 1
     assert xcom_return(dag_run, "append")["duplicate"] is True
-    assert xcom_return(dag_run, "append")["app_version"] == 0  # the run's clear_number, from Airflow
+    assert (
+        xcom_return(dag_run, "append")["app_version"] == 0
+    )  # max_tries - retries from Airflow: never cleared
 
 
 def test_waiting_deferred_in_worker_and_timeout(tmp_path, lease_store_url) -> None:
