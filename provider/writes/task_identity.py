@@ -41,8 +41,9 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 #: The longest app id written as is; longer ones are shortened (prefix, ``#``, SHA-256 of the whole).
-#: Neither engine limits the length (measured: delta-rs 1.6.6 and delta-spark 4.4.0 record and read back
-#: a 100,000-character app id); the limit keeps the ``txn`` actions that every checkpoint repeats small.
+#: Neither engine showed a length limit (measured: delta-rs 1.6.6 records and reads back a 100,004-character
+#: app id holding ``é%/@#``; delta-spark 4.4.0 records a 10,004-character one through ``txnAppId`` and skips
+#: the repeated pair); the limit keeps the ``txn`` actions that every checkpoint repeats small.
 MAX_APP_ID = 200
 
 #: the characters an app id part escapes: the escape itself, the two separators and the hash marker
