@@ -29,7 +29,7 @@ def test_merge_on_a_partition(tmp_path, lease_store_url) -> None:
     result = xcom_return(dag_run, "merge_de")
     assert result["version"] == 1 and result["operation"] == "MERGE"
     assert (
-        result["app_id"] == f"merge_dag.merge_de@{dag_run.run_id}" and "granted at once" in result["decision"]
+        result["app_id"] == f"merge_dag/merge_de@{dag_run.run_id}" and "granted at once" in result["decision"]
     )
     commit = DeltaTable(table).history(1)[0]
     assert commit["airflow.dag_id"] == "merge_dag" and commit["airflow.task_id"] == "merge_de"
