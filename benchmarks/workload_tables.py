@@ -39,6 +39,7 @@ from deltaguard.simulation.workload import (
     Workload,
     delete_predicate,
 )
+from deltaguard.writes.task_identity import parse_app_id
 
 BENCH_DIR_ENV = "DELTAGUARD_BENCH_DIR"
 SCHEMA = pa.schema([("p", pa.string()), ("k", pa.int64()), ("v", pa.int64())])
@@ -185,8 +186,10 @@ class TimedDeltaRsEngine(DeltaRsEngine):
         snapshot: DeltaTable | None = None,
     ) -> WriteResult:
         app_id = (context.app_id if context else None) or ""
-        # ``dag_id.task_id@run_id`` (deltaguard.writes.task_identity.app_id); benchmark task ids hold no dot
-        dag_id, _, task_id = app_id.partition("@")[0].partition(".")
+        try:
+            dag_id, task_id = parse_app_id(app_id)[:2]
+        except ValueError:  # no app id, or a shortened one
+            dag_id, task_id = "", ""
         if snapshot is not None or not task_id:
             return super().write(table_uri, spec, context, snapshot=snapshot)
         workload, _, log = load_plan(dag_id)

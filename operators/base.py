@@ -38,8 +38,7 @@ from deltaguard.writes.engine_lifetime import engine_released
 from deltaguard.writes.outcome import decision_line, task_result
 from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
-from deltaguard.writes.task_identity import app_version as make_app_version
-from deltaguard.writes.task_identity import commit_metadata, task_app_id
+from deltaguard.writes.task_identity import commit_metadata, task_app_id, task_app_version
 from deltaguard.writes.waiting import WaitState
 
 if TYPE_CHECKING:
@@ -123,11 +122,10 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         task's recent holds on the table from the decision log; a task with none queues FIFO. A wrong
         estimate only changes the order of conflicting writes, never lets them overlap.
     :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
-    :param idempotent: write with the app transaction ``(dag_id.task_id[.map_index]@run_id, the run's
-        clear_number)`` so a retry after a committed write is a no-op while other runs and a cleared run
-        write. See :mod:`deltaguard.writes.task_identity`.
-    :param app_version: override the app-transaction version (an int, templated), e.g. to write again after
-        clearing one task of a run that is still running.
+    :param idempotent: write with the app transaction ``(dag_id/task_id[/map_index]@run_id, the try
+        number at the task instance's last clear)`` so a retry after a committed write is a no-op while
+        other runs and a cleared task instance write. See :mod:`deltaguard.writes.task_identity`.
+    :param app_version: override the app-transaction version (an int, templated).
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     :param emit_asset: declare the table's Airflow asset as an outlet and attach the committed version and
         operation to its event (default ``True``; see :mod:`deltaguard.lineage.assets`, ADR 0022).
@@ -410,7 +408,7 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             return None
         if self.app_version is not None and str(self.app_version).strip() != "":
             return int(self.app_version)
-        return make_app_version(getattr(context.get("dag_run"), "clear_number", None))
+        return task_app_version(context, self.retries)
 
     def _write_context(
         self, context: Context, prepared: _Prepared, lease_id: str, fencing: Mapping[str, int] | None = None

@@ -101,7 +101,13 @@ class DeltaAdmissionSensor(BaseSensorOperator):
     def _check(self, inputs: tuple[str, str, Operation, TableConfig, EngineProfile]) -> PokeReturnValue:
         store, key, operation, table_config, profile = inputs
         admitted, reason = admission_probe(
-            store, key, operation, table_config, profile, include_waiting=self.include_waiting
+            store,
+            key,
+            operation,
+            table_config,
+            profile,
+            include_waiting=self.include_waiting,
+            timing=config.lease_timing(),
         )
         self.log.info(
             "deltaguard: %s %s: %s", operation.describe(), "admitted" if admitted else "would wait", reason

@@ -27,7 +27,7 @@ class DeltaTableVersionSensor(BaseSensorOperator):
         since each reschedule would otherwise take a new baseline.
     :param operations: Delta operation names to wait for (``WRITE``, ``MERGE``, ``DELETE``, ``UPDATE``,
         ``OPTIMIZE``, ...); empty accepts any.
-    :param app_id: only commits written by this deltaguard task (``dag_id.task_id[.map_index]``).
+    :param app_id: only commits written by this deltaguard task (``dag_id/task_id[/map_index]@run_id``).
     :param deferrable: wait in the triggerer (default as for the deltaguard operators).
     """
 

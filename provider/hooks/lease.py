@@ -51,13 +51,12 @@ class DeltaLeaseHook(BaseHook):
     @property
     def manager(self) -> LeaseManager:
         if self._manager is None:
+            from deltaguard.leases.bounded import open_bounded_store
             from deltaguard.leases.manager import LeaseManager
-            from deltaguard.leases.open import open_store
-            from deltaguard.leases.timing import store_options
 
-            url = self.settings.store_url
-            # every store call is bounded, so a frozen store cannot hang the try (ADR 0018)
-            store = open_store(url, **store_options(url, self.settings.lease_timing))
+            # every store call (the opening too) returns or fails within store_timeout, so a frozen store
+            # cannot hang the try (ADR 0018)
+            store = open_bounded_store(self.settings.store_url, self.settings.lease_timing)
             self._manager = LeaseManager(store, retention_s=self.settings.retention_s)
         return self._manager
 
@@ -206,11 +205,17 @@ class DeltaLeaseHook(BaseHook):
         """The task's expected hold of the table's lease from the decision log, read once per try.
 
         A failed read gives ``None`` (a request without an estimate, queued FIFO): an estimate is an
-        optimisation, never a reason to fail the task.
+        optimisation, never a reason to fail the task. A store that did not answer within
+        ``store_timeout`` is the exception: the request would wait the same time again and fail too, so
+        the ask fails now (:class:`~deltaguard.leases.bounded.StoreCallTimeout`), within one timeout.
         """
+        from deltaguard.leases.bounded import StoreCallTimeout
+
         if table_key not in self._learned:
             try:
                 self._learned[table_key] = self.manager.learned_duration(owner, table_key)
+            except StoreCallTimeout:
+                raise
             except StoreError as exc:
                 self.log.info("deltaguard: no duration estimate from the decision log (%s)", exc)
                 self._learned[table_key] = None

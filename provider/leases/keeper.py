@@ -18,46 +18,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
 
 from deltaguard.core.admission import Owner
+from deltaguard.leases.bounded import StoreCallTimeout, bounded_call
 from deltaguard.leases.manager import LeaseError, LeaseLostError, LeaseManager
 from deltaguard.leases.timing import LeaseTiming
 
 log = logging.getLogger("deltaguard.leases")
 
-T = TypeVar("T")
-
-
-class StoreCallTimeout(TimeoutError):
-    """A store call did not answer within ``store_timeout_s`` (it is abandoned, not cancelled)."""
-
-
-def bounded_call(fn: Callable[..., T], timeout_s: float, *args: Any) -> T:
-    """``fn(*args)`` in a daemon thread, waited for at most ``timeout_s`` seconds.
-
-    A call that does not answer in time is abandoned: its thread stays blocked until the store answers or
-    its connection breaks, holding only that one connection.
-
-    :raises StoreCallTimeout: when the call did not finish in time.
-    """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["value"] = fn(*args)
-        except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="deltaguard-store-call", daemon=True).start()
-    if not done.wait(timeout_s):
-        raise StoreCallTimeout(f"the lease store did not answer within {timeout_s:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+__all__ = ["LeaseKeeper", "StoreCallTimeout", "bounded_call"]
 
 
 class LeaseKeeper:

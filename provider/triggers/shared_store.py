@@ -86,13 +86,14 @@ _CLOSING: set[asyncio.Task[None]] = set()
 
 
 def _open_blocking(entry: SharedStore) -> None:
-    from deltaguard.leases.open import open_store
-    from deltaguard.leases.timing import store_options
+    from deltaguard.leases.bounded import open_bounded_store
 
-    options: dict[str, object] = dict(store_options(entry.url, entry.settings.lease_timing))
+    # every store call (the opening too) returns or fails within store_timeout (ADR 0018): a frozen store
+    # fails the trigger's check instead of holding one of the MAX_CALLS slots for the whole freeze
+    options: dict[str, object] = {}
     if entry.url.split(":", 1)[0].lower().startswith("postgres"):
         options["pool_size"] = POOL_SIZE
-    entry.store = open_store(entry.url, **options)
+    entry.store = open_bounded_store(entry.url, entry.settings.lease_timing, **options)
 
 
 def _listen_configured() -> bool:

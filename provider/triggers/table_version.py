@@ -89,7 +89,7 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
 
     :param table_uri: the table.
     :param operations: Delta operation names to report (empty: all), e.g. ``["WRITE", "MERGE"]``.
-    :param app_id: report only commits of this writer (``dag_id.task_id[.map_index]``).
+    :param app_id: report only commits of this writer (``dag_id/task_id[/map_index]@run_id``).
     :param storage_options: deltalake storage options.
     :param poll_interval: seconds between reads of the table's log.
     :param start_version: report commits after this version instead of after the version found at start.

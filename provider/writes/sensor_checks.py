@@ -15,6 +15,7 @@ from deltaguard.core.table_config import TableConfig
 
 if TYPE_CHECKING:
     from deltaguard.leases.store import LeaseStore
+    from deltaguard.leases.timing import LeaseTiming
 
 #: commit-info key carrying the writer's app id (written by the deltaguard operators)
 APP_ID_KEY = "deltaguard.app_id"
@@ -56,7 +57,7 @@ def find_new_commit(
     :param baseline_version: commits with a higher version count (``-1``: the table's creation counts).
     :param operations: Delta operation names to accept (``WRITE``, ``MERGE``, ``DELETE``, ``OPTIMIZE``, ...;
         case-insensitive); empty accepts all.
-    :param app_id: accept only commits written under this app id (``dag_id.task_id[.map_index]``).
+    :param app_id: accept only commits written under this app id (``dag_id/task_id[/map_index]@run_id``, :func:`deltaguard.writes.task_identity.app_id`).
     :param storage_options: deltalake storage options.
     :return: ``{"version", "operation", "timestamp", "app_id"}`` of the matching commit.
     """
@@ -146,16 +147,22 @@ def admission_probe(
     profile: EngineProfile,
     *,
     include_waiting: bool = True,
+    timing: LeaseTiming | None = None,
 ) -> tuple[bool, str]:
     """Read the leases (and queued requests) on a table and ask :func:`admission_verdict`. Takes nothing.
 
     :param store: the store URL (opened and closed here) or an open store (left open: the triggerer's
         shared handle).
     :param include_waiting: also respect queued requests (the lease manager's FIFO would).
+    :param timing: for a store URL: its ``store_timeout`` bounds the opening and every call (ADR 0018);
+        default :class:`~deltaguard.leases.timing.LeaseTiming`'s.
     """
+    from deltaguard.leases.bounded import open_bounded_store
     from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.timing import LeaseTiming as Timing
 
-    manager = LeaseManager(store)
+    opened = open_bounded_store(store, timing or Timing()) if isinstance(store, str) else store
+    manager = LeaseManager(opened)
     try:
         running = [lease.operation for lease in manager.leases(table_key)]
         if include_waiting:

@@ -7,47 +7,108 @@ The app-transaction rule (ADR 0018)
 Delta skips a write whose ``(appId, version)`` is not newer than the version the table records for that
 app id. deltaguard writes with
 
-* ``appId = dag_id.task_id[.map_index]@run_id``: one app id per task instance of one DAG run, so two runs
-  (parallel runs, a backfill beside the schedule, runs committing in either order) never share an app id
-  and can never suppress each other; an app id longer than :data:`MAX_APP_ID` characters keeps a readable
-  prefix and ends in a hash of the whole;
-* ``version = the DAG run's clear_number``: Airflow increments it each time the run is cleared (and
-  re-queued), never on a retry. Retries of one run share ``(appId, version)``, so a retry after a write
-  that committed is a no-op; clearing the run raises the version, so an explicit re-run writes again.
+* ``appId = dag_id/task_id[/map_index]@run_id``, each part escaped (``%`` -> ``%25``, ``/`` -> ``%2F``,
+  ``@`` -> ``%40``, ``#`` -> ``%23``) so that :func:`parse_app_id` recovers the exact tuple: two different
+  ``(dag_id, task_id, map_index, run_id)`` never share an app id, whatever characters they hold (DAG
+  ``etl.daily`` task ``load`` and DAG ``etl`` task ``daily.load`` of a task group, or a mapped ``t``\\[0]
+  and a task ``t.0``, collided under the earlier dotted form and the second write was skipped as a
+  duplicate). One app id per task instance of one DAG run, so two runs never suppress each other. An
+  app id longer than :data:`MAX_APP_ID` characters keeps a readable prefix and ends in ``#`` and the
+  SHA-256 of the whole (64 hex digits); a raw ``#`` never appears in an unshortened id, so shortened and
+  unshortened ids never meet, and two shortened ids meet only on a SHA-256 collision.
+* ``version = max_tries - retries`` of the task instance: the try number at which *this* task instance
+  was last cleared (``0`` when never). Airflow 3.3 moves ``max_tries`` only when the task instance itself
+  is cleared (``clear_task_instances`` and a cleared running task's restart both set
+  ``max_tries = try_number + retries``), never on a retry and never when another task of the run is
+  cleared; Airflow's own ``RuntimeTaskInstance.get_first_reschedule_date`` derives the first try since
+  the last clear the same way (``max_tries - retries + 1``). Retries of one task instance share
+  ``(appId, version)``, so a retry after a write that committed is a no-op; clearing the task instance
+  raises the version, so an explicit re-run writes again; clearing a sibling changes nothing here.
+  (The earlier form used the run's ``clear_number``, which every clear of any task of the run increments, so a task
+  retrying after a sibling's clear wrote its rows twice.) The version stays valid while the task's
+  ``retries`` is the one it had when the task instance was last cleared (or created): changing
+  ``retries`` in the DAG file between a try and its retry shifts the version by the difference.
 
-Airflow 3.3's ``clear_task_instances`` increments ``clear_number`` on every clear, whatever the run's
-state (earlier versions did so only for finished runs, where clearing one task of a running run counted
-as a retry here; ``app_version`` overrides). The count is per run: a task that committed and awaits its
-retry while another task of the run is cleared writes again on that retry. What the rule leaves in the Delta log: one ``txn`` action per app id, i.e. per task instance
-and run, kept in every snapshot until ``delta.setTransactionRetentionDuration`` expires it (unset: for
-ever).
+What the rule leaves in the Delta log: one ``txn`` action per app id, i.e. per task instance and run,
+kept in every snapshot until ``delta.setTransactionRetentionDuration`` expires it (unset: for ever).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-#: The longest app id written as is; longer ones are shortened (prefix plus hash).
+#: The longest app id written as is; longer ones are shortened (prefix, ``#``, SHA-256 of the whole).
+#: Neither engine showed a length limit (measured: delta-rs 1.6.6 records and reads back a 100,004-character
+#: app id holding ``é%/@#``; delta-spark 4.4.0 records a 10,004-character one through ``txnAppId`` and skips
+#: the repeated pair); the limit keeps the ``txn`` actions that every checkpoint repeats small.
 MAX_APP_ID = 200
+
+#: the characters an app id part escapes: the escape itself, the two separators and the hash marker
+_ESCAPES = {"%": "%25", "/": "%2F", "@": "%40", "#": "%23"}
+
+
+class AppIdParts(NamedTuple):
+    """What an unshortened app id names (:func:`parse_app_id`)."""
+
+    dag_id: str
+    task_id: str
+    map_index: int | None
+    run_id: str | None
+
+
+def _escape(part: str) -> str:
+    return "".join(_ESCAPES.get(ch, ch) for ch in part)
+
+
+def _unescape(part: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(part):
+        if part[i] == "%":
+            code = part[i : i + 3]
+            if code not in _ESCAPES.values():
+                raise ValueError(f"not an escape written by app_id: {code!r}")
+            out.append(bytes.fromhex(code[1:]).decode())
+            i += 3
+        else:
+            out.append(part[i])
+            i += 1
+    return "".join(out)
 
 
 def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str | None = None) -> str:
-    """``dag_id.task_id[.map_index][@run_id]``, shortened to a prefix and a hash beyond :data:`MAX_APP_ID`.
+    """``dag_id/task_id[/map_index][@run_id]``, parts escaped; beyond :data:`MAX_APP_ID`, prefix + hash.
 
     :param map_index: a mapped task instance's index (``>= 0``); ``None`` or ``-1`` for an unmapped task.
     :param run_id: the DAG run; without it (a write outside a run) the app id is per task only.
     """
-    base = f"{dag_id}.{task_id}"
+    base = f"{_escape(dag_id)}/{_escape(task_id)}"
     if map_index is not None and map_index >= 0:
-        base = f"{base}.{map_index}"
-    if run_id:
-        base = f"{base}@{run_id}"
+        base = f"{base}/{int(map_index)}"
+    if run_id is not None:
+        base = f"{base}@{_escape(run_id)}"
     if len(base) <= MAX_APP_ID:
         return base
-    digest = hashlib.sha256(base.encode()).hexdigest()[:24]
+    digest = hashlib.sha256(base.encode()).hexdigest()
     return f"{base[: MAX_APP_ID - len(digest) - 1]}#{digest}"
+
+
+def parse_app_id(value: str) -> AppIdParts:
+    """The ``(dag_id, task_id, map_index, run_id)`` an unshortened :func:`app_id` was made of.
+
+    :raises ValueError: for a shortened app id (it ends in a hash) or a text :func:`app_id` never writes.
+    """
+    if "#" in value:
+        raise ValueError(f"a shortened app id names its task only by hash: {value!r}")
+    names, at, run = value.partition("@")
+    parts = names.split("/")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and not re.fullmatch(r"[0-9]+", parts[2])):
+        raise ValueError(f"not an app id written by app_id: {value!r}")
+    map_index = int(parts[2]) if len(parts) == 3 else None
+    return AppIdParts(_unescape(parts[0]), _unescape(parts[1]), map_index, _unescape(run) if at else None)
 
 
 def task_app_id(dag_id: str, task_id: str, context: Mapping[str, Any]) -> str:
@@ -66,16 +127,33 @@ def task_app_id(dag_id: str, task_id: str, context: Mapping[str, Any]) -> str:
     )
 
 
-def app_version(clear_number: int | None) -> int:
-    """The app-transaction version of a run: how often it was cleared (``0`` when never, or unknown).
+def app_version(max_tries: int | None, retries: int | None) -> int:
+    """The app-transaction version of a task instance: the try number at its last clear (``0``: never).
 
-    :raises ValueError: for a negative clear number.
+    ``max_tries - retries``, ``0`` when either is unknown (a task run outside a scheduler). A negative
+    difference (``retries`` raised in the DAG file after the task instance was created) counts as never
+    cleared.
+
+    :param max_tries: the task instance's ``max_tries`` (``ti.max_tries`` in the task context).
+    :param retries: the task's ``retries``.
+    :raises ValueError: for a value that is not an integer.
     """
-    if clear_number is None:
+    if max_tries is None or retries is None:
         return 0
-    if isinstance(clear_number, bool) or not isinstance(clear_number, int) or clear_number < 0:
-        raise ValueError(f"a DAG run's clear_number must be an integer >= 0, got {clear_number!r}")
-    return clear_number
+    for name, value in (("max_tries", max_tries), ("retries", retries)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"a task instance's {name} must be an integer, got {value!r}")
+    return max(0, max_tries - retries)
+
+
+def task_app_version(context: Mapping[str, Any], retries: int | None) -> int:
+    """:func:`app_version` of the task instance a task context describes (its ``ti.max_tries``).
+
+    :param context: the task context.
+    :param retries: the task's ``retries`` (the operator's own attribute).
+    """
+    max_tries = getattr(context.get("ti"), "max_tries", None)
+    return app_version(max_tries if isinstance(max_tries, int) else None, retries)
 
 
 def commit_metadata(

@@ -1,5 +1,6 @@
 """App transactions across runs, on real delta-rs tables: runs never suppress each other, a retry is a
-no-op, a cleared run writes again (the rule in ``deltaguard.writes.task_identity``)."""
+no-op, a cleared task instance writes again (the rule in ``deltaguard.writes.task_identity``; the clears
+on a real metadata DB are in ``test_app_identity.py``)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,18 @@ EARLY = dt.datetime(2026, 3, 1, 1, tzinfo=dt.UTC)
 LATE = dt.datetime(2026, 3, 1, 2, tzinfo=dt.UTC)
 
 
-def _context(run_id: str, started: dt.datetime, *, try_number: int = 1, clear_number: int = 0) -> dict:
-    ti = SimpleNamespace(dag_id="daily", task_id="load", run_id=run_id, try_number=try_number, map_index=-1)
+def _context(run_id: str, started: dt.datetime, *, try_number: int = 1, max_tries: int = 0) -> dict:
+    """The task has no retries, so ``max_tries`` is the try number at its last clear (0: never)."""
+    ti = SimpleNamespace(
+        dag_id="daily",
+        task_id="load",
+        run_id=run_id,
+        try_number=try_number,
+        map_index=-1,
+        max_tries=max_tries,
+    )
     dag_run = SimpleNamespace(
-        run_id=run_id, start_date=started, run_after=started, logical_date=started, clear_number=clear_number
+        run_id=run_id, start_date=started, run_after=started, logical_date=started, clear_number=0
     )
     return {"ti": ti, "dag_run": dag_run}
 
@@ -56,13 +65,13 @@ def test_a_retry_is_a_no_op_and_a_clear_writes_again(tmp_path, lease_store_url) 
     retry = _append(table, 7).execute(_context("manual__1", EARLY, try_number=2))
     assert (first["duplicate"], retry["duplicate"]) == (False, True)
     assert retry["version"] == first["version"]
-    cleared = _append(table, 7).execute(_context("manual__1", LATE, try_number=3, clear_number=1))
-    assert cleared["duplicate"] is False and cleared["app_version"] == 1
+    cleared = _append(table, 7).execute(_context("manual__1", LATE, try_number=3, max_tries=2))
+    assert cleared["duplicate"] is False and cleared["app_version"] == 2
     assert [r["id"] for r in rows(table)].count(7) == 2  # the explicit clear wrote again
-    again = _append(table, 7).execute(_context("manual__1", LATE, try_number=4, clear_number=1))
+    again = _append(table, 7).execute(_context("manual__1", LATE, try_number=4, max_tries=2))
     assert again["duplicate"] is True  # and a retry of the cleared run is a no-op again
     txns = DeltaTable(table).transaction_version(first["app_id"])
-    assert txns == 1  # one txn entry per app id, at the highest version written
+    assert txns == 2  # one txn entry per app id, at the highest version written
 
 
 def test_delta_rs_expires_app_transactions_after_their_retention(tmp_path) -> None:
@@ -77,30 +86,3 @@ def test_delta_rs_expires_app_transactions_after_their_retention(tmp_path) -> No
     time.sleep(1.5)
     write_deltalake(path, data, mode="append")
     assert DeltaTable(path).transaction_version("daily.load@r1") is None
-
-
-@pytest.mark.usefixtures("airflow_db")
-def test_airflow_counts_clears_of_a_run_in_clear_number(tmp_path, lease_store_url) -> None:
-    """The rule's premise, on the installed Airflow: clearing a task of a run increments the run's
-    clear_number (``clear_task_instances``), and a try sees it in its context's ``dag_run``."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance, clear_task_instances
-    from airflow.utils.session import create_session
-
-    from tests.airflow.helpers import run_dag, task_state, xcom_return
-
-    table = sales_table(str(tmp_path / "sales"))
-    body = f"""
-    DeltaInsertOperator(
-        task_id="load", table={table!r}, source=lambda: pa.table({{"id": [5], "country": ["DE"], "amount": [5]}})
-    )
-    """
-    dag_run = run_dag("clear_dag", body, "from deltaguard.operators.dml import DeltaInsertOperator")
-    assert task_state(dag_run, "load") == "success"
-    assert xcom_return(dag_run, "load")["app_version"] == 0
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter_by(dag_id="clear_dag", run_id=dag_run.run_id).all()
-        clear_task_instances(tis, session)
-    with create_session() as session:
-        run = session.query(DagRun).filter_by(dag_id="clear_dag", run_id=dag_run.run_id).one()
-        assert run.clear_number == 1

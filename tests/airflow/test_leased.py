@@ -429,7 +429,7 @@ def test_each_claim_names_the_commit_coordinator_of_the_wrapped_engine(tmp_path,
         return claim.profile.commit_coordination
 
     assert coordination(engine="delta-rs") == STORAGE_COORDINATION
-    assert coordination(engine="spark", priority=0) == "single-driver:wrapped:adhoc_airflow.w2@r1"
+    assert coordination(engine="spark", priority=0) == "single-driver:wrapped:adhoc_airflow/w2@r1"
 
 
 class ReportsLineage(Probe):

@@ -29,7 +29,7 @@ def test_merge_on_a_partition(tmp_path, lease_store_url) -> None:
     result = xcom_return(dag_run, "merge_de")
     assert result["version"] == 1 and result["operation"] == "MERGE"
     assert (
-        result["app_id"] == f"merge_dag.merge_de@{dag_run.run_id}" and "granted at once" in result["decision"]
+        result["app_id"] == f"merge_dag/merge_de@{dag_run.run_id}" and "granted at once" in result["decision"]
     )
     commit = DeltaTable(table).history(1)[0]
     assert commit["airflow.dag_id"] == "merge_dag" and commit["airflow.task_id"] == "merge_de"
@@ -130,7 +130,9 @@ def test_retry_after_commit_does_not_append_twice(tmp_path, lease_store_url) -> 
     assert [r["id"] for r in rows(table)].count(7) == 1
     assert DeltaTable(table).version() == 1
     assert xcom_return(dag_run, "append")["duplicate"] is True
-    assert xcom_return(dag_run, "append")["app_version"] == 0  # the run's clear_number, from Airflow
+    assert (
+        xcom_return(dag_run, "append")["app_version"] == 0
+    )  # max_tries - retries from Airflow: never cleared
 
 
 def test_waiting_deferred_in_worker_and_timeout(tmp_path, lease_store_url) -> None:

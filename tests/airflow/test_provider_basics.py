@@ -109,15 +109,17 @@ def test_hook_reads_connection(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Non
 
 
 def test_app_transaction_rules() -> None:
-    assert app_id("d", "t") == "d.t"
-    assert app_id("d", "t", -1, "r1") == "d.t@r1"
-    assert app_id("d", "t", 3, "r1") == "d.t.3@r1"
+    assert app_id("d", "t") == "d/t"
+    assert app_id("d", "t", -1, "r1") == "d/t@r1"
+    assert app_id("d", "t", 3, "r1") == "d/t/3@r1"
     long_run = "backfill__" + "x" * 300
     shortened = app_id("d", "t", 0, long_run)
-    assert len(shortened) == MAX_APP_ID and shortened.startswith("d.t.0@backfill__")
+    assert len(shortened) == MAX_APP_ID and shortened.startswith("d/t/0@backfill__")
     assert shortened != app_id("d", "t", 0, long_run + "y")  # the hash covers the whole id
-    assert app_version(None) == 0 and app_version(3) == 3
+    # the try number at the task instance's last clear: max_tries - retries
+    assert app_version(None, 2) == 0 and app_version(2, 2) == 0 and app_version(5, 2) == 3
+    assert app_version(1, 3) == 0  # retries raised after the task instance was made
     with pytest.raises(ValueError):
-        app_version(-1)
+        app_version("3", 1)  # type: ignore[arg-type]
     meta = commit_metadata(dag_id="d", run_id="r", task_id="t", try_number=2, map_index=1, lease_id="L")
     assert meta["airflow.try_number"] == "2" and meta["lease_id"] == "L" and meta["airflow.map_index"] == "1"

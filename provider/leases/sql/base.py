@@ -243,6 +243,12 @@ class SqlLeaseStore(LeaseStore):
     #: the column that orders log entries with equal timestamps (insertion order).
     _log_order = "rowid"
 
+    def _timed_out(self, exc: sa_exc.SQLAlchemyError) -> bool:
+        """Whether a call failed on one of the store's own time limits (a lock or statement held longer
+        than the store timeout): reported as :class:`StoreUnavailableError`, like a call abandoned by
+        :mod:`deltaguard.leases.bounded`."""
+        return False
+
     def _retryable(self, exc: sa_exc.DBAPIError) -> bool:
         """Whether a failed transaction may simply be retried (e.g. a deadlock victim)."""
         return False
@@ -286,6 +292,10 @@ class SqlLeaseStore(LeaseStore):
         try:
             yield conn
         except sa_exc.SQLAlchemyError as exc:
+            if self._timed_out(exc):
+                raise StoreUnavailableError(
+                    f"lease store {self.name} did not answer in time: {_cause(exc)}"
+                ) from exc
             raise StoreError(f"lease store {self.name} failed: {_cause(exc)}") from exc
         finally:
             if conn.in_transaction():  # never hand a connection back mid-transaction

@@ -65,7 +65,7 @@ class PostgresLeaseStore(SqlLeaseStore):
     :param keepalive_s: TCP keepalives: idle seconds before the first probe, also the probe interval and,
         as ``tcp_user_timeout``, how long sent data may stay unacknowledged before the connection is
         dropped (a server host that vanished). A stopped server *process* still acknowledges at the TCP
-        level; only the caller's own deadline (:func:`deltaguard.leases.keeper.bounded_call`) ends that wait.
+        level; only the caller's own deadline (:mod:`deltaguard.leases.bounded`) ends that wait.
     :param migrate: create/migrate the schema on open.
     """
 
@@ -124,6 +124,12 @@ class PostgresLeaseStore(SqlLeaseStore):
                 "keepalives_count": 3,
                 "tcp_user_timeout": int(self.keepalive_s * 1000),
             },
+        )
+
+    def _timed_out(self, exc: sa_exc.SQLAlchemyError) -> bool:
+        # lock_timeout and statement_timeout, both set to the store timeout by the operators' stores
+        return isinstance(
+            getattr(exc, "orig", None), psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled
         )
 
     def _lock_migrations(self, conn: sa.Connection) -> None:

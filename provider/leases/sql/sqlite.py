@@ -85,6 +85,10 @@ class SqliteLeaseStore(SqlLeaseStore):
 
         return engine
 
+    def _timed_out(self, exc: sa_exc.SQLAlchemyError) -> bool:
+        # the write lock was not free within busy_timeout_s (another process holds it, maybe stopped)
+        return isinstance(exc, sa_exc.OperationalError) and "locked" in str(getattr(exc, "orig", exc))
+
     def _lock_migrations(self, conn: sa.Connection) -> None:
         # BEGIN IMMEDIATE already holds the database's write lock.
         return None
