@@ -330,12 +330,11 @@ def parse_request(value: Any, where: str = "document") -> CheckRequest:
 
 
 def _table_identity(name: str) -> str:
-    """One spelling per table: a path as :func:`~deltaguard.core.locations.normalise_location` spells it, a
-    name without backticks and case."""
-    from deltaguard.core.locations import normalise_location
+    """One spelling per table (:func:`~deltaguard.core.locations.table_identity`): scheme aliases and path
+    spellings of one location are one table, a name is compared without backticks and case."""
+    from deltaguard.core.locations import table_identity
 
-    text = name.replace("`", "")
-    return normalise_location(text) if "/" in text or ":" in text else text.lower()
+    return table_identity(name.replace("`", ""))
 
 
 def _same_table(where: str, operations: list[tuple[Operation, str | None]]) -> None:
