@@ -141,7 +141,25 @@ def pair_verdict(a: Operation, b: Operation, table: TableConfig, profile: Engine
     second = build_facts(with_generated_columns(b, table))
     if first.order_key > second.order_key:
         first, second = second, first
-    return _judge_all(first, second, _Contexts(table, profile))
+    verdict = _judge_all(first, second, _Contexts(table, profile))
+    notes = _generated_notes((a, b), (first.op, second.op))
+    if notes and verdict.conflict:
+        verdict = replace(verdict, reason=f"{verdict.reason} ({'; '.join(notes)})")
+    return verdict
+
+
+def _generated_notes(given: Sequence[Operation], judged: Sequence[Operation]) -> list[str]:
+    """What :func:`with_generated_columns` added to the operations, for reasons."""
+    notes = []
+    for op in judged:
+        original = next((g for g in given if g == replace(op, assignments=g.assignments)), None)
+        added = op.assignments[len(original.assignments) :] if original is not None else ()
+        if added:
+            shown = ", ".join(f"{column} = {expression}" for column, expression in added)
+            notes.append(
+                f"{op.label or op.kind.value} also rewrites generated column {shown}, so its rows may move"
+            )
+    return notes
 
 
 class _Overlap:
@@ -226,8 +244,9 @@ def decide(
     """
     contexts = _Contexts(table, profile)
     ctx = contexts(profile)
-    cand = build_facts(with_generated_columns(candidate, table))
-    others = [build_facts(with_generated_columns(op, table)) for op in running]
+    judged = [with_generated_columns(op, table) for op in (candidate, *running)]
+    cand = build_facts(judged[0])
+    others = [build_facts(op) for op in judged[1:]]
 
     conflicts: dict[int, None] = {}
     exceptions: set[DeltaException] = set()
@@ -266,6 +285,8 @@ def decide(
             f"{'conflicts with' if is_conflict else 'compatible with'} {_name_list(members, others)}: {text}"
         )
     reasons.extend(reason for _, reason in multi)
+    if any_conflict:
+        reasons.extend(_generated_notes((candidate, *running), judged))
     if not others:
         reasons.append(f"no operation is running on the table ({profile.describe()})")
     return Decision(
