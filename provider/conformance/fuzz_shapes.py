@@ -638,7 +638,9 @@ def main(argv: list[str] | None = None) -> int:
             runner = SparkShapeRunner(session, workdir, SparkEngine(session).profile())
             for case in cases:
                 results.append(runner.run(case, run_refused=args.run_refused))
-                print(json.dumps(results[-1].to_json())[:400], flush=True)
+                done = results[-1]
+                line = {"admitted": done.verdict.admitted, "orders": done.orders, "unsound": done.unsound}
+                print(json.dumps({**line, "tags": done.case.tags()}), flush=True)
         else:
             import deltalake
 
