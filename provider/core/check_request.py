@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import STORAGE_COORDINATION, EngineName, EngineProfile, parse_version
+from deltaguard.core.profiles import (
+    DELTA_RS_TIME_ZONE,
+    STORAGE_COORDINATION,
+    EngineName,
+    EngineProfile,
+    parse_version,
+)
 from deltaguard.core.table_config import TableConfig
 
 
@@ -44,15 +50,23 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "row_level_preview": bool,
         "row_level_off": bool,
         "commit_coordination": str,
+        "session_time_zone": str,
     },
-    EngineName.DELTA_SPARK: {"name": str, "version": str, "commit_coordination": str},
-    EngineName.DELTA_RS: {"name": str, "version": str, "commit_coordination": str},
+    EngineName.DELTA_SPARK: {
+        "name": str,
+        "version": str,
+        "commit_coordination": str,
+        "session_time_zone": str,
+    },
+    EngineName.DELTA_RS: {"name": str, "version": str, "commit_coordination": str, "session_time_zone": str},
 }
 _TABLE_KEYS: dict[str, type] = {
     "partition_columns": list,
     "properties": dict,
     "clustering_columns": list,
     "identity_columns": list,
+    "generated_columns": dict,
+    "timestamp_columns": list,
     "exists": bool,
     "unknown": list,
     "uri": str,
@@ -160,6 +174,10 @@ def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
         row_level_preview=fields.get("row_level_preview", False),
         row_level_off=fields.get("row_level_off", False),
         commit_coordination=fields.get("commit_coordination", STORAGE_COORDINATION),
+        # delta-rs reads zone-less literals as UTC (ADR 0001); a Spark session's zone is unknown unless given
+        session_time_zone=fields.get(
+            "session_time_zone", DELTA_RS_TIME_ZONE if name is EngineName.DELTA_RS else None
+        ),
     )
 
 
@@ -190,10 +208,24 @@ def parse_table(value: Any, where: str = "table") -> TableConfig:
         properties=properties,
         clustering_columns=clustering_columns,
         identity_columns=_string_list(f"{where}.identity_columns", fields.get("identity_columns", [])),
+        generated_columns=_generated(f"{where}.generated_columns", fields.get("generated_columns", {})),
+        timestamp_columns=_string_list(f"{where}.timestamp_columns", fields.get("timestamp_columns", [])),
         exists=fields.get("exists", True),
         unknown=_string_list(f"{where}.unknown", fields.get("unknown", [])),
         uri=fields.get("uri"),
     )
+
+
+def _generated(where: str, value: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``{"d": "CAST(ts AS DATE)"}``: generated column -> generation expression."""
+    pairs = []
+    for column, expression in value.items():
+        if not isinstance(expression, str) or not expression.strip():
+            raise RequestError(
+                f"{where}.{column}: expected a generation expression, got {_json_type(expression)}"
+            )
+        pairs.append((column, expression))
+    return tuple(pairs)
 
 
 def parse_operation(value: Any, where: str = "operation") -> Operation:
@@ -330,12 +362,11 @@ def parse_request(value: Any, where: str = "document") -> CheckRequest:
 
 
 def _table_identity(name: str) -> str:
-    """One spelling per table: a path as :func:`~deltaguard.core.locations.normalise_location` spells it, a
-    name without backticks and case."""
-    from deltaguard.core.locations import normalise_location
+    """One spelling per table (:func:`~deltaguard.core.locations.table_identity`): scheme aliases and path
+    spellings of one location are one table, a name is compared without backticks and case."""
+    from deltaguard.core.locations import table_identity
 
-    text = name.replace("`", "")
-    return normalise_location(text) if "/" in text or ":" in text else text.lower()
+    return table_identity(name.replace("`", ""))
 
 
 def _same_table(where: str, operations: list[tuple[Operation, str | None]]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from deltaguard.core.decision import PairVerdict
@@ -31,13 +31,16 @@ from deltaguard.core.sql.predicates import (
     SUBQUERY,
     Predicate,
     PredicateError,
+    ZonedLiterals,
     conjoin,
     merge_target_predicate,
     parse_predicate,
     partition_conjuncts,
     project_out,
     provably_disjoint,
+    referenced_columns,
     row_level_limitations,
+    zoned_literals,
 )
 from deltaguard.core.table_config import TableConfig
 
@@ -97,6 +100,8 @@ class OpFacts:
         or MERGE moves by setting a column, rows a MERGE inserts. Empty when it writes only where it reads.
     :param unknown: what was not understood about it (it is then judged as reading and writing the whole
         table); shown in reasons.
+    :param zoned: its literals whose meaning depends on the session time zone (see
+        :func:`zone_neutral`).
     """
 
     op: Operation
@@ -106,6 +111,7 @@ class OpFacts:
     has_zorder: bool = False
     writes: tuple[Predicate, ...] = ()
     unknown: tuple[str, ...] = ()
+    zoned: ZonedLiterals = field(default_factory=ZonedLiterals)
 
     @property
     def kind(self) -> OperationKind:
@@ -189,6 +195,30 @@ def _and(first: Predicate, second: str | None) -> Predicate:
     return parse_predicate(f"({first.sql}) AND ({second})")
 
 
+def with_generated_columns(op: Operation, table: TableConfig) -> Operation:
+    """``op`` with the generated columns its assignments change added to its assignments.
+
+    ``d DATE GENERATED ALWAYS AS (CAST(ts AS DATE))``: ``SET ts = ...`` rewrites ``d`` too, so a row read
+    in ``d = '2024-01-01'`` may be written into any partition (measured on delta-spark 4.4.0: a concurrent
+    ``DELETE WHERE d = '2024-02-01'`` fails with ConcurrentAppendException). The generated column is added
+    with its generation expression as the value, which the model does not read as a literal: the column
+    may take any value (:func:`_moved_rows`). Where the new value could be computed it is not; that only
+    costs precision.
+
+    :param op: an operation on ``table``.
+    :param table: the table's configuration (its generated columns).
+    """
+    if not op.assignments or not table.generated_columns:
+        return op
+    assigned = {column.strip("` ").lower() for column, _ in op.assignments}
+    extra = tuple(
+        (column, expression)
+        for column, expression in table.generated_by([column for column, _ in op.assignments])
+        if column.lower() not in assigned
+    )
+    return replace(op, assignments=op.assignments + extra) if extra else op
+
+
 def build_facts(op: Operation) -> OpFacts:
     """Digest one operation (memoised: a scheduler re-checks the same running operations again and again).
 
@@ -247,6 +277,13 @@ def _digest(op: Operation, role: Role) -> OpFacts:
             f"{p.unknown} ({_short(p.sql)})" for p in (given, reads, *writes) if p.unknown and p.sql
         )
     )
+    parts = [zoned_literals(p) for p in (given, reads, *writes)]
+    if op.merge_condition and op.merge_condition.strip():
+        parts.append(zoned_literals(parse_predicate(op.merge_condition)))
+    zoned = ZonedLiterals(
+        frozenset().union(*(z.columns for z in parts)),
+        tuple(dict.fromkeys(t for z in parts for t in z.local_times)),
+    )
     return OpFacts(
         op=op,
         role=role,
@@ -255,6 +292,7 @@ def _digest(op: Operation, role: Role) -> OpFacts:
         has_zorder=bool(op.zorder_by),
         writes=writes,
         unknown=unknown,
+        zoned=zoned,
     )
 
 
@@ -296,6 +334,46 @@ def _moved_rows(reads: Predicate, assignments: tuple[tuple[str, str], ...]) -> P
             continue  # not a plain value: the column may take any value
         fixed = conjoin(fixed, value)
     return conjoin(project_out(reads, columns), fixed)
+
+
+def zone_neutral(
+    a: OpFacts, b: OpFacts, zone_a: str | None, zone_b: str | None, timestamp_columns: Collection[str]
+) -> tuple[OpFacts, OpFacts, str | None]:
+    """The pair as the model may compare it when the writes' session time zones may not agree.
+
+    A Spark session reads a ``TIMESTAMP`` literal without zone, and a date compared with a timestamp
+    column, in its own time zone (:mod:`deltaguard.core.time_zones`). Unless both writes are known to read
+    them in one zone that maps each of their literals to one instant, every restriction of the columns
+    such literals are compared with (and of the table's timestamp columns) is dropped from both: the
+    literals may name the same instant, so they separate nothing.
+
+    :param a: one operation.
+    :param b: the other.
+    :param zone_a: the session time zone ``a`` commits from (``None``: unknown).
+    :param zone_b: the one ``b`` commits from.
+    :param timestamp_columns: the table's ``TIMESTAMP``/``TIMESTAMP_NTZ`` columns.
+    :returns: both facts (unchanged when nothing depends on the zone) and, when columns were dropped, why.
+    """
+    from deltaguard.core.time_zones import zone_mismatch
+
+    columns = a.zoned.columns | b.zoned.columns | {c.lower() for c in timestamp_columns}
+    if not columns:
+        return a, b, None
+    used = frozenset().union(*(referenced_columns(p) for f in (a, b) for p in (f.scope, *f.writes)))
+    touched = columns & used
+    if not touched:
+        return a, b, None
+    why = zone_mismatch(zone_a, zone_b, (*a.zoned.local_times, *b.zoned.local_times))
+    if why is None:
+        return a, b, None
+    hidden = sorted(touched)
+
+    def neutral(f: OpFacts) -> OpFacts:
+        return replace(
+            f, scope=project_out(f.scope, hidden), writes=tuple(project_out(w, hidden) for w in f.writes)
+        )
+
+    return neutral(a), neutral(b), f"{', '.join(hidden)} not compared: {why}"
 
 
 def may_overlap(

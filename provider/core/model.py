@@ -14,9 +14,16 @@ from dataclasses import replace
 from types import ModuleType
 
 from deltaguard.core.decision import Decision, DeltaException, PairVerdict, Verdict
-from deltaguard.core.facts import OpFacts, Role, TableContext, build_facts
+from deltaguard.core.facts import (
+    OpFacts,
+    Role,
+    TableContext,
+    build_facts,
+    with_generated_columns,
+    zone_neutral,
+)
 from deltaguard.core.operations import Operation
-from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.profiles import STORAGE_COORDINATION, EngineName, EngineProfile
 from deltaguard.core.rules import databricks, delta_spark, deltars
 from deltaguard.core.rules.common import commit_coordination_pair, ordered, shared_pair
 from deltaguard.core.table_config import TableConfig
@@ -77,10 +84,24 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     delta-spark blind append as a conflict like any other append), so the pair is compatible only if every
     committing engine's rules say so.
     """
-    engines = dict.fromkeys([contexts.profile, *(f.op.engine for f in (a, b) if f.op.engine is not None)])
+    engines: dict[EngineProfile, None] = {}
+    seen: set[EngineProfile] = set()
+    for candidate in (contexts.profile, *(f.op.engine for f in (a, b) if f.op.engine is not None)):
+        # The session's zone and commit coordinator do not change an engine's pair rules: judge once.
+        rules_key = replace(candidate, session_time_zone=None, commit_coordination=STORAGE_COORDINATION)
+        if rules_key not in seen:
+            seen.add(rules_key)
+            engines[candidate] = None
     clash = commit_coordination_pair(a.op.engine or contexts.profile, b.op.engine or contexts.profile)
     if clash is not None:
         return clash
+    a, b, zones = zone_neutral(
+        a,
+        b,
+        (a.op.engine or contexts.profile).session_time_zone,
+        (b.op.engine or contexts.profile).session_time_zone,
+        contexts.table.timestamp_columns,
+    )
     verdict: PairVerdict | None = None
     for profile in engines:
         found = _judge(a, b, contexts(profile), _rules(profile))
@@ -96,6 +117,8 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
                 advice=tuple(dict.fromkeys((*verdict.advice, *found.advice))),
             )
     assert verdict is not None
+    if zones is not None and verdict.conflict:
+        verdict = replace(verdict, reason=f"{verdict.reason} ({zones})")
     unknown = tuple(dict.fromkeys((*a.unknown, *b.unknown)))
     if unknown and verdict.conflict:
         verdict = replace(
@@ -114,10 +137,29 @@ def pair_verdict(a: Operation, b: Operation, table: TableConfig, profile: Engine
     :param profile: the engine that commits them (unless an operation names its own ``engine``).
     :raises ValueError: on an unparsable predicate or MERGE condition (one-line message).
     """
-    first, second = build_facts(a), build_facts(b)
+    first = build_facts(with_generated_columns(a, table))
+    second = build_facts(with_generated_columns(b, table))
     if first.order_key > second.order_key:
         first, second = second, first
-    return _judge_all(first, second, _Contexts(table, profile))
+    verdict = _judge_all(first, second, _Contexts(table, profile))
+    notes = _generated_notes((a, b), (first.op, second.op))
+    if notes and verdict.conflict:
+        verdict = replace(verdict, reason=f"{verdict.reason} ({'; '.join(notes)})")
+    return verdict
+
+
+def _generated_notes(given: Sequence[Operation], judged: Sequence[Operation]) -> list[str]:
+    """What :func:`with_generated_columns` added to the operations, for reasons."""
+    notes = []
+    for op in judged:
+        original = next((g for g in given if g == replace(op, assignments=g.assignments)), None)
+        added = op.assignments[len(original.assignments) :] if original is not None else ()
+        if added:
+            shown = ", ".join(f"{column} = {expression}" for column, expression in added)
+            notes.append(
+                f"{op.label or op.kind.value} also rewrites generated column {shown}, so its rows may move"
+            )
+    return notes
 
 
 class _Overlap:
@@ -202,8 +244,9 @@ def decide(
     """
     contexts = _Contexts(table, profile)
     ctx = contexts(profile)
-    cand = build_facts(candidate)
-    others = [build_facts(op) for op in running]
+    judged = [with_generated_columns(op, table) for op in (candidate, *running)]
+    cand = build_facts(judged[0])
+    others = [build_facts(op) for op in judged[1:]]
 
     conflicts: dict[int, None] = {}
     exceptions: set[DeltaException] = set()
@@ -242,6 +285,8 @@ def decide(
             f"{'conflicts with' if is_conflict else 'compatible with'} {_name_list(members, others)}: {text}"
         )
     reasons.extend(reason for _, reason in multi)
+    if any_conflict:
+        reasons.extend(_generated_notes((candidate, *running), judged))
     if not others:
         reasons.append(f"no operation is running on the table ({profile.describe()})")
     return Decision(

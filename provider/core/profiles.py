@@ -20,6 +20,9 @@ STORAGE_COORDINATION = "storage"
 #: files): ``single-driver:<driver>``. Two drivers committing at once may both write the same
 #: ``_delta_log`` file, and the later one silently replaces the earlier commit.
 SINGLE_DRIVER_COORDINATION = "single-driver"
+#: The time zone delta-rs reads timestamp text without zone in (DataFusion's default ``+00:00``; measured on
+#: deltalake 1.6.6: ``ts = '2024-01-01 01:00:00'`` deletes the row stored as 01:00Z).
+DELTA_RS_TIME_ZONE = "UTC"
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -64,6 +67,9 @@ class EngineProfile:
         ``single-driver:<driver>`` when only one driver's commits are excluded; otherwise the name of
         the shared coordinator (``dynamodb:<region>/<table>``, ``databricks``). Two writes may run at once
         only when both name the same coordinator.
+    :param session_time_zone: the time zone the engine reads date and timestamp literals without a zone in
+        (Spark's ``spark.sql.session.timeZone``; ``UTC`` for delta-rs); ``None`` when unknown. Two writes
+        whose zones are not known to agree are never told apart by such literals (ADR 0001).
     """
 
     name: EngineName
@@ -72,6 +78,7 @@ class EngineProfile:
     row_level_preview: bool = False
     row_level_off: bool = False
     commit_coordination: str = STORAGE_COORDINATION
+    session_time_zone: str | None = None
 
     def __post_init__(self) -> None:
         parse_version(self.version)  # fail early on nonsense versions

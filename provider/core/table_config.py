@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -32,6 +32,11 @@ class TableConfig:
     :param uri: where the table lives, for messages.
     :param file_stats: per-file column statistics of the same snapshot, when the engine layer read them
         (only the delta-rs profile uses them, ADR 0020); ``None``: not read.
+    :param generated_columns: ``(column, generation expression)`` of every generated column (the schema's
+        ``delta.generationExpression`` field metadata). Setting a column such an expression reads changes
+        the generated column too: a row whose generated partition column follows moves (ADR 0001).
+    :param timestamp_columns: columns of type ``TIMESTAMP`` or ``TIMESTAMP_NTZ``. A Spark session reads a
+        date or timestamp literal compared with them in its own time zone (ADR 0001).
     """
 
     partition_columns: tuple[str, ...] = ()
@@ -47,6 +52,8 @@ class TableConfig:
     unknown: tuple[str, ...] = ()
     uri: str | None = field(default=None, compare=False)
     file_stats: FileStatsSummary | None = None
+    generated_columns: tuple[tuple[str, str], ...] = ()
+    timestamp_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a shared configuration cannot be changed behind the cache's back.
@@ -80,3 +87,31 @@ class TableConfig:
     @property
     def has_identity_columns(self) -> bool:
         return bool(self.identity_columns)
+
+    def generated_by(self, assigned: Collection[str]) -> tuple[tuple[str, str], ...]:
+        """The generated columns whose value changes when ``assigned`` columns are set.
+
+        A generated column moves when its expression reads an assigned column (names compared
+        case-insensitively, struct paths by their first part), or when the expression cannot be read (then
+        any assignment may change it). ``*`` (``UPDATE SET *``) moves every generated column.
+
+        :param assigned: the columns an UPDATE or MERGE sets.
+        :returns: ``(column, expression)`` pairs, in the table's order.
+        """
+        from deltaguard.core.sql.predicates import expression_columns
+
+        names = {part.strip("` ").lower() for column in assigned for part in column.split(".")}
+        if not names:
+            return ()
+        moved: dict[str, tuple[str, str]] = {}
+        changed = True
+        while changed:  # Delta forbids generated columns over generated columns; the closure costs nothing
+            changed = False
+            for column, expression in self.generated_columns:
+                if column.lower() in moved:
+                    continue
+                used = expression_columns(expression)
+                if "*" in names or used is None or used & (names | set(moved)):
+                    moved[column.lower()] = (column, expression)
+                    changed = True
+        return tuple(moved.values())

@@ -80,12 +80,24 @@ class DeltaEngine(abc.ABC):
         """
         return STORAGE_COORDINATION
 
+    def session_time_zone(self) -> str | None:
+        """The time zone the engine reads date and timestamp literals without zone in (``None``: unknown).
+
+        Two writes whose zones are not known to agree are never told apart by such literals (ADR 0001).
+        """
+        return None
+
     def table_profile(self, table_uri: str) -> EngineProfile:
-        """:meth:`profile` for writes to ``table_uri``, with its commit coordinator.
+        """:meth:`profile` for writes to ``table_uri``, with its commit coordinator and time zone.
 
         :param table_uri: the table location.
         """
-        return dataclasses.replace(self.profile(), commit_coordination=self.commit_coordination(table_uri))
+        profile = self.profile()
+        return dataclasses.replace(
+            profile,
+            commit_coordination=self.commit_coordination(table_uri),
+            session_time_zone=profile.session_time_zone or self.session_time_zone(),
+        )
 
     @abc.abstractmethod
     def table_config(self, table_uri: str) -> TableConfig:

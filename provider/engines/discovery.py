@@ -6,6 +6,9 @@ storage options). What is read:
 * partition columns, properties (exactly as stored), protocol versions and reader/writer features, the
   current version: from deltalake's snapshot;
 * identity columns: top-level schema fields whose metadata has ``delta.identity.*`` keys;
+* generated columns: top-level schema fields with ``delta.generationExpression`` metadata (column ->
+  expression), and the columns of type ``timestamp``/``timestamp_ntz`` (a literal compared with them
+  depends on the writer's time zone);
 * liquid clustering columns: the ``delta.clustering`` domain metadata. deltalake 1.6.6 has no API for
   domain metadata, so :func:`read_domain_metadata` replays the log itself through deltalake's own storage
   handler (same URIs and storage options): the newest checkpoint at or below the snapshot version
@@ -22,9 +25,11 @@ are recorded and never unknown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from deltalake import DeltaTable
@@ -125,6 +130,8 @@ MAX_KNOWN_WRITER_VERSION = 7
 CLUSTERING_DOMAIN = "delta.clustering"
 
 _IDENTITY_PREFIX = "delta.identity."
+#: The schema field metadata key holding a generated column's expression.
+GENERATION_EXPRESSION = "delta.generationExpression"
 _PHYSICAL_NAME = "delta.columnMapping.physicalName"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_FILE = re.compile(
@@ -185,6 +192,7 @@ def config_from_table(
     )
     fields = list(schema.fields)
     identity = tuple(f.name for f in fields if any(str(k).startswith(_IDENTITY_PREFIX) for k in f.metadata))
+    generated, timestamps = schema_columns((f.name, str(f.type), dict(f.metadata)) for f in fields)
     clustering: tuple[str, ...] = ()
     if {"domainmetadata", "clustering"} & {f.lower() for f in writer_features}:
         try:
@@ -207,6 +215,8 @@ def config_from_table(
         properties=properties,
         clustering_columns=clustering,
         identity_columns=identity,
+        generated_columns=generated,
+        timestamp_columns=timestamps,
         exists=True,
         version=version,
         min_reader_version=protocol.min_reader_version,
@@ -217,6 +227,31 @@ def config_from_table(
         uri=uri,
         file_stats=stats,
     )
+
+
+def schema_columns(
+    fields: Iterable[tuple[str, str, Mapping[str, Any]]],
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """Generated columns and timestamp columns of a schema's top-level fields.
+
+    :param fields: ``(name, type, metadata)`` per top-level field; the type as deltalake or Spark print it
+        (``PrimitiveType("timestamp")``, ``timestamp_ntz``, ``TimestampType()``, ``TimestampNTZType()``).
+    :returns: ``(column, generation expression)`` pairs and the names of timestamp columns.
+    """
+    generated: list[tuple[str, str]] = []
+    timestamps: list[str] = []
+    for name, type_text, metadata in fields:
+        expression = metadata.get(GENERATION_EXPRESSION)
+        if expression is not None:
+            # deltalake keeps metadata values as JSON text: a string arrives quoted
+            text = str(expression)
+            if text.startswith('"') and text.endswith('"'):
+                with contextlib.suppress(ValueError):
+                    text = str(json.loads(text))
+            generated.append((name, text))
+        if "timestamp" in type_text.lower():
+            timestamps.append(name)
+    return tuple(generated), tuple(timestamps)
 
 
 def is_known_property(key: str) -> bool:

@@ -71,6 +71,13 @@ def config_to_json(config: TableConfig) -> dict[str, Any]:
         "writer_features": list(config.writer_features),
         "unknown": list(config.unknown),
         "uri": config.uri,
+        # Only when set: older stored texts stay valid (and read as none).
+        **(
+            {"generated_columns": [list(pair) for pair in config.generated_columns]}
+            if config.generated_columns
+            else {}
+        ),
+        **({"timestamp_columns": list(config.timestamp_columns)} if config.timestamp_columns else {}),
     }
 
 
@@ -88,6 +95,8 @@ def config_from_json(data: dict[str, Any]) -> TableConfig:
         writer_features=tuple(data.get("writer_features") or ()),
         unknown=tuple(data.get("unknown") or ()),
         uri=data.get("uri"),
+        generated_columns=tuple((str(c), str(e)) for c, e in data.get("generated_columns") or ()),
+        timestamp_columns=tuple(data.get("timestamp_columns") or ()),
     )
 
 
@@ -103,6 +112,7 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
             if profile.commit_coordination != STORAGE_COORDINATION
             else {}
         ),
+        **({"session_time_zone": profile.session_time_zone} if profile.session_time_zone is not None else {}),
     }
 
 
@@ -114,6 +124,8 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         row_level_preview=bool(data.get("row_level_preview", False)),
         row_level_off=bool(data.get("row_level_off", False)),
         commit_coordination=str(data.get("commit_coordination", STORAGE_COORDINATION)),
+        # absent in texts written before it: unknown, so zone-dependent literals separate nothing
+        session_time_zone=data.get("session_time_zone"),
     )
 
 

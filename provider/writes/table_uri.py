@@ -1,6 +1,7 @@
 """Table URIs: which schemes deltaguard accepts and how a relative table name joins a base URI.
 
-Pure (no Airflow, no engine), so the operators can reject a bad URI before any lease is taken.
+No Airflow, no engine, so the operators can reject a bad URI before any lease is taken; only
+:func:`local_realpath` reads the filesystem (symlinks of local tables).
 """
 
 from __future__ import annotations
@@ -66,11 +67,37 @@ def resolve_table_uri(table: str, base_uri: str | None) -> str:
 
 
 def table_key(uri: str) -> str:
-    """A stable key for one table (lease scope, pool name): the URI without trailing slash or ``file://``.
+    """The one identity of a table (lease scope, pool name, commit coordination, UI page).
 
-    ``file:///data/t``, ``file:/data/t`` and ``/data/t/`` are the same table and must share leases
-    (:func:`deltaguard.core.locations.normalise_location`).
+    Every spelling of one table gives one key, or two writes of one table would be granted at once:
+    ``file:///data/t``, ``file:/data/t`` and ``/data/t/`` (:func:`deltaguard.core.locations.normalise_location`);
+    ``s3a://b/t`` and ``s3://b/t``, ``gcs://`` and ``gs://``, percent-encoded paths
+    (:func:`deltaguard.core.locations.table_identity`); a symlinked local directory and its target
+    (:func:`local_realpath`, here at the edge because it reads the filesystem).
+
+    :param uri: a table URI, absolute path or catalog name.
     """
+    from deltaguard.core.locations import table_identity
+
+    return table_identity(local_realpath(uri))
+
+
+def local_realpath(uri: str) -> str:
+    """A local table location with its symlinks resolved (``os.path.realpath``); other URIs unchanged.
+
+    A ``file:`` URI becomes a plain path (percent-decoded, as the engines open it). Components that do not
+    exist yet (a table about to be created) are kept as given after the deepest existing one is resolved.
+
+    :param uri: a table URI or absolute path.
+    """
+    import os
+    from urllib.parse import unquote
+
     from deltaguard.core.locations import normalise_location
 
-    return normalise_location(uri)
+    text = normalise_location(uri)
+    if not text.startswith("/"):
+        return text  # an object store, a remote file:// host or a catalog name: nothing local to resolve
+    if uri.strip().lower().startswith("file:"):
+        text = unquote(text)
+    return os.path.realpath(text)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import OpFacts, Role, TableContext
-from deltaguard.core.locations import normalise_location
+from deltaguard.core.locations import table_identity
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import SINGLE_DRIVER_COORDINATION, EngineProfile
 
@@ -128,11 +128,7 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
         )
     if a.kind is OperationKind.STREAMING_WRITE and b.kind is OperationKind.STREAMING_WRITE:
         first, second = a.op.checkpoint_location, b.op.checkpoint_location
-        same = (
-            first is not None
-            and second is not None
-            and normalise_location(first) == normalise_location(second)
-        )
+        same = first is not None and second is not None and table_identity(first) == table_identity(second)
         if first is None or second is None or same:
             # An unknown checkpoint may be the same one: conservative.
             where = f"the same checkpoint location ({first}, {second})" if same else "a checkpoint location"

@@ -39,6 +39,7 @@ from deltaguard.core.sql.predicate_values import (
     NUMSTR,
     ORDERED_KINDS,
     STR,
+    TS,
     Bound,
     Domain,
     Value,
@@ -927,6 +928,78 @@ def referenced_columns(p: Predicate) -> frozenset[str]:
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             names.add(node.name.lower())
     return frozenset(names)
+
+
+def expression_columns(sql: str) -> frozenset[str] | None:
+    """Lower-cased names of the columns a scalar expression reads (struct paths by their first part), or
+    ``None`` when it cannot be parsed (a caller must then assume it reads any column).
+
+    :param sql: a Spark SQL expression, such as a generation expression ``CAST(ts AS DATE)``.
+    """
+    return _expression_columns_cached(sql)
+
+
+@functools.lru_cache(maxsize=1024)
+def _expression_columns_cached(sql: str) -> frozenset[str] | None:
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except (SqlglotError, RecursionError):
+        return None
+    names = set()
+    for node in tree.walk():
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            parts = [part.name for part in node.parts]
+            names.add(parts[0].lower() if parts else node.name.lower())
+        elif isinstance(node, exp.Star):
+            return None
+    return frozenset(names)
+
+
+@dataclass(frozen=True)
+class ZonedLiterals:
+    """The literals of a predicate whose meaning depends on the reader's time zone.
+
+    :param columns: columns compared with a ``TIMESTAMP`` literal (lower-cased): whatever their type, such a
+        comparison reads the literal in the session time zone.
+    :param local_times: every timestamp literal, and every date literal as its midnight, as naive local times
+        (on a timestamp column a date is cast to its midnight in the session zone).
+    """
+
+    columns: frozenset[str] = frozenset()
+    local_times: tuple[dt.datetime, ...] = ()
+
+
+def zoned_literals(p: Predicate) -> ZonedLiterals:
+    """The zone-dependent literals of ``p`` (see :class:`ZonedLiterals`).
+
+    :param p: the predicate.
+    """
+    if p.tree is None:
+        return ZonedLiterals()
+    return _zoned_cached(p)
+
+
+@functools.lru_cache(maxsize=4096)
+def _zoned_cached(p: Predicate) -> ZonedLiterals:
+    assert p.tree is not None
+    columns: set[str] = set()
+    times: list[dt.datetime] = []
+    for node in p.tree.walk(prune=lambda n: isinstance(n, exp.Subquery | exp.Query)):
+        found = literal_value(node) if isinstance(node, exp.Cast | exp.TryCast | exp.Literal) else None
+        if found is None:
+            continue
+        kind, value = found
+        if kind == TS and isinstance(value, dt.datetime):
+            times.append(value)
+            # the comparison the literal sits in: its columns read the literal in the session zone
+            scope = node.parent
+            while scope is not None and not isinstance(scope, exp.Predicate | exp.In | exp.Between):
+                scope = scope.parent
+            used = (scope or p.tree).find_all(exp.Column)
+            columns.update(column.name.lower() for column in used)
+        elif kind in (DATE, DATESTR) and isinstance(value, str):
+            times.append(dt.datetime.fromisoformat(value))
+    return ZonedLiterals(frozenset(columns), tuple(dict.fromkeys(times)))
 
 
 # ------------------------------------------------------------------------------------ derived scopes

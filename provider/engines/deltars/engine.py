@@ -20,7 +20,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchEr
 from deltalake.transaction import CommitProperties, Transaction
 
 from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
-from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
@@ -93,6 +93,10 @@ class DeltaRsEngine(DeltaEngine):
 
     def commit_coordination(self, table_uri: str) -> str:
         return deltars_coordination(table_uri, self.storage_options)
+
+    def session_time_zone(self) -> str | None:
+        # DataFusion reads timestamp text without zone as UTC (measured, ADR 0001)
+        return DELTA_RS_TIME_ZONE
 
     def table_config(self, table_uri: str) -> TableConfig:
         return read_table_config(table_uri, self.storage_options, file_stats=self.file_stats)

@@ -41,6 +41,7 @@ from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableA
 from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, execute, history, table_exists
+from deltaguard.engines.spark.session import SESSION_TIME_ZONE_CONF
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
 from deltaguard.engines.spark.specs import may_create, operation_names, validate_spec
 from deltaguard.engines.spark.target import SparkTarget
@@ -248,6 +249,19 @@ class SparkEngine(DeltaEngine):
         driver = conf_get(session, "spark.app.id") or self._connect_url or None
         return spark_coordination(table_uri, databricks=False, conf=setting, driver=driver)
 
+    def session_time_zone(self) -> str | None:
+        """The session's ``spark.sql.session.timeZone`` (the constructor's conf first); ``None`` if unreadable.
+
+        Spark reads a ``TIMESTAMP`` literal without zone in it (ADR 0001). Sessions deltaguard builds pin it
+        (:data:`deltaguard.engines.spark.session.SMALL_SESSION_CONF`); one it was given is asked.
+        """
+        zone = str(self._conf.get(SESSION_TIME_ZONE_CONF) or "").strip()
+        if zone:
+            return zone
+        with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
+            zone = conf_get(self.session(), SESSION_TIME_ZONE_CONF).strip()
+        return zone or None
+
     # -- table configuration -----------------------------------------------------------------------------
 
     def table_config(self, table_uri: str) -> TableConfig:
@@ -272,7 +286,7 @@ class SparkEngine(DeltaEngine):
         return self._describe_detail(spark, target)
 
     def _describe_detail(self, spark: SparkSession, target: SparkTarget) -> TableConfig:
-        from deltaguard.engines.discovery import KNOWN_TABLE_FEATURES, is_known_property
+        from deltaguard.engines.discovery import KNOWN_TABLE_FEATURES, is_known_property, schema_columns
 
         rows = spark.sql(f"DESCRIBE DETAIL {target.sql_reference()}").collect()
         if not rows:
@@ -296,12 +310,17 @@ class SparkEngine(DeltaEngine):
         identity = tuple(
             f.name for f in schema.fields if any(str(k).startswith("delta.identity.") for k in f.metadata)
         )
+        generated, timestamps = schema_columns(
+            (f.name, f.dataType.simpleString(), dict(f.metadata)) for f in schema.fields
+        )
         version = self._latest_version(spark, target)
         return TableConfig(
             partition_columns=tuple(detail.get("partitionColumns") or ()),
             properties={str(k): str(v) for k, v in properties.items()},
             clustering_columns=tuple(detail.get("clusteringColumns") or ()),
             identity_columns=identity,
+            generated_columns=generated,
+            timestamp_columns=timestamps,
             exists=True,
             version=version,
             min_reader_version=detail.get("minReaderVersion"),

@@ -31,6 +31,12 @@ from deltaguard.engines.spark.setup import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: The Spark setting that decides how literals without zone are read (ADR 0001).
+SESSION_TIME_ZONE_CONF = "spark.sql.session.timeZone"
+#: The zone deltaguard pins in the sessions and jobs it starts, unless the connection or caller sets one:
+#: Spark's default is the JVM's zone, which differs between machines.
+DEFAULT_SESSION_TIME_ZONE = "UTC"
+
 #: Defaults that keep a worker-side session small; callers override through ``conf``.
 SMALL_SESSION_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
@@ -140,6 +146,9 @@ def worker_session(
         master = info.master
         settings.update(info.conf)
     settings.update(conf or {})
+    if not context_running():
+        # A new session reads zone-less literals in UTC; a running one is not changed (its zone is read).
+        settings.setdefault(SESSION_TIME_ZONE_CONF, DEFAULT_SESSION_TIME_ZONE)
     if with_delta:
         delta = delta_session_conf(settings)
         if context_running():
@@ -246,6 +255,7 @@ def submit_hook(
     jars = [j for j in (hook_kwargs.pop("jars", None) or "").split(",") if j] + delta_jars_from_env()
     # the jars travel as --jars; the conf carries only Delta's extension and catalog
     settings = delta_session_conf(conf, environ={DELTA_JARS_ENV: "none"})
+    settings.setdefault(SESSION_TIME_ZONE_CONF, DEFAULT_SESSION_TIME_ZONE)
     return SparkSubmitHook(
         conf=settings,
         conn_id=conn_id,

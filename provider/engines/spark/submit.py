@@ -114,6 +114,12 @@ class SparkSubmitEngine(DeltaEngine):
             table_uri, databricks=databricks, conf=lambda key: str(self._conf.get(key, "")), driver=None
         )
 
+    def session_time_zone(self) -> str | None:
+        """The zone the job's session reads literals in: the conf's, else the one every job is given."""
+        from deltaguard.engines.spark.session import DEFAULT_SESSION_TIME_ZONE, SESSION_TIME_ZONE_CONF
+
+        return str(self._conf.get(SESSION_TIME_ZONE_CONF) or DEFAULT_SESSION_TIME_ZONE)
+
     def table_config(self, table_uri: str) -> TableConfig:
         """From the Delta log (path-based tables only: no session here to ask a catalog)."""
         from deltaguard.engines.discovery import read_table_config
