@@ -30,7 +30,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from deltaguard import config
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
-from deltaguard.exceptions import InvalidWriteError, LeaseWaitTimeout
+from deltaguard.exceptions import InvalidWriteError, LateCommitError, LeaseWaitTimeout, WrappedLeaseLostError
 from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
@@ -58,6 +58,7 @@ __all__ = [
     "CallableSource",
     "DeltaWriteOperator",
     "InvalidTaskInputError",
+    "LateCommitFailure",
     "LeaseWaitTimeout",
     "source_for_engine",
     "unwrap_source",
@@ -69,6 +70,22 @@ class InvalidTaskInputError(AirflowFailException, InvalidWriteError):
     """The task's input cannot succeed on any try: Airflow fails the task without spending its retries.
 
     Also an :class:`~deltaguard.exceptions.InvalidWriteError`, so callers catching deltaguard's error catch it.
+    """
+
+
+class LateCommitFailure(AirflowFailException, LateCommitError):
+    """A commit landed after the task's lease was lost: Airflow fails the task without a retry.
+
+    A retry would find the write's own commit by its app transaction and end as a successful duplicate,
+    hiding that the table may hold a write made outside its lease (ADR 0018). The table is flagged in the
+    decision log and the UI; someone has to look at it.
+    """
+
+
+class WrappedLeaseLostFailure(AirflowFailException, WrappedLeaseLostError):
+    """Wrapped work ended after its lease was lost: Airflow fails the task without a retry.
+
+    A retry would run the wrapped work again, which deltaguard cannot make idempotent (ADR 0021).
     """
 
 
@@ -263,9 +280,15 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
                     if snapshot is not None:
                         pinned["snapshot"] = snapshot
                         self.log.info("deltaguard: writing from table version %s", snapshot.version())
-                result = prepared.engine.write(
-                    prepared.uri, prepared.spec, dataclasses.replace(write_context, fence=keeper), **pinned
-                )
+                try:
+                    result = prepared.engine.write(
+                        prepared.uri,
+                        prepared.spec,
+                        dataclasses.replace(write_context, fence=keeper),
+                        **pinned,
+                    )
+                except LateCommitError as exc:
+                    raise LateCommitFailure(str(exc)) from exc
         self._log_commit(prepared, result)
         self._report_write(
             context,

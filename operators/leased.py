@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import TaskDeferred
 
-from deltaguard.operators.base import InvalidTaskInputError, _owner
+from deltaguard.operators.base import InvalidTaskInputError, WrappedLeaseLostFailure, _owner
 from deltaguard.operators.links import DeltaDecisionLink
 from deltaguard.writes.lease_targets import LeaseTarget, OperationLike, lease_targets
 from deltaguard.writes.outcome import decision_line
@@ -258,8 +258,6 @@ class DeltaLeaseMixin(abc.ABC):
 
     def _overran(self, leases: DeltaLeaseHook, lease_id: str, owner: Owner, reason: str | None) -> Exception:
         """The error of work that ran past its lease; the tables are flagged in the decision log first."""
-        from deltaguard.exceptions import WrappedLeaseLostError
-
         what = ", ".join(self.leased_uris)
         detail = {
             "reason": f"the wrapped work ended after its lease was lost ({reason})",
@@ -277,7 +275,7 @@ class DeltaLeaseMixin(abc.ABC):
             what,
             reason,
         )
-        return WrappedLeaseLostError(
+        return WrappedLeaseLostFailure(
             f"lease {lease_id} on {what} was lost before the wrapped work ended ({reason}): the work may have "
             "committed outside its lease; check the table(s) for lost or duplicated rows"
         )

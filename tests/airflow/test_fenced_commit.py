@@ -104,6 +104,8 @@ def test_a_delete_that_commits_after_its_lease_was_taken_over_fails_and_flags_th
     commits late. Played here by taking the table over inside the check (the lease clock runs an hour in
     the past, so the takeover is logged before the commit's real timestamp). The task fails with
     LateCommitError and the decision log flags the table."""
+    from airflow.sdk.exceptions import AirflowFailException
+
     from deltaguard.exceptions import LateCommitError
     from deltaguard.hooks.lease import DeltaLeaseHook
     from deltaguard.leases.keeper import LeaseKeeper
@@ -142,8 +144,10 @@ def test_a_delete_that_commits_after_its_lease_was_taken_over_fails_and_flags_th
 
     monkeypatch.setattr(LeaseKeeper, "check", check_then_freeze)
     op = DeltaDeleteOperator(task_id="purge", table=table, predicate="country = 'FR'")
-    with pytest.raises(LateCommitError, match="after lease"):
+    with pytest.raises(LateCommitError, match="after lease") as raised:
         op.execute(task_context("purge"))
+    # no retry: a retry would find its own commit by app transaction and succeed as a duplicate
+    assert isinstance(raised.value, AirflowFailException)
     assert taken
     assert [r["id"] for r in rows(table)] == [1, 2]  # the DELETE is in the table: the error says so
     manager_now = LeaseManager(lease_store_url)

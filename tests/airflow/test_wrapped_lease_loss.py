@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 from deltalake import write_deltalake
 
 from deltaguard import config
@@ -162,8 +163,9 @@ def test_wrapped_work_that_outlives_its_lease_fails_and_flags_the_table(
         )
         return "done"
 
-    with pytest.raises(WrappedLeaseLostError, match="may have committed outside its lease"):
+    with pytest.raises(WrappedLeaseLostError, match="may have committed outside its lease") as raised:
         _wrap(work, table).execute(task_context("overwrite"))
+    assert isinstance(raised.value, AirflowFailException)  # no retry: it would run the wrapped work again
     assert isinstance(answers[0], Granted)
     assert [r["id"] for r in rows(table)] == [1]  # the other writer's row is gone: the damage is real
     flagged = [d for d in _decisions(lease_store_url, key) if d.kind == OVERRUN_KIND]
