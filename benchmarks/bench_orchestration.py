@@ -9,7 +9,8 @@ directory) runs three DAGs one after another, each on its own fresh copy of the 
 
 1. ``one_slot_pools``: every write of a table in that table's 1-slot pool;
 2. ``optimistic``: no pools, Airflow retries with exponential backoff when a write fails on a conflict;
-3. ``deltaguard``: deltaguard's operators with the lease manager (per-table pools by the cluster policy).
+3. ``deltaguard``: deltaguard's operators with the lease manager, as a fresh install deploys them (the
+   priority ``dag_policy`` from the provider's entry point, default ``[deltaguard]`` options, no pools).
 
 Every write is a long transaction (:class:`benchmarks.workload_tables.TimedDeltaRsEngine`): it opens its
 snapshot, holds it for its duration, then commits with delta-rs, so an overlapping conflicting commit is a
@@ -57,7 +58,6 @@ from benchmarks.workload_tables import (
     write_plan,
 )
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.pools import pool_name, task_table_key
 from deltaguard.simulation.charts import bar_chart, gantt_chart
 from deltaguard.simulation.workload import Workload, generate, lower_bound, model_conflicts
 
@@ -322,11 +322,6 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
     with running_stack(home) as stack:
         for name in workload.tables:
             stack.api.set_pool(one_slot_pool(name.name), 1, "benchmark: one-slot pool")
-        for uris in table_uris.values():
-            for uri in uris.values():
-                key = task_table_key(uri, None)
-                if key:
-                    stack.api.set_pool(pool_name(key), 8, "benchmark: deltaguard per-table pool")
         for strategy in strategies:
             dag_id = dag_id_for(strategy)
             stack.wait_for_dag(dag_id)
