@@ -228,3 +228,44 @@ def test_a_sqlite_release_wakes_the_waiting_trigger_before_its_next_poll(
         manager.store.close()
     # polling alone would check again only after 6 poll intervals (the safety poll while a watcher runs)
     assert status == "granted" and woken_after < 1.5
+
+
+@pytest.mark.parametrize(("expected_s", "fires_early"), [(16.0, True), (600.0, False)])
+def test_lease_trigger_fires_early_when_the_holder_is_about_to_leave(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, expected_s: float, fires_early: bool
+) -> None:
+    """A holder expected to end within IMMINENT_S: the trigger hands the wait back to the task before the
+    release (the task then waits in its worker); a long one keeps the trigger waiting."""
+    import dataclasses
+
+    from deltaguard.triggers import shared_store
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
+    manager = LeaseManager(url)
+    hold = dataclasses.replace(
+        _request("hold", OperationKind.SET_TBLPROPERTIES), expected_duration_s=expected_s
+    )
+    holder = manager.acquire(hold)
+    waiting = manager.acquire(_request("merge", OperationKind.MERGE))
+    assert isinstance(holder, Granted) and isinstance(waiting, Waiting)
+
+    async def scenario() -> dict | None:
+        async def first() -> dict:
+            async for event in LeaseAvailableTrigger(url, waiting.request_id, poll_interval=0.2).run():
+                return event.payload
+            raise AssertionError("no event")
+
+        try:
+            return await asyncio.wait_for(first(), 4.0)
+        except TimeoutError:
+            return None
+        finally:
+            await shared_store.closed()
+
+    try:
+        payload = asyncio.run(scenario())
+    finally:
+        manager.store.close()
+    # 16 s expected, at most ~4 s gone: within IMMINENT_S (15 s) of its end after about a second
+    assert (payload is not None and payload["status"] == "imminent") is fires_early
