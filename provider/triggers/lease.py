@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from deltaguard.core.admission import Closed, Granted, Waiting
-from deltaguard.writes.imminent import IMMINENT_S, expected_wait_s, is_imminent, lease_end_reader
 from deltaguard.writes.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
@@ -78,10 +77,6 @@ class LeaseAvailableTrigger(BaseTrigger):
         left = answer.expires_at - time.time()
         return max(seconds, min(NOTIFY_POLL_POLLS * seconds, left / 3))
 
-    @staticmethod
-    def _expected_wait_s(manager: LeaseManager, answer: Waiting) -> float | None:
-        return expected_wait_s(answer.blockers, lease_end_reader(manager), manager.clock())
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # The store handle is given back before the event is yielded: the triggerer may close this
         # generator late, or never, once it has the event.
@@ -136,22 +131,13 @@ class LeaseAvailableTrigger(BaseTrigger):
                 match step:
                     case Sleep(seconds=seconds):
                         assert isinstance(answer, Waiting)
-                        # Blockers expected to leave within seconds: hand the wait back to the task now,
-                        # so Airflow's resume (event, scheduler, worker, parse) overlaps their last seconds
-                        # and the task waits for the release in its worker (deltaguard.writes.imminent).
-                        soon = await shared.call(self._expected_wait_s, manager, answer)
-                        if is_imminent(soon):
-                            return {"status": "imminent", "request_id": self.request_id}
                         woken.clear()
                         if shared.listener is not None:
                             # wake when one of the blockers leaves; a release elsewhere on the table
                             # cannot admit this request while they stay
                             shared.listener.watch(woken, {b.id for b in answer.blockers}, since=started)
-                        timeout = self._next_wait(shared, answer, seconds)
-                        if soon is not None:  # wake when the blockers come within IMMINENT_S of their end
-                            timeout = max(0.0, min(timeout, soon - IMMINENT_S))
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(woken.wait(), timeout)
+                            await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
                     case _:
                         assert not isinstance(answer, Waiting)
                         return self._event(answer)
