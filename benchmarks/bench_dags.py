@@ -7,7 +7,7 @@ A generated DAG file in the benchmark's own ``AIRFLOW_HOME/dags`` is two lines a
   (``bench_one_slot_<table>``), no retries;
 * ``optimistic``: the same tasks without pools, retried with exponential backoff when they fail (on a
   Delta conflict);
-* ``deltaguard``: deltaguard's operators (lease manager, per-table pools routed by the cluster policy),
+* ``deltaguard``: deltaguard's operators (lease manager, the default deployment: no pools),
   no retries; the engine is :class:`~benchmarks.workload_tables.TimedDeltaRsEngine`, so each write holds
   its snapshot for its duration exactly like the baselines.
 """

@@ -43,6 +43,8 @@ from deltaguard.writes.task_identity import parse_app_id
 
 BENCH_DIR_ENV = "DELTAGUARD_BENCH_DIR"
 SCHEMA = pa.schema([("p", pa.string()), ("k", pa.int64()), ("v", pa.int64())])
+#: commitInfo key naming the benchmark write a commit belongs to (the Delta log, not the harness, orders them)
+WRITE_KEY = "benchmark.write"
 #: Seed commits per table (each adds one small file per partition).
 SEED_COMMITS = 3
 
@@ -170,6 +172,12 @@ def read_attempts(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def tagged(context: specs.WriteContext | None, write_id: str) -> specs.WriteContext:
+    """``context`` with the benchmark write's id added to the commit metadata (:data:`WRITE_KEY`)."""
+    context = context or specs.WriteContext()
+    return replace(context, commit_metadata={**context.commit_metadata, WRITE_KEY: write_id})
+
+
 class TimedDeltaRsEngine(DeltaRsEngine):
     """delta-rs, with every write held open for its planned duration between snapshot and commit.
 
@@ -190,10 +198,14 @@ class TimedDeltaRsEngine(DeltaRsEngine):
             dag_id, task_id = parse_app_id(app_id)[:2]
         except ValueError:  # no app id, or a shortened one
             dag_id, task_id = "", ""
-        if snapshot is not None or not task_id:
+        if not task_id:
             return super().write(table_uri, spec, context, snapshot=snapshot)
+        # A pinned snapshot (the operators pin the one their lease was judged for) is held for the write's
+        # duration like any other: skipping it made every pinned MERGE and UPDATE take no time at all.
         workload, _, log = load_plan(dag_id)
-        return self.timed_write(table_uri, spec, workload.write(task_id), log, context, dag_id)
+        return self.timed_write(
+            table_uri, spec, workload.write(task_id), log, context, dag_id, snapshot=snapshot
+        )
 
     def timed_write(
         self,
@@ -204,14 +216,29 @@ class TimedDeltaRsEngine(DeltaRsEngine):
         context: specs.WriteContext | None = None,
         strategy: str = "",
         sleep: Any = time.sleep,
+        *,
+        snapshot: DeltaTable | None = None,
     ) -> WriteResult:
-        """Open the snapshot, hold it for ``write.duration_s``, commit through it; log the attempt."""
+        """Open the snapshot (or take the pinned one), hold it for ``write.duration_s``, commit through it;
+        log the attempt.
+
+        The commit carries the write's id under :data:`WRITE_KEY`, so the order of the writes can be read
+        back from the Delta log itself (:func:`delta_log_order`).
+
+        :param snapshot: the handle to commit from (a pinned, judged snapshot); default: the newest version.
+        """
         started = time.time()
-        table = self.open_table(table_uri)
+        table = snapshot if snapshot is not None else self.open_table(table_uri)
+        read_version = table.version()
         sleep(write.duration_s)
         outcome, error = "ok", ""
+        version: int | None = None
+        committed = False
         try:
-            result = super().write(table_uri, fit_to_schema(spec, table), context, snapshot=table)
+            result = super().write(
+                table_uri, fit_to_schema(spec, table), tagged(context, write.id), snapshot=table
+            )
+            version, committed = result.version, result.committed
             return result
         except DeltaConflictError as exc:
             outcome, error = "conflict", f"{exc.kind.value}: {str(exc)[:200]}"
@@ -232,6 +259,9 @@ class TimedDeltaRsEngine(DeltaRsEngine):
                         "end": time.time(),
                         "outcome": outcome,
                         "error": error,
+                        "read_version": read_version,
+                        "version": version,
+                        "committed": committed,
                         "pid": os.getpid(),
                     },
                 )

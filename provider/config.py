@@ -121,6 +121,14 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "``spark_connect`` connection the Spark engine reaches Spark Connect through, unless the task or "
         "its ``delta`` connection names a Spark connection. Empty: no Spark Connect.",
     ),
+    "priority_policy": (
+        "boolean",
+        "True",
+        "Whether the ``dag_policy`` cluster policy the provider registers (``airflow.policy`` entry point) "
+        "gives deltaguard write tasks a ``priority_weight`` from their table's longest conflict chain, so "
+        "worker slots go to it first (ADR 0028). Read each time a DAG is parsed. ``False``: task priorities "
+        "stay as their authors set them (Airflow's defaults).",
+    ),
 }
 
 
@@ -354,6 +362,11 @@ def _parse_boolean(name: str, text: str) -> bool:
     if value in ("false", "f", "0", "no", "n", "off"):
         return False
     raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def priority_policy() -> bool:
+    """Whether the registered ``dag_policy`` sets write priorities (ADR 0028)."""
+    return _boolean("priority_policy")
 
 
 def pools_file() -> str | None:

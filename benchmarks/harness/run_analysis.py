@@ -357,3 +357,61 @@ def run_makespan(tis: Sequence[TaskInstanceRecord]) -> float:
     if not starts or not ends:
         return 0.0
     return (max(ends) - min(starts)).total_seconds()
+
+
+# -- the commit order the Delta logs show ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogOrder:
+    """The order in which a run's writes took effect, read from the tables' Delta logs.
+
+    :param order: write ids, each table's in commit-version order (tables one after another: writes on
+        different tables do not affect each other); a write that committed nothing comes right after the
+        version it read.
+    :param committed: write id -> (table name, version) of its commit.
+    :param duplicates: writes that committed more than once.
+    :param misplaced: writes committed to a table that is not theirs.
+    """
+
+    order: tuple[str, ...]
+    committed: Mapping[str, tuple[str, int]]
+    duplicates: tuple[str, ...] = ()
+    misplaced: tuple[str, ...] = ()
+
+
+def delta_log_order(
+    tables: Mapping[str, str],
+    write_tables: Mapping[str, str],
+    no_ops: Mapping[str, int],
+    key: str,
+) -> LogOrder:
+    """Read every table's history and order the writes by the commits carrying their id under ``key``.
+
+    :param tables: table name -> URI.
+    :param write_tables: write id -> the table name it writes (the plan).
+    :param no_ops: write id -> the version it read, for writes that ran and committed nothing (delta-rs
+        commits nothing for a DELETE, UPDATE, MERGE or OPTIMIZE that changes nothing).
+    :param key: the commitInfo key naming a commit's write.
+    """
+    order: list[str] = []
+    committed: dict[str, tuple[str, int]] = {}
+    duplicates: set[str] = set()
+    misplaced: set[str] = set()
+    for name, uri in tables.items():
+        history = [(c.version, str(c.info[key])) for c in table_history(uri) if c.info.get(key)]
+        waiting = sorted(
+            (version, write) for write, version in no_ops.items() if write_tables.get(write) == name
+        )
+        for version, write in history:
+            while waiting and waiting[0][0] < version:
+                order.append(waiting.pop(0)[1])
+            if write in committed:
+                duplicates.add(write)
+                continue
+            if write_tables.get(write) != name:
+                misplaced.add(write)
+            committed[write] = (name, version)
+            order.append(write)
+        order.extend(write for _, write in waiting)
+    return LogOrder(tuple(order), committed, tuple(sorted(duplicates)), tuple(sorted(misplaced)))

@@ -184,6 +184,7 @@ class DeltaLeaseHook(BaseHook):
                 timeout_s=timeout_s,
                 poll_s=self.settings.poll_s,
                 deferrable=self.settings.deferrable,
+                imminent=not isinstance(answer, Granted) and self._imminent(answer),
             )
             match step:
                 case Proceed():
@@ -200,6 +201,14 @@ class DeltaLeaseHook(BaseHook):
                     defer(left)
                 case Sleep(seconds=seconds):
                     time.sleep(seconds)
+
+    def _imminent(self, answer: Waiting) -> bool:
+        """Whether the answer's blockers are expected to leave within seconds (ADR 0024 estimates): the
+        write then waits in the worker instead of deferring (:mod:`deltaguard.writes.imminent`)."""
+        from deltaguard.writes.imminent import expected_wait_s, is_imminent, lease_end_reader
+
+        manager = self.manager
+        return is_imminent(expected_wait_s(answer.blockers, lease_end_reader(manager), manager.clock()))
 
     def learned_duration(self, owner: Owner, table_key: str) -> float | None:
         """The task's expected hold of the table's lease from the decision log, read once per try.

@@ -1,10 +1,12 @@
 """A cluster policy routing every deltaguard write task to its table's pool.
 
-Use it from ``airflow_local_settings.py``::
+Use it from ``airflow_local_settings.py`` (opt-in: the pools must exist first)::
 
-    from deltaguard.pools.policy import dag_policy, task_policy
+    from deltaguard.pools.policy import task_policy
 
-(``dag_policy`` gives write tasks a priority from their table's serial work: :mod:`deltaguard.pools.priority`.)
+(``dag_policy``, also importable from here, gives write tasks a priority from their table's serial work,
+:mod:`deltaguard.pools.priority`; it is on in every install through the provider's ``airflow.policy`` entry
+point, :mod:`deltaguard.pools.entry_point`, so it needs no import.)
 
 Each deltaguard write task goes to its table's pool (unless its author chose a pool), and exclusive work
 takes *all* of that pool's slots: metadata changes (table properties, schema, create/replace, overwrite)

@@ -1,8 +1,7 @@
 """A cluster policy giving deltaguard write tasks a priority from their table's serial work.
 
-Use it from ``airflow_local_settings.py`` beside the pool policy::
-
-    from deltaguard.pools.policy import dag_policy, task_policy
+On by default: the provider registers it through Airflow's ``airflow.policy`` entry point
+(:mod:`deltaguard.pools.entry_point`); ``[deltaguard] priority_policy = False`` turns it off.
 
 For every table a DAG writes through deltaguard's operators, the policy judges the table's writes pairwise
 with the conflict model and finds the heaviest chain of pairwise-conflicting writes (by

@@ -62,6 +62,7 @@ def next_step(
     timeout_s: float | None,
     poll_s: float,
     deferrable: bool,
+    imminent: bool = False,
 ) -> Step:
     """What to do after one admission answer.
 
@@ -71,6 +72,9 @@ def next_step(
     :param timeout_s: the task's ``lease_wait_timeout`` (``None``: wait until Airflow's own timeout).
     :param poll_s: seconds between questions.
     :param deferrable: whether waiting may move to the triggerer (``False`` inside the triggerer itself).
+    :param imminent: the blockers are expected to leave within seconds
+        (:func:`deltaguard.writes.imminent.is_imminent`): wait here, asking every
+        :data:`~deltaguard.writes.imminent.IMMINENT_POLL_S`, since a deferral would come back later than that.
     :return: :class:`Proceed` when admitted; else :class:`TimeOut` once the timeout is spent; else
         :class:`Defer` with the time left, or :class:`Sleep` for one poll interval (never past the timeout).
     """
@@ -79,6 +83,10 @@ def next_step(
     remaining = None if timeout_s is None else timeout_s - waited_s
     if remaining is not None and remaining <= 0:
         return TimeOut(waited_s)
+    if imminent:
+        from deltaguard.writes.imminent import IMMINENT_POLL_S
+
+        return Sleep(IMMINENT_POLL_S if remaining is None else min(IMMINENT_POLL_S, remaining))
     if deferrable:
         return Defer(remaining)
     return Sleep(poll_s if remaining is None else min(poll_s, remaining))

@@ -1,0 +1,84 @@
+"""A write whose blockers are expected to leave within seconds waits in the worker (and its trigger fires
+early) instead of paying Airflow's resume after the release: the rule, and the estimates read from a real
+SQLite lease store."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deltaguard.core.admission import Blocker, Granted, LeaseRequest, Owner, Waiting
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.writes.imminent import (
+    IMMINENT_POLL_S,
+    IMMINENT_S,
+    expected_wait_s,
+    is_imminent,
+    lease_end_reader,
+)
+from deltaguard.writes.waiting import Defer, Sleep, TimeOut, next_step
+
+from .conftest import FakeClock, op, request
+
+UPDATE = op("UPDATE", "date = '2024-01-01'")
+
+
+def _blocker(kind: str = "lease", id: str = "a") -> Blocker:
+    return Blocker("t", id, Owner(name=id), kind, "UPDATE")  # type: ignore[arg-type]
+
+
+def test_an_imminent_release_is_awaited_in_the_worker_not_deferred() -> None:
+    step = next_step(admitted=False, waited_s=3.0, timeout_s=None, poll_s=5.0, deferrable=True, imminent=True)
+    assert step == Sleep(IMMINENT_POLL_S)
+    assert next_step(admitted=False, waited_s=3.0, timeout_s=None, poll_s=5.0, deferrable=True) == Defer(None)
+    # the task's timeout still wins
+    late = next_step(admitted=False, waited_s=9.0, timeout_s=9.0, poll_s=5.0, deferrable=True, imminent=True)
+    assert late == TimeOut(9.0)
+
+
+def test_the_expected_wait_is_the_last_blockers_end_and_unknown_when_it_cannot_be_foreseen() -> None:
+    ends = {"a": 110.0, "b": 104.0, "c": None}
+    end = lambda b: ends[b.id]  # noqa: E731
+    assert expected_wait_s([_blocker(id="a"), _blocker(id="b")], end, now=100.0) == 10.0
+    assert expected_wait_s([_blocker(id="c")], end, now=100.0) is None  # no estimate
+    assert expected_wait_s([_blocker("waiting", "a")], end, now=100.0) is None  # not started yet
+    assert expected_wait_s([], end, now=100.0) is None
+    # overdue a little: still imminent; overdue by more than IMMINENT_S: unknown again (defer)
+    assert is_imminent(expected_wait_s([_blocker(id="a")], end, now=115.0))
+    assert expected_wait_s([_blocker(id="a")], end, now=110.0 + IMMINENT_S + 1) is None
+    assert not is_imminent(expected_wait_s([_blocker(id="a")], end, now=110.0 - IMMINENT_S - 1))
+
+
+@pytest.fixture
+def manager(tmp_path: Path, clock: FakeClock) -> Iterator[LeaseManager]:
+    m = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)
+    yield m
+    m.store.close()
+
+
+def _est(req: LeaseRequest, seconds: float | None) -> LeaseRequest:
+    return dataclasses.replace(req, expected_duration_s=seconds)
+
+
+@pytest.mark.parametrize(("holder_s", "after_s", "imminent"), [(40.0, 30.0, True), (40.0, 10.0, False)])
+def test_a_holders_end_comes_from_its_grant_and_estimate_in_the_store(
+    manager: LeaseManager, clock: FakeClock, holder_s: float, after_s: float, imminent: bool
+) -> None:
+    assert isinstance(manager.acquire(_est(request("hold", ("t", UPDATE), ttl_s=1000), holder_s)), Granted)
+    clock.advance(after_s)
+    answer = manager.acquire(request("next", ("t", UPDATE), wait_ttl_s=1000))
+    assert isinstance(answer, Waiting)
+    wait = expected_wait_s(answer.blockers, lease_end_reader(manager), clock())
+    assert wait == pytest.approx(holder_s - after_s)
+    assert is_imminent(wait) is imminent
+
+
+def test_a_holder_without_an_estimate_is_never_imminent(manager: LeaseManager, clock: FakeClock) -> None:
+    assert isinstance(manager.acquire(request("hold", ("t", UPDATE), ttl_s=1000)), Granted)
+    clock.advance(59)
+    answer = manager.acquire(request("next", ("t", UPDATE), wait_ttl_s=1000))
+    assert isinstance(answer, Waiting)
+    assert expected_wait_s(answer.blockers, lease_end_reader(manager), clock()) is None
