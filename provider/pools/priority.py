@@ -93,12 +93,19 @@ def dag_policy(dag: Any) -> None:
                 by_table.setdefault(key, []).append(task)
     for key, tasks in by_table.items():
         config = TableConfig(partition_columns=_partition_columns(tasks), uri=key)
-        weights = write_priorities(
-            [_operation(task, config) for task in tasks],
-            [task.expected_duration_s for task in tasks],
-            config,
-            _profile(tasks),
-        )
+        try:
+            weights = write_priorities(
+                [_operation(task, config) for task in tasks],
+                [task.expected_duration_s for task in tasks],
+                config,
+                _profile(tasks),
+            )
+        except Exception as exc:
+            # A policy that raises keeps the whole DAG from loading (AirflowClusterPolicyError). Priorities
+            # only order starts, so a task whose input cannot be judged (an unparsable predicate, ...) keeps
+            # Airflow's weight here and fails at run time with its own clear error, before any lease.
+            log.warning("deltaguard: no write priorities for %s in DAG %s: %s", key, dag.dag_id, exc)
+            continue
         for task, weight in zip(tasks, weights, strict=True):
             if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
                 task.priority_weight = weight

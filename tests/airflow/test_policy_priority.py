@@ -91,3 +91,30 @@ def test_dag_policy_ranks_the_serial_table_first() -> None:
     # (the four conflict pairwise: four phases, earlier ones a little higher)
     assert sorted(weights[f"narrow_{i}"] for i in range(3)) == [101, 102, 103]
     assert weights["mine"] == 7
+
+
+def test_a_write_the_model_cannot_judge_does_not_keep_its_dag_from_loading() -> None:
+    """The policy runs while DAG files are parsed: raising there would drop the whole DAG. The writes of a
+    table where one has an unparsable predicate keep Airflow's weight (that task fails at run time, before
+    any lease); other tables still get their priorities."""
+    from deltaguard.operators.dml import DeltaDeleteOperator, DeltaUpdateOperator
+    from deltaguard.pools.policy import dag_policy
+
+    def tasks() -> None:
+        DeltaDeleteOperator(task_id="broken", table="/data/mixed", engine="delta-rs", predicate="id = = 3")
+        DeltaDeleteOperator(task_id="beside", table="/data/mixed", engine="delta-rs", predicate="id = 1")
+        for i in range(2):
+            DeltaUpdateOperator(
+                task_id=f"fine_{i}",
+                table="/data/fine",
+                engine="delta-rs",
+                updates={"v": "v + 1"},
+                predicate="day = 'a'",
+                expected_duration=30,
+            )
+
+    dag = _dag(tasks)
+    dag_policy(dag)
+    weights = {t.task_id: t.priority_weight for t in dag.tasks}
+    assert weights["broken"] == weights["beside"] == 1  # Airflow's default: that table is left alone
+    assert weights["fine_0"] > 1 and weights["fine_1"] > 1

@@ -44,7 +44,7 @@ def test_a_spark_submit_job_is_a_delta_spark_driver_of_its_own(tmp_path) -> None
     table = sales_table(str(tmp_path / "sales"))
     claim = _claim(_spark_submit("load"), table)
     assert claim.profile.name is EngineName.DELTA_SPARK
-    assert claim.profile.commit_coordination == f"{SINGLE_DRIVER_COORDINATION}:wrapped:adhoc_airflow.load@r1"
+    assert claim.profile.commit_coordination == f"{SINGLE_DRIVER_COORDINATION}:wrapped:adhoc_airflow/load@r1"
 
 
 def test_two_spark_submit_jobs_on_one_table_are_not_admitted_together(tmp_path) -> None:
@@ -95,7 +95,7 @@ def test_an_unknown_operator_is_judged_strictly_with_a_coordinator_of_its_own(tm
     claim = _claim(Opaque(task_id="mystery"), table)
     assert claim.profile.name is EngineName.DELTA_SPARK
     assert claim.profile.commit_coordination == (
-        f"{SINGLE_DRIVER_COORDINATION}:unknown-engine:adhoc_airflow.mystery@r1"
+        f"{SINGLE_DRIVER_COORDINATION}:unknown-engine:adhoc_airflow/mystery@r1"
     )
     # a declared engine is taken at its word
     assert _claim(Opaque(task_id="rs"), table, engine="delta-rs").profile.name is EngineName.DELTA_RS
