@@ -44,7 +44,7 @@ from airflow.sdk import DAG
 from deltaguard.operators.dml import DeltaDeleteOperator
 
 with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
-    DeltaDeleteOperator(task_id="delete_closed", table={table!r}, predicate="id = 2")
+    DeltaDeleteOperator(task_id="delete_closed", table={table!r}, predicate="id = 2", pool={pool!r})
 """
 
 
@@ -67,7 +67,10 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     write_deltalake(table, pa.table({"id": [1, 2, 3], "balance": [10, 20, 30]}))
     dags = root / "dags"
     shutil.copytree(default_dags_folder(), dags / "examples", ignore=shutil.ignore_patterns("__pycache__"))
-    (dags / "waiting_write.py").write_text(textwrap.dedent(DAG.format(dag_id=DAG_ID, table=table)))
+    # The pool-routing task_policy is opt-in (a fresh install does not route): the task names its pool, so
+    # the pool's slot counts show whether the waiting write holds a worker slot.
+    pool = pool_name(table_key(table))
+    (dags / "waiting_write.py").write_text(textwrap.dedent(DAG.format(dag_id=DAG_ID, table=table, pool=pool)))
     home = prepare_home(
         root / "airflow_home",
         dags,
@@ -83,7 +86,6 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         hold_customers(manager, table, HOLDER, "e2e-generated-holder")
         with AirflowStack(home, migrate=not migrated) as stack:
             stack.wait_for_dag(DAG_ID)
-            pool = pool_name(table_key(table))
             stack.api.set_pool(pool, 8, "the accounts table", include_deferred=False)
             run_id = stack.trigger(DAG_ID)
 
