@@ -53,6 +53,12 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, store, name)
     except (StoreError, sa.exc.SQLAlchemyError) as exc:
         return _unavailable(exc)
+    except UnicodeError as exc:
+        # A host name the IDNA codec refuses ("postgresql://.", an empty label) fails only when the driver
+        # connects, not when the URL is parsed: it is still bad input, not an unreachable store.
+        from deltaguard.commands import UsageError
+
+        raise UsageError(f"store URL {name!r}: its host name cannot be used ({exc})") from None
 
 
 def _unavailable(exc: Exception) -> int:
