@@ -415,3 +415,41 @@ def delta_log_order(
             order.append(write)
         order.extend(write for _, write in waiting)
     return LogOrder(tuple(order), committed, tuple(sorted(duplicates)), tuple(sorted(misplaced)))
+
+
+# -- commits the engine should have refused ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DoubleRemove:
+    """A data file removed by two commits: both rewrote the same rows, so whatever each added is there twice.
+
+    Delta's conflict checks exist to refuse the second of these (``ConcurrentDeleteDelete`` in the Databricks
+    page "Isolation levels and write conflicts"); finding one in a log is direct evidence that the engine let
+    a conflicting pair commit, independent of any replay.
+
+    :param path: the file's path in the table.
+    :param versions: the commits that removed it, oldest first.
+    """
+
+    path: str
+    versions: tuple[int, ...]
+
+
+def files_removed_twice(uri: str) -> list[DoubleRemove]:
+    """Every file of a local table's Delta log that more than one commit removed.
+
+    Reads the JSON commits themselves (the benchmark's tables are local and short-lived, so no checkpoint has
+    replaced them); an empty list when the table has no log.
+    """
+    from pathlib import Path
+
+    removed: dict[str, list[int]] = {}
+    log = Path(uri.removeprefix("file://")) / "_delta_log"
+    for commit in sorted(log.glob("*.json")) if log.is_dir() else ():
+        version = int(commit.stem)
+        for line in commit.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "remove" in action:
+                removed.setdefault(action["remove"]["path"], []).append(version)
+    return [DoubleRemove(path, tuple(v)) for path, v in sorted(removed.items()) if len(v) > 1]

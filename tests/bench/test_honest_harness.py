@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from benchmarks.bench_orchestration import analyse, problems
+from benchmarks.bench_orchestration import analyse, corrupted_tables, main, problems
+from benchmarks.harness.run_analysis import files_removed_twice
 from benchmarks.workload_tables import (
     BENCH_DIR_ENV,
     TimedDeltaRsEngine,
@@ -124,3 +125,89 @@ def test_a_write_that_committed_nothing_is_replayed_after_the_version_it_read(
     metrics = _judge(workload, uri, log, tmp_path)
     assert problems("deltaguard", metrics) == []
     assert metrics["commit_order"] == ["w0", "w2", "w1"]
+
+
+def _two_optimizes_of_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Workload, str, Path]:
+    """A Z-order of the whole table commits while a compaction of p0 holds the same snapshot: delta-rs lets
+    the compaction commit too (ADR 0003 fact 1), and p0's rows are then there twice."""
+    zorder = BenchWrite("w1", "t", "optimize_zorder", None, 0.0, 2)
+    compact = BenchWrite("w2", "t", "optimize", "p0", 0.0, 3)
+    workload, uri, log = _setup(tmp_path, monkeypatch, zorder, compact)
+    engine = TimedDeltaRsEngine()
+
+    def zorder_meanwhile(_: float) -> None:
+        engine.timed_write(uri, build_spec(zorder, TABLE), zorder, log, sleep=lambda _: None)
+
+    engine.timed_write(uri, build_spec(compact, TABLE), compact, log, sleep=zorder_meanwhile)
+    return workload, uri, log
+
+
+def test_a_file_removed_by_two_commits_is_read_from_the_delta_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, uri, _ = _two_optimizes_of_the_same_files(tmp_path, monkeypatch)
+    found = files_removed_twice(uri)
+    assert found and all(d.versions == (3, 4) for d in found)
+    assert all(d.path.startswith("p=p0/") for d in found)
+
+
+def test_the_unguarded_baseline_may_corrupt_a_table_the_log_shows_it_corrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload, uri, log = _two_optimizes_of_the_same_files(tmp_path, monkeypatch)
+    metrics, _ = analyse("optimistic", workload, read_attempts(log), [], tmp_path / "judge", {"t": uri}, 1.0)
+    metrics["dag_run_state"] = "success"
+    assert metrics["divergent_table_names"] == ["t"]
+    assert metrics["tables_with_files_removed_twice"] == ["t"]
+    # the optimistic figure stands, with the corruption reported; a guarded strategy's run is refused
+    assert corrupted_tables("optimistic", metrics) == ["t"] and problems("optimistic", metrics) == []
+    assert corrupted_tables("deltaguard", metrics) == []
+    refused = problems("deltaguard", metrics)
+    assert any("serial replay" in p for p in refused) and any("removed the same file" in p for p in refused)
+
+
+def test_an_unguarded_divergence_the_log_does_not_explain_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload, uri, log = _setup(tmp_path, monkeypatch, MERGE, UPDATE)
+    engine = TimedDeltaRsEngine()
+    engine.timed_write(uri, build_spec(MERGE, TABLE), MERGE, log, sleep=lambda _: None)
+    engine.timed_write(uri, build_spec(UPDATE, TABLE), UPDATE, log, sleep=lambda _: None)
+    engine.write(uri, build_spec(UPDATE, TABLE))  # an unplanned change, and no file removed twice
+    metrics, _ = analyse("optimistic", workload, read_attempts(log), [], tmp_path / "judge", {"t": uri}, 1.0)
+    metrics["dag_run_state"] = "success"
+    assert corrupted_tables("optimistic", metrics) == []
+    assert any("serial replay" in p for p in problems("optimistic", metrics))
+
+
+def test_a_refused_seed_is_rejudged_from_its_kept_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "seed2"
+    workload, uri, log = _two_optimizes_of_the_same_files(tmp_path / "run", monkeypatch)
+    metrics, _ = analyse("optimistic", workload, read_attempts(log), [], tmp_path / "judge", {"t": uri}, 1.0)
+    (work / "bench" / "data" / "optimistic").mkdir(parents=True)
+    Path(uri).rename(work / "bench" / "data" / "optimistic" / "t")  # where a sweep keeps a strategy's tables
+    results: dict[str, object] = {"seed": 2, "lower_bound_s": 1.0, "total_wall_s": 1.0, "date": "d"}
+    for strategy in ("one_slot_pools", "optimistic", "deltaguard"):
+        (work / "bench" / "data" / strategy).mkdir(parents=True, exist_ok=True)
+        # as the refusing rules wrote it: no Delta-log evidence of files removed twice yet
+        kept = {k: v for k, v in metrics.items() if "removed_twice" not in k}
+        kept = kept if strategy == "optimistic" else {**kept, "divergent_table_names": []}
+        results[strategy] = {**kept, "dag_run_state": "success", "loadavg_before": [], "loadavg_after": []}
+    results["problems"] = ["optimistic: tables that differ from a serial replay in Delta-log order: t"]
+    (work / "rejected_orchestration.json").write_text(json.dumps(results))
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "orchestration_sweep.json").write_text(json.dumps({"seeds": [0, 2], "runs": []}))
+    assert main(["--rejudge", str(work), "--out", str(out)]) == 0
+    [row] = json.loads((out / "orchestration_sweep.json").read_text())["runs"]
+    assert row["valid"] and row["optimistic_corrupted_tables"] == ["t"]
+    # the same evidence with the guarded strategy diverging stays refused
+    results["deltaguard"] = results["optimistic"]
+    (work / "rejected_orchestration.json").write_text(json.dumps(results))
+    (work / "bench" / "data" / "deltaguard").rmdir()
+    (work / "bench" / "data" / "deltaguard").symlink_to(work / "bench" / "data" / "optimistic")
+    assert main(["--rejudge", str(work), "--out", str(out)]) == 1
