@@ -29,7 +29,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from deltaguard.core.sql.literals import SPARK, column_equals, literal_expression
+from deltaguard.core.sql.literals import SPARK, column_equals, literal_expression, render_tree
 from deltaguard.core.sql.predicates import Predicate, parse_predicate, provably_disjoint
 
 #: Default bounds: up to this many distinct values an IN list, ...
@@ -165,7 +165,7 @@ class MergeScope:
         """
         if not self.matched:
             return None
-        return exp.and_(*(c.condition(target_alias) for c in self.matched)).sql(dialect=dialect)
+        return render_tree(exp.and_(*(c.condition(target_alias) for c in self.matched)), dialect)
 
     def inserted_predicate(self) -> str | None:
         """Where inserted rows land, on unqualified columns (``date IN (...) OR date IS NULL``); ``None``

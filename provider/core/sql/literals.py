@@ -42,7 +42,10 @@ def render_sql(text: str, dialect: str) -> str:
     if dialect == SPARK:
         return text  # Spark runs the very text the model read
     try:
-        tree = sqlglot.parse_one(text, read=SPARK).transform(_exact_date_cast)
+        tree = (
+            sqlglot.parse_one(text, read=SPARK).transform(_exact_date_cast).transform(_exact_timestamp_cast)
+        )
+        tree = tree.transform(_arrow_timestamp) if dialect == DATAFUSION else tree
         rendered = tree.sql(dialect=dialect)
         faithful = sqlglot.parse_one(rendered, read=dialect) == tree
     except (SqlglotError, RecursionError) as error:
@@ -64,6 +67,15 @@ def render_sql(text: str, dialect: str) -> str:
 
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _exact_timestamp_cast(node: exp.Expression) -> exp.Expression:
+    """Spark's ``CAST('2024-01-02 10:00:00' AS TIMESTAMP)`` (a try-cast to sqlglot) as a plain cast when the
+    string is a well-formed timestamp (as :func:`_exact_date_cast` for dates; ``TIMESTAMP '…'`` is a plain
+    cast already)."""
+    if isinstance(node, exp.TryCast) and _timestamp_text(node) is not None:
+        return exp.Cast(this=node.this.copy(), to=node.to.copy())
+    return node
 
 
 def _exact_date_cast(node: exp.Expression) -> exp.Expression:
@@ -88,6 +100,70 @@ def _exact_date_cast(node: exp.Expression) -> exp.Expression:
     return node
 
 
+#: A timestamp string both engines read the same way: a date, or a date and time to the microsecond, with an
+#: optional zone offset (a string without one is in the session's zone, UTC for delta-rs; ADR 0003 fact 12).
+_PLAIN_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}:\d{2})?")
+_UTC_MICROS = 'Timestamp(Microsecond, Some("UTC"))'
+#: The Arrow types of Delta's timestamp columns in delta-rs, by the type a literal is cast to; ``None``: a
+#: Python ``datetime`` value (:func:`literal_expression`), whose column may be either.
+_ARROW_TIMESTAMP: dict[exp.DType, str | None] = {
+    exp.DataType.Type.TIMESTAMPTZ: _UTC_MICROS,
+    exp.DataType.Type.TIMESTAMPLTZ: _UTC_MICROS,
+    exp.DataType.Type.TIMESTAMPNTZ: "Timestamp(Microsecond, None)",
+    exp.DataType.Type.TIMESTAMP: None,
+}
+
+
+def _timestamp_text(node: exp.Expression) -> tuple[dt.datetime, exp.DType] | None:
+    """The instant and target type of a cast of a well-formed timestamp string, else ``None``."""
+    if not (
+        isinstance(node, exp.Cast | exp.TryCast)
+        and isinstance(node.this, exp.Literal)
+        and node.this.is_string
+        and node.to.this in _ARROW_TIMESTAMP
+        and _PLAIN_TIMESTAMP.fullmatch(node.this.this)
+    ):
+        return None
+    try:
+        return dt.datetime.fromisoformat(node.this.this), node.to.this
+    except ValueError:
+        return None
+
+
+def _arrow_timestamp(node: exp.Expression) -> exp.Expression:
+    """A cast of a well-formed timestamp string as a DataFusion literal of Delta's microsecond type.
+
+    DataFusion's ``CAST('…' AS TIMESTAMP[TZ])`` is a nanosecond timestamp, and delta-rs 1.6.6 (its kernel's
+    file skipping) refuses to compare that with a Delta timestamp column: "Invalid comparison operation:
+    Timestamp(µs, "UTC") >= Timestamp(ns)" for every DELETE, UPDATE and MERGE naming one (measured).
+    ``arrow_cast`` to microseconds is the same instant; an offset is applied first (UTC text). A Python
+    ``datetime`` value becomes a plain string, which DataFusion coerces to the column's own type (measured on
+    ``TIMESTAMP`` and ``TIMESTAMP_NTZ`` columns). Spark's ``CAST`` of a malformed string is NULL, so only
+    well-formed strings are rewritten; a zone offset on a ``TIMESTAMP_NTZ`` is left alone.
+    """
+    found = _timestamp_text(node) if isinstance(node, exp.Cast) else None
+    if found is None:
+        return node
+    moment, kind = found
+    arrow = _ARROW_TIMESTAMP[kind]
+    if moment.tzinfo is not None:
+        if kind == exp.DataType.Type.TIMESTAMPNTZ:
+            return node
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    text = exp.Literal.string(moment.isoformat(sep=" "))
+    if arrow is None:
+        return text
+    return exp.Anonymous(this="arrow_cast", expressions=[text, exp.Literal.string(arrow)])
+
+
+def render_tree(tree: exp.Expr, dialect: str) -> str:
+    """A sqlglot expression as text for the engine that runs ``dialect`` (the one place literals meet an
+    engine's SQL: DataFusion's timestamps are rewritten to Delta's microseconds, :func:`_arrow_timestamp`)."""
+    if dialect == DATAFUSION:
+        tree = tree.copy().transform(_exact_date_cast).transform(_arrow_timestamp)
+    return tree.sql(dialect=dialect)
+
+
 def sql_literal(value: object, dialect: str = SPARK) -> str:
     """Render one Python value as a SQL literal.
 
@@ -95,7 +171,7 @@ def sql_literal(value: object, dialect: str = SPARK) -> str:
     :param dialect: a sqlglot dialect name; decides how quotes and backslashes are escaped.
     :raises TypeError: for any other type.
     """
-    return literal_expression(value).sql(dialect=dialect)
+    return render_tree(literal_expression(value), dialect)
 
 
 def literal_expression(value: object) -> exp.Expression:
@@ -145,7 +221,7 @@ def partition_predicate(
     if not values:
         raise ValueError("partition_predicate needs at least one partition value")
     conjuncts = [column_equals(col, val, qualifier) for col, val in values.items()]
-    return exp.and_(*conjuncts).sql(dialect=dialect)
+    return render_tree(exp.and_(*conjuncts), dialect)
 
 
 def merge_condition_with_partitions(
