@@ -461,9 +461,9 @@ class SparkShapeRunner:
 class DeltaRsShapeRunner:
     """Runs the shape cases delta-rs can run: DELETE and UPDATE through a stale handle, per alias.
 
-    delta-rs 1.6.6 fails on ``TIMESTAMP '...'`` literals in predicates (``Timestamp(µs, "UTC") <=
-    Timestamp(ns)``) and on UPDATEs of a generated column's source (its check fails): such cases are
-    ``not_run``. MERGE statements, identity columns and column mapping are Spark-only here.
+    Statements run as deltaguard renders them for delta-rs (timestamp literals as microsecond
+    ``arrow_cast``s, ADR 0003 fact 12); UPDATEs of a generated column's source fail delta-rs' own check and
+    are ``not_run``. MERGE statements, identity columns and column mapping are Spark-only here.
 
     :param workdir: scratch folder.
     """
