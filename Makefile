@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test lint typecheck install install-test delta-jars clean
+.PHONY: demo test test-fast lint typecheck install install-test delta-jars clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ typecheck: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test $(DELTA_JARS)/.fetched lint typecheck
 	$(VENV)/bin/python -m pytest tests
+
+# The edit loop: no real scheduler, no JVM, no multi-process runs (those are marked slow or spark); stops at
+# the first failure and runs the last failures first. `make test` stays the whole suite.
+test-fast: $(VENV)/.installed-test
+	$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -x -q --ff
 
 clean:
 	rm -rf $(VENV) build *.egg-info airflow_home

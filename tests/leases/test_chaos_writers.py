@@ -159,6 +159,7 @@ def _postgres_outage(url: str, seconds: float) -> None:
                 os.kill(pid, signal.SIGCONT)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_no_conflicting_commits_and_no_lost_or_duplicated_rows_under_chaos(
