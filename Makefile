@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test lint typecheck install install-test delta-jars clean
+.PHONY: demo test lint typecheck install install-test delta-jars clean ui-bundle
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -51,3 +51,8 @@ test: $(VENV)/.installed-test $(DELTA_JARS)/.fetched lint typecheck
 
 clean:
 	rm -rf $(VENV) build *.egg-info airflow_home
+
+# The Delta leases React app (provider/plugins/ui_app) -> provider/plugins/static/delta-leases.js, which is
+# committed: installing or testing the provider needs no Node. Rebuild after changing ui_app/src (needs npm).
+ui-bundle:
+	cd provider/plugins/ui_app && npm ci --no-audit --no-fund && npm run build

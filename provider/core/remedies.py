@@ -121,7 +121,7 @@ def explain_verdict(
         True,
         verdict.rule,
         _one_line(_data_cause(fa, fb, table)),
-        tuple(_data_changes(fa, fb, table, profile)),
+        tuple(dict.fromkeys(_data_changes(fa, fb, table, profile))),  # two equal MERGEs: one change
         verdict.reason,
         verdict.advice,
     )

@@ -67,3 +67,10 @@ def test_table_level_rules_keep_the_models_advice() -> None:
     assert [c.text for c in e.changes] == list(verdict.advice) and verdict.advice
     assert set(kinds(e)) == {ChangeKind.SEQUENCE}
     assert len(e.why) <= MAX_WHY
+
+
+def test_two_equal_merges_get_each_change_once() -> None:
+    e = explain_pair(MERGE, MERGE, TableConfig(partition_columns=("country",)), DBR)
+    assert [c.text for c in e.changes].count(
+        "add `t.country = <value>` to the ON condition of MERGE (t.id = s.id)"
+    ) == 1
