@@ -26,7 +26,7 @@ from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, 
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
-    pytest.mark.timeout(300),
+    pytest.mark.timeout(900),
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt install chromium)"),
 ]
 
@@ -67,15 +67,20 @@ def browser() -> Iterator[Any]:
 def _patient_expect() -> None:
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=60_000)  # a busy machine renders Airflow's UI slowly
+    expect.set_options(timeout=120_000)  # a busy machine renders Airflow's UI slowly
 
 
 def _page(browser: Any, site: dict[str, Any], scheme: str) -> Any:
     context = browser.new_context(viewport={"width": 1360, "height": 900}, color_scheme=scheme)
     context.add_cookies([{"name": "_token", "value": site["token"], "url": site["base"]}])
     page = context.new_page()
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(120_000)
     return page
+
+
+def _open(page: Any, url: str) -> None:
+    # Airflow's UI loads large bundles (its editor among them): wait for the app's own elements, not "load"
+    page.goto(url, wait_until="commit")
 
 
 def _shot(page: Any, site: dict[str, Any], name: str, **options: Any) -> None:
@@ -104,7 +109,7 @@ def test_tables_render_inside_airflow_and_name_the_blocking_task(browser: Any, s
     from playwright.sync_api import expect
 
     page = _page(browser, site, "light")
-    page.goto(f"{site['base']}/plugin/delta-leases")
+    _open(page, f"{site['base']}/plugin/delta-leases")
     page.locator("[data-testid=blocker]").first.wait_for()  # Airflow's UI, then the plugin bundle, load
     card = page.locator("[data-testid=table-card]", has_text="customers").first
     waiter = card.locator("[data-testid=waiter]", has_text="daily_sales.merge_b").first
@@ -145,7 +150,7 @@ def test_dark_mode_follows_airflow(browser: Any, site: dict[str, Any]) -> None:
     backgrounds = {}
     for scheme in ("light", "dark"):
         page = _page(browser, site, scheme)
-        page.goto(f"{site['base']}/plugin/delta-leases")
+        _open(page, f"{site['base']}/plugin/delta-leases")
         page.locator("[data-testid=blocker]").first.wait_for()
         backgrounds[scheme] = _card_background(page)
         if scheme == "dark":
@@ -158,7 +163,7 @@ def test_table_view_with_the_models_matrix(browser: Any, site: dict[str, Any]) -
     from playwright.sync_api import expect
 
     page = _page(browser, site, "dark")
-    page.goto(f"{site['base']}/plugin/delta-leases")
+    _open(page, f"{site['base']}/plugin/delta-leases")
     page.locator(
         "[data-testid=table-card] h2 a, [data-testid=table-card] a", has_text="customers"
     ).first.click()
@@ -168,4 +173,27 @@ def test_table_view_with_the_models_matrix(browser: Any, site: dict[str, Any]) -
     expect(cell).to_be_visible()
     page.get_by_role("heading", name="Conflict matrix").scroll_into_view_if_needed()
     _shot(page, site, "ui_table.png")
+    page.context.close()
+
+
+def test_task_instance_and_run_tabs(browser: Any, site: dict[str, Any]) -> None:
+    """The waiting task's own Delta leases tab (beside Airflow's Logs, Details, ...) and its run's tab."""
+    from playwright.sync_api import expect
+
+    page = _page(browser, site, "light")
+    _open(page, f"{site['base']}/dags/daily_sales/runs/{RUN}/tasks/merge_b/plugin/delta-leases-task")
+    headline = page.locator("[data-testid=headline]")
+    expect(headline).to_have_text(f"waiting behind daily_sales.merge_a ({RUN})")
+    tab = (
+        page.get_by_role("link", name="Delta leases").or_(page.get_by_role("tab", name="Delta leases")).first
+    )
+    expect(tab).to_be_visible()
+    expect(page.get_by_text("Logs", exact=True).first).to_be_visible()  # Airflow's own tabs around it
+    top = tab.bounding_box()["y"] - 8
+    _shot(page, site, "ui_ti_tab.png", clip={"x": 0, "y": top, "width": 1360, "height": 420})
+    _open(page, f"{site['base']}/dags/daily_sales/runs/{RUN}/plugin/delta-leases-run")
+    waiters = page.locator("[data-testid=waiter]")
+    expect(waiters.first).to_be_visible()
+    expect(waiters.filter(has_text="daily_sales.merge_b").first).to_contain_text("behind daily_sales.merge_a")
+    expect(waiters.filter(has_text="daily_sales.optimize").first).to_contain_text("queued ahead")
     page.context.close()
