@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test test-fast lint typecheck install install-test delta-jars clean
+.PHONY: demo test test-fast lint typecheck install install-test delta-jars clean ui-bundle
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,3 +56,8 @@ test-fast: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info airflow_home
+
+# The Delta leases React app (provider/plugins/ui_app) -> provider/plugins/static/delta-leases.js, which is
+# committed: installing or testing the provider needs no Node. Rebuild after changing ui_app/src (needs npm).
+ui-bundle:
+	cd provider/plugins/ui_app && npm ci --no-audit --no-fund && npm run build

@@ -1,7 +1,8 @@
-"""Extra links on deltaguard tasks: the table's page and the admission decision, in the deltaguard UI.
+"""Extra links on deltaguard tasks: the task's decision and its table, in Airflow's own UI (Delta leases).
 
-Both open in a browser: they point at the UI plugin's pages (``/deltaguard/table``, ``/deltaguard/decision``,
-docs/ui.md) under ``[api] base_url``, never at a storage URI such as ``s3://...`` that a browser cannot open.
+Both open pages of Airflow's UI under ``[api] base_url`` where the plugin's React app renders (docs/ui.md):
+the task instance's **Delta leases** tab and the **Delta leases** Browse view of the table, never a page
+outside Airflow nor a storage URI such as ``s3://...`` that a browser cannot open.
 Airflow 3 computes a link in the worker when the task finishes and stores it in XCom, so ``get_link`` sees
 the operator with its templates rendered.
 """
@@ -9,7 +10,7 @@ the operator with its templates rendered.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from airflow.sdk import BaseOperatorLink
 
@@ -39,27 +40,29 @@ def ui_base_url() -> str:
 
 
 def table_url(base_url: str, table_uri: str) -> str:
-    """The deltaguard UI's Table page of one table (its leases, queue, matrix, recent writes).
+    """The Delta leases view of one table inside Airflow (its leases, queue, matrix, recent writes).
 
     :param base_url: ``[api] base_url``.
-    :param table_uri: the table as the operator resolved it; the page is keyed by the lease store's table
-        key (:func:`deltaguard.writes.table_uri.table_key`), so every spelling of one table opens one page.
+    :param table_uri: the table as the operator resolved it; the view is keyed by the lease store's table
+        key (:func:`deltaguard.writes.table_uri.table_key`), so every spelling of one table opens one view.
     """
     from deltaguard.writes.table_uri import table_key
 
-    return f"{base_url.rstrip('/')}/deltaguard/table?{urlencode({'uri': table_key(table_uri)})}"
+    return f"{base_url.rstrip('/')}/plugin/delta-leases?{urlencode({'table': table_key(table_uri)})}"
 
 
 def decision_url(base_url: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """The deltaguard UI's Decision page of one task instance (the plugin serves it at ``/deltaguard``)."""
-    query = urlencode({"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index})
-    return f"{base_url.rstrip('/')}/deltaguard/decision?{query}"
+    """The task instance's Delta leases tab in Airflow's UI (what deltaguard decided for it)."""
+    path = f"dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}/tasks/{quote(task_id, safe='')}"
+    if map_index >= 0:
+        path += f"/mapped/{map_index}"
+    return f"{base_url.rstrip('/')}/{path}/plugin/delta-leases-task"
 
 
 class DeltaTableLink(BaseOperatorLink):
     """Link to the written table's page in the deltaguard UI."""
 
-    name = "deltaguard table"
+    name = "Delta leases: table"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         uri = _table_uri(operator)
@@ -73,7 +76,7 @@ DeltaTableHistoryLink = DeltaTableLink
 class DeltaDecisionLink(BaseOperatorLink):
     """Link to the admission decision: granted or waited, behind whom, which rule (the deltaguard UI)."""
 
-    name = "deltaguard decision"
+    name = "Delta leases"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         return decision_url(ui_base_url(), ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)

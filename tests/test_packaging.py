@@ -71,6 +71,9 @@ def test_wheel_installs_only_the_deltaguard_namespace(wheel: Path) -> None:
     assert "deltaguard/core/__init__.py" in names
     # package data: the PostgreSQL store cannot migrate without its function files
     assert "deltaguard/leases/sql/functions/grant_if_idle_6.sql" in names
+    # the UI's built React bundle ships; its sources and node_modules do not
+    assert "deltaguard/plugins/static/delta-leases.js" in names
+    assert not [n for n in names if "/ui_app/" in n]
     # benchmarks and the demo harness stay in the repository
     assert not [n for n in names if n.split("/")[1] in {"demo.py", "workload_tables.py", "airflow_runner.py"}]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))

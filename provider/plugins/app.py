@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
@@ -31,6 +32,11 @@ from deltaguard.plugins.reads import MAX_LIMIT, LeaseNotFoundError, NotStaleErro
 from deltaguard.plugins.templates import render, ti_url
 
 log = logging.getLogger("deltaguard.ui")
+
+#: Where the built React bundle lives in the package (``make ui-bundle`` writes it from ``ui_app/``).
+BUNDLE_DIR = Path(__file__).parent / "static"
+#: The only files ``/static/`` serves.
+_BUNDLE_FILES = frozenset({"delta-leases.js"})
 
 #: The resource name the auth manager is asked about (``is_authorized_custom_view``).
 RESOURCE = "deltaguard"
@@ -211,6 +217,27 @@ def create_app() -> FastAPI:
             )
         except ValueError as exc:
             raise _bad_request(exc) from exc
+
+    @app.get("/api/waiting", summary="Task instances waiting now, with whom they wait for and why")
+    def api_waiting(
+        user: ReadUser, dag_id: str | None = None, run_id: str | None = None, limit: Limit = 50
+    ) -> dict[str, Any]:
+        if dag_id:
+            _require_dag(user, dag_id, "GET")
+        return service.waiting(reader(), dag_id=dag_id, run_id=run_id, limit=limit)
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        # The React bundle Airflow's UI imports (``react_apps``): code only, no data, so no login needed
+        # (Airflow loads it before it renders the page that would carry the user's token).
+        path = BUNDLE_DIR / name
+        if name not in _BUNDLE_FILES or not path.is_file():
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no static file {name!r}")
+        return Response(
+            path.read_bytes(),
+            media_type="text/javascript" if name.endswith(".js") else "text/css",
+            headers={"Cache-Control": "no-cache"},
+        )
 
     @app.post(
         "/api/leases/{lease_id}/release-stale",

@@ -13,6 +13,7 @@ from deltaguard.plugins.views import (
     DEFAULT_PROFILE,
     config_from_row,
     decision_view,
+    explain_blockers,
     latest_waits,
     matrix_view,
     profile_for_table,
@@ -49,6 +50,37 @@ def _table_profile(reader: UiReader, uri: str, leases: list[Any], waiters: list[
     return profile_for_table(uri, reader.requests(ids).values()) or DEFAULT_PROFILE
 
 
+def _explain_queue(
+    reader: UiReader, summary: dict[str, Any], requests: dict[str, Any], config: TableConfig | None
+) -> None:
+    """Give each queued request's blockers their identity and the model's one-line cause and changes."""
+    ids = sorted({str(b.get("id")) for w in summary["waiting"] for b in w["blockers"] if b.get("id")})
+    blocker_requests = reader.requests(ids) if ids else {}
+    for waiter in summary["waiting"]:
+        waiter["blockers"] = explain_blockers(
+            requests.get(waiter["request_id"]), waiter["blockers"], blocker_requests, {summary["uri"]: config}
+        )
+
+
+def waiting(
+    reader: UiReader, *, dag_id: str | None = None, run_id: str | None = None, limit: int = 50
+) -> dict[str, Any]:
+    """Task instances waiting now (of one DAG run, when given), each with whom it waits for and why.
+
+    Looks at the first :data:`~deltaguard.plugins.reads.MAX_LIMIT` tables of the store.
+    """
+    found: list[dict[str, Any]] = []
+    for table in tables(reader, limit=500)["tables"]:
+        for waiter in table["waiting"]:
+            owner = waiter["owner"]
+            if (dag_id and owner.get("dag_id") != dag_id) or (run_id and owner.get("run_id") != run_id):
+                continue
+            found.append({**waiter, "table": table["name"]})
+    found.sort(key=lambda w: -(w["waiting_s"] or 0))
+    size = clamp_limit(limit)
+    return {"waiting": found[:size], "more": len(found) > size}
+
+
 def tables(reader: UiReader, *, after: str | None = None, limit: int = 50) -> dict[str, Any]:
     """The Tables page: each table's configuration in words, its leases and its queue with blockers."""
     now = reader.clock()
@@ -60,7 +92,9 @@ def tables(reader: UiReader, *, after: str | None = None, limit: int = 50) -> di
         requests = reader.requests([w.request_id for w in waiters])
         waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500), requests)
         profile = _table_profile(reader, row.uri, leases, waiters)
-        out.append(table_summary(row, profile, leases, waiters, waits, requests, now))
+        summary = table_summary(row, profile, leases, waiters, waits, requests, now)
+        _explain_queue(reader, summary, requests, config_from_row(row))
+        out.append(summary)
     return {"tables": out, "next_after": page.next_after, "limit": clamp_limit(limit)}
 
 
@@ -89,8 +123,10 @@ def table_detail(
     waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500), requests)
     decisions = reader.decisions(uri=uri, before=before, limit=limit)
     size = clamp_limit(limit)
+    summary = table_summary(row, profile, leases, waiters, waits, requests, now)
+    _explain_queue(reader, summary, requests, config_from_row(row))
     return {
-        "table": table_summary(row, profile, leases, waiters, waits, requests, now),
+        "table": summary,
         "matrix": matrix_view(config_from_row(row), profile),
         "decisions": [decision_view(d) for d in decisions],
         "next_before": decisions[-1].at if len(decisions) == size else None,

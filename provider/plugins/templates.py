@@ -43,8 +43,8 @@ form.lookup input{margin-right:6px}
 """
 
 _BASE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>{% block title %}deltaguard{% endblock %}</title><style>{{ css }}{{ theme_css() }}</style></head><body>
-<header><b>deltaguard</b><a href="{{ base }}/">Tables</a><a href="{{ base }}/decision">Decision for a task</a>
+<title>{% block title %}Delta leases{% endblock %}</title><style>{{ css }}{{ theme_css() }}</style></head><body>
+<header><b>Delta leases</b><a href="{{ base }}/">Tables</a><a href="{{ base }}/decision">Decision for a task</a>
 <a href="{{ base }}/docs">API</a><span class="muted" style="margin-left:auto">signed in as {{ user }}</span></header>
 <main>{% block main %}{% endblock %}</main>
 <script>
@@ -91,8 +91,8 @@ _MACROS = """
 """
 
 _TABLES = """{% extends "base" %}{% import "macros" as m with context %}
-{% block title %}deltaguard: tables{% endblock %}{% block main %}
-<h1>Delta tables under deltaguard</h1>
+{% block title %}Delta leases: tables{% endblock %}{% block main %}
+<h1>Delta leases: tables</h1>
 {% if not data.tables %}<div class="card muted">No table yet: deltaguard has not admitted any write with this lease store.</div>{% endif %}
 {% for t in data.tables %}<div class="card table-card" data-uri="{{ t.uri }}">
 <h2><a href="{{ base }}/table?uri={{ t.uri|urlencode }}">{{ t.name }}</a> <span class="uri">{{ t.uri }}</span></h2>
@@ -101,7 +101,7 @@ _TABLES = """{% extends "base" %}{% import "macros" as m with context %}
 {% endblock %}"""
 
 _TABLE = """{% extends "base" %}{% import "macros" as m with context %}
-{% block title %}deltaguard: {{ data.table.name }}{% endblock %}{% block main %}
+{% block title %}Delta leases: {{ data.table.name }}{% endblock %}{% block main %}
 {% set t = data.table %}
 <h1>{{ t.name }} <span class="uri">{{ t.uri }}</span></h1>
 {% if data.overruns %}<div class="card overrun"><h2>Possibly written outside a lease</h2>
@@ -128,7 +128,7 @@ version <input name="version" size="6" placeholder="e.g. 14.3"><button type="sub
 {% endblock %}"""
 
 _DECISION = """{% extends "base" %}{% import "macros" as m with context %}
-{% block title %}deltaguard: decision{% endblock %}{% block main %}
+{% block title %}Delta leases: decision{% endblock %}{% block main %}
 <h1>Decision for a task instance</h1>
 <form class="lookup card" method="get">DAG <input name="dag_id" value="{{ q.dag_id or '' }}"> run <input name="run_id" value="{{ q.run_id or '' }}" size="36">
 task <input name="task_id" value="{{ q.task_id or '' }}"> map index <input name="map_index" value="{{ q.map_index if q.map_index is not none else -1 }}" size="3">

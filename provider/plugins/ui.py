@@ -23,29 +23,45 @@ URL_PREFIX = "/deltaguard"
 def _fastapi_apps() -> list[dict[str, Any]]:
     from deltaguard.plugins.app import create_app
 
-    return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "deltaguard UI"}]
+    return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Delta leases API"}]
+
+
+#: The feature's one name: menu entry, tabs, page titles and extra links all say it.
+FEATURE_NAME = "Delta leases"
+#: Routes of the React app inside Airflow's UI (``/plugin/<route>`` under the page it is a tab of).
+NAV_ROUTE = "delta-leases"
+TASK_INSTANCE_ROUTE = "delta-leases-task"
+DAG_RUN_ROUTE = "delta-leases-run"
+DASHBOARD_ROUTE = "delta-leases-home"
+#: Relative to Airflow's ``<base href>``, so it also holds behind ``[api] base_url`` at a sub-path.
+BUNDLE_URL = f"{URL_PREFIX.lstrip('/')}/static/delta-leases.js"
+
+
+def _react_app(route: str, destination: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": FEATURE_NAME,
+        "bundle_url": BUNDLE_URL,
+        "destination": destination,
+        "url_route": route,
+        **extra,
+    }
 
 
 class DeltaguardUiPlugin(AirflowPlugin):
-    """Delta leases: tables, queues, conflict matrices and per-task decisions."""
+    """Delta leases: tables, queues, conflict matrices and per-task decisions, rendered by Airflow's UI.
+
+    One React component (``ui_app/``, built into ``static/delta-leases.js``) is registered four times: the
+    Browse menu entry, a tab on every DAG run (who waits in this run, and for whom), a tab on every task
+    instance (its decision), and a panel on Airflow's home page. Airflow renders it inside its own layout
+    with its Chakra theme and colour mode; the component reads the JSON endpoints of the FastAPI app.
+    """
 
     name = "deltaguard"
-    external_views = [
-        {
-            "name": "Delta leases",
-            "href": f"{URL_PREFIX}/",
-            "destination": "nav",
-            "category": "browse",
-            "url_route": "deltaguard",
-        },
-        {
-            # A tab on every task instance (also while it waits; extra links only exist once it finished).
-            "name": "deltaguard",
-            "href": f"{URL_PREFIX}/decision?dag_id={{DAG_ID}}&run_id={{RUN_ID}}&task_id={{TASK_ID}}"
-            "&map_index={MAP_INDEX}",
-            "destination": "task_instance",
-            "url_route": "deltaguard-decision",
-        },
+    react_apps = [
+        _react_app(NAV_ROUTE, "nav", category="browse"),
+        _react_app(DAG_RUN_ROUTE, "dag_run"),
+        _react_app(TASK_INSTANCE_ROUTE, "task_instance"),
+        _react_app(DASHBOARD_ROUTE, "dashboard"),
     ]
 
     @property  # type: ignore[override]

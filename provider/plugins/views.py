@@ -18,6 +18,7 @@ from deltaguard.core.matrix import ABBREVIATIONS, conflict_matrix
 from deltaguard.core.model import pair_verdict, table_context
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.remedies import explain_verdict
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases import codec
 from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, TableRow, WaiterRow
@@ -372,18 +373,35 @@ def timeline(decisions: Iterable[DecisionRow], now: float) -> dict[str, Any]:
     return {"rows": out, "window": {"from": iso(t0), "to": iso(t1), "seconds": round(span, 1)}}
 
 
+def claims_of(request: RequestRow | None) -> dict[str, dict[str, Any]]:
+    """The tables a request claims, by URI (empty for a missing or unreadable request)."""
+    if request is None:
+        return {}
+    try:
+        return {c["uri"]: c for c in json.loads(request.payload).get("claims", ())}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
 def _blocker_rules(
     mine: Mapping[str, Any] | None,
     blockers: Sequence[Mapping[str, Any]],
     blocker_requests: Mapping[str, RequestRow],
     table_configs: Mapping[str, TableConfig | None],
 ) -> list[dict[str, Any]]:
-    """Each blocker with the rule that makes it conflict with this request (from the conflict model)."""
+    """Each blocker with who it is and why it conflicts with this request, from the conflict model.
+
+    Adds ``who`` (the blocking task's identity: ``dag_id``, ``run_id``, ``task_id``, ``map_index``,
+    ``try_number``, when its request is still in the store), and, when both requests' claims are known,
+    ``rule``, ``rule_reason`` (the full reason), ``rule_advice`` (the rule's advice as written), ``why``
+    (one line) and ``changes`` (``kind`` and ``text``) from :func:`deltaguard.core.remedies.explain_verdict`.
+    """
     out = []
     for b in blockers:
         entry = dict(b)
         uri = str(b.get("table", ""))
         other = blocker_requests.get(str(b.get("id", "")))
+        entry["who"] = owner_view(other.owner_key) if other is not None else None
         other_claim = _claim(other, uri) if other is not None else None
         my_claim = (mine or {}).get(uri)
         if my_claim is not None and other_claim is not None:
@@ -391,12 +409,10 @@ def _blocker_rules(
             if config is None and my_claim.get("config"):
                 config = codec.config_from_json(my_claim["config"])
             profile = codec.profile_from_json(my_claim["profile"])
-            verdict = pair_verdict(
-                codec.operation_from_json(my_claim["operation"]),
-                codec.operation_from_json(other_claim["operation"]),
-                config or TableConfig(),
-                profile,
-            )
+            mine_op = codec.operation_from_json(my_claim["operation"])
+            other_op = codec.operation_from_json(other_claim["operation"])
+            verdict = pair_verdict(mine_op, other_op, config or TableConfig(), profile)
+            explained = explain_verdict(verdict, mine_op, other_op, config or TableConfig(), profile)
             entry.update(
                 {
                     "rule": verdict.rule,
@@ -404,10 +420,34 @@ def _blocker_rules(
                     "rule_advice": list(verdict.advice),
                     "conflict": verdict.conflict,
                     "engine": profile.describe(),
+                    "why": explained.why,
+                    "changes": [c.to_json() for c in explained.changes],
                 }
             )
         out.append(entry)
     return out
+
+
+def explain_blockers(
+    request: RequestRow | None,
+    blockers: Sequence[Mapping[str, Any]],
+    blocker_requests: Mapping[str, RequestRow],
+    table_configs: Mapping[str, TableConfig | None],
+) -> list[dict[str, Any]]:
+    """:func:`_blocker_rules` for a waiting request given by its row (the Tables page's queue)."""
+    return _blocker_rules(claims_of(request), blockers, blocker_requests, table_configs)
+
+
+#: when the log kept no wait entry naming the blockers (pruned, or the task waited before logging them)
+_UNNAMED = "writers the decision log no longer names"
+
+
+def _blocker_name(blocker: Mapping[str, Any]) -> str:
+    """A blocker as ``dag.task[map] (run)``, or its stored description when its request is gone."""
+    who = blocker.get("who")
+    if isinstance(who, Mapping) and who.get("task_id"):
+        return f"{who.get('describe')} ({who.get('run_id')})"
+    return str(blocker.get("owner", "?"))
 
 
 def task_decision(
@@ -492,17 +532,15 @@ def task_decision(
             "no deltaguard decision recorded for this task instance (it took no lease, or the log was pruned)"
         )
     elif latest["status"] == "granted" and latest["waited"]:
-        behind = sorted({b.get("owner", "?") for w in latest["waits"] for b in w["blockers"]})
-        headline = (
-            f"granted after waiting {latest['waited_s']:.1f} s behind {', '.join(behind) or 'other writers'}"
-        )
+        behind = sorted({_blocker_name(b) for w in latest["waits"] for b in w["blockers"]})
+        headline = f"granted after waiting {latest['waited_s']:.1f} s behind {', '.join(behind) or _UNNAMED}"
     elif latest["status"] == "granted":
         headline = "granted at once: nothing running or queued could conflict"
     elif latest["status"] == "waiting":
         behind = sorted(
-            {b.get("owner", "?") for b in (latest["waits"][-1]["blockers"] if latest["waits"] else [])}
+            {_blocker_name(b) for b in (latest["waits"][-1]["blockers"] if latest["waits"] else [])}
         )
-        headline = f"waiting behind {', '.join(behind) or 'other writers'}"
+        headline = f"waiting behind {', '.join(behind) or _UNNAMED}"
     else:
         headline = f"not granted ({latest['request_status'] or 'unknown'})"
     return {"task": dict(task), "headline": headline, "attempts": attempts}

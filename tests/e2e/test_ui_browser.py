@@ -6,11 +6,12 @@ the stack's lease store, so the DAG's ``customers`` writers must queue behind it
 task start-up on a busy machine. Headless Debian Chromium, driven by Playwright, logs in through Airflow's
 own login page, finds a waiting task with its blocker and reason on the Tables page, opens the table's
 matrix; then the test releases the lease, and once a writer that waited has finished, the browser goes to
-its task-instance page in the Airflow UI and clicks its "deltaguard decision" extra link to its Decision
-page.
+its task-instance page in the Airflow UI and clicks its "Delta leases" extra link to its Delta leases tab.
+Every view is the plugin's React app rendered by Airflow's own UI (no iframe).
 
 Screenshots go to the test's temporary directory; with ``DELTAGUARD_UPDATE_SCREENSHOTS=1`` they are also
-copied to ``docs/screenshots/`` (the Tables page and the task-instance tab, which the docs show).
+copied to ``docs/screenshots/`` (the task-instance tab in light and dark mode, which the docs show; the
+Tables view's screenshots come from ``tests/ui/test_browser.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ WRITE_SECONDS = 5
 HOLDER = Owner(dag_id="customers_backfill", run_id="manual__e2e", task_id="rewrite_customers", try_number=1)
 T = TypeVar("T")
 #: the screenshots kept in docs/screenshots/ (the README and docs/ui.md show them)
-DOC_SCREENSHOTS = ("ui_tables.png", "ui_ti_tab.png")
+DOC_SCREENSHOTS = ("ui_ti_tab.png", "ui_ti_tab_dark.png", "ui_run_tab.png")
 
 
 def _poll(what: str, check: Callable[[], T | None], timeout: float, interval: float = 2.0) -> T:
@@ -121,7 +122,7 @@ def test_ui_in_a_browser_mid_run(tmp_path: Path) -> None:
             _browse(stack, home, run_id, found, out, manager)
         finally:
             manager.store.close()
-    for name in ("ui_tables.png", "ui_table.png", "ui_ti_tab.png", "ui_decision.png"):
+    for name in ("ui_tables.png", "ui_table.png", "ui_ti_tab.png", "ui_ti_tab_dark.png", "ui_decision.png"):
         assert (out / name).stat().st_size > 10_000, name
 
 
@@ -136,48 +137,49 @@ def _browse(
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
+            from playwright.sync_api import expect as _expect
+
+            _expect.set_options(timeout=60_000)
             page = browser.new_page(viewport={"width": 1360, "height": 900})
             page.set_default_timeout(60_000)
-            page.goto(f"{home.base_url}/deltaguard/")
+            page.goto(f"{home.base_url}/plugin/delta-leases")
             _login(page, home.admin_password())
-            page.wait_for_url("**/deltaguard/**", timeout=60_000)
+            page.wait_for_url("**/plugin/delta-leases**", timeout=60_000)
 
-            # Tables: the waiting task, who it waits behind, and the model's reason
-            card = page.locator(".table-card", has=page.locator(f"text={found['table']['name']}")).first
-            row = card.locator("tr.waiter", has_text=waiter["owner"]["describe"]).first
+            # Tables (Browse > Delta leases, rendered by Airflow): the waiting task and whom it waits behind
+            card = page.locator("[data-testid=table-card]", has_text=found["table"]["name"]).first
+            row = card.locator("[data-testid=waiter]", has_text=waiter["owner"]["describe"]).first
             expect(row).to_be_visible()
-            expect(row.locator(".blockers")).to_contain_text(blocker)
-            expect(row.locator(".reason")).to_contain_text(waiter["reasons"][0][:60])
-            expect(card).to_contain_text("Row-level concurrency")
+            expect(row.locator("[data-testid=blocker]").first).to_contain_text(blocker)
+            expect(row.locator("[data-testid=why]").first).not_to_be_empty()
+            assert page.locator("iframe").count() == 0
             _shot(page, out, "ui_tables.png")
 
-            # Table detail: the colour-coded matrix with reasons on hover, and the timeline
-            card.locator("h2 a").first.click()
-            page.wait_for_url("**/deltaguard/table?**")
-            cell = page.locator("table.matrix td.conflict").first
+            # Table view: the colour-coded matrix with reasons on hover
+            card.get_by_role("link", name=found["table"]["name"]).first.click()
+            page.wait_for_url("**/plugin/delta-leases?table=**")
+            cell = page.locator("td[title*='[rule ']").first
             expect(cell).to_have_attribute("title", re.compile(r".+ x .+: .+\[rule .+\]"))
-            assert page.locator("table.matrix td.ok").count() > 0
-            expect(page.locator(".bar.waiting").first).to_be_visible()
             _shot(page, out, "ui_table.png", full_page=True)
 
-            # Inside Airflow's own UI: the Browse menu entry, and the task instance's deltaguard tab,
-            # both embed the plugin's pages; the tab works while the task still waits.
-            page.goto(f"{home.base_url}/plugin/deltaguard")
-            expect(page.frame_locator("iframe").locator("h1")).to_contain_text(
-                "Delta tables under deltaguard"
-            )
+            # The waiting task instance's Delta leases tab, and its run's tab, while it still waits
             waiting_task = waiter["owner"]["task_id"]
-            page.goto(f"{home.base_url}/dags/{DELTAGUARD_DAG}/runs/{run_id}/tasks/{waiting_task}")
-            page.get_by_role("tab", name="deltaguard").or_(
-                page.get_by_text("deltaguard", exact=True)
-            ).first.click()
-            headline = page.frame_locator("iframe").locator("#headline")
+            run_path = f"{home.base_url}/dags/{DELTAGUARD_DAG}/runs/{run_id}"
+            page.goto(f"{run_path}/tasks/{waiting_task}/plugin/delta-leases-task")
+            headline = page.locator("[data-testid=headline]")
             expect(headline).to_contain_text("waiting behind")
             expect(headline).to_contain_text(blocker)
             _shot(page, out, "ui_ti_tab.png")
+            page.emulate_media(color_scheme="dark")
+            expect(headline).to_contain_text(blocker)
+            _shot(page, out, "ui_ti_tab_dark.png")
+            page.emulate_media(color_scheme="light")
+            page.goto(f"{run_path}/plugin/delta-leases-run")
+            expect(page.locator("[data-testid=waiter]").first).to_contain_text(waiting_task)
+            _shot(page, out, "ui_run_tab.png")
 
             # The holder finishes; a writer that waited behind it finishes too, and its extra link
-            # in the Airflow UI opens its decision.
+            # in the Airflow UI opens its Delta leases tab, inside Airflow.
             assert manager.release("e2e-holder", HOLDER)
             waited_task = waiter["owner"]["task_id"]
             state = _poll(
@@ -193,23 +195,23 @@ def _browse(
                 300,
             )
             assert state == "success", f"{waited_task} ended {state}; see {home.log_dir}"
-            page.goto(f"{home.base_url}/dags/{DELTAGUARD_DAG}/runs/{run_id}/tasks/{waited_task}")
+            page.goto(f"{run_path}/tasks/{waited_task}")
             # Airflow 3.3 lists a finished task's extra links on the task instance's Details tab
             page.get_by_role("tab", name="Details").or_(page.get_by_text("Details", exact=True)).first.click()
-            link = page.get_by_role("link", name="deltaguard decision")
+            link = page.get_by_role("link", name="Delta leases", exact=True)
             link.first.wait_for(timeout=90_000)
-            assert "/deltaguard/decision?" in (link.first.get_attribute("href") or "")
+            assert "/plugin/delta-leases-task" in (link.first.get_attribute("href") or "")
             link.first.click()  # Airflow may open extra links in a new tab
             decision = _poll(
-                "the decision page",
-                lambda: next((p for p in page.context.pages if "/deltaguard/decision" in p.url), None),
+                "the task's Delta leases tab",
+                lambda: next((p for p in page.context.pages if "/plugin/delta-leases-task" in p.url), None),
                 60,
                 1.0,
             )
             decision.wait_for_load_state()
-            expect(decision.locator("#headline")).to_contain_text("granted after waiting")
-            expect(decision.locator("#headline")).to_contain_text(blocker)
-            expect(decision.locator("tr.blocker").first).to_contain_text(blocker)
+            expect(decision.locator("[data-testid=headline]")).to_contain_text("granted after waiting")
+            expect(decision.locator("[data-testid=headline]")).to_contain_text(blocker)
+            expect(decision.locator("[data-testid=blocker]").first).to_contain_text(blocker)
             _shot(decision, out, "ui_decision.png", full_page=True)
         except Exception:
             for i, open_page in enumerate(browser.contexts[0].pages if browser.contexts else []):

@@ -75,10 +75,17 @@ def test_plugin_is_registered_once_through_its_entry_point(client: Any, tokens: 
     mine = [p for p in plugins if p["name"] == "deltaguard"]
     assert len(mine) == 1
     assert mine[0]["fastapi_apps"][0]["url_prefix"] == "/deltaguard"
-    assert mine[0]["external_views"][0]["href"] == "/deltaguard/"
     assert "airflow-provider-deltaguard" in mine[0]["source"]
-    tab = mine[0]["external_views"][1]
-    assert tab["destination"] == "task_instance" and "{RUN_ID}" in tab["href"]
+    # one name everywhere, rendered by Airflow's UI (react_apps), no iframe views left
+    apps = {a["destination"]: a for a in mine[0]["react_apps"]}
+    assert set(apps) == {"nav", "dag_run", "task_instance", "dashboard"}
+    assert {a["name"] for a in apps.values()} == {"Delta leases"} and mine[0]["external_views"] == []
+    assert apps["nav"]["category"] == "browse" and apps["task_instance"]["url_route"] == "delta-leases-task"
+    bundle = client.get("/" + apps["nav"]["bundle_url"])
+    assert bundle.status_code == 200 and bundle.headers["content-type"].startswith("text/javascript")
+    # it uses Airflow's React and Chakra UI (theme, colour mode) instead of bringing its own
+    assert "AirflowPlugin" in bundle.text and "ChakraUI" in bundle.text and "createRoot" not in bundle.text
+    assert client.get("/deltaguard/static/..%2Fapp.py").status_code == 404
     errors = client.get("/api/v2/plugins/importErrors", headers=bearer(tokens["admin"])).json()
     assert not [e for e in errors["import_errors"] if "deltaguard" in str(e)], errors
 
@@ -250,15 +257,23 @@ def test_large_store_answers_are_bounded(
     assert len(client.get(f"/deltaguard/table?uri={CUSTOMERS}", headers=h).content) < 400_000
 
 
-def test_operator_extra_link_opens_the_decision_page(
+def test_operator_extra_link_opens_the_task_instance_tab_inside_airflow(
     client: Any, tokens: dict[str, str], store_of: Scenario
 ) -> None:
     from deltaguard.operators.links import decision_url
+    from deltaguard.plugins.ui import TASK_INSTANCE_ROUTE
 
     url = decision_url("http://airflow.example:8080/", "daily_sales", RUN, "merge_b")
-    assert url.startswith("http://airflow.example:8080/deltaguard/decision?")
-    page = client.get(url.removeprefix("http://airflow.example:8080"), headers=bearer(tokens["viewer"]))
-    assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
+    path = url.removeprefix("http://airflow.example:8080")
+    assert path == f"/dags/daily_sales/runs/{RUN}/tasks/merge_b/plugin/{TASK_INSTANCE_ROUTE}"
+    assert decision_url("", "d", "r", "t", 3).endswith("/tasks/t/mapped/3/plugin/delta-leases-task")
+    page = client.get(path, headers=bearer(tokens["viewer"]))  # Airflow's own UI serves the route
+    assert page.status_code == 200 and "<base href=" in page.text and "deltaguard" not in page.text
+    answer = client.get(
+        f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
+        headers=bearer(tokens["viewer"]),
+    )
+    assert answer.json()["headline"] == f"waiting behind daily_sales.merge_a ({RUN})"
 
 
 @pytest.mark.parametrize("map_index", ["-1", "", "{MAP_INDEX}"])
@@ -266,8 +281,8 @@ def test_task_instance_tab_url_opens_the_decision(
     client: Any, tokens: dict[str, str], store_of: Scenario, map_index: str
 ) -> None:
     """The task-instance tab's href with Airflow's placeholders filled (an unmapped task's index may be odd)."""
-    href = client.get("/api/v2/plugins", headers=bearer(tokens["admin"])).json()["plugins"]
-    tab = next(p for p in href if p["name"] == "deltaguard")["external_views"][1]["href"]
+    # the server-rendered Decision page stays for links saved before the tab became a React app
+    tab = "/deltaguard/decision?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}"
     url = (
         tab.replace("{DAG_ID}", "daily_sales")
         .replace("{RUN_ID}", RUN)
@@ -334,15 +349,22 @@ def test_operator_extra_links_open_the_table_and_decision_pages(
     op.execute({"ti": ti, "dag_run": run})
 
     links = {link.name: link.get_link(op, ti_key=ti) for link in (DeltaTableLink(), DeltaDecisionLink())}
-    assert set(links) == {"deltaguard table", "deltaguard decision"}
-    pages = {}
-    for name, url in links.items():
-        assert url.startswith("http://airflow.example:8080/deltaguard/"), url
+    assert set(links) == {"Delta leases: table", "Delta leases"}
+    for url in links.values():  # pages of Airflow's own UI, where the plugin's React app renders
+        assert url.startswith("http://airflow.example:8080/"), url
+        assert "/deltaguard/" not in url and "/plugin/delta-leases" in url
         page = client.get(url.removeprefix("http://airflow.example:8080"), headers=bearer(tokens["viewer"]))
-        assert page.status_code == 200, (url, page.status_code)
-        pages[name] = page.text
-    assert "nightly.purge" in pages["deltaguard table"]  # the write appears among the table's decisions
-    assert "granted at once" in pages["deltaguard decision"]
+        assert page.status_code == 200 and "<base href=" in page.text, (url, page.status_code)
+    from urllib.parse import parse_qs, urlsplit
+
+    key = parse_qs(urlsplit(links["Delta leases: table"]).query)["table"][0]
+    table = client.get("/deltaguard/api/table", params={"uri": key}, headers=bearer(tokens["viewer"]))
+    assert "nightly.purge" in json.dumps(table.json()["decisions"])  # the write, whichever spelling
+    assert links["Delta leases"].endswith("/dags/nightly/runs/r1/tasks/purge/plugin/delta-leases-task")
+    decision = client.get(
+        "/deltaguard/api/decision?dag_id=nightly&run_id=r1&task_id=purge", headers=bearer(tokens["viewer"])
+    )
+    assert decision.json()["headline"].startswith("granted at once")
 
 
 def test_pages_take_the_brand_colours_of_airflows_theme(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from deltaguard.core.model import pair_verdict
+from deltaguard.core.remedies import explain_pair
 from deltaguard.plugins import service
 from deltaguard.plugins.reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
 from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, EVENTS, MERGE, PROFILE, RUN, STALE, Scenario
@@ -84,13 +85,40 @@ def test_table_detail_engine_override_and_errors(reader: UiReader) -> None:
 
 def test_decision_of_a_waiting_task_names_blocker_rule_and_advice(reader: UiReader) -> None:
     data = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b")
-    assert data["headline"] == "waiting behind daily_sales.merge_a"
+    # the blocker by its dag, task and run (a link target inside Airflow), not only a description
+    assert data["headline"] == f"waiting behind daily_sales.merge_a ({RUN})"
     attempt = data["attempts"][-1]
     assert attempt["status"] == "waiting" and attempt["try_number"] == 1
     blocker = attempt["waits"][0]["blockers"][0]
     expected = pair_verdict(MERGE, MERGE, CUSTOMERS_CONFIG, PROFILE)
     assert blocker["rule"] == expected.rule and blocker["rule_reason"] == expected.reason
     assert blocker["rule_advice"] == list(expected.advice)
+    assert {k: blocker["who"][k] for k in ("dag_id", "run_id", "task_id", "map_index")} == {
+        "dag_id": "daily_sales",
+        "run_id": RUN,
+        "task_id": "merge_a",
+        "map_index": -1,
+    }
+    explained = explain_pair(MERGE, MERGE, CUSTOMERS_CONFIG, PROFILE)
+    assert blocker["why"] == explained.why and "country" in blocker["why"]
+    assert blocker["changes"] == [c.to_json() for c in explained.changes] and blocker["changes"]
+
+
+def test_queue_on_the_tables_page_names_blockers_with_cause_and_changes(reader: UiReader) -> None:
+    customers = _table(service.tables(reader), CUSTOMERS)
+    merge_b = next(w for w in customers["waiting"] if w["owner"]["task_id"] == "merge_b")
+    (blocker,) = merge_b["blockers"]
+    assert blocker["who"]["task_id"] == "merge_a" and blocker["who"]["run_id"] == RUN
+    assert blocker["why"] == explain_pair(MERGE, MERGE, CUSTOMERS_CONFIG, PROFILE).why
+    assert {c["kind"] for c in blocker["changes"]} == {"merge_condition", "predicate"}
+
+
+def test_waiting_now_filters_by_run(reader: UiReader) -> None:
+    everyone = service.waiting(reader)
+    assert {w["owner"]["task_id"] for w in everyone["waiting"]} == {"merge_b", "optimize"}
+    assert all(w["blockers"] and w["table"] == "customers" for w in everyone["waiting"])
+    assert service.waiting(reader, dag_id="daily_sales", run_id="another_run")["waiting"] == []
+    assert len(service.waiting(reader, dag_id="daily_sales", run_id=RUN, limit=1)["waiting"]) == 1
 
 
 def test_decision_after_the_holder_releases(scenario: Scenario, reader: UiReader) -> None:
@@ -103,7 +131,7 @@ def test_decision_after_the_holder_releases(scenario: Scenario, reader: UiReader
     )
     attempt = data["attempts"][-1]
     assert attempt["status"] == "granted" and attempt["waited_s"] == pytest.approx(44.0)
-    assert data["headline"].startswith("granted after waiting 44.0 s behind daily_sales.merge_a")
+    assert data["headline"].startswith(f"granted after waiting 44.0 s behind daily_sales.merge_a ({RUN})")
     at_once = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_a")
     assert at_once["headline"].startswith("granted at once")
     nothing = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="nope")
@@ -169,7 +197,7 @@ def test_the_same_answers_on_postgresql(pg_server: str, tmp_path) -> None:
         customers = _table(tables, CUSTOMERS)
         assert {w["owner"]["task_id"] for w in customers["waiting"]} == {"merge_b", "optimize"}
         decision = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b")
-        assert decision["headline"] == "waiting behind daily_sales.merge_a"
+        assert decision["headline"] == f"waiting behind daily_sales.merge_a ({RUN})"
         assert decision["attempts"][0]["waits"][0]["blockers"][0]["rule"]
         assert len(service.decisions(reader, limit=2)["decisions"]) == 2
         assert [r.uri for r in reader.release_stale(scenario.stale_lease, "bob")] == [STALE]

@@ -1,0 +1,407 @@
+// The Delta leases app: one component Airflow renders as the Browse entry, a DAG-run tab, a task-instance
+// tab and a home-page panel. Everything it says comes from the plugin's JSON endpoints (the conflict model
+// in deltaguard.core); it only lays the answers out with Airflow's own Chakra components and tokens.
+/* eslint-disable @typescript-eslint/no-explicit-any */
+import { C, Fragment, NAME, Owner, Router, apiUrl, h, tablePath, tiPath, useJson, useState } from "./airflow";
+
+void Fragment;
+void h;
+
+function TaskLink({ owner, tab = true }: { owner: Owner; tab?: boolean }) {
+  const to = tiPath(owner, tab);
+  const label = owner.describe || owner.task_id || "unknown task";
+  if (!to) return <C.Text as="span">{label}</C.Text>;
+  return (
+    <C.Link asChild colorPalette="brand" fontWeight="semibold" data-testid="task-link">
+      <Router.Link to={to} title={`${owner.dag_id} / ${owner.run_id} / ${owner.task_id}`}>
+        {label}
+      </Router.Link>
+    </C.Link>
+  );
+}
+
+function RunLabel({ owner }: { owner: Owner }) {
+  return owner.run_id ? (
+    <C.Text as="span" color="fg.muted" fontSize="xs">
+      {" "}
+      run {owner.run_id}
+      {owner.try_number ? `, try ${owner.try_number}` : ""}
+    </C.Text>
+  ) : null;
+}
+
+/** Who blocks, why in one line, what to change, and the model's full reason one click away. */
+function Blocker({ b }: { b: any }) {
+  const [open, setOpen] = useState(false);
+  const who: Owner | null = b.who;
+  return (
+    <C.Box borderLeftWidth="3px" borderColor="orange.solid" pl="3" py="1" data-testid="blocker">
+      <C.Text fontSize="sm">
+        behind{" "}
+        {who && who.task_id ? <TaskLink owner={who} /> : <C.Text as="span" fontWeight="semibold">{b.owner}</C.Text>}
+        {who ? <RunLabel owner={who} /> : null}
+        <C.Text as="span" color="fg.muted">
+          {" "}
+          ({b.operation}
+          {b.kind === "waiting" ? ", queued ahead" : ", holds the table"})
+        </C.Text>
+      </C.Text>
+      {b.why ? (
+        <C.Text fontSize="sm" data-testid="why">
+          {b.why}
+        </C.Text>
+      ) : null}
+      {b.changes && b.changes.length ? (
+        <C.Stack gap="1" mt="1" data-testid="changes">
+          {b.changes.map((c: any, i: number) => (
+            <C.HStack key={i} gap="2" alignItems="baseline">
+              <C.Badge colorPalette="green" variant="subtle" size="sm">
+                {c.kind.replace("_", " ")}
+              </C.Badge>
+              <C.Text fontSize="sm">{c.text}</C.Text>
+            </C.HStack>
+          ))}
+        </C.Stack>
+      ) : null}
+      {b.rule_reason ? (
+        <C.Box mt="1">
+          <C.Button size="2xs" variant="ghost" onClick={() => setOpen(!open)} data-testid="reason-toggle">
+            {open ? "hide the full reason" : "full reason"}
+          </C.Button>
+          {open ? (
+            <C.Text fontSize="xs" color="fg.muted" data-testid="reason">
+              {b.rule_reason} <C.Code size="sm">{b.rule}</C.Code>
+            </C.Text>
+          ) : null}
+        </C.Box>
+      ) : null}
+    </C.Box>
+  );
+}
+
+function Title({ children }: { children: any }) {
+  return (
+    <C.Heading size="lg" mb="3" data-testid="title">
+      {children}
+    </C.Heading>
+  );
+}
+
+function Problem({ error }: { error: string | null }) {
+  if (!error) return <C.Spinner size="sm" />;
+  return <C.Text color="fg.error">{error}</C.Text>;
+}
+
+function Card({ children, ...rest }: any) {
+  return (
+    <C.Box borderWidth="1px" borderColor="border" borderRadius="md" bg="bg.panel" p="4" mb="4" {...rest}>
+      {children}
+    </C.Box>
+  );
+}
+
+function Waiters({ waiting, showTable = false }: { waiting: any[]; showTable?: boolean }) {
+  if (!waiting.length) return <C.Text color="fg.muted">nobody waits</C.Text>;
+  return (
+    <C.Stack gap="3">
+      {waiting.map((w: any) => (
+        <C.Box key={w.request_id} data-testid="waiter">
+          <C.Text>
+            <C.Badge colorPalette="orange" mr="2">
+              waiting {w.waiting_s != null ? `${Math.round(w.waiting_s)} s` : ""}
+            </C.Badge>
+            <TaskLink owner={w.owner} />
+            <C.Text as="span" color="fg.muted">
+              {" "}
+              {w.operation}
+              {showTable ? ` on ${w.table}` : ""}
+              {w.position ? `, position ${w.position}` : ""}
+            </C.Text>
+          </C.Text>
+          <C.Stack gap="2" mt="1" ml="4">
+            {w.blockers.map((b: any, i: number) => (
+              <Blocker key={i} b={b} />
+            ))}
+          </C.Stack>
+        </C.Box>
+      ))}
+    </C.Stack>
+  );
+}
+
+function Config({ c }: { c: any }) {
+  if (!c.known) return <C.Text color="fg.muted">{c.summary}</C.Text>;
+  return (
+    <C.Text fontSize="sm" color="fg.muted" data-testid="config">
+      {c.engine} · {c.isolation_level} · {c.partitions_text === "not partitioned" ? "not partitioned" : `partitioned by ${c.partitions_text}`}
+      {c.clustering && c.clustering.length ? ` · clustered by ${c.clustering.join(", ")}` : ""} · deletion vectors{" "}
+      {c.deletion_vectors ? "on" : "off"} · row-level concurrency {c.row_level_concurrency.enabled ? "yes" : "no"}
+    </C.Text>
+  );
+}
+
+function Leases({ leases }: { leases: any[] }) {
+  if (!leases.length) return <C.Text color="fg.muted">nobody holds this table</C.Text>;
+  return (
+    <C.Table.Root size="sm" variant="line">
+      <C.Table.Header>
+        <C.Table.Row>
+          <C.Table.ColumnHeader>Holder</C.Table.ColumnHeader>
+          <C.Table.ColumnHeader>Operation</C.Table.ColumnHeader>
+          <C.Table.ColumnHeader>Held for</C.Table.ColumnHeader>
+          <C.Table.ColumnHeader>Expires</C.Table.ColumnHeader>
+        </C.Table.Row>
+      </C.Table.Header>
+      <C.Table.Body>
+        {leases.map((l: any) => (
+          <C.Table.Row key={l.lease_id} data-testid="lease">
+            <C.Table.Cell>
+              <TaskLink owner={l.owner} />
+              <RunLabel owner={l.owner} />
+            </C.Table.Cell>
+            <C.Table.Cell>{l.operation}</C.Table.Cell>
+            <C.Table.Cell>{Math.round(l.age_s)} s</C.Table.Cell>
+            <C.Table.Cell>
+              {l.stale ? (
+                <C.Badge colorPalette="red">expired {Math.round(-l.expires_in_s)} s ago</C.Badge>
+              ) : (
+                `in ${Math.round(l.expires_in_s)} s`
+              )}
+            </C.Table.Cell>
+          </C.Table.Row>
+        ))}
+      </C.Table.Body>
+    </C.Table.Root>
+  );
+}
+
+function TableCard({ t, link = true }: { t: any; link?: boolean }) {
+  return (
+    <Card data-testid="table-card">
+      <C.Heading size="md">
+        {link ? (
+          <C.Link asChild colorPalette="brand">
+            <Router.Link to={tablePath(t.uri)}>{t.name}</Router.Link>
+          </C.Link>
+        ) : (
+          t.name
+        )}{" "}
+        <C.Text as="span" fontSize="xs" color="fg.muted" fontWeight="normal">
+          {t.uri}
+        </C.Text>
+      </C.Heading>
+      <Config c={t.config} />
+      <C.Heading size="sm" mt="3" mb="1">
+        Holding ({t.leases.length})
+      </C.Heading>
+      <Leases leases={t.leases} />
+      <C.Heading size="sm" mt="3" mb="1">
+        Waiting ({t.waiting.length})
+      </C.Heading>
+      <Waiters waiting={t.waiting} />
+    </Card>
+  );
+}
+
+function TablesView() {
+  const { data, error } = useJson(apiUrl("tables"));
+  return (
+    <C.Box p="4">
+      <Title>{NAME}</Title>
+      {!data ? (
+        <Problem error={error} />
+      ) : data.tables.length ? (
+        data.tables.map((t: any) => <TableCard key={t.uri} t={t} />)
+      ) : (
+        <C.Text color="fg.muted">No table yet: deltaguard has not admitted any write with this lease store.</C.Text>
+      )}
+    </C.Box>
+  );
+}
+
+function Matrix({ m }: { m: any }) {
+  return (
+    <C.Box overflowX="auto">
+      <C.Text fontSize="sm" mb="2">
+        {m.engine}
+        {m.assumed_config ? " (table configuration unknown: a default table)" : ""}: green cannot conflict, red can.
+        Hover a cell for the reason.
+      </C.Text>
+      <C.Table.Root size="sm" variant="outline" width="auto">
+        <C.Table.Header>
+          <C.Table.Row>
+            <C.Table.ColumnHeader />
+            {m.labels.map((l: string) => (
+              <C.Table.ColumnHeader key={l} fontSize="2xs">
+                {l}
+              </C.Table.ColumnHeader>
+            ))}
+          </C.Table.Row>
+        </C.Table.Header>
+        <C.Table.Body>
+          {m.rows.map((r: any) => (
+            <C.Table.Row key={r.label}>
+              <C.Table.Cell fontSize="xs" fontWeight="semibold">
+                {r.label}
+              </C.Table.Cell>
+              {r.cells.map((c: any, i: number) => (
+                <C.Table.Cell
+                  key={i}
+                  textAlign="center"
+                  fontSize="2xs"
+                  bg={c.conflict ? "red.muted" : "green.muted"}
+                  title={`${c.a} x ${c.b}: ${c.reason} [rule ${c.rule}]`}
+                >
+                  {c.text}
+                </C.Table.Cell>
+              ))}
+            </C.Table.Row>
+          ))}
+        </C.Table.Body>
+      </C.Table.Root>
+    </C.Box>
+  );
+}
+
+function TableView({ uri }: { uri: string }) {
+  const { data, error } = useJson(apiUrl("table", { uri }));
+  return (
+    <C.Box p="4">
+      <Title>
+        <C.Link asChild colorPalette="brand">
+          <Router.Link to={`/plugin/delta-leases`}>{NAME}</Router.Link>
+        </C.Link>{" "}
+        / {data ? data.table.name : uri}
+      </Title>
+      {!data ? (
+        <Problem error={error} />
+      ) : (
+        <Fragment>
+          <TableCard t={data.table} link={false} />
+          <Card>
+            <C.Heading size="md" mb="2">
+              Conflict matrix
+            </C.Heading>
+            <Matrix m={data.matrix} />
+          </Card>
+          <Card>
+            <C.Heading size="md" mb="2">
+              Recent decisions
+            </C.Heading>
+            <Log rows={data.decisions} />
+          </Card>
+        </Fragment>
+      )}
+    </C.Box>
+  );
+}
+
+function Log({ rows }: { rows: any[] }) {
+  return (
+    <C.Table.Root size="sm" variant="line">
+      <C.Table.Body>
+        {rows.map((d: any, i: number) => (
+          <C.Table.Row key={i}>
+            <C.Table.Cell whiteSpace="nowrap" color="fg.muted">
+              {d.at_iso}
+            </C.Table.Cell>
+            <C.Table.Cell>{d.kind}</C.Table.Cell>
+            <C.Table.Cell>
+              <TaskLink owner={d.owner} />
+            </C.Table.Cell>
+            <C.Table.Cell>{d.summary}</C.Table.Cell>
+          </C.Table.Row>
+        ))}
+      </C.Table.Body>
+    </C.Table.Root>
+  );
+}
+
+function TaskView({ dagId, runId, taskId, mapIndex }: any) {
+  const { data, error } = useJson(
+    apiUrl("decision", { dag_id: dagId, run_id: runId, task_id: taskId, map_index: mapIndex ?? -1 }),
+  );
+  const [showLog, setShowLog] = useState(false);
+  if (!data) return <C.Box p="4"><Problem error={error} /></C.Box>;
+  const latest = data.attempts[data.attempts.length - 1];
+  const waiting = latest && latest.status === "waiting";
+  return (
+    <C.Box p="2">
+      <C.HStack mb="3" gap="2">
+        <C.Badge colorPalette={!latest ? "gray" : waiting ? "orange" : latest.waited ? "yellow" : "green"} size="lg">
+          {!latest ? "no lease" : waiting ? "waiting" : latest.status}
+        </C.Badge>
+        <C.Text fontWeight="semibold" data-testid="headline">
+          {data.headline}
+        </C.Text>
+      </C.HStack>
+      {data.attempts
+        .slice()
+        .reverse()
+        .map((a: any) => (
+          <Card key={a.request_id}>
+            <C.Heading size="sm" mb="2">
+              Try {a.try_number}: {a.status}
+              {a.waited ? `, waited ${(a.waited_s || 0).toFixed(1)} s` : ""}
+            </C.Heading>
+            {Object.entries(a.operations).map(([uri, op]: any) => (
+              <C.Text key={uri} fontSize="sm">
+                <C.Link asChild colorPalette="brand">
+                  <Router.Link to={tablePath(uri)}>{uri.replace(/\/$/, "").split("/").pop()}</Router.Link>
+                </C.Link>
+                : {op}
+              </C.Text>
+            ))}
+            {a.waits.length ? (
+              <C.Stack gap="2" mt="2">
+                {a.waits[a.waits.length - 1].blockers.map((b: any, i: number) => (
+                  <Blocker key={i} b={b} />
+                ))}
+              </C.Stack>
+            ) : null}
+            <C.Button size="2xs" variant="ghost" mt="2" onClick={() => setShowLog(!showLog)}>
+              {showLog ? "hide the decision log" : `decision log (${a.log.length})`}
+            </C.Button>
+            {showLog ? <Log rows={a.log} /> : null}
+          </Card>
+        ))}
+    </C.Box>
+  );
+}
+
+function RunView({ dagId, runId }: any) {
+  const { data, error } = useJson(apiUrl("waiting", { dag_id: dagId, run_id: runId }));
+  return (
+    <C.Box p="2">
+      {!data ? <Problem error={error} /> : <Waiters waiting={data.waiting} showTable />}
+    </C.Box>
+  );
+}
+
+function HomePanel() {
+  const { data } = useJson(apiUrl("waiting", { limit: 5 }));
+  if (!data) return null;
+  return (
+    <Card data-testid="home-panel">
+      <C.Heading size="md" mb="2">
+        <C.Link asChild colorPalette="brand">
+          <Router.Link to="/plugin/delta-leases">{NAME}</Router.Link>
+        </C.Link>
+        : {data.waiting.length ? `${data.waiting.length}${data.more ? "+" : ""} waiting` : "no write waits"}
+      </C.Heading>
+      <Waiters waiting={data.waiting} showTable />
+    </Card>
+  );
+}
+
+function DeltaLeases(props: { dagId?: string; runId?: string; taskId?: string; mapIndex?: string }) {
+  const [params] = Router.useSearchParams();
+  if (props.taskId) return <TaskView {...props} />;
+  if (props.runId) return <RunView {...props} />;
+  if (!window.location.pathname.includes("/plugin/")) return <HomePanel />;
+  const table = params.get("table");
+  return table ? <TableView uri={table} /> : <TablesView />;
+}
+
+(globalThis as any).AirflowPlugin = DeltaLeases;
+export default DeltaLeases;

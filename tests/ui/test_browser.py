@@ -1,0 +1,199 @@
+"""The Delta leases React app inside Airflow's own UI, in headless Debian Chromium (Playwright).
+
+The real api-server app (Airflow's UI and API, the plugin) is served by uvicorn over the scenario's lease
+store; the browser carries a token from Airflow's ``POST /auth/token`` as the UI's ``_token`` cookie. The
+checks are what a user sees: the app renders under Airflow's plugin route (Airflow's navigation around it,
+no iframe, no header of its own), it follows Airflow's colour mode, its links use Airflow's brand token, and
+a waiting task names the task it waits for, why in one line, and what to change, with the model's full
+reason one click away.
+
+``DELTAGUARD_UPDATE_SCREENSHOTS=1`` copies the screenshots to ``docs/screenshots/`` (64 colours).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltaguard.core.remedies import explain_pair
+from tests.ui.airflow_app import PASSWORDS, REPO, build_app
+from tests.ui.live_server import serve
+from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, build
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt install chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    import httpx
+
+    tmp = tmp_path_factory.mktemp("browser")
+    saved = dict(os.environ)
+    scenario = build(tmp)
+    try:
+        app = build_app(scenario.url)
+        with serve(app) as base:
+            answer = httpx.post(
+                f"{base}/auth/token", json={"username": "admin", "password": PASSWORDS["admin"]}
+            )
+            yield {"base": base, "token": answer.json()["access_token"], "out": tmp}
+    finally:
+        scenario.manager.store.close()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(autouse=True)
+def _patient_expect() -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=120_000)  # a busy machine renders Airflow's UI slowly
+
+
+def _page(browser: Any, site: dict[str, Any], scheme: str) -> Any:
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, color_scheme=scheme)
+    context.add_cookies([{"name": "_token", "value": site["token"], "url": site["base"]}])
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    return page
+
+
+def _open(page: Any, url: str) -> None:
+    # Airflow's UI loads large bundles (its editor among them): wait for the app's own elements, not "load"
+    page.goto(url, wait_until="commit")
+
+
+def _shot(page: Any, site: dict[str, Any], name: str, **options: Any) -> None:
+    path = site["out"] / name
+    page.screenshot(path=str(path), **options)
+    if os.environ.get("DELTAGUARD_UPDATE_SCREENSHOTS") == "1":
+        from PIL import Image
+
+        with Image.open(path) as image:  # 64 colours keep the committed PNGs small
+            image.convert("RGB").quantize(colors=64).save(REPO / "docs" / "screenshots" / name, optimize=True)
+
+
+def _luminance(css_colour: str) -> float:
+    parts = css_colour[css_colour.index("(") + 1 : css_colour.index(")")].replace(",", " ").split()
+    r, g, b = (float(p) for p in parts[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _card_background(page: Any) -> str:
+    return str(
+        page.locator("[data-testid=table-card]").first.evaluate("e => getComputedStyle(e).backgroundColor")
+    )
+
+
+def test_tables_render_inside_airflow_and_name_the_blocking_task(browser: Any, site: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    page = _page(browser, site, "light")
+    _open(page, f"{site['base']}/plugin/delta-leases")
+    page.locator("[data-testid=blocker]").first.wait_for()  # Airflow's UI, then the plugin bundle, load
+    card = page.locator("[data-testid=table-card]", has_text="customers").first
+    waiter = card.locator("[data-testid=waiter]", has_text="daily_sales.merge_b").first
+    blocker = waiter.locator("[data-testid=blocker]").first
+    expect(blocker).to_contain_text("behind daily_sales.merge_a")
+    expect(blocker).to_contain_text(f"run {RUN}")
+    expected = explain_pair(MERGE, MERGE, CUSTOMERS_CONFIG, PROFILE)
+    expect(blocker.locator("[data-testid=why]")).to_have_text(expected.why)
+    expect(blocker.locator("[data-testid=changes]")).to_contain_text(expected.changes[0].text)
+    # the long reason is one click away, not on the page
+    expect(blocker.locator("[data-testid=reason]")).to_have_count(0)
+    blocker.locator("[data-testid=reason-toggle]").click()
+    expect(blocker.locator("[data-testid=reason]")).to_contain_text(expected.reason[:60])
+    # the blocking task links to its own Delta leases tab inside Airflow (a router link, no new site)
+    href = blocker.locator("[data-testid=task-link]").first.get_attribute("href") or ""
+    assert href == f"/dags/daily_sales/runs/{RUN}/tasks/merge_a/plugin/delta-leases-task"
+    # Airflow's page around it: its navigation, no iframe, no header of the plugin's own
+    assert (
+        page.locator("iframe").count() == 0 and page.locator("header b", has_text="deltaguard").count() == 0
+    )
+    expect(
+        page.get_by_role("link", name="Browse").or_(page.get_by_role("button", name="Browse")).first
+    ).to_be_visible()
+    expect(page.locator("[data-testid=title]")).to_have_text("Delta leases")
+    # links take Airflow's brand token (the theme an [api] theme changes), not a colour of the plugin's own
+    colours = blocker.locator("[data-testid=task-link]").first.evaluate(
+        """e => { const probe = document.createElement('span');
+                  probe.style.color = 'var(--chakra-colors-brand-fg)'; document.body.appendChild(probe);
+                  const want = getComputedStyle(probe).color; probe.remove();
+                  return [getComputedStyle(e).color, want]; }"""
+    )
+    assert colours[0] == colours[1], colours
+    _shot(page, site, "ui_tables.png")
+    page.context.close()
+
+
+def test_dark_mode_follows_airflow(browser: Any, site: dict[str, Any]) -> None:
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        page = _page(browser, site, scheme)
+        _open(page, f"{site['base']}/plugin/delta-leases")
+        page.locator("[data-testid=blocker]").first.wait_for()
+        backgrounds[scheme] = _card_background(page)
+        if scheme == "dark":
+            _shot(page, site, "ui_tables_dark.png")
+        page.context.close()
+    assert _luminance(backgrounds["light"]) > 200 and _luminance(backgrounds["dark"]) < 60, backgrounds
+
+
+def test_table_view_with_the_models_matrix(browser: Any, site: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    page = _page(browser, site, "dark")
+    _open(page, f"{site['base']}/plugin/delta-leases")
+    page.locator(
+        "[data-testid=table-card] h2 a, [data-testid=table-card] a", has_text="customers"
+    ).first.click()
+    page.wait_for_url("**/plugin/delta-leases?table=*")
+    assert CUSTOMERS in page.url.replace("%3A", ":").replace("%2F", "/")
+    cell = page.locator("td[title*='[rule ']").first
+    expect(cell).to_be_visible()
+    page.get_by_role("heading", name="Conflict matrix").scroll_into_view_if_needed()
+    _shot(page, site, "ui_table.png")
+    page.context.close()
+
+
+def test_task_instance_and_run_tabs(browser: Any, site: dict[str, Any]) -> None:
+    """The waiting task's own Delta leases tab (beside Airflow's Logs, Details, ...) and its run's tab."""
+    from playwright.sync_api import expect
+
+    page = _page(browser, site, "light")
+    _open(page, f"{site['base']}/dags/daily_sales/runs/{RUN}/tasks/merge_b/plugin/delta-leases-task")
+    headline = page.locator("[data-testid=headline]")
+    expect(headline).to_have_text(f"waiting behind daily_sales.merge_a ({RUN})")
+    tab = (
+        page.get_by_role("link", name="Delta leases").or_(page.get_by_role("tab", name="Delta leases")).first
+    )
+    expect(tab).to_be_visible()
+    expect(page.get_by_text("Logs", exact=True).first).to_be_visible()  # Airflow's own tabs around it
+    top = tab.bounding_box()["y"] - 8
+    _shot(page, site, "ui_ti_tab.png", clip={"x": 0, "y": top, "width": 1360, "height": 420})
+    _open(page, f"{site['base']}/dags/daily_sales/runs/{RUN}/plugin/delta-leases-run")
+    waiters = page.locator("[data-testid=waiter]")
+    expect(waiters.first).to_be_visible()
+    expect(waiters.filter(has_text="daily_sales.merge_b").first).to_contain_text("behind daily_sales.merge_a")
+    expect(waiters.filter(has_text="daily_sales.optimize").first).to_contain_text("queued ahead")
+    page.context.close()
