@@ -108,7 +108,7 @@ def test_a_readmission_never_grants_two_conflicting_writes_and_keeps_the_token_o
     assert min(tokens) == holder.fencing["t1"] + 1
     # the waiting ones are told what they wait behind: something still there
     live = {x.lease_id for x in manager.leases("t1")} | {w.request_id for w in manager.waiters("t1")}
-    for rid, answer in answers.items():
+    for answer in answers.values():
         if isinstance(answer, Waiting):
             assert answer.blockers and {b.id for b in answer.blockers} <= live
     manager.store.close()
@@ -118,7 +118,7 @@ def test_a_readmission_is_one_transaction_and_renews_no_queue_entry(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    manager, holder, ids, _ = _setup(store_url, clock)
+    manager, holder, _, _ = _setup(store_url, clock)
     clock.advance(1)
     manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
     before = {w.request_id: w.expires_at for w in manager.waiters("t1")}
