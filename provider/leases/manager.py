@@ -53,6 +53,7 @@ from deltaguard.leases.decide import (
 )
 from deltaguard.leases.memo import ConfigLoader, DecisionMemo
 from deltaguard.leases.open import open_store
+from deltaguard.leases.readmit import Readmission, readmit_locked
 from deltaguard.leases.restate import restate_locked
 from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn
 from deltaguard.leases.views import (
@@ -198,7 +199,7 @@ class LeaseManager:
             return None
         return last
 
-    def readmit(self, uri: str) -> dict[str, Granted | Waiting]:
+    def readmit(self, uri: str, budget_s: float | None = None) -> Readmission:
         """Decide, in one locking transaction, every request queued on ``uri`` alone, in queue order; return
         each answer by request id (:mod:`~deltaguard.leases.readmit`, ADR 0030).
 
@@ -206,21 +207,22 @@ class LeaseManager:
         decisions are each waiter's own (:func:`~deltaguard.leases.decide.decide_locked`), made one after
         another on what the earlier ones granted. A waiter's queue entry is not renewed; requests queued on
         several tables, and any whose decision fails, are left out (their own checks decide them).
-        """
-        from deltaguard.leases.readmit import readmit_locked
 
+        :param budget_s: stop deciding after this many seconds (the rest of the queue is left for the next
+            call; :attr:`Readmission.complete <deltaguard.leases.readmit.Readmission.complete>` says so).
+        """
         now = self.clock()
         decide = self.decide
         reclaimed: list[LeaseRow] = []
 
-        def body(txn: StoreTxn) -> dict[str, Granted | Waiting]:
+        def body(txn: StoreTxn) -> Readmission:
             return readmit_locked(
-                txn, uri, now, self.memo, decide, lambda request: self._ask(request, now), reclaimed
+                txn, uri, now, self.memo, decide, lambda request: self._ask(request, now), reclaimed, budget_s
             )
 
-        answers: dict[str, Granted | Waiting] = self._run([uri], body)
+        result: Readmission = self._run([uri], body)
         warn_reclaimed(reclaimed, now)
-        return answers
+        return result
 
     def heartbeat(self, lease_id: str, owner: Owner) -> float:
         """Extend a lease by its ttl; return the new expiry.

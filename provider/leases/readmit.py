@@ -25,7 +25,9 @@ check (its other tables are not locked here); it still counts as queued ahead of
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from deltaguard.core.admission import DecideFn, Granted, LeaseRequest, Waiting
 from deltaguard.exceptions import LeaseError
@@ -138,6 +140,20 @@ class CrowdTxn:
         return found | {w.request_id for w in self._waiters if w.request_id in ids and w.expires_at > now}
 
 
+@dataclass(frozen=True)
+class Readmission:
+    """What one re-admission of a table's queue answered.
+
+    :param answers: the answer per request id decided (granted, or still waiting and behind whom).
+    :param complete: whether every one-table waiter was reached; ``False`` when the time budget ran out
+        first (the waiters after the last one reached were not decided: the next re-admission goes on
+        from the queue as it then stands).
+    """
+
+    answers: dict[str, Granted | Waiting] = field(default_factory=dict)
+    complete: bool = True
+
+
 def readmit_locked(
     txn: StoreTxn,
     uri: str,
@@ -146,7 +162,8 @@ def readmit_locked(
     decide: DecideFn,
     make_ask: Callable[[LeaseRequest], Ask],
     reclaimed: list[LeaseRow],
-) -> dict[str, Granted | Waiting]:
+    budget_s: float | None = None,
+) -> Readmission:
     """Decide every one-table request queued on ``uri`` (locked in ``txn``), in rank order; return each
     answer by request id.
 
@@ -159,11 +176,17 @@ def readmit_locked(
         stored texts), as for its own checks.
     :param reclaimed: filled with the expired leases reclaimed (warned about after commit); cleared first,
         since a retried transaction runs this again.
+    :param budget_s: stop deciding once this much time has gone (``None``: no limit), so the transaction
+        ends well within the store's call timeout however long the queue; the waiters decided so far are
+        committed in queue order, the rest wait for the next re-admission.
     """
     reclaimed.clear()
+    started = time.monotonic()
     crowd = CrowdTxn(txn)
     answers: dict[str, Granted | Waiting] = {}
     for row in crowd.queue():
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            return Readmission(answers, complete=False)
         if row.uri != uri or row.expires_at <= now:
             continue  # an abandoned entry is reclaimed by the next full decision, never decided for
         status = crowd.request(row.request_id)
@@ -188,4 +211,4 @@ def readmit_locked(
             continue  # its own check meets the same error and reports it to its owner
         finally:
             reclaimed.extend(mine)
-    return answers
+    return Readmission(answers)

@@ -9,7 +9,9 @@ queue of that table in one transaction, and each takes its own answer from the r
 A trigger joins the batch that has not started yet; once a batch has its store slot (and will read the
 table), later wake-ups form the next batch, so no trigger takes an answer read before it was woken. A
 trigger the batch has no answer for (its request waits on several tables, or was decided elsewhere since)
-asks for itself as before.
+asks for itself as before. A batch stops deciding after a third of the store's call timeout (a queue of
+thousands must not make its one call time out); the waiters it did not reach join the next batch, which goes
+on from the queue as it then stands.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from deltaguard.core.admission import Granted, Waiting
 
 if TYPE_CHECKING:
     from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.readmit import Readmission
     from deltaguard.triggers.shared_store import SharedStore
 
 #: how long a batch waits for the rest of a woken crowd to join it before it asks for its store slot; the
@@ -36,7 +39,7 @@ class Readmissions:
 
     def __init__(self, shared: SharedStore) -> None:
         self._shared = shared
-        self._pending: dict[str, asyncio.Future[dict[str, Granted | Waiting]]] = {}
+        self._pending: dict[str, asyncio.Future[Readmission]] = {}
         self._manager: LeaseManager | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         #: batches run (for measurements and tests)
@@ -47,23 +50,27 @@ class Readmissions:
 
         :raises StoreError: the batch's store call failed (the caller counts it as a failed check).
         """
-        future = self._pending.get(uri)
-        if future is None:
-            loop = asyncio.get_running_loop()
-            future = loop.create_future()
-            self._pending[uri] = future
-            task = loop.create_task(self._run(uri, future), name="deltaguard-readmit")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        answers = await asyncio.shield(future)
-        return answers.get(request_id)
+        while True:
+            future = self._pending.get(uri)
+            if future is None:
+                loop = asyncio.get_running_loop()
+                future = loop.create_future()
+                self._pending[uri] = future
+                task = loop.create_task(self._run(uri, future), name="deltaguard-readmit")
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            result = await asyncio.shield(future)
+            found = result.answers.get(request_id)
+            if found is not None or result.complete:
+                return found
+            # the batch ran out of time before reaching this waiter: the next one goes on from there
 
     def _lease_manager(self) -> LeaseManager:
         if self._manager is None:
             self._manager = self._shared.manager()
         return self._manager
 
-    async def _run(self, uri: str, future: asyncio.Future[dict[str, Granted | Waiting]]) -> None:
+    async def _run(self, uri: str, future: asyncio.Future[Readmission]) -> None:
         def started() -> None:
             # From here the batch reads the table: a trigger woken later must wait for the next one.
             if self._pending.get(uri) is future:
@@ -72,7 +79,9 @@ class Readmissions:
         try:
             await asyncio.sleep(GATHER_S)
             self.batches += 1
-            answers = await self._shared.call(self._lease_manager().readmit, uri, on_start=started)
+            # a third of the store's call timeout: the batch's transaction ends well within it
+            budget = self._shared.settings.lease_timing.store_timeout_s / 3
+            answers = await self._shared.call(self._lease_manager().readmit, uri, budget, on_start=started)
         except BaseException as exc:
             started()
             if not future.done():

@@ -75,7 +75,7 @@ def test_one_readmission_answers_the_crowd_as_each_waiter_asking_in_queue_order(
         clock.advance(1)
         assert manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
 
-    answers = batch.readmit("t1")
+    answers = batch.readmit("t1").answers
     for rid in alone_ids:  # the reference: every waiter asks for itself, earliest first
         alone.check(rid)
 
@@ -96,7 +96,7 @@ def test_a_readmission_never_grants_two_conflicting_writes_and_keeps_the_token_o
     manager, holder, ids, ops = _setup(store_url, clock)
     clock.advance(1)
     manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
-    answers = manager.readmit("t1")
+    answers = manager.readmit("t1").answers
     granted = [rid for rid in ids if isinstance(answers.get(rid), Granted)]
     assert len(granted) >= 2
     for i, a in enumerate(granted):
@@ -134,7 +134,7 @@ def test_a_readmission_is_one_transaction_and_renews_no_queue_entry(
 
         monkeypatch.setattr(manager.store, name, counted)
     clock.advance(5)
-    answers = manager.readmit("t1")
+    answers = manager.readmit("t1").answers
     assert len(answers) == len(CROWD)
     # one locking transaction (`run` is its retrying wrapper), no unlocked read besides
     assert calls.count("transaction") == 1 and set(calls) <= {"run", "transaction"}, calls
@@ -160,7 +160,7 @@ def test_a_waiter_decided_again_keeps_its_queue_entry_expiry(store_url: str) -> 
     expiry = {w.request_id: w.expires_at for w in manager.waiters("t1")}[late.request_id]
     clock.advance(10)
     manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
-    answers = manager.readmit("t1")
+    answers = manager.readmit("t1").answers
     assert isinstance(answers[urgent.request_id], Granted)
     behind = answers[late.request_id]
     assert isinstance(behind, Waiting) and [b.id for b in behind.blockers] == [urgent.request_id]
@@ -180,8 +180,20 @@ def test_an_abandoned_waiter_is_not_granted_by_a_readmission(store_url: str) -> 
     assert isinstance(manager.acquire(live), Waiting)
     clock.advance(10)  # "gone" never asked again: its entry expired
     manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
-    answers = manager.readmit("t1")
+    answers = manager.readmit("t1").answers
     assert gone.request_id not in answers
     assert isinstance(answers[live.request_id], Granted)
     assert set(_state(manager)) == {"live"}
+    manager.store.close()
+
+
+def test_a_readmission_out_of_time_stops_in_queue_order_and_the_next_goes_on(store_url: str) -> None:
+    clock = FakeClock()
+    manager, holder, ids, _ = _setup(store_url, clock)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    cut = manager.readmit("t1", budget_s=0.0)
+    assert not cut.complete and not cut.answers and not _state(manager)
+    full = manager.readmit("t1", budget_s=60.0)
+    assert full.complete and set(full.answers) == set(ids[:-1])
     manager.store.close()
