@@ -273,13 +273,14 @@ def decide(
     any_conflict = False
     # Running operations equal but for their label get the same pair verdict (see _reusable): a queue of
     # 1,000 appends is judged once, not 1,000 times.
-    judged_once: dict[OpFacts, PairVerdict] = {}
+    # Keyed by the operation: its facts are a function of it (the label aside), and its hash is cached.
+    judged_once: dict[Operation, PairVerdict] = {}
     for index, other in enumerate(others):
-        verdict = judged_once.get(other)
+        verdict = judged_once.get(other.op)
         if verdict is None:
             verdict = _judge_all(cand, other, contexts)
             if _reusable(verdict, other):
-                judged_once[other] = verdict
+                judged_once[other.op] = verdict
         rules_used[verdict.rule] = None
         if verdict.conflict:
             any_conflict = True
