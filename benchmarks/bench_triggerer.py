@@ -62,9 +62,9 @@ CONFIG = TableConfig(partition_columns=("country",))
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _request(owner: str, kind: OperationKind, table: str) -> LeaseRequest:
+def _request(owner: str, kind: OperationKind, table: str, ttl_s: float = 600) -> LeaseRequest:
     claim = TableClaim(table, Operation(kind, label=owner), PROFILE, CONFIG)
-    return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=600, wait_ttl_s=600)
+    return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=ttl_s, wait_ttl_s=ttl_s)
 
 
 def _fresh_database(server: str) -> str:
@@ -226,11 +226,12 @@ def _setup_crowd(url: str, n: int) -> tuple[str, list[str]]:
     """One table, one exclusive holder, and ``n`` appends queued behind it (compatible with each other, so
     the release can admit them all); returns (holder lease id, waiter request ids)."""
     manager = LeaseManager(url)
-    held = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES, "/t/crowd"))
+    # queueing 1,000 one by one takes minutes on a loaded machine: nothing may expire meanwhile
+    held = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES, "/t/crowd", ttl_s=7200))
     assert isinstance(held, Granted)
     waiters = []
     for i in range(n):
-        queued = manager.acquire(_request(f"append{i}", OperationKind.INSERT, "/t/crowd"))
+        queued = manager.acquire(_request(f"append{i}", OperationKind.INSERT, "/t/crowd", ttl_s=7200))
         assert isinstance(queued, Waiting)
         waiters.append(queued.request_id)
     manager.store.close()
