@@ -62,9 +62,9 @@ CONFIG = TableConfig(partition_columns=("country",))
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _request(owner: str, kind: OperationKind, table: str) -> LeaseRequest:
+def _request(owner: str, kind: OperationKind, table: str, ttl_s: float = 600) -> LeaseRequest:
     claim = TableClaim(table, Operation(kind, label=owner), PROFILE, CONFIG)
-    return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=600, wait_ttl_s=600)
+    return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=ttl_s, wait_ttl_s=ttl_s)
 
 
 def _fresh_database(server: str) -> str:
@@ -222,6 +222,63 @@ def headline(waiters: int, idle: dict[str, Any], handoff: dict[str, Any]) -> dic
     }
 
 
+def _setup_crowd(url: str, n: int) -> tuple[str, list[str]]:
+    """One table, one exclusive holder, and ``n`` appends queued behind it (compatible with each other, so
+    the release can admit them all); returns (holder lease id, waiter request ids)."""
+    manager = LeaseManager(url)
+    # queueing 1,000 one by one takes minutes on a loaded machine: nothing may expire meanwhile
+    held = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES, "/t/crowd", ttl_s=7200))
+    assert isinstance(held, Granted)
+    waiters = []
+    for i in range(n):
+        queued = manager.acquire(_request(f"append{i}", OperationKind.INSERT, "/t/crowd", ttl_s=7200))
+        assert isinstance(queued, Waiting)
+        waiters.append(queued.request_id)
+    manager.store.close()
+    return held.lease_id, waiters
+
+
+async def _measure_crowd(url: str, trigger_cls: type, n: int, poll: float, timeout: float) -> dict[str, Any]:
+    """``n`` waiting triggers behind one holder on one table: the time from the start of its release until
+    each waiter's event, with the store's connections (peak, sampled every 0.5 s) and transactions meanwhile."""
+    from deltaguard.triggers import shared_store
+
+    holder, waiters = await asyncio.to_thread(_setup_crowd, url, n)
+    probe = Probe(url)
+    fired: dict[str, float] = {}
+    tasks = [asyncio.create_task(_first(trigger_cls(url, rid, poll_interval=poll), fired)) for rid in waiters]
+    await asyncio.sleep(2 * poll + 5.0)  # every trigger has checked at least once and waits
+    releaser = LeaseManager(url)
+    before = await asyncio.to_thread(probe.sample)
+    peak = before["connections"]
+    cpu0 = time.process_time()
+    started = time.monotonic()
+    await asyncio.to_thread(releaser.release, holder, Owner(name="alter"))
+    while len(fired) < n and time.monotonic() - started < timeout:
+        await asyncio.sleep(0.5)
+        peak = max(peak, (await asyncio.to_thread(probe.sample))["connections"])
+    after = await asyncio.to_thread(probe.sample)
+    cpu = time.process_time() - cpu0
+    latencies = [t - started for t in fired.values()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await shared_store.closed()
+    releaser.store.close()
+    probe.close()
+    drained = max(latencies) if len(latencies) == n else None
+    return {
+        "waiters": n,
+        "poll_interval_s": poll,
+        "answered": len(latencies),
+        "all_answered_s": None if drained is None else round(drained, 3),
+        "answer": _quantiles(latencies),
+        "store_connections_peak": peak,
+        "transactions_during_drain": after["xacts"] - before["xacts"],
+        "triggerer_cpu_s": round(cpu, 2),
+    }
+
+
 def _release_times(url: str, n: int) -> list[float]:
     """Seconds per ``release`` of a lease nobody waits for (acquire untimed), over ``n`` cycles on 50 tables."""
     manager = LeaseManager(url)
@@ -279,6 +336,15 @@ def main() -> int:
         action="store_true",
         help="instead: the cost schema 8's NOTIFY triggers add to a release (triggerer_release_cost.json)",
     )
+    parser.add_argument(
+        "--crowd",
+        type=int,
+        default=0,
+        help="instead: this many waiters behind one release on one table (triggerer_crowd.json); "
+        "--modes notify (this tree) and/or per_waiter (the trigger of --crowd-ref, each waiter checking alone)",
+    )
+    parser.add_argument("--crowd-ref", default="8a17b9a")
+    parser.add_argument("--crowd-timeout", type=float, default=400.0)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=1500)
     args = parser.parse_args()
@@ -292,6 +358,37 @@ def main() -> int:
         return 0
 
     from deltaguard.triggers.lease import LeaseAvailableTrigger
+
+    if args.crowd:
+        rows = []
+        with throwaway_postgres() as server:
+            for mode in args.modes.split(","):
+                url = _fresh_database(server)
+                os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_URL"] = url
+                os.environ["AIRFLOW__DELTAGUARD__LEASE_STORE_LISTEN"] = "True"
+                cls = _main_trigger_class(args.crowd_ref) if mode == "per_waiter" else LeaseAvailableTrigger
+                load = os.getloadavg()[0]
+                row = asyncio.run(_measure_crowd(url, cls, args.crowd, args.poll, args.crowd_timeout))
+                row.update(
+                    mode=mode,
+                    load_avg_1m_before=round(load, 2),
+                    load_avg_1m_after=round(os.getloadavg()[0], 2),
+                )
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        out = ROOT / "benchmarks" / "results" / f"triggerer_crowd_{args.crowd}.json"
+        result = {
+            "command": "python benchmarks/bench_triggerer.py " + " ".join(sys.argv[1:]),
+            "commit": commit.stdout.strip(),
+            "crowd_ref": args.crowd_ref,
+            "machine": {"cpus": os.cpu_count()},
+            "rows": rows,
+        }
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
 
     rows = []
     with throwaway_postgres(max_connections=max(100, args.main_waiters * 2 + 20)) as server:

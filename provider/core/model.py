@@ -9,6 +9,7 @@ concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from types import ModuleType
@@ -77,6 +78,14 @@ class _Contexts:
         return found
 
 
+@functools.lru_cache(maxsize=256)
+def _rules_key(profile: EngineProfile) -> EngineProfile:
+    """The profile as far as the pair rules see it: the session's zone and commit coordinator do not change
+    an engine's pair rules, so profiles that differ only there are judged once. Cached: every pair of
+    every decision asks it (a ``replace`` re-validates the profile's version each time)."""
+    return replace(profile, session_time_zone=None, commit_coordination=STORAGE_COORDINATION)
+
+
 def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     """The pair under every engine that commits one of the two (ADR 0012, mixed engines).
 
@@ -87,8 +96,7 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     engines: dict[EngineProfile, None] = {}
     seen: set[EngineProfile] = set()
     for candidate in (contexts.profile, *(f.op.engine for f in (a, b) if f.op.engine is not None)):
-        # The session's zone and commit coordinator do not change an engine's pair rules: judge once.
-        rules_key = replace(candidate, session_time_zone=None, commit_coordination=STORAGE_COORDINATION)
+        rules_key = _rules_key(candidate)
         if rules_key not in seen:
             seen.add(rules_key)
             engines[candidate] = None
@@ -227,6 +235,15 @@ def _advice_for_multi(cand: OpFacts) -> str:
     return "make the UPDATE/DELETE/MERGE conditions exclude the rows being appended, or wait for the append"
 
 
+def _reusable(verdict: PairVerdict, other: OpFacts) -> bool:
+    """Whether ``verdict`` on (candidate, ``other``) also stands for the candidate beside any operation equal
+    to ``other`` but for its label (:class:`OpFacts` compare so: an operation's label is not part of its
+    equality, and the rules read no label). The label shows only in text, through ``name()``; a verdict
+    whose text names ``other`` is not reused, so every reused verdict reads exactly as the one it saves."""
+    name = other.name()
+    return name not in verdict.reason and not any(name in item for item in verdict.advice)
+
+
 def decide(
     candidate: Operation, running: Sequence[Operation], table: TableConfig, profile: EngineProfile
 ) -> Decision:
@@ -254,8 +271,16 @@ def decide(
     advice: dict[str, None] = {}
     rules_used: dict[str, None] = {}
     any_conflict = False
+    # Running operations equal but for their label get the same pair verdict (see _reusable): a queue of
+    # 1,000 appends is judged once, not 1,000 times.
+    # Keyed by the operation: its facts are a function of it (the label aside), and its hash is cached.
+    judged_once: dict[Operation, PairVerdict] = {}
     for index, other in enumerate(others):
-        verdict = _judge_all(cand, other, contexts)
+        verdict = judged_once.get(other.op)
+        if verdict is None:
+            verdict = _judge_all(cand, other, contexts)
+            if _reusable(verdict, other):
+                judged_once[other.op] = verdict
         rules_used[verdict.rule] = None
         if verdict.conflict:
             any_conflict = True

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import Any
 
 from deltaguard.core.profiles import EngineProfile
 
@@ -86,6 +87,22 @@ class Operation:
     engine: EngineProfile | None = None
     sql: str | None = field(default=None, compare=False)
     label: str | None = field(default=None, compare=False)
+
+    def __hash__(self) -> int:
+        # Computed once (over the compared fields, as the generated hash would be): every decision looks its
+        # running operations up by them (their digested facts, the verdicts of operations equal but for
+        # their label), 1,000 times per decision in a long queue.
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A string's hash differs between processes: a pickled operation must not carry this one's.
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     @property
     def is_blind_append(self) -> bool:

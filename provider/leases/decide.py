@@ -73,10 +73,21 @@ class Ask:
 
 
 def decide_locked(
-    txn: StoreTxn, ask: Ask, memo: DecisionMemo, decide: DecideFn, reclaimed: list[LeaseRow]
+    txn: StoreTxn,
+    ask: Ask,
+    memo: DecisionMemo,
+    decide: DecideFn,
+    reclaimed: list[LeaseRow],
+    *,
+    renew: bool = True,
 ) -> Granted | Waiting:
     """Decide ``ask`` in ``txn`` and write the answer. May run twice (a retried transaction, or a snapshot
     decision redone under the locks), so ``reclaimed`` is cleared first and only warned about after commit.
+
+    :param renew: whether a request that still waits gets a fresh queue-entry life (``wait_ttl_s`` from
+        now). Its own check renews it; a decision made for it by someone else (the re-admission of a
+        table's queue after a release, :mod:`~deltaguard.leases.readmit`) keeps its expiry, so a waiter
+        nobody asks for any more is still abandoned on time.
 
     :raises LeaseOwnershipError: the request id belongs to another owner.
     :raises LeaseLostError: the request was granted but its lease expired.
@@ -198,6 +209,8 @@ def decide_locked(
         )
         return granted(request.request_id, rows)
     expires = now + request.wait_ttl_s
+    if not renew and existing is not None and existing.status == "waiting":
+        expires = existing.expires_at
     result = Waiting(
         request.request_id,
         verdict.position,

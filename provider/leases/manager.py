@@ -53,6 +53,7 @@ from deltaguard.leases.decide import (
 )
 from deltaguard.leases.memo import ConfigLoader, DecisionMemo
 from deltaguard.leases.open import open_store
+from deltaguard.leases.readmit import Readmission, readmit_locked
 from deltaguard.leases.restate import restate_locked
 from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn
 from deltaguard.leases.views import (
@@ -197,6 +198,31 @@ class LeaseManager:
         if not ids or self.store.alive(sorted(ids), now) != ids:
             return None
         return last
+
+    def readmit(self, uri: str, budget_s: float | None = None) -> Readmission:
+        """Decide, in one locking transaction, every request queued on ``uri`` alone, in queue order; return
+        each answer by request id (:mod:`~deltaguard.leases.readmit`, ADR 0031).
+
+        What a release in front of a crowd of waiters calls once, instead of one check per waiter: the
+        decisions are each waiter's own (:func:`~deltaguard.leases.decide.decide_locked`), made one after
+        another on what the earlier ones granted. A waiter's queue entry is not renewed; requests queued on
+        several tables, and any whose decision fails, are left out (their own checks decide them).
+
+        :param budget_s: stop deciding after this many seconds (the rest of the queue is left for the next
+            call; :attr:`Readmission.complete <deltaguard.leases.readmit.Readmission.complete>` says so).
+        """
+        now = self.clock()
+        decide = self.decide
+        reclaimed: list[LeaseRow] = []
+
+        def body(txn: StoreTxn) -> Readmission:
+            return readmit_locked(
+                txn, uri, now, self.memo, decide, lambda request: self._ask(request, now), reclaimed, budget_s
+            )
+
+        result: Readmission = self._run([uri], body)
+        warn_reclaimed(reclaimed, now)
+        return result
 
     def heartbeat(self, lease_id: str, owner: Owner) -> float:
         """Extend a lease by its ttl; return the new expiry.
@@ -411,12 +437,9 @@ class LeaseManager:
             self._last_prune = now
             self.store.prune(now - self.retention_s)
 
-    def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
-        """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``); on busy
-        tables from the snapshot that attempt returned (committed only if the tables did not change since,
-        ADR 0007); else by the general locking transaction (:func:`~deltaguard.leases.decide.decide_locked`)."""
-        now = self.clock()
-        ask = Ask(
+    def _ask(self, request: LeaseRequest, now: float) -> Ask:
+        """``request`` prepared for a decision at ``now`` (configuration and stored texts, before any lock)."""
+        return Ask(
             request=request,
             now=now,
             offered={c.uri: self.memo.loaded_config(c, now) for c in request.claims},
@@ -430,6 +453,13 @@ class LeaseManager:
             ageing_s=self.ageing_s,
             max_overtake_s=self.max_overtake_s,
         )
+
+    def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
+        """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``); on busy
+        tables from the snapshot that attempt returned (committed only if the tables did not change since,
+        ADR 0007); else by the general locking transaction (:func:`~deltaguard.leases.decide.decide_locked`)."""
+        now = self.clock()
+        ask = self._ask(request, now)
         snapshot = None
         if fast and self.store.has_fast_paths:
             answer = grant_if_idle(self.store, self.memo, ask)

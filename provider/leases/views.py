@@ -3,6 +3,7 @@ pure admission rule (:mod:`deltaguard.core.admission`) sees of the holders on a 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,6 +79,9 @@ def decision_info(row: DecisionRow) -> DecisionInfo:
     return DecisionInfo(row.at, row.kind, row.request_id, row.uri, row.owner_key, json.loads(row.detail))
 
 
+# Rows are immutable and a decision turns every lease and queue row of its tables into a holder: memoised,
+# so a queue of 1,000 decided one after another (ADR 0031) does not build 1,000 holders per decision.
+@functools.lru_cache(maxsize=16384)
 def lease_holder(
     row: LeaseRow, expected_duration_s: float | None = None, read_version: int | None = None
 ) -> Holder:
@@ -98,6 +102,7 @@ def lease_holder(
     )
 
 
+@functools.lru_cache(maxsize=16384)
 def waiter_holder(
     row: WaiterRow, enqueued_at: float | None = None, expected_duration_s: float | None = None
 ) -> Holder:

@@ -98,6 +98,8 @@ class LeaseAvailableTrigger(BaseTrigger):
         async with contextlib.AsyncExitStack() as stack:
             shared: SharedStore | None = None
             manager: LeaseManager | None = None
+            # the table whose re-admission answers the next check (woken by a release there), else None
+            crowd_uri: str | None = None
             while True:
                 started = time.monotonic()
                 try:
@@ -110,7 +112,12 @@ class LeaseAvailableTrigger(BaseTrigger):
                         if shared.listener is not None:
                             stack.callback(shared.listener.unwatch, woken)
                     assert manager is not None
-                    answer = await shared.call(manager.check, self.request_id)
+                    found: Granted | Waiting | Closed | None = None
+                    if crowd_uri is not None:
+                        # one decision of the table's whole queue for every waiter this release woke
+                        found = await shared.readmissions().answer(crowd_uri, self.request_id)
+                        crowd_uri = None
+                    answer = found or await shared.call(manager.check, self.request_id)
                     errors = 0
                 except Exception as exc:
                     errors += 1
@@ -138,6 +145,11 @@ class LeaseAvailableTrigger(BaseTrigger):
                             shared.listener.watch(woken, {b.id for b in answer.blockers}, since=started)
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
+                        tables = {b.table for b in answer.blockers}
+                        if woken.is_set() and len(tables) == 1:
+                            # Woken by a release: the waiters it woke on that table share one decision.
+                            # A poll that timed out checks alone (and so renews the queue entry).
+                            crowd_uri = tables.pop()
                     case _:
                         assert not isinstance(answer, Waiting)
                         return self._event(answer)

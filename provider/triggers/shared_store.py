@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.sql.watch import FreedWatcher
     from deltaguard.leases.store import LeaseStore
+    from deltaguard.triggers.crowd import Readmissions
 
 T = TypeVar("T")
 
@@ -52,14 +53,30 @@ class SharedStore:
     closed: bool = False
     #: store calls still running in worker threads (a cancelled caller does not stop its thread)
     inflight: set[asyncio.Future[Any]] = dataclasses.field(default_factory=set)
+    #: one re-admission of a table's queue for all the waiters one release wakes (ADR 0031)
+    crowd: Readmissions | None = None
 
-    async def call(self, fn: Callable[..., T], *args: object) -> T:
+    def readmissions(self) -> Readmissions:
+        """The handle's batcher of re-admissions (made on first use)."""
+        if self.crowd is None:
+            from deltaguard.triggers.crowd import Readmissions
+
+            self.crowd = Readmissions(self)
+        return self.crowd
+
+    async def call(
+        self, fn: Callable[..., T], *args: object, on_start: Callable[[], None] | None = None
+    ) -> T:
         """Run a blocking store call in a worker thread, at most :data:`MAX_CALLS` at once.
 
         A caller cancelled meanwhile returns at once, but its call keeps its slot until the thread ends,
         and the store is closed only after it: a thread never finishes on a closed store.
+
+        :param on_start: called in the event loop once the call has its slot, just before its thread starts.
         """
         await self.limit.acquire()
+        if on_start is not None:
+            on_start()
         future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn, *args))
         self.inflight.add(future)
         future.add_done_callback(self._done)

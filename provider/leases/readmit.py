@@ -1,0 +1,214 @@
+"""Re-admission of a table's whole queue in one transaction, after a release (ADR 0031).
+
+When a holder leaves a table on which many requests wait, every waiter used to ask for itself: one locking
+transaction per waiter, each reading the whole queue again, one after another on the table's lock. 1,000
+waiters behind one release took minutes to drain. Here one transaction decides for all of them:
+
+* it locks the table and reads its leases, its queue and the waiters' request rows **once**;
+* it goes through the queue in rank order (the order the admission rule itself ranks them in) and decides
+  each one-table waiter with :func:`~deltaguard.leases.decide.decide_locked` — the same decision, applied
+  the same way, as the waiter's own check — on an in-memory view of the transaction
+  (:class:`CrowdTxn`) that every earlier decision of the batch has already changed: a waiter granted
+  here is a lease for every waiter after it, with the next fencing token, so two conflicting waiters are
+  never granted together and tokens follow the queue order;
+* a waiter one of whose last blockers is still there (a lease, or a request ranked ahead) still waits:
+  operations never change, so that blocker still conflicts and the full decision would wait too; its
+  answer is its last one less the blockers that left, and the model is not asked (as
+  :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`'s cheap path);
+* the writes go to the store transaction, which buffers them (PostgreSQL sends them with the COMMIT).
+
+A waiter's queue entry is not renewed here (``renew=False``): only its owner's own check keeps it alive, so
+a waiter whose owner is gone is still abandoned on time. A waiter on several tables is left to its own
+check (its other tables are not locked here); it still counts as queued ahead of the waiters behind it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from deltaguard.core.admission import DecideFn, Granted, LeaseRequest, Waiting
+from deltaguard.exceptions import LeaseError
+from deltaguard.leases import codec
+from deltaguard.leases.decide import Ask, decide_locked
+from deltaguard.leases.memo import DecisionMemo
+from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, StoreTxn, TableRow, WaiterRow
+from deltaguard.leases.wait_texts import waiting_from_json
+
+
+class CrowdTxn:
+    """A :class:`~deltaguard.leases.store.StoreTxn` over one locked table that reads the table's rows once
+    and then answers every read from memory, kept current by the writes, which it also passes on to the
+    real transaction.
+
+    :param txn: the store's transaction (its table locks held).
+    """
+
+    def __init__(self, txn: StoreTxn) -> None:
+        self._txn = txn
+        self._tables = txn.tables()
+        leases, waiters = txn.holders()
+        self._leases: list[LeaseRow] = list(leases)
+        self._waiters: list[WaiterRow] = list(waiters)
+        ids = {r.lease_id for r in self._leases} | {w.request_id for w in self._waiters}
+        self._requests: dict[str, RequestRow] = {r.request_id: r for r in txn.requests(sorted(ids))}
+
+    # --- reads (memory) ------------------------------------------------------------------------------
+
+    def tables(self) -> dict[str, TableRow]:
+        return dict(self._tables)
+
+    def leases(self) -> list[LeaseRow]:
+        return list(self._leases)
+
+    def waiters(self) -> list[WaiterRow]:
+        return list(self._waiters)
+
+    def holders(self) -> tuple[list[LeaseRow], list[WaiterRow]]:
+        return list(self._leases), list(self._waiters)
+
+    def request(self, request_id: str) -> RequestRow | None:
+        return self._requests.get(request_id)
+
+    def requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
+        return [self._requests[i] for i in sorted(set(request_ids)) if i in self._requests]
+
+    def lease_rows(self, lease_id: str) -> list[LeaseRow]:
+        return [r for r in self._leases if r.lease_id == lease_id]
+
+    def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
+        raise NotImplementedError("a re-admission releases nothing")
+
+    # --- writes (memory, and passed on) --------------------------------------------------------------
+
+    def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None:
+        gone = set(uris)
+        self._leases = [r for r in self._leases if not (r.lease_id == lease_id and r.uri in gone)]
+        self._txn.delete_lease_rows(lease_id, uris)
+
+    def insert_lease_rows(self, rows: Sequence[LeaseRow]) -> None:
+        self._leases.extend(rows)
+        self._txn.insert_lease_rows(rows)
+
+    def extend_lease(self, lease_id: str, expires_at: float) -> None:
+        self._leases = [
+            dataclasses.replace(r, expires_at=expires_at) if r.lease_id == lease_id else r
+            for r in self._leases
+        ]
+        self._txn.extend_lease(lease_id, expires_at)
+
+    def delete_waiter_rows(self, request_id: str, uris: Sequence[str] | None = None) -> None:
+        gone = None if uris is None else set(uris)
+        self._waiters = [
+            w for w in self._waiters if not (w.request_id == request_id and (gone is None or w.uri in gone))
+        ]
+        self._txn.delete_waiter_rows(request_id, uris)
+
+    def put_waiter_rows(self, rows: Sequence[WaiterRow]) -> None:
+        keys = {(r.request_id, r.uri) for r in rows}
+        self._waiters = [w for w in self._waiters if (w.request_id, w.uri) not in keys] + list(rows)
+        self._txn.put_waiter_rows(rows)
+
+    def put_request(self, row: RequestRow) -> None:
+        self._requests[row.request_id] = row
+        self._txn.put_request(row)
+
+    def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
+        row = self._requests.get(request_id)
+        if row is not None:
+            self._requests[request_id] = dataclasses.replace(row, status=status, updated_at=updated_at)
+        self._txn.set_request_status(request_id, status, updated_at)
+
+    def set_table(self, uri: str, fencing: int, config_version: int | None, config_json: str | None) -> None:
+        self._tables[uri] = TableRow(uri, fencing, config_version, config_json)
+        self._txn.set_table(uri, fencing, config_version, config_json)
+
+    def log(self, rows: Sequence[DecisionRow]) -> None:
+        self._txn.log(rows)
+
+    # --- what the batch asks ---------------------------------------------------------------------------
+
+    def queue(self) -> list[WaiterRow]:
+        """The queued rows, earliest rank first (ties by id, as the admission rule orders them)."""
+        return sorted(self._waiters, key=lambda w: (w.rank, w.request_id))
+
+    def alive(self, ids: set[str], now: float) -> set[str]:
+        """Which of ``ids`` are an unexpired lease or queue row of the locked table."""
+        found = {r.lease_id for r in self._leases if r.lease_id in ids and r.expires_at > now}
+        return found | {w.request_id for w in self._waiters if w.request_id in ids and w.expires_at > now}
+
+
+@dataclass(frozen=True)
+class Readmission:
+    """What one re-admission of a table's queue answered.
+
+    :param answers: the answer per request id decided (granted, or still waiting and behind whom).
+    :param complete: whether every one-table waiter was reached; ``False`` when the time budget ran out
+        first (the waiters after the last one reached were not decided: the next re-admission goes on
+        from the queue as it then stands).
+    """
+
+    answers: dict[str, Granted | Waiting] = field(default_factory=dict)
+    complete: bool = True
+
+
+def readmit_locked(
+    txn: StoreTxn,
+    uri: str,
+    now: float,
+    memo: DecisionMemo,
+    decide: DecideFn,
+    make_ask: Callable[[LeaseRequest], Ask],
+    reclaimed: list[LeaseRow],
+    budget_s: float | None = None,
+) -> Readmission:
+    """Decide every one-table request queued on ``uri`` (locked in ``txn``), in rank order; return each
+    answer by request id.
+
+    :param txn: a transaction holding the lock of ``uri`` (only).
+    :param uri: the table.
+    :param now: the decisions' time.
+    :param memo: the lease manager's memory (configurations, known verdicts).
+    :param decide: the conflict model.
+    :param make_ask: the lease manager's preparation of a request for a decision (offered configuration,
+        stored texts), as for its own checks.
+    :param reclaimed: filled with the expired leases reclaimed (warned about after commit); cleared first,
+        since a retried transaction runs this again.
+    :param budget_s: stop deciding once this much time has gone (``None``: no limit), so the transaction
+        ends well within the store's call timeout however long the queue; the waiters decided so far are
+        committed in queue order, the rest wait for the next re-admission.
+    """
+    reclaimed.clear()
+    started = time.monotonic()
+    crowd = CrowdTxn(txn)
+    answers: dict[str, Granted | Waiting] = {}
+    for row in crowd.queue():
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            return Readmission(answers, complete=False)
+        if row.uri != uri or row.expires_at <= now:
+            continue  # an abandoned entry is reclaimed by the next full decision, never decided for
+        status = crowd.request(row.request_id)
+        if status is None or status.status != "waiting" or status.expires_at <= now:
+            continue
+        request = codec.request_from_payload(row.request_id, status.payload)
+        if request.uris != (uri,):
+            continue  # its other tables are not locked here: its own check decides
+        if status.last_wait:
+            last = waiting_from_json(row.request_id, status.expires_at, status.last_wait)
+            ids = {b.id for b in last.blockers}
+            staying = crowd.alive(ids, now) if ids else set()
+            if staying:
+                answers[row.request_id] = dataclasses.replace(
+                    last, blockers=tuple(b for b in last.blockers if b.id in staying)
+                )
+                continue
+        mine: list[LeaseRow] = []
+        try:
+            answers[row.request_id] = decide_locked(crowd, make_ask(request), memo, decide, mine, renew=False)
+        except (LeaseError, ValueError):
+            continue  # its own check meets the same error and reports it to its owner
+        finally:
+            reclaimed.extend(mine)
+    return Readmission(answers)

@@ -1,0 +1,94 @@
+"""A release in front of many waiting triggers of one triggerer: the woken triggers share one re-admission
+of the table's queue (ADR 0031) instead of one locking decision each, and every one gets its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.sql.base import SqlLeaseStore
+from deltaguard.triggers import shared_store
+from deltaguard.triggers.lease import LeaseAvailableTrigger
+
+PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
+CONFIG = TableConfig(partition_columns=("country",))
+N = 30
+
+
+def _request(owner: str, kind: OperationKind, predicate: str | None = None) -> LeaseRequest:
+    claim = TableClaim("/t/crowd", Operation(kind, predicate=predicate, label=owner), PROFILE, CONFIG)
+    return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=60, wait_ttl_s=120)
+
+
+async def _first(trigger: LeaseAvailableTrigger, fired: dict[str, dict[str, Any]]) -> None:
+    async for event in trigger.run():
+        fired[trigger.request_id] = event.payload
+        return
+
+
+def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
+    manager = LeaseManager(url)
+    holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
+    assert isinstance(holder, Granted)
+    ids = []
+    for i in range(N):
+        # appends (compatible with each other) and, every tenth, an overwrite of one partition
+        kind, predicate = (
+            (OperationKind.REPLACE_WHERE, f"country = 'c{i}'")
+            if i % 10 == 5
+            else (OperationKind.INSERT, None)
+        )
+        answer = manager.acquire(_request(f"w{i}", kind, predicate))
+        assert isinstance(answer, Waiting)
+        ids.append(answer.request_id)
+
+    transactions: list[float] = []
+    real = SqlLeaseStore.transaction
+
+    def counted(self: SqlLeaseStore, *args: Any, **kwargs: Any) -> Any:
+        transactions.append(time.monotonic())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqlLeaseStore, "transaction", counted)
+
+    async def scenario() -> tuple[dict[str, dict[str, Any]], float]:
+        fired: dict[str, dict[str, Any]] = {}
+        tasks = [asyncio.create_task(_first(LeaseAvailableTrigger(url, rid, 0.5), fired)) for rid in ids]
+        await asyncio.sleep(2.0)  # every trigger has checked once and waits
+        released = time.monotonic()
+        await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
+        # the granted ones fire; give the others the same time to ask
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(fired) < len(granted_now()):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await shared_store.closed()
+        return fired, released
+
+    def granted_now() -> set[str]:
+        return {x.lease_id for x in manager.leases("/t/crowd")}
+
+    fired, released = asyncio.run(scenario())
+    leases = granted_now()
+    assert len(leases) >= 2, "the release admits several appends together"
+    assert set(fired) == leases and all(p["status"] == "granted" for p in fired.values())
+    # after the release, one re-admission (a second finds the grants) instead of one decision per waiter
+    after = [t for t in transactions if t >= released]
+    assert len(after) <= 3, f"{len(after)} locking transactions for one release in front of {N} waiters"
+    manager.store.close()

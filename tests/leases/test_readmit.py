@@ -1,0 +1,199 @@
+"""Re-admitting a table's whole queue in one transaction after a release (ADR 0031): the same answers as
+each waiter asking for itself in queue order, never two conflicting writes granted together, fencing tokens
+in queue order, one store transaction for the crowd, and no renewal of queue entries it was not asked to
+renew."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deltaguard.core import model
+from deltaguard.core.admission import Granted, Waiting
+from deltaguard.leases.manager import LeaseManager
+from tests.leases.conftest import CONFIG, PROFILE, FakeClock, op, request
+
+#: a crowd on one table, in queue order, behind an exclusive holder: appends (compatible with each other),
+#: a whole-table MERGE, partition-scoped UPDATE/DELETE, a metadata change, more appends
+CROWD = [
+    ("INSERT", None),
+    ("INSERT", None),
+    ("UPDATE", "date = '2024-01-01'"),
+    ("MERGE", None),
+    ("INSERT", None),
+    ("DELETE", "date = '2024-01-02'"),
+    ("SET_TBLPROPERTIES", None),
+    ("INSERT", None),
+    ("UPDATE", "date = '2024-01-03'"),
+]
+
+
+def _setup(url: str, clock: FakeClock) -> tuple[LeaseManager, Granted, list[str], dict[str, Any]]:
+    """The holder, then the crowd (one clock tick apart, so the queue order is the list's)."""
+    manager = LeaseManager(url, clock=clock)
+    holder = manager.acquire(request("alter", ("t1", op("SET_TBLPROPERTIES"))))
+    assert isinstance(holder, Granted)
+    ids, ops = [], {}
+    for i, (kind, cond) in enumerate(CROWD):
+        clock.advance(0.1)
+        r = request(f"w{i}", ("t1", op(kind, cond)))
+        assert isinstance(manager.acquire(r), Waiting)
+        ids.append(r.request_id)
+        ops[r.request_id] = r.claims[0].operation
+    # one request on two tables, queued ahead of none of the above but behind the holder
+    clock.advance(0.1)
+    both = request("both", ("t1", op("INSERT")), ("t2", op("INSERT")))
+    assert isinstance(manager.acquire(both), Waiting)
+    ops[both.request_id] = both.claims[0].operation
+    ids.append(both.request_id)
+    return manager, holder, ids, ops
+
+
+def _state(manager: LeaseManager) -> dict[str, int]:
+    """Live leases on t1 by owner name, with their fencing tokens."""
+    return {x.owner.task_id: x.fencing for x in manager.leases("t1")}
+
+
+@pytest.fixture
+def two_urls(store_url: str, tmp_path: Any) -> tuple[str, str]:
+    if store_url.startswith("sqlite"):
+        return store_url, f"sqlite:///{tmp_path / 'other.db'}"
+    from tests.leases.conftest import fresh_pg_database
+
+    return store_url, fresh_pg_database(store_url)
+
+
+def test_one_readmission_answers_the_crowd_as_each_waiter_asking_in_queue_order(
+    two_urls: tuple[str, str],
+) -> None:
+    batch_url, alone_url = two_urls
+    batch_clock, alone_clock = FakeClock(), FakeClock()
+    batch, batch_holder, batch_ids, _ = _setup(batch_url, batch_clock)
+    alone, alone_holder, alone_ids, _ = _setup(alone_url, alone_clock)
+    for manager, holder, clock in ((batch, batch_holder, batch_clock), (alone, alone_holder, alone_clock)):
+        clock.advance(1)
+        assert manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+
+    answers = batch.readmit("t1").answers
+    for rid in alone_ids:  # the reference: every waiter asks for itself, earliest first
+        alone.check(rid)
+
+    granted_batch = {rid.split("-")[0] for rid, a in answers.items() if isinstance(a, Granted)}
+    assert granted_batch == set(_state(batch))
+    assert _state(batch) == _state(alone)
+    assert len(_state(batch)) >= 2, "the crowd must hold writes the release can admit together"
+    assert len(_state(batch)) < len(CROWD), "and writes it cannot"
+    # the request on two tables is left to its own check, but still ranks ahead of no one here
+    assert batch_ids[-1] not in answers
+    assert all(rid in answers for rid in batch_ids[:-1])
+    batch.store.close()
+    alone.store.close()
+
+
+def test_a_readmission_never_grants_two_conflicting_writes_and_keeps_the_token_order(store_url: str) -> None:
+    clock = FakeClock()
+    manager, holder, ids, ops = _setup(store_url, clock)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    answers = manager.readmit("t1").answers
+    granted = [rid for rid in ids if isinstance(answers.get(rid), Granted)]
+    assert len(granted) >= 2
+    for i, a in enumerate(granted):
+        for b in granted[i + 1 :]:
+            decision = model.decide(ops[a], [ops[b]], CONFIG, PROFILE)
+            assert not decision.conflict, f"{a} and {b} granted together: {decision.reasons}"
+    tokens = [answers[rid].fencing["t1"] for rid in granted]  # type: ignore[union-attr]
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    assert min(tokens) == holder.fencing["t1"] + 1
+    # the waiting ones are told what they wait behind: something still there
+    live = {x.lease_id for x in manager.leases("t1")} | {w.request_id for w in manager.waiters("t1")}
+    for answer in answers.values():
+        if isinstance(answer, Waiting):
+            assert answer.blockers and {b.id for b in answer.blockers} <= live
+    manager.store.close()
+
+
+def test_a_readmission_is_one_transaction_and_renews_no_queue_entry(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    manager, holder, _, _ = _setup(store_url, clock)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    before = {w.request_id: w.expires_at for w in manager.waiters("t1")}
+    calls: list[str] = []
+    for name in ("run", "transaction", "read_request", "alive", "read_lease", "read_requests"):
+        real = getattr(manager.store, name, None)
+        if real is None:
+            continue
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(manager.store, name, counted)
+    clock.advance(5)
+    answers = manager.readmit("t1").answers
+    assert len(answers) == len(CROWD)
+    # one locking transaction (`run` is its retrying wrapper), no unlocked read besides
+    assert calls.count("transaction") == 1 and set(calls) <= {"run", "transaction"}, calls
+    monkeypatch.undo()
+    after = {w.request_id: w.expires_at for w in manager.waiters("t1")}
+    still = [rid for rid, a in answers.items() if isinstance(a, Waiting)]
+    assert still and all(after[rid] == before[rid] for rid in still)
+    manager.store.close()
+
+
+def test_a_waiter_decided_again_keeps_its_queue_entry_expiry(store_url: str) -> None:
+    """A waiter whose last blockers all left is decided in full; if it still waits (behind a request that
+    was queued later with a higher priority, so not among its last blockers), its entry is not renewed."""
+    clock = FakeClock()
+    manager = LeaseManager(store_url, clock=clock)
+    holder = manager.acquire(request("alter", ("t1", op("SET_TBLPROPERTIES"))))
+    assert isinstance(holder, Granted)
+    late = request("late", ("t1", op("MERGE")))
+    assert isinstance(manager.acquire(late), Waiting)
+    clock.advance(1)
+    urgent = request("urgent", ("t1", op("MERGE")), priority=5)
+    assert isinstance(manager.acquire(urgent), Waiting)
+    expiry = {w.request_id: w.expires_at for w in manager.waiters("t1")}[late.request_id]
+    clock.advance(10)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    answers = manager.readmit("t1").answers
+    assert isinstance(answers[urgent.request_id], Granted)
+    behind = answers[late.request_id]
+    assert isinstance(behind, Waiting) and [b.id for b in behind.blockers] == [urgent.request_id]
+    assert {w.request_id: w.expires_at for w in manager.waiters("t1")}[late.request_id] == expiry
+    manager.store.close()
+
+
+def test_an_abandoned_waiter_is_not_granted_by_a_readmission(store_url: str) -> None:
+    clock = FakeClock()
+    manager = LeaseManager(store_url, clock=clock)
+    holder = manager.acquire(request("alter", ("t1", op("SET_TBLPROPERTIES"))))
+    assert isinstance(holder, Granted)
+    gone = request("gone", ("t1", op("INSERT")), wait_ttl_s=5)
+    assert isinstance(manager.acquire(gone), Waiting)
+    clock.advance(1)
+    live = request("live", ("t1", op("INSERT")), wait_ttl_s=60)
+    assert isinstance(manager.acquire(live), Waiting)
+    clock.advance(10)  # "gone" never asked again: its entry expired
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    answers = manager.readmit("t1").answers
+    assert gone.request_id not in answers
+    assert isinstance(answers[live.request_id], Granted)
+    assert set(_state(manager)) == {"live"}
+    manager.store.close()
+
+
+def test_a_readmission_out_of_time_stops_in_queue_order_and_the_next_goes_on(store_url: str) -> None:
+    clock = FakeClock()
+    manager, holder, ids, _ = _setup(store_url, clock)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    cut = manager.readmit("t1", budget_s=0.0)
+    assert not cut.complete and not cut.answers and not _state(manager)
+    full = manager.readmit("t1", budget_s=60.0)
+    assert full.complete and set(full.answers) == set(ids[:-1])
+    manager.store.close()
