@@ -66,8 +66,14 @@ def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
 
     async def scenario() -> tuple[dict[str, dict[str, Any]], float]:
         fired: dict[str, dict[str, Any]] = {}
-        tasks = [asyncio.create_task(_first(LeaseAvailableTrigger(url, rid, 0.5), fired)) for rid in ids]
-        await asyncio.sleep(2.0)  # every trigger has checked once and waits
+        # a safety poll far beyond the test: only the release's wake-up can make a trigger ask again
+        tasks = [asyncio.create_task(_first(LeaseAvailableTrigger(url, rid, 30.0), fired)) for rid in ids]
+        # every trigger has checked once and waits (one transaction each), however loaded the machine
+        deadline = time.monotonic() + 120
+        while len(transactions) < N and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert len(transactions) >= N, f"only {len(transactions)} of {N} triggers checked in 120 s"
+        await asyncio.sleep(0.5)
         released = time.monotonic()
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
         # the granted ones fire; give the others the same time to ask
