@@ -30,6 +30,7 @@ decision log and the engine's events (:mod:`benchmarks.harness.lease_overhead`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -37,12 +38,13 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_dags import STRATEGIES, dag_id_for, one_slot_pool
 from benchmarks.bench_orchestration import analyse, corrupted_tables, handoffs, machine, problems
-from benchmarks.harness.airflow_runner import prepare_home, running_stack
+from benchmarks.harness.airflow_runner import AirflowStack, prepare_home
 from benchmarks.harness.lease_overhead import lease_overheads, summarize_overheads
 from benchmarks.harness.run_analysis import delta_log_order
 from benchmarks.harness.serial_order import delta_serial_order, reordered
@@ -151,7 +153,7 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
     runs: dict[str, dict[str, Any]] = {}
     load: dict[str, Any] = {"before": os.getloadavg()}
     started = time.monotonic()
-    with server, running_stack(home) as stack:
+    with server, _stack(home, args.healthy_timeout) as stack:
         server.wait_ready()
         for name in workload.tables:
             stack.api.set_pool(one_slot_pool(name.name), 1, "benchmark: one-slot pool")
@@ -240,6 +242,20 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
     return results, (timelines, [t.name for t in workload.tables], bound.value_s, workload), work
 
 
+@contextlib.contextmanager
+def _stack(home: Any, healthy_timeout: float) -> Iterator[AirflowStack]:
+    """:func:`~benchmarks.harness.airflow_runner.running_stack` with a longer wait for health: with a Spark
+    server starting beside it on a loaded 2-core machine the api-server took more than its 240 s once."""
+    stack = AirflowStack(home)
+    stack.migrate()
+    stack.start()
+    try:
+        stack.wait_healthy(timeout=healthy_timeout)
+        yield stack
+    finally:
+        stack.stop()
+
+
 def _write_times(attempts: list[dict[str, Any]]) -> dict[str, Any]:
     """How long the engine took per committed write, beside its planned duration (Spark's own cost shows)."""
     done = [a["end"] - a["start"] for a in attempts if a["outcome"] == "ok"]
@@ -285,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (AIRFLOW_HOME, tables)")
     parser.add_argument("--run-timeout", type=float, default=2400.0)
+    parser.add_argument("--healthy-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(STRATEGIES)
