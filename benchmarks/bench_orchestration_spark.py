@@ -1,7 +1,8 @@
 """Real-scheduler benchmark through delta-spark: one-slot pools vs optimistic retries vs deltaguard.
 
-Run (about 30-40 minutes on a shared 2-core machine; writes ``benchmarks/results/orchestration_spark.json``
-and a Gantt chart)::
+Run (writes ``benchmarks/results/orchestration_spark.json`` and a Gantt chart; not yet timed to the end: under
+a load average of 25-34 on 2 shared cores each write took 13-16 times its planned duration, see
+docs/benchmarks.md)::
 
     .venv/bin/python -m benchmarks.bench_orchestration_spark
 

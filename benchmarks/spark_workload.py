@@ -5,10 +5,9 @@ log): :class:`TimedSparkEngine` is deltaguard's :class:`~deltaguard.engines.spar
 their planned duration **inside the Spark job**, between the snapshot the command reads and its commit.
 
 How a write is held (:func:`held_spec`): the rows the job writes pass through a SQL function,
-:data:`HOLD_FUNCTION`, a Python UDF registered on the write's own Spark session that returns its argument
-unchanged after sleeping until a deadline (the planned duration after the job's first row reached it,
-:func:`hold_for`). Only the *value*
-expressions carry it:
+:data:`HOLD_FUNCTION`, a Python UDF registered for the write alone (on the Spark connection it writes
+through) that returns its argument unchanged after sleeping until a deadline (the planned duration after
+the job's first row reached it, :func:`hold_for`). Only the *value* expressions carry it:
 
 * append: the appended rows' ``v`` column (``v`` -> ``deltaguard_bench_hold(v)``);
 * MERGE: the source rows' ``v`` column, so the condition, the clauses and the source's keys are untouched;
@@ -53,7 +52,7 @@ from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.simulation.workload import DEFAULT_MIX, BenchWrite
 from deltaguard.writes.task_identity import parse_app_id
 
-#: The SQL function a held write's values pass through (registered per write session).
+#: The SQL function a held write's values pass through (registered for each write on its own Spark connection).
 HOLD_FUNCTION = "deltaguard_bench_hold"
 #: The value column every benchmark table has (``p``, ``k``, ``v``): the one that carries the wait.
 HELD_COLUMN = "v"
@@ -75,7 +74,7 @@ def hold_for(
     Runs in Spark's Python workers (several processes, several tasks): the first call anywhere creates
     ``marker`` (``O_EXCL``) holding the deadline, every other call reads it; each call sleeps only for what
     is left, so a job of many rows or tasks holds the write once. Counting from the first row, not from the
-    task's start, keeps the hold whole however long the session and planning took before the snapshot.
+    task's start, keeps the hold whole however long connecting and planning took before the snapshot.
 
     :param duration_s: the write's planned duration.
     :param marker: a path no other write uses, on a filesystem the workers share.
@@ -247,7 +246,7 @@ class TimedSparkEngine(SparkEngine):
 
     @contextlib.contextmanager
     def _write_session(self, spark: Any) -> Iterator[Any]:
-        """The write's own session, with :data:`HOLD_FUNCTION` registered for this write's deadline."""
+        """The write's own Spark connection, with :data:`HOLD_FUNCTION` registered for this write's hold."""
         with super()._write_session(spark) as own:
             hold = getattr(self._hold, "value", None)
             if hold is not None:
