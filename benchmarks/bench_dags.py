@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,7 +54,14 @@ def _source(dag_id: str, write_id: str) -> Any:
     return spec.source  # type: ignore[union-attr]
 
 
-def _deltaguard_task(dag_id: str, write: BenchWrite, table: BenchTable, uri: str, seed: int) -> Any:
+def _deltaguard_task(
+    dag_id: str,
+    write: BenchWrite,
+    table: BenchTable,
+    uri: str,
+    seed: int,
+    engine: Mapping[str, Any] | None = None,
+) -> Any:
     from deltaguard.operators.dml import (
         DeltaDeleteOperator,
         DeltaInsertOperator,
@@ -68,6 +76,7 @@ def _deltaguard_task(dag_id: str, write: BenchWrite, table: BenchTable, uri: str
         "table": uri,
         "engine": ENGINE_PATH,
         "expected_duration": estimated_duration(seed, write),
+        **(engine or {}),
     }
     # rows are produced when the task runs, not when the DAG file is parsed
     source = functools.partial(_source, dag_id, write.id)
@@ -93,9 +102,16 @@ def _deltaguard_task(dag_id: str, write: BenchWrite, table: BenchTable, uri: str
     return DeltaAlterTableOperator(add_columns=dict(spec.columns), **common)
 
 
-def benchmark_dag(strategy: str) -> Any:
+def benchmark_dag(
+    strategy: str,
+    *,
+    write_callable: Callable[[str, str], Any] = run_planned_write,
+    engine: Mapping[str, Any] | None = None,
+) -> Any:
     """Build the DAG of one strategy from its plan.
 
+    :param write_callable: the baselines' task body, ``(dag_id, write_id)``.
+    :param engine: the deltaguard operators' engine arguments (default: ``engine=`` :data:`ENGINE_PATH`).
     :raises ValueError: on an unknown strategy.
     """
     from airflow.providers.standard.operators.python import PythonOperator
@@ -125,11 +141,11 @@ def benchmark_dag(strategy: str) -> Any:
         for write in workload.writes:
             table = workload.table(write.table)
             if strategy == "deltaguard":
-                _deltaguard_task(dag_id, write, table, uris[write.table], workload.seed)
+                _deltaguard_task(dag_id, write, table, uris[write.table], workload.seed, engine)
                 continue
             PythonOperator(
                 task_id=write.id,
-                python_callable=run_planned_write,
+                python_callable=write_callable,
                 op_args=[dag_id, write.id],
                 pool=one_slot_pool(write.table) if strategy == "one_slot_pools" else "default_pool",
             )

@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from benchmarks.harness.handoff import (
     quantiles,
     summarize,
 )
-from benchmarks.harness.run_analysis import delta_log_order, files_removed_twice
+from benchmarks.harness.run_analysis import LogOrder, delta_log_order, files_removed_twice
 from benchmarks.workload_tables import (
     BENCH_DIR_ENV,
     WRITE_KEY,
@@ -155,8 +156,14 @@ def analyse(
     bench_dir: Path,
     uris: dict[str, str],
     bound: float,
+    order: Callable[..., LogOrder] = delta_log_order,
+    order_source: str = "Delta logs (commitInfo " + WRITE_KEY + ", version order per table)",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Metrics of one strategy's run, and its attempts in seconds from the run's first task start."""
+    """Metrics of one strategy's run, and its attempts in seconds from the run's first task start.
+
+    :param order: reads the serial order to replay from the Delta logs (default: version order).
+    :param order_source: how ``order`` reads it, for the report.
+    """
     starts = [a["start"] for a in attempts] + [t for t in (_ts(ti.start_date) for ti in tis) if t]
     ends = [a["end"] for a in attempts] + [t for t in (_ts(ti.end_date) for ti in tis) if t]
     origin = min(starts) if starts else 0.0
@@ -169,7 +176,7 @@ def analyse(
     # The order comes from the Delta logs (the commits carry their write's id), never from the harness's
     # own log: that log is what is being checked.
     no_ops = {a["write"]: int(a["read_version"]) for a in ok if not a.get("committed", True)}
-    log_order = delta_log_order(uris, {w.id: w.table for w in workload.writes}, no_ops, WRITE_KEY)
+    log_order = order(uris, {w.id: w.table for w in workload.writes}, no_ops, WRITE_KEY)
     reference = replay_serially(workload, list(log_order.order), bench_dir / "serial" / strategy)
     divergent = sorted(
         name for name in uris if table_fingerprint(uris[name]) != table_fingerprint(reference[name])
@@ -203,7 +210,7 @@ def analyse(
         "writes_committed_twice": list(log_order.duplicates),
         "writes_on_the_wrong_table": list(log_order.misplaced),
         "commit_order": list(log_order.order),
-        "commit_order_source": "Delta logs (commitInfo " + WRITE_KEY + ", version order per table)",
+        "commit_order_source": order_source,
         "task_states": states,
         "pools_used": sorted({str(ti.pool) for ti in tis}),
         "max_try_number": max((ti.try_number for ti in tis), default=0),

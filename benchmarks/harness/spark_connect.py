@@ -22,9 +22,11 @@ from deltaguard.engines.spark.connect_server import LocalConnectServer
 CONNECTION_ENV = "AIRFLOW_CONN_DELTAGUARD_EXAMPLE_SPARK_CONNECT"
 
 
-def connection_env(port: int) -> dict[str, str]:
-    """The environment variable defining the example DAG's ``spark_connect`` connection to ``port``."""
-    return {CONNECTION_ENV: json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})}
+def connection_env(port: int, conn_id: str | None = None) -> dict[str, str]:
+    """The environment variable defining a ``spark_connect`` connection to ``port``: the example DAG's, or
+    ``conn_id``."""
+    name = f"AIRFLOW_CONN_{conn_id.upper()}" if conn_id else CONNECTION_ENV
+    return {name: json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})}
 
 
 #: A frugal server for a few small writes on a shared machine: one shuffle partition, one partition for

@@ -61,3 +61,18 @@ def test_deltaguard_tasks_get_noisy_estimates_not_true_durations(plans: dict[str
         ratios.append(told / write.duration_s)
     assert all(1 - ESTIMATE_ERROR - 0.01 <= r <= 1 + ESTIMATE_ERROR + 0.01 for r in ratios)
     assert len({round(r, 2) for r in ratios}) > len(ratios) // 2  # noise, not one constant factor
+
+
+def test_the_spark_benchmark_dags_write_through_the_timed_spark_engine(plans: dict[str, object]) -> None:
+    from benchmarks.bench_orchestration_spark import DAG_FILE
+    from benchmarks.spark_workload import CONNECT_CONN_ID, run_planned_spark_write, task_kwargs
+
+    namespace: dict[str, object] = {}
+    exec(DAG_FILE.format(strategy="deltaguard"), namespace)  # the generated file, as Airflow parses it
+    guarded = namespace["dag"]
+    baseline = benchmark_dag("optimistic", write_callable=run_planned_spark_write, engine=task_kwargs())
+    for write in plans["workload"].writes:  # type: ignore[attr-defined]
+        task = guarded.task_dict[write.id]  # type: ignore[attr-defined]
+        assert task.engine == "benchmarks.spark_workload:TimedSparkEngine"
+        assert task.spark_connect_conn_id == CONNECT_CONN_ID
+        assert baseline.task_dict[write.id].python_callable is run_planned_spark_write
