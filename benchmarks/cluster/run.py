@@ -130,6 +130,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         kinds=kinds,
         seed=int(args.seed),
         split_store=bool(args.no_leases),
+        lease_ttl=float(args.lease_ttl),
     )
     result["command"] = (
         "python -m benchmarks.cluster run"
@@ -155,10 +156,13 @@ def run(
     split_store: bool = False,
     write_seconds: float = 8.0,
     run_timeout: float = 1500.0,
+    lease_ttl: float = 30.0,
 ) -> dict[str, Any]:
     """Start the stack, run the pipelines under the faults, audit, stop; return the results document."""
     began = time.monotonic()
-    stack = ClusterStack(home, spark=spark, write_seconds=write_seconds, split_store=split_store)
+    stack = ClusterStack(
+        home, spark=spark, write_seconds=write_seconds, split_store=split_store, lease_ttl=lease_ttl
+    )
     os.environ.update(stack.client_env())
     os.environ["DELTAGUARD_EXAMPLE_TABLE_ROOT"] = TABLE_ROOT
     pipeline = example_pipeline()

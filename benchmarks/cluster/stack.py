@@ -384,7 +384,7 @@ class ClusterStack:
             # a task whose worker died is noticed by the scheduler after this many seconds
             "scheduler": {
                 "enable_health_check": "False",
-                "task_instance_heartbeat_timeout": "60",
+                "task_instance_heartbeat_timeout": "120",
                 "task_instance_heartbeat_timeout_detection_interval": "5",
             },
             "triggerer": {"capacity": "200"},
