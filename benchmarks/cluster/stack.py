@@ -466,6 +466,7 @@ class ClusterStack:
             options=self.airflow_options(),
             extra_env=self.airflow_env(),
         )
+        self._preload_store_modules()
         migrate = subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
             env=self.airflow.env(),
@@ -483,6 +484,31 @@ class ClusterStack:
         for service in spark_parts:
             service.wait_ready(timeout)
         self.wait_airflow_healthy(timeout)
+
+    #: imported once by each Celery worker (and inherited by the task processes it forks): the first store call
+    #: of a task opens the store, and importing the PostgreSQL driver inside that call, bounded by
+    #: ``store_timeout``, failed tasks with StoreCallTimeout under load average 20-30 on 2 cores
+    STORE_PRELOADS: tuple[str, ...] = (
+        "psycopg",
+        "sqlalchemy.dialects.postgresql.psycopg",
+        "deltaguard.leases.sql.postgres",
+        "deltaguard.leases.manager",
+        "deltaguard.hooks.lease",
+    )
+
+    def _preload_store_modules(self) -> None:
+        assert self.airflow is not None
+        settings = self.airflow.home / "config" / "airflow_local_settings.py"
+        lines = [
+            "",
+            "# benchmarks.cluster: the PostgreSQL lease store's modules too (docs/deployment.md, Preloading)",
+            f"for _module in {list(self.STORE_PRELOADS)!r}:",
+            "    try:",
+            "        importlib.import_module(_module)",
+            "    except ImportError:",
+            "        pass",
+        ]
+        settings.write_text(settings.read_text() + "\n".join(lines) + "\n")
 
     def wait_airflow_healthy(self, timeout: float = 300.0) -> dict[str, Any]:
         """Wait until the api-server reports the metadata DB, scheduler, triggerer and dag-processor healthy."""
