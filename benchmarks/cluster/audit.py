@@ -297,9 +297,13 @@ def audit(
             is_write = ti.task_id != "setup_tables"
             if ti.state == "success" and is_write and (run_id, ti.task_id) not in committed:
                 xcom = (xcoms or {}).get((run_id, ti.task_id)) or {}
-                # OPTIMIZE with nothing to compact commits nothing and says so
-                if not (ti.task_id.startswith("optimize") and xcom.get("version") is not None):
+                # a write with nothing to do (OPTIMIZE with nothing to compact, a DELETE whose rows an earlier
+                # run removed) commits nothing and reports the version it left; the row check still judges
+                # the table, so only a success that reports no version at all is silent
+                if xcom.get("version") is None:
                     report.silent_successes.append(key)
+                else:
+                    report.failures[f"{key} (no-op)"] = f"committed nothing, table at v{xcom['version']}"
             elif ti.state in ("failed", "up_for_retry"):
                 cause = failure_cause(log_dir, dag_id, run_id, ti.task_id, scheduler_log)
                 if cause is None:
