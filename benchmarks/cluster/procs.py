@@ -61,7 +61,7 @@ def group_members(pgid: int) -> list[int]:
 
 @dataclass
 class Service:
-    """One server process (and whatever it forks), started in its own session.
+    """One server process (and whatever it forks), started as the leader of its own process group.
 
     :param name: a short name (also the log file's name).
     :param argv: the command.
@@ -88,7 +88,7 @@ class Service:
         return self.process is not None and self.process.poll() is None
 
     def start(self) -> None:
-        """Start the process in a new session (its own process group), appending to its log."""
+        """Start the process as the leader of its own process group, appending to its log."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
