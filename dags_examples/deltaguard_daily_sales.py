@@ -41,6 +41,7 @@ from example_pipeline import (
     NEW_CUSTOMER_COLUMN,
     business_date,
     create_tables,
+    max_active_runs,
     schedule,
     slow_source,
     table_uris,
@@ -56,7 +57,7 @@ with DAG(
     schedule=schedule(),
     start_date=datetime(2026, 11, 1),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=max_active_runs(),
     user_defined_macros={"business_date": business_date},
     # A Delta conflict must never be papered over by a retry: deltaguard avoids it instead.
     default_args={"retries": 0, "execution_timeout": timedelta(minutes=15)},

@@ -30,6 +30,11 @@ WRITE_SECONDS_ENV = "DELTAGUARD_EXAMPLE_WRITE_SECONDS"
 #: The DAGs' schedule (default ``@daily``); the demo and the tests set ``none`` and trigger runs by hand, so
 #: unpausing a DAG does not also start the latest scheduled run.
 SCHEDULE_ENV = "DELTAGUARD_EXAMPLE_SCHEDULE"
+#: An object-store URI (``s3://bucket/prefix``) to keep the tables under instead of the data directory; the
+#: production-shaped stack (``python -m benchmarks.cluster``) sets it. Credentials come from ``AWS_*``.
+TABLE_ROOT_ENV = "DELTAGUARD_EXAMPLE_TABLE_ROOT"
+#: How many runs of one example DAG may run at once (default 1).
+MAX_ACTIVE_RUNS_ENV = "DELTAGUARD_EXAMPLE_MAX_ACTIVE_RUNS"
 DEFAULT_WRITE_SECONDS = 8.0
 
 COUNTRIES: tuple[str, ...] = ("DE", "FR", "IT", "ES")
@@ -78,8 +83,15 @@ def data_dir() -> Path:
 
 def table_uris(variant: str) -> dict[str, str]:
     """The three table locations of one pipeline variant (``deltaguard`` or ``conventional``)."""
+    root = os.environ.get(TABLE_ROOT_ENV, "").rstrip("/")
+    if root:
+        return {name: f"{root}/{variant}/{name}" for name in ("sales_fact", "events", "customers")}
     base = data_dir() / variant
     return {name: str(base / name) for name in ("sales_fact", "events", "customers")}
+
+
+def max_active_runs() -> int:
+    return int(os.environ.get(MAX_ACTIVE_RUNS_ENV, "1"))
 
 
 def schedule() -> str | None:
@@ -245,7 +257,8 @@ def create_tables(variant: str, day: str) -> dict[str, str]:
     for name, (rows, partition_by) in seeds.items():
         if DeltaTable.is_deltatable(uris[name]):
             continue
-        Path(uris[name]).mkdir(parents=True, exist_ok=True)
+        if "://" not in uris[name]:
+            Path(uris[name]).mkdir(parents=True, exist_ok=True)
         # Two commits, so each partition holds two small files and the nightly OPTIMIZE has work to do.
         evens = pa.array(range(0, rows.num_rows, 2), type=pa.int64())
         odds = pa.array(range(1, rows.num_rows, 2), type=pa.int64())

@@ -1,0 +1,394 @@
+"""After a run: read the Delta logs, the decision log and Airflow's records, and count what went wrong.
+
+Nothing here trusts the tasks' own word. The checks:
+
+- **overlaps**: every commit made under a lease lies inside that lease's held interval (grant to release,
+  expiry or abandon: a *late* commit, after the lease ended, counts), and no two writes the conflict model
+  calls conflicting held their leases, or wrote, at the same time;
+- **lost / duplicated rows**: each table's rows against an independent plain-Python computation from the
+  example's inputs and the writes the Delta log shows committed (in commit order);
+- **silent successes**: a write task Airflow calls successful that committed nothing;
+  **unexplained failures**: a failed task whose log and the scheduler's log name no cause;
+- **orphans**: a lease still held or a request still queued, a task still deferred or running, a trigger
+  row left in Airflow's database.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmarks.harness.airflow_runner import default_dags_folder
+from benchmarks.harness.run_analysis import Commit, table_history
+
+
+def example_pipeline() -> ModuleType:
+    """``dags_examples/example_pipeline.py``, loaded under a private name (the inputs only)."""
+    spec = importlib.util.spec_from_file_location(
+        "cluster_example_pipeline", default_dags_folder() / "example_pipeline.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Lease:
+    request_id: str
+    uri: str
+    owner_key: str
+    granted_at: float
+    ended_at: float | None  # None: never released, expired or abandoned
+    end_kind: str | None
+
+
+@dataclass
+class AuditReport:
+    overlaps: list[str] = field(default_factory=list)
+    late_commits: list[str] = field(default_factory=list)
+    lost_rows: list[str] = field(default_factory=list)
+    duplicated_rows: list[str] = field(default_factory=list)
+    silent_successes: list[str] = field(default_factory=list)
+    unexplained_failures: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    unlogged: list[str] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, int]:
+        return {
+            "overlaps": len(self.overlaps) + len(self.late_commits),
+            "lost_rows": len(self.lost_rows),
+            "duplicated_rows": len(self.duplicated_rows),
+            "silent_successes": len(self.silent_successes),
+            "unexplained_failures": len(self.unexplained_failures),
+            "orphans": len(self.orphans),
+            "unlogged_decisions": len(self.unlogged),
+        }
+
+    @property
+    def passed(self) -> bool:
+        return not any(self.figures().values())
+
+    def details(self) -> dict[str, list[str]]:
+        return {
+            "overlaps": self.overlaps,
+            "late_commits": self.late_commits,
+            "lost_rows": self.lost_rows[:50],
+            "duplicated_rows": self.duplicated_rows[:50],
+            "silent_successes": self.silent_successes,
+            "unexplained_failures": self.unexplained_failures,
+            "orphans": self.orphans,
+            "unlogged_decisions": self.unlogged,
+        }
+
+
+# -- the decision log --------------------------------------------------------------------------------
+
+
+def read_decisions(store_urls: Iterable[str]) -> list[Any]:
+    """Every decision-log row of every store, oldest first."""
+    from deltaguard.leases.open import open_store
+
+    rows: list[Any] = []
+    for url in store_urls:
+        store = open_store(url)
+        try:
+            rows += store.decisions(limit=100_000)
+        finally:
+            store.close()
+    return sorted(rows, key=lambda r: r.at)
+
+
+def leases_from(decisions: Sequence[Any]) -> dict[tuple[str, str], Lease]:
+    """``(request id, table) -> Lease`` from grants and the release / expiry / abandon that ended them."""
+    granted: dict[tuple[str, str], Any] = {}
+    ended: dict[tuple[str, str], Any] = {}
+    for row in decisions:
+        key = (row.request_id, row.uri)
+        if row.kind == "grant" and key not in granted:
+            granted[key] = row
+        elif row.kind in ("release", "expiry", "abandon") and key not in ended:
+            ended[key] = row
+    return {
+        key: Lease(
+            key[0],
+            key[1],
+            row.owner_key,
+            row.at,
+            ended[key].at if key in ended else None,
+            ended[key].kind if key in ended else None,
+        )
+        for key, row in granted.items()
+    }
+
+
+# -- expected rows -------------------------------------------------------------------------------------
+
+
+def _task_kind(task_id: str) -> str:
+    return task_id.split("_", 1)[0]
+
+
+def expected_tables(
+    pipeline: ModuleType,
+    first_day: str,
+    commits: Mapping[str, Sequence[Commit]],
+    day_of_run: Mapping[str, str],
+) -> dict[str, list[dict[str, Any]]]:
+    """Each table's rows computed in plain Python from the seeds and the writes that committed, in order."""
+    p = pipeline
+    sales: dict[tuple[Any, ...], dict[str, Any]] = {
+        (r["date"], r["country"], r["sku"]): r for r in p.seed_sales_rows(first_day)
+    }
+    events: list[dict[str, Any]] = []
+    customers: dict[int, dict[str, Any]] = {r["id"]: dict(r) for r in p.seed_customer_rows()}
+    has_loyalty = False
+    for table, history in commits.items():
+        for commit in history:
+            task, run = commit.task_id, commit.run_id
+            if not task or run not in day_of_run:
+                continue
+            day = day_of_run[run]
+            if table == "sales_fact" and task.startswith("merge_sales_"):
+                for row in p.sales_rows(day, task.rsplit("_", 1)[1].upper()):
+                    sales[(row["date"], row["country"], row["sku"])] = row
+            elif table == "events" and task.startswith("log_events_"):
+                events += p.event_rows(day, task[len("log_events_") :])
+            elif table == "customers":
+                if task == "upsert_customers":
+                    for row in p.customer_change_rows(day):
+                        if row["id"] in customers:
+                            customers[row["id"]]["name"] = row["name"]
+                        else:
+                            customers[row["id"]] = dict(
+                                row, **({"loyalty_points": None} if has_loyalty else {})
+                            )
+                elif task == "update_customer_tiers":
+                    for row in customers.values():
+                        if row["lifetime_value"] > 1000:
+                            row["tier"] = "gold"
+                elif task == "delete_closed_customers":
+                    customers = {i: r for i, r in customers.items() if r["status"] != "closed"}
+                elif task == "add_loyalty_column":
+                    has_loyalty = True
+                    for row in customers.values():
+                        row.setdefault("loyalty_points", None)
+    return {"sales_fact": list(sales.values()), "events": events, "customers": list(customers.values())}
+
+
+def compare_rows(
+    name: str, actual: Sequence[Mapping[str, Any]], expected: Sequence[Mapping[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """(lost, duplicated): rows expected but missing or different, and rows present more often than expected."""
+
+    def canon(row: Mapping[str, Any]) -> str:
+        return json.dumps({k: row.get(k) for k in sorted(row)}, sort_keys=True, default=str)
+
+    want, have = Counter(canon(r) for r in expected), Counter(canon(r) for r in actual)
+    lost = [f"{name}: {row}" for row, n in (want - have).items() for _ in range(n)]
+    extra = [f"{name}: {row}" for row, n in (have - want).items() for _ in range(n)]
+    return lost, extra
+
+
+# -- the audit ----------------------------------------------------------------------------------------
+
+ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z]+(?:Error|Exception|Timeout))\b")
+
+
+def failure_cause(log_dir: Path, dag_id: str, run_id: str, task_id: str, scheduler_log: str) -> str | None:
+    """The cause a failed task's own logs or the scheduler's log name, or ``None`` when nothing does."""
+    task_dir = log_dir / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+    for log in sorted(task_dir.glob("*.log*")):
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and (
+                record.get("level") in ("error", "critical") or "error_detail" in record
+            ):
+                text = json.dumps(record)
+                match = ERROR_NAME.search(text)
+                if match:
+                    return match.group(1)
+                return str(record.get("event", "error"))[:200]
+    for line in scheduler_log.splitlines():
+        if (
+            task_id in line
+            and run_id in line
+            and re.search(r"heartbeat|zombie|killed|externally|failed", line, re.I)
+        ):
+            return line.strip()[-300:]
+    return None
+
+
+def audit(
+    *,
+    tables: Mapping[str, str],
+    day_of_run: Mapping[str, str],
+    first_day: str,
+    task_instances: Mapping[str, Sequence[Any]],
+    store_urls: Sequence[str],
+    conflicting: Any,
+    log_dir: Path,
+    scheduler_log: str,
+    dag_id: str,
+    airflow_leftovers: Sequence[str] = (),
+    xcoms: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+) -> AuditReport:
+    """Judge one variant's runs (one DAG, several runs, one set of tables).
+
+    :param tables: ``name -> uri`` of the variant's three tables.
+    :param day_of_run: ``run_id -> business date``.
+    :param first_day: the date the tables were seeded for.
+    :param task_instances: ``run_id -> task instances`` (``TaskInstanceRecord``).
+    :param store_urls: every lease store the run used.
+    :param conflicting: ``(commit_a, commit_b, uri) -> bool``: whether the model calls the two writes conflicting.
+    :param log_dir: Airflow's log folder (task logs).
+    :param scheduler_log: the scheduler's log text (heartbeat-timeout failures are named there).
+    :param airflow_leftovers: deferred/running task instances or trigger rows found after the run.
+    :param xcoms: ``(run_id, task_id) -> XCom`` (a write that reports ``committed: false`` on purpose).
+    """
+    report = AuditReport()
+    decisions = read_decisions(store_urls)
+    leases = leases_from(decisions)
+    histories = {name: table_history(uri) for name, uri in tables.items()}
+    ours = {name: [c for c in h if c.run_id in day_of_run] for name, h in histories.items()}
+    report.counts = {
+        "writes": sum(len(v) for v in ours.values()),
+        "decisions": len(decisions),
+        "grants": sum(1 for d in decisions if d.kind == "grant"),
+        "waits": sum(1 for d in decisions if d.kind == "wait"),
+        "releases": sum(1 for d in decisions if d.kind == "release"),
+        "expiries": sum(1 for d in decisions if d.kind == "expiry"),
+    }
+
+    # overlaps and late commits
+    for name, commits in ours.items():
+        overlaps, late, unlogged = lease_checks(name, tables[name], commits, leases, conflicting)
+        report.overlaps += overlaps
+        report.late_commits += late
+        report.unlogged += unlogged
+
+    # rows
+    expected = expected_tables(example_pipeline(), first_day, ours, day_of_run)
+    from deltalake import DeltaTable
+
+    for name, uri in tables.items():
+        actual = DeltaTable(uri).to_pyarrow_table().to_pylist() if histories[name] else []
+        lost, extra = compare_rows(name, actual, expected[name])
+        report.lost_rows += lost
+        report.duplicated_rows += extra
+
+    # task outcomes
+    committed = {(c.run_id, c.task_id) for v in ours.values() for c in v}
+    for run_id, tis in task_instances.items():
+        for ti in tis:
+            key = f"{ti.task_id}@{run_id}"
+            is_write = ti.task_id != "setup_tables"
+            if ti.state == "success" and is_write and (run_id, ti.task_id) not in committed:
+                xcom = (xcoms or {}).get((run_id, ti.task_id)) or {}
+                # a write with nothing to do (OPTIMIZE with nothing to compact, a DELETE whose rows an earlier
+                # run removed) commits nothing and reports the version it left; the row check still judges
+                # the table, so only a success that reports no version at all is silent
+                if xcom.get("version") is None:
+                    report.silent_successes.append(key)
+                else:
+                    report.failures[f"{key} (no-op)"] = f"committed nothing, table at v{xcom['version']}"
+            elif ti.state in ("failed", "up_for_retry"):
+                cause = failure_cause(log_dir, dag_id, run_id, ti.task_id, scheduler_log)
+                if cause is None:
+                    report.unexplained_failures.append(key)
+                else:
+                    report.failures[key] = cause
+            elif ti.state not in ("success", "upstream_failed", "skipped", "removed"):
+                report.orphans.append(f"task {key} left in state {ti.state}")
+
+    # orphans in the store
+    from deltaguard.leases.open import open_store
+
+    for url in store_urls:
+        store = open_store(url)
+        try:
+            for uri in tables.values():
+                import time as _time
+
+                now = _time.time()
+                for lease in store.list_leases(uri):
+                    if lease.expires_at > now:
+                        report.orphans.append(f"lease {lease.lease_id} on {uri} still held")
+                for waiter in store.list_waiters(uri):
+                    if waiter.expires_at > now:
+                        report.orphans.append(f"request {waiter.request_id} on {uri} still queued")
+        finally:
+            store.close()
+    report.orphans += list(airflow_leftovers)
+    return report
+
+
+def lease_checks(
+    name: str, uri: str, commits: Sequence[Commit], leases: Mapping[tuple[str, str], Lease], conflicting: Any
+) -> tuple[list[str], list[str], list[str]]:
+    """One table's commits against the leases they were made under.
+
+    :return: (conflicting writes that held leases at once or read a snapshot before the other's commit,
+        commits outside their lease's held interval, commits or leases the decision log does not account for).
+    """
+    overlaps: list[str] = []
+    late: list[str] = []
+    unlogged: list[str] = []
+    held: list[tuple[Commit, Lease]] = []
+    for commit in commits:
+        lease = next(
+            (found for (rid, u), found in leases.items() if rid == commit.lease_id and _same(u, uri)),
+            None,
+        )
+        label = f"{name} v{commit.version} {commit.task_id}@{commit.run_id}"
+        if lease is None:
+            unlogged.append(f"{label}: no grant for lease {commit.lease_id} in the decision log")
+            continue
+        ts = commit.at.timestamp()
+        # the commit time is the log entry's timestamp (ms); a second of slack for clock granularity. The
+        # lease's end is when the store recorded it (release, or the reclaim of an expired lease): the
+        # earliest moment another writer could be granted the table.
+        if ts < lease.granted_at - 1.0 or (lease.ended_at is not None and ts > lease.ended_at + 1.0):
+            late.append(
+                f"{label} at {ts:.1f} outside lease {lease.request_id} [{lease.granted_at:.1f}, "
+                f"{lease.ended_at} {lease.end_kind}]"
+            )
+        if lease.end_kind is None:
+            unlogged.append(f"{label}: lease {lease.request_id} has no release/expiry in the log")
+        held.append((commit, lease))
+    for i, (a, la) in enumerate(held):
+        for b, lb in held[i + 1 :]:
+            if not conflicting(a, b, uri):
+                continue
+            a_end = la.ended_at if la.ended_at is not None else float("inf")
+            b_end = lb.ended_at if lb.ended_at is not None else float("inf")
+            first, second = (a, b) if a.version < b.version else (b, a)
+            if la.granted_at < b_end and lb.granted_at < a_end:
+                overlaps.append(
+                    f"{name}: {a.task_id}@{a.run_id} (v{a.version}) and {b.task_id}@{b.run_id} (v{b.version}) "
+                    "conflict but held leases at once"
+                )
+            elif second.read_version is not None and second.read_version < first.version:
+                overlaps.append(
+                    f"{name}: {second.task_id}@{second.run_id} read v{second.read_version} before the "
+                    f"conflicting v{first.version}"
+                )
+    return overlaps, late, unlogged
+
+
+def _same(a: str, b: str) -> bool:
+    from deltaguard.writes.table_uri import table_key
+
+    return table_key(a) == table_key(b)

@@ -1,0 +1,217 @@
+"""A seeded, bounded schedule of faults injected into the running stack while DAG runs are in flight.
+
+Each fault waits (at most ``window_s``) for the moment it is meant for — a task running, a task deferred, a
+Spark write running — then breaks one part and brings it back. What was done, when, and to which process
+is recorded for the results file and the audit.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.cluster.stack import ClusterStack
+
+#: every fault kind, cheap ones first
+KINDS: tuple[str, ...] = (
+    "kill_celery_worker",  # SIGKILL a Celery worker (and its task processes) mid-write, then restart it
+    "restart_triggerer",  # SIGKILL a triggerer while tasks are deferred, then restart it
+    "restart_scheduler",  # SIGTERM the scheduler and start it again
+    "restart_lease_store",  # stop the lease store's PostgreSQL (fast shutdown) and start it again
+    "kill_spark_connect",  # SIGKILL the Spark Connect server during a Spark MERGE, then restart it
+    "stop_worker_past_lease",  # SIGSTOP a Celery worker for longer than the lease TTL, then SIGCONT
+)
+CHEAP_KINDS: tuple[str, ...] = ("kill_celery_worker", "restart_triggerer")
+
+
+def _writing(activity: dict[str, str], state: str = "running") -> bool:
+    """Whether some write task (not the shared setup) is in ``state``."""
+    return any(v == state and not k.startswith("setup_tables") for k, v in activity.items())
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    target: str
+    at: float  # wall-clock seconds (time.time())
+    down_s: float
+    note: str = ""
+
+
+@dataclass
+class FaultInjector:
+    """Run ``kinds`` in a seeded order, one at a time, in a background thread.
+
+    :param stack: the running stack.
+    :param kinds: the faults to inject (each once).
+    :param seed: random seed: order, targets and pauses.
+    :param activity: returns the live task-instance states (``{task_id@run: state}``) of the runs.
+    :param window_s: longest wait for a fault's moment; a fault whose moment never comes is skipped.
+    """
+
+    stack: ClusterStack
+    kinds: Sequence[str]
+    seed: int
+    activity: Callable[[], dict[str, str]]
+    window_s: float = 240.0
+    records: list[FaultRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 300.0) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout)
+
+    def done(self) -> bool:
+        return self._thread is None or not self._thread.is_alive()
+
+    def _run(self) -> None:
+        rng = random.Random(self.seed)
+        order = list(self.kinds)
+        rng.shuffle(order)
+        for kind in order:
+            if self._stop.wait(rng.uniform(2.0, 8.0)):
+                return
+            try:
+                if not getattr(self, f"_{kind}")(rng):
+                    self.skipped.append(kind)
+            except Exception as exc:
+                self.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
+
+    def _wait_for(self, wanted: Callable[[dict[str, str]], bool]) -> bool:
+        deadline = time.monotonic() + self.window_s
+        while time.monotonic() < deadline and not self._stop.is_set():
+            try:
+                if wanted(self.activity()):
+                    return True
+            except Exception:
+                pass
+            time.sleep(1.0)
+        return False
+
+    def _record(self, kind: str, target: str, at: float, down: float, note: str = "") -> None:
+        self.records.append(FaultRecord(kind, target, at, down, note))
+
+    # -- the faults -------------------------------------------------------------------------------
+
+    def _kill_celery_worker(self, rng: random.Random) -> bool:
+        if not self._wait_for(_writing):
+            return False
+        time.sleep(rng.uniform(1.0, 4.0))  # into the write
+        target = self._busiest_worker(rng)
+        at = time.time()
+        # the machine is lost: the worker and every task process it started (they have groups of their own)
+        service = self.stack.services[target]
+        _tree_signal(service.pid, signal.SIGKILL)
+        service.kill()
+        time.sleep(3.0)
+        self.stack.services[target].start()
+        self._record("kill_celery_worker", target, at, time.time() - at, self._running_note())
+        return True
+
+    def _restart_triggerer(self, rng: random.Random) -> bool:
+        if not self._wait_for(lambda a: "deferred" in a.values()):
+            return False
+        target = f"triggerer-{rng.randint(1, self.stack.triggerers)}"
+        at = time.time()
+        self.stack.services[target].kill()
+        time.sleep(rng.uniform(2.0, 6.0))
+        self.stack.services[target].start()
+        self._record("restart_triggerer", target, at, time.time() - at, self._running_note("deferred"))
+        return True
+
+    def _restart_scheduler(self, rng: random.Random) -> bool:
+        if not self._wait_for(lambda a: _writing(a) or _writing(a, "deferred")):
+            return False
+        at = time.time()
+        down = self.stack.restart("scheduler")
+        self._record("restart_scheduler", "scheduler", at, down)
+        return True
+
+    def _restart_lease_store(self, rng: random.Random) -> bool:
+        if not self._wait_for(lambda a: _writing(a) or _writing(a, "deferred")):
+            return False
+        at = time.time()
+        service = self.stack.services["pg-leases"]
+        service.stop()
+        time.sleep(rng.uniform(2.0, 6.0))
+        service.start()
+        service.wait_ready(120)
+        self._record("restart_lease_store", "pg-leases", at, time.time() - at)
+        return True
+
+    def _kill_spark_connect(self, rng: random.Random) -> bool:
+        if "spark-connect" not in self.stack.services:
+            return False
+        if not self._wait_for(
+            lambda a: any(
+                k.startswith("merge_sales") and "pyspark" in k and v == "running" for k, v in a.items()
+            )
+        ):
+            return False
+        time.sleep(rng.uniform(1.0, 3.0))
+        at = time.time()
+        down = self.stack.restart("spark-connect", kill=True)
+        self._record("kill_spark_connect", "spark-connect", at, down, self._running_note())
+        return True
+
+    def _stop_worker_past_lease(self, rng: random.Random) -> bool:
+        if not self._wait_for(_writing):
+            return False
+        target = self._busiest_worker(rng)
+        service = self.stack.services[target]
+        at = time.time()
+        service.signal(signal.SIGSTOP)
+        # task processes live in their own groups: stop every process of that worker's tree
+        stopped = _tree_signal(service.pid, signal.SIGSTOP)
+        time.sleep(self.stack.lease_ttl + 10.0)
+        _tree_signal(service.pid, signal.SIGCONT, stopped)
+        service.signal(signal.SIGCONT)
+        self._record("stop_worker_past_lease", target, at, time.time() - at, f"{len(stopped)} processes")
+        return True
+
+    def _busiest_worker(self, rng: random.Random) -> str:
+        """The Celery worker with the most processes (task processes beside its pool); ties by the seed."""
+        from benchmarks.harness.airflow_runner import descendants
+
+        names = [f"celery-worker-{i}" for i in range(1, self.stack.celery_workers + 1)]
+        rng.shuffle(names)
+        return max(names, key=lambda n: len(descendants([self.stack.services[n].pid or 0])))
+
+    def _running_note(self, state: str = "running") -> str:
+        try:
+            return ",".join(sorted(k for k, v in self.activity().items() if v == state))
+        except Exception:
+            return ""
+
+    def summary(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for record in self.records:
+            counts[record.kind] = counts.get(record.kind, 0) + 1
+        return counts
+
+
+def _tree_signal(root: int | None, sig: int, pids: Sequence[int] | None = None) -> list[int]:
+    """Send ``sig`` to ``root`` and all its descendants (or to ``pids``); return the PIDs signalled."""
+    import contextlib
+    import os
+
+    from benchmarks.harness.airflow_runner import descendants
+
+    targets = list(pids) if pids is not None else (list(descendants([root])) if root else [])
+    for pid in targets:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    return targets

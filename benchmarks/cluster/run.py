@@ -1,0 +1,304 @@
+"""``python -m benchmarks.cluster run``: the example pipelines on the stack, faults, the audit, the results.
+
+Steps: start the stack; seed the example tables on the object store; trigger several runs of
+``deltaguard_daily_sales`` (delta-rs) at once, each for another business date, and one of
+``pyspark_daily_sales`` (delta-spark over Spark Connect on the standalone cluster); inject the seeded faults
+while they run; wait for every run to end; audit (:mod:`benchmarks.cluster.audit`); stop the stack and check
+that no process is left; write ``benchmarks/results/cluster*.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cluster.audit import audit, example_pipeline
+from benchmarks.cluster.faults import CHEAP_KINDS, KINDS, FaultInjector
+from benchmarks.cluster.stack import TABLE_ROOT, ClusterStack
+from benchmarks.harness.airflow_runner import repo_root
+
+DELTA_RS_DAG = "deltaguard_daily_sales"
+SPARK_DAG = "pyspark_daily_sales"
+FIRST_DAY = "2026-11-21"
+TERMINAL = frozenset({"success", "failed"})
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    names = {
+        "apache-airflow": "airflow",
+        "apache-airflow-providers-celery": "airflow_providers_celery",
+        "celery": "celery",
+        "deltalake": "deltalake",
+        "pyspark": "pyspark",
+        "delta-spark": "delta_spark",
+        "moto": "moto",
+        "psycopg": "psycopg",
+    }
+    found = {key: version(dist) for dist, key in names.items()}
+    import subprocess
+
+    from benchmarks.cluster.stack import pg_bin
+
+    found["postgresql"] = subprocess.run(
+        [str(pg_bin() / "postgres"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.split()[-1]
+    found["redis"] = (
+        subprocess.run(["redis-server", "--version"], capture_output=True, text=True, check=False)
+        .stdout.split()[2]
+        .removeprefix("v=")
+    )
+    return found
+
+
+class Conflicts:
+    """``(commit_a, commit_b, uri) -> bool`` from the operations the lease store was asked to judge."""
+
+    def __init__(self, store_urls: list[str]) -> None:
+        from deltaguard.leases.open import open_store
+
+        self.stores = [open_store(u) for u in store_urls]
+        self.cache: dict[tuple[str, str], Any] = {}
+
+    def _claim(self, lease_id: str | None, uri: str) -> Any:
+        from deltaguard.leases import codec
+        from deltaguard.writes.table_uri import table_key
+
+        if lease_id is None:
+            return None
+        key = (lease_id, uri)
+        if key not in self.cache:
+            self.cache[key] = None
+            for store in self.stores:
+                row = store.read_request(lease_id)
+                if row is None:
+                    continue
+                for claim in json.loads(row.payload)["claims"]:
+                    if table_key(claim["uri"]) == table_key(uri):
+                        config = codec.config_from_json(claim["config"]) if claim.get("config") else None
+                        self.cache[key] = (
+                            codec.operation_from_json(claim["operation"]),
+                            config,
+                            codec.profile_from_json(claim["profile"]),
+                        )
+        return self.cache[key]
+
+    def __call__(self, a: Any, b: Any, uri: str) -> bool:
+        from deltaguard.core import pair_verdict
+        from deltaguard.engines.deltars.engine import DeltaRsEngine
+
+        ja, jb = self._claim(a.lease_id, uri), self._claim(b.lease_id, uri)
+        if ja is None or jb is None:
+            return True  # unknown: judge it as a conflict (soundness first)
+        config = jb[1] or DeltaRsEngine().table_config(uri)
+        return bool(pair_verdict(ja[0], jb[0], config, jb[2]).conflict)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+
+def _airflow_leftovers(stack: ClusterStack) -> list[str]:
+    """Trigger rows still in Airflow's database (a deferred task nobody will resume)."""
+    import psycopg
+
+    with psycopg.connect(f"host=127.0.0.1 port={stack.ports.pg_meta} user=postgres dbname=airflow") as conn:
+        rows = conn.execute("SELECT id, classpath FROM trigger").fetchall()
+    return [f"trigger {r[0]} ({r[1]}) left in the metadata DB" for r in rows]
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    short = bool(args.short)
+    spark = not (args.no_spark or short)
+    runs = 1 if short else max(1, int(args.runs))
+    kinds: tuple[str, ...] = () if args.no_faults else (CHEAP_KINDS if short else KINDS)
+    if not spark:
+        kinds = tuple(k for k in kinds if k != "kill_spark_connect")
+    out = args.out or repo_root() / "benchmarks" / "results" / (
+        "cluster-broken.json" if args.no_leases else "cluster-short.json" if short else "cluster.json"
+    )
+    result = run(
+        home=args.home.resolve(),
+        spark=spark,
+        runs=runs,
+        kinds=kinds,
+        seed=int(args.seed),
+        split_store=bool(args.no_leases),
+        lease_ttl=float(args.lease_ttl),
+    )
+    result["command"] = (
+        "python -m benchmarks.cluster run"
+        + (" --short" if short else "")
+        + (" --no-leases" if args.no_leases else "")
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, sort_keys=False) + "\n")
+    print(
+        json.dumps({k: result[k] for k in ("runs", "tasks", "writes", "faults", "audit", "wall_s")}, indent=2)
+    )
+    print(f"results in {out}")
+    return 0 if result["audit_passed"] and not result["leftover_processes"] else 1
+
+
+def run(
+    *,
+    home: Path,
+    spark: bool,
+    runs: int,
+    kinds: tuple[str, ...],
+    seed: int,
+    split_store: bool = False,
+    write_seconds: float = 8.0,
+    run_timeout: float = 1500.0,
+    lease_ttl: float = 30.0,
+) -> dict[str, Any]:
+    """Start the stack, run the pipelines under the faults, audit, stop; return the results document."""
+    began = time.monotonic()
+    stack = ClusterStack(
+        home, spark=spark, write_seconds=write_seconds, split_store=split_store, lease_ttl=lease_ttl
+    )
+    os.environ.update(stack.client_env())
+    os.environ["DELTAGUARD_EXAMPLE_TABLE_ROOT"] = TABLE_ROOT
+    pipeline = example_pipeline()
+    result: dict[str, Any] = {}
+    injector: FaultInjector | None = None
+    leftovers: list[int] = []
+    try:
+        stack.up()
+        up_s = time.monotonic() - began
+        assert stack.airflow is not None
+        api = stack.airflow.api()
+        variants = {DELTA_RS_DAG: "deltaguard"} | ({SPARK_DAG: "pyspark"} if spark else {})
+        for variant in variants.values():
+            pipeline.create_tables(variant, FIRST_DAY)
+        planned: list[tuple[str, str]] = [
+            (DELTA_RS_DAG, (date.fromisoformat(FIRST_DAY) + timedelta(days=i)).isoformat())
+            for i in range(runs)
+        ]
+        if spark:
+            planned.append((SPARK_DAG, FIRST_DAY))
+        for dag_id in variants:
+            api.wait(f"DAG {dag_id} parsed", lambda d=dag_id: api.dag(d), 300, 2.0)
+            api.set_paused(dag_id, False)
+        triggered: list[tuple[str, str, str]] = []
+        for dag_id, day in planned:
+            triggered.append((dag_id, api.trigger(dag_id, {"date": day}), day))
+
+        def activity() -> dict[str, str]:
+            states = {}
+            for dag_id, run_id, _ in triggered:
+                for ti in api.task_instances(dag_id, run_id):
+                    states[f"{ti.task_id}@{variants[dag_id]}@{run_id}"] = str(ti.state)
+            return states
+
+        injector = FaultInjector(stack, kinds, seed, activity)
+        injector.start()
+        deadline = time.monotonic() + run_timeout
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            try:
+                states = {run_id: str(api.dag_run(d, run_id).get("state")) for d, run_id, _ in triggered}
+            except Exception:
+                time.sleep(5)
+                continue
+            if all(s in TERMINAL for s in states.values()) and injector.done():
+                break
+            time.sleep(3)
+        injector.stop()
+        # the triggerer and store settle: releases after the last task are logged by then
+        time.sleep(5)
+        tis = {(d, r): api.task_instances(d, r) for d, r, _ in triggered}
+        xcoms = {(r, ti.task_id): api.xcom(d, r, ti.task_id) for (d, r), v in tis.items() for ti in v}
+        leftovers_af = _airflow_leftovers(stack)
+        store_urls = stack.lease_store_urls()
+        conflicts = Conflicts(store_urls)
+        scheduler_log = (stack.log_dir / "scheduler.log").read_text(errors="replace")
+        reports = {}
+        try:
+            for dag_id, variant in variants.items():
+                ours = [(r, day) for d, r, day in triggered if d == dag_id]
+                reports[dag_id] = audit(
+                    tables=pipeline.table_uris(variant),
+                    day_of_run=dict(ours),
+                    first_day=FIRST_DAY,
+                    task_instances={r: tis[(dag_id, r)] for r, _ in ours},
+                    store_urls=store_urls,
+                    conflicting=conflicts,
+                    log_dir=stack.airflow.log_dir,
+                    scheduler_log=scheduler_log,
+                    dag_id=dag_id,
+                    airflow_leftovers=leftovers_af if dag_id == DELTA_RS_DAG else (),
+                    xcoms={k: v for k, v in xcoms.items() if isinstance(v, dict)},
+                )
+        finally:
+            conflicts.close()
+        figures: dict[str, int] = {}
+        for report in reports.values():
+            for key, value in report.figures().items():
+                figures[key] = figures.get(key, 0) + value
+        ti_states: dict[str, int] = {}
+        for v in tis.values():
+            for ti in v:
+                ti_states[str(ti.state)] = ti_states.get(str(ti.state), 0) + 1
+        result = {
+            "stack": {
+                "executor": "CeleryExecutor",
+                "celery_workers": stack.celery_workers,
+                "worker_concurrency": stack.worker_concurrency,
+                "triggerers": stack.triggerers,
+                "scheduler": 1,
+                "dag_processor": 1,
+                "metadata_db": "postgresql",
+                "broker": "redis",
+                "lease_store": "postgresql (split per Celery worker: deliberately broken)"
+                if split_store
+                else "postgresql (one, shared)",
+                "spark": {"master": stack.spark_master, "workers": stack.spark_workers, "executor_cores": 1}
+                if spark
+                else None,
+                "object_store": "s3",
+                "object_store_server": "moto (stand-in for Amazon S3)",
+                "log_stores": {
+                    "delta-rs": "put-if-absent (S3 conditional write, If-None-Match)",
+                    "delta-spark": "S3SingleDriverLogStore (default), one Connect server" if spark else None,
+                },
+                "lease_ttl_s": stack.lease_ttl,
+                "versions": _versions(),
+            },
+            "runs": len(triggered),
+            "run_states": states,
+            "tasks": sum(len(v) for v in tis.values()),
+            "task_states": ti_states,
+            "writes": sum(r.counts.get("writes", 0) for r in reports.values()),
+            "decisions": {
+                k: sum(r.counts.get(k, 0) for r in reports.values()) // max(1, len(reports))
+                for k in ("decisions", "grants", "waits", "releases", "expiries")
+            },
+            "faults": injector.summary(),
+            "fault_log": [f.__dict__ for f in injector.records],
+            "faults_skipped": injector.skipped,
+            "fault_errors": injector.errors,
+            "seed": seed,
+            "audit": figures,
+            "audit_passed": all(r.passed for r in reports.values()),
+            "audit_details": {d: r.details() for d, r in reports.items()},
+            "failures_with_cause": {d: r.failures for d, r in reports.items()},
+            "stack_up_s": round(up_s, 1),
+        }
+    finally:
+        if injector is not None:
+            injector.stop()
+        down_began = time.monotonic()
+        stack.down()
+        leftovers = stack.leftovers()
+        result["stack_down_s"] = round(time.monotonic() - down_began, 1)
+    result["leftover_processes"] = leftovers
+    result["audit"]["orphans"] = result.get("audit", {}).get("orphans", 0) + len(leftovers)
+    result["wall_s"] = round(time.monotonic() - began, 1)
+    return result

@@ -1,0 +1,613 @@
+"""The production-shaped stack on one machine: every part a real server, each in its own process group.
+
+Parts (all bound to 127.0.0.1):
+
+- two PostgreSQL servers from Debian's binaries: Airflow's metadata database (and Celery's result backend),
+  and deltaguard's lease store, shared by every Celery worker, both triggerers and the api-server;
+- Redis from Debian as the Celery broker;
+- moto's server as the S3 endpoint the tables live on (delta-rs and delta-spark both write there);
+- optionally a Spark standalone cluster (master, two workers with one core each) and a Spark Connect server
+  in front of it with Delta's jars and the S3A filesystem, so PySpark writes run on executors;
+- Airflow 3.3 with the CeleryExecutor: api-server, scheduler, dag-processor, two triggerers, two Celery
+  workers.
+
+:class:`ClusterStack` starts them in dependency order, writes ``state.json`` (ports, PIDs) into its home so
+``python -m benchmarks.cluster down`` in another process can stop them, and stops them in reverse order,
+then proves with the environment marker (:data:`~benchmarks.cluster.procs.MARKER_ENV`) that no process
+is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cluster.procs import (
+    MARKER_ENV,
+    Service,
+    free_port,
+    kill_leftovers,
+    marked_processes,
+    port_open,
+)
+from benchmarks.harness.airflow_runner import AirflowHome, default_dags_folder, prepare_home, repo_root
+
+BUCKET = "lake"
+#: where the example DAGs keep their tables on the object store (``DELTAGUARD_EXAMPLE_TABLE_ROOT``)
+TABLE_ROOT = f"s3://{BUCKET}/examples"
+#: moto accepts any key; these only need to be the same everywhere
+AWS_KEY, AWS_SECRET, AWS_REGION = "deltaguard", "deltaguard-secret", "us-east-1"
+#: the Hadoop S3A jars (hadoop-aws for the pyspark wheel's Hadoop, and the AWS SDK bundle), see ``jars.py``
+S3_JARS_ENV = "DELTAGUARD_S3_JARS"
+
+
+def default_home() -> Path:
+    """``<repo>/cluster_home`` (git-ignored)."""
+    return repo_root() / "cluster_home"
+
+
+def pg_bin() -> Path:
+    """Debian's PostgreSQL server binaries (the newest installed version)."""
+    roots = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
+    if not roots:
+        raise RuntimeError(
+            "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)"
+        )
+    return roots[-1].parent
+
+
+@dataclass(frozen=True)
+class Ports:
+    pg_meta: int
+    pg_leases: int
+    redis: int
+    s3: int
+    spark_master: int
+    connect: int
+
+    @classmethod
+    def pick(cls) -> Ports:
+        return cls(*(free_port() for _ in range(6)))
+
+
+class ClusterStack:
+    """Start, fault and stop the whole stack.
+
+    :param home: directory for every part's data and logs (wiped on :meth:`up`).
+    :param spark: also run the Spark standalone cluster and the Connect server.
+    :param celery_workers: Celery workers (each ``worker_concurrency`` slots).
+    :param triggerers: triggerer processes.
+    :param spark_workers: Spark standalone workers (one core, ``executor_memory`` each).
+    :param lease_ttl: ``[deltaguard] lease_ttl`` (short, so a killed or frozen holder is noticed in a run).
+    :param write_seconds: ``DELTAGUARD_EXAMPLE_WRITE_SECONDS`` (how long each example source takes).
+    :param extra_env: more environment for the Airflow components.
+    :param split_store: break the deployment on purpose: each Celery worker gets a lease store (database)
+        of its own, as if each machine had its own SQLite file, so writes on different workers never see
+        each other's leases. The audit must then fail.
+    """
+
+    def __init__(
+        self,
+        home: Path | None = None,
+        *,
+        spark: bool = True,
+        celery_workers: int = 2,
+        worker_concurrency: int = 4,
+        triggerers: int = 2,
+        spark_workers: int = 2,
+        lease_ttl: float = 30.0,
+        write_seconds: float = 8.0,
+        extra_env: dict[str, str] | None = None,
+        split_store: bool = False,
+    ) -> None:
+        self.home = (home or default_home()).resolve()
+        self.spark = spark
+        self.celery_workers = celery_workers
+        self.worker_concurrency = worker_concurrency
+        self.triggerers = triggerers
+        self.spark_workers = spark_workers if spark else 0
+        self.lease_ttl = lease_ttl
+        self.write_seconds = write_seconds
+        self.extra_env = dict(extra_env or {})
+        self.split_store = split_store
+        self.ports = Ports.pick()
+        self.services: dict[str, Service] = {}
+        self.airflow: AirflowHome | None = None
+        self.started_at: float | None = None
+
+    # -- addresses ------------------------------------------------------------------------------------
+
+    @property
+    def meta_url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.ports.pg_meta}/airflow"
+
+    @property
+    def lease_store_url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.ports.pg_leases}/deltaguard_leases"
+
+    def worker_store_url(self, index: int) -> str:
+        """The lease store Celery worker ``index`` uses (its own database when :attr:`split_store`)."""
+        if not self.split_store:
+            return self.lease_store_url
+        return self.lease_store_url.rsplit("/", 1)[0] + f"/deltaguard_leases_w{index}"
+
+    def lease_store_urls(self) -> list[str]:
+        """Every lease store in use."""
+        urls = [self.lease_store_url] + [self.worker_store_url(i) for i in range(1, self.celery_workers + 1)]
+        return list(dict.fromkeys(urls))
+
+    @property
+    def broker_url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports.redis}/0"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.ports.s3}"
+
+    @property
+    def spark_master(self) -> str:
+        return f"spark://127.0.0.1:{self.ports.spark_master}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    def base_env(self) -> dict[str, str]:
+        """What every process gets: the marker, S3 settings delta-rs and boto read, a local-only Spark."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+        env.update(
+            {
+                MARKER_ENV: str(self.home),
+                "AWS_ENDPOINT_URL": self.s3_endpoint,
+                "AWS_ACCESS_KEY_ID": AWS_KEY,
+                "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+                "AWS_REGION": AWS_REGION,
+                "AWS_DEFAULT_REGION": AWS_REGION,
+                "AWS_ALLOW_HTTP": "true",
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": sys.executable,
+            }
+        )
+        return env
+
+    def client_env(self) -> dict[str, str]:
+        """The S3 variables this (driving) process needs to read the tables, without the marker."""
+        return {k: v for k, v in self.base_env().items() if k.startswith("AWS_")}
+
+    # -- parts ----------------------------------------------------------------------------------------
+
+    def _postgres(self, name: str, port: int, database: str) -> Service:
+        data = self.home / name
+        user = "postgres" if os.geteuid() == 0 else None
+        if not (data / "PG_VERSION").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            if user:
+                entry = pwd.getpwnam(user)
+                os.chown(data, entry.pw_uid, entry.pw_gid)
+            initdb = [
+                str(pg_bin() / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+            ]
+            subprocess.run(
+                (["runuser", "-u", user, "--"] if user else []) + initdb,
+                check=True,
+                capture_output=True,
+                timeout=180,
+            )
+        argv = [
+            str(pg_bin() / "postgres"),
+            "-D",
+            str(data),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"port={port}",
+            "-c",
+            f"unix_socket_directories={data}",
+            "-c",
+            "max_connections=200",
+            "-c",
+            "shared_buffers=32MB",
+            "-c",
+            "fsync=off",
+        ]
+        service = Service(
+            name,
+            (["runuser", "-u", user, "--"] if user else []) + argv,
+            self.base_env(),
+            self.log_dir / f"{name}.log",
+            ready=lambda: self._pg_ready(port, database),
+            stop_signal=signal.SIGINT,  # PostgreSQL's "fast" shutdown
+        )
+        return service
+
+    @staticmethod
+    def _pg_ready(port: int, database: str) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(
+                f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True
+            ) as c:
+                if c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone() is None:
+                    c.execute(f'CREATE DATABASE "{database}"')
+            return True
+        except psycopg.OperationalError:
+            return False
+
+    def _redis(self) -> Service:
+        redis = shutil.which("redis-server")
+        if redis is None:
+            raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+        data = self.home / "redis"
+        data.mkdir(parents=True, exist_ok=True)
+        argv = [redis, "--bind", "127.0.0.1", "--port", str(self.ports.redis), "--dir", str(data)]
+        argv += ["--save", "", "--appendonly", "no", "--protected-mode", "yes"]
+        return Service(
+            "redis",
+            argv,
+            self.base_env(),
+            self.log_dir / "redis.log",
+            ready=lambda: port_open(self.ports.redis),
+        )
+
+    def _s3(self) -> Service:
+        argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports.s3)]
+        return Service(
+            "s3", argv, self.base_env(), self.log_dir / "s3.log", ready=lambda: port_open(self.ports.s3)
+        )
+
+    def _spark_class(self) -> str:
+        return str(Path(sys.executable).parent / "spark-class")
+
+    def _spark_master(self) -> Service:
+        env = {**self.base_env(), "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC"}
+        argv = [self._spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+        argv += ["--port", str(self.ports.spark_master), "--webui-port", str(free_port())]
+        return Service(
+            "spark-master",
+            argv,
+            env,
+            self.log_dir / "spark-master.log",
+            ready=lambda: port_open(self.ports.spark_master),
+        )
+
+    def _spark_worker(self, index: int) -> Service:
+        env = {**self.base_env(), "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC"}
+        work = self.home / f"spark-worker-{index}"
+        work.mkdir(parents=True, exist_ok=True)
+        log = self.log_dir / f"spark-worker-{index}.log"
+        argv = [self._spark_class(), "org.apache.spark.deploy.worker.Worker", self.spark_master]
+        argv += ["--host", "127.0.0.1", "--cores", "1", "--memory", "768m", "--work-dir", str(work)]
+        argv += ["--webui-port", str(free_port())]
+        return Service(
+            f"spark-worker-{index}",
+            argv,
+            env,
+            log,
+            ready=lambda: "Successfully registered with master" in log.read_text(errors="replace"),
+        )
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Connect server's conf: the standalone master, one-core executors, S3A on moto."""
+        from benchmarks.cluster.jars import s3_jars
+
+        jars = ":".join(str(j) for j in s3_jars())
+        conf = {
+            "spark.executor.cores": "1",
+            "spark.executor.memory": "512m",
+            "spark.cores.max": str(self.spark_workers),
+            "spark.sql.shuffle.partitions": "2",
+            "spark.databricks.delta.snapshotPartitions": "2",
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            # the SDK bundle is 650 MB: on one machine it is put on the classpath, not shipped to executors
+            "spark.driver.extraClassPath": jars,
+            "spark.executor.extraClassPath": jars,
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.endpoint": self.s3_endpoint,
+            "spark.hadoop.fs.s3a.endpoint.region": AWS_REGION,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+            "spark.hadoop.fs.s3a.access.key": AWS_KEY,
+            "spark.hadoop.fs.s3a.secret.key": AWS_SECRET,
+            "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            "spark.hadoop.fs.s3a.change.detection.mode": "none",
+        }
+        return conf
+
+    def _connect(self) -> Service:
+        from deltaguard.engines.spark.connect_server import LocalConnectServer
+
+        server = LocalConnectServer(
+            self.ports.connect,
+            master=self.spark_master,
+            conf=self.spark_conf(),
+            driver_memory="1g",
+            log_file=self.log_dir / "spark-connect.log",
+        )
+        return Service(
+            "spark-connect",
+            server.command(),
+            self.base_env(),
+            self.log_dir / "spark-connect.log",
+            ready=lambda: port_open(self.ports.connect),
+        )
+
+    def airflow_env(self) -> dict[str, str]:
+        from benchmarks.harness.spark_connect import connection_env
+
+        env = {
+            MARKER_ENV: str(self.home),
+            **{k: v for k, v in self.base_env().items() if k.startswith(("AWS_", "SPARK_", "PYSPARK_"))},
+            "DELTAGUARD_EXAMPLE_TABLE_ROOT": TABLE_ROOT,
+            "DELTAGUARD_EXAMPLE_SCHEDULE": "none",
+            "DELTAGUARD_EXAMPLE_MAX_ACTIVE_RUNS": "4",
+            "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(self.write_seconds),
+            **connection_env(self.ports.connect),
+        }
+        env.update(self.extra_env)
+        return env
+
+    def airflow_options(self) -> dict[str, dict[str, str]]:
+        return {
+            "core": {"executor": "CeleryExecutor", "parallelism": "16"},
+            # psycopg 3 for the async engine too (Airflow would otherwise pick asyncpg, not installed)
+            "database": {
+                "sql_alchemy_conn": self.meta_url,
+                "sql_alchemy_conn_async": self.meta_url.replace("+psycopg", "+psycopg_async"),
+            },
+            "celery": {
+                "broker_url": self.broker_url,
+                "result_backend": "db+" + self.meta_url,
+                "worker_concurrency": str(self.worker_concurrency),
+                # a SIGKILLed worker's task goes back to the queue only after the visibility timeout
+                "worker_prefetch_multiplier": "1",
+            },
+            "celery_broker_transport_options": {"visibility_timeout": "120"},
+            # a task whose worker died is noticed by the scheduler after this many seconds
+            "scheduler": {
+                "enable_health_check": "False",
+                "task_instance_heartbeat_timeout": "120",
+                "task_instance_heartbeat_timeout_detection_interval": "5",
+            },
+            "triggerer": {"capacity": "200"},
+            "deltaguard": {"lease_store_url": self.lease_store_url, "lease_ttl": str(self.lease_ttl)},
+        }
+
+    def _airflow(self, name: str, *args: str) -> Service:
+        assert self.airflow is not None
+        env = self.airflow.env()
+        return Service(name, [sys.executable, "-m", "airflow", *args], env, self.log_dir / f"{name}.log")
+
+    def airflow_services(self) -> list[Service]:
+        services = [
+            self._airflow("api-server", "api-server"),
+            self._airflow("scheduler", "scheduler"),
+            self._airflow("dag-processor", "dag-processor"),
+        ]
+        for i in range(1, self.triggerers + 1):
+            services.append(self._airflow(f"triggerer-{i}", "triggerer", "--skip-serve-logs"))
+        for i in range(1, self.celery_workers + 1):
+            pid = self.home / f"celery-worker-{i}.pid"
+            worker = self._airflow(
+                f"celery-worker-{i}",
+                "celery",
+                "worker",
+                "--celery-hostname",
+                f"worker{i}@127.0.0.1",
+                "--concurrency",
+                str(self.worker_concurrency),
+                "--skip-serve-logs",
+                "--pid",
+                str(pid),
+                "--without-gossip",
+                "--without-mingle",
+            )
+            worker.env = {**worker.env, "AIRFLOW__DELTAGUARD__LEASE_STORE_URL": self.worker_store_url(i)}
+            services.append(worker)
+        return services
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def up(self, timeout: float = 600.0) -> None:
+        """Start every part in dependency order and wait until Airflow reports every component healthy."""
+        self.started_at = time.monotonic()
+        if self.home.exists():
+            kill_leftovers(self.home)
+            shutil.rmtree(self.home)
+        self.log_dir.mkdir(parents=True)
+        base = [
+            self._postgres("pg-meta", self.ports.pg_meta, "airflow"),
+            self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases"),
+            self._redis(),
+            self._s3(),
+        ]
+        if self.spark:
+            base.append(self._spark_master())
+        for service in base:
+            self.services[service.name] = service
+            service.start()
+        self._write_state()
+        for service in base:
+            service.wait_ready(timeout)
+        self._create_bucket()
+        for url in self.lease_store_urls():
+            self._pg_ready(self.ports.pg_leases, url.rsplit("/", 1)[1])
+        spark_parts: list[Service] = []
+        if self.spark:
+            spark_parts = [self._spark_worker(i) for i in range(1, self.spark_workers + 1)] + [
+                self._connect()
+            ]
+            for service in spark_parts:
+                self.services[service.name] = service
+                service.start()
+        self.airflow = prepare_home(
+            self.home / "airflow",
+            default_dags_folder(),
+            parallelism=16,
+            data_dir=self.home / "local_data",
+            options=self.airflow_options(),
+            extra_env=self.airflow_env(),
+        )
+        self._preload_store_modules()
+        migrate = subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            env=self.airflow.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if migrate.returncode != 0:
+            raise RuntimeError(f"airflow db migrate failed: {migrate.stderr[-3000:]}")
+        for service in self.airflow_services():
+            self.services[service.name] = service
+            service.start()
+        self._write_state()
+        for service in spark_parts:
+            service.wait_ready(timeout)
+        self.wait_airflow_healthy(timeout)
+
+    #: imported once by each Celery worker (and inherited by the task processes it forks): the first store call
+    #: of a task opens the store, and importing the PostgreSQL driver inside that call, bounded by
+    #: ``store_timeout``, failed tasks with StoreCallTimeout under load average 20-30 on 2 cores
+    STORE_PRELOADS: tuple[str, ...] = (
+        "psycopg",
+        "sqlalchemy.dialects.postgresql.psycopg",
+        "deltaguard.leases.sql.postgres",
+        "deltaguard.leases.manager",
+        "deltaguard.hooks.lease",
+    )
+
+    def _preload_store_modules(self) -> None:
+        assert self.airflow is not None
+        settings = self.airflow.home / "config" / "airflow_local_settings.py"
+        lines = [
+            "",
+            "# benchmarks.cluster: the PostgreSQL lease store's modules too (docs/deployment.md, Preloading)",
+            f"for _module in {list(self.STORE_PRELOADS)!r}:",
+            "    try:",
+            "        importlib.import_module(_module)",
+            "    except ImportError:",
+            "        pass",
+        ]
+        settings.write_text(settings.read_text() + "\n".join(lines) + "\n")
+
+    def wait_airflow_healthy(self, timeout: float = 300.0) -> dict[str, Any]:
+        """Wait until the api-server reports the metadata DB, scheduler, triggerer and dag-processor healthy."""
+        assert self.airflow is not None
+        api = self.airflow.api()
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            for service in self.services.values():
+                if service.process is not None and not service.alive() and service.name != "spark-connect":
+                    raise RuntimeError(f"{service.name} exited{service.tail()}")
+            try:
+                last = api.health()
+                keys = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+                if all((last.get(k) or {}).get("status") == "healthy" for k in keys):
+                    return dict(last)
+            except Exception as exc:
+                last = exc
+            time.sleep(2.0)
+        raise RuntimeError(f"Airflow not healthy within {timeout:.0f} s: {last}")
+
+    def _create_bucket(self) -> None:
+        import boto3
+
+        boto3.client(
+            "s3",
+            endpoint_url=self.s3_endpoint,
+            aws_access_key_id=AWS_KEY,
+            aws_secret_access_key=AWS_SECRET,
+            region_name=AWS_REGION,
+        ).create_bucket(Bucket=BUCKET)
+
+    def _write_state(self) -> None:
+        state = {
+            "home": str(self.home),
+            "ports": self.ports.__dict__,
+            "groups": {name: s.pid for name, s in self.services.items() if s.pid},
+            "airflow_url": self.airflow.base_url if self.airflow else None,
+            "spark_master": self.spark_master if self.spark else None,
+            "s3_endpoint": self.s3_endpoint,
+            "lease_store_url": self.lease_store_url,
+        }
+        (self.home / "state.json").write_text(json.dumps(state, indent=2))
+
+    def restart(self, name: str, *, kill: bool = False, wait: bool = True) -> float:
+        """Stop (or SIGKILL) one part and start it again; return the seconds it was away."""
+        service = self.services[name]
+        began = time.monotonic()
+        service.kill() if kill else service.stop()
+        service.start()
+        self._write_state()
+        if wait and service.ready is not None:
+            service.wait_ready()
+        return time.monotonic() - began
+
+    #: stop order: Airflow first (tasks still write), then Spark, then the servers they use
+    STOP_ORDER = (
+        "celery-worker",
+        "scheduler",
+        "triggerer",
+        "dag-processor",
+        "api-server",
+        "spark-connect",
+        "spark-worker",
+        "spark-master",
+        "s3",
+        "redis",
+        "pg-leases",
+        "pg-meta",
+    )
+
+    def down(self) -> list[int]:
+        """Stop every part in :data:`STOP_ORDER`; return PIDs that had to be SIGKILLed after that."""
+        for prefix in self.STOP_ORDER:
+            for name, service in self.services.items():
+                if name.startswith(prefix):
+                    service.stop()
+        return kill_leftovers(self.home)
+
+    def leftovers(self) -> list[int]:
+        return marked_processes(self.home)
+
+
+def down_from_state(home: Path) -> list[int]:
+    """Stop a stack started by another process (``python -m benchmarks.cluster down``)."""
+    state_file = home / "state.json"
+    groups: dict[str, int] = json.loads(state_file.read_text())["groups"] if state_file.exists() else {}
+    for prefix in ClusterStack.STOP_ORDER:
+        for name, pgid in groups.items():
+            if name.startswith(prefix):
+                try:
+                    os.killpg(pgid, signal.SIGINT if name.startswith("pg-") else signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    try:
+                        os.killpg(pgid, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.3)
+    return kill_leftovers(home)
