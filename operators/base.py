@@ -241,6 +241,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         decision: str,
     ) -> dict[str, Any]:
         """Write through the engine while the hook renews the lease; report the commit."""
+        waited_s = wait.waited_s()  # read now: the write's own time is not waiting
         lease_id = grant.lease_id
         # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
         # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
@@ -273,7 +274,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         )
         return task_result(
             result,
-            waited_s=wait.waited_s(),
+            waited_s=waited_s,
             behind=wait.behind,
             lease_id=lease_id,
             app_id=prepared.operation.label,
