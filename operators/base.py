@@ -1,18 +1,14 @@
-"""The shared base of every deltaguard write operator.
+"""The shared base of every deltaguard write operator: the write is its work under the lease.
 
-A try is the lease lifecycle of :class:`~deltaguard.operators.lifecycle.LeaseLifecycleMixin`; the work
-under the lease is deltaguard's own write. Subclasses only say which write they do (:meth:`build_spec`):
+A try is the lease lifecycle of :class:`~deltaguard.operators.lifecycle.LeaseLifecycleMixin` (options, the
+waiting rule, deferral, resume, kill); subclasses only say which write they do (:meth:`build_spec`). Here:
 
-1. read the lease settings and resolve the table (connection base URI + name), its configuration and the
-   engine; validate: bad input fails here, before any lease is taken, with ``AirflowFailException`` so
-   no retry is spent on it (unknown URI scheme, unparsable predicate, MERGE without ON, partition values
-   for a column the table is not partitioned by, engine checks);
-2. ask the lease hook for the table's lease until :func:`~deltaguard.writes.waiting.next_step` says to
-   write: wait deferrably (a trigger polls the store in the triggerer and frees the worker slot; on
-   resume the task asks again, since a trigger event is a hint and not a grant) or in the worker, or give
-   up after ``lease_wait_timeout``;
-3. write through the engine while the hook renews the lease, then release it (also on failure and on
-   kill) and return the result (pushed to XCom).
+1. resolve the table (connection base URI + name), its configuration and the engine, and validate: bad
+   input fails before any lease is taken, with ``AirflowFailException`` so no retry is spent on it (unknown
+   URI scheme, unparsable predicate, MERGE without ON, partition values for a column the table is not
+   partitioned by, engine checks);
+2. once the lease is granted, write through the engine while the hook renews the lease and fences the
+   commit, then release it (also on failure and on kill) and return the result (pushed to XCom).
 """
 
 from __future__ import annotations
@@ -21,14 +17,12 @@ import abc
 import contextlib
 import dataclasses
 import datetime as dt
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from deltaguard import config
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
@@ -38,9 +32,10 @@ from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.writes.engine_lifetime import engine_released
 from deltaguard.writes.outcome import task_result
+from deltaguard.writes.pinned_read import judged_by_file_stats
 from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
-from deltaguard.writes.task_identity import commit_metadata, task_app_id, task_app_version
+from deltaguard.writes.task_identity import task_app_id, task_app_version
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -50,7 +45,7 @@ if TYPE_CHECKING:
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
     from deltaguard.engines.base import DeltaEngine, WriteResult
-    from deltaguard.engines.specs import WriteContext, WriteSpec
+    from deltaguard.engines.specs import WriteSpec
     from deltaguard.hooks.lease import DeltaLeaseHook
     from deltaguard.writes.waiting import WaitState
 
@@ -67,30 +62,22 @@ __all__ = [
 ]
 
 
+@dataclasses.dataclass
 class _Prepared:
     """Everything resolved for one attempt: table, configuration, engine, spec, operation."""
 
-    def __init__(
-        self,
-        uri: str,
-        engine: DeltaEngine,
-        table_config: TableConfig,
-        profile: EngineProfile,
-        spec: WriteSpec,
-        operation: Operation,
-        hook: Any = None,
-        read_version: int | None = None,
-    ) -> None:
-        self.uri = uri
-        # the version the lease request pins, when it carries file statistics (ADR 0020)
-        self.read_version = read_version
-        self.key = table_key(uri)
-        self.engine = engine
-        self.table_config = table_config
-        self.profile = profile
-        self.spec = spec
-        self.operation = operation
-        self.hook = hook  # the table hook: storage options and hook-level lineage
+    uri: str
+    engine: DeltaEngine
+    table_config: TableConfig
+    profile: EngineProfile
+    spec: WriteSpec
+    operation: Operation
+    hook: Any = None  # the table hook: storage options and hook-level lineage
+    read_version: int | None = None  # the version the lease request pins, with file statistics (ADR 0020)
+
+    @property
+    def key(self) -> str:
+        return table_key(self.uri)
 
 
 class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
@@ -245,12 +232,31 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         lease_id = grant.lease_id
         # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
         # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
+        ti = context.get("ti")
+        dag_run = context.get("dag_run")
+        write_context = leases.write_context(
+            grant,
+            app_id=prepared.operation.label if self.idempotent else None,
+            app_version=self._resolved_app_version(context),
+            dag_id=self.dag_id,
+            run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
+            task_id=self.task_id,
+            try_number=getattr(ti, "try_number", None),
+            map_index=getattr(ti, "map_index", None),
+        )
         with leases.holding(grant, owner) as keeper:
-            write_context = self._write_context(context, prepared, lease_id, grant.fencing)
             pinned: dict[str, Any] = {}
             if prepared.read_version is not None:
                 # The lease was judged for one snapshot: write from exactly that one (ADR 0020).
-                snapshot = self._pinned_snapshot(leases, prepared, owner, lease_id)
+                snapshot = leases.pinned_snapshot(
+                    prepared.engine,
+                    uri=prepared.uri,
+                    table_key=prepared.key,
+                    operation=prepared.operation,
+                    profile=prepared.profile,
+                    owner=owner,
+                    lease_id=lease_id,
+                )
                 if snapshot is not None:
                     pinned["snapshot"] = snapshot
                     self.log.info("deltaguard: writing from table version %s", snapshot.version())
@@ -310,50 +316,19 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             )
             self.resolved_engine = engine
             self.resolved_spark_connections = spark_connections
-            read_version = None
-            if self._use_file_stats(engine):
-                from deltaguard.engines.discovery import read_table_config
-
-                table_config = read_table_config(uri, engine.storage_options, file_stats=True)
-                if table_config.file_stats is not None:
-                    read_version = table_config.version
-            else:
-                table_config = engine.table_config(uri)
+            table_config, read_version = hook.write_table_config(engine, uri, file_stats=self.file_stats)
             spec = self.build_spec(table_config)
             check_spec(spec, table_config)
             engine.validate(uri, spec, table_config)
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        if read_version is not None and not _judged_by_file_stats(operation):
+        if read_version is not None and not judged_by_file_stats(operation):
             # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
             read_version = None
             table_config = dataclasses.replace(table_config, file_stats=None)
         return _Prepared(
             uri, engine, table_config, engine.table_profile(uri), spec, operation, hook, read_version
-        )
-
-    def _use_file_stats(self, engine: DeltaEngine) -> bool:
-        """Whether this write's lease request carries file statistics: delta-rs only (the profile that uses
-        them, and the engine that can write from a given version), unless the task or the option says no."""
-        if getattr(engine, "name", None) != "delta-rs" or not _writes_from_snapshot(engine):
-            return False
-        return self.file_stats if self.file_stats is not None else config.file_stats()
-
-    def _pinned_snapshot(
-        self, leases: DeltaLeaseHook, prepared: _Prepared, owner: Owner, lease_id: str
-    ) -> Any:
-        from deltaguard.writes.pinned_read import pinned_snapshot
-
-        return pinned_snapshot(
-            leases.manager,
-            prepared.engine,
-            uri=prepared.uri,
-            table_key=prepared.key,
-            operation=prepared.operation,
-            profile=prepared.profile,
-            owner=owner,
-            lease_id=lease_id,
         )
 
     def _app_id(self, context: Context) -> str:
@@ -366,27 +341,6 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             return int(self.app_version)
         return task_app_version(context, self.retries)
 
-    def _write_context(
-        self, context: Context, prepared: _Prepared, lease_id: str, fencing: Mapping[str, int] | None = None
-    ) -> WriteContext:
-        from deltaguard.engines.specs import WriteContext
-
-        ti = context.get("ti")
-        dag_run = context.get("dag_run")
-        return WriteContext(
-            app_id=prepared.operation.label if self.idempotent else None,
-            app_version=self._resolved_app_version(context),
-            commit_metadata=commit_metadata(
-                dag_id=self.dag_id,
-                run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
-                task_id=self.task_id,
-                try_number=getattr(ti, "try_number", None),
-                map_index=getattr(ti, "map_index", None),
-                lease_id=lease_id,
-                extra={"lease_fencing": json.dumps(dict(fencing or {}), sort_keys=True)},
-            ),
-        )
-
     # ------------------------------------------------------------------------------------------ reporting
     def _log_commit(self, prepared: _Prepared, result: WriteResult) -> None:
         self.log.info(
@@ -396,22 +350,6 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             result.version,
             " (duplicate: already committed by an earlier try, nothing written)" if result.duplicate else "",
         )
-
-
-def _judged_by_file_stats(operation: Operation) -> bool:
-    from deltaguard.core.rules.deltars_stats import STATS_KINDS
-
-    return operation.kind in STATS_KINDS
-
-
-def _writes_from_snapshot(engine: Any) -> bool:
-    """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
-    import inspect
-
-    try:
-        return "snapshot" in inspect.signature(engine.write).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _storage_options(hook: Any) -> dict[str, str]:

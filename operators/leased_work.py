@@ -133,7 +133,6 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
         self.lease_store_url = lease_store_url
         #: the table URIs the last lease covered (after the task ran), for lineage and links
         self.leased_uris: tuple[str, ...] = ()
-        self._leases: DeltaLeaseHook | None = None
         if not _templated(tables, predicate, sql):
             self.delta_lease_targets()  # bad declarations fail at DAG parse time, as a ValueError
 
@@ -327,8 +326,7 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
             )
         kwargs = {**(wrapped_kwargs or {}), "event": inner_event}
         owner = task_owner_of(context)
-        with self.lease_hook(self.lease_settings()) as leases:
-            self._leases = leases
+        with self.try_lease_hook() as leases:
             grant = leases.resume_held(lease_id, owner) if lease_id else None
             if grant is None:
                 # nothing left to hold: the wrapped work still finishes (deltaguard cannot stop it), and

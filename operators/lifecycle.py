@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow.sdk.exceptions import TaskDeferred
@@ -102,9 +103,6 @@ class LeaseLifecycleMixin:
     :class:`LeaseTask`.
     """
 
-    # the lease hook of the running try, so on_kill can release its lease
-    _leases: DeltaLeaseHook | None = None
-
     # ------------------------------------------------------------------------------------------- entering
     def start_lease_try(self, context: Context) -> Any:
         """A fresh try (the operator's ``execute`` calls it: Airflow guards ``execute`` defined on an operator)."""
@@ -145,21 +143,20 @@ class LeaseLifecycleMixin:
         ``wait`` is ``None`` on a fresh try: its clock starts at the first lease request, so preparing the
         work (a Spark session can take seconds) never reads as waiting for other writers.
         """
-        settings = self.lease_settings()
-        prepared = self.prepare_try(context)  # validated (again, after a wait) before any lease is asked for
-        if wait is None:
-            wait = WaitState(started=time.time())
-        owner = task_owner_of(context)
-        with self.lease_hook(settings) as leases:
-            self._leases = leases  # for on_kill
+        # the hook reads the try's options first (a bad one fails for good); its store opens at the first call
+        with self.try_lease_hook() as leases:
+            prepared = self.prepare_try(context)  # validated (again, after a wait) before any lease is asked
+            if wait is None:
+                wait = WaitState(started=time.time())
+            owner = task_owner_of(context)
             if resumed_without_kwargs:
-                restore_wait(leases, owner, wait)
+                leases.restore_wait(owner, wait)
             grant = leases.wait_for_grant(
                 lambda request_id: self.ask_lease(leases, prepared, owner, request_id),
                 owner=owner,
                 wait=wait,
                 timeout_s=self.lease_wait_timeout,
-                defer=lambda left: self.defer_for_lease(settings, wait, left),
+                defer=lambda left: self.defer_for_lease(leases.settings, wait, left),
                 what=self.lease_subject(prepared),
                 log=self.log,
             )
@@ -201,10 +198,22 @@ class LeaseLifecycleMixin:
             raise InvalidTaskInputError(str(exc)) from exc
         return settings
 
-    def lease_hook(self, settings: LeaseSettings) -> DeltaLeaseHook:
+    @functools.cached_property
+    def lease_hook(self) -> DeltaLeaseHook:
+        """The running try's lease hook, built with the try's options (cached as common.sql's ``_hook``)."""
         from deltaguard.hooks.lease import DeltaLeaseHook
 
-        return DeltaLeaseHook(settings)
+        return DeltaLeaseHook(self.lease_settings())
+
+    @contextlib.contextmanager
+    def try_lease_hook(self) -> Iterator[DeltaLeaseHook]:
+        """:attr:`lease_hook` for one try: its store is closed and the cache dropped when the try ends (or
+        defers), so the next try reads its options again."""
+        try:
+            with self.lease_hook as leases:
+                yield leases
+        finally:
+            self.__dict__.pop("lease_hook", None)
 
     # ------------------------------------------------------------------------------------------- failing
     def resume_execution(
@@ -226,24 +235,16 @@ class LeaseLifecycleMixin:
         its lease id) names what to release; a lease granted under another id expires after its TTL.
         """
         ids = {(next_kwargs or {}).get("request_id"), (next_kwargs or {}).get("lease_id")}
-        with self.lease_hook(self.lease_settings()) as leases:
+        with self.try_lease_hook() as leases:
             owner = task_owner_of(context)
             for rid in ids - {None}:
                 leases.release(str(rid), owner)
             leases.withdraw(owner, None)
 
     def on_kill(self) -> None:
-        leases = self._leases
+        leases = self.__dict__.get("lease_hook")  # the running try's, if any; never built here
         if leases is not None:
             leases.release_held()  # a no-op unless work holds a lease
-
-
-def restore_wait(leases: DeltaLeaseHook, owner: Owner, wait: WaitState) -> None:
-    """Fill ``wait`` from the decision log, for a try resumed without its deferral kwargs."""
-    started, behind, explanation = leases.first_wait(owner)
-    wait.started = started or time.time()
-    wait.behind[:0] = behind
-    wait.explanation = wait.explanation or explanation
 
 
 def task_owner_of(context: Context) -> Owner:

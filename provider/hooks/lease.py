@@ -2,15 +2,20 @@
 
 The operator gathers arguments and calls this hook, as Airflow's own providers do with theirs: the hook
 owns the :class:`~deltaguard.leases.manager.LeaseManager` (opened once per try with bounded store calls,
-closed when the try leaves the ``with`` block or defers) and the acquire, keep (heartbeat and commit
-fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release calls. What to do after each
-answer is not decided here but by :func:`deltaguard.writes.waiting.next_step`.
+closed when the try leaves the ``with`` block or defers) and a try's plumbing: the acquire, keep (heartbeat
+and commit fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release calls, the wait restored from
+the decision log, the write context a commit carries and the pinned snapshot a write reads. What to do
+after each answer is not decided here but by :func:`deltaguard.writes.waiting.next_step`.
+
+The triggerer shares one store per URL between its triggers instead (:meth:`DeltaLeaseHook.pooled`,
+:mod:`deltaguard.hooks.lease_pool`): a hook per waiting trigger would hold a connection each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.specs import WriteContext
+    from deltaguard.hooks.lease_pool import SharedStore
     from deltaguard.leases.keeper import LeaseKeeper
     from deltaguard.leases.manager import LeaseManager
 
@@ -67,6 +74,14 @@ class DeltaLeaseHook(BaseHook):
 
     def __enter__(self) -> DeltaLeaseHook:
         return self
+
+    @staticmethod
+    def pooled(url: str, settings: LeaseSettings) -> contextlib.AbstractAsyncContextManager[SharedStore]:
+        """The triggerer's mode: the store for ``url`` shared by every trigger of the event loop, its calls
+        run in worker threads over a bounded pool (:func:`deltaguard.hooks.lease_pool.shared_store`)."""
+        from deltaguard.hooks.lease_pool import shared_store
+
+        return shared_store(url, settings)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -254,6 +269,75 @@ class DeltaLeaseHook(BaseHook):
             detail.get("reasons", []), detail.get("exceptions", []), detail.get("advice", [])
         )
         return waits[0].at, [b for b in behind if b], reason or None
+
+    def restore_wait(self, owner: Owner, wait: WaitState) -> None:
+        """Fill ``wait`` from the decision log, for a try resumed without its deferral kwargs."""
+        started, behind, explanation = self.first_wait(owner)
+        wait.started = started or time.time()
+        wait.behind[:0] = behind
+        wait.explanation = wait.explanation or explanation
+
+    # ---------------------------------------------------------------------------------------- writing
+    def write_context(
+        self,
+        grant: Granted,
+        *,
+        app_id: str | None,
+        app_version: int | None,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        try_number: int | None,
+        map_index: int | None,
+    ) -> WriteContext:
+        """The context of a write under ``grant``: its app transaction, and commit metadata naming the task
+        try, the lease and its fencing tokens (ADR 0018); the commit fence is :meth:`holding`'s keeper.
+
+        :param app_id: the app transaction id (``None``: not idempotent).
+        :param app_version: the app transaction version.
+        """
+        from deltaguard.engines.specs import WriteContext
+        from deltaguard.writes.task_identity import commit_metadata
+
+        return WriteContext(
+            app_id=app_id,
+            app_version=app_version,
+            commit_metadata=commit_metadata(
+                dag_id=dag_id,
+                run_id=run_id,
+                task_id=task_id,
+                try_number=try_number,
+                map_index=map_index,
+                lease_id=grant.lease_id,
+                extra={"lease_fencing": json.dumps(dict(grant.fencing or {}), sort_keys=True)},
+            ),
+        )
+
+    def pinned_snapshot(
+        self,
+        engine: Any,
+        *,
+        uri: str,
+        table_key: str,
+        operation: Operation,
+        profile: EngineProfile,
+        owner: Owner,
+        lease_id: str,
+    ) -> Any:
+        """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
+        (:func:`deltaguard.writes.pinned_read.pinned_snapshot`)."""
+        from deltaguard.writes.pinned_read import pinned_snapshot
+
+        return pinned_snapshot(
+            self.manager,
+            engine,
+            uri=uri,
+            table_key=table_key,
+            operation=operation,
+            profile=profile,
+            owner=owner,
+            lease_id=lease_id,
+        )
 
     # --------------------------------------------------------------------------------------- holding
     @contextlib.contextmanager

@@ -217,7 +217,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from deltaguard import config
-        from deltaguard.triggers.shared_store import shared_store
+        from deltaguard.hooks.lease_pool import shared_store
         from deltaguard.writes.waiting import Sleep, next_step
 
         # The triggerer's shared store handle (ADR 0025). A sensor's wait is no queue entry, so no

@@ -59,3 +59,21 @@ def pinned_snapshot(
     if version == latest.version():
         return latest
     return engine.open_table(uri, version=version)
+
+
+def judged_by_file_stats(operation: Operation) -> bool:
+    """Whether the model judges ``operation`` by file statistics (only rewrites are): others neither send
+    statistics nor pin their snapshot."""
+    from deltaguard.core.rules.deltars_stats import STATS_KINDS
+
+    return operation.kind in STATS_KINDS
+
+
+def writes_from_snapshot(engine: Any) -> bool:
+    """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
+    import inspect
+
+    try:
+        return "snapshot" in inspect.signature(engine.write).parameters
+    except (TypeError, ValueError):
+        return False
