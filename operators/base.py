@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
+from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
+from deltaguard.engines.lifetime import engine_released
+from deltaguard.engines.pinned_read import judged_by_file_stats
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
-from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
-from deltaguard.writes.engine_lifetime import engine_released
 from deltaguard.writes.outcome import task_result
-from deltaguard.writes.pinned_read import judged_by_file_stats
 from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
 from deltaguard.writes.task_identity import task_app_id, task_app_version
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from deltaguard.engines.base import DeltaEngine, WriteResult
     from deltaguard.engines.specs import WriteSpec
     from deltaguard.hooks.lease import DeltaLeaseHook
-    from deltaguard.writes.waiting import WaitState
+    from deltaguard.leases.waiting import WaitState
 
 # kept importable from here: DAG files and tests use these names through this module
 __all__ = [

@@ -20,7 +20,7 @@ from deltaguard.operators.links import DeltaDecisionLink
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from deltaguard.writes.lease_targets import OperationLike
+    from deltaguard.leases.targets import OperationLike
 
 __all__ = [
     "DEFAULT_UNFENCED_GRACE",

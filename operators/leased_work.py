@@ -7,7 +7,7 @@
 under a lease of :class:`~deltaguard.operators.lifecycle.LeaseLifecycleMixin` (the first is deltaguard's own
 write, :class:`~deltaguard.operators.base.DeltaWriteOperator`):
 
-1. resolve the declared tables (:mod:`deltaguard.writes.lease_targets`) into lease claims; bad input fails
+1. resolve the declared tables (:mod:`deltaguard.leases.targets`) into lease claims; bad input fails
    here, before any lease, without spending retries;
 2. wait for one lease over all the tables (all-or-nothing) with the lifecycle's waiting loop: the same
    rule, deferral to :class:`~deltaguard.triggers.lease.LeaseAvailableTrigger`, reasons and decision log as
@@ -37,16 +37,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import TaskDeferred
 
+from deltaguard.leases.targets import LeaseTarget, OperationLike, lease_targets
 from deltaguard.operators.failures import InvalidTaskInputError, WrappedLeaseLostFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin, task_owner_of
-from deltaguard.writes.lease_targets import LeaseTarget, OperationLike, lease_targets
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from deltaguard.core.admission import Granted, Owner, TableClaim, Waiting
     from deltaguard.hooks.lease import DeltaLeaseHook
-    from deltaguard.writes.waiting import WaitState
+    from deltaguard.leases.waiting import WaitState
 
 __all__ = ["DEFAULT_UNFENCED_GRACE", "RESUME_WRAPPED", "DeltaLeaseMixin"]
 
@@ -344,8 +344,8 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
         from deltaguard.core.admission import TableClaim
         from deltaguard.engines.discovery import read_table_config
         from deltaguard.hooks.delta import DeltaTableHook
+        from deltaguard.leases.targets import unreadable_config
         from deltaguard.operators.wrapped_engine import judged_profile, wrapped_coordination
-        from deltaguard.writes.lease_targets import unreadable_config
         from deltaguard.writes.table_uri import table_key
 
         label = _app_id(self, context)

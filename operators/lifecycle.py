@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow.sdk.exceptions import TaskDeferred
 
+from deltaguard.leases.waiting import WaitState
 from deltaguard.operators.failures import InvalidTaskInputError
 from deltaguard.writes.outcome import decision_line
-from deltaguard.writes.waiting import WaitState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -249,7 +249,7 @@ class LeaseLifecycleMixin:
 
 def task_owner_of(context: Context) -> Owner:
     """The lease owner of the running task instance try."""
-    from deltaguard.writes.lease_request import task_owner
+    from deltaguard.leases.requests import task_owner
 
     ti = context.get("ti")
     dag_run = context.get("dag_run")

@@ -114,7 +114,7 @@ def judged_profile(task: Any, hook: Any) -> tuple[EngineProfile, str]:
     :param hook: the task's :class:`~deltaguard.hooks.delta.DeltaTableHook`.
     """
     from deltaguard.core.profiles import EngineName, EngineProfile
-    from deltaguard.writes.lease_targets import databricks_profile
+    from deltaguard.leases.targets import databricks_profile
 
     kind, why = task._engine_kind()
     if task.databricks_runtime:

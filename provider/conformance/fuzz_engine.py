@@ -5,7 +5,7 @@ given (possibly stale) handle and commits it, and reads the table back. A delta-
 has to provide these five methods; the check in :mod:`deltaguard.conformance.fuzz_check` is engine-neutral.
 
 The delta-rs implementation runs every statement the way deltaguard's operators do: SQL statements are
-translated by :func:`deltaguard.writes.sql_translate.translate` (what ``DeltaSqlOperator`` does on delta-rs) and
+translated by :func:`deltaguard.engines.sql_translate.translate` (what ``DeltaSqlOperator`` does on delta-rs) and
 typed writes become the same :mod:`deltaguard.engines.specs` specs, all executed by
 :class:`~deltaguard.engines.deltars.DeltaRsEngine`.
 """
@@ -147,7 +147,7 @@ class DeltaRsDifferentialEngine(DifferentialEngine):
 
     def execute(self, uri: str, statement: FuzzStatement, layout: FuzzLayout, snapshot: Any | None) -> None:
         if statement.path == "sql":
-            from deltaguard.writes.sql_translate import translate
+            from deltaguard.engines.sql_translate import translate
 
             spec = translate(statement.sql)
             if spec is None:

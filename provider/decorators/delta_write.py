@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.bases.decorator import TaskDecorator
 
-    from deltaguard.writes.lease_targets import OperationLike
+    from deltaguard.leases.targets import OperationLike
 
 
 class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOperator):

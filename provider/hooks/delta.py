@@ -180,7 +180,7 @@ class DeltaTableHook(BaseHook):
         :param file_stats: the task's ``file_stats`` choice; ``None``: ``[deltaguard] file_stats``.
         """
         from deltaguard import config
-        from deltaguard.writes.pinned_read import writes_from_snapshot
+        from deltaguard.engines.pinned_read import writes_from_snapshot
 
         if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
             return engine.table_config(uri), None

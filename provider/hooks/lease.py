@@ -5,7 +5,7 @@ owns the :class:`~deltaguard.leases.manager.LeaseManager` (opened once per try w
 closed when the try leaves the ``with`` block or defers) and a try's plumbing: the acquire, keep (heartbeat
 and commit fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release calls, the wait restored from
 the decision log, the write context a commit carries and the pinned snapshot a write reads. What to do
-after each answer is not decided here but by :func:`deltaguard.writes.waiting.next_step`.
+after each answer is not decided here but by :func:`deltaguard.leases.waiting.next_step`.
 
 The triggerer shares one store per URL between its triggers instead (:meth:`DeltaLeaseHook.pooled`,
 :mod:`deltaguard.hooks.lease_pool`): a hook per waiting trigger would hold a connection each.
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from deltaguard.exceptions import LeaseLostError, LeaseWaitTimeout, RequestClosedError, StoreError
-from deltaguard.writes.lease_request import claims_request, lease_request, new_request_id, task_request_id
-from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
+from deltaguard.leases.requests import claims_request, lease_request, new_request_id, task_request_id
+from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
@@ -170,7 +170,7 @@ class DeltaLeaseHook(BaseHook):
         what: str,
         log: Any = None,
     ) -> Granted:
-        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant.
+        """Ask until :func:`~deltaguard.leases.waiting.next_step` says to write; return the grant.
 
         The one waiting loop of every task that takes a lease (the write operators and the leased
         wrappers): it logs the conflict model's first reason, sleeps or defers as the rule says, and on
@@ -219,8 +219,8 @@ class DeltaLeaseHook(BaseHook):
 
     def _imminent(self, answer: Waiting) -> bool:
         """Whether the answer's blockers are expected to leave within seconds (ADR 0024 estimates): the
-        write then waits in the worker instead of deferring (:mod:`deltaguard.writes.imminent`)."""
-        from deltaguard.writes.imminent import expected_wait_s, is_imminent, lease_end_reader
+        write then waits in the worker instead of deferring (:mod:`deltaguard.leases.imminent`)."""
+        from deltaguard.leases.imminent import expected_wait_s, is_imminent, lease_end_reader
 
         manager = self.manager
         return is_imminent(expected_wait_s(answer.blockers, lease_end_reader(manager), manager.clock()))
@@ -325,8 +325,8 @@ class DeltaLeaseHook(BaseHook):
         lease_id: str,
     ) -> Any:
         """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
-        (:func:`deltaguard.writes.pinned_read.pinned_snapshot`)."""
-        from deltaguard.writes.pinned_read import pinned_snapshot
+        (:func:`deltaguard.engines.pinned_read.pinned_snapshot`)."""
+        from deltaguard.engines.pinned_read import pinned_snapshot
 
         return pinned_snapshot(
             self.manager,

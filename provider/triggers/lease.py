@@ -2,7 +2,7 @@
 
 The trigger asks :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`, which
 re-evaluates the waiting request (and keeps its queue place alive); what follows each answer is
-:func:`deltaguard.writes.waiting.next_step`'s, as for the task. Every trigger of a triggerer shares one store
+:func:`deltaguard.leases.waiting.next_step`'s, as for the task. Every trigger of a triggerer shares one store
 handle per store (:mod:`deltaguard.hooks.lease_pool`, a bounded pool); the blocking store call runs in a
 worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
 through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from deltaguard.core.admission import Closed, Granted, Waiting
-from deltaguard.writes.waiting import Sleep, next_step
+from deltaguard.leases.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
     from deltaguard.hooks.lease_pool import SharedStore

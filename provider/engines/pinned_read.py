@@ -10,18 +10,24 @@ the model judged is what the engine runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 
 if TYPE_CHECKING:
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
-    from deltaguard.leases.manager import LeaseManager
+
+
+class Restates(Protocol):
+    """What this module needs of the lease manager (:class:`~deltaguard.leases.manager.LeaseManager`)."""
+
+    def restate(self, request: LeaseRequest) -> Mapping[str, int | None]: ...
 
 
 def pinned_snapshot(
-    manager: LeaseManager,
+    manager: Restates,
     engine: Any,
     *,
     uri: str,
