@@ -37,8 +37,8 @@ demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
 	$(VENV)/bin/python -m benchmarks.demo --engine $(ENGINE)
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks
-	$(VENV)/bin/ruff format --check provider operators sensors dags_examples tests benchmarks
+	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks lab
+	$(VENV)/bin/ruff format --check provider operators sensors dags_examples tests benchmarks lab
 
 # mypy cannot follow setup.cfg's folder mapping, so it checks a hard-linked copy laid out as the
 # installed package; otherwise every deltaguard import would silently become Any.

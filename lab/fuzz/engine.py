@@ -2,7 +2,7 @@
 
 An engine creates the fuzz table at a layout, opens handles on a version, executes one statement from a
 given (possibly stale) handle and commits it, and reads the table back. A delta-spark implementation only
-has to provide these five methods; the check in :mod:`deltaguard.conformance.fuzz_check` is engine-neutral.
+has to provide these five methods; the check in :mod:`lab.fuzz.check` is engine-neutral.
 
 The delta-rs implementation runs every statement the way deltaguard's operators do: SQL statements are
 translated by :func:`deltaguard.engines.sql_translate.translate` (what ``DeltaSqlOperator`` does on delta-rs) and
@@ -18,7 +18,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltaguard.conformance.fuzz_cases import SCHEMA, TABLE, FuzzLayout, FuzzStatement, to_arrow
 from deltaguard.conformance.state import TableState
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
@@ -31,6 +30,7 @@ from deltaguard.engines.specs import (
     ReplaceWhereSpec,
     WriteSpec,
 )
+from lab.fuzz.cases import SCHEMA, TABLE, FuzzLayout, FuzzStatement, to_arrow
 
 
 class NotExecutable(Exception):
