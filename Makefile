@@ -55,8 +55,8 @@ cluster-short: $(VENV)/.installed-cluster
 	DELTAGUARD_CLUSTER_TESTS=1 $(PY) -m pytest tests/e2e/test_cluster_short.py -s
 
 lint: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks
-	$(VENV)/bin/ruff format --check provider operators sensors dags_examples tests benchmarks
+	$(VENV)/bin/ruff check provider operators sensors dags_examples tests benchmarks lab
+	$(VENV)/bin/ruff format --check provider operators sensors dags_examples tests benchmarks lab
 
 # mypy cannot follow setup.cfg's folder mapping, so it checks a hard-linked copy laid out as the
 # installed package; otherwise every deltaguard import would silently become Any.

@@ -1,4 +1,4 @@
-"""Run the three virtual-time batch sweeps (`deltaguard simulate batch`) and record them in one file.
+"""Run the three virtual-time batch sweeps (`python -m lab.simulation batch`) and record them in one file.
 
 Run (about 5-15 minutes on 2 cores, mostly the CP-SAT solver)::
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     shapes: dict[str, object] = {}
     for name in (s.strip() for s in args.shapes.split(",")):
-        command = f"deltaguard simulate batch {SHAPES[name]}"
+        command = f"python -m lab.simulation batch {SHAPES[name]}"
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             code = cli(shlex.split(command)[1:])

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/bench_backfill.py --out benchmarks/results/backfill.json`` (SQLite, and
 PostgreSQL on a throwaway server from ``tests/pg.py``).
 
-The workloads are those of ``deltaguard simulate batch`` (``deltaguard.simulation.workload.generate``:
+The workloads are those of ``python -m lab.simulation batch`` (``lab.simulation.workload.generate``:
 4 tables and 20 writes, its default, and a hotter 2 tables and 30 writes; seeds 1-16, fixed before
 looking): every write asks for its table's lease at time 0.
 Time is virtual (an injected clock), so a run measures the policy, not the machine. Each write holds its
@@ -36,7 +36,7 @@ from deltaguard.core import model
 from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.leases.manager import LeaseManager
-from deltaguard.simulation.workload import Workload, generate, operation
+from lab.simulation.workload import Workload, generate, operation
 
 PROFILE = EngineProfile(EngineName("databricks"), "15.4")  # the simulator's default engine
 ESTIMATE_ERROR = 0.3

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from benchmarks.workload_tables import build_spec, load_plan, run_planned_write
-from deltaguard.simulation.workload import BenchTable, BenchWrite
+from lab.simulation.workload import BenchTable, BenchWrite
 
 STRATEGIES = ("one_slot_pools", "optimistic", "deltaguard")
 ENGINE_PATH = "benchmarks.workload_tables:TimedDeltaRsEngine"

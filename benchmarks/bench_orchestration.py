@@ -59,8 +59,8 @@ from benchmarks.workload_tables import (
     write_plan,
 )
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.simulation.charts import bar_chart, gantt_chart
-from deltaguard.simulation.workload import Workload, generate, lower_bound, model_conflicts
+from lab.simulation.charts import bar_chart, gantt_chart
+from lab.simulation.workload import Workload, generate, lower_bound, model_conflicts
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Airflow's safe-mode discovery only parses files that mention both "airflow" and "dag".
@@ -87,7 +87,7 @@ def virtual_sweep(
 ) -> dict[str, Any]:
     """The same benchmark shape for other seeds, played in virtual time (no Airflow overhead), so the
     default seed can be judged against its neighbours: deltaguard / one-slot makespan and / lower bound."""
-    from deltaguard.simulation.simulator import Stream, simulate
+    from lab.simulation.simulator import Stream, simulate
 
     rows = []
     for seed in seeds:

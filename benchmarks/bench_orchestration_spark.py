@@ -60,7 +60,7 @@ from benchmarks.workload_tables import (
 )
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.engines.spark.setup import installed_version
-from deltaguard.simulation.workload import Workload, generate, lower_bound, model_conflicts
+from lab.simulation.workload import Workload, generate, lower_bound, model_conflicts
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: the share of a write the lease may cost (acquire + scope read + release), a goal of this benchmark
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    from deltaguard.simulation.charts import gantt_chart
+    from lab.simulation.charts import gantt_chart
 
     timelines, names, bound, _ = charts
     args.out.mkdir(parents=True, exist_ok=True)

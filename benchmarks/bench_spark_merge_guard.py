@@ -26,13 +26,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltaguard.core.merge_scope import ScopeLimits
+from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.source_keys import _spark_summaries
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.spark.ops import merge_sql
 from deltaguard.engines.spark.source_scope import guarded_source
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import MergeSpec
-from deltaguard.writes.merge_scope import scoped_merge
 
 TABLE_ROWS = 1_000_000
 SOURCE_ROWS = 200_000

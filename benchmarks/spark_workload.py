@@ -1,4 +1,4 @@
-"""Run a :mod:`deltaguard.simulation.workload` for real through delta-spark on a Spark Connect server.
+"""Run a :mod:`lab.simulation.workload` for real through delta-spark on a Spark Connect server.
 
 The Spark twin of :mod:`benchmarks.workload_tables` (same tables, same specs, same plan files and attempt
 log): :class:`TimedSparkEngine` is deltaguard's :class:`~deltaguard.engines.spark.SparkEngine` whose writes hold
@@ -49,8 +49,8 @@ from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.spark.engine import SparkEngine
-from deltaguard.simulation.workload import DEFAULT_MIX, BenchWrite
 from deltaguard.writes.task_identity import parse_app_id
+from lab.simulation.workload import DEFAULT_MIX, BenchWrite
 
 #: The SQL function a held write's values pass through (registered for each write on its own Spark connection).
 HOLD_FUNCTION = "deltaguard_bench_hold"

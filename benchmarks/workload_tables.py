@@ -1,4 +1,4 @@
-"""Run a :mod:`deltaguard.simulation.workload` for real on Delta tables with the delta-rs engine.
+"""Run a :mod:`lab.simulation.workload` for real on Delta tables with the delta-rs engine.
 
 * :func:`create_tables` writes each table's seed rows (a few small files per partition, so OPTIMIZE has
   something to compact);
@@ -31,7 +31,8 @@ from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.simulation.workload import (
+from deltaguard.writes.task_identity import parse_app_id
+from lab.simulation.workload import (
     MERGE_CONDITION,
     SEED_KEYS,
     BenchTable,
@@ -39,7 +40,6 @@ from deltaguard.simulation.workload import (
     Workload,
     delete_predicate,
 )
-from deltaguard.writes.task_identity import parse_app_id
 
 BENCH_DIR_ENV = "DELTAGUARD_BENCH_DIR"
 SCHEMA = pa.schema([("p", pa.string()), ("k", pa.int64()), ("v", pa.int64())])
@@ -87,7 +87,7 @@ def _fresh_keys(write: BenchWrite) -> list[int]:
 
 
 def build_spec(write: BenchWrite, table: BenchTable) -> specs.WriteSpec:
-    """The delta-rs spec of a write (its :meth:`operation` equals :func:`deltaguard.simulation.workload.operation`)."""
+    """The delta-rs spec of a write (its :meth:`operation` equals :func:`lab.simulation.workload.operation`)."""
     part = write.partition or "p0"
     if write.kind == "append":
         return specs.AppendSpec(

@@ -1,57 +1,53 @@
-"""The shared base of every deltaguard write operator.
+"""The shared base of every deltaguard write operator: the write is its work under the lease.
 
-``execute`` is always the same steps; subclasses only say which write they do (:meth:`build_spec`):
+A try is the lease lifecycle of :class:`~deltaguard.operators.lifecycle.LeaseLifecycleMixin` (options, the
+waiting rule, deferral, resume, kill); subclasses only say which write they do (:meth:`build_spec`). Here:
 
-1. read the lease settings and resolve the table (connection base URI + name), its configuration and the
-   engine; validate: bad input fails here, before any lease is taken, with ``AirflowFailException`` so
-   no retry is spent on it (unknown URI scheme, unparsable predicate, MERGE without ON, partition values
-   for a column the table is not partitioned by, engine checks);
-2. ask the lease hook for the table's lease until :func:`~deltaguard.writes.waiting.next_step` says to
-   write: wait deferrably (a trigger polls the store in the triggerer and frees the worker slot; on
-   resume the task asks again, since a trigger event is a hint and not a grant) or in the worker, or give
-   up after ``lease_wait_timeout``;
-3. write through the engine while the hook renews the lease, then release it (also on failure and on
-   kill) and return the result (pushed to XCom).
+1. resolve the table (connection base URI + name), its configuration and the engine, and validate: bad
+   input fails before any lease is taken, with ``AirflowFailException`` so no retry is spent on it (unknown
+   URI scheme, unparsable predicate, MERGE without ON, partition values for a column the table is not
+   partitioned by, engine checks);
+2. once the lease is granted, write through the engine while the hook renews the lease and fences the
+   commit, then release it (also on failure and on kill) and return the result (pushed to XCom).
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import datetime as dt
-import json
 import math
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
-from deltaguard import config
 from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
-from deltaguard.exceptions import InvalidWriteError, LateCommitError, LeaseWaitTimeout, WrappedLeaseLostError
+from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
+from deltaguard.engines.lifetime import engine_released
+from deltaguard.engines.pinned_read import judged_by_file_stats
+from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
+from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
+from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
-from deltaguard.operators.sources import CallableSource, source_for_engine, unwrap_source, wrap_source
-from deltaguard.writes.engine_lifetime import engine_released
-from deltaguard.writes.outcome import decision_line, task_result
+from deltaguard.writes.outcome import task_result
 from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
-from deltaguard.writes.task_identity import commit_metadata, task_app_id, task_app_version
-from deltaguard.writes.waiting import WaitState
+from deltaguard.writes.task_identity import task_app_id, task_app_version
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Granted, Owner
+    from deltaguard.core.admission import Granted, Owner, Waiting
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
     from deltaguard.engines.base import DeltaEngine, WriteResult
-    from deltaguard.engines.specs import WriteContext, WriteSpec
+    from deltaguard.engines.specs import WriteSpec
     from deltaguard.hooks.lease import DeltaLeaseHook
+    from deltaguard.leases.waiting import WaitState
 
 # kept importable from here: DAG files and tests use these names through this module
 __all__ = [
@@ -66,56 +62,25 @@ __all__ = [
 ]
 
 
-class InvalidTaskInputError(AirflowFailException, InvalidWriteError):
-    """The task's input cannot succeed on any try: Airflow fails the task without spending its retries.
-
-    Also an :class:`~deltaguard.exceptions.InvalidWriteError`, so callers catching deltaguard's error catch it.
-    """
-
-
-class LateCommitFailure(AirflowFailException, LateCommitError):
-    """A commit landed after the task's lease was lost: Airflow fails the task without a retry.
-
-    A retry would find the write's own commit by its app transaction and end as a successful duplicate,
-    hiding that the table may hold a write made outside its lease (ADR 0018). The table is flagged in the
-    decision log and the UI; someone has to look at it.
-    """
-
-
-class WrappedLeaseLostFailure(AirflowFailException, WrappedLeaseLostError):
-    """Wrapped work ended after its lease was lost: Airflow fails the task without a retry.
-
-    A retry would run the wrapped work again, which deltaguard cannot make idempotent (ADR 0021).
-    """
-
-
+@dataclasses.dataclass
 class _Prepared:
     """Everything resolved for one attempt: table, configuration, engine, spec, operation."""
 
-    def __init__(
-        self,
-        uri: str,
-        engine: DeltaEngine,
-        table_config: TableConfig,
-        profile: EngineProfile,
-        spec: WriteSpec,
-        operation: Operation,
-        hook: Any = None,
-        read_version: int | None = None,
-    ) -> None:
-        self.uri = uri
-        # the version the lease request pins, when it carries file statistics (ADR 0020)
-        self.read_version = read_version
-        self.key = table_key(uri)
-        self.engine = engine
-        self.table_config = table_config
-        self.profile = profile
-        self.spec = spec
-        self.operation = operation
-        self.hook = hook  # the table hook: storage options and hook-level lineage
+    uri: str
+    engine: DeltaEngine
+    table_config: TableConfig
+    profile: EngineProfile
+    spec: WriteSpec
+    operation: Operation
+    hook: Any = None  # the table hook: storage options and hook-level lineage
+    read_version: int | None = None  # the version the lease request pins, with file statistics (ADR 0020)
+
+    @property
+    def key(self) -> str:
+        return table_key(self.uri)
 
 
-class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
+class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     """Base class: one conflict-aware write to one Delta table.
 
     :param table: table URI (``s3://b/wh/sales``, ``/data/sales``) or a name relative to the connection's
@@ -202,8 +167,6 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         self.file_stats = file_stats
         self.resolved_engine: DeltaEngine | None = None
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
-        # the try's lease hook while a write runs, so on_kill can release its lease
-        self._leases: DeltaLeaseHook | None = None
         self._declare_table_outlet(emit_asset)
 
     # ----------------------------------------------------------------------------------------- subclasses
@@ -222,73 +185,90 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
         """What the conflict model is told this task writes (default: the spec's own operation)."""
         return spec.operation()
 
-    # ------------------------------------------------------------------------------------------ execution
+    # ---------------------------------------------------------------------------- the work under the lease
     def execute(self, context: Context) -> dict[str, Any]:
-        with engine_released(self):
-            return self._admit_and_write(context, None)
+        return self.start_lease_try(context)  # type: ignore[no-any-return]
 
-    def execute_complete(
+    @property
+    def lease_deferrable(self) -> bool | None:
+        return self.deferrable
+
+    def try_scope(self) -> contextlib.AbstractContextManager[None]:
+        return engine_released(self)
+
+    def prepare_try(self, context: Context) -> _Prepared:
+        return self._prepare(context)
+
+    def lease_subject(self, prepared: _Prepared) -> str:
+        return prepared.uri
+
+    def ask_lease(
+        self, leases: DeltaLeaseHook, prepared: _Prepared, owner: Owner, request_id: str | None
+    ) -> Granted | Waiting:
+        return leases.ask(
+            table_key=prepared.key,
+            operation=prepared.operation,
+            profile=prepared.profile,
+            table_config=prepared.table_config,
+            owner=owner,
+            priority=self.priority,
+            request_id=request_id,
+            expected_duration_s=self.expected_duration_s,
+            read_version=prepared.read_version,
+        )
+
+    def work_under_lease(
         self,
         context: Context,
-        event: dict[str, Any] | None = None,
-        wait_started: float | None = None,
-        behind: list[str] | None = None,
-        explanation: str | None = None,
-        request_id: str | None = None,
+        leases: DeltaLeaseHook,
+        prepared: _Prepared,
+        grant: Granted,
+        owner: Owner,
+        wait: WaitState,
+        decision: str,
     ) -> dict[str, Any]:
-        """Resume after the lease trigger fired: a hint that the lease may be free, so ask again.
-
-        ``wait_started`` is ``None`` when Airflow resumed without the deferral kwargs (``dag.test()`` drops
-        them); the decision log then tells when this try queued.
-        """
-        if event and event.get("status") == "error":
-            self.log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
-        wait = WaitState(wait_started or 0.0, list(behind or []), explanation, request_id)
-        with engine_released(self):
-            return self._admit_and_write(context, wait, resumed_without_kwargs=wait_started is None)
-
-    def _admit_and_write(
-        self, context: Context, wait: WaitState | None, resumed_without_kwargs: bool = False
-    ) -> dict[str, Any]:
-        """Prepare, take the lease (waiting as the rule says), write and release.
-
-        ``wait`` is ``None`` on a fresh try: its clock starts at the first lease request, so building the
-        engine (a Spark session can take seconds) never reads as waiting for other writers.
-        """
-        settings = self._settings()
-        prepared = self._prepare(context)  # validated (again, after a wait) before any lease is asked for
-        if wait is None:
-            wait = WaitState(started=time.time())
-        owner = _owner(context)
-        with self._lease_hook(settings) as leases:
-            self._leases = leases  # for on_kill
-            if resumed_without_kwargs:
-                self._restore_wait(leases, owner, wait)
-            grant = self._wait_for_lease(leases, prepared, owner, wait, settings)
-            lease_id = grant.lease_id
-            waited_s = wait.waited_s()
-            decision = decision_line(waited_s, wait.behind, wait.explanation)
-            self.log.info("%s", decision)
-            # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
-            # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
-            with leases.holding(grant, owner) as keeper:
-                write_context = self._write_context(context, prepared, lease_id, grant.fencing)
-                pinned: dict[str, Any] = {}
-                if prepared.read_version is not None:
-                    # The lease was judged for one snapshot: write from exactly that one (ADR 0020).
-                    snapshot = self._pinned_snapshot(leases, prepared, owner, lease_id)
-                    if snapshot is not None:
-                        pinned["snapshot"] = snapshot
-                        self.log.info("deltaguard: writing from table version %s", snapshot.version())
-                try:
-                    result = prepared.engine.write(
-                        prepared.uri,
-                        prepared.spec,
-                        dataclasses.replace(write_context, fence=keeper),
-                        **pinned,
-                    )
-                except LateCommitError as exc:
-                    raise LateCommitFailure(str(exc)) from exc
+        """Write through the engine while the hook renews the lease; report the commit."""
+        waited_s = wait.waited_s()  # read now: the write's own time is not waiting
+        lease_id = grant.lease_id
+        # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
+        # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
+        ti = context.get("ti")
+        dag_run = context.get("dag_run")
+        write_context = leases.write_context(
+            grant,
+            app_id=prepared.operation.label if self.idempotent else None,
+            app_version=self._resolved_app_version(context),
+            dag_id=self.dag_id,
+            run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
+            task_id=self.task_id,
+            try_number=getattr(ti, "try_number", None),
+            map_index=getattr(ti, "map_index", None),
+        )
+        with leases.holding(grant, owner) as keeper:
+            pinned: dict[str, Any] = {}
+            if prepared.read_version is not None:
+                # The lease was judged for one snapshot: write from exactly that one (ADR 0020).
+                snapshot = leases.pinned_snapshot(
+                    prepared.engine,
+                    uri=prepared.uri,
+                    table_key=prepared.key,
+                    operation=prepared.operation,
+                    profile=prepared.profile,
+                    owner=owner,
+                    lease_id=lease_id,
+                )
+                if snapshot is not None:
+                    pinned["snapshot"] = snapshot
+                    self.log.info("deltaguard: writing from table version %s", snapshot.version())
+            try:
+                result = prepared.engine.write(
+                    prepared.uri,
+                    prepared.spec,
+                    dataclasses.replace(write_context, fence=keeper),
+                    **pinned,
+                )
+            except LateCommitError as exc:
+                raise LateCommitFailure(str(exc)) from exc
         self._log_commit(prepared, result)
         self._report_write(
             context,
@@ -308,59 +288,18 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             decision=decision,
         )
 
-    def _wait_for_lease(
-        self,
-        leases: DeltaLeaseHook,
-        prepared: _Prepared,
-        owner: Owner,
-        wait: WaitState,
-        settings: LeaseSettings,
-    ) -> Granted:
-        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant."""
-        return leases.wait_for_grant(
-            lambda request_id: leases.ask(
-                table_key=prepared.key,
-                operation=prepared.operation,
-                profile=prepared.profile,
-                table_config=prepared.table_config,
-                owner=owner,
-                priority=self.priority,
-                request_id=request_id,
-                expected_duration_s=self.expected_duration_s,
-                read_version=prepared.read_version,
-            ),
-            owner=owner,
-            wait=wait,
-            timeout_s=self.lease_wait_timeout,
-            defer=lambda left: self._defer_for_lease(settings, wait, left),
-            what=prepared.uri,
-            log=self.log,
-        )
+    def fail_deferral(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """A lease wait that timed out in the triggerer fails as :class:`LeaseWaitTimeout`."""
+        from airflow.sdk.exceptions import TaskDeferralTimeout
+
+        try:
+            return BaseOperator.resume_execution(self, next_method, next_kwargs, context)
+        except TaskDeferralTimeout as exc:
+            raise LeaseWaitTimeout(
+                f"waited longer than lease_wait_timeout={self.lease_wait_timeout} s for the lease on {self.table}"
+            ) from exc
 
     # ------------------------------------------------------------------------------------------ resolving
-    def _settings(self) -> LeaseSettings:
-        """The ``[deltaguard]`` options for this try, read now; a bad option fails the task for good."""
-        from deltaguard.executor_guard import (
-            DistributedSqliteStoreError,
-            refuse_sqlite_under_distributed_executor,
-        )
-
-        try:
-            settings = config.lease_settings(self.lease_store_url, self.deferrable)
-        except ValueError as exc:
-            raise InvalidTaskInputError(f"deltaguard configuration: {exc}") from exc
-        # Before the store is opened or any lease requested: each worker would guard its own SQLite file.
-        try:
-            refuse_sqlite_under_distributed_executor(settings.store_url)
-        except DistributedSqliteStoreError as exc:
-            raise InvalidTaskInputError(str(exc)) from exc
-        return settings
-
-    def _lease_hook(self, settings: LeaseSettings) -> DeltaLeaseHook:
-        from deltaguard.hooks.lease import DeltaLeaseHook
-
-        return DeltaLeaseHook(settings)
-
     def _table_hook(self) -> Any:
         from deltaguard.hooks.delta import DeltaTableHook
 
@@ -377,50 +316,19 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             )
             self.resolved_engine = engine
             self.resolved_spark_connections = spark_connections
-            read_version = None
-            if self._use_file_stats(engine):
-                from deltaguard.engines.discovery import read_table_config
-
-                table_config = read_table_config(uri, engine.storage_options, file_stats=True)
-                if table_config.file_stats is not None:
-                    read_version = table_config.version
-            else:
-                table_config = engine.table_config(uri)
+            table_config, read_version = hook.write_table_config(engine, uri, file_stats=self.file_stats)
             spec = self.build_spec(table_config)
             check_spec(spec, table_config)
             engine.validate(uri, spec, table_config)
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        if read_version is not None and not _judged_by_file_stats(operation):
+        if read_version is not None and not judged_by_file_stats(operation):
             # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
             read_version = None
             table_config = dataclasses.replace(table_config, file_stats=None)
         return _Prepared(
             uri, engine, table_config, engine.table_profile(uri), spec, operation, hook, read_version
-        )
-
-    def _use_file_stats(self, engine: DeltaEngine) -> bool:
-        """Whether this write's lease request carries file statistics: delta-rs only (the profile that uses
-        them, and the engine that can write from a given version), unless the task or the option says no."""
-        if getattr(engine, "name", None) != "delta-rs" or not _writes_from_snapshot(engine):
-            return False
-        return self.file_stats if self.file_stats is not None else config.file_stats()
-
-    def _pinned_snapshot(
-        self, leases: DeltaLeaseHook, prepared: _Prepared, owner: Owner, lease_id: str
-    ) -> Any:
-        from deltaguard.writes.pinned_read import pinned_snapshot
-
-        return pinned_snapshot(
-            leases.manager,
-            prepared.engine,
-            uri=prepared.uri,
-            table_key=prepared.key,
-            operation=prepared.operation,
-            profile=prepared.profile,
-            owner=owner,
-            lease_id=lease_id,
         )
 
     def _app_id(self, context: Context) -> str:
@@ -433,65 +341,6 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             return int(self.app_version)
         return task_app_version(context, self.retries)
 
-    def _write_context(
-        self, context: Context, prepared: _Prepared, lease_id: str, fencing: Mapping[str, int] | None = None
-    ) -> WriteContext:
-        from deltaguard.engines.specs import WriteContext
-
-        ti = context.get("ti")
-        dag_run = context.get("dag_run")
-        return WriteContext(
-            app_id=prepared.operation.label if self.idempotent else None,
-            app_version=self._resolved_app_version(context),
-            commit_metadata=commit_metadata(
-                dag_id=self.dag_id,
-                run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
-                task_id=self.task_id,
-                try_number=getattr(ti, "try_number", None),
-                map_index=getattr(ti, "map_index", None),
-                lease_id=lease_id,
-                extra={"lease_fencing": json.dumps(dict(fencing or {}), sort_keys=True)},
-            ),
-        )
-
-    # -------------------------------------------------------------------------------------------- waiting
-    def _restore_wait(self, leases: DeltaLeaseHook, owner: Owner, wait: WaitState) -> None:
-        started, behind, explanation = leases.first_wait(owner)
-        wait.started = started or time.time()
-        wait.behind[:0] = behind
-        wait.explanation = wait.explanation or explanation
-
-    def _defer_for_lease(self, settings: LeaseSettings, wait: WaitState, timeout_s: float | None) -> None:
-        from deltaguard.triggers.lease import LeaseAvailableTrigger
-
-        assert wait.request_id is not None  # set by the answer that led here
-        self.defer(
-            trigger=LeaseAvailableTrigger(
-                store_url=settings.store_url, request_id=wait.request_id, poll_interval=settings.poll_s
-            ),
-            method_name="execute_complete",
-            kwargs=wait.to_kwargs(),
-            timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),
-        )
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """On a trigger timeout, withdraw the queued request before failing.
-
-        Otherwise the abandoned queue entry would hold back conflicting writers until it expires.
-        """
-        from airflow.sdk.exceptions import TaskDeferralError, TaskDeferralTimeout
-
-        try:
-            return super().resume_execution(next_method, next_kwargs, context)
-        except (TaskDeferralTimeout, TaskDeferralError) as exc:
-            with self._lease_hook(self._settings()) as leases:
-                leases.withdraw(_owner(context), (next_kwargs or {}).get("request_id"))
-            if isinstance(exc, TaskDeferralTimeout):
-                raise LeaseWaitTimeout(
-                    f"waited longer than lease_wait_timeout={self.lease_wait_timeout} s for the lease on {self.table}"
-                ) from exc
-            raise
-
     # ------------------------------------------------------------------------------------------ reporting
     def _log_commit(self, prepared: _Prepared, result: WriteResult) -> None:
         self.log.info(
@@ -502,44 +351,9 @@ class DeltaWriteOperator(DeltaLineageMixin, BaseOperator):
             " (duplicate: already committed by an earlier try, nothing written)" if result.duplicate else "",
         )
 
-    def on_kill(self) -> None:
-        leases = self._leases
-        if leases is not None:
-            leases.release_held()  # a no-op unless a write is running
-
-
-def _judged_by_file_stats(operation: Operation) -> bool:
-    from deltaguard.core.rules.deltars_stats import STATS_KINDS
-
-    return operation.kind in STATS_KINDS
-
-
-def _writes_from_snapshot(engine: Any) -> bool:
-    """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
-    import inspect
-
-    try:
-        return "snapshot" in inspect.signature(engine.write).parameters
-    except (TypeError, ValueError):
-        return False
-
 
 def _storage_options(hook: Any) -> dict[str, str]:
     try:
         return dict(getattr(hook, "storage_options", None) or {})
     except ValueError:  # malformed extras: the engine would have failed first; lineage does without them
         return {}
-
-
-def _owner(context: Context) -> Owner:
-    from deltaguard.writes.lease_request import task_owner
-
-    ti = context.get("ti")
-    dag_run = context.get("dag_run")
-    return task_owner(
-        str(getattr(ti, "dag_id", "") or ""),
-        str(getattr(dag_run, "run_id", None) or getattr(ti, "run_id", "") or ""),
-        str(getattr(ti, "task_id", "") or ""),
-        getattr(ti, "map_index", -1),
-        getattr(ti, "try_number", 0),
-    )

@@ -20,10 +20,10 @@ from deltaguard.core.merge_scope import (
     ScopeLimits,
 )
 from deltaguard.engines import specs
+from deltaguard.engines.held_sources import CallableSource
+from deltaguard.engines.merge_scope import OUTSIDE_CHOICES, scoped_merge
+from deltaguard.engines.replace_scope import scoped_replace_where
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
-from deltaguard.operators.sources import CallableSource
-from deltaguard.writes.merge_scope import OUTSIDE_CHOICES, scoped_merge
-from deltaguard.writes.replace_scope import scoped_replace_where
 
 if TYPE_CHECKING:
     import datetime as dt

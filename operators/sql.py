@@ -45,7 +45,7 @@ class DeltaSqlOperator(DeltaWriteOperator):
             raise InvalidWriteError(f"the conflict model cannot classify this statement: {exc}") from None
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
-        from deltaguard.writes.sql_translate import translate
+        from deltaguard.engines.sql_translate import translate
 
         if not isinstance(self.sql, str) or not self.sql.strip():
             raise InvalidWriteError("DeltaSqlOperator needs a SQL statement")

@@ -23,7 +23,10 @@ Detection reads class paths (the MRO's modules and names), so no provider packag
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deltaguard.core.profiles import EngineProfile
 
 #: the task names its engine (``engine=``) or Databricks runtime (``databricks_runtime=``)
 DECLARED = "declared"
@@ -83,4 +86,84 @@ def wrapped_engine_kind(
             return SPARK_DRIVER, f"{name} runs on the Spark connection {conn_id!r} ({kind})"
     return UNKNOWN, (
         f"deltaguard cannot tell which engine {name} commits with (declare engine= or databricks_runtime=)"
+    )
+
+
+#: the Databricks Runtime a Databricks operator is judged as when the task does not name one: below 13.3
+#: the model grants no row-level concurrency, the strictest rules it has
+STRICTEST_DATABRICKS_RUNTIME = "12.2"
+#: the delta-spark version a Spark job is judged as when delta-spark is not installed in the worker (the
+#: delta-spark rules do not depend on the version)
+FALLBACK_DELTA_SPARK_VERSION = "4.0"
+
+
+def _delta_spark_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("delta-spark")
+    except metadata.PackageNotFoundError:
+        return FALLBACK_DELTA_SPARK_VERSION
+
+
+def judged_profile(task: Any, hook: Any) -> tuple[EngineProfile, str]:
+    """The engine that commits a leased task's work, judged from its declaration, else from what the
+    work is; and the kind (of this module) it was judged as, for :func:`wrapped_coordination`.
+
+    :param task: a :class:`~deltaguard.operators.leased_work.DeltaLeaseMixin` task.
+    :param hook: the task's :class:`~deltaguard.hooks.delta.DeltaTableHook`.
+    """
+    from deltaguard.core.profiles import EngineName, EngineProfile
+    from deltaguard.leases.targets import databricks_profile
+
+    kind, why = task._engine_kind()
+    if task.databricks_runtime:
+        return databricks_profile(str(task.databricks_runtime), task.databricks_photon), kind
+    if kind == DECLARED:
+        profile: EngineProfile = hook.get_engine(task.delta_engine).profile()
+        return profile, kind
+    if kind == DATABRICKS:
+        # The runtime is unknown: the oldest rules, without row-level concurrency, are the strictest.
+        task.log.warning(
+            "deltaguard: %s; judged as %s without row-level concurrency (declare databricks_runtime=)",
+            why,
+            STRICTEST_DATABRICKS_RUNTIME,
+        )
+        return EngineProfile(EngineName.DATABRICKS, STRICTEST_DATABRICKS_RUNTIME, row_level_off=True), kind
+    if kind == UNKNOWN:
+        task.log.warning(
+            "deltaguard: %s; judged as delta-spark with a commit coordinator of its own, so no other "
+            "writer of its tables runs beside it",
+            why,
+        )
+    else:
+        task.log.info("deltaguard: %s; judged as delta-spark", why)
+    return EngineProfile(EngineName.DELTA_SPARK, _delta_spark_version()), kind
+
+
+def wrapped_coordination(kind: str, hook: Any, uri: str, profile: EngineProfile, label: str) -> str:
+    """What excludes the wrapped work's commits to ``uri`` from other writers' (ADR 0026).
+
+    delta-rs in the worker commits as deltaguard's own delta-rs engine would, with the connection's
+    storage options. Spark work runs in its own driver with log store settings deltaguard cannot read:
+    on Databricks the location decides; elsewhere only stores every driver shares are trusted, and a
+    single-driver store gets a coordinator of this task alone, so every other writer conflicts with it.
+    Work of an unknown engine always gets a coordinator of its own.
+    """
+    from deltaguard.core.profiles import EngineName
+    from deltaguard.engines.commit_coordination import (
+        deltars_coordination,
+        single_driver,
+        spark_coordination,
+    )
+
+    if kind == UNKNOWN:
+        return single_driver(f"unknown-engine:{label}")
+    if profile.name is EngineName.DELTA_RS:
+        return deltars_coordination(uri, hook.storage_options or None)
+    return spark_coordination(
+        uri,
+        databricks=profile.name is EngineName.DATABRICKS,
+        conf=lambda _key: "",
+        driver=f"wrapped:{label}",
     )

@@ -19,12 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "matrix": ("deltaguard.commands.matrix", "print the operation x operation conflict matrix"),
     "pools": ("deltaguard.commands.pools", "sync one Airflow pool per Delta table"),
     "conformance": ("deltaguard.commands.conformance", "measure an engine against the conflict model"),
-    "fuzz": ("deltaguard.commands.fuzz", "fuzz the conflict model against a real engine, differentially"),
     "db": ("deltaguard.commands.db", "create or upgrade the lease store's schema (db migrate [--check])"),
-    "simulate": (
-        "deltaguard.commands.simulate",
-        "simulate pools, optimistic retries and deltaguard at scale",
-    ),
 }
 
 

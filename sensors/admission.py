@@ -11,11 +11,11 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from deltaguard import config
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.engines.lifetime import close_engine
+from deltaguard.leases.sensor_checks import admission_probe
+from deltaguard.leases.waiting import Defer, Proceed, next_step
 from deltaguard.operators.base import InvalidTaskInputError
-from deltaguard.writes.engine_lifetime import close_engine
-from deltaguard.writes.sensor_checks import admission_probe
 from deltaguard.writes.table_uri import table_key
-from deltaguard.writes.waiting import Defer, Proceed, next_step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from deltaguard import config
-from deltaguard.writes.sensor_checks import find_new_commit, table_version
+from deltaguard.leases.sensor_checks import find_new_commit, table_version
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

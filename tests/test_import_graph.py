@@ -102,17 +102,72 @@ def test_the_package_has_no_import_cycle() -> None:
     assert not cycles(graph), f"import cycles: {cycles(graph)}"
 
 
-def test_layers_point_one_way() -> None:
-    # The pure core imports nothing above it; the lease stores and the write glue know no Airflow module.
-    graph = import_graph()
+#: the layers, lowest first: a module imports only from its own layer or lower ones (every import counts,
+#: also those inside functions and under ``TYPE_CHECKING``). Packages of one layer are siblings.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"deltaguard.core"}),
+    frozenset({"deltaguard.exceptions", "deltaguard.executor_guard"}),
+    # below Airflow: the engines, the lease store and manager, what a write task is
+    frozenset({"deltaguard.engines", "deltaguard.leases", "deltaguard.writes"}),
+    frozenset(
+        {"deltaguard.config", "deltaguard.get_provider_info", "deltaguard.lineage", "deltaguard.conformance"}
+    ),
+    frozenset({"deltaguard.hooks"}),
+    frozenset({"deltaguard.triggers"}),
+    frozenset({"deltaguard.operators"}),
+    frozenset({"deltaguard.sensors", "deltaguard.decorators", "deltaguard.pools", "deltaguard.plugins"}),
+    frozenset({"deltaguard.commands"}),
+    frozenset({"deltaguard.cli"}),
+)
+#: sibling imports a layer forbids inside itself: (importer, imported)
+FORBIDDEN_SIBLINGS = {
+    ("deltaguard.leases", "deltaguard.engines"),  # the lease store judges claims, it never opens a table
+    ("deltaguard.engines", "deltaguard.leases"),  # an engine writes tables; leases are the caller's business
+    ("deltaguard.conformance", "deltaguard.lineage"),
+    ("deltaguard.lineage", "deltaguard.conformance"),
+}
+
+
+def area(module: str) -> str:
+    """The package of the layer table a module belongs to (``deltaguard.leases.sql.base`` -> ``deltaguard.leases``)."""
+    for layer in LAYERS:
+        for name in layer:
+            if module == name or module.startswith(name + "."):
+                return name
+    return "deltaguard"  # the root package's ``__init__``: below everything
+
+
+def rank(module: str) -> int:
+    name = area(module)
+    return next((i for i, layer in enumerate(LAYERS) if name in layer), -1)
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    found = []
     for name, targets in graph.items():
-        if name.startswith("deltaguard.core"):
-            assert all(t.startswith("deltaguard.core") for t in targets), (name, targets)
-        if name.startswith(("deltaguard.leases", "deltaguard.writes")):
-            above = ("deltaguard.operators", "deltaguard.sensors", "deltaguard.triggers", "deltaguard.hooks")
-            assert not any(t.startswith(above) for t in targets), (name, targets)
-        if name.startswith("deltaguard.leases"):
-            assert not any(t.startswith("deltaguard.engines") for t in targets), (name, targets)
+        for target in targets:
+            if rank(target) > rank(name) or (area(name), area(target)) in FORBIDDEN_SIBLINGS:
+                found.append((name, target))
+    return sorted(found)
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    graph = {"deltaguard.lineage.operator": {"deltaguard.operators.sources"}, "deltaguard.core.model": set()}
+    assert layer_violations(graph) == [("deltaguard.lineage.operator", "deltaguard.operators.sources")]
+    assert layer_violations({"deltaguard.leases.x": {"deltaguard.engines.y"}}) == [
+        ("deltaguard.leases.x", "deltaguard.engines.y")
+    ]
+    assert layer_violations({"deltaguard.operators.x": {"deltaguard.hooks.y", "deltaguard.core.z"}}) == []
+
+
+def test_every_package_has_a_layer() -> None:
+    unplaced = sorted(m for m in modules() if rank(m) < 0 and m != "deltaguard")
+    assert not unplaced, f"add their packages to LAYERS: {unplaced}"
+
+
+def test_layers_point_one_way() -> None:
+    violations = layer_violations(import_graph())
+    assert not violations, f"imports against the layers: {violations}"
 
 
 def test_no_airflow_import_below_the_airflow_layer() -> None:

@@ -76,6 +76,13 @@ def test_wheel_installs_only_the_deltaguard_namespace(wheel: Path) -> None:
     assert not [n for n in names if "/ui_app/" in n]
     # benchmarks and the demo harness stay in the repository
     assert not [n for n in names if n.split("/")[1] in {"demo.py", "workload_tables.py", "airflow_runner.py"}]
+    # so does the lab (fuzzing, the simulator and their commands): a worker installs only the product
+    assert not [n for n in names if n.startswith(("deltaguard/simulation/", "lab/")) or "/fuzz" in n]
+    assert not [
+        n for n in names if n.startswith("deltaguard/commands/") and n.endswith(("fuzz.py", "simulate.py"))
+    ]
+    # re-measuring an engine against the model is a user command and ships
+    assert "deltaguard/commands/conformance.py" in names and "deltaguard/conformance/runner.py" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "apache_airflow_provider" in text and "deltaguard.cli:main" in text

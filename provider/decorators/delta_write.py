@@ -15,22 +15,20 @@ it starts and released when it ends, as :class:`~deltaguard.operators.leased.Del
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk.bases.decorator import DecoratedOperator, task_decorator_factory
 
-from deltaguard.operators.leased import DEFAULT_UNFENCED_GRACE, DeltaLeaseMixin
+from deltaguard.operators.leased_work import DEFAULT_UNFENCED_GRACE, DeltaLeaseMixin
 from deltaguard.operators.links import DeltaDecisionLink
-from deltaguard.writes.waiting import WaitState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.bases.decorator import TaskDecorator
 
-    from deltaguard.writes.lease_targets import OperationLike
+    from deltaguard.leases.targets import OperationLike
 
 
 class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOperator):
@@ -96,19 +94,13 @@ class _DeltaWriteDecoratedOperator(DeltaLeaseMixin, DecoratedOperator, PythonOpe
         )
 
     def execute(self, context: Context) -> Any:
-        return self._run_leased(context, WaitState(started=time.time()))
+        return self.start_lease_try(context)
 
     def _leased_work(self, context: Context) -> Any:
         return DecoratedOperator.execute(self, context)
 
     def _resume_wrapped(self, context: Context, method: str, kwargs: dict[str, Any]) -> Any:
         return PythonOperator.resume_execution(self, method, kwargs, context)
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """A failed deferral (timeout, trigger error) releases what this try holds before failing."""
-        if next_method == "__fail__":
-            self._release_after_failed_deferral(context, next_kwargs)
-        return super().resume_execution(next_method, next_kwargs, context)
 
 
 def delta_write_task(

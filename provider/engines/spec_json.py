@@ -17,36 +17,10 @@ from typing import Any
 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.specs import (
-    AddColumnsSpec,
-    AppendSpec,
-    CreateSpec,
-    DeleteSpec,
-    MergeSpec,
-    OptimizeSpec,
-    OverwriteSpec,
-    ReplaceWhereSpec,
-    SetPropertiesSpec,
-    SqlSpec,
-    UpdateSpec,
-    WriteContext,
-    WriteSpec,
-)
+from deltaguard.engines.specs import SPEC_TYPES, WriteContext, WriteSpec
 
-SPEC_KINDS: Mapping[str, type] = {
-    "append": AppendSpec,
-    "merge": MergeSpec,
-    "update": UpdateSpec,
-    "delete": DeleteSpec,
-    "replace_where": ReplaceWhereSpec,
-    "overwrite": OverwriteSpec,
-    "optimize": OptimizeSpec,
-    "set_properties": SetPropertiesSpec,
-    "add_columns": AddColumnsSpec,
-    "create": CreateSpec,
-    "sql": SqlSpec,
-}
-_KIND_OF = {cls: kind for kind, cls in SPEC_KINDS.items()}
+#: spec types by the name each carries (``json_name``)
+SPEC_KINDS: Mapping[str, type] = SPEC_TYPES
 
 
 def _encode(value: Any) -> Any:
@@ -96,7 +70,7 @@ def spec_to_json(spec: WriteSpec) -> dict[str, Any]:
 
     :raises InvalidWriteError: for an in-memory source or a value JSON cannot carry.
     """
-    kind = _KIND_OF.get(type(spec))
+    kind = getattr(type(spec), "json_name", None) if type(spec) in SPEC_KINDS.values() else None
     if kind is None:
         raise InvalidWriteError(f"unknown spec type {type(spec).__name__}")
     source = getattr(spec, "source", None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from deltaguard.core.operations import Operation, OperationKind
 
@@ -43,6 +43,8 @@ class WriteContext:
 
 @dataclass(frozen=True)
 class AppendSpec:
+    #: its name in JSON (``{"kind": "append"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "append"
     source: Any
     partition_by: tuple[str, ...] = ()
     #: the partition values the appended rows carry, if known (narrows the conflict model's view)
@@ -68,6 +70,9 @@ class MergeSpec:
     :param not_matched_insert_all: ``WHEN NOT MATCHED THEN INSERT *``.
     :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
     """
+
+    #: its name in JSON (``{"kind": "merge"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "merge"
 
     source: Any
     condition: str
@@ -157,6 +162,8 @@ class MergeSpec:
 
 @dataclass(frozen=True)
 class UpdateSpec:
+    #: its name in JSON (``{"kind": "update"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "update"
     updates: Mapping[str, str]
     predicate: str | None = None
 
@@ -168,6 +175,8 @@ class UpdateSpec:
 
 @dataclass(frozen=True)
 class DeleteSpec:
+    #: its name in JSON (``{"kind": "delete"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "delete"
     predicate: str | None = None
 
     def operation(self) -> Operation:
@@ -179,9 +188,12 @@ class ReplaceWhereSpec:
     """Replace the rows matching ``predicate`` with ``source`` (every source row must satisfy it).
 
     :param source_scope: the ranges the source's columns were read to hold (its ``inserted`` column scopes,
-        :func:`deltaguard.writes.replace_scope.scoped_replace_where`): the operation states them as the rows
+        :func:`deltaguard.engines.replace_scope.scoped_replace_where`): the operation states them as the rows
         it writes, and the engine refuses a source that has left them.
     """
+
+    #: its name in JSON (``{"kind": "replace_where"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "replace_where"
 
     source: Any
     predicate: str
@@ -194,6 +206,8 @@ class ReplaceWhereSpec:
 
 @dataclass(frozen=True)
 class OverwriteSpec:
+    #: its name in JSON (``{"kind": "overwrite"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "overwrite"
     source: Any
     partition_by: tuple[str, ...] = ()
 
@@ -203,6 +217,8 @@ class OverwriteSpec:
 
 @dataclass(frozen=True)
 class OptimizeSpec:
+    #: its name in JSON (``{"kind": "optimize"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "optimize"
     zorder_by: tuple[str, ...] = ()
     partition_filters: Mapping[str, Any] = field(default_factory=dict)
     target_size: int | None = None
@@ -217,6 +233,8 @@ class OptimizeSpec:
 
 @dataclass(frozen=True)
 class SetPropertiesSpec:
+    #: its name in JSON (``{"kind": "set_properties"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "set_properties"
     properties: Mapping[str, str]
 
     def operation(self) -> Operation:
@@ -225,6 +243,8 @@ class SetPropertiesSpec:
 
 @dataclass(frozen=True)
 class AddColumnsSpec:
+    #: its name in JSON (``{"kind": "add_columns"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "add_columns"
     #: column name -> Spark SQL type name (``string``, ``bigint``, ``decimal(10,2)``, ...)
     columns: Mapping[str, str]
 
@@ -238,6 +258,9 @@ class CreateSpec:
 
     :param schema: column name -> Spark SQL type name; optional when ``source`` is given.
     """
+
+    #: its name in JSON (``{"kind": "create"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "create"
 
     schema: Mapping[str, str] | None = None
     source: Any = None
@@ -259,6 +282,9 @@ class SqlSpec:
     :param sql: the statement.
     :param classified: the conflict model's view of it (from ``deltaguard.core.sql.classify``).
     """
+
+    #: its name in JSON (``{"kind": "sql"}``, :mod:`deltaguard.engines.spec_json`)
+    json_name: ClassVar[str] = "sql"
 
     sql: str
     classified: Operation
@@ -286,3 +312,22 @@ def _partition_predicate(values: Mapping[str, Any]) -> str | None:
     from deltaguard.core.sql.literals import partition_predicate
 
     return partition_predicate(values) if values else None
+
+
+#: every spec type by its JSON name: the one list of spec types
+SPEC_TYPES: Mapping[str, type[WriteSpec]] = {
+    cls.json_name: cls
+    for cls in (
+        AppendSpec,
+        MergeSpec,
+        UpdateSpec,
+        DeleteSpec,
+        ReplaceWhereSpec,
+        OverwriteSpec,
+        OptimizeSpec,
+        SetPropertiesSpec,
+        AddColumnsSpec,
+        CreateSpec,
+        SqlSpec,
+    )
+}

@@ -6,7 +6,7 @@ import copy
 import json
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -14,6 +14,9 @@ from deltaguard.engines.base import DeltaEngine
 from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
 from deltaguard.hooks.cloud_credentials import AWS_CONN_EXTRA, aws_storage_options
 from deltaguard.writes.table_uri import check_table_uri, resolve_table_uri
+
+if TYPE_CHECKING:
+    from deltaguard.core.table_config import TableConfig
 
 #: extras keys naming the Spark connections the Spark engine uses
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
@@ -162,6 +165,31 @@ class DeltaTableHook(BaseHook):
         return build_engine(
             self.engine_choice(name), self.engine_settings(spark_conn_id, spark_connect_conn_id)
         )
+
+    def write_table_config(
+        self, engine: DeltaEngine, uri: str, *, file_stats: bool | None
+    ) -> tuple[TableConfig, int | None]:
+        """The configuration a write's lease request carries, and the version the write then pins.
+
+        With ``file_stats``, a delta-rs write reads the table's per-file statistics and pins their version
+        (ADR 0020): delta-rs only (the profile that uses them, and the engine that can write from a given
+        version). Otherwise the engine's own read, pinning nothing.
+
+        :param engine: the write's engine.
+        :param uri: the table URI.
+        :param file_stats: the task's ``file_stats`` choice; ``None``: ``[deltaguard] file_stats``.
+        """
+        from deltaguard import config
+        from deltaguard.engines.pinned_read import writes_from_snapshot
+
+        if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
+            return engine.table_config(uri), None
+        if not (file_stats if file_stats is not None else config.file_stats()):
+            return engine.table_config(uri), None
+        from deltaguard.engines.discovery import read_table_config
+
+        table_config = read_table_config(uri, engine.storage_options, file_stats=True)
+        return table_config, table_config.version if table_config.file_stats is not None else None
 
     def test_connection(self) -> tuple[bool, str]:
         """Airflow's *Test* button: can the connection's Base URI be listed with its storage options?

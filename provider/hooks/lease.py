@@ -2,15 +2,20 @@
 
 The operator gathers arguments and calls this hook, as Airflow's own providers do with theirs: the hook
 owns the :class:`~deltaguard.leases.manager.LeaseManager` (opened once per try with bounded store calls,
-closed when the try leaves the ``with`` block or defers) and the acquire, keep (heartbeat and commit
-fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release calls. What to do after each
-answer is not decided here but by :func:`deltaguard.writes.waiting.next_step`.
+closed when the try leaves the ``with`` block or defers) and a try's plumbing: the acquire, keep (heartbeat
+and commit fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release calls, the wait restored from
+the decision log, the write context a commit carries and the pinned snapshot a write reads. What to do
+after each answer is not decided here but by :func:`deltaguard.leases.waiting.next_step`.
+
+The triggerer shares one store per URL between its triggers instead (:meth:`DeltaLeaseHook.pooled`,
+:mod:`deltaguard.hooks.lease_pool`): a hook per waiting trigger would hold a connection each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from deltaguard.exceptions import LeaseLostError, LeaseWaitTimeout, RequestClosedError, StoreError
-from deltaguard.writes.lease_request import claims_request, lease_request, new_request_id, task_request_id
-from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
+from deltaguard.leases.requests import claims_request, lease_request, new_request_id, task_request_id
+from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.specs import WriteContext
+    from deltaguard.hooks.lease_pool import SharedStore
     from deltaguard.leases.keeper import LeaseKeeper
     from deltaguard.leases.manager import LeaseManager
 
@@ -67,6 +74,14 @@ class DeltaLeaseHook(BaseHook):
 
     def __enter__(self) -> DeltaLeaseHook:
         return self
+
+    @staticmethod
+    def pooled(url: str, settings: LeaseSettings) -> contextlib.AbstractAsyncContextManager[SharedStore]:
+        """The triggerer's mode: the store for ``url`` shared by every trigger of the event loop, its calls
+        run in worker threads over a bounded pool (:func:`deltaguard.hooks.lease_pool.shared_store`)."""
+        from deltaguard.hooks.lease_pool import shared_store
+
+        return shared_store(url, settings)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -155,7 +170,7 @@ class DeltaLeaseHook(BaseHook):
         what: str,
         log: Any = None,
     ) -> Granted:
-        """Ask until :func:`~deltaguard.writes.waiting.next_step` says to write; return the grant.
+        """Ask until :func:`~deltaguard.leases.waiting.next_step` says to write; return the grant.
 
         The one waiting loop of every task that takes a lease (the write operators and the leased
         wrappers): it logs the conflict model's first reason, sleeps or defers as the rule says, and on
@@ -204,8 +219,8 @@ class DeltaLeaseHook(BaseHook):
 
     def _imminent(self, answer: Waiting) -> bool:
         """Whether the answer's blockers are expected to leave within seconds (ADR 0024 estimates): the
-        write then waits in the worker instead of deferring (:mod:`deltaguard.writes.imminent`)."""
-        from deltaguard.writes.imminent import expected_wait_s, is_imminent, lease_end_reader
+        write then waits in the worker instead of deferring (:mod:`deltaguard.leases.imminent`)."""
+        from deltaguard.leases.imminent import expected_wait_s, is_imminent, lease_end_reader
 
         manager = self.manager
         return is_imminent(expected_wait_s(answer.blockers, lease_end_reader(manager), manager.clock()))
@@ -254,6 +269,75 @@ class DeltaLeaseHook(BaseHook):
             detail.get("reasons", []), detail.get("exceptions", []), detail.get("advice", [])
         )
         return waits[0].at, [b for b in behind if b], reason or None
+
+    def restore_wait(self, owner: Owner, wait: WaitState) -> None:
+        """Fill ``wait`` from the decision log, for a try resumed without its deferral kwargs."""
+        started, behind, explanation = self.first_wait(owner)
+        wait.started = started or time.time()
+        wait.behind[:0] = behind
+        wait.explanation = wait.explanation or explanation
+
+    # ---------------------------------------------------------------------------------------- writing
+    def write_context(
+        self,
+        grant: Granted,
+        *,
+        app_id: str | None,
+        app_version: int | None,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        try_number: int | None,
+        map_index: int | None,
+    ) -> WriteContext:
+        """The context of a write under ``grant``: its app transaction, and commit metadata naming the task
+        try, the lease and its fencing tokens (ADR 0018); the commit fence is :meth:`holding`'s keeper.
+
+        :param app_id: the app transaction id (``None``: not idempotent).
+        :param app_version: the app transaction version.
+        """
+        from deltaguard.engines.specs import WriteContext
+        from deltaguard.writes.task_identity import commit_metadata
+
+        return WriteContext(
+            app_id=app_id,
+            app_version=app_version,
+            commit_metadata=commit_metadata(
+                dag_id=dag_id,
+                run_id=run_id,
+                task_id=task_id,
+                try_number=try_number,
+                map_index=map_index,
+                lease_id=grant.lease_id,
+                extra={"lease_fencing": json.dumps(dict(grant.fencing or {}), sort_keys=True)},
+            ),
+        )
+
+    def pinned_snapshot(
+        self,
+        engine: Any,
+        *,
+        uri: str,
+        table_key: str,
+        operation: Operation,
+        profile: EngineProfile,
+        owner: Owner,
+        lease_id: str,
+    ) -> Any:
+        """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
+        (:func:`deltaguard.engines.pinned_read.pinned_snapshot`)."""
+        from deltaguard.engines.pinned_read import pinned_snapshot
+
+        return pinned_snapshot(
+            self.manager,
+            engine,
+            uri=uri,
+            table_key=table_key,
+            operation=operation,
+            profile=profile,
+            owner=owner,
+            lease_id=lease_id,
+        )
 
     # --------------------------------------------------------------------------------------- holding
     @contextlib.contextmanager

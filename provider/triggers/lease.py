@@ -2,8 +2,8 @@
 
 The trigger asks :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`, which
 re-evaluates the waiting request (and keeps its queue place alive); what follows each answer is
-:func:`deltaguard.writes.waiting.next_step`'s, as for the task. Every trigger of a triggerer shares one store
-handle per store (:mod:`deltaguard.triggers.shared_store`, a bounded pool); the blocking store call runs in a
+:func:`deltaguard.leases.waiting.next_step`'s, as for the task. Every trigger of a triggerer shares one store
+handle per store (:mod:`deltaguard.hooks.lease_pool`, a bounded pool); the blocking store call runs in a
 worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
 through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
 (ADR 0025). The event is only a hint: the resumed task asks the lease manager again with the same request id
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from deltaguard.core.admission import Closed, Granted, Waiting
-from deltaguard.writes.waiting import Sleep, next_step
+from deltaguard.leases.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
+    from deltaguard.hooks.lease_pool import SharedStore
     from deltaguard.leases.manager import LeaseManager
-    from deltaguard.triggers.shared_store import SharedStore
 
 #: after this many consecutive store failures the trigger hands control back to the task, which then
 #: fails loudly (fail closed) or re-defers
@@ -85,7 +85,7 @@ class LeaseAvailableTrigger(BaseTrigger):
     async def _wait(self) -> dict[str, Any]:
         """Wait until the request is granted or closed (or the store keeps failing); return the payload."""
         from deltaguard import config
-        from deltaguard.triggers.shared_store import shared_store
+        from deltaguard.hooks.lease_pool import shared_store
 
         errors = 0
         woken = asyncio.Event()

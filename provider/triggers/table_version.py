@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class DeltaTableVersionTrigger(BaseTrigger):
     """Fire when the table has a commit after ``baseline_version`` matching the filters.
 
-    Calls :func:`deltaguard.writes.sensor_checks.find_new_commit` (as ``DeltaTableVersionSensor.poke`` does) in a thread.
+    Calls :func:`deltaguard.leases.sensor_checks.find_new_commit` (as ``DeltaTableVersionSensor.poke`` does) in a thread.
 
     :param table_uri: the table.
     :param baseline_version: the version to look beyond.
@@ -56,7 +56,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
         )
 
     def _probe(self) -> dict[str, Any] | None:
-        from deltaguard.writes.sensor_checks import find_new_commit
+        from deltaguard.leases.sensor_checks import find_new_commit
 
         return find_new_commit(
             self.table_uri,
@@ -126,12 +126,12 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
         )
 
     def _current_version(self) -> int:
-        from deltaguard.writes.sensor_checks import table_version
+        from deltaguard.leases.sensor_checks import table_version
 
         return table_version(self.table_uri, self.storage_options)
 
     def _read(self, after: int) -> tuple[int, list[dict[str, Any]]]:
-        from deltaguard.writes.sensor_checks import commits_after
+        from deltaguard.leases.sensor_checks import commits_after
 
         return commits_after(
             self.table_uri,
@@ -154,7 +154,7 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
 
 
 class DeltaAdmissionTrigger(BaseTrigger):
-    """Fire when an operation would be admitted on a table (calls :func:`deltaguard.writes.sensor_checks.admission_probe`).
+    """Fire when an operation would be admitted on a table (calls :func:`deltaguard.leases.sensor_checks.admission_probe`).
 
     :param store_url: the lease store.
     :param table_key: the table's lease key.
@@ -204,7 +204,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
         """The sensor's answer, over ``store`` (the shared handle) or a store opened for this one call."""
         from deltaguard.config import resolve_store_reference
         from deltaguard.leases import codec
-        from deltaguard.writes.sensor_checks import admission_probe
+        from deltaguard.leases.sensor_checks import admission_probe
 
         return admission_probe(
             store if store is not None else resolve_store_reference(self.store_url),
@@ -217,8 +217,8 @@ class DeltaAdmissionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from deltaguard import config
-        from deltaguard.triggers.shared_store import shared_store
-        from deltaguard.writes.waiting import Sleep, next_step
+        from deltaguard.hooks.lease_pool import shared_store
+        from deltaguard.leases.waiting import Sleep, next_step
 
         # The triggerer's shared store handle (ADR 0025). A sensor's wait is no queue entry, so no
         # notification names it: this trigger polls, on either store.

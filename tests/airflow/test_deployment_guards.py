@@ -272,7 +272,7 @@ def test_the_lease_trigger_opens_the_store_with_the_password_it_does_not_carry(
     import asyncio
 
     from deltaguard.core.admission import Granted
-    from deltaguard.triggers import shared_store
+    from deltaguard.hooks import lease_pool as shared_store
 
     opened: list[str] = []
 

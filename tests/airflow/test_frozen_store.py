@@ -136,10 +136,10 @@ def test_hook_keeper_trigger_and_sensor_fail_within_the_store_timeout_on_a_stopp
     pg_store_url: str,
 ) -> None:
     from deltaguard.hooks.lease import DeltaLeaseHook
+    from deltaguard.hooks.lease_pool import shared_store
     from deltaguard.leases.bounded import StoreCallTimeout
     from deltaguard.leases.keeper import LeaseKeeper
-    from deltaguard.triggers.shared_store import shared_store
-    from deltaguard.writes.sensor_checks import admission_probe
+    from deltaguard.leases.sensor_checks import admission_probe
 
     hook = DeltaLeaseHook(_settings(pg_store_url))
     granted = _warm(lambda: _ask(hook))  # opened, pooled connection kept, a lease held

@@ -1,4 +1,4 @@
-"""What a leased task declares: ``deltaguard.writes.lease_targets`` (pure, no Airflow)."""
+"""What a leased task declares: ``deltaguard.leases.targets`` (pure, no Airflow)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.exceptions import InvalidWriteError
-from deltaguard.writes.lease_targets import as_operation, databricks_profile, lease_targets, unreadable_config
+from deltaguard.leases.targets import as_operation, databricks_profile, lease_targets, unreadable_config
 
 
 def test_a_kind_and_predicate_become_the_operation() -> None:

@@ -17,9 +17,9 @@ from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
+from deltaguard.hooks import lease_pool as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.listen import CHANNEL
-from deltaguard.triggers import shared_store
 from deltaguard.triggers.lease import NOTIFY_POLL_POLLS, LeaseAvailableTrigger
 from tests.pg_fixtures import pg_server  # noqa: F401  (the real PostgreSQL these tests need)
 

@@ -1,4 +1,4 @@
-"""The one waiting rule (:func:`deltaguard.writes.waiting.next_step`) and how the operator, the lease hook
+"""The one waiting rule (:func:`deltaguard.leases.waiting.next_step`) and how the operator, the lease hook
 and the configuration carry it out: invalid input fails without retry, the store is opened once per try,
 and ``[deltaguard] decision_log_retention`` is what the store prunes by."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from deltaguard import config
 from deltaguard.leases.timing import LeaseTimingError
-from deltaguard.writes.waiting import Defer, Proceed, Sleep, TimeOut, next_step
+from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, next_step
 from tests.airflow.helpers import hold_lease_until_waiter, sales_table, task_context
 
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False)

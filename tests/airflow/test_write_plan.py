@@ -9,11 +9,11 @@ from deltaguard.core.operations import OperationKind
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines import specs
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.writes.lease_request import task_owner, task_request_id
+from deltaguard.engines.sql_translate import translate
+from deltaguard.leases.requests import task_owner, task_request_id
+from deltaguard.leases.waiting import wait_reason
 from deltaguard.writes.outcome import decision_line
 from deltaguard.writes.spec_checks import check_spec
-from deltaguard.writes.sql_translate import translate
-from deltaguard.writes.waiting import wait_reason
 
 PARTITIONED = TableConfig(partition_columns=("country",), uri="/t")
 

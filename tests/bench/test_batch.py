@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from deltaguard.commands import simulate as simulate_command
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.simulation.optimum import optimal_makespan
-from deltaguard.simulation.simulator import Stream, batch_row, simulate, stream_of
-from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload, generate, model_conflicts
+from lab.simulation import __main__ as simulate_command
+from lab.simulation.optimum import optimal_makespan
+from lab.simulation.simulator import Stream, batch_row, simulate, stream_of
+from lab.simulation.workload import BenchTable, BenchWrite, Workload, generate, model_conflicts
 
 PROFILE = EngineProfile(EngineName.DATABRICKS, "15.4")
 TABLE = BenchTable("t")

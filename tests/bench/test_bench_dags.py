@@ -17,7 +17,7 @@ from benchmarks.bench_dags import (
     one_slot_pool,
 )
 from benchmarks.workload_tables import BENCH_DIR_ENV, write_plan
-from deltaguard.simulation.workload import generate
+from lab.simulation.workload import generate
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ from benchmarks.workload_tables import (
     write_plan,
 )
 from deltaguard.engines.specs import WriteContext
-from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload
 from deltaguard.writes.task_identity import task_app_id
+from lab.simulation.workload import BenchTable, BenchWrite, Workload
 
 TABLE = BenchTable("t", partitions=2)
 RUN = {"run_id": "manual__2026-11-27T10:00:00+00:00"}

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from deltaguard.cli import main
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.simulation.simulator import (
+from lab.simulation.__main__ import main
+from lab.simulation.simulator import (
     STRATEGIES,
     Stream,
     admission_cost,
@@ -18,7 +18,7 @@ from deltaguard.simulation.simulator import (
     simulate,
     stream_lower_bound,
 )
-from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload, model_conflicts
+from lab.simulation.workload import BenchTable, BenchWrite, Workload, model_conflicts
 
 DATABRICKS = EngineProfile(EngineName.DATABRICKS, "15.4")
 
@@ -141,7 +141,6 @@ def test_admission_cost_rows() -> None:
 def test_cli_writes_json_and_charts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
-            "simulate",
             "--writes",
             "400",
             "--out",
@@ -173,15 +172,15 @@ def test_cli_names_the_charts_extra_when_matplotlib_is_missing(
         return None if name == "matplotlib" else real_find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.util, "find_spec", without_matplotlib)
-    assert main(["simulate", "--writes", "400", "--out", str(tmp_path)]) == 2
+    assert main(["--writes", "400", "--out", str(tmp_path)]) == 2
     assert "airflow-provider-deltaguard[charts]" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # refused before simulating anything
-    assert main(["simulate", "--writes", "400", "--format", "json"]) == 0  # without --out it still runs
+    assert main(["--writes", "400", "--format", "json"]) == 0  # without --out it still runs
 
 
 def test_cli_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--writes", "0"]) == 2
-    assert main(["simulate", "--writes", "10", "--engine", "duckdb"]) == 2
+    assert main(["--writes", "0"]) == 2
+    assert main(["--writes", "10", "--engine", "duckdb"]) == 2
 
 
 def test_deltaguard_respects_the_table_pool() -> None:

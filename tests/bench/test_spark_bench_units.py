@@ -20,7 +20,7 @@ from benchmarks.workload_tables import WRITE_KEY, build_spec
 from deltaguard.core import pair_verdict
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.engines import specs
-from deltaguard.simulation.workload import BenchTable, BenchWrite, generate
+from lab.simulation.workload import BenchTable, BenchWrite, generate
 
 # -- serial order ------------------------------------------------------------------------------------
 

@@ -17,8 +17,8 @@ from benchmarks.workload_tables import (
     table_fingerprint,
 )
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.simulation.charts import bar_chart, cost_chart, gantt_chart
-from deltaguard.simulation.workload import BenchTable, BenchWrite, Workload, generate
+from lab.simulation.charts import bar_chart, cost_chart, gantt_chart
+from lab.simulation.workload import BenchTable, BenchWrite, Workload, generate
 
 TABLE = BenchTable("t", partitions=2)
 

@@ -6,7 +6,7 @@ import pytest
 
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.simulation.workload import (
+from lab.simulation.workload import (
     DEFAULT_MIX,
     KINDS,
     BenchTable,

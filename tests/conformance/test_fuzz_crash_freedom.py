@@ -1,7 +1,7 @@
 """The conflict model and ``deltaguard check`` refuse hostile input with a one-line message, never a traceback.
 
 Hypothesis feeds deep and long predicates, odd literals and malformed documents. The sizes the
-hypothesis runs use stay below the parser's limits; the inputs ``deltaguard fuzz`` once found crashing
+hypothesis runs use stay below the parser's limits; the inputs ``python -m lab.fuzz`` once found crashing
 beyond them are pinned below.
 """
 
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from deltaguard.commands.check import check_documents
-from deltaguard.conformance.fuzz_run import check_text
-from deltaguard.conformance.fuzz_strategies import HostileLimits, hostile_documents, hostile_predicates
 from deltaguard.core.sql.classify import classify_sql
+from lab.fuzz.run import check_text
+from lab.fuzz.strategies import HostileLimits, hostile_documents, hostile_predicates
 
 #: sizes below the first crash measured on the model (nesting 80, NOT chains 40, AND/OR chains 1000)
 HANDLED = HostileLimits(depth=60, chain=800, mixed=25, json_depth=900)

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from deltaguard.conformance import fuzz_check
 from deltaguard.conformance.cells import Observed
-from deltaguard.conformance.fuzz_cases import FuzzCase, FuzzLayout, FuzzStatement
-from deltaguard.conformance.fuzz_check import CaseResult, DifferentialRun, check_case
-from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
-from deltaguard.conformance.fuzz_strategies import cases
 from deltaguard.core.decision import Decision, Verdict
 from deltaguard.core.sql.classify import classify_sql
+from lab.fuzz import check as fuzz_check
+from lab.fuzz.cases import FuzzCase, FuzzLayout, FuzzStatement
+from lab.fuzz.check import CaseResult, DifferentialRun, check_case
+from lab.fuzz.engine import DeltaRsDifferentialEngine
+from lab.fuzz.strategies import cases
 
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 #: finding classes already saved as regression cases (replayed, with their expected outcome, elsewhere)
@@ -169,7 +169,7 @@ def test_cases_round_trip_through_json(case: FuzzCase) -> None:
 def test_the_long_run_saves_a_finding_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hypothesis import strategies as st
 
-    from deltaguard.conformance.fuzz_run import fuzz
+    from lab.fuzz.run import fuzz
 
     case = FuzzCase(
         FuzzLayout(partition_by=("p",)),
@@ -197,11 +197,11 @@ def test_the_long_run_saves_a_finding_once(tmp_path: Path, monkeypatch: pytest.M
 def test_the_fuzz_command_prints_a_summary_and_exits_by_its_findings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from deltaguard.cli import main
+    from lab.fuzz.__main__ import main
 
     out = tmp_path / "summary.json"
     budget = ["--minutes", "0.01", "--examples-per-round", "2", "--seed", "5"]
-    code = main(["fuzz", *budget, "--save-dir", str(tmp_path / "found"), "--out", str(out)])
+    code = main([*budget, "--save-dir", str(tmp_path / "found"), "--out", str(out)])
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out.read_text(encoding="utf-8"))
     assert printed["cases_generated"] >= 1 and printed["hostile_inputs"] >= 1
@@ -210,7 +210,7 @@ def test_the_fuzz_command_prints_a_summary_and_exits_by_its_findings(
 
 
 def test_the_fuzz_command_rejects_a_budget_of_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    from deltaguard.cli import main
+    from lab.fuzz.__main__ import main
 
-    assert main(["fuzz", "--minutes", "0"]) == 2
+    assert main(["--minutes", "0"]) == 2
     assert "--minutes" in capsys.readouterr().err

@@ -13,16 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deltaguard.conformance.fuzz_cases import (
+from lab.fuzz.cases import (
     LONG_BOUND,
     LONG_TEXT,
     FuzzCase,
     FuzzLayout,
     FuzzStatement,
 )
-from deltaguard.conformance.fuzz_check import CaseResult, DifferentialRun
-from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
-from deltaguard.conformance.fuzz_strategies import edge_cases, edge_stats_cases
+from lab.fuzz.check import CaseResult, DifferentialRun
+from lab.fuzz.engine import DeltaRsDifferentialEngine
+from lab.fuzz.strategies import edge_cases, edge_stats_cases
 
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 KNOWN_CLASSES = frozenset(

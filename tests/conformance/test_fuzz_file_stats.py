@@ -10,10 +10,10 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from deltaguard.conformance.fuzz_cases import FuzzCase, FuzzLayout, FuzzStatement
-from deltaguard.conformance.fuzz_check import CaseResult, DifferentialRun
-from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
-from deltaguard.conformance.fuzz_strategies import stats_cases
+from lab.fuzz.cases import FuzzCase, FuzzLayout, FuzzStatement
+from lab.fuzz.check import CaseResult, DifferentialRun
+from lab.fuzz.engine import DeltaRsDifferentialEngine
+from lab.fuzz.strategies import stats_cases
 
 ENGINE = DeltaRsDifferentialEngine(file_stats=True)
 CI_EXAMPLES = 25

@@ -1,7 +1,7 @@
 """Replay every saved fuzz finding through the same differential check that found it.
 
 Each ``fuzz_regressions/*.json`` file holds one shrunk case (layout, statements, the model's verdicts, the
-engine's orders and the expected serial results) as ``deltaguard fuzz`` saved it. A file whose ``status``
+engine's orders and the expected serial results) as ``python -m lab.fuzz`` saved it. A file whose ``status``
 is ``open`` is a finding the model does not handle yet: its test is a strict xfail naming the finding
 (``finding``, a sentence, or else its ``class``), so it turns red the moment the model is fixed (then set
 ``status`` to ``fixed``).
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from deltaguard.conformance.fuzz_cases import FuzzCase
-from deltaguard.conformance.fuzz_check import check_case
-from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
+from lab.fuzz.cases import FuzzCase
+from lab.fuzz.check import check_case
+from lab.fuzz.engine import DeltaRsDifferentialEngine
 
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 

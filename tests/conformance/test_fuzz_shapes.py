@@ -7,7 +7,8 @@ from pathlib import Path
 import deltalake
 import pytest
 
-from deltaguard.conformance.fuzz_shapes import (
+from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
+from lab.fuzz.shapes import (
     DeltaRsShapeRunner,
     ShapeCase,
     ShapeLayout,
@@ -15,7 +16,6 @@ from deltaguard.conformance.fuzz_shapes import (
     generate,
     summarise,
 )
-from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, deltalake.__version__, session_time_zone=DELTA_RS_TIME_ZONE)
 

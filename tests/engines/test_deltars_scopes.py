@@ -277,7 +277,7 @@ def _dated_table(tmp_path: Path) -> str:
 
 
 def test_a_date_literal_from_the_sql_path_runs_on_delta_rs(tmp_path: Path) -> None:
-    from deltaguard.writes.sql_translate import translate
+    from deltaguard.engines.sql_translate import translate
 
     uri = _dated_table(tmp_path)
     spec = translate("UPDATE t SET v = 1 WHERE d = DATE '2024-01-02'")

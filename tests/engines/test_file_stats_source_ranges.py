@@ -20,9 +20,9 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.merge_scope import scoped_merge
+from deltaguard.engines.replace_scope import scoped_replace_where
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
-from deltaguard.writes.merge_scope import scoped_merge
-from deltaguard.writes.replace_scope import scoped_replace_where
 
 LIMITS = ScopeLimits()
 UPDATE_IDS_NEXT = Operation(OperationKind.UPDATE, "id >= 3 AND id <= 4", assignments=(("v", "v + 1"),))

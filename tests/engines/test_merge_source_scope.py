@@ -25,12 +25,12 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError
+from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.source_keys import check_source_in_scope, source_key_summaries
 from deltaguard.engines.specs import MergeSpec, WriteContext
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.open import open_store
-from deltaguard.writes.lease_request import lease_request
-from deltaguard.writes.merge_scope import scoped_merge
+from deltaguard.leases.requests import lease_request
 
 LIMITS = ScopeLimits()
 UPSERT = "t.id = s.id AND t.date = s.date"

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from deltaguard.core.admission import Blocker, Granted, LeaseRequest, Owner, Waiting
-from deltaguard.leases.manager import LeaseManager
-from deltaguard.writes.imminent import (
+from deltaguard.leases.imminent import (
     IMMINENT_POLL_S,
     IMMINENT_S,
     expected_wait_s,
     is_imminent,
     lease_end_reader,
 )
-from deltaguard.writes.waiting import Defer, Sleep, TimeOut, next_step
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.waiting import Defer, Sleep, TimeOut, next_step
 
 from .conftest import FakeClock, op, request
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deltaguard.conformance.fuzz_shapes import ShapeCase, ShapeLayout, ShapeWrite, SparkShapeRunner
+from lab.fuzz.shapes import ShapeCase, ShapeLayout, ShapeWrite, SparkShapeRunner
 
 pytestmark = [pytest.mark.spark, pytest.mark.delta_jars, pytest.mark.slow]
 

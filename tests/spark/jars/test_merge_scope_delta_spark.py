@@ -19,9 +19,9 @@ from deltalake import write_deltalake
 
 from deltaguard.core.merge_scope import ScopeLimits
 from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import CreateSpec, MergeSpec, WriteContext
-from deltaguard.writes.merge_scope import scoped_merge
 
 NONE = WriteContext()
 UPSERT = "t.id = s.id AND t.date = s.date"

@@ -99,7 +99,7 @@ def test_merge_scope_read_and_guarded_through_spark_connect(
 
     from deltaguard.core.merge_scope import ScopeLimits
     from deltaguard.engines.errors import InvalidWriteError
-    from deltaguard.writes.merge_scope import scoped_merge
+    from deltaguard.engines.merge_scope import scoped_merge
 
     engine, uri, landing = connect_engine, str(tmp_path / "t"), str(tmp_path / "landing")
     engine.write(uri, CreateSpec(source=rows([1, 2], "d1"), partition_by=("day",)), NONE)

@@ -2,7 +2,7 @@
 
 The model: every write is an interval of its true duration, released at its arrival; at most ``slots``
 run at once, at most ``table_slots`` per table, and two writes the conflict model says can conflict
-(pairwise, :func:`deltaguard.simulation.workload.model_conflicts`) never overlap. The objective is the last
+(pairwise, :func:`lab.simulation.workload.model_conflicts`) never overlap. The objective is the last
 end. A schedule exists for every feasible order, so the optimum is what a clairvoyant scheduler with true
 durations could reach; only a proven optimum is reported.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deltaguard.simulation.workload import BenchWrite, ConflictFn
+from lab.simulation.workload import BenchWrite, ConflictFn
 
 #: CP-SAT works on integers: durations in hundredths of a second (the workload rounds to them).
 SCALE = 100

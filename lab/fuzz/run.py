@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.fuzz_cases import FuzzCase
-from deltaguard.conformance.fuzz_check import CaseResult, DifferentialRun
-from deltaguard.conformance.fuzz_engine import DifferentialEngine
+from lab.fuzz.cases import FuzzCase
+from lab.fuzz.check import CaseResult, DifferentialRun
+from lab.fuzz.engine import DifferentialEngine
 
 
 class _Finding(Exception):
@@ -28,7 +28,7 @@ class _Finding(Exception):
 
 @dataclass
 class FuzzStats:
-    """What a run saw; ``to_json`` is the summary ``deltaguard fuzz`` prints.
+    """What a run saw; ``to_json`` is the summary ``python -m lab.fuzz`` prints.
 
     Counts are over distinct cases (shrinking re-runs cases; each is counted once).
     """
@@ -167,7 +167,7 @@ def fuzz(
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as with_seed
 
-    from deltaguard.conformance.fuzz_strategies import cases, hostile_documents
+    from lab.fuzz.strategies import cases, hostile_documents
 
     stats = FuzzStats()
     deadline = time.monotonic() + minutes * 60

@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from deltaguard.conformance.fuzz_cases import (
+from lab.fuzz.cases import (
     DATES,
     INITIAL_IDS,
     ISOLATION_LEVELS,

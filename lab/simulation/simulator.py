@@ -42,7 +42,7 @@ from deltaguard.core.operations import Operation
 from deltaguard.core.priority import write_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.simulation.workload import (
+from lab.simulation.workload import (
     DEFAULT_MIX,
     KINDS,
     PARTITION_SCOPED,
@@ -96,7 +96,7 @@ def generate_stream(
     :param partitions: partition values of an ordinary table; hot tables have ``hot_partitions``.
     :param median_s: median duration; durations are log-normal with ``sigma`` (heavy-tailed), capped at
         ``max_duration_s``.
-    :param mix: write-kind weights (default :data:`deltaguard.simulation.workload.DEFAULT_MIX`).
+    :param mix: write-kind weights (default :data:`lab.simulation.workload.DEFAULT_MIX`).
     :param deletion_vectors_share: share of tables with deletion vectors.
     :param serializable_share: share of tables with the ``Serializable`` isolation level.
     :raises ValueError: on out-of-range parameters.
@@ -596,7 +596,7 @@ def _members_by_table(writes: Sequence[BenchWrite]) -> dict[str, list[int]]:
 
 
 def stream_lower_bound(stream: Stream, slots: int, conflicts: ConflictFn) -> dict[str, Any]:
-    """The workload's lower bound (:func:`deltaguard.simulation.workload.lower_bound`) plus the arrival bound.
+    """The workload's lower bound (:func:`lab.simulation.workload.lower_bound`) plus the arrival bound.
 
     With arrivals, no write can finish before it arrived and ran: ``max(arrival + duration)`` is a bound
     too, and at a day's scale usually the largest.
@@ -670,7 +670,7 @@ def admission_cost(
 
 @dataclass
 class SimulationReport:
-    """Everything ``deltaguard simulate`` writes."""
+    """Everything ``python -m lab.simulation`` writes."""
 
     params: dict[str, Any]
     lower_bound: dict[str, Any]
@@ -735,7 +735,7 @@ def batch_row(
     :param profile: the engine.
     :param time_limit_s: CP-SAT's limit for the optimum.
     """
-    from deltaguard.simulation.optimum import optimal_makespan
+    from lab.simulation.optimum import optimal_makespan
 
     conflicts = model_conflicts(stream.workload, profile)
     decide = decide or MemoDecide()

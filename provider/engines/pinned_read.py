@@ -10,18 +10,24 @@ the model judged is what the engine runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 
 if TYPE_CHECKING:
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
-    from deltaguard.leases.manager import LeaseManager
+
+
+class Restates(Protocol):
+    """What this module needs of the lease manager (:class:`~deltaguard.leases.manager.LeaseManager`)."""
+
+    def restate(self, request: LeaseRequest) -> Mapping[str, int | None]: ...
 
 
 def pinned_snapshot(
-    manager: LeaseManager,
+    manager: Restates,
     engine: Any,
     *,
     uri: str,
@@ -59,3 +65,21 @@ def pinned_snapshot(
     if version == latest.version():
         return latest
     return engine.open_table(uri, version=version)
+
+
+def judged_by_file_stats(operation: Operation) -> bool:
+    """Whether the model judges ``operation`` by file statistics (only rewrites are): others neither send
+    statistics nor pin their snapshot."""
+    from deltaguard.core.rules.deltars_stats import STATS_KINDS
+
+    return operation.kind in STATS_KINDS
+
+
+def writes_from_snapshot(engine: Any) -> bool:
+    """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
+    import inspect
+
+    try:
+        return "snapshot" in inspect.signature(engine.write).parameters
+    except (TypeError, ValueError):
+        return False

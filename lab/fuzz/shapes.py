@@ -1,6 +1,6 @@
 """Differential fuzzing of table shapes and configurations the main fuzz table does not have.
 
-The main fuzzer (:mod:`deltaguard.conformance.fuzz_strategies`) writes to one fixed schema. This module
+The main fuzzer (:mod:`lab.fuzz.strategies`) writes to one fixed schema. This module
 generates the cases that schema cannot hold:
 
 - ``TIMESTAMP`` columns and partitions, with literals written in one of several session time zones;
@@ -612,7 +612,7 @@ def summarise(results: list[ShapeResult]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m deltaguard.conformance.fuzz_shapes --engine delta-rs --seed 7 --cases 40``."""
+    """``python -m lab.fuzz.shapes --engine delta-rs --seed 7 --cases 40``."""
     import argparse
     import tempfile
 

@@ -1,6 +1,6 @@
 """The differential check: the conflict model's verdict on a case against what a real engine does.
 
-For one :class:`~deltaguard.conformance.fuzz_cases.FuzzCase`:
+For one :class:`~lab.fuzz.cases.FuzzCase`:
 
 1. The model judges the writes as deltaguard's lease manager would: every write is classified from its SQL
    (:func:`~deltaguard.core.sql.classify.classify_sql`, the ``sql`` view) and, for writes a typed operator
@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from deltaguard.conformance.cells import ALLOWED, HARMFUL, Observed, OrderResult
-from deltaguard.conformance.fuzz_cases import FuzzCase, FuzzLayout
-from deltaguard.conformance.fuzz_engine import DifferentialEngine, NotExecutable
 from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
 from deltaguard.core.model import decide
 from deltaguard.core.operations import Operation
@@ -33,6 +31,8 @@ from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.classify import classify_sql
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import DeltaConflictError
+from lab.fuzz.cases import FuzzCase, FuzzLayout
+from lab.fuzz.engine import DifferentialEngine, NotExecutable
 
 _DETAIL_LIMIT = 400
 #: exceptions that stop the run rather than describe the write; delta-rs panics surface as

@@ -161,7 +161,7 @@ def bar_chart(
 def cost_chart(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     """Median microseconds per admission decision against the number of tables, one line per running count.
 
-    :param rows: :func:`deltaguard.simulation.simulator.admission_cost` rows.
+    :param rows: :func:`lab.simulation.simulator.admission_cost` rows.
     :return: ``path``.
     """
     if not rows:

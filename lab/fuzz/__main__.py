@@ -1,4 +1,4 @@
-"""``deltaguard fuzz``: differential fuzzing of the conflict model against a real engine.
+"""``python -m lab.fuzz``: differential fuzzing of the conflict model against a real engine.
 
 Generates realistic Spark SQL write pairs and triples on varied table layouts, asks the conflict model,
 and runs every case the model allows on the engine (both commit orders from stale snapshots, compared
@@ -13,6 +13,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ENGINES = ("delta-rs",)
@@ -56,22 +57,22 @@ def run(args: argparse.Namespace) -> int:
     :param args: parsed options.
     """
     if args.minutes <= 0 or args.examples_per_round < 1:
-        print("deltaguard fuzz: --minutes must be > 0 and --examples-per-round >= 1", file=sys.stderr)
+        print("python -m lab.fuzz: --minutes must be > 0 and --examples-per-round >= 1", file=sys.stderr)
         return 2
     try:
         import hypothesis  # noqa: F401
     except ImportError:
         print(
-            "deltaguard fuzz: needs hypothesis (pip install 'airflow-provider-deltaguard[fuzz]')",
+            "python -m lab.fuzz: needs hypothesis (pip install hypothesis)",
             file=sys.stderr,
         )
         return 2
     import deltalake
     from hypothesis import strategies as st
 
-    from deltaguard.conformance.fuzz_engine import DeltaRsDifferentialEngine
-    from deltaguard.conformance.fuzz_run import fuzz
-    from deltaguard.conformance.fuzz_strategies import cases, edge_cases, edge_stats_cases, stats_cases
+    from lab.fuzz.engine import DeltaRsDifferentialEngine
+    from lab.fuzz.run import fuzz
+    from lab.fuzz.strategies import cases, edge_cases, edge_stats_cases, stats_cases
 
     engine = DeltaRsDifferentialEngine(file_stats=args.file_stats)
     known = tuple(_known_classes(args.save_dir))
@@ -120,3 +121,20 @@ def _known_classes(directory: Path) -> list[str]:
         except (OSError, ValueError, KeyError):
             continue  # not a saved finding
     return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lab.fuzz ARGS``."""
+    from lab.cli import main as run_tool
+
+    return run_tool(
+        "python -m lab.fuzz",
+        "fuzz the conflict model against a real engine, differentially",
+        add_arguments,
+        run,
+        argv,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -153,7 +153,7 @@ class FuzzStatement:
 
     :param sql: the Spark SQL statement a user would write for it (always given to the SQL classifier).
     :param path: ``sql``: run on delta-rs as ``DeltaSqlOperator`` runs it (classified, then translated by
-        :mod:`deltaguard.writes.sql_translate`); ``spec``: run as the typed operator runs it (the spec below,
+        :mod:`deltaguard.engines.sql_translate`); ``spec``: run as the typed operator runs it (the spec below,
         judged by ``spec.operation()`` as well as by the classified SQL).
     :param spec: for ``path == "spec"``: the spec's type (``append``, ``merge``, ``replace_where``,
         ``overwrite``) and arguments, rows as JSON. A ``select`` argument is a query over the target table

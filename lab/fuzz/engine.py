@@ -2,10 +2,10 @@
 
 An engine creates the fuzz table at a layout, opens handles on a version, executes one statement from a
 given (possibly stale) handle and commits it, and reads the table back. A delta-spark implementation only
-has to provide these five methods; the check in :mod:`deltaguard.conformance.fuzz_check` is engine-neutral.
+has to provide these five methods; the check in :mod:`lab.fuzz.check` is engine-neutral.
 
 The delta-rs implementation runs every statement the way deltaguard's operators do: SQL statements are
-translated by :func:`deltaguard.writes.sql_translate.translate` (what ``DeltaSqlOperator`` does on delta-rs) and
+translated by :func:`deltaguard.engines.sql_translate.translate` (what ``DeltaSqlOperator`` does on delta-rs) and
 typed writes become the same :mod:`deltaguard.engines.specs` specs, all executed by
 :class:`~deltaguard.engines.deltars.DeltaRsEngine`.
 """
@@ -18,7 +18,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltaguard.conformance.fuzz_cases import SCHEMA, TABLE, FuzzLayout, FuzzStatement, to_arrow
 from deltaguard.conformance.state import TableState
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
@@ -31,6 +30,7 @@ from deltaguard.engines.specs import (
     ReplaceWhereSpec,
     WriteSpec,
 )
+from lab.fuzz.cases import SCHEMA, TABLE, FuzzLayout, FuzzStatement, to_arrow
 
 
 class NotExecutable(Exception):
@@ -147,7 +147,7 @@ class DeltaRsDifferentialEngine(DifferentialEngine):
 
     def execute(self, uri: str, statement: FuzzStatement, layout: FuzzLayout, snapshot: Any | None) -> None:
         if statement.path == "sql":
-            from deltaguard.writes.sql_translate import translate
+            from deltaguard.engines.sql_translate import translate
 
             spec = translate(statement.sql)
             if spec is None:

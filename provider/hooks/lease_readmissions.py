@@ -17,14 +17,29 @@ on from the queue as it then stands.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from deltaguard.core.admission import Granted, Waiting
 
 if TYPE_CHECKING:
+    from deltaguard.config import LeaseSettings
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.readmit import Readmission
-    from deltaguard.triggers.shared_store import SharedStore
+
+
+class PooledCalls(Protocol):
+    """What a batch needs of the shared handle (:class:`deltaguard.hooks.lease_pool.SharedStore`, which owns
+    the batches, so this module names it by its shape rather than importing it)."""
+
+    settings: LeaseSettings
+
+    def manager(self) -> LeaseManager: ...
+
+    async def call(
+        self, fn: Callable[..., Any], *args: object, on_start: Callable[[], None] | None = None
+    ) -> Any: ...
+
 
 #: how long a batch waits for the rest of a woken crowd to join it before it asks for its store slot; the
 #: triggers one notification wakes resume within a few turns of the event loop
@@ -37,7 +52,7 @@ class Readmissions:
     :param shared: the handle whose store calls (and slots) the batches use.
     """
 
-    def __init__(self, shared: SharedStore) -> None:
+    def __init__(self, shared: PooledCalls) -> None:
         self._shared = shared
         self._pending: dict[str, asyncio.Future[Readmission]] = {}
         self._manager: LeaseManager | None = None

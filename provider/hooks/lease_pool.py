@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
+    from deltaguard.hooks.lease_readmissions import Readmissions
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.sql.watch import FreedWatcher
     from deltaguard.leases.store import LeaseStore
-    from deltaguard.triggers.crowd import Readmissions
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ class SharedStore:
     def readmissions(self) -> Readmissions:
         """The handle's batcher of re-admissions (made on first use)."""
         if self.crowd is None:
-            from deltaguard.triggers.crowd import Readmissions
+            from deltaguard.hooks.lease_readmissions import Readmissions
 
             self.crowd = Readmissions(self)
         return self.crowd

@@ -73,8 +73,8 @@ def next_step(
     :param poll_s: seconds between questions.
     :param deferrable: whether waiting may move to the triggerer (``False`` inside the triggerer itself).
     :param imminent: the blockers are expected to leave within seconds
-        (:func:`deltaguard.writes.imminent.is_imminent`): wait here, asking every
-        :data:`~deltaguard.writes.imminent.IMMINENT_POLL_S`, since a deferral would come back later than that.
+        (:func:`deltaguard.leases.imminent.is_imminent`): wait here, asking every
+        :data:`~deltaguard.leases.imminent.IMMINENT_POLL_S`, since a deferral would come back later than that.
     :return: :class:`Proceed` when admitted; else :class:`TimeOut` once the timeout is spent; else
         :class:`Defer` with the time left, or :class:`Sleep` for one poll interval (never past the timeout).
     """
@@ -84,7 +84,7 @@ def next_step(
     if remaining is not None and remaining <= 0:
         return TimeOut(waited_s)
     if imminent:
-        from deltaguard.writes.imminent import IMMINENT_POLL_S
+        from deltaguard.leases.imminent import IMMINENT_POLL_S
 
         return Sleep(IMMINENT_POLL_S if remaining is None else min(IMMINENT_POLL_S, remaining))
     if deferrable:

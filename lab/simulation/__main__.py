@@ -1,18 +1,18 @@
-"""``deltaguard simulate``: the three orchestration strategies at scale, in virtual time.
+"""``python -m lab.simulation``: the three orchestration strategies at scale, in virtual time.
 
 Example (the full-scale day: 10,000 tables, 1,000,000 writes)::
 
-    deltaguard simulate --writes 1000000 --out benchmarks/results
+    python -m lab.simulation --writes 1000000 --out benchmarks/results
 
 ``--writes`` scales the day down; the number of tables follows (``writes / 100``) unless ``--tables`` is
 given, so every table sees the same load at any scale. Writes ``simulation.json`` and PNG charts to
 ``--out`` and prints a summary.
 
-``deltaguard simulate batch`` plays small batches (every write arrives at once) for a range of seeds and
+``python -m lab.simulation batch`` plays small batches (every write arrives at once) for a range of seeds and
 compares each strategy's makespan with the workload's lower bound and its proven optimum (OR-Tools CP-SAT,
 extra ``bench``)::
 
-    deltaguard simulate batch --seeds 1-32 --tables 4 --writes 20 --slots 8 --format json
+    python -m lab.simulation batch --seeds 1-32 --tables 4 --writes 20 --slots 8 --format json
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def _seeds(text: str) -> range:
 
 def _mix(text: str) -> dict[str, float] | None:
     """``roles`` (each table plays a role), ``default`` (one mix of DML and maintenance) or ``kind=w,...``."""
-    from deltaguard.simulation.workload import DEFAULT_MIX
+    from lab.simulation.workload import DEFAULT_MIX
 
     if text == "roles":
         return None
@@ -123,12 +124,12 @@ def run(args: argparse.Namespace) -> int:
 
 def run_batch(args: argparse.Namespace) -> int:
     """Small batches over a range of seeds: one row of makespans per seed, then medians and worst ratios."""
-    from deltaguard.simulation import simulator as sim
-    from deltaguard.simulation.workload import generate
+    from lab.simulation import simulator as sim
+    from lab.simulation.workload import generate
 
     if importlib.util.find_spec("ortools") is None:
         print(
-            "deltaguard simulate batch: the optimum needs OR-Tools: pip install 'airflow-provider-deltaguard[bench]'"
+            "python -m lab.simulation batch: the optimum needs OR-Tools: pip install 'airflow-provider-deltaguard[bench]'"
         )
         return EXIT_INVALID
     try:
@@ -147,7 +148,7 @@ def run_batch(args: argparse.Namespace) -> int:
             for seed in args.seeds
         ]
     except ValueError as exc:
-        print(f"deltaguard simulate: {exc}")
+        print(f"python -m lab.simulation: {exc}")
         return EXIT_INVALID
     decide = sim.MemoDecide()
     rows = [
@@ -196,17 +197,17 @@ def batch_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def run_day(args: argparse.Namespace) -> int:
-    from deltaguard.simulation import simulator as sim
+    from lab.simulation import simulator as sim
 
     if args.writes is None:
         args.writes = 200_000
-    from deltaguard.simulation.workload import model_conflicts
+    from lab.simulation.workload import model_conflicts
 
     if args.out and importlib.util.find_spec("matplotlib") is None:
         # say so before an hour-long simulation, not after it
-        from deltaguard.simulation.charts import CHARTS_HINT
+        from lab.simulation.charts import CHARTS_HINT
 
-        print(f"deltaguard simulate --out: {CHARTS_HINT}", file=sys.stderr)
+        print(f"python -m lab.simulation --out: {CHARTS_HINT}", file=sys.stderr)
         return EXIT_INVALID
     try:
         if args.writes < 1:
@@ -227,7 +228,7 @@ def run_day(args: argparse.Namespace) -> int:
             sigma=args.sigma,
         )
     except ValueError as exc:
-        print(f"deltaguard simulate: {exc}")
+        print(f"python -m lab.simulation: {exc}")
         return EXIT_INVALID
     generated_s = time.perf_counter() - began
     conflicts = model_conflicts(stream.workload, profile)
@@ -264,7 +265,7 @@ def run_day(args: argparse.Namespace) -> int:
             "max_retries": args.max_retries,
             "generate_s": round(generated_s, 1),
             "total_wall_s": round(time.perf_counter() - began, 1),
-            "command": "deltaguard simulate " + " ".join(sys.argv[2:]),
+            "command": "python -m lab.simulation " + " ".join(sys.argv[2:]),
         },
         lower_bound=bound,
         strategies=results,
@@ -273,7 +274,7 @@ def run_day(args: argparse.Namespace) -> int:
     )
     data = report.to_json()
     if args.out:
-        from deltaguard.simulation.charts import bar_chart, cost_chart, gantt_chart
+        from lab.simulation.charts import bar_chart, cost_chart, gantt_chart
 
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "simulation.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -321,3 +322,20 @@ def _text(data: dict[str, Any]) -> str:
             f"  {row['tables']:>6} tables, {row['running_per_table']:>3} running: {row['us_per_decision']:>8.1f}"
         )
     return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lab.simulation ARGS``."""
+    from lab.cli import main as run_tool
+
+    return run_tool(
+        "python -m lab.simulation",
+        "simulate pools, optimistic retries and deltaguard at scale",
+        add_arguments,
+        run,
+        argv,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

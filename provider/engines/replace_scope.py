@@ -5,7 +5,7 @@ predicate (delta-rs checks every row), but on the columns the predicate does not
 anywhere unless the source's own ranges are known. This reads them -- with the engine that writes the source,
 in the same way ADR 0019 reads a MERGE source -- and states them in the operation
 (:attr:`~deltaguard.core.operations.Operation.inserts`); the engine refuses a source that has left them
-at write time. Airflow-free glue, like :mod:`deltaguard.writes.merge_scope`.
+at write time. Airflow-free glue, like :mod:`deltaguard.engines.merge_scope`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from deltaguard.core.merge_scope import ScopeLimits, plan_merge_scope
-from deltaguard.writes.merge_scope import ranged_columns
+from deltaguard.engines.merge_scope import ranged_columns
 
 if TYPE_CHECKING:
     from deltaguard.core.table_config import TableConfig
