@@ -87,6 +87,9 @@ class DeltaLineageMixin:
             self.log.warning("deltaguard: no lineage for %s: %s", table_uri, exc)
             return None
         self.write_record = record
+        # where the schema and statistics are read from, only if OpenLineage asks (kept in memory only:
+        # the storage options may hold credentials)
+        self._commit_location = (table_uri, dict(storage_options or {}))
         if self.table_outlet is not None:
             from deltaguard.lineage.assets import emit_table_event
 
@@ -100,9 +103,16 @@ class DeltaLineageMixin:
         record = self.write_record
         if record is None:
             return None
+        from deltaguard.lineage.commit_facts import read_commit_facts
         from deltaguard.lineage.openlineage import operator_lineage
 
-        return operator_lineage(record)
+        facts = None
+        location = getattr(self, "_commit_location", None)
+        if location is not None and record.version is not None:
+            wrote = record.committed and not record.duplicate
+            since = record.version - 1 if wrote else record.version  # nothing written: no statistics
+            facts = read_commit_facts(location[0], record.version, location[1], since=since)
+        return operator_lineage(record, facts)
 
 
 def _collect_hook_lineage(hook: Any, record: WriteRecord) -> None:
