@@ -88,6 +88,7 @@ with DAG(
     append >> append_audit()
 
 
+# [START howto_delta_table_asset]
 with DAG(
     dag_id="deltaguard_orders_report",
     description="Runs after every committed write to the orders table",
@@ -103,6 +104,7 @@ with DAG(
         return event_extras(triggering_asset_events, ORDERS_ASSET)
 
     report()
+# [END howto_delta_table_asset]
 
 
 with DAG(

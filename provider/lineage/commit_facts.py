@@ -167,6 +167,39 @@ def _sum(parts: Iterable[OutputStatistics]) -> OutputStatistics:
     return total
 
 
+def openlineage_installed() -> bool:
+    """Whether the OpenLineage provider is importable (only then are schema and statistics read)."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("airflow.providers.openlineage") is not None
+    except ModuleNotFoundError:  # no airflow.providers at all
+        return False
+
+
+def facts_for_openlineage(
+    table_uri: str, record: Any, storage_options: Mapping[str, str] | None, since: int | None = None
+) -> CommitFacts | None:
+    """The schema and statistics of a write, read now (in the task's process) if OpenLineage will ask.
+
+    The OpenLineage listener calls ``get_openlineage_facets_on_complete`` from a forked child process, and
+    delta-rs panics there ("Forked process detected ... the tokio runtime does not support forked
+    processes"), measured with ``tests/e2e/test_lineage_assets.py``; so the log is read before the task
+    returns, and only when the provider is installed.
+
+    :param table_uri: the table as the engines open it.
+    :param record: the write's :class:`~deltaguard.lineage.record.WriteRecord`.
+    :param storage_options: the table's storage options.
+    :param since: the version before the write (default: one commit when it committed, none otherwise).
+    """
+    if record.version is None or not openlineage_installed():
+        return None
+    wrote = record.committed and not record.duplicate
+    if since is None or not wrote:
+        since = record.version - 1 if wrote else record.version  # nothing written: no statistics
+    return read_commit_facts(table_uri, record.version, storage_options, since=since)
+
+
 def latest_commit(table_uri: str, storage_options: Mapping[str, str] | None) -> tuple[int, str] | None:
     """The table's current version and the operation of that commit; ``None`` when there is no table.
 

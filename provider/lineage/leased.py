@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset, AssetAlias
 
+    from deltaguard.lineage.commit_facts import CommitFacts
     from deltaguard.lineage.record import WriteRecord
 
 
@@ -37,12 +38,10 @@ class _Commit:
 
 @dataclass(frozen=True)
 class _LeasedWrite:
-    """One leased table's write: its record, and where to read its schema and statistics from."""
+    """One leased table's write: its record, and its schema and statistics (read in the task's process)."""
 
     record: WriteRecord
-    location: str
-    storage_options: Mapping[str, str]
-    since: int | None
+    facts: CommitFacts | None
 
 
 class LeasedLineageMixin:
@@ -109,7 +108,7 @@ class LeasedLineageMixin:
     def _report_leased_writes(self, context: Any, before: Mapping[str, int | None] | None) -> None:
         """After the work ended under its lease: record each table's commit(s) and emit its asset event."""
         from deltaguard.lineage.assets import emit_table_event
-        from deltaguard.lineage.commit_facts import latest_commit
+        from deltaguard.lineage.commit_facts import facts_for_openlineage, latest_commit
         from deltaguard.lineage.record import WriteRecord
 
         writes: list[_LeasedWrite] = []
@@ -133,8 +132,8 @@ class LeasedLineageMixin:
                 self.log.warning("deltaguard: no lineage for %s: %s", uri, exc)
                 continue
             # a table the work created: all its commits are the work's
-            first = (-1 if since is None else since) if committed else now[0]
-            writes.append(_LeasedWrite(record, uri, options, first))
+            first = -1 if since is None else since
+            writes.append(_LeasedWrite(record, facts_for_openlineage(uri, record, options, since=first)))
             outlet = self._outlet_for(record.table_uri)
             if outlet is not None:
                 emit_table_event(context, outlet, record)
@@ -155,7 +154,6 @@ class LeasedLineageMixin:
 
         Called by the OpenLineage provider in the worker after the task ran (only when it is installed).
         """
-        from deltaguard.lineage.commit_facts import read_commit_facts
         from deltaguard.lineage.openlineage import leased_tables_lineage
 
         wrapped = None
@@ -166,15 +164,7 @@ class LeasedLineageMixin:
             except Exception:  # the wrapped operator's lineage is its own; ours still names the tables
                 self.log.warning("the wrapped operator's lineage failed; reporting the leased tables only")
         writes = getattr(self, "_leased_writes", [])
-        facts = [
-            (
-                w.record,
-                read_commit_facts(w.location, w.record.version, w.storage_options, since=w.since)
-                if w.record.version is not None
-                else None,
-            )
-            for w in writes
-        ]
+        facts = [(w.record, w.facts) for w in writes]
         named = {w.record.table_uri for w in writes}
         unread = [u for u in getattr(self, "leased_uris", ()) if not _names_one_of(u, named)]
         return leased_tables_lineage(wrapped, facts, unread)
