@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test lint typecheck install install-test delta-jars clean
+.PHONY: demo test lint typecheck install install-test delta-jars docs dist clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(PY)
-	$(UV) pip install --python $(PY) -e ".[test]" || $(PY) -m pip install -e ".[test]"
+	$(UV) pip install --python $(PY) -e . --group test || $(PY) -m pip install -e . --group test
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -49,5 +49,15 @@ typecheck: $(VENV)/.installed-test
 test: $(VENV)/.installed-test $(DELTA_JARS)/.fetched lint typecheck
 	$(VENV)/bin/python -m pytest tests
 
+# The documentation site (Sphinx + myst-parser) in build/docs; warnings (a broken link or include) fail it.
+docs: $(VENV)/.installed-test
+	$(VENV)/bin/sphinx-build -q -W --keep-going -b html docs build/docs
+	@echo "open build/docs/index.html"
+
+# A wheel and an sdist in dist/, built in an isolated environment as a release would be.
+dist: $(PY)
+	rm -rf dist
+	$(UV) build -o dist . || $(PY) -m pip wheel --no-deps -w dist .
+
 clean:
-	rm -rf $(VENV) build *.egg-info airflow_home
+	rm -rf $(VENV) build dist *.egg-info airflow_home
