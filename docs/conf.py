@@ -15,7 +15,7 @@ from deltaguard import __version__  # noqa: E402
 
 project = "deltaguard"
 author = "deltaguard contributors"
-copyright = "2026, deltaguard contributors"  # noqa: A001 (Sphinx's name)
+copyright = "2026, deltaguard contributors"
 version = release = __version__
 
 extensions = ["myst_parser"]
