@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 
-.PHONY: demo test test-fast lint typecheck install install-test delta-jars clean ui-bundle cluster cluster-short cluster-jars install-cluster
+.PHONY: demo test test-fast lint typecheck install install-test delta-jars clean ui-bundle cluster cluster-short cluster-jars install-cluster docs dist
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-test: setup.cfg pyproject.toml | $(PY)
-	$(UV) pip install --python $(PY) -e ".[test]" || $(PY) -m pip install -e ".[test]"
+	$(UV) pip install --python $(PY) -e . --group test || $(PY) -m pip install -e . --group test
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -41,7 +41,7 @@ demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
 # Debian packages redis-server and postgresql (.ci/run installs them). Not part of `make test`: the short
 # run alone takes longer than its budget (docs/deployment.md has the figures).
 $(VENV)/.installed-cluster: $(VENV)/.installed-test
-	$(UV) pip install --python $(PY) -e ".[test,cluster]" || $(PY) -m pip install -e ".[test,cluster]"
+	$(UV) pip install --python $(PY) -e ".[cluster]" --group test || $(PY) -m pip install -e ".[cluster]" --group test
 	touch $@
 install-cluster: $(VENV)/.installed-cluster
 S3_JARS := $(VENV)/s3-jars
@@ -72,10 +72,20 @@ test: $(VENV)/.installed-test $(DELTA_JARS)/.fetched lint typecheck
 test-fast: $(VENV)/.installed-test
 	$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -x -q --ff
 
-clean:
-	rm -rf $(VENV) build *.egg-info airflow_home
-
 # The Delta leases React app (provider/plugins/ui_app) -> provider/plugins/static/delta-leases.js, which is
 # committed: installing or testing the provider needs no Node. Rebuild after changing ui_app/src (needs npm).
 ui-bundle:
 	cd provider/plugins/ui_app && npm ci --no-audit --no-fund && npm run build
+
+# The documentation site (Sphinx + myst-parser) in build/docs; warnings (a broken link or include) fail it.
+docs: $(VENV)/.installed-test
+	$(VENV)/bin/sphinx-build -q -W --keep-going -b html docs build/docs
+	@echo "open build/docs/index.html"
+
+# A wheel and an sdist in dist/, built in an isolated environment as a release would be.
+dist: $(PY)
+	rm -rf dist
+	$(UV) build -o dist . || $(PY) -m pip wheel --no-deps -w dist .
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info airflow_home

@@ -71,6 +71,7 @@ with DAG(
 
     setup = setup_tables(DAY)
 
+    # [START howto_operator_delta_merge]
     merges = [
         DeltaMergeOperator(
             task_id=f"merge_sales_{country.lower()}",
@@ -82,7 +83,9 @@ with DAG(
         )
         for country in COUNTRIES
     ]
+    # [END howto_operator_delta_merge]
 
+    # [START howto_operator_delta_insert]
     appends = [
         DeltaInsertOperator(
             task_id=f"log_events_{source}",
@@ -91,6 +94,7 @@ with DAG(
         )
         for source in EVENT_SOURCES
     ]
+    # [END howto_operator_delta_insert]
 
     customer_writes = [
         DeltaMergeOperator(
@@ -101,25 +105,33 @@ with DAG(
             matched_update=CUSTOMER_MERGE_UPDATE,
             not_matched_insert=CUSTOMER_MERGE_INSERT,
         ),
+        # [START howto_operator_delta_update]
         DeltaUpdateOperator(
             task_id="update_customer_tiers",
             table=TABLES["customers"],
             updates=CUSTOMER_UPDATE,
             predicate=CUSTOMER_UPDATE_PREDICATE,
         ),
+        # [END howto_operator_delta_update]
+        # [START howto_operator_delta_delete]
         DeltaDeleteOperator(
             task_id="delete_closed_customers",
             table=TABLES["customers"],
             predicate=CUSTOMER_DELETE_PREDICATE,
         ),
+        # [END howto_operator_delta_delete]
+        # [START howto_operator_delta_alter]
         DeltaAlterTableOperator(
             task_id="add_loyalty_column",
             table=TABLES["customers"],
             add_columns={NEW_CUSTOMER_COLUMN[0]: NEW_CUSTOMER_COLUMN[1]},
         ),
+        # [END howto_operator_delta_alter]
     ]
 
+    # [START howto_operator_delta_optimize]
     optimize = DeltaOptimizeOperator(task_id="optimize_sales", table=TABLES["sales_fact"])
+    # [END howto_operator_delta_optimize]
 
     setup >> [*merges, *appends, *customer_writes]
     merges >> optimize

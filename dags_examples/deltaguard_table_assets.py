@@ -3,6 +3,9 @@
 * ``deltaguard_orders_load`` appends to ``orders`` with a deltaguard operator. The operator declares the
   table's asset (``file:///<data dir>/assets/orders``) as its outlet and attaches the committed Delta
   version and operation to the asset event.
+  ``append_audit`` writes ``orders_audit`` itself with plain delta-rs under a deltaguard lease
+  (``@task.delta_write``): deltaguard reads the commit from the table's log, so the wrapped write has the
+  same asset event and lineage (version, schema, row count) as deltaguard's own.
 * ``deltaguard_orders_report`` is scheduled on that asset: it runs after every successful write and reads
   the version and operation from the triggering event.
 * ``deltaguard_partner_feed_watch`` is scheduled on the ``partner_feed`` table through an asset watcher:
@@ -37,6 +40,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 from example_pipeline import data_dir
 
 ORDERS = str(data_dir() / "assets" / "orders")
+ORDERS_AUDIT = str(data_dir() / "assets" / "orders_audit")
 PARTNER_FEED = str(data_dir() / "assets" / "partner_feed")
 WATCH_AFTER = os.environ.get("DELTAGUARD_EXAMPLE_WATCH_AFTER")
 
@@ -73,9 +77,18 @@ with DAG(
     catchup=False,
     tags=["deltaguard", "example", "assets"],
 ):
-    DeltaInsertOperator(task_id="append_orders", table=ORDERS, source=new_orders)
+    append = DeltaInsertOperator(task_id="append_orders", table=ORDERS, source=new_orders)
+
+    @task.delta_write(tables=ORDERS_AUDIT, operation="INSERT")
+    def append_audit() -> None:
+        from deltalake import write_deltalake
+
+        write_deltalake(ORDERS_AUDIT, pa.table({"order_id": [1, 2], "checked": [True, True]}), mode="append")
+
+    append >> append_audit()
 
 
+# [START howto_delta_table_asset]
 with DAG(
     dag_id="deltaguard_orders_report",
     description="Runs after every committed write to the orders table",
@@ -91,6 +104,7 @@ with DAG(
         return event_extras(triggering_asset_events, ORDERS_ASSET)
 
     report()
+# [END howto_delta_table_asset]
 
 
 with DAG(

@@ -50,6 +50,7 @@ if MISSING_PROVIDER is None:
         catchup=False,
         tags=["deltaguard", "example", "databricks"],
     ) as dag:
+        # [START howto_with_delta_lease_databricks]
         merge_daily_sales = with_delta_lease(
             DatabricksSqlOperator(
                 task_id="merge_daily_sales",
@@ -63,6 +64,7 @@ if MISSING_PROVIDER is None:
             ),
             databricks_runtime=RUNTIME,
         )
+        # [END howto_with_delta_lease_databricks]
 
         rebuild_customer_360 = with_delta_lease(
             DatabricksSubmitRunOperator(

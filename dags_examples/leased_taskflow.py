@@ -94,9 +94,12 @@ with DAG(
             write_deltalake(BALANCES, pa.table(accounts))
 
     # blind appends: compatible, so both hold leases at once
+    # [START howto_decorator_delta_write]
     @task.delta_write(tables=EVENTS, operation="INSERT")
     def append_orders() -> None:
         _append_event("orders")
+
+    # [END howto_decorator_delta_write]
 
     @task.delta_write(tables=EVENTS, operation="INSERT")
     def append_shipments() -> None:
@@ -111,12 +114,14 @@ with DAG(
     def apply_fees() -> None:
         _update_balances("fees")
 
+    # [START howto_with_delta_lease]
     fix_balances = with_delta_lease(
         DeferThenDelete(task_id="fix_balances", wait_seconds=DEFER_SECONDS),
         tables=BALANCES,
         operation="DELETE",
         predicate="account = 'closed'",
     )
+    # [END howto_with_delta_lease]
 
     setup = create_tables()
     setup >> [append_orders(), append_shipments(), accrue_interest(), apply_fees(), fix_balances]

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import TaskDeferred
 
 from deltaguard.leases.targets import LeaseTarget, OperationLike, lease_targets
+from deltaguard.lineage.leased import LeasedLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, WrappedLeaseLostFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin, task_owner_of
 
@@ -57,7 +58,7 @@ DEFAULT_UNFENCED_GRACE = 5.0
 RESUME_WRAPPED = "resume_leased"
 
 
-class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
+class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
     """The lease part of a task that writes Delta tables through someone else's engine.
 
     :param tables: the table(s) written: a URI / absolute path / name relative to the ``delta``
@@ -135,23 +136,7 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
         self.leased_uris: tuple[str, ...] = ()
         if not _templated(tables, predicate, sql):
             self.delta_lease_targets()  # bad declarations fail at DAG parse time, as a ValueError
-
-    # ----------------------------------------------------------------------------------------- lineage
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """OpenLineage: what the wrapped operator reports itself, plus every leased table as an output.
-
-        Called by the OpenLineage provider in the worker after the task ran (only when it is installed).
-        """
-        from deltaguard.lineage.openlineage import leased_tables_lineage
-
-        wrapped = None
-        report = getattr(getattr(self, "operator", None), "get_openlineage_facets_on_complete", None)
-        if report is not None:
-            try:
-                wrapped = report(task_instance)
-            except Exception:  # the wrapped operator's lineage is its own; ours still names the tables
-                self.log.warning("the wrapped operator's lineage failed; reporting the leased tables only")
-        return leased_tables_lineage(wrapped, self.leased_uris)
+        self._declare_leased_outlets()  # lineage: the tables' assets (deltaguard.lineage.leased)
 
     # ----------------------------------------------------------------------------------------- declaring
     def default_sql(self) -> str | Sequence[str] | None:
@@ -219,7 +204,8 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
         self.log.info(
             "deltaguard: lease %s held on %s; the wrapped work starts", grant.lease_id, self.leased_uris
         )
-        return self._hold_and_run(leases, grant, owner, lambda: self._leased_work(context))
+        self._versions_before = self._leased_versions()  # lineage: what the work's commits follow
+        return self._hold_and_run(leases, grant, owner, self._reporting(context, lambda: self._leased_work(context)))
 
     def fail_deferral(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         return self._resume_wrapped(context, next_method, next_kwargs or {})
@@ -303,6 +289,7 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
                 "wrapped_method": deferred.method_name,
                 "wrapped_kwargs": deferred.kwargs or {},
                 "lease_id": grant.lease_id,
+                "versions_before": getattr(self, "_versions_before", None),
             },
             timeout=deferred.timeout,
         )
@@ -314,6 +301,7 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
         wrapped_method: str = "execute_complete",
         wrapped_kwargs: dict[str, Any] | None = None,
         lease_id: str | None = None,
+        versions_before: dict[str, int | None] | None = None,
     ) -> Any:
         """Resume after the wrapped work's own deferral: take the lease back, resume the work, release."""
         payload = event if isinstance(event, Mapping) else {}
@@ -334,9 +322,9 @@ class DeltaLeaseMixin(LeaseLifecycleMixin, abc.ABC):
                 self._resume_wrapped(context, wrapped_method, kwargs)
                 lost = payload.get("lease_lost") or "it was not held when the task resumed"
                 raise self._overran(leases, str(lease_id or "?"), owner, str(lost))
-            return self._hold_and_run(
-                leases, grant, owner, lambda: self._resume_wrapped(context, wrapped_method, kwargs)
-            )
+            self._versions_before = versions_before
+            work = self._reporting(context, lambda: self._resume_wrapped(context, wrapped_method, kwargs))
+            return self._hold_and_run(leases, grant, owner, work)
 
     # ----------------------------------------------------------------------------------------- resolving
     def _claims(self, context: Context) -> list[TableClaim]:

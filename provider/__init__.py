@@ -4,3 +4,7 @@ The pure conflict model lives in :mod:`deltaguard.core` and imports neither Airf
 """
 
 __version__ = "0.1.0"
+
+#: the project's source repository (``Source`` in the package's Project-URLs; the custom OpenLineage facet's
+#: schema is published under it)
+SOURCE_URL = "https://github.com/deltaguard/airflow-provider-deltaguard"

@@ -28,6 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="deltaguard", description="Conflict-aware orchestration of Delta writes"
     )
+    from deltaguard import __version__
+
+    parser.add_argument("--version", action="version", version=f"deltaguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         command_parser = sub.add_parser(name, help=help_text)

@@ -18,6 +18,9 @@ _OPERATOR_MODULES = [
     "deltaguard.operators.maintenance",
     "deltaguard.operators.sql",
 ]
+#: the engines a ``delta`` connection may name (the form's choice; ``deltaguard.engines.registry`` also
+#: accepts aliases such as ``deltars`` written into the extras by hand)
+ENGINE_CHOICES = ("delta-rs", "spark")
 _SENSOR_MODULES = ["deltaguard.sensors.table_version", "deltaguard.sensors.admission"]
 
 
@@ -28,7 +31,7 @@ DELTA_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "relabeling": {"host": "Base URI"},
     "placeholders": {
         "host": "s3://bucket/warehouse or file:///data/delta",
-        "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}}',
+        "extra": '{"storage_options": {"AWS_REGION": "eu-central-1"}, "aws_conn_id": "aws_default"}',
     },
 }
 
@@ -81,10 +84,23 @@ def get_provider_info() -> dict[str, Any]:
                 "connection-type": "delta",
                 "ui-field-behaviour": {k.replace("_", "-"): v for k, v in DELTA_UI_FIELD_BEHAVIOUR.items()},
                 "conn-fields": {
+                    "storage_options": {
+                        "label": "Storage options",
+                        "description": "deltalake storage options as a JSON object, e.g. "
+                        '{"AWS_REGION": "eu-central-1"}; they win over those from the AWS connection',
+                        "schema": {"type": ["object", "null"]},
+                    },
+                    "aws_conn_id": {
+                        "label": "AWS connection",
+                        "description": "an aws connection whose credentials, region and endpoint become "
+                        "storage options (needs the amazon provider: the [aws] extra)",
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "engine": {
                         "label": "Engine",
-                        "description": "delta-rs (default) or spark; empty uses [deltaguard] default_engine",
-                        "schema": {"type": ["string", "null"]},
+                        "description": "delta-rs or spark; empty uses [deltaguard] default_engine",
+                        # a choice, not free text: a typo would only fail when a task runs
+                        "schema": {"type": ["string", "null"], "enum": [None, *ENGINE_CHOICES]},
                     },
                     "spark_conn_id": {
                         "label": "Spark connection",

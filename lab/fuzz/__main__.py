@@ -2,7 +2,7 @@
 
 Generates realistic Spark SQL write pairs and triples on varied table layouts, asks the conflict model,
 and runs every case the model allows on the engine (both commit orders from stale snapshots, compared
-with every serial order). Prints a JSON summary; saves each shrunk unsound case as a JSON file that the
+with every serial order). Prints a summary (a few lines, or JSON with ``--format json``); saves each shrunk unsound case as a JSON file that the
 regression tests replay. Exits 1 when any unsound case or crash was found, 0 otherwise.
 """
 
@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tables clustered by date (ADR 0020)",
     )
     parser.add_argument("--examples-per-round", type=int, default=25, help="hypothesis examples per round")
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="the summary on stdout (--out is JSON)"
+    )
+    from deltaguard.commands.progress import add_progress_argument
+
+    add_progress_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +83,21 @@ def run(args: argparse.Namespace) -> int:
     engine = DeltaRsDifferentialEngine(file_stats=args.file_stats)
     known = tuple(_known_classes(args.save_dir))
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="deltaguard-fuzz-") as scratch:
+    from deltaguard.commands.progress import progress_bar, wanted
+
+    budget_s = args.minutes * 60
+    with (
+        tempfile.TemporaryDirectory(prefix="deltaguard-fuzz-") as scratch,
+        progress_bar(f"fuzzing {engine.name}", budget_s, wanted(args.progress)) as bar,
+    ):
+
+        def report(line: str) -> None:
+            # the bar runs on the time budget; without one each round is a line on stderr, as before
+            if bar.shown:
+                bar.at(min(time.perf_counter() - started, budget_s), line)
+            else:
+                print(line, file=sys.stderr, flush=True)
+
         stats = fuzz(
             engine,
             Path(scratch),
@@ -86,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             out_dir=args.save_dir,
             examples_per_round=args.examples_per_round,
             run_conflicts=not args.no_precision,
-            progress=lambda line: print(line, file=sys.stderr, flush=True),
+            progress=report,
             known_classes=known,
             # half of the cases also hold the edge rows (NULL / empty / long multi-byte strings, negatives)
             strategy=st.one_of(stats_cases(), edge_stats_cases())
@@ -104,10 +124,36 @@ def run(args: argparse.Namespace) -> int:
         **stats.to_json(),
     }
     text = json.dumps(summary, indent=2, sort_keys=False)
-    print(text)
+    print(text if args.format == "json" else summary_text(summary))
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")
     return 1 if stats.unsound or stats.crashes else 0
+
+
+def summary_text(summary: dict) -> str:
+    """The summary in a few lines: what ran, what was found, and where the findings were saved."""
+    precision = summary["precision"]
+    unsound, crashes = summary["unsound_cases"], summary["crashes"]
+    verdict = (
+        "no unsound case, no crash"
+        if not unsound and not crashes
+        else f"{unsound} unsound, {crashes} crashes"
+    )
+    lines = [
+        f"deltaguard fuzz: {verdict}",
+        f"  {summary['engine']} (deltalake {summary['deltalake_version']}), seed {summary['seed']}, "
+        f"{summary['elapsed_s']} s{', file statistics' if summary['file_stats'] else ''}",
+        f"  {summary['cases_generated']} cases generated, {summary['executed_differentially']} run on the engine "
+        f"in every order, {summary['model_no_conflict']} admitted by the model",
+        f"  precision {precision['precision']:.0%}: the model admitted {precision['model_and_engine_allowed']} of "
+        f"the {precision['engine_allowed']} cases the engine ran safely",
+    ]
+    for signature, entry in summary["unsound_classes"].items():
+        lines.append(f"  UNSOUND x{entry['count']}: {signature}")
+    if summary["saved"]:
+        lines.append(f"  saved: {', '.join(summary['saved'])}")
+    lines.append("  (--format json or --out FILE for every figure)")
+    return "\n".join(lines)
 
 
 def _known_classes(directory: Path) -> list[str]:

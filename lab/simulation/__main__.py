@@ -104,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-decisions", type=int, default=200, help="timed decisions per cell")
     parser.add_argument("--out", type=Path, default=None, help="write simulation.json and PNGs here")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    from deltaguard.commands.progress import add_progress_argument
+
+    add_progress_argument(parser)
 
 
 def _profile(engine: str, version: str | None) -> Any:
@@ -231,29 +234,38 @@ def run_day(args: argparse.Namespace) -> int:
         print(f"python -m lab.simulation: {exc}")
         return EXIT_INVALID
     generated_s = time.perf_counter() - began
-    conflicts = model_conflicts(stream.workload, profile)
-    bound = sim.stream_lower_bound(stream, slots, conflicts)
-    decide = sim.MemoDecide()
-    results: dict[str, dict[str, Any]] = {}
-    runs: dict[str, sim.SimResult] = {}
-    for strategy in sim.STRATEGIES:
-        result = sim.simulate(
-            strategy,
-            stream,
-            slots=slots,
-            profile=profile,
-            conflicts=conflicts,
-            conflict_probability=args.conflict_probability,
-            retry_delay_s=args.retry_delay_s,
-            max_retries=args.max_retries,
-            seed=args.seed,
-            decide=decide,
+    from deltaguard.commands.progress import progress_bar, wanted
+
+    # a minute or more at the default 200,000 writes: the bar says which step runs (stderr, a terminal only)
+    with progress_bar("judging write pairs", 3 + len(sim.STRATEGIES), wanted(args.progress)) as bar:
+        conflicts = model_conflicts(stream.workload, profile)
+        bar.step("computing the lower bound")
+        bound = sim.stream_lower_bound(stream, slots, conflicts)
+        decide = sim.MemoDecide()
+        results: dict[str, dict[str, Any]] = {}
+        runs: dict[str, sim.SimResult] = {}
+        for strategy in sim.STRATEGIES:
+            bar.step(f"simulating {strategy}")
+            result = sim.simulate(
+                strategy,
+                stream,
+                slots=slots,
+                profile=profile,
+                conflicts=conflicts,
+                conflict_probability=args.conflict_probability,
+                retry_delay_s=args.retry_delay_s,
+                max_retries=args.max_retries,
+                seed=args.seed,
+                decide=decide,
+            )
+            runs[strategy] = result
+            summary = result.summary(stream.arrivals)
+            summary["ratio_to_lower_bound"] = round(summary["makespan_s"] / bound["value_s"], 3)
+            results[strategy] = summary
+        bar.step("measuring the admission cost")
+        cost = sim.admission_cost(
+            profile, args.cost_tables, args.cost_running, args.cost_decisions, args.seed
         )
-        runs[strategy] = result
-        summary = result.summary(stream.arrivals)
-        summary["ratio_to_lower_bound"] = round(summary["makespan_s"] / bound["value_s"], 3)
-        results[strategy] = summary
-    cost = sim.admission_cost(profile, args.cost_tables, args.cost_running, args.cost_decisions, args.seed)
     report = sim.SimulationReport(
         params={
             **stream.workload.params,

@@ -331,3 +331,29 @@ SPEC_TYPES: Mapping[str, type[WriteSpec]] = {
         SqlSpec,
     )
 }
+
+
+#: what each write is called in messages to DAG authors: the statement it is, never the class name
+_WRITE_NAMES: dict[str, str] = {
+    "AppendSpec": "an INSERT",
+    "MergeSpec": "a MERGE",
+    "UpdateSpec": "an UPDATE",
+    "DeleteSpec": "a DELETE",
+    "ReplaceWhereSpec": "an overwrite with replaceWhere",
+    "OverwriteSpec": "an overwrite",
+    "OptimizeSpec": "OPTIMIZE",
+    "SetPropertiesSpec": "ALTER TABLE SET TBLPROPERTIES",
+    "AddColumnsSpec": "ALTER TABLE ADD COLUMNS",
+    "CreateSpec": "CREATE TABLE",
+    "SqlSpec": "the SQL statement",
+}
+
+
+def write_name(spec: object, *, capital: bool = False) -> str:
+    """The write ``spec`` describes, in the user's terms (``an UPDATE``), for error messages.
+
+    :param spec: a write spec.
+    :param capital: start with a capital letter (at the start of a sentence).
+    """
+    name = _WRITE_NAMES.get(type(spec).__name__, "this write")
+    return name[:1].upper() + name[1:] if capital else name

@@ -30,6 +30,7 @@ from deltaguard.engines.specs import (
     UpdateSpec,
     WriteContext,
     WriteSpec,
+    write_name,
 )
 
 #: Specs that may run against a table that does not exist yet (they create it).
@@ -99,12 +100,13 @@ def validate_spec(
     """
     if not config.exists and not isinstance(spec, CREATING_SPECS):
         raise InvalidWriteError(
-            f"{type(spec).__name__} needs an existing table, but {config.uri or 'the table'} does not exist"
+            f"{write_name(spec, capital=True)} needs an existing table, but {config.uri or 'the table'} does "
+            "not exist"
         )
     partitions = config.partition_columns if config.exists else getattr(spec, "partition_by", ())
     checker = _CHECKERS.get(type(spec))
     if checker is None:
-        raise InvalidWriteError(f"unsupported write spec {type(spec).__name__}")
+        raise InvalidWriteError(f"{write_name(spec, capital=True)} is not supported here")
     checker(spec, config, tuple(partitions), columns, dialect)
 
 

@@ -74,6 +74,8 @@ class DeltaTableHook(BaseHook):
         """``deltalake`` storage options from the connection extras (values as strings)."""
         self._load()
         nested = self._extras.get("storage_options")
+        if isinstance(nested, str):  # a form or an env URI may carry the object as JSON text
+            nested = _parse_extras(nested) if nested.strip() else None
         if nested is not None and not isinstance(nested, Mapping):
             raise ValueError(f"connection {self.delta_conn_id!r}: extra 'storage_options' must be an object")
         flat = {k: v for k, v in self._extras.items() if k not in _RESERVED_EXTRAS}

@@ -9,6 +9,9 @@ Standard facets where the spec has one:
 * output dataset ``storage`` (``StorageDatasetFacet``): ``storageLayer="delta"``, ``fileFormat="parquet"``;
 * output dataset ``lifecycleStateChange`` (``LifecycleStateChangeDatasetFacet``) when the write created,
   overwrote or altered the table (:attr:`~deltaguard.lineage.record.WriteRecord.lifecycle`);
+* output dataset ``schema`` (``SchemaDatasetFacet``): the table's columns at the written version;
+* output dataset facet ``outputStatistics`` (``OutputStatisticsOutputDatasetFacet``): rows, bytes and files
+  the commit added (:mod:`deltaguard.lineage.commit_facts`);
 
 and one custom run facet, ``deltaguardWrite`` (:class:`DeltaguardWriteRunFacet`), for what the spec has no
 field for: the Delta operation, whether a commit was made or an earlier try's commit was found, the app
@@ -24,20 +27,27 @@ import attr
 from openlineage.client.facet_v2 import (
     dataset_version_dataset,
     lifecycle_state_change_dataset,
+    output_statistics_output_dataset,
+    schema_dataset,
     storage_dataset,
 )
 from openlineage.client.generated.base import InputDataset, OutputDataset, RunFacet
 
+from deltaguard import SOURCE_URL
 from deltaguard.lineage.naming import dataset_name
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    from deltaguard.lineage.commit_facts import CommitFacts, SchemaField
     from deltaguard.lineage.record import WriteRecord
 
-#: the custom facet's ``_schemaURL``: a URN naming this version of the facet, as the project publishes its
-#: schema nowhere on the web yet (the fields are documented in docs/operators.md, "Lineage and assets")
-FACET_SCHEMA_URL = "urn:deltaguard:openlineage:DeltaguardWriteRunFacet:1-0-0"
+#: the custom facet's ``_schemaURL``: the JSON schema shipped in the package
+#: (``deltaguard/lineage/DeltaguardWriteRunFacet.json``) at its address in the project's repository, versioned
+#: by its file name's fragment as OpenLineage's own facets are (``...json#/$defs/<Facet>``)
+FACET_SCHEMA_URL = (
+    f"{SOURCE_URL}/blob/main/provider/lineage/DeltaguardWriteRunFacet.json#/$defs/DeltaguardWriteRunFacet"
+)
 
 
 @attr.define
@@ -66,10 +76,22 @@ class DeltaguardWriteRunFacet(RunFacet):
         return FACET_SCHEMA_URL
 
 
-def operator_lineage(record: WriteRecord) -> OperatorLineage:
-    """The :class:`OperatorLineage` of one write."""
+def operator_lineage(record: WriteRecord, facts: CommitFacts | None = None) -> OperatorLineage:
+    """The :class:`OperatorLineage` of one write.
+
+    :param record: the write.
+    :param facts: the schema and statistics read from its commit (none: those facets are left out).
+    """
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    output = output_dataset(record, facts)
+    inputs = [InputDataset(namespace=i.namespace, name=i.name) for i in record.inputs]
+    return OperatorLineage(inputs=inputs, outputs=[output], run_facets={"deltaguardWrite": run_facet(record)})
+
+
+def output_dataset(record: WriteRecord, facts: CommitFacts | None = None) -> OutputDataset:
+    """The table a write wrote, with the standard facets of its version, storage, lifecycle, schema and
+    statistics (module doc)."""
     facets: dict[str, Any] = {
         "storage": storage_dataset.StorageDatasetFacet(storageLayer="delta", fileFormat="parquet"),
     }
@@ -81,9 +103,33 @@ def operator_lineage(record: WriteRecord) -> OperatorLineage:
         facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(record.lifecycle)
         )
-    output = OutputDataset(namespace=record.output.namespace, name=record.output.name, facets=facets)
-    inputs = [InputDataset(namespace=i.namespace, name=i.name) for i in record.inputs]
-    run_facet = DeltaguardWriteRunFacet(
+    output_facets: dict[str, Any] = {}
+    if facts is not None and facts.schema is not None:
+        facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=_schema_fields(facts.schema))
+    if facts is not None and facts.statistics is not None and record.committed and not record.duplicate:
+        stats = facts.statistics
+        output_facets["outputStatistics"] = (
+            output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                rowCount=stats.row_count, size=stats.size, fileCount=stats.file_count
+            )
+        )
+    return OutputDataset(
+        namespace=record.output.namespace, name=record.output.name, facets=facets, outputFacets=output_facets
+    )
+
+
+def _schema_fields(fields: Sequence[SchemaField]) -> list[schema_dataset.SchemaDatasetFacetFields]:
+    return [
+        schema_dataset.SchemaDatasetFacetFields(
+            name=f.name, type=f.type, ordinal_position=i, fields=_schema_fields(f.fields)
+        )
+        for i, f in enumerate(fields, start=1)
+    ]
+
+
+def run_facet(record: WriteRecord) -> DeltaguardWriteRunFacet:
+    """The custom run facet of one write."""
+    return DeltaguardWriteRunFacet(
         tableUri=record.table_uri,
         version=record.version,
         operation=record.operation,
@@ -92,34 +138,52 @@ def operator_lineage(record: WriteRecord) -> OperatorLineage:
         appId=record.app_id,
         metrics=dict(record.metrics),
     )
-    return OperatorLineage(inputs=inputs, outputs=[output], run_facets={"deltaguardWrite": run_facet})
 
 
-def leased_tables_lineage(wrapped: OperatorLineage | None, table_locations: Sequence[str]) -> OperatorLineage:
+def leased_tables_lineage(
+    wrapped: OperatorLineage | None,
+    writes: Sequence[tuple[WriteRecord, CommitFacts | None]],
+    table_locations: Sequence[str] = (),
+) -> OperatorLineage:
     """The lineage of work done under a lease: the wrapped operator's own, plus each leased table as an output.
 
-    deltaguard does not see the wrapped commit, so the tables carry no version; a table the wrapped operator
-    already reports is not repeated.
+    deltaguard does not make the wrapped commit but reads it from the table's log once the work ended
+    (:mod:`deltaguard.lineage.leased`), so each table carries its version, schema and statistics like a
+    write of deltaguard's own. A table the wrapped operator already reports keeps its facets and gains
+    those it lacks.
 
     :param wrapped: what the wrapped operator reported itself, if anything.
-    :param table_locations: the leased tables' locations.
+    :param writes: each leased table's write record and what its commit(s) wrote.
+    :param table_locations: leased tables with no record (unreadable after the work): named, no facets.
     """
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     outputs = list(wrapped.outputs) if wrapped is not None else []
-    reported = {(o.namespace, o.name) for o in outputs}
+    position = {(o.namespace, o.name): i for i, o in enumerate(outputs)}
+    ours = [output_dataset(record, facts) for record, facts in writes]
     for location in table_locations:
         name = dataset_name(location)
-        if (name.namespace, name.name) in reported:
-            continue
-        reported.add((name.namespace, name.name))
         storage = storage_dataset.StorageDatasetFacet(storageLayer="delta", fileFormat="parquet")
-        outputs.append(OutputDataset(namespace=name.namespace, name=name.name, facets={"storage": storage}))
-    if wrapped is None:
-        return OperatorLineage(outputs=outputs)
+        ours.append(OutputDataset(namespace=name.namespace, name=name.name, facets={"storage": storage}))
+    for dataset in ours:
+        key = (dataset.namespace, dataset.name)
+        if key not in position:
+            position[key] = len(outputs)
+            outputs.append(dataset)
+            continue
+        theirs = outputs[position[key]]
+        outputs[position[key]] = OutputDataset(
+            namespace=theirs.namespace,
+            name=theirs.name,
+            facets={**(dataset.facets or {}), **(theirs.facets or {})},
+            outputFacets={**(dataset.outputFacets or {}), **(theirs.outputFacets or {})},
+        )
+    run_facets = dict(wrapped.run_facets) if wrapped is not None else {}
+    if len(writes) == 1:  # one table: the same run facet as deltaguard's own writes
+        run_facets.setdefault("deltaguardWrite", run_facet(writes[0][0]))
     return OperatorLineage(
-        inputs=list(wrapped.inputs),
+        inputs=list(wrapped.inputs) if wrapped is not None else [],
         outputs=outputs,
-        run_facets=dict(wrapped.run_facets),
-        job_facets=dict(wrapped.job_facets),
+        run_facets=run_facets,
+        job_facets=dict(wrapped.job_facets) if wrapped is not None else {},
     )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset, AssetAlias
 
+    from deltaguard.lineage.commit_facts import CommitFacts
     from deltaguard.lineage.record import WriteRecord
 
 
@@ -34,6 +35,8 @@ class DeltaLineageMixin:
     table_outlet: Asset | AssetAlias | None = None
     #: the last successful write of this instance, for OpenLineage
     write_record: WriteRecord | None = None
+    #: its schema and statistics, read in the task's process when OpenLineage is installed
+    commit_facts: CommitFacts | None = None
 
     def _declare_table_outlet(self, emit_asset: bool) -> None:
         """Add the table's asset (or alias) to ``outlets`` (see :mod:`deltaguard.lineage.assets`)."""
@@ -87,6 +90,11 @@ class DeltaLineageMixin:
             self.log.warning("deltaguard: no lineage for %s: %s", table_uri, exc)
             return None
         self.write_record = record
+        from deltaguard.lineage.commit_facts import facts_for_openlineage
+
+        # read here, in the task's process: the OpenLineage listener calls back from a forked child, where
+        # delta-rs's tokio runtime panics ("Forked process detected"), measured under the real scheduler
+        self.commit_facts = facts_for_openlineage(table_uri, record, storage_options)
         if self.table_outlet is not None:
             from deltaguard.lineage.assets import emit_table_event
 
@@ -102,7 +110,7 @@ class DeltaLineageMixin:
             return None
         from deltaguard.lineage.openlineage import operator_lineage
 
-        return operator_lineage(record)
+        return operator_lineage(record, self.commit_facts)
 
 
 def _collect_hook_lineage(hook: Any, record: WriteRecord) -> None:

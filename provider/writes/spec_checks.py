@@ -79,5 +79,5 @@ def check_spec(spec: specs.WriteSpec, config: TableConfig) -> None:
     )
     if isinstance(spec, needs_table) and not config.exists:
         raise InvalidWriteError(
-            f"{type(spec).__name__} needs an existing table; {config.uri or 'it'} does not exist"
+            f"{specs.write_name(spec, capital=True)} needs an existing table; {config.uri or 'it'} does not exist"
         )

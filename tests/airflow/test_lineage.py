@@ -101,6 +101,142 @@ def test_overwrite_and_alter_report_their_lifecycle_change(tmp_path, lease_store
     assert _facets(alter).run_facets["deltaguardWrite"].operation == "SET TBLPROPERTIES"
 
 
+def test_adding_columns_on_delta_rs_is_an_alter_with_the_new_schema(tmp_path, lease_store_url) -> None:
+    """delta-rs names the commit ``ADD COLUMN`` (delta-spark ``ADD COLUMNS``): both are an ALTER."""
+    from deltaguard.operators.maintenance import DeltaAlterTableOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    alter = DeltaAlterTableOperator(task_id="alter", table=table, add_columns={"note": "string"})
+    alter.execute(_context("alter"))
+    lineage = _facets(alter)
+    out = lineage.outputs[0]
+    assert lineage.run_facets["deltaguardWrite"].operation == "ADD COLUMN"
+    assert out.facets["lifecycleStateChange"].lifecycleStateChange.value == "ALTER"
+    columns = [(f.name, f.type) for f in out.facets["schema"].fields]
+    assert columns == [(f.name, str(f.type.type)) for f in DeltaTable(table).schema().fields]
+    assert columns[-1] == ("note", "string")
+    stats = out.outputFacets["outputStatistics"]
+    assert (stats.fileCount, stats.rowCount, stats.size) == (0, 0, 0)  # the new shape added no file
+
+
+def test_a_write_reports_its_schema_and_the_rows_bytes_and_files_it_added(tmp_path, lease_store_url) -> None:
+    from deltaguard.operators.dml import DeltaInsertOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    before = {a["path"] for a in pa.table(DeltaTable(table).get_add_actions()).to_pylist()}
+    op = DeltaInsertOperator(
+        task_id="append",
+        table=table,
+        source=lambda: pa.table({"id": [7, 8, 9], "country": ["DE", "DE", "FR"], "amount": [1, 2, 3]}),
+    )
+    op.execute(_context("append"))
+    out = _facets(op).outputs[0]
+    added = [a for a in pa.table(DeltaTable(table).get_add_actions()).to_pylist() if a["path"] not in before]
+    stats = out.outputFacets["outputStatistics"]
+    assert (stats.rowCount, stats.fileCount) == (3, len(added))
+    assert stats.size == sum(a["size_bytes"] for a in added)
+    assert [f.name for f in out.facets["schema"].fields] == ["id", "country", "amount"]
+
+
+def test_the_custom_facet_names_its_schema_by_url_and_the_schema_ships(tmp_path) -> None:
+    import json
+    from importlib import resources
+    from urllib.parse import urlsplit
+
+    from deltaguard.lineage.openlineage import FACET_SCHEMA_URL, DeltaguardWriteRunFacet
+
+    parts = urlsplit(FACET_SCHEMA_URL)
+    assert parts.scheme == "https" and parts.netloc and parts.fragment == "/$defs/DeltaguardWriteRunFacet"
+    shipped = json.loads(
+        resources.files("deltaguard.lineage").joinpath("DeltaguardWriteRunFacet.json").read_text()
+    )
+    assert FACET_SCHEMA_URL.startswith(shipped["$id"])
+    fields = shipped["$defs"]["DeltaguardWriteRunFacet"]["allOf"][1]["properties"]
+    assert set(fields) == {f.name for f in DeltaguardWriteRunFacet.__attrs_attrs__} - {
+        "_producer",
+        "_schemaURL",
+    }
+
+
+def _wrapped_append(table: str) -> Callable[[], None]:
+    from deltalake import write_deltalake
+
+    return lambda: write_deltalake(
+        table, pa.table({"id": [5, 6], "country": ["DE", "DE"], "amount": [5, 6]}), mode="append"
+    )
+
+
+def test_a_wrapped_write_emits_its_asset_event_and_lineage_read_from_the_table(
+    tmp_path, lease_store_url
+) -> None:
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import Asset
+
+    from deltaguard.operators.leased import with_delta_lease
+
+    table = sales_table(str(tmp_path / "sales"))
+    wrapper = with_delta_lease(
+        PythonOperator(task_id="load", python_callable=_wrapped_append(table)),
+        tables=table,
+        operation="INSERT",
+    )
+    asset = Asset(uri=f"file://{table}")
+    assert asset in wrapper.outlets
+    context = _context("load")
+    wrapper.execute(context)
+    version = DeltaTable(table).version()
+    extra = context["outlet_events"][asset].extra
+    assert (extra["version"], extra["operation"], extra["committed"]) == (version, "WRITE", True)
+    lineage = _facets(wrapper)
+    (out,) = lineage.outputs
+    assert out.facets["version"].datasetVersion == str(version)
+    assert [f.name for f in out.facets["schema"].fields] == ["id", "country", "amount"]
+    assert out.outputFacets["outputStatistics"].rowCount == 2
+    assert lineage.run_facets["deltaguardWrite"].operation == "WRITE"
+
+
+def test_a_taskflow_write_with_a_templated_table_emits_through_its_alias(tmp_path, lease_store_url) -> None:
+    from airflow.sdk import DAG, Asset, AssetAlias
+
+    from deltaguard.decorators.delta_write import delta_write_task
+
+    table = sales_table(str(tmp_path / "sales"))
+    with DAG(dag_id="tf", schedule=None, start_date=START):
+        write = _wrapped_append(table)
+
+        def write_rows() -> None:
+            write()
+
+        out = delta_write_task(write_rows, tables="{{ params.t }}", operation="INSERT")()
+    op = out.operator
+    (alias,) = [o for o in op.outlets if isinstance(o, AssetAlias)]
+    op.delta_tables = table  # what rendering the template gives
+    context = _context("write")
+    op.execute(context)
+    events = context["outlet_events"][alias].asset_alias_events
+    assert [(e.dest_asset_key.uri, e.extra["version"], e.extra["committed"]) for e in events] == [
+        (Asset(uri=f"file://{table}").uri, DeltaTable(table).version(), True)
+    ]
+    (dataset,) = _facets(op).outputs
+    assert dataset.outputFacets["outputStatistics"].rowCount == 2
+
+
+def test_wrapped_work_that_wrote_nothing_says_so(tmp_path, lease_store_url) -> None:
+    from airflow.providers.standard.operators.python import PythonOperator
+
+    from deltaguard.operators.leased import with_delta_lease
+
+    table = sales_table(str(tmp_path / "sales"))
+    wrapper = with_delta_lease(
+        PythonOperator(task_id="noop", python_callable=lambda: None), tables=table, operation="INSERT"
+    )
+    wrapper.execute(_context("noop"))
+    (out,) = _facets(wrapper).outputs
+    assert out.facets["version"].datasetVersion == str(DeltaTable(table).version())
+    assert "outputStatistics" not in out.outputFacets and "lifecycleStateChange" not in out.facets
+    assert _facets(wrapper).run_facets["deltaguardWrite"].committed is False
+
+
 def test_creating_a_table_is_a_create(tmp_path, lease_store_url) -> None:
     from deltaguard.operators.dml import DeltaInsertOperator
 

@@ -201,12 +201,27 @@ def test_the_fuzz_command_prints_a_summary_and_exits_by_its_findings(
 
     out = tmp_path / "summary.json"
     budget = ["--minutes", "0.01", "--examples-per-round", "2", "--seed", "5"]
-    code = main([*budget, "--save-dir", str(tmp_path / "found"), "--out", str(out)])
+    code = main([*budget, "--save-dir", str(tmp_path / "found"), "--out", str(out), "--format", "json"])
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out.read_text(encoding="utf-8"))
     assert printed["cases_generated"] >= 1 and printed["hostile_inputs"] >= 1
     assert printed["engine"] == "delta-rs"
     assert code == (1 if printed["unsound_cases"] or printed["crashes"] else 0)
+
+
+def test_the_fuzz_summary_is_a_few_lines_and_the_bar_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deltaguard.cli import main
+
+    budget = ["--minutes", "0.01", "--examples-per-round", "2", "--seed", "5", "--save-dir", str(tmp_path)]
+    code = main(["fuzz", *budget, "--progress"])
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith("deltaguard fuzz: ") and len(lines) < 12
+    assert "{" not in captured.out  # no JSON dump
+    assert code == (0 if "no unsound case, no crash" in lines[0] else 1)
+    assert "round" not in captured.err  # with a bar, the rounds are its description, not lines
 
 
 def test_the_fuzz_command_rejects_a_budget_of_nothing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,7 +81,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         },
     )
     with AirflowStack(home) as stack:
-        for spec in desired_pools(PoolsConfig(), [table_key(orders)]):
+        for spec in desired_pools(PoolsConfig(), [table_key(orders), table_key(orders + "_audit")]):
             stack.api.set_pool(spec.name, spec.slots, spec.description, include_deferred=False)
         for dag_id in (LOAD, REPORT, WATCH):
             stack.wait_for_dag(dag_id)
@@ -137,6 +137,25 @@ def test_openlineage_complete_event_names_the_table_and_its_version(outcome: Out
     assert output["facets"]["storage"]["storageLayer"] == "delta"
     write = event["run"]["facets"]["deltaguardWrite"]
     assert (write["operation"], str(write["version"]), write["committed"]) == ("WRITE", version, True)
+    assert [f["name"] for f in output["facets"]["schema"]["fields"]] == ["order_id", "amount"]
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 2
+    assert write["_schemaURL"].startswith("https://")
+
+
+def test_a_wrapped_write_has_the_same_lineage_read_from_its_table(outcome: Outcome) -> None:
+    audit = outcome.orders.replace("/orders", "/orders_audit")
+    complete = [
+        e
+        for e in outcome.events
+        if e.get("eventType") == "COMPLETE" and e.get("job", {}).get("name") == f"{LOAD}.append_audit"
+    ]
+    assert len(complete) == 1, [(e.get("eventType"), e.get("job", {}).get("name")) for e in outcome.events]
+    (output,) = complete[0]["outputs"]
+    assert (output["namespace"], output["name"]) == ("file", audit)
+    assert output["facets"]["version"]["datasetVersion"] == str(DeltaTable(audit).version())
+    assert output["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "CREATE"
+    assert [f["name"] for f in output["facets"]["schema"]["fields"]] == ["order_id", "checked"]
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 2
 
 
 def test_the_watcher_started_a_run_for_the_commit_made_outside_airflow(outcome: Outcome) -> None:

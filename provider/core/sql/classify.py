@@ -99,7 +99,7 @@ def _parse(sql: str) -> exp.Expr:
     except SqlglotError as error:
         message = getattr(error, "errors", None)
         detail = message[0].get("description") if message and isinstance(message[0], dict) else None
-        raise _fail(sql, f"it does not parse as Spark SQL ({detail or type(error).__name__})") from None
+        raise _fail(sql, f"it does not parse as Spark SQL ({detail or 'syntax error'})") from None
     if len(statements) != 1:
         raise _fail(sql, "expected exactly one statement")
     return statements[0]

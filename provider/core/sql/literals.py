@@ -49,7 +49,11 @@ def render_sql(text: str, dialect: str) -> str:
         rendered = tree.sql(dialect=dialect)
         faithful = sqlglot.parse_one(rendered, read=dialect) == tree
     except (SqlglotError, RecursionError) as error:
-        raise RenderError(f"cannot render {text!r} for the engine: {type(error).__name__}") from None
+        # in the user's terms: not sqlglot's class names
+        why = (
+            "nested too deeply" if isinstance(error, RecursionError) else "not expressible in its SQL dialect"
+        )
+        raise RenderError(f"cannot render {text!r} for the engine: {why}") from None
     if tree.find(exp.Select, exp.Subquery, exp.Exists) is not None:
         # delta-rs 1.x panics on a DELETE predicate with a subquery (a pyo3 PanicException, which escapes
         # error handling), and its predicates are row filters on the target only.

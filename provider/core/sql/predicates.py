@@ -279,7 +279,7 @@ def _first_line(error: SqlglotError) -> str:
     errors = getattr(error, "errors", None)
     if errors and isinstance(errors[0], dict) and errors[0].get("description"):
         return str(errors[0]["description"])
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return str(error).splitlines()[0] if str(error) else "syntax error"
 
 
 #: Nodes that can be boolean (NULL is a valid, if useless, boolean operand: "a = 1 OR NULL").

@@ -34,7 +34,7 @@ from deltaguard.engines.errors import (
     TableAccessError,
 )
 from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
-from deltaguard.engines.specs import OptimizeSpec, WriteContext, WriteSpec
+from deltaguard.engines.specs import OptimizeSpec, WriteContext, WriteSpec, write_name
 from deltaguard.engines.validation import validate_context, validate_spec
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class DeltaRsEngine(DeltaEngine):
         context = context or WriteContext()
         validate_context(context)
         if type(spec) not in RUNNERS:
-            raise InvalidWriteError(f"unsupported write spec {type(spec).__name__}")
+            raise InvalidWriteError(f"{write_name(spec, capital=True)} is not supported by delta-rs")
         table = snapshot if snapshot is not None else self._load(table_uri)
         # A retry is recognised before the spec is checked against the table, which it may have changed
         # (a retried ADD COLUMNS would otherwise fail with "column already exists").

@@ -45,7 +45,7 @@ from deltaguard.engines.spark.session import SESSION_TIME_ZONE_CONF
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
 from deltaguard.engines.spark.specs import may_create, operation_names, validate_spec
 from deltaguard.engines.spark.target import SparkTarget
-from deltaguard.engines.specs import WriteContext, WriteSpec
+from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -367,7 +367,7 @@ class SparkEngine(DeltaEngine):
         before = self._latest_version(spark, target)
         if before is None and not may_create(spec):
             raise InvalidWriteError(
-                f"no Delta table at {table_uri}; {type(spec).__name__} needs an existing table"
+                f"no Delta table at {table_uri}; {write_name(spec)} needs an existing table"
             )
         idempotent = context.app_id is not None and context.app_version is not None
         if idempotent and before is not None:

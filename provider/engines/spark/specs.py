@@ -29,6 +29,7 @@ from deltaguard.engines.specs import (
     SqlSpec,
     UpdateSpec,
     WriteSpec,
+    write_name,
 )
 
 #: The Delta log operation names each spec commits (the first is the one usually recorded).
@@ -178,15 +179,15 @@ def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
     :raises InvalidWriteError: naming what is wrong.
     """
     if type(spec) not in OPERATION_NAMES:
-        raise InvalidWriteError(f"the Spark engine cannot run {type(spec).__name__}")
+        raise InvalidWriteError(f"the Spark engine cannot run {write_name(spec)}")
     exists = config.exists if config is not None else None
     partitions = set(config.partition_columns) if config is not None and config.exists else None
     if exists is False and not may_create(spec):
         raise InvalidWriteError(
-            f"{type(spec).__name__} needs an existing table; {config and config.uri} has none"
+            f"{write_name(spec, capital=True)} needs an existing table; {config and config.uri} has none"
         )
     if isinstance(spec, AppendSpec | OverwriteSpec | ReplaceWhereSpec | MergeSpec) and spec.source is None:
-        raise InvalidWriteError(f"{type(spec).__name__} needs a source")
+        raise InvalidWriteError(f"{write_name(spec, capital=True)} needs a source")
     if isinstance(spec, MergeSpec):
         _check_sql(spec.condition, "MERGE condition")
         _check_sql(spec.matched_condition, "MERGE matched condition")

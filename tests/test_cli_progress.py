@@ -1,0 +1,41 @@
+"""Progress bars of long commands: on stderr, only for a terminal or when asked; ``deltaguard --version``."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from deltaguard.commands.progress import progress_bar, wanted
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_is_drawn_only_for_a_terminal_unless_asked() -> None:
+    assert wanted(None, _Terminal()) is True
+    assert wanted(None, io.StringIO()) is False  # a pipe or a log file
+    assert wanted(True, io.StringIO()) is True and wanted(False, _Terminal()) is False
+
+
+def test_the_bar_draws_on_stderr_and_never_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress_bar("judging write pairs", 3, enabled=True) as bar:
+        assert bar.shown
+        bar.step("simulating deltaguard")
+        bar.at(3, "done")
+    with progress_bar("silent", 3, enabled=False) as quiet:
+        assert not quiet.shown
+        quiet.step("nothing")
+    assert capsys.readouterr().out == ""
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from deltaguard import __version__
+    from deltaguard.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"deltaguard {__version__}"
