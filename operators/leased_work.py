@@ -205,7 +205,9 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
             "deltaguard: lease %s held on %s; the wrapped work starts", grant.lease_id, self.leased_uris
         )
         self._versions_before = self._leased_versions()  # lineage: what the work's commits follow
-        return self._hold_and_run(leases, grant, owner, self._reporting(context, lambda: self._leased_work(context)))
+        return self._hold_and_run(
+            leases, grant, owner, self._reporting(context, lambda: self._leased_work(context))
+        )
 
     def fail_deferral(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         return self._resume_wrapped(context, next_method, next_kwargs or {})
