@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import TaskDeferred
 
 from deltaguard.leases.targets import LeaseTarget, OperationLike, lease_targets
-from deltaguard.lineage.leased import LeasedLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, WrappedLeaseLostFailure
+from deltaguard.operators.leased_lineage import LeasedLineageMixin
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin, task_owner_of
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
         self.leased_uris: tuple[str, ...] = ()
         if not _templated(tables, predicate, sql):
             self.delta_lease_targets()  # bad declarations fail at DAG parse time, as a ValueError
-        self._declare_leased_outlets()  # lineage: the tables' assets (deltaguard.lineage.leased)
+        self._declare_leased_outlets()  # lineage: the tables' assets (deltaguard.operators.leased_lineage)
 
     # ----------------------------------------------------------------------------------------- declaring
     def default_sql(self) -> str | Sequence[str] | None:

@@ -148,7 +148,7 @@ def leased_tables_lineage(
     """The lineage of work done under a lease: the wrapped operator's own, plus each leased table as an output.
 
     deltaguard does not make the wrapped commit but reads it from the table's log once the work ended
-    (:mod:`deltaguard.lineage.leased`), so each table carries its version, schema and statistics like a
+    (:mod:`deltaguard.operators.leased_lineage`), so each table carries its version, schema and statistics like a
     write of deltaguard's own. A table the wrapped operator already reports keeps its facets and gains
     those it lacks.
 
