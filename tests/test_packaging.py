@@ -49,11 +49,12 @@ def test_every_declared_package_exists() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A wheel built from the checkout."""
+    """A wheel built from the checkout, through its sdist as a release is (``make dist``): a wheel built in
+    the tree itself would also pick up a stale ``build/lib`` left there by an earlier build."""
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         # uv builds in an isolated environment, as a release build would.
-        [sys.executable, "-m", "uv", "build", "--wheel", "-q", "-o", str(out), str(REPO)],
+        [sys.executable, "-m", "uv", "build", "-q", "-o", str(out), str(REPO)],
         check=True,
         capture_output=True,
         cwd=out,
