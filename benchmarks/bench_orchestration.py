@@ -323,6 +323,35 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def run_strategies(
+    stack: Any, workload: Workload, strategies: list[str], run_timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Give every table its one-slot pool, then run each strategy's DAG once, one after another.
+
+    :param stack: the running Airflow stack.
+    :return: per strategy, the run's state, task instances, wall time and load averages around it.
+    """
+    for name in workload.tables:
+        stack.api.set_pool(one_slot_pool(name.name), 1, "benchmark: one-slot pool")
+    runs: dict[str, dict[str, Any]] = {}
+    for strategy in strategies:
+        dag_id = dag_id_for(strategy)
+        stack.wait_for_dag(dag_id)
+        load_before = os.getloadavg()
+        began = time.monotonic()
+        run_id = stack.trigger(dag_id)
+        state = stack.wait_for_run(dag_id, run_id, timeout=run_timeout)
+        runs[strategy] = {
+            "state": state,
+            "tis": stack.task_instances(dag_id, run_id),
+            "wall_s": round(time.monotonic() - began, 1),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+        }
+        print(f"{strategy}: run {state} in {runs[strategy]['wall_s']} s", flush=True)
+    return runs
+
+
 def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, Any], Any, Path]:
     """One seed: every strategy on its own fresh tables under one Airflow stack.
 
@@ -352,27 +381,10 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
     home = prepare_home(
         work / "airflow", dags, parallelism=args.parallelism, extra_env={BENCH_DIR_ENV: str(bench_dir)}
     )
-    runs: dict[str, dict[str, Any]] = {}
     load: dict[str, Any] = {"before": os.getloadavg()}
     started = time.monotonic()
     with running_stack(home) as stack:
-        for name in workload.tables:
-            stack.api.set_pool(one_slot_pool(name.name), 1, "benchmark: one-slot pool")
-        for strategy in strategies:
-            dag_id = dag_id_for(strategy)
-            stack.wait_for_dag(dag_id)
-            load_before = os.getloadavg()
-            began = time.monotonic()
-            run_id = stack.trigger(dag_id)
-            state = stack.wait_for_run(dag_id, run_id, timeout=args.run_timeout)
-            runs[strategy] = {
-                "state": state,
-                "tis": stack.task_instances(dag_id, run_id),
-                "wall_s": round(time.monotonic() - began, 1),
-                "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
-            }
-            print(f"{strategy}: run {state} in {runs[strategy]['wall_s']} s", flush=True)
+        runs = run_strategies(stack, workload, strategies, args.run_timeout)
     load["after"] = os.getloadavg()
 
     results: dict[str, Any] = {

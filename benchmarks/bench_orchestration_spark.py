@@ -43,8 +43,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_dags import STRATEGIES, dag_id_for, one_slot_pool
-from benchmarks.bench_orchestration import analyse, corrupted_tables, handoffs, machine, problems
+from benchmarks.bench_dags import STRATEGIES, dag_id_for
+from benchmarks.bench_orchestration import (
+    analyse,
+    corrupted_tables,
+    handoffs,
+    machine,
+    problems,
+    run_strategies,
+)
 from benchmarks.harness.airflow_runner import AirflowStack, prepare_home
 from benchmarks.harness.lease_overhead import lease_overheads, summarize_overheads
 from benchmarks.harness.run_analysis import delta_log_order
@@ -151,28 +158,11 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
             "PYSPARK_PYTHON": sys.executable,
         },
     )
-    runs: dict[str, dict[str, Any]] = {}
     load: dict[str, Any] = {"before": os.getloadavg()}
     started = time.monotonic()
     with server, _stack(home, args.healthy_timeout) as stack:
         server.wait_ready()
-        for name in workload.tables:
-            stack.api.set_pool(one_slot_pool(name.name), 1, "benchmark: one-slot pool")
-        for strategy in strategies:
-            dag_id = dag_id_for(strategy)
-            stack.wait_for_dag(dag_id)
-            load_before = os.getloadavg()
-            began = time.monotonic()
-            run_id = stack.trigger(dag_id)
-            state = stack.wait_for_run(dag_id, run_id, timeout=args.run_timeout)
-            runs[strategy] = {
-                "state": state,
-                "tis": stack.task_instances(dag_id, run_id),
-                "wall_s": round(time.monotonic() - began, 1),
-                "loadavg_before": load_before,
-                "loadavg_after": os.getloadavg(),
-            }
-            print(f"{strategy}: run {state} in {runs[strategy]['wall_s']} s", flush=True)
+        runs = run_strategies(stack, workload, strategies, args.run_timeout)
     load["after"] = os.getloadavg()
 
     results: dict[str, Any] = {

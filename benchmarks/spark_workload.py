@@ -44,7 +44,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.workload_tables import build_spec, load_plan, log_attempt, tagged
+from benchmarks.workload_tables import attempt_record, build_spec, load_plan, log_attempt, tagged
 from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.errors import DeltaConflictError
@@ -228,20 +228,9 @@ class TimedSparkEngine(SparkEngine):
             if log is not None:
                 log_attempt(
                     log,
-                    {
-                        "strategy": strategy,
-                        "write": write.id,
-                        "table": write.table,
-                        "kind": write.kind,
-                        "start": started,
-                        "end": time.time(),
-                        "outcome": outcome,
-                        "error": error,
-                        "read_version": read_version,
-                        "version": version,
-                        "committed": committed,
-                        "pid": os.getpid(),
-                    },
+                    attempt_record(
+                        strategy, write, started, outcome, error, read_version, version, committed
+                    ),
                 )
 
     @contextlib.contextmanager

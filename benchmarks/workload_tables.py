@@ -166,6 +166,33 @@ def log_attempt(path: Path, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
+def attempt_record(
+    strategy: str,
+    write: BenchWrite,
+    started: float,
+    outcome: str,
+    error: str,
+    read_version: int | None,
+    version: int | None,
+    committed: bool,
+) -> dict[str, Any]:
+    """One line of the attempt log: a write's try, from its start to now, with its outcome."""
+    return {
+        "strategy": strategy,
+        "write": write.id,
+        "table": write.table,
+        "kind": write.kind,
+        "start": started,
+        "end": time.time(),
+        "outcome": outcome,
+        "error": error,
+        "read_version": read_version,
+        "version": version,
+        "committed": committed,
+        "pid": os.getpid(),
+    }
+
+
 def read_attempts(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -250,20 +277,9 @@ class TimedDeltaRsEngine(DeltaRsEngine):
             if log is not None:
                 log_attempt(
                     log,
-                    {
-                        "strategy": strategy,
-                        "write": write.id,
-                        "table": write.table,
-                        "kind": write.kind,
-                        "start": started,
-                        "end": time.time(),
-                        "outcome": outcome,
-                        "error": error,
-                        "read_version": read_version,
-                        "version": version,
-                        "committed": committed,
-                        "pid": os.getpid(),
-                    },
+                    attempt_record(
+                        strategy, write, started, outcome, error, read_version, version, committed
+                    ),
                 )
 
 
