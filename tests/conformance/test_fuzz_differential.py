@@ -212,10 +212,10 @@ def test_the_fuzz_command_prints_a_summary_and_exits_by_its_findings(
 def test_the_fuzz_summary_is_a_few_lines_and_the_bar_only_when_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from deltaguard.cli import main
+    from lab.fuzz.__main__ import main
 
     budget = ["--minutes", "0.01", "--examples-per-round", "2", "--seed", "5", "--save-dir", str(tmp_path)]
-    code = main(["fuzz", *budget, "--progress"])
+    code = main([*budget, "--progress"])
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines[0].startswith("deltaguard fuzz: ") and len(lines) < 12
