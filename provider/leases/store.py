@@ -16,7 +16,9 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 # The store errors are defined with every other error (deltaguard.exceptions) and re-exported here.
 from deltaguard.exceptions import SnapshotChanged as SnapshotChanged
@@ -27,15 +29,18 @@ T = TypeVar("T")
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for error messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """The URL with any password replaced by ``***`` (for error messages and logs).
+
+    SQLAlchemy's own rendering, so an address reads as the engine will read it (an IPv6 host keeps its
+    brackets). Text it cannot read as a URL is shown up to its scheme only when it may hold credentials.
+    """
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        if "@" not in url:
+            return url
+        scheme, found, _ = url.partition("://")
+        return f"{scheme}://***" if found else "***"
 
 
 @dataclass(frozen=True)

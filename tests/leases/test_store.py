@@ -57,6 +57,9 @@ def test_bad_urls() -> None:
         open_store("sqlite:///:memory:")
     assert redact_url("postgresql+psycopg://u:pw@h:5/db") == "postgresql+psycopg://u:***@h:5/db"
     assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    # an IPv6 host keeps its brackets; text that is no URL but may hold credentials shows its scheme only
+    assert redact_url("postgresql+psycopg://u:pw@[::1]:5432/db") == "postgresql+psycopg://u:***@[::1]:5432/db"
+    assert "pw" not in redact_url("postgres:u:pw@host") and "pw" not in redact_url("x+y://u:pw@h:port")
 
 
 def test_fresh_store_is_at_latest_version(store) -> None:

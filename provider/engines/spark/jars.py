@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from packaging.version import Version
+
 from deltaguard.engines.errors import SparkSetupError
 
 DELTA_JARS_ENV = "DELTAGUARD_DELTA_JARS"
@@ -48,12 +50,15 @@ def installed_version(distribution: str) -> str | None:
 
 
 def _minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
+    """``4.2`` of an installed wheel's version (``4.2.0``, ``4.2.0.dev1``, ``4.2.0+local``: PEP 440, which
+    ``packaging`` reads as pip does)."""
+    parsed = Version(version)
+    return f"{parsed.major}.{parsed.minor}"
 
 
 def scala_binary(spark_version: str) -> str:
     """The Scala version the ``pyspark`` wheel of ``spark_version`` is built with."""
-    major = int(spark_version.split(".")[0])
+    major = Version(spark_version).major
     return SCALA_BY_SPARK_MAJOR.get(major, "2.13")
 
 
@@ -77,9 +82,8 @@ def delta_artifacts(delta_version: str | None = None, spark_version: str | None 
     spark_version = spark_version or installed_version("pyspark")
     if not delta_version or not spark_version:
         raise SparkSetupError("pyspark and delta-spark must be installed: airflow-provider-deltaguard[spark]")
-    major, minor = (int(p) for p in delta_version.split(".")[:2])
     scala = scala_binary(spark_version)
-    if (major, minor) >= (4, 1):
+    if Version(delta_version).release[:2] >= (4, 1):
         artifact = f"delta-spark_{_minor(spark_version)}_{scala}"
     else:
         artifact = f"delta-spark_{scala}"
