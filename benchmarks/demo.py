@@ -246,7 +246,7 @@ def where_to_look(home: AirflowHome, dag_id: str = DELTAGUARD_DAG, connect_url: 
         "=== Where to look ===",
         f"  Airflow UI:      {home.base_url}  (user admin, password in {home.password_file})",
         f"  DAG runs:        {home.base_url}/dags/{dag_id}",
-        f"  Delta leases:    {home.base_url}/deltaguard/  (why each write waited; Browse > Delta leases)",
+        f"  Delta leases:    {home.base_url}/plugin/delta-leases  (why each write waited; Browse > Delta leases)",
         f"  AIRFLOW_HOME:    {home.home}   (component logs in {home.log_dir})",
         f"  lease store:     {home.lease_store_url}",
         f"  Delta tables:    {home.data_dir}",
