@@ -78,10 +78,15 @@ class CrowdTxn:
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [r for r in self._leases if r.lease_id == lease_id]
 
-    def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
-        raise NotImplementedError("a re-admission releases nothing")
-
     # --- writes (memory, and passed on) --------------------------------------------------------------
+
+    def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
+        # a decision never releases, but the view stays a whole StoreTxn: whatever the store deleted is
+        # gone from memory too
+        released = self._txn.release_lease(lease_id, owner_key)
+        gone = {(r.lease_id, r.uri) for r in released}
+        self._leases = [r for r in self._leases if (r.lease_id, r.uri) not in gone]
+        return released
 
     def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None:
         gone = set(uris)

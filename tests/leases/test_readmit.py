@@ -197,3 +197,19 @@ def test_a_readmission_out_of_time_stops_in_queue_order_and_the_next_goes_on(sto
     full = manager.readmit("t1", budget_s=60.0)
     assert full.complete and set(full.answers) == set(ids[:-1])
     manager.store.close()
+
+
+def test_the_in_memory_view_forgets_what_the_store_releases(store_url: str) -> None:
+    """The batch's view is a whole store transaction: a release passes on to the store and leaves memory."""
+    from deltaguard.leases.readmit import CrowdTxn
+
+    manager, holder, _, _ = _setup(store_url, FakeClock())
+    (row,) = manager.store.read_lease(holder.lease_id)
+    with manager.store.transaction([row.uri]) as txn:
+        view = CrowdTxn(txn)
+        assert view.release_lease(holder.lease_id, "someone else") == []
+        assert [r.lease_id for r in view.leases()] == [holder.lease_id]
+        released = view.release_lease(holder.lease_id, row.owner_key)
+        assert [r.lease_id for r in released] == [holder.lease_id]
+        assert view.leases() == [] and view.lease_rows(holder.lease_id) == []
+    assert manager.store.read_lease(holder.lease_id) == []
