@@ -44,12 +44,18 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.workload_tables import attempt_record, build_spec, load_plan, log_attempt, tagged
+from benchmarks.workload_tables import (
+    attempt_record,
+    build_spec,
+    load_plan,
+    log_attempt,
+    planned_write,
+    tagged,
+)
 from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.spark.engine import SparkEngine
-from deltaguard.writes.task_identity import parse_app_id
 from lab.simulation.workload import DEFAULT_MIX, BenchWrite
 
 #: The SQL function a held write's values pass through (registered for each write on its own Spark connection).
@@ -182,14 +188,11 @@ class TimedSparkEngine(SparkEngine):
     # -- writes ------------------------------------------------------------------------------------------
 
     def write(self, table_uri: str, spec: specs.WriteSpec, context: specs.WriteContext) -> WriteResult:
-        try:
-            dag_id, task_id = parse_app_id((context.app_id if context else None) or "")[:2]
-        except ValueError:
-            dag_id, task_id = "", ""
-        if not task_id:
+        planned = planned_write(context)
+        if planned is None:
             return super().write(table_uri, spec, context)
-        workload, _, log = load_plan(dag_id)
-        return self.timed_write(table_uri, spec, workload.write(task_id), log, context, dag_id)
+        dag_id, write, log = planned
+        return self.timed_write(table_uri, spec, write, log, context, dag_id)
 
     def timed_write(
         self,

@@ -205,6 +205,19 @@ def tagged(context: specs.WriteContext | None, write_id: str) -> specs.WriteCont
     return replace(context, commit_metadata={**context.commit_metadata, WRITE_KEY: write_id})
 
 
+def planned_write(context: specs.WriteContext | None) -> tuple[str, BenchWrite, Path | None] | None:
+    """The benchmark write a task's write context names (its DAG, the write, the DAG's attempt log), found
+    from the app id ``<dag_id>/<task_id>@<run>`` in the DAG's plan; ``None`` for a write outside the plan."""
+    try:
+        dag_id, task_id = parse_app_id((context.app_id if context else None) or "")[:2]
+    except ValueError:  # no app id, or a shortened one
+        return None
+    if not task_id:
+        return None
+    workload, _, log = load_plan(dag_id)
+    return dag_id, workload.write(task_id), log
+
+
 class TimedDeltaRsEngine(DeltaRsEngine):
     """delta-rs, with every write held open for its planned duration between snapshot and commit.
 
@@ -220,19 +233,13 @@ class TimedDeltaRsEngine(DeltaRsEngine):
         *,
         snapshot: DeltaTable | None = None,
     ) -> WriteResult:
-        app_id = (context.app_id if context else None) or ""
-        try:
-            dag_id, task_id = parse_app_id(app_id)[:2]
-        except ValueError:  # no app id, or a shortened one
-            dag_id, task_id = "", ""
-        if not task_id:
+        planned = planned_write(context)
+        if planned is None:
             return super().write(table_uri, spec, context, snapshot=snapshot)
         # A pinned snapshot (the operators pin the one their lease was judged for) is held for the write's
         # duration like any other: skipping it made every pinned MERGE and UPDATE take no time at all.
-        workload, _, log = load_plan(dag_id)
-        return self.timed_write(
-            table_uri, spec, workload.write(task_id), log, context, dag_id, snapshot=snapshot
-        )
+        dag_id, write, log = planned
+        return self.timed_write(table_uri, spec, write, log, context, dag_id, snapshot=snapshot)
 
     def timed_write(
         self,
