@@ -17,15 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deltaguard.engines.spark.connect_server import group_members
+
 #: environment variable every cluster process carries (value: the cluster's home directory)
 MARKER_ENV = "DELTAGUARD_CLUSTER_HOME"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_open(port: int) -> bool:
@@ -46,17 +41,6 @@ def marked_processes(home: Path) -> list[int]:
             if marker in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))
     return sorted(found)
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live PIDs of process group ``pgid`` (zombies excluded)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.append(int(stat.parent.name))
-    return members
 
 
 @dataclass

@@ -34,12 +34,12 @@ from typing import Any
 from benchmarks.cluster.procs import (
     MARKER_ENV,
     Service,
-    free_port,
     kill_leftovers,
     marked_processes,
     port_open,
 )
 from benchmarks.harness.airflow_runner import AirflowHome, default_dags_folder, prepare_home, repo_root
+from deltaguard.engines.spark.connect_server import free_port
 
 BUCKET = "lake"
 #: where the example DAGs keep their tables on the object store (``DELTAGUARD_EXAMPLE_TABLE_ROOT``)
