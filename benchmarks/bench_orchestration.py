@@ -539,7 +539,16 @@ def main(argv: list[str] | None = None) -> int:
         help="re-judge a refused seed's kept work directory with the current validity rules and, when it is "
         "now valid, put its row into the sweep file (the run itself is not repeated)",
     )
+    parser.add_argument(
+        "--add-to-sweep",
+        type=Path,
+        default=None,
+        metavar="PART",
+        help="merge the rows of a sweep measured in parts (its own orchestration_sweep.json) into --out's",
+    )
     args = parser.parse_args(argv)
+    if args.add_to_sweep:
+        return add_to_sweep(args.add_to_sweep, args.out)
     if args.rejudge:
         return rejudge(args.rejudge, args.out)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -605,9 +614,24 @@ def rejudge(work: Path, out: Path) -> int:
     print(json.dumps({k: row[k] for k in ("seed", "valid", "problems", "optimistic_corrupted_tables")}))
     if found:
         return 1
-    path = out / "orchestration_sweep.json"
+    merge_sweep_rows(out / "orchestration_sweep.json", [row])
+    return 0
+
+
+def merge_sweep_rows(path: Path, new_rows: list[dict[str, Any]]) -> None:
+    """Put ``new_rows`` into the sweep file at ``path`` (replacing rows of the same seed) and recompute its
+    summary from the rows alone.
+
+    :param path: ``orchestration_sweep.json``, whose ``seeds`` were fixed before any run.
+    :param new_rows: rows of seeds the file lists, each measured by one run of the same harness.
+    :raises SystemExit: a row's seed is not one of the file's fixed seeds.
+    """
     document = json.loads(path.read_text())
-    rows = [r for r in document["runs"] if r["seed"] != row["seed"]] + [row]
+    stray = [r["seed"] for r in new_rows if r["seed"] not in document["seeds"]]
+    if stray:
+        raise SystemExit(f"seeds {stray} are not among the sweep's fixed seeds {document['seeds']}")
+    replaced = {r["seed"] for r in new_rows}
+    rows = [r for r in document["runs"] if r["seed"] not in replaced] + list(new_rows)
     rows.sort(key=lambda r: document["seeds"].index(r["seed"]))
     pairs = [p for r in rows if r["valid"] for p in r.get("handoff_pairs", [])]
     summary = sweep_summary(rows, pairs)
@@ -622,7 +646,20 @@ def rejudge(work: Path, out: Path) -> int:
     document.update(runs=rows, seeds_run=[r["seed"] for r in rows], handoff=handoff, **summary)
     document["complete"] = len(rows) == len(document["seeds"])
     path.write_text(json.dumps(document, indent=2) + "\n")
-    return 0
+
+
+def add_to_sweep(source: Path, out: Path) -> int:
+    """Merge the rows of a sweep run in parts (``--seeds 3-4 --out DIR``) into ``out``'s sweep file; each
+    row keeps the command that measured it.
+
+    :param source: the part's ``orchestration_sweep.json``.
+    :param out: the results directory holding the whole sweep's file.
+    :return: 0, or 1 when a merged row is invalid.
+    """
+    part = json.loads(source.read_text())
+    rows = [{**r, "command": r.get("command", part["command"])} for r in part["runs"]]
+    merge_sweep_rows(out / "orchestration_sweep.json", rows)
+    return 1 if any(not r["valid"] for r in rows) else 0
 
 
 def sweep(args: argparse.Namespace, strategies: list[str], seeds: list[int], command: str) -> int:

@@ -211,3 +211,42 @@ def test_a_refused_seed_is_rejudged_from_its_kept_evidence(
     (work / "bench" / "data" / "deltaguard").rmdir()
     (work / "bench" / "data" / "deltaguard").symlink_to(work / "bench" / "data" / "optimistic")
     assert main(["--rejudge", str(work), "--out", str(out)]) == 1
+
+
+def _row(seed: int, ratio: float | None, valid: bool = True) -> dict[str, object]:
+    return {
+        "seed": seed,
+        "valid": valid,
+        "deltaguard_vs_pools": ratio,
+        "deltaguard_vs_lower_bound": None if ratio is None else 2 * ratio,
+        "handoff_pairs": [],
+    }
+
+
+def test_a_sweep_measured_in_parts_is_merged_into_the_fixed_seeds(tmp_path: Path) -> None:
+    out, part = tmp_path / "results", tmp_path / "part"
+    out.mkdir()
+    part.mkdir()
+    whole = {"seeds": [0, 1, 2, 3, 4], "runs": [_row(0, 0.6), _row(1, 0.5), _row(2, 0.7)]}
+    (out / "orchestration_sweep.json").write_text(json.dumps(whole))
+    later = {
+        "command": "python -m benchmarks.bench_orchestration --seeds 3-4",
+        "runs": [_row(4, 0.4), _row(3, 0.9)],
+    }
+    (part / "orchestration_sweep.json").write_text(json.dumps(later))
+    assert main(["--add-to-sweep", str(part / "orchestration_sweep.json"), "--out", str(out)]) == 0
+    merged = json.loads((out / "orchestration_sweep.json").read_text())
+    assert [r["seed"] for r in merged["runs"]] == [0, 1, 2, 3, 4] and merged["complete"]
+    assert merged["deltaguard_vs_pools"] == {"median": 0.6, "worst": 0.9, "values": [0.4, 0.5, 0.6, 0.7, 0.9]}
+    assert merged["runs"][3]["command"] == later["command"] and "command" not in merged["runs"][0]
+    # an invalid part row counts as run, adds no figure, and fails the command
+    (part / "orchestration_sweep.json").write_text(
+        json.dumps({"command": "c", "runs": [_row(3, None, False)]})
+    )
+    assert main(["--add-to-sweep", str(part / "orchestration_sweep.json"), "--out", str(out)]) == 1
+    merged = json.loads((out / "orchestration_sweep.json").read_text())
+    assert merged["invalid_runs"] == [3] and merged["deltaguard_vs_pools"]["values"] == [0.4, 0.5, 0.6, 0.7]
+    # a seed chosen after the fact is not a row of this sweep
+    (part / "orchestration_sweep.json").write_text(json.dumps({"command": "c", "runs": [_row(7, 0.1)]}))
+    with pytest.raises(SystemExit, match="not among the sweep's fixed seeds"):
+        main(["--add-to-sweep", str(part / "orchestration_sweep.json"), "--out", str(out)])
