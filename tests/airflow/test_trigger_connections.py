@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -60,6 +60,24 @@ def _connections(url: str) -> int:
     return int(n or 0)
 
 
+async def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for ``condition`` (checked every 20 ms), failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the triggers never reached the expected state"
+        await asyncio.sleep(0.02)
+
+
+def _waiting_on_listener(count: int) -> Callable[[], bool]:
+    """Whether ``count`` triggers did their first check and now wait on the connected listener."""
+
+    def reached() -> bool:
+        listeners = [e.listener for e in shared_store._SHARED.values() if e.listener is not None]
+        return any(w.connected and w.waiters >= count for w in listeners)
+
+    return reached
+
+
 async def _first(trigger: LeaseAvailableTrigger) -> tuple[dict, float]:
     async for event in trigger.run():
         return event.payload, time.monotonic()
@@ -93,7 +111,8 @@ def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(p
             asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=0.1)))
             for rid in waiting
         ]
-        await asyncio.sleep(2.0)  # every trigger has checked many times
+        await _until(_waiting_on_listener(n))  # every trigger has checked and waits
+        await asyncio.sleep(0.5)  # and polled a few more times (poll 0.1 s): the pool must stay bounded
         during = await asyncio.to_thread(_connections, pg_url)
         handles = shared_store.open_handles()
         # the triggerer cancels triggers (their task instances were cleared): each gives its handle back
@@ -126,7 +145,7 @@ def test_notify_wakes_a_waiter_long_before_its_poll(pg_url: str) -> None:
 
     async def scenario() -> tuple[dict, float]:
         task = asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=poll)))
-        await asyncio.sleep(poll + 1.5)  # first check done, now waiting on the listener
+        await _until(_waiting_on_listener(1))  # first check done, now waiting on the listener
         released = time.monotonic()
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter0"))
         payload, fired = await asyncio.wait_for(task, 30)
@@ -150,7 +169,7 @@ def test_a_missed_notification_falls_back_to_the_poll(pg_url: str) -> None:
 
     async def scenario() -> tuple[dict, float, int]:
         task = asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=poll)))
-        await asyncio.sleep(poll + 1.0)
+        await _until(_waiting_on_listener(1))
         released = time.monotonic()
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter0"))
         (entry,) = shared_store._SHARED.values()
@@ -189,7 +208,7 @@ def test_a_lost_listen_connection_is_remade_and_waiters_poll_meanwhile(pg_url: s
 
     async def scenario() -> tuple[dict, bool, bool]:
         task = asyncio.create_task(_first(LeaseAvailableTrigger(pg_url, rid, poll_interval=poll)))
-        await asyncio.sleep(poll + 1.0)
+        await _until(_waiting_on_listener(1))
         (entry,) = shared_store._SHARED.values()
         assert entry.listener is not None and entry.listener.connected
         engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)

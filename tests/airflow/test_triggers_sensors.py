@@ -214,7 +214,11 @@ def test_a_sqlite_release_wakes_the_waiting_trigger_before_its_next_poll(
             raise AssertionError("no event")
 
         task = asyncio.create_task(first())
-        await asyncio.sleep(poll_s + 0.5)  # just past the first check: the next poll is poll_s away
+        # just past the first check (after the trigger's first sleep of poll_s): the next poll is poll_s away
+        deadline = time.monotonic() + 30
+        while not any(e.listener is not None and e.listener.waiters for e in shared_store._SHARED.values()):
+            assert time.monotonic() < deadline, "the trigger never waited on the watcher"
+            await asyncio.sleep(0.02)
         released = time.monotonic()
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
         payload = await asyncio.wait_for(task, 30)
