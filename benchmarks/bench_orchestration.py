@@ -679,7 +679,8 @@ def sweep(args: argparse.Namespace, strategies: list[str], seeds: list[int], com
         if not results["problems"]:
             pairs.extend(results.get("handoff_pairs", []))
             if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
+                # the tables go; Airflow's logs stay, so a slow hand-off can be followed afterwards
+                shutil.rmtree(work / "bench" / "data", ignore_errors=True)
         else:
             (work / "rejected_orchestration.json").write_text(json.dumps(results, indent=2) + "\n")
             print("seed", seed, "invalid:\n  " + "\n  ".join(results["problems"]), file=sys.stderr)
