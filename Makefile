@@ -62,7 +62,8 @@ lint: $(VENV)/.installed-test
 # installed package (operators and sensors inside it); otherwise every deltaguard import would silently
 # become Any. One run over the namespace, so types are checked across modules; its incremental cache stays
 # in .mypy_cache (the hard links keep the files' times, so unchanged modules are not checked again).
-TYPECHECKED := -p deltaguard.core -p deltaguard.leases -p deltaguard.engines
+TYPECHECKED := -p deltaguard.core -p deltaguard.leases -p deltaguard.engines -p deltaguard.hooks \
+	-p deltaguard.triggers
 typecheck: $(VENV)/.installed-test
 	rm -rf build/typecheck && mkdir -p build/typecheck && cp -al provider build/typecheck/deltaguard
 	cp -al operators build/typecheck/deltaguard/operators && cp -al sensors build/typecheck/deltaguard/sensors

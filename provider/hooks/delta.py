@@ -182,9 +182,10 @@ class DeltaTableHook(BaseHook):
         :param file_stats: the task's ``file_stats`` choice; ``None``: ``[deltaguard] file_stats``.
         """
         from deltaguard import config
+        from deltaguard.engines.deltars.engine import DeltaRsEngine
         from deltaguard.engines.pinned_read import writes_from_snapshot
 
-        if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
+        if not isinstance(engine, DeltaRsEngine) or not writes_from_snapshot(engine):
             return engine.table_config(uri), None
         if not (file_stats if file_stats is not None else config.file_stats()):
             return engine.table_config(uri), None

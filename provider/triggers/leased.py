@@ -53,7 +53,7 @@ class LeaseKeepingTrigger(BaseTrigger):
     ) -> None:
         from deltaguard.leases.store_location import store_reference
 
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.inner_classpath = inner_classpath
         self.inner_kwargs = dict(inner_kwargs)
         self.store_url = store_reference(store_url)
@@ -81,7 +81,8 @@ class LeaseKeepingTrigger(BaseTrigger):
     def inner(self) -> BaseTrigger:
         """The wrapped trigger, built from its serialized form (as the triggerer would build it)."""
         if self._inner is None:
-            from airflow.sdk.module_loading import import_string
+            # the public path; the module re-exports it from airflow.sdk._shared without an __all__
+            from airflow.sdk.module_loading import import_string  # type: ignore[attr-defined]
 
             inner = import_string(self.inner_classpath)(**self.inner_kwargs)
             # the wrapped trigger may read its task instance (``self.task_instance``), as when alone
@@ -131,7 +132,7 @@ class LeaseKeepingTrigger(BaseTrigger):
                     await self._release()
                     yield event
                     return
-                yield TriggerEvent(
+                yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
                     {"event": event.payload, "lease_lost": self.lost, "lease_id": self.lease_id}
                 )
                 return
