@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTaskEndEvent, BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
+    from deltaguard.core.admission import Owner
     from deltaguard.hooks.lease import DeltaLeaseHook
 
 
@@ -91,7 +92,7 @@ class LeaseKeepingTrigger(BaseTrigger):
             self._inner = inner
         return self._inner
 
-    def _owner(self) -> Any:
+    def _owner(self) -> Owner:
         from deltaguard.core.admission import Owner
 
         return Owner(**self.owner)
