@@ -59,10 +59,14 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check provider operators sensors dags_examples tests benchmarks lab
 
 # mypy cannot follow setup.cfg's folder mapping, so it checks a hard-linked copy laid out as the
-# installed package; otherwise every deltaguard import would silently become Any.
+# installed package (operators and sensors inside it); otherwise every deltaguard import would silently
+# become Any. One run over the namespace, so types are checked across modules; its incremental cache stays
+# in .mypy_cache (the hard links keep the files' times, so unchanged modules are not checked again).
 typecheck: $(VENV)/.installed-test
 	rm -rf build/typecheck && mkdir -p build/typecheck && cp -al provider build/typecheck/deltaguard
-	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml -p deltaguard.core
+	cp -al operators build/typecheck/deltaguard/operators && cp -al sensors build/typecheck/deltaguard/sensors
+	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml \
+		--cache-dir ../../.mypy_cache -p deltaguard
 
 test: $(VENV)/.installed-test $(DELTA_JARS)/.fetched lint typecheck
 	$(VENV)/bin/python -m pytest tests

@@ -37,7 +37,15 @@ if TYPE_CHECKING:
 _BASE_FIELDS: tuple[str, ...] = tuple(DeltaWriteOperator.template_fields)
 
 
-class _ScopeThroughDeferral:
+# The mixin's methods call on to the write operator it is mixed into (before it in the MRO); typed as its
+# subclass, mypy checks those calls.
+if TYPE_CHECKING:
+    _ScopeBase = DeltaWriteOperator
+else:
+    _ScopeBase = object
+
+
+class _ScopeThroughDeferral(_ScopeBase):
     """Carries the scope a try asked its lease with (``_scope_state``) through a deferral, under the
     keyword ``_scope_kwarg``, so the resumed task writes exactly what the lease was judged for."""
 
@@ -54,17 +62,15 @@ class _ScopeThroughDeferral:
     ) -> NoReturn:
         if self._scope_state is not None:
             kwargs = {**(kwargs or {}), self._scope_kwarg: self._scope_state}
-        super().defer(  # type: ignore[misc]
-            trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout
-        )
+        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 
     def execute(self, context: Context) -> dict[str, Any]:
         self._scope_state = None  # a new try reads its source anew
-        return self._result(super().execute(context))  # type: ignore[misc]
+        return self._result(super().execute(context))
 
     def execute_complete(self, context: Context, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self._scope_state = kwargs.pop(self._scope_kwarg, None)
-        return self._result(super().execute_complete(context, *args, **kwargs))  # type: ignore[misc]
+        return self._result(super().execute_complete(context, *args, **kwargs))
 
     def _result(self, result: dict[str, Any]) -> dict[str, Any]:
         """The task's XCom result (operators add what the scope did)."""

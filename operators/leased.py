@@ -96,7 +96,7 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
             raise ValueError(f"wrap {operator.task_id} before setting its dependencies")
         _detach(operator)
         kwargs.setdefault("task_id", _label(operator))
-        if operator.has_dag():
+        if operator.has_dag():  # type: ignore[no-untyped-call]  # unannotated in Airflow's BaseOperator
             kwargs.setdefault("dag", operator.dag)
         if operator.task_group is not None and operator.task_group.node_id:
             kwargs.setdefault("task_group", operator.task_group)

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset, AssetAlias
 
+    from deltaguard.leases.targets import LeaseTarget
     from deltaguard.lineage.commit_facts import CommitFacts
+    from deltaguard.lineage.openlineage import Lineage
     from deltaguard.lineage.record import WriteRecord
 
 
@@ -57,6 +58,10 @@ class LeasedLineageMixin:
     log: Any
     task_id: str
     operator: Any
+
+    if TYPE_CHECKING:  # declared only: the leased task's own (DeltaLeaseMixin) is the one that runs
+
+        def delta_lease_targets(self) -> tuple[LeaseTarget, ...]: ...
 
     def _declare_leased_outlets(self) -> None:
         """One outlet per declared table: its asset when the name is static, else an alias (as a write)."""
@@ -149,7 +154,7 @@ class LeasedLineageMixin:
                 return outlet
         return next((o for o in outlets if isinstance(o, AssetAlias)), None)
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Lineage:
         """OpenLineage: what the wrapped operator reports itself, plus every leased table as an output.
 
         Called by the OpenLineage provider in the worker after the task ran (only when it is installed).

@@ -91,6 +91,8 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
     log: Any
     dag_id: str
     task_id: str
+    # each leased table's version when the lease was granted (lineage; None: carried through no deferral)
+    _versions_before: dict[str, int | None] | None
 
     def _init_lease(
         self,

@@ -226,7 +226,8 @@ class LeaseLifecycleMixin:
         if next_method == TRIGGER_FAIL:
             self.release_after_failed_deferral(context, next_kwargs)
             return self.fail_deferral(next_method, next_kwargs, context)
-        return super().resume_execution(next_method, next_kwargs, context)
+        # a mixin: BaseOperator, after it in the operator's MRO, defines it
+        return super().resume_execution(next_method, next_kwargs, context)  # type: ignore[misc]
 
     def release_after_failed_deferral(self, context: Context, next_kwargs: Mapping[str, Any] | None) -> None:
         """Release the lease or withdraw the queued request of a deferral that timed out or failed.

@@ -68,7 +68,7 @@ def facts_from_cells(results: Sequence[CellResult]) -> list[Fact]:
     facts: list[Fact] = []
 
     # every OPTIMIZE x OPTIMIZE cell on the same files that the slice measured (compact, z-order, mixed)
-    same = [
+    same: list[CellResult | None] = [
         cell
         for a, b in (
             (P.OPTIMIZE_COMPACT, P.OPTIMIZE_COMPACT),

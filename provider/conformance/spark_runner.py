@@ -47,7 +47,16 @@ from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.spark.errors import to_conflict_error
 from deltaguard.engines.spark.sources import SparkSource
-from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, UpdateSpec, WriteContext
+from deltaguard.engines.specs import (
+    AppendSpec,
+    CreateSpec,
+    DeleteSpec,
+    MergeSpec,
+    OverwriteSpec,
+    ReplaceWhereSpec,
+    UpdateSpec,
+    WriteContext,
+)
 
 #: How long a gate waits for its release, and how long the harness waits for a gate to be reached.
 GATE_WAIT_S = 120.0
@@ -112,8 +121,12 @@ def gated_spec(write: ProbeWrite, spark: Any, gate: Gate) -> Any | None:
     spec = write.spec
     if isinstance(spec, AddConstraintSpec):
         return None
-    source = getattr(spec, "source", None)
-    if source is not None:
+    # the specs with a source (the others have no such field)
+    if (
+        isinstance(spec, AppendSpec | MergeSpec | ReplaceWhereSpec | OverwriteSpec | CreateSpec)
+        and spec.source is not None
+    ):
+        source = spec.source
         from pyspark.sql.functions import col, udf
 
         gate_udf = udf(gate.function(), "bigint")

@@ -107,7 +107,7 @@ def arrow_summary(array: pa.ChunkedArray | pa.Array, name: str, limits: ScopeLim
         return KeySummary(name, None, has_null=has_null, too_many=True)
     if distinct <= limits.max_in_values:
         values = [v for v in unique.to_pylist() if v is not None]
-        return KeySummary(name, tuple(sorted(values)), has_null=has_null)  # type: ignore[type-var]
+        return KeySummary(name, tuple(sorted(values)), has_null=has_null)
     bounds = pc.min_max(unique)
     return KeySummary(name, None, bounds["min"].as_py(), bounds["max"].as_py(), has_null)
 

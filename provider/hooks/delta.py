@@ -6,7 +6,7 @@ import copy
 import json
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from airflow.sdk import BaseHook
 
@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
 #: extras keys that configure deltaguard itself rather than object storage
 _RESERVED_EXTRAS = frozenset({"storage_options", "engine", AWS_CONN_EXTRA, *SPARK_EXTRAS})
+
+
+class _WithStorageOptions(Protocol):
+    """What :meth:`DeltaTableHook.write_table_config` reads of a delta-rs engine besides its name."""
+
+    storage_options: dict[str, str] | None
 
 
 class DeltaTableHook(BaseHook):
@@ -190,7 +196,9 @@ class DeltaTableHook(BaseHook):
             return engine.table_config(uri), None
         from deltaguard.engines.discovery import read_table_config
 
-        table_config = read_table_config(uri, engine.storage_options, file_stats=True)
+        # a delta-rs engine by name (one given as ``module:Class`` need not subclass DeltaRsEngine) has them
+        storage_options = cast("_WithStorageOptions", engine).storage_options
+        table_config = read_table_config(uri, storage_options, file_stats=True)
         return table_config, table_config.version if table_config.file_stats is not None else None
 
     def test_connection(self) -> tuple[bool, str]:

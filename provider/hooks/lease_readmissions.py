@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from deltaguard.core.admission import Granted, Waiting
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.readmit import Readmission
+
+
+T = TypeVar("T")
 
 
 class PooledCalls(Protocol):
@@ -37,8 +40,8 @@ class PooledCalls(Protocol):
     def manager(self) -> LeaseManager: ...
 
     async def call(
-        self, fn: Callable[..., Any], *args: object, on_start: Callable[[], None] | None = None
-    ) -> Any: ...
+        self, fn: Callable[..., T], *args: object, on_start: Callable[[], None] | None = None
+    ) -> T: ...
 
 
 #: how long a batch waits for the rest of a woken crowd to join it before it asks for its store slot; the

@@ -19,7 +19,7 @@ def dumps(data: Any) -> str:
 
 
 def operation_to_json(op: Operation) -> dict[str, Any]:
-    data = {
+    data: dict[str, Any] = {
         "kind": op.kind.value,
         "predicate": op.predicate,
         "merge_condition": op.merge_condition,

@@ -179,6 +179,7 @@ class LeaseManager:
                 pass
             row = self.store.read_request(request_id) or row
         status = row.status if row.status in ("released", "expired", "abandoned") else "unknown"
+        # one of Closed's literal statuses, checked just above: mypy does not narrow a str by `in`
         return Closed(request_id, status)  # type: ignore[arg-type]
 
     def _still_blocked(self, row: RequestRow) -> Waiting | None:

@@ -22,10 +22,12 @@ def open_store(url: str, **options: object) -> LeaseStore:
     if scheme == "sqlite":
         from deltaguard.leases.sql.sqlite import SqliteLeaseStore
 
+        # the options pass through as given (typed `object` here); an unknown one fails in the constructor
         return SqliteLeaseStore(url, **options)  # type: ignore[arg-type]
     if scheme in ("postgresql", "postgresql+psycopg", "postgres"):
         from deltaguard.leases.sql.postgres import PostgresLeaseStore
 
+        # the options pass through untyped, as above
         return PostgresLeaseStore(url, **options)  # type: ignore[arg-type]
     raise ValueError(
         f"unsupported lease store URL {redact_url(url)!r}: use sqlite:/// or postgresql+psycopg://"

@@ -37,10 +37,19 @@ from deltaguard import SOURCE_URL
 from deltaguard.lineage.naming import dataset_name
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import Dataset
+    from openlineage.client.facet import BaseFacet as BaseFacetV1
+    from openlineage.client.facet_v2 import JobFacet
 
     from deltaguard.lineage.commit_facts import CommitFacts, SchemaField
     from deltaguard.lineage.record import WriteRecord
+
+    #: The lineage deltaguard reports: datasets in and out, run and job facets (a wrapped operator's own may
+    #: be of OpenLineage's first facet generation, which OperatorLineage also takes).
+    Lineage: TypeAlias = OperatorLineage[Dataset, BaseFacetV1 | RunFacet | JobFacet]
 
 #: the custom facet's ``_schemaURL``: the JSON schema shipped in the package
 #: (``deltaguard/lineage/DeltaguardWriteRunFacet.json``) at its address in the project's repository, versioned
@@ -76,7 +85,7 @@ class DeltaguardWriteRunFacet(RunFacet):
         return FACET_SCHEMA_URL
 
 
-def operator_lineage(record: WriteRecord, facts: CommitFacts | None = None) -> OperatorLineage:
+def operator_lineage(record: WriteRecord, facts: CommitFacts | None = None) -> Lineage:
     """The :class:`OperatorLineage` of one write.
 
     :param record: the write.
@@ -85,7 +94,7 @@ def operator_lineage(record: WriteRecord, facts: CommitFacts | None = None) -> O
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     output = output_dataset(record, facts)
-    inputs = [InputDataset(namespace=i.namespace, name=i.name) for i in record.inputs]
+    inputs: list[Dataset] = [InputDataset(namespace=i.namespace, name=i.name) for i in record.inputs]
     return OperatorLineage(inputs=inputs, outputs=[output], run_facets={"deltaguardWrite": run_facet(record)})
 
 
@@ -141,10 +150,10 @@ def run_facet(record: WriteRecord) -> DeltaguardWriteRunFacet:
 
 
 def leased_tables_lineage(
-    wrapped: OperatorLineage | None,
+    wrapped: Lineage | None,
     writes: Sequence[tuple[WriteRecord, CommitFacts | None]],
     table_locations: Sequence[str] = (),
-) -> OperatorLineage:
+) -> Lineage:
     """The lineage of work done under a lease: the wrapped operator's own, plus each leased table as an output.
 
     deltaguard does not make the wrapped commit but reads it from the table's log once the work ended
@@ -172,11 +181,13 @@ def leased_tables_lineage(
             outputs.append(dataset)
             continue
         theirs = outputs[position[key]]
+        # a plain Dataset (as many operators report their outputs) has no output facets
+        their_output_facets = theirs.outputFacets if isinstance(theirs, OutputDataset) else None
         outputs[position[key]] = OutputDataset(
             namespace=theirs.namespace,
             name=theirs.name,
             facets={**(dataset.facets or {}), **(theirs.facets or {})},
-            outputFacets={**(dataset.outputFacets or {}), **(theirs.outputFacets or {})},
+            outputFacets={**(dataset.outputFacets or {}), **(their_output_facets or {})},
         )
     run_facets = dict(wrapped.run_facets) if wrapped is not None else {}
     if len(writes) == 1:  # one table: the same run facet as deltaguard's own writes

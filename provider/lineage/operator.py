@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from deltaguard.lineage.naming import source_location
 
 if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset, AssetAlias
 
     from deltaguard.lineage.commit_facts import CommitFacts
+    from deltaguard.lineage.openlineage import Lineage
     from deltaguard.lineage.record import WriteRecord
 
 
@@ -103,7 +103,7 @@ class DeltaLineageMixin:
             _collect_hook_lineage(hook, record)
         return record
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Lineage | None:
         """The write's datasets and facets (called by the OpenLineage provider once the task succeeded)."""
         record = self.write_record
         if record is None:

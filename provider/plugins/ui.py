@@ -64,7 +64,8 @@ class DeltaguardUiPlugin(AirflowPlugin):
         _react_app(DASHBOARD_ROUTE, "dashboard"),
     ]
 
-    @property  # type: ignore[override]
-    def fastapi_apps(self) -> list[dict[str, Any]]:  # Airflow reads it from the plugin instance
+    # Airflow reads it from the plugin instance; AirflowPlugin declares it a plain (writeable) attribute
+    @property
+    def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
         """The UI app, built once per process on first access."""
         return _fastapi_apps()

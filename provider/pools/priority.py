@@ -58,7 +58,8 @@ def _operation(task: Any, config: TableConfig) -> Operation | None:
     if _templated(task):
         return None
     try:
-        return task.conflict_operation(task.build_spec(config))
+        operation: Operation | None = task.conflict_operation(task.build_spec(config))
+        return operation
     except Exception:  # a guess only: an operator that cannot say counts as conflicting with all
         return None
 

@@ -48,7 +48,7 @@ class LeaseAvailableTrigger(BaseTrigger):
     def __init__(self, store_url: str, request_id: str, poll_interval: float = 5.0) -> None:
         from deltaguard.leases.store_location import store_reference
 
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.store_url = store_reference(store_url)
         self.request_id = request_id
         self.poll_interval = float(poll_interval)
@@ -80,7 +80,8 @@ class LeaseAvailableTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # The store handle is given back before the event is yielded: the triggerer may close this
         # generator late, or never, once it has the event.
-        yield TriggerEvent(await self._wait())
+        payload = await self._wait()
+        yield TriggerEvent(payload)  # type: ignore[no-untyped-call]  # unannotated in Airflow
 
     async def _wait(self) -> dict[str, Any]:
         """Wait until the request is granted or closed (or the store keeps failing); return the payload."""
@@ -117,7 +118,8 @@ class LeaseAvailableTrigger(BaseTrigger):
                         # one decision of the table's whole queue for every waiter this release woke
                         found = await shared.readmissions().answer(crowd_uri, self.request_id)
                         crowd_uri = None
-                    answer = found or await shared.call(manager.check, self.request_id)
+                    # not `found or ...`: mypy would type the call from `found`, None included
+                    answer = found if found is not None else await shared.call(manager.check, self.request_id)
                     errors = 0
                 except Exception as exc:
                     errors += 1

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTaskEndEvent, BaseTrigger, TriggerEvent
 
 if TYPE_CHECKING:
+    from deltaguard.core.admission import Owner
     from deltaguard.hooks.lease import DeltaLeaseHook
 
 
@@ -53,7 +54,7 @@ class LeaseKeepingTrigger(BaseTrigger):
     ) -> None:
         from deltaguard.leases.store_location import store_reference
 
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.inner_classpath = inner_classpath
         self.inner_kwargs = dict(inner_kwargs)
         self.store_url = store_reference(store_url)
@@ -81,7 +82,8 @@ class LeaseKeepingTrigger(BaseTrigger):
     def inner(self) -> BaseTrigger:
         """The wrapped trigger, built from its serialized form (as the triggerer would build it)."""
         if self._inner is None:
-            from airflow.sdk.module_loading import import_string
+            # the public path; the module re-exports it from airflow.sdk._shared without an __all__
+            from airflow.sdk.module_loading import import_string  # type: ignore[attr-defined]
 
             inner = import_string(self.inner_classpath)(**self.inner_kwargs)
             # the wrapped trigger may read its task instance (``self.task_instance``), as when alone
@@ -90,7 +92,7 @@ class LeaseKeepingTrigger(BaseTrigger):
             self._inner = inner
         return self._inner
 
-    def _owner(self) -> Any:
+    def _owner(self) -> Owner:
         from deltaguard.core.admission import Owner
 
         return Owner(**self.owner)
@@ -131,7 +133,7 @@ class LeaseKeepingTrigger(BaseTrigger):
                     await self._release()
                     yield event
                     return
-                yield TriggerEvent(
+                yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
                     {"event": event.payload, "lease_lost": self.lost, "lease_id": self.lease_id}
                 )
                 return

@@ -34,7 +34,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
         storage_options: dict[str, str] | None = None,
         poll_interval: float = 30.0,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.table_uri = table_uri
         self.baseline_version = int(baseline_version)
         self.operations = list(operations or [])
@@ -70,7 +70,9 @@ class DeltaTableVersionTrigger(BaseTrigger):
         while True:
             commit = await asyncio.to_thread(self._probe)
             if commit is not None:
-                yield TriggerEvent({"status": "success", "commit": commit})
+                yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
+                    {"status": "success", "commit": commit}
+                )
                 return
             await asyncio.sleep(self.poll_interval)
 
@@ -104,7 +106,7 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
         poll_interval: float = 30.0,
         start_version: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.table_uri = table_uri
         self.operations = list(operations or [])
         self.app_id = app_id
@@ -148,7 +150,9 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
         while True:
             current, commits = await asyncio.to_thread(self._read, seen)
             for commit in commits:
-                yield TriggerEvent({"table_uri": self.table_uri, **commit})
+                yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
+                    {"table_uri": self.table_uri, **commit}
+                )
             seen = max(seen, current)
             await asyncio.sleep(self.poll_interval)
 
@@ -177,7 +181,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
     ) -> None:
         from deltaguard.leases.store_location import store_reference
 
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.store_url = store_reference(store_url)  # never the password (see LeaseAvailableTrigger)
         self.table_key = table_key
         self.operation = operation
@@ -240,5 +244,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
                     case Sleep(seconds=seconds):
                         await asyncio.sleep(seconds)
                     case _:
-                        yield TriggerEvent({"status": "success", "reason": reason})
+                        yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
+                            {"status": "success", "reason": reason}
+                        )
                         return

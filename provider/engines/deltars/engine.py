@@ -324,7 +324,7 @@ def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: 
     if info.get(APP_ID_KEY) != app_id:
         return False
     try:
-        recorded = int(info.get(APP_VERSION_KEY))  # type: ignore[arg-type]
+        recorded = int(info.get(APP_VERSION_KEY, ""))  # absent, as None, raises below: no match
     except (TypeError, ValueError):
         return False
     return recorded == app_version if exact else recorded >= app_version

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.fs import DeltaStorageHandler
-from deltalake.transaction import AddAction, CommitProperties
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from deltaguard.engines.fencing import CommitFence, check_fence
 
@@ -105,7 +105,7 @@ def staged_commit(
         storage_options=storage_options,
     )
     handler = DeltaStorageHandler(staging_uri, options=storage_options)
-    actions = [_add_action(directory, add) for add in _staged_adds(handler)]
+    actions: list[AddAction | RemoveAction] = [_add_action(directory, add) for add in _staged_adds(handler)]
     try:
         check_fence(fence, table_uri)  # the last check: only the commit call below is unchecked
         table.create_write_transaction(

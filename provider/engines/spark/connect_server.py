@@ -127,8 +127,8 @@ class LocalConnectServer:
         self.process = subprocess.Popen(
             self.command(), stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-        if self.log_file:
-            out.close()  # type: ignore[union-attr]
+        if not isinstance(out, int):  # the log file (else subprocess.DEVNULL)
+            out.close()
         deadline = started + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
@@ -440,7 +440,8 @@ class SparkEngine(DeltaEngine):
         try:
             for key, value in self._conf.items():
                 own.conf.set(key, value)
-            yield own
+            # typed as the classic session, as pyspark's own builder.remote() types the Connect one it returns
+            yield cast("SparkSession", own)
         finally:
             # Release this session on the server and close its channel; stop() would also stop a local-mode
             # server. Best effort: the server expires idle sessions anyway.
@@ -577,6 +578,8 @@ def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator
         yield lost
         return
     group = f"deltaguard-{uuid.uuid4().hex}"
+    interrupt: Callable[[], object]
+    forget: Callable[[], object]
     if _is_connect(spark):
         spark.addTag(group)
         interrupt = functools.partial(spark.interruptTag, group)
@@ -585,7 +588,8 @@ def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator
         jobs = spark.sparkContext
         jobs.setJobGroup(group, "deltaguard write", interruptOnCancel=True)
         interrupt = functools.partial(jobs.cancelJobGroup, group)
-        forget = functools.partial(jobs.setLocalProperty, "spark.jobGroup.id", None)
+        # None removes the property (the JVM's SparkContext.setLocalProperty); pyspark types the value as str
+        forget = functools.partial(jobs.setLocalProperty, "spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def cancel() -> None:
         lost.set()

@@ -18,7 +18,7 @@ import importlib.util
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.engines.errors import SparkSetupError
 from deltaguard.engines.spark.setup import (
@@ -201,7 +201,8 @@ def connect_session(
         # ordinary builder is used: it also switches pyspark.sql.functions to Connect for the task's code.
         from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-        session = RemoteSparkSession.builder.remote(url).getOrCreate()
+        # typed as the classic session, as the ordinary builder below types the Connect one it returns
+        session = cast("SparkSession", RemoteSparkSession.builder.remote(url).getOrCreate())
     else:
         from pyspark.sql import SparkSession
 

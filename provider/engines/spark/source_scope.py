@@ -77,8 +77,8 @@ def source_guards(spec: MergeSpec) -> tuple[dict[str, tuple[str, ...]], str]:
             guards.setdefault(scope.source_column.lower(), []).append(test)
     elif spec.copies_checked_rows:
         why = "outside the partitions target_partition_values declares"
-        for column, test in partition_guards(spec.target_partition_values).items():
-            guards.setdefault(column, []).extend(test)
+        for column, column_tests in partition_guards(spec.target_partition_values).items():
+            guards.setdefault(column, []).extend(column_tests)
     return {column: tuple(dict.fromkeys(tests)) for column, tests in guards.items()}, why
 
 

@@ -23,7 +23,7 @@ import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.engines.errors import InvalidWriteError
 
@@ -98,7 +98,7 @@ def _check_dataframe(result: Any) -> DataFrame:
         raise InvalidWriteError(
             f"a Spark source must return a pyspark DataFrame, got {type(result).__name__}"
         )
-    return result  # type: ignore[no-any-return]
+    return cast("DataFrame", result)
 
 
 def prepare_source(
@@ -182,7 +182,7 @@ def to_spark_dataframe(spark: SparkSession, source: Any) -> DataFrame:
     if isinstance(source, str):
         return _read_uri(spark, source)
     if hasattr(source, "toArrow") and hasattr(source, "sparkSession"):
-        return source  # type: ignore[no-any-return]
+        return cast("DataFrame", source)
     import pyarrow as pa
 
     if isinstance(source, pa.RecordBatchReader):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -27,6 +27,8 @@ from deltaguard.leases.store import (
     WaiterRow,
     redact_url,
 )
+
+T = TypeVar("T")
 
 _LEASE_COLS = "lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s"
 _WAITER_COLS = "request_id, uri, owner_key, owner_json, op_json, rank, expires_at"
@@ -348,11 +350,11 @@ class SqlLeaseStore(LeaseStore):
     def run(
         self,
         uris: Sequence[str],
-        body: Any,
+        body: Callable[[_Txn], T],
         attempts: int = 5,
         request_id: str | None = None,
         release_by: str | None = None,
-    ) -> Any:
+    ) -> T:
         """Run ``body(txn)`` in :meth:`transaction`, retrying deadlock victims and dropped connections a bounded
         number of times.
 

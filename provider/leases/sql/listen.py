@@ -75,7 +75,7 @@ class FreedListener(FreedWatcher):
         self.retry_s = retry_s
         self._conn: psycopg.AsyncConnection[Any] | None = None
 
-    def _deliver(self, payload: str) -> None:  # type: ignore[override]
+    def _deliver(self, payload: str) -> None:
         """One notification's payload: ``'<freed id> <table uri>'``."""
         freed_id, _, uri = payload.partition(" ")
         self._freed(freed_id, uri)

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 import sqlalchemy as sa
@@ -143,7 +143,7 @@ class PostgresLeaseStore(SqlLeaseStore):
     ) -> _Txn | None:
         # One round trip: BEGIN, lock the table rows, then (each statement with a fresh snapshot, after the
         # lock) read their holders and the request's status row, or, for a release, delete the lease.
-        raw: psycopg.Connection[Any] = conn.connection.dbapi_connection  # type: ignore[assignment]
+        raw = _psycopg(conn)
         release = request_id is not None and release_by is not None
         try:
             with raw.pipeline():
@@ -245,7 +245,7 @@ class PostgresLeaseStore(SqlLeaseStore):
         """
         for attempt in range(attempts):
             with self._connect() as conn:
-                raw: psycopg.Connection[Any] = conn.connection.dbapi_connection  # type: ignore[assignment]
+                raw = _psycopg(conn)
                 try:
                     raw.autocommit = True
                     try:
@@ -358,7 +358,7 @@ class _PgTxn(_Txn):
         self, conn: sa.Connection, uris: Sequence[str], tables: dict[str, TableRow], store_name: str
     ) -> None:
         super().__init__(conn, uris, tables)
-        self._raw: psycopg.Connection[Any] = conn.connection.dbapi_connection  # type: ignore[assignment]
+        self._raw = _psycopg(conn)
         self._pending: list[_Stmt] = []
         self._holders: tuple[list[LeaseRow], list[WaiterRow]] | None = None
         self._request: tuple[str, RequestRow | None] | None = None
@@ -579,17 +579,73 @@ def _parse_state(uris: Sequence[str], request_id: str, state: str) -> TableSnaps
         uris=tuple(uris),
         request_id=request_id,
         tables={t[0]: TableRow(*t) for t in tables},
-        leases=[LeaseRow(*r[:5], float(r[5]), float(r[6]), r[7], float(r[8])) for r in leases],
-        waiters=[WaiterRow(*r[:5], float(r[5]), float(r[6])) for r in waiters],
-        request=(
-            RequestRow(
-                *request[:3], *(float(x) for x in request[3:6]), request[6], float(request[7]), request[8]
-            )
-            if request
-            else None
-        ),
+        leases=[_lease_row(*r[:9]) for r in leases],
+        waiters=[_waiter_row(*r[:7]) for r in waiters],
+        request=_request_row(*request[:9]) if request else None,
         state=state,
     )
+
+
+# One parameter per column, so each field is typed (the JSON decoder yields untyped lists); callers pass a
+# row's leading columns, as many as the row type has.
+def _lease_row(
+    lease_id: str,
+    uri: str,
+    owner_key: str,
+    owner_json: str,
+    op_json: str,
+    granted_at: float,
+    expires_at: float,
+    fencing: int,
+    ttl_s: float,
+) -> LeaseRow:
+    return LeaseRow(
+        lease_id,
+        uri,
+        owner_key,
+        owner_json,
+        op_json,
+        float(granted_at),
+        float(expires_at),
+        fencing,
+        float(ttl_s),
+    )
+
+
+def _waiter_row(
+    request_id: str, uri: str, owner_key: str, owner_json: str, op_json: str, rank: float, expires_at: float
+) -> WaiterRow:
+    return WaiterRow(request_id, uri, owner_key, owner_json, op_json, float(rank), float(expires_at))
+
+
+def _request_row(
+    request_id: str,
+    owner_key: str,
+    status: str,
+    rank: float,
+    enqueued_at: float,
+    expires_at: float,
+    payload: str,
+    updated_at: float,
+    last_wait: str | None,
+) -> RequestRow:
+    return RequestRow(
+        request_id,
+        owner_key,
+        status,
+        float(rank),
+        float(enqueued_at),
+        float(expires_at),
+        payload,
+        float(updated_at),
+        last_wait,
+    )
+
+
+def _psycopg(conn: sa.Connection) -> psycopg.Connection[Any]:
+    """The psycopg connection under a pooled SQLAlchemy one (the store's engine is always
+    ``postgresql+psycopg``; SQLAlchemy types it as the generic DB-API connection, possibly ``None``)."""
+    return cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
 
 
 def _failure(

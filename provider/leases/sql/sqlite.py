@@ -12,7 +12,7 @@ import random
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -64,7 +64,9 @@ class SqliteLeaseStore(SqlLeaseStore):
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: sa.Connection) -> None:
-            raw = conn.connection.driver_connection
+            # pysqlite's connection (SQLAlchemy types the driver's connection loosely, possibly None: it is
+            # there while a connection is checked out, as one being begun is)
+            raw = cast("sqlite3.Connection", conn.connection.driver_connection)
             if conn.get_execution_options().get("dg_read_only", False):
                 raw.execute("BEGIN")
                 return
