@@ -90,10 +90,14 @@ class SharedStore:
 
     def manager(self) -> LeaseManager:
         """A lease manager over the shared store (its caches are the caller's own)."""
+        from deltaguard.engines.remote_work import default_remote_fence
         from deltaguard.leases.manager import LeaseManager
 
         assert self.store is not None
-        return LeaseManager(self.store, retention_s=self.settings.retention_s)
+        # expired leases of Spark Connect work are fenced before they are reclaimed (ADR 0033)
+        return LeaseManager(
+            self.store, retention_s=self.settings.retention_s, remote_fence=default_remote_fence()
+        )
 
 
 #: (id of the event loop, store URL) -> the handle; entries leave when their last user does
