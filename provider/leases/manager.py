@@ -260,7 +260,7 @@ class LeaseManager:
         result: Readmission = self._run([uri], body)
         warn_reclaimed(reclaimed, now)
         if self._fence_pending(fences):
-            return self.readmit(uri, budget_s)  # the work stopped: decide again with the lease reclaimed
+            return self.readmit(uri, budget_s)  # fenced: decide again (reclaimed, or with why not)
         return result
 
     def heartbeat(self, lease_id: str, owner: Owner) -> float:
@@ -491,8 +491,10 @@ class LeaseManager:
         return FenceRound(confirmed=frozenset(self._fenced), failures=dict(self._fence_failures))
 
     def _fence_pending(self, fences: FenceRound) -> bool:
-        """Fence the expired leases a decision kept held (outside any transaction); return whether one was
-        newly confirmed stopped (the caller then decides again, with it reclaimed)."""
+        """Fence the expired leases a decision kept held (outside any transaction); return whether a fence
+        ran. The caller then decides again: with the lease reclaimed when it was confirmed, else with the
+        failure in the wait reasons (a fence runs at most once per ``fence_retry_s`` per lease, so that
+        second decision runs none)."""
         newly = False
         for lease_id, (owner_json, handles) in fences.pending.items():
             if lease_id in self._fenced:
@@ -510,6 +512,7 @@ class LeaseManager:
                 text = blocked_reason(owner.describe(), handles[0] if handles else {}, error)
                 log.error("deltaguard: lease %s stays held: %s", lease_id, text)
                 self._log_fence(lease_id, owner, UNFENCED_KIND, {"reason": text})
+                newly = True
                 continue
             self._fenced.add(lease_id)
             self._fence_failures.pop(lease_id, None)
@@ -669,6 +672,6 @@ class LeaseManager:
         warn_reclaimed(reclaimed, now)
         self.memo.remember(request.request_id, request.uris, request.claims, isinstance(result, Granted))
         if isinstance(result, Waiting) and self._fence_pending(fences):
-            # a holder's server-side work was just confirmed stopped: decide again with its lease reclaimed
+            # a holder's server-side work was just fenced: decide again, with its lease reclaimed or with why not
             return self._evaluate(request, fast=False)
         return result

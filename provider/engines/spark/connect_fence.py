@@ -7,8 +7,9 @@ operation, and the server runs it to its commit. So the engine records a *fence 
 user id, the operation tag the write runs under, and the server's ``spark.app.id``. Before an expired lease
 carrying one is reclaimed, the lease manager calls :meth:`SparkConnectFence.fence`, which
 
-1. joins the holder's session (``sc://host:port/;session_id=<id>``, same user id) and interrupts the tag
-   (``Interrupt`` with ``INTERRUPT_TYPE_TAG``);
+1. joins the holder's session (``sc://host:port/;session_id=<id>``, same user id), reads its operations
+   (``GetStatus``: it never creates a session) and checks the server-side session id is the one the holder
+   saw, then interrupts the tag (``Interrupt`` with ``INTERRUPT_TYPE_TAG``);
 2. asks the server for the state of every operation of that session (``GetStatus``, Spark 4.1+) until
    none is ``RUNNING``/``TERMINATING`` (or in a state it does not know); any terminal state counts
    (``CANCELLED``, ``FAILED``, and ``SUCCEEDED``: a commit that landed before the interrupt landed before
@@ -76,6 +77,10 @@ def connect_handle(spark: Any, tag: str, url: str | None, conn_id: str | None = 
         "tag": tag,
         "app_id": str(spark.conf.get("spark.app.id")),
     }
+    # known once the server answered (the conf read above): tells the holder's session from a new one
+    # created later under the same id
+    if getattr(client, "_server_session_id", None):
+        handle["server_session_id"] = str(client._server_session_id)
     if client._user_id:
         handle["user_id"] = str(client._user_id)
     if getattr(builder, "secure", False):
@@ -156,23 +161,33 @@ class SparkConnectFence:
             params["user_id"] = handle["user_id"]
         client = _client(_join(base, **params))
         where = f"session {handle['session_id']} on {handle['endpoint']}"
+        recorded = handle.get("server_session_id")
         try:
+            # First a read, which never creates a session (measured: INVALID_HANDLE.SESSION_NOT_FOUND for an
+            # unknown one); an Interrupt on an unknown session id is answered without error.
             try:
-                interrupted = client.interrupt_tag(handle["tag"]) or []
+                server_side, _ = session_operations(client)
             except Exception as exc:
                 if any(name in str(exc) for name in _SESSION_GONE):
                     return self._server_replaced(handle, base, exc)
-                raise RemoteWorkNotStopped(
-                    f"interrupting tag {handle['tag']} in {where} failed: {exc}"
-                ) from exc
+                raise RemoteWorkNotStopped(f"the operations of {where} could not be read: {exc}") from exc
+            if recorded and server_side != recorded:
+                # the same session id, but another session object: the holder's is gone
+                return self._server_replaced(
+                    handle, base, RuntimeError(f"server-side session {server_side}, not {recorded}")
+                )
+            try:
+                interrupted = client.interrupt_tag(handle["tag"]) or []
+            except Exception as exc:
+                raise RemoteWorkNotStopped(f"interrupting tag {handle['tag']} in {where} failed: {exc}") from exc
             deadline = time.monotonic() + self.timeout_s
             while True:
                 try:
-                    running = operations_running(client)
+                    server_side, running = session_operations(client)
                 except Exception as exc:
-                    raise RemoteWorkNotStopped(
-                        f"the state of the operations of {where} is unknown: {exc}"
-                    ) from exc
+                    raise RemoteWorkNotStopped(f"the state of the operations of {where} is unknown: {exc}") from exc
+                if recorded and server_side != recorded:
+                    raise RemoteWorkNotStopped(f"{where} was replaced while its operations were awaited")
                 if not running:
                     return (
                         f"interrupted {len(interrupted)} operation(s) tagged {handle['tag']} in {where}; "
