@@ -104,21 +104,23 @@ def _client(url: str) -> Any:
     return SparkConnectClient(url, retry_policy={"max_retries": 2, "max_backoff": 2000})
 
 
-def operations_running(client: Any) -> list[tuple[str, str]]:
-    """``(operation id, state)`` of the session's operations that have not ended (``GetStatus``)."""
+def session_operations(client: Any) -> tuple[str, list[tuple[str, str]]]:
+    """The server-side id of ``client``'s session and ``(operation id, state)`` of its operations that have
+    not ended (``GetStatus``; the PySpark client's own call for it is private in 4.2)."""
     from pyspark.sql.connect.proto import base_pb2 as pb2
 
     names = pb2.GetStatusResponse.OperationStatus.OperationState.Name
     status = client._get_operation_statuses()
-    return [
+    running = [
         (s.operation_id, names(s.state)) for s in status.operation_statuses if names(s.state) not in _ENDED
     ]
+    return str(status.server_side_session_id), running
 
 
 def all_ended(spark: Any) -> bool:
     """Whether every operation of ``spark``'s own Connect session has ended (``False`` when unknown)."""
     try:
-        return not operations_running(spark.client)
+        return not session_operations(spark.client)[1]
     except Exception:
         return False
 
@@ -179,13 +181,17 @@ class SparkConnectFence:
             try:
                 interrupted = client.interrupt_tag(handle["tag"]) or []
             except Exception as exc:
-                raise RemoteWorkNotStopped(f"interrupting tag {handle['tag']} in {where} failed: {exc}") from exc
+                raise RemoteWorkNotStopped(
+                    f"interrupting tag {handle['tag']} in {where} failed: {exc}"
+                ) from exc
             deadline = time.monotonic() + self.timeout_s
             while True:
                 try:
                     server_side, running = session_operations(client)
                 except Exception as exc:
-                    raise RemoteWorkNotStopped(f"the state of the operations of {where} is unknown: {exc}") from exc
+                    raise RemoteWorkNotStopped(
+                        f"the state of the operations of {where} is unknown: {exc}"
+                    ) from exc
                 if recorded and server_side != recorded:
                     raise RemoteWorkNotStopped(f"{where} was replaced while its operations were awaited")
                 if not running:
