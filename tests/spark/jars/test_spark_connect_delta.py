@@ -212,8 +212,10 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     from deltaguard.leases.remote_work import FENCED_KIND, handles_in
     from deltaguard.leases.timing import LeaseTiming
 
+    from deltalake import write_deltalake
+
     engine, uri = connect_engine, str(tmp_path / "t")
-    engine.write(uri, CreateSpec(source=rows([1, 2], "d1")), NONE)
+    write_deltalake(uri, rows([1, 2], "d1"))  # version 0, without a Spark job
     store = f"sqlite:///{tmp_path / 'leases.db'}"
     merge = Operation(OperationKind.MERGE, merge_condition="t.id = s.id")
     profile = engine.profile()
@@ -293,11 +295,11 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     assert not thread.is_alive()
     # the holder's call failed (its operation was interrupted), and the fence confirmed that before the grant
     assert "error" in outcome, outcome
-    kinds = [d.kind for d in reversed(writer_manager.decisions(uri=uri))]
-    assert FENCED_KIND in kinds and kinds.index(FENCED_KIND) < kinds.index("grant", kinds.index(FENCED_KIND))
-    # and the first write never committed: the log still ends at the table's creation
+    # the first write never committed: the log still ends at the table's creation
     time.sleep(2)
     history = RsTable(uri).history()
     assert [h["version"] for h in history] == [0], history
+    kinds = [d.kind for d in reversed(writer_manager.decisions(uri=uri))]
+    assert FENCED_KIND in kinds and kinds.index(FENCED_KIND) < kinds.index("grant", kinds.index(FENCED_KIND))
     holder_manager.store.close()
     writer_manager.store.close()
