@@ -203,6 +203,8 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     import time
     import uuid
 
+    from deltalake import write_deltalake
+
     from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.core.table_config import TableConfig
@@ -211,8 +213,6 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.remote_work import FENCED_KIND, handles_in
     from deltaguard.leases.timing import LeaseTiming
-
-    from deltalake import write_deltalake
 
     engine, uri = connect_engine, str(tmp_path / "t")
     write_deltalake(uri, rows([1, 2], "d1"))  # version 0, without a Spark job
