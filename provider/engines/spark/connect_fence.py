@@ -117,12 +117,20 @@ def session_operations(client: Any) -> tuple[str, list[tuple[str, str]]]:
     return str(status.server_side_session_id), running
 
 
-def all_ended(spark: Any) -> bool:
-    """Whether every operation of ``spark``'s own Connect session has ended (``False`` when unknown)."""
-    try:
-        return not session_operations(spark.client)[1]
-    except Exception:
-        return False
+def all_ended(spark: Any, timeout_s: float = 30.0, poll_s: float = 0.25) -> bool:
+    """Whether every operation of ``spark``'s own Connect session has ended, waiting up to ``timeout_s``
+    (an operation interrupted by ``on_lost`` reads ``RUNNING`` for about a second more); ``False`` when
+    they did not end in time or their state is unknown."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if not session_operations(spark.client)[1]:
+                return True
+        except Exception:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
 
 
 class SparkConnectFence:

@@ -626,5 +626,8 @@ def _cancelled_when_lost(
         if handle is not None and ended is not None:
             from deltaguard.engines.spark.connect_fence import all_ended
 
-            if all_ended(spark):  # seen ended here: no fence is needed for it any more
+            # Seen ended here: no fence is needed for it any more. Not seen ended (the session is then
+            # released without waiting for it): the handle stays, and the lease, if it expires, is not
+            # reclaimed until a fence or an operator confirms the work stopped.
+            if all_ended(spark):
                 ended(handle)
