@@ -58,6 +58,7 @@ from deltaguard.leases.remote_work import (
     FENCED_KIND,
     FORCED_KIND,
     UNFENCED_KIND,
+    FenceMemory,
     FenceRound,
     Handle,
     RemoteWorkFence,
@@ -123,6 +124,8 @@ class LeaseManager:
     :param fence_timeout_s: how long one fence may take before it counts as not confirmed.
     :param fence_retry_s: after a fence failed, how long this manager waits before it tries that lease
         again (decisions in between keep it held without calling the server).
+    :param fence_memory: fence outcomes shared with other managers of the process (default: this
+        manager's own).
     """
 
     def __init__(
@@ -140,15 +143,14 @@ class LeaseManager:
         remote_fence: RemoteWorkFence | None = None,
         fence_timeout_s: float = 60.0,
         fence_retry_s: float = 10.0,
+        fence_memory: FenceMemory | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         self.remote_fence = remote_fence
         self.fence_timeout_s = fence_timeout_s
         self.fence_retry_s = fence_retry_s
-        #: expired leases whose server-side work a fence confirmed ended, and the last failure per lease
-        self._fenced: set[str] = set()
-        self._fence_failures: dict[str, str] = {}
-        self._fence_tried: dict[str, float] = {}
+        #: expired leases whose server-side work a fence confirmed ended, the last failure per lease
+        self.fence_memory = fence_memory if fence_memory is not None else FenceMemory()
         self._decide = decide
         self.clock = clock
         self.ageing_s = ageing_s
@@ -488,7 +490,7 @@ class LeaseManager:
         return released
 
     def _fence_round(self) -> FenceRound:
-        return FenceRound(confirmed=frozenset(self._fenced), failures=dict(self._fence_failures))
+        return self.fence_memory.round()
 
     def _fence_pending(self, fences: FenceRound) -> bool:
         """Fence the expired leases a decision kept held (outside any transaction); return whether a fence
@@ -497,25 +499,20 @@ class LeaseManager:
         second decision runs none)."""
         newly = False
         for lease_id, (owner_json, handles) in fences.pending.items():
-            if lease_id in self._fenced:
+            if not self.fence_memory.claim(lease_id, self.clock(), self.fence_retry_s):
                 continue
-            now = self.clock()
-            if now - self._fence_tried.get(lease_id, float("-inf")) < self.fence_retry_s:
-                continue
-            self._fence_tried[lease_id] = now
             owner = owner_from_text(owner_json)
             try:
                 how = [self._fence_one(h) for h in handles]
             except Exception as exc:
                 error = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
-                self._fence_failures[lease_id] = error
+                self.fence_memory.fail(lease_id, error)
                 text = blocked_reason(owner.describe(), handles[0] if handles else {}, error)
                 log.error("deltaguard: lease %s stays held: %s", lease_id, text)
                 self._log_fence(lease_id, owner, UNFENCED_KIND, {"reason": text})
                 newly = True
                 continue
-            self._fenced.add(lease_id)
-            self._fence_failures.pop(lease_id, None)
+            self.fence_memory.confirm(lease_id)
             newly = True
             log.warning(
                 "deltaguard: server-side work of expired lease %s stopped: %s", lease_id, "; ".join(how)

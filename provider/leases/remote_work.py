@@ -17,6 +17,7 @@ This module stays below the engines: a fence is given to the lease manager by th
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -90,6 +91,39 @@ def blocked_reason(owner: str, handle: Handle, error: str) -> str:
         f"{describe_work(handle)} of {owner} could not be confirmed stopped on "
         f"{handle.get('endpoint', '?')}: {error}"
     )
+
+
+class FenceMemory:
+    """What the lease managers of one process know about fences: leases confirmed stopped, the last
+    failure per lease, and when each was last tried (so managers sharing it, like the triggerer's one per
+    trigger, call a server at most once per retry interval per lease). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.confirmed: set[str] = set()
+        self.failures: dict[str, str] = {}
+        self._tried: dict[str, float] = {}
+
+    def round(self) -> FenceRound:
+        with self._lock:
+            return FenceRound(confirmed=frozenset(self.confirmed), failures=dict(self.failures))
+
+    def claim(self, lease_id: str, now: float, retry_s: float) -> bool:
+        """Whether the caller may fence ``lease_id`` now (then it is marked tried at ``now``)."""
+        with self._lock:
+            if lease_id in self.confirmed or now - self._tried.get(lease_id, float("-inf")) < retry_s:
+                return False
+            self._tried[lease_id] = now
+            return True
+
+    def confirm(self, lease_id: str) -> None:
+        with self._lock:
+            self.confirmed.add(lease_id)
+            self.failures.pop(lease_id, None)
+
+    def fail(self, lease_id: str, error: str) -> None:
+        with self._lock:
+            self.failures[lease_id] = error
 
 
 @dataclass

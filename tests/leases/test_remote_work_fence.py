@@ -181,3 +181,17 @@ def test_the_cli_lists_the_held_lease_and_releases_it_by_hand(tmp_path, capsys) 
     assert (
         main(["leases", "release", lease.lease_id, "--force", "--reason", "again", "--store-url", url]) == 1
     )
+
+
+def test_managers_sharing_fence_memory_ask_the_server_once_per_interval(store, clock: FakeClock) -> None:
+    from deltaguard.leases.remote_work import FenceMemory
+
+    fence = FakeFence(error="server unreachable")
+    shared = FenceMemory()
+    first = LeaseManager(store, clock=clock, remote_fence=fence, fence_retry_s=5.0, fence_memory=shared)
+    second = LeaseManager(store, clock=clock, remote_fence=fence, fence_retry_s=5.0, fence_memory=shared)
+    holder_with_work(first, clock)
+    assert isinstance(first.acquire(request("a", ("t1", op("MERGE")))), Waiting)
+    answer = second.acquire(request("b", ("t1", op("MERGE"))))
+    assert isinstance(answer, Waiting) and "server unreachable" in answer.reasons[0]  # the shared failure
+    assert len(fence.calls) == 1
