@@ -82,7 +82,9 @@ def interrupted_write(url: str, hold_s: float, tmp: Path) -> None:
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     time.sleep(6)
-    fencer = Remote.builder.remote(join_url(url, client)).create().client
+    # keep the session objects: a collected one closes its client
+    fencing = Remote.builder.remote(join_url(url, client)).create()
+    fencer = fencing.client
     status = fencer._get_operation_statuses()
     say("before: server-side session", status.server_side_session_id, states(status))
     ids = fencer.interrupt_tag(tag)
@@ -97,7 +99,8 @@ def interrupted_write(url: str, hold_s: float, tmp: Path) -> None:
     say("delta versions", [h["version"] for h in DeltaTable(table).history()])
     thread.join(hold_s + 30)
     say("unknown operation id", states(fencer._get_operation_statuses([str(uuid.uuid4())])))
-    ghost = Remote.builder.remote(join_url(url, client, str(uuid.uuid4()))).create().client
+    unknown = Remote.builder.remote(join_url(url, client, str(uuid.uuid4()))).create()
+    ghost = unknown.client
     try:
         ghost._get_operation_statuses()
         say("unknown session: answered")
@@ -120,7 +123,8 @@ def restarted(port: int, tmp: Path) -> None:
     second = LocalConnectServer(port, log_file=tmp / "second.log")
     second.start()
     try:
-        joined = Remote.builder.remote(f"{second.url}/;session_id={old}").create().client
+        rejoined = Remote.builder.remote(f"{second.url}/;session_id={old}").create()
+        joined = rejoined.client
         try:
             joined._get_operation_statuses()
             say("old session, GetStatus: answered")

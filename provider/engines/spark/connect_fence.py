@@ -17,7 +17,7 @@ carrying one is reclaimed, the lease manager calls :meth:`SparkConnectFence.fenc
 
 Measured on the project's own server (:class:`~deltaguard.engines.spark.connect_server.LocalConnectServer`,
 PySpark 4.2 client; ``benchmarks/connect_fence_probe.py``): a write held in a sleeping UDF is reported
-``RUNNING`` for about a second after ``interruptTag`` returned its operation id, then ``CANCELLED``; the
+``RUNNING`` for 0.3 to 1 s after ``interruptTag`` returned its operation id, then ``CANCELLED``; the
 holder's call then fails with ``OPERATION_CANCELED`` and the Delta log has no new version. A second
 ``interruptTag`` returns no ids (already interrupted ones are not listed), so the confirmation asks for the
 whole session's operations rather than relying on the ids the interrupt returned.
