@@ -58,13 +58,17 @@ class DeltaLeaseHook(BaseHook):
     @property
     def manager(self) -> LeaseManager:
         if self._manager is None:
+            from deltaguard.engines.remote_work import default_remote_fence
             from deltaguard.leases.bounded import open_bounded_store
             from deltaguard.leases.manager import LeaseManager
 
             # every store call (the opening too) returns or fails within store_timeout, so a frozen store
             # cannot hang the try (ADR 0018)
             store = open_bounded_store(self.settings.store_url, self.settings.lease_timing)
-            self._manager = LeaseManager(store, retention_s=self.settings.retention_s)
+            # expired leases of Spark Connect work are fenced before they are reclaimed (ADR 0033)
+            self._manager = LeaseManager(
+                store, retention_s=self.settings.retention_s, remote_fence=default_remote_fence()
+            )
         return self._manager
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
     from deltaguard.hooks.lease_readmissions import Readmissions
     from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.remote_work import FenceMemory
     from deltaguard.leases.sql.watch import FreedWatcher
     from deltaguard.leases.store import LeaseStore
 
@@ -55,6 +56,9 @@ class SharedStore:
     inflight: set[asyncio.Future[Any]] = dataclasses.field(default_factory=set)
     #: one re-admission of a table's queue for all the waiters one release wakes (ADR 0031)
     crowd: Readmissions | None = None
+    #: fence outcomes of server-side work shared by the triggers' lease managers (ADR 0033), so one
+    #: expired lease's server is asked at most once per retry interval, not once per waiting trigger
+    fences: FenceMemory = dataclasses.field(default_factory=lambda: _fence_memory())
 
     def readmissions(self) -> Readmissions:
         """The handle's batcher of re-admissions (made on first use)."""
@@ -90,10 +94,23 @@ class SharedStore:
 
     def manager(self) -> LeaseManager:
         """A lease manager over the shared store (its caches are the caller's own)."""
+        from deltaguard.engines.remote_work import default_remote_fence
         from deltaguard.leases.manager import LeaseManager
 
         assert self.store is not None
-        return LeaseManager(self.store, retention_s=self.settings.retention_s)
+        # expired leases of Spark Connect work are fenced before they are reclaimed (ADR 0033)
+        return LeaseManager(
+            self.store,
+            retention_s=self.settings.retention_s,
+            remote_fence=default_remote_fence(),
+            fence_memory=self.fences,
+        )
+
+
+def _fence_memory() -> FenceMemory:
+    from deltaguard.leases.remote_work import FenceMemory
+
+    return FenceMemory()
 
 
 #: (id of the event loop, store URL) -> the handle; entries leave when their last user does

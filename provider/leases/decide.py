@@ -33,6 +33,7 @@ from deltaguard.exceptions import LeaseLostError, LeaseOwnershipError, RequestCl
 from deltaguard.leases import codec
 from deltaguard.leases.codec import owner_from_text
 from deltaguard.leases.memo import DecisionMemo, newer
+from deltaguard.leases.remote_work import FenceRound, handles_in
 from deltaguard.leases.store import (
     DecisionRow,
     IdleGrant,
@@ -80,6 +81,7 @@ def decide_locked(
     reclaimed: list[LeaseRow],
     *,
     renew: bool = True,
+    fences: FenceRound | None = None,
 ) -> Granted | Waiting:
     """Decide ``ask`` in ``txn`` and write the answer. May run twice (a retried transaction, or a snapshot
     decision redone under the locks), so ``reclaimed`` is cleared first and only warned about after commit.
@@ -88,6 +90,8 @@ def decide_locked(
         now). Its own check renews it; a decision made for it by someone else (the re-admission of a
         table's queue after a release, :mod:`~deltaguard.leases.readmit`) keeps its expiry, so a waiter
         nobody asks for any more is still abandoned on time.
+    :param fences: which expired leases with fence handles were confirmed stopped; the ones not confirmed
+        stay held and are added to its ``pending`` (ADR 0033).
 
     :raises LeaseOwnershipError: the request id belongs to another owner.
     :raises LeaseLostError: the request was granted but its lease expired.
@@ -99,7 +103,8 @@ def decide_locked(
     reclaimed.clear()
     tables = txn.tables()
     all_leases, all_waiters = txn.holders()
-    leases = reclaim_leases(txn, all_leases, now, reclaimed)
+    fences = fences if fences is not None else FenceRound()
+    leases = reclaim_leases(txn, all_leases, now, reclaimed, fences)
     waiters = reclaim_waiters(txn, all_waiters, now)
     # Oldest first, whichever order the store read them in: blockers and reasons list them so.
     leases.sort(key=lambda x: (x.granted_at, x.lease_id))
@@ -211,11 +216,13 @@ def decide_locked(
     expires = now + request.wait_ttl_s
     if not renew and existing is not None and existing.status == "waiting":
         expires = existing.expires_at
+    # A lease kept past its expiry because its holder's server-side work is not confirmed stopped says so.
+    kept = [text for b in verdict.blockers if (text := fences.reason(b.id, b.owner.describe())) is not None]
     result = Waiting(
         request.request_id,
         verdict.position,
         verdict.blockers,
-        verdict.reasons,
+        tuple(dict.fromkeys([*kept, *verdict.reasons])),
         verdict.advice,
         verdict.exceptions,
         expires,
@@ -378,14 +385,41 @@ def grant_if_idle(
 
 
 def reclaim_leases(
-    txn: StoreTxn, rows: Sequence[LeaseRow], now: float, reclaimed: list[LeaseRow]
+    txn: StoreTxn,
+    rows: Sequence[LeaseRow],
+    now: float,
+    reclaimed: list[LeaseRow],
+    fences: FenceRound | None = None,
 ) -> list[LeaseRow]:
     """Delete expired lease rows (of the locked tables) and put them in the decision log with their dead
-    owner; append them to ``reclaimed`` (for :func:`warn_reclaimed` after commit); return the rest."""
+    owner; append them to ``reclaimed`` (for :func:`warn_reclaimed` after commit); return the rest.
+
+    An expired lease whose request carries fence handles (server-side work, ADR 0033) is reclaimed only
+    when ``fences`` confirmed that work stopped; otherwise it stays held (returned with the live ones) and
+    is put in ``fences.pending`` for the caller to fence after the transaction. Its payload is read only
+    when some lease expired, so a decision without expired leases reads nothing more.
+    """
     live: list[LeaseRow] = []
     dead: list[LeaseRow] = []
     for row in rows:
         (dead if row.expires_at <= now else live).append(row)
+    if dead:
+        fences = fences if fences is not None else FenceRound()
+        payloads = {r.request_id: r.payload for r in txn.requests(sorted({r.lease_id for r in dead}))}
+        kept: set[str] = set()
+        for lease_id in {r.lease_id for r in dead}:
+            if lease_id in fences.confirmed:
+                continue
+            try:
+                handles = handles_in(payloads.get(lease_id) or "{}")
+            except ValueError:  # unreadable handles: the work is unknown, so it counts as running
+                handles = [{"kind": "unknown", "endpoint": "?", "tag": "?"}]
+            if handles:
+                kept.add(lease_id)
+                owner = next(r.owner_json for r in dead if r.lease_id == lease_id)
+                fences.pending[lease_id] = (owner, handles)
+        live += [r for r in dead if r.lease_id in kept]
+        dead = [r for r in dead if r.lease_id not in kept]
     for row in dead:
         txn.delete_lease_rows(row.lease_id, [row.uri])
         txn.set_request_status(row.lease_id, "expired", now)

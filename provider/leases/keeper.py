@@ -216,6 +216,42 @@ class LeaseKeeper:
             "table for lost or duplicated rows."
         )
 
+    def remote_work(self, handle: Mapping[str, str]) -> None:
+        """Record on the lease a fence handle for work the engine is about to start on a server (a Spark
+        Connect operation tag), so a lease whose holder stops renewing is not reclaimed until that work is
+        confirmed stopped (ADR 0033). Called by engines through ``getattr`` before the work starts.
+
+        :raises LeaseLostError: the lease is lost, or the handle could not be recorded (the work must not
+            start: nobody could stop it if this holder froze).
+        """
+        if self.lost:
+            raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
+        try:
+            bounded_call(
+                self.manager.record_remote_work,
+                self.timing.store_timeout_s,
+                self.lease_id,
+                self.owner,
+                handle,
+            )
+        except LeaseError:
+            raise
+        except Exception as exc:
+            raise LeaseLostError(
+                f"lease {self.lease_id}: the fence handle of its server-side work could not be recorded: {exc}"
+            ) from exc
+
+    def remote_work_ended(self, handle: Mapping[str, str]) -> None:
+        """Drop a handle again once the engine saw its work end; best effort (a handle left behind only
+        makes a later reclaim of an expired lease ask the server first)."""
+        try:
+            bounded_call(
+                lambda: self.manager.record_remote_work(self.lease_id, self.owner, handle, ended=True),
+                self.timing.store_timeout_s,
+            )
+        except Exception as exc:
+            log.warning("deltaguard: lease %s: could not drop a fence handle: %s", self.lease_id, exc)
+
     def on_lost(self, cancel: Callable[[], None]) -> Callable[[], None]:
         """Call ``cancel`` once the lease is lost (at once if it already is); return an unregister function."""
         with self._lock:

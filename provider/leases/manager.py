@@ -54,6 +54,19 @@ from deltaguard.leases.decide import (
 from deltaguard.leases.memo import ConfigLoader, DecisionMemo
 from deltaguard.leases.open import open_store
 from deltaguard.leases.readmit import Readmission, readmit_locked
+from deltaguard.leases.remote_work import (
+    FENCED_KIND,
+    FORCED_KIND,
+    UNFENCED_KIND,
+    FenceMemory,
+    FenceRound,
+    Handle,
+    RemoteWorkFence,
+    blocked_reason,
+    handles_in,
+    with_handle,
+    without_handle,
+)
 from deltaguard.leases.restate import restate_locked
 from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn
 from deltaguard.leases.views import (
@@ -105,6 +118,14 @@ class LeaseManager:
     :param config_ttl_s: how long a loaded table configuration is reused without reloading.
     :param config_loader: loads a table's configuration when a request carries none (or the cached one is
         older than ``config_ttl_s``).
+    :param remote_fence: stops a holder's server-side work (Spark Connect) and confirms it ended, before an
+        expired lease that recorded such work is reclaimed (ADR 0033). ``None``: such a lease stays held
+        until a manager with a fence confirms it, or an operator releases it by hand.
+    :param fence_timeout_s: how long one fence may take before it counts as not confirmed.
+    :param fence_retry_s: after a fence failed, how long this manager waits before it tries that lease
+        again (decisions in between keep it held without calling the server).
+    :param fence_memory: fence outcomes shared with other managers of the process (default: this
+        manager's own).
     """
 
     def __init__(
@@ -119,8 +140,17 @@ class LeaseManager:
         prune_every_s: float = 60.0,
         config_ttl_s: float = 30.0,
         config_loader: ConfigLoader | None = None,
+        remote_fence: RemoteWorkFence | None = None,
+        fence_timeout_s: float = 60.0,
+        fence_retry_s: float = 10.0,
+        fence_memory: FenceMemory | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
+        self.remote_fence = remote_fence
+        self.fence_timeout_s = fence_timeout_s
+        self.fence_retry_s = fence_retry_s
+        #: expired leases whose server-side work a fence confirmed ended, the last failure per lease
+        self.fence_memory = fence_memory if fence_memory is not None else FenceMemory()
         self._decide = decide
         self.clock = clock
         self.ageing_s = ageing_s
@@ -215,14 +245,25 @@ class LeaseManager:
         now = self.clock()
         decide = self.decide
         reclaimed: list[LeaseRow] = []
+        fences = self._fence_round()
 
         def body(txn: StoreTxn) -> Readmission:
             return readmit_locked(
-                txn, uri, now, self.memo, decide, lambda request: self._ask(request, now), reclaimed, budget_s
+                txn,
+                uri,
+                now,
+                self.memo,
+                decide,
+                lambda request: self._ask(request, now),
+                reclaimed,
+                budget_s,
+                fences,
             )
 
         result: Readmission = self._run([uri], body)
         warn_reclaimed(reclaimed, now)
+        if self._fence_pending(fences):
+            return self.readmit(uri, budget_s)  # fenced: decide again (reclaimed, or with why not)
         return result
 
     def heartbeat(self, lease_id: str, owner: Owner) -> float:
@@ -236,6 +277,9 @@ class LeaseManager:
             raise LeaseLostError(f"lease {lease_id} does not exist (released, or expired and reclaimed)")
         now = self.clock()
         reclaimed: list[LeaseRow] = []
+        # An expired lease with server-side work stays held (the holder's keeper interrupts that work once
+        # it hears the lease is lost); the fence runs in the deciders' calls, not in a renewal.
+        fences = self._fence_round()
 
         def body(txn: StoreTxn) -> float | None:
             reclaimed.clear()
@@ -247,7 +291,7 @@ class LeaseManager:
                     f"lease {lease_id} belongs to {owner_from_text(current[0].owner_json).describe()}, not {owner.describe()}"
                 )
             if min(r.expires_at for r in current) <= now:
-                reclaim_leases(txn, current, now, reclaimed)
+                reclaim_leases(txn, current, now, reclaimed, fences)
                 return None
             expires = now + current[0].ttl_s
             txn.extend_lease(lease_id, expires)
@@ -378,12 +422,147 @@ class LeaseManager:
             if r.owner_key != owner.key and (until is None or r.at <= until)
         ]
 
+    # --- server-side work (ADR 0033) ------------------------------------------------------------------
+
+    def record_remote_work(self, lease_id: str, owner: Owner, handle: Handle, *, ended: bool = False) -> None:
+        """Record on a live lease the fence handle of work its holder runs on a server (or, ``ended``, drop
+        it again: the holder saw that work end). Stored in the request's payload; no schema change.
+
+        :raises LeaseLostError: the lease is gone or expired (the work must not start).
+        :raises LeaseOwnershipError: the lease belongs to another owner.
+        """
+        rows = self.store.read_lease(lease_id)
+        if not rows:
+            if ended:
+                return
+            raise LeaseLostError(f"lease {lease_id} does not exist (released, or expired and reclaimed)")
+        now = self.clock()
+
+        def body(txn: StoreTxn) -> bool:
+            current = txn.lease_rows(lease_id)
+            request = txn.request(lease_id)
+            if not current or request is None:
+                return ended
+            if current[0].owner_key != owner.key:
+                raise LeaseOwnershipError(
+                    f"lease {lease_id} belongs to another owner, not {owner.describe()}"
+                )
+            if ended:
+                payload = without_handle(request.payload, handle.get("tag", ""))
+            elif min(r.expires_at for r in current) <= now:
+                return False
+            else:
+                payload = with_handle(request.payload, handle)
+            txn.put_request(dataclasses.replace(request, payload=payload))
+            return True
+
+        if not self._run([r.uri for r in rows], body):
+            raise LeaseLostError(f"lease {lease_id} expired before its server-side work was recorded")
+
+    def force_release(self, lease_id: str, reason: str, by: str) -> list[str]:
+        """Release a lease whatever its owner or expiry, with a logged reason (``deltaguard leases release
+        --force``): the way out when a holder's server-side work cannot be confirmed stopped and an operator
+        has made sure it did. Returns the tables released (empty: no such lease).
+        """
+        rows = self.store.read_lease(lease_id)
+        if not rows:
+            return []
+        now = self.clock()
+        uris = sorted({r.uri for r in rows})
+
+        def body(txn: StoreTxn) -> list[str]:
+            current = txn.lease_rows(lease_id)
+            if not current:
+                return []
+            txn.delete_lease_rows(lease_id, [r.uri for r in current])
+            txn.set_request_status(lease_id, "released", now)
+            detail = {"reason": reason, "by": by}
+            txn.log(
+                [
+                    log_row(now, FORCED_KIND, lease_id, r.uri, r.owner_key, {**detail, "fencing": r.fencing})
+                    for r in current
+                ]
+            )
+            return sorted(r.uri for r in current)
+
+        released: list[str] = self._run(uris, body)
+        if released:
+            log.warning("deltaguard: lease %s released by hand by %s: %s", lease_id, by, reason)
+        return released
+
+    def _fence_round(self) -> FenceRound:
+        return self.fence_memory.round()
+
+    def _fence_pending(self, fences: FenceRound) -> bool:
+        """Fence the expired leases a decision kept held (outside any transaction); return whether a fence
+        ran. The caller then decides again: with the lease reclaimed when it was confirmed, else with the
+        failure in the wait reasons (a fence runs at most once per ``fence_retry_s`` per lease, so that
+        second decision runs none)."""
+        newly = False
+        for lease_id, (owner_json, handles) in fences.pending.items():
+            if not self.fence_memory.claim(lease_id, self.clock(), self.fence_retry_s):
+                continue
+            owner = owner_from_text(owner_json)
+            try:
+                how = [self._fence_one(h) for h in handles]
+            except Exception as exc:
+                error = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+                self.fence_memory.fail(lease_id, error)
+                text = blocked_reason(owner.describe(), handles[0] if handles else {}, error)
+                log.error("deltaguard: lease %s stays held: %s", lease_id, text)
+                self._log_fence(lease_id, owner, UNFENCED_KIND, {"reason": text})
+                newly = True
+                continue
+            self.fence_memory.confirm(lease_id)
+            newly = True
+            log.warning(
+                "deltaguard: server-side work of expired lease %s stopped: %s", lease_id, "; ".join(how)
+            )
+            self._log_fence(lease_id, owner, FENCED_KIND, {"confirmed": how})
+        return newly
+
+    def _fence_one(self, handle: Handle) -> str:
+        from deltaguard.leases.bounded import bounded_call
+
+        if handle.get("kind") == "unknown":
+            raise LeaseError("the lease's fence handles cannot be read")
+        if self.remote_fence is None:
+            raise LeaseError("this lease manager has no fence for server-side work")
+        from deltaguard.leases.bounded import StoreCallTimeout
+
+        try:
+            return str(bounded_call(self.remote_fence.fence, self.fence_timeout_s, handle))
+        except StoreCallTimeout:
+            raise TimeoutError(f"the fence did not finish within {self.fence_timeout_s:g} s") from None
+
+    def _log_fence(self, lease_id: str, owner: Owner, kind: str, detail: dict[str, Any]) -> None:
+        """One decision-log entry per table of the lease; best effort (the lease's state does not depend
+        on it)."""
+        try:
+            uris = sorted({r.uri for r in self.store.read_lease(lease_id)})
+            if uris:
+                rows = [log_row(self.clock(), kind, lease_id, u, owner.key, detail) for u in uris]
+                self._run(uris, lambda txn: txn.log(rows))
+        except Exception as exc:
+            log.warning("deltaguard: could not log the fence of lease %s: %s", lease_id, exc)
+
     # --- read-only queries ---------------------------------------------------------------------------
 
     def leases(self, uri: str) -> list[LeaseInfo]:
-        """Unexpired granted leases on a table."""
+        """Granted leases on a table: the unexpired ones, and expired ones whose holder's server-side work
+        is not yet confirmed stopped (they still hold the table, ADR 0033)."""
         now = self.clock()
-        return [lease_info(r) for r in self.store.list_leases(uri) if r.expires_at > now]
+        rows = self.store.list_leases(uri)
+        expired = sorted({r.lease_id for r in rows if r.expires_at <= now})
+        held: set[str] = set()
+        if expired:
+            for request in self.store.read_requests(expired):
+                try:
+                    if handles_in(request.payload):
+                        held.add(request.request_id)
+                except ValueError:
+                    held.add(request.request_id)
+        return [lease_info(r) for r in rows if r.expires_at > now or r.lease_id in held]
 
     def waiters(self, uri: str) -> list[WaiterInfo]:
         """Unexpired queued requests on a table, in queue order."""
@@ -472,9 +651,10 @@ class LeaseManager:
             snapshot = answer
         decide = self.decide
         reclaimed: list[LeaseRow] = []  # warned about once the decision committed (a body may run twice)
+        fences = self._fence_round()
 
         def body(txn: StoreTxn) -> Granted | Waiting:
-            return decide_locked(txn, ask, self.memo, decide, reclaimed)
+            return decide_locked(txn, ask, self.memo, decide, reclaimed, fences=fences)
 
         result: Granted | Waiting | None = None
         if snapshot is not None:
@@ -489,4 +669,7 @@ class LeaseManager:
             result = self._run(request.uris, body, request.request_id)
         warn_reclaimed(reclaimed, now)
         self.memo.remember(request.request_id, request.uris, request.claims, isinstance(result, Granted))
+        if isinstance(result, Waiting) and self._fence_pending(fences):
+            # a holder's server-side work was just fenced: decide again, with its lease reclaimed or with why not
+            return self._evaluate(request, fast=False)
         return result

@@ -34,6 +34,7 @@ from deltaguard.exceptions import LeaseError
 from deltaguard.leases import codec
 from deltaguard.leases.decide import Ask, decide_locked
 from deltaguard.leases.memo import DecisionMemo
+from deltaguard.leases.remote_work import FenceRound
 from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, StoreTxn, TableRow, WaiterRow
 from deltaguard.leases.wait_texts import waiting_from_json
 
@@ -168,6 +169,7 @@ def readmit_locked(
     make_ask: Callable[[LeaseRequest], Ask],
     reclaimed: list[LeaseRow],
     budget_s: float | None = None,
+    fences: FenceRound | None = None,
 ) -> Readmission:
     """Decide every one-table request queued on ``uri`` (locked in ``txn``), in rank order; return each
     answer by request id.
@@ -184,6 +186,8 @@ def readmit_locked(
     :param budget_s: stop deciding once this much time has gone (``None``: no limit), so the transaction
         ends well within the store's call timeout however long the queue; the waiters decided so far are
         committed in queue order, the rest wait for the next re-admission.
+    :param fences: expired leases whose server-side work was confirmed stopped (ADR 0033); others stay
+        held and land in its ``pending``.
     """
     reclaimed.clear()
     started = time.monotonic()
@@ -211,7 +215,9 @@ def readmit_locked(
                 continue
         mine: list[LeaseRow] = []
         try:
-            answers[row.request_id] = decide_locked(crowd, make_ask(request), memo, decide, mine, renew=False)
+            answers[row.request_id] = decide_locked(
+                crowd, make_ask(request), memo, decide, mine, renew=False, fences=fences
+            )
         except (LeaseError, ValueError):
             continue  # its own check meets the same error and reports it to its owner
         finally:

@@ -384,7 +384,10 @@ class SparkEngine(DeltaEngine):
         user_metadata = (
             json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
         )
-        with self._write_session(spark) as write_spark, _cancelled_when_lost(write_spark, context) as lost:
+        with (
+            self._write_session(spark) as write_spark,
+            _cancelled_when_lost(write_spark, context, self._connect_url, self._connect_conn_id) as lost,
+        ):
             try:
                 if context.fence is not None:
                     check_fence(context.fence, table_uri)
@@ -566,11 +569,22 @@ def _metrics(raw: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator[threading.Event]:
+def _cancelled_when_lost(
+    spark: SparkSession,
+    context: WriteContext,
+    url: str | None = None,
+    conn_id: str | None = None,
+) -> Iterator[threading.Event]:
     """Run the write's Spark jobs under their own job group (or Connect tag), cancelled if the lease is lost.
 
     Yields an event that is set once the fence reported the lease lost, so the interrupted write's error
     is reported as fenced rather than as a failure of the job (ADR 0018).
+
+    On Spark Connect the work runs on the server and outlives a frozen or killed worker, whose ``on_lost``
+    then never runs: the fence handle of the tag (:func:`~deltaguard.engines.spark.connect_fence.connect_handle`)
+    is recorded on the lease first (the fence's optional ``remote_work``), so the lease is not reclaimed
+    until a fence confirmed the work stopped (ADR 0033); once every operation of the write's session is
+    seen ended, the handle is dropped again (``remote_work_ended``).
     """
     lost = threading.Event()
     fence = context.fence
@@ -580,10 +594,21 @@ def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator
     group = f"deltaguard-{uuid.uuid4().hex}"
     interrupt: Callable[[], object]
     forget: Callable[[], object]
+    handle: dict[str, str] | None = None
     if _is_connect(spark):
         spark.addTag(group)
         interrupt = functools.partial(spark.interruptTag, group)
         forget = functools.partial(spark.removeTag, group)
+        record = getattr(fence, "remote_work", None)
+        if record is not None:
+            from deltaguard.engines.spark.connect_fence import connect_handle
+
+            handle = connect_handle(spark, group, url, conn_id)
+            try:
+                record(handle)
+            except Exception as exc:
+                spark.removeTag(group)
+                raise fenced_error(exc, "the table") from exc
     else:
         jobs = spark.sparkContext
         jobs.setJobGroup(group, "deltaguard write", interruptOnCancel=True)
@@ -601,3 +626,12 @@ def _cancelled_when_lost(spark: SparkSession, context: WriteContext) -> Iterator
     finally:
         unregister()
         forget()
+        ended = getattr(fence, "remote_work_ended", None)
+        if handle is not None and ended is not None:
+            from deltaguard.engines.spark.connect_fence import all_ended
+
+            # Seen ended here: no fence is needed for it any more. Not seen ended (the session is then
+            # released without waiting for it): the handle stays, and the lease, if it expires, is not
+            # reclaimed until a fence or an operator confirms the work stopped.
+            if all_ended(spark):
+                ended(handle)

@@ -190,3 +190,116 @@ def test_close_releases_its_own_connect_session_but_not_a_borrowed_one(connect_c
     borrowing.close()
     assert not users.is_stopped and users.range(3).count() == 3
     users.stop()
+
+
+@pytest.mark.slow
+def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_over(
+    connect_engine: SparkEngine, tmp_path: Path
+) -> None:
+    """ADR 0033 on a real Connect server: the holder's write runs under a lease with a short TTL and sleeps in
+    a UDF; its keeper stops renewing without running ``on_lost`` (a frozen worker). A second writer is
+    granted the table only after the fence interrupted the write and saw it end, and the write never commits.
+    """
+    import time
+    import uuid
+
+    from deltalake import write_deltalake
+
+    from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.leases.keeper import LeaseKeeper
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.remote_work import FENCED_KIND, handles_in
+    from deltaguard.leases.timing import LeaseTiming
+
+    engine, uri = connect_engine, str(tmp_path / "t")
+    write_deltalake(uri, rows([1, 2], "d1"))  # version 0, without a Spark job
+    store = f"sqlite:///{tmp_path / 'leases.db'}"
+    merge = Operation(OperationKind.MERGE, merge_condition="t.id = s.id")
+    profile = engine.profile()
+
+    def ask(task: str, ttl_s: float) -> LeaseRequest:
+        return LeaseRequest(
+            claims=(TableClaim(uri, merge, profile, TableConfig(version=0, uri=uri)),),
+            owner=Owner(dag_id="dag", task_id=task),
+            ttl_s=ttl_s,
+            request_id=f"{task}-{uuid.uuid4().hex[:8]}",
+        )
+
+    holder_manager = LeaseManager(store)
+    writer_manager = LeaseManager(store, remote_fence=default_remote_fence(), fence_retry_s=0.0)
+    timing = LeaseTiming(ttl_s=8.0, heartbeat_s=1.0, store_timeout_s=1.0, commit_margin_s=1.0)
+    holder = ask("frozen", timing.ttl_s)
+    lease = holder_manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    keeper = LeaseKeeper(
+        holder_manager,
+        lease.lease_id,
+        holder.owner,
+        expires_at=lease.expires_at,
+        fencing=lease.fencing,
+        timing=timing,
+    )
+    keeper.start()
+
+    def slow_rows(spark: Any) -> Any:
+        from pyspark.sql.connect import functions as F
+        from pyspark.sql.connect.functions import udf
+        from pyspark.sql.types import LongType
+
+        @udf(LongType())
+        def hold(x: int) -> int:
+            import time as clock
+
+            clock.sleep(25)
+            return x
+
+        return spark.range(10, 12, 1, 1).select(
+            hold("id").alias("id"), F.lit("d1").alias("day"), F.lit(9.0).alias("v")
+        )
+
+    outcome: dict[str, Any] = {}
+
+    def write() -> None:
+        try:
+            outcome["result"] = engine.write(
+                uri,
+                AppendSpec(source=slow_rows),
+                WriteContext(fence=keeper, commit_metadata={"by": "frozen"}),
+            )
+        except BaseException as exc:  # the outcome is asserted below
+            outcome["error"] = exc
+        outcome["ended"] = time.time()
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not handles_in(holder_manager.store.read_request(lease.lease_id).payload):  # type: ignore[union-attr]
+        assert time.monotonic() < deadline and thread.is_alive(), outcome
+        time.sleep(0.2)
+    time.sleep(2)  # the operation runs on the server
+    keeper._stop.set()  # frozen: no more renewals, and on_lost never runs
+    time.sleep(timing.ttl_s + 1)
+    assert thread.is_alive()  # the server still runs the write past the lease's expiry
+
+    writer = ask("writer", 60.0)
+    answer = writer_manager.acquire(writer)
+    deadline = time.monotonic() + 60
+    while not isinstance(answer, Granted):
+        assert isinstance(answer, Waiting) and time.monotonic() < deadline, answer
+        time.sleep(0.5)
+        answer = writer_manager.check(writer.request_id)
+    thread.join(60)
+    assert not thread.is_alive()
+    # the holder's call failed (its operation was interrupted), and the fence confirmed that before the grant
+    assert "error" in outcome, outcome
+    # the first write never committed: the log still ends at the table's creation
+    time.sleep(2)
+    history = RsTable(uri).history()
+    assert [h["version"] for h in history] == [0], history
+    kinds = [d.kind for d in reversed(writer_manager.decisions(uri=uri))]
+    assert FENCED_KIND in kinds and kinds.index(FENCED_KIND) < kinds.index("grant", kinds.index(FENCED_KIND))
+    holder_manager.store.close()
+    writer_manager.store.close()

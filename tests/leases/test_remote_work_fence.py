@@ -1,0 +1,197 @@
+"""An expired lease that recorded server-side work (Spark Connect) is reclaimed only once a fence
+confirmed that work stopped (ADR 0033); on both stores, with a fake fence."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltaguard.core.admission import Granted, Owner, Waiting
+from deltaguard.leases.manager import LeaseLostError, LeaseManager
+from deltaguard.leases.remote_work import FENCED_KIND, FORCED_KIND, UNFENCED_KIND
+
+from .conftest import FakeClock, op, request
+
+HANDLE = {
+    "kind": "spark_connect",
+    "endpoint": "sc://connect.example:15002",
+    "session_id": "5d3c4f0e-0000-4000-8000-000000000001",
+    "tag": "deltaguard-abc",
+    "app_id": "local-1",
+}
+
+
+class FakeFence:
+    """Answers like a Spark Connect fence: confirms, or raises ``error``."""
+
+    def __init__(self, error: str | None = None) -> None:
+        self.error = error
+        self.calls: list[dict[str, str]] = []
+
+    def fence(self, handle: dict[str, str]) -> str:
+        self.calls.append(dict(handle))
+        if self.error is not None:
+            raise ConnectionError(self.error)
+        return f"interrupted tag {handle['tag']}; every operation ended"
+
+
+def manager_with(store, clock: FakeClock, fence: FakeFence | None) -> LeaseManager:
+    return LeaseManager(store, clock=clock, retention_s=3600.0, remote_fence=fence, fence_retry_s=5.0)
+
+
+def holder_with_work(manager: LeaseManager, clock: FakeClock) -> Granted:
+    """A MERGE lease (ttl 10 s) that recorded Spark Connect work, then stopped renewing: now expired."""
+    holder = request("frozen", ("t1", op("MERGE")), ttl_s=10)
+    lease = manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
+    clock.advance(11)
+    return lease
+
+
+def test_an_expired_lease_with_work_is_reclaimed_only_once_the_fence_confirmed(
+    store, clock: FakeClock
+) -> None:
+    fence = FakeFence(error="server unreachable")
+    manager = manager_with(store, clock, fence)
+    lease = holder_with_work(manager, clock)
+    writer = request("writer", ("t1", op("MERGE")))
+    answer = manager.acquire(writer)
+    assert isinstance(answer, Waiting), answer
+    assert [b.id for b in answer.blockers] == [lease.lease_id]
+    assert fence.calls == [HANDLE]
+    # the wait text names the work, where it runs and why it is not known to be stopped
+    reason = answer.reasons[0]
+    assert (
+        "Spark Connect work of dag.frozen could not be confirmed stopped on sc://connect.example:15002"
+        in reason
+    )
+    assert "server unreachable" in reason
+    assert manager.leases("t1")[0].lease_id == lease.lease_id  # still listed as held (sensors see it)
+    logged = [d for d in manager.decisions(uri="t1") if d.kind == UNFENCED_KIND]
+    assert logged and "server unreachable" in logged[0].detail["reason"]
+    assert not [d for d in manager.decisions(uri="t1") if d.kind == "expiry"]
+
+    # within the retry interval the server is not asked again; the table stays held
+    clock.advance(1)
+    assert isinstance(manager.check(writer.request_id), Waiting)
+    assert len(fence.calls) == 1
+
+    # the server answers again: the next pass fences, reclaims and grants in the same call
+    fence.error = None
+    clock.advance(5)
+    granted = manager.check(writer.request_id)
+    assert isinstance(granted, Granted), granted
+    assert len(fence.calls) == 2
+    kinds = [d.kind for d in reversed(manager.decisions(uri="t1"))]
+    assert kinds.index(FENCED_KIND) < kinds.index("expiry") < len(kinds) - 1 - kinds[::-1].index("grant")
+
+
+def test_without_a_fence_the_lease_stays_held_with_the_reason(store, clock: FakeClock) -> None:
+    manager = manager_with(store, clock, None)
+    lease = holder_with_work(manager, clock)
+    answer = manager.acquire(request("writer", ("t1", op("MERGE"))))
+    assert isinstance(answer, Waiting)
+    assert "no fence for server-side work" in answer.reasons[0]
+    # an operator releases it by hand, with a logged reason
+    assert manager.force_release(lease.lease_id, "session killed on the cluster", by="ops") == ["t1"]
+    forced = [d for d in manager.decisions(uri="t1") if d.kind == FORCED_KIND]
+    assert forced[0].detail["reason"] == "session killed on the cluster" and forced[0].detail["by"] == "ops"
+    assert isinstance(manager.acquire(request("next", ("t1", op("MERGE")))), Granted)
+
+
+def test_without_a_handle_an_expired_lease_is_reclaimed_as_before(store, clock: FakeClock) -> None:
+    fence = FakeFence(error="never called")
+    manager = manager_with(store, clock, fence)
+    holder = request("gone", ("t1", op("MERGE")), ttl_s=10)
+    assert isinstance(manager.acquire(holder), Granted)
+    clock.advance(11)
+    assert isinstance(manager.acquire(request("writer", ("t1", op("MERGE")))), Granted)
+    assert fence.calls == []
+
+
+def test_a_handle_dropped_when_the_work_ended_needs_no_fence(store, clock: FakeClock) -> None:
+    fence = FakeFence(error="never called")
+    manager = manager_with(store, clock, fence)
+    holder = request("done", ("t1", op("MERGE")), ttl_s=10)
+    lease = manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE, ended=True)
+    clock.advance(11)
+    assert isinstance(manager.acquire(request("writer", ("t1", op("MERGE")))), Granted)
+    assert fence.calls == []
+
+
+def test_the_holders_late_heartbeat_does_not_free_the_table(store, clock: FakeClock) -> None:
+    fence = FakeFence(error="server unreachable")
+    manager = manager_with(store, clock, fence)
+    lease = holder_with_work(manager, clock)
+    with pytest.raises(LeaseLostError):
+        manager.heartbeat(lease.lease_id, Owner(dag_id="dag", task_id="frozen"))
+    assert isinstance(manager.acquire(request("writer", ("t1", op("MERGE")))), Waiting)
+
+
+def test_work_cannot_be_recorded_on_an_expired_lease(store, clock: FakeClock) -> None:
+    manager = manager_with(store, clock, FakeFence())
+    holder = request("late", ("t1", op("MERGE")), ttl_s=10)
+    lease = manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    clock.advance(11)
+    with pytest.raises(LeaseLostError):
+        manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
+
+
+def test_the_readmission_of_a_queue_waits_for_the_fence_too(store, clock: FakeClock) -> None:
+    fence = FakeFence(error="deadline exceeded")
+    manager = manager_with(store, clock, fence)
+    holder_with_work(manager, clock)
+    writer = request("writer", ("t1", op("MERGE")))
+    assert isinstance(manager.acquire(writer), Waiting)
+    clock.advance(6)
+    answers = manager.readmit("t1").answers
+    assert isinstance(answers[writer.request_id], Waiting)
+    assert "deadline exceeded" in " ".join(answers[writer.request_id].reasons)
+    fence.error = None
+    clock.advance(6)
+    assert isinstance(manager.readmit("t1").answers[writer.request_id], Granted)
+
+
+def test_the_cli_lists_the_held_lease_and_releases_it_by_hand(tmp_path, capsys) -> None:
+    from deltaguard.cli import main
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    clock = FakeClock(__import__("time").time() - 60)  # granted a minute ago, ttl 10 s: expired now
+    manager = LeaseManager(url, clock=clock)
+    try:
+        lease = holder_with_work(manager, clock)
+    finally:
+        manager.store.close()
+    assert main(["leases", "list", "t1", "--store-url", url]) == 0
+    assert lease.lease_id in capsys.readouterr().out  # expired, yet still holding the table
+    with pytest.raises(SystemExit) as refused:  # without --force nothing is released
+        main(["leases", "release", lease.lease_id, "--store-url", url, "--reason", "x"])
+    assert refused.value.code == 2
+    capsys.readouterr()
+    code = main(
+        ["leases", "release", lease.lease_id, "--force", "--reason", "server restarted", "--store-url", url]
+    )
+    assert code == 0 and "released lease" in capsys.readouterr().out
+    assert main(["leases", "list", "t1", "--store-url", url]) == 0
+    assert capsys.readouterr().out == ""
+    assert (
+        main(["leases", "release", lease.lease_id, "--force", "--reason", "again", "--store-url", url]) == 1
+    )
+
+
+def test_managers_sharing_fence_memory_ask_the_server_once_per_interval(store, clock: FakeClock) -> None:
+    from deltaguard.leases.remote_work import FenceMemory
+
+    fence = FakeFence(error="server unreachable")
+    shared = FenceMemory()
+    first = LeaseManager(store, clock=clock, remote_fence=fence, fence_retry_s=5.0, fence_memory=shared)
+    second = LeaseManager(store, clock=clock, remote_fence=fence, fence_retry_s=5.0, fence_memory=shared)
+    holder_with_work(first, clock)
+    assert isinstance(first.acquire(request("a", ("t1", op("MERGE")))), Waiting)
+    answer = second.acquire(request("b", ("t1", op("MERGE"))))
+    assert isinstance(answer, Waiting) and "server unreachable" in answer.reasons[0]  # the shared failure
+    assert len(fence.calls) == 1
