@@ -57,6 +57,7 @@ from deltaguard.leases.readmit import Readmission, readmit_locked
 from deltaguard.leases.remote_work import (
     FENCED_KIND,
     FORCED_KIND,
+    RELEASE_AWAITING_FENCE_KIND,
     UNFENCED_KIND,
     FenceMemory,
     FenceRound,
@@ -159,6 +160,8 @@ class LeaseManager:
         self.prune_every_s = prune_every_s
         self.memo = DecisionMemo(config_ttl_s, config_loader)
         self._last_prune = float("-inf")
+        #: lease id -> tags of server-side work this manager recorded and did not see end (ADR 0033)
+        self._outstanding_work: dict[str, set[str]] = {}
 
     @property
     def decide(self) -> DecideFn:
@@ -309,6 +312,11 @@ class LeaseManager:
         :raises LeaseOwnershipError: the lease belongs to another owner (the refusal is logged).
         """
         now = self.clock()
+        outstanding = self._outstanding_work.pop(lease_id, None)
+        if outstanding:
+            # The holder's server-side work was not seen ended (an interrupted Spark Connect operation may
+            # still commit): freeing the table now could admit a conflicting writer before that commit.
+            return self._expire_for_fence(lease_id, owner, sorted(outstanding), now)
         known = self.memo.take_known(lease_id)
         # A request's tables never change, so the ones this manager answered need no read.
         if known is not None:
@@ -456,8 +464,58 @@ class LeaseManager:
             txn.put_request(dataclasses.replace(request, payload=payload))
             return True
 
-        if not self._run([r.uri for r in rows], body):
+        recorded = self._run([r.uri for r in rows], body)
+        tag = handle.get("tag", "")
+        if ended:
+            tags = self._outstanding_work.get(lease_id)
+            if tags is not None:
+                tags.discard(tag)
+        elif recorded:
+            self._outstanding_work.setdefault(lease_id, set()).add(tag)
+        if not recorded:
             raise LeaseLostError(f"lease {lease_id} expired before its server-side work was recorded")
+
+    def _expire_for_fence(self, lease_id: str, owner: Owner, tags: list[str], now: float) -> bool:
+        """Release a lease whose recorded server-side work was not seen ended by expiring it: the table is
+        then handed over only once a fence confirmed the work stopped (``decide.reclaim_leases``).
+
+        :raises LeaseOwnershipError: the lease belongs to another owner.
+        """
+        rows = self.store.read_lease(lease_id)
+        if not rows:
+            return False
+        uris = sorted({r.uri for r in rows})
+
+        def body(txn: StoreTxn) -> bool | None:
+            current = txn.lease_rows(lease_id)
+            if not current:
+                return False
+            if current[0].owner_key != owner.key:
+                refuse(txn, lease_id, uris, owner, now)
+                return None
+            txn.extend_lease(lease_id, min(now, min(r.expires_at for r in current)))
+            detail = {"tags": tags, "reason": "server-side work not seen ended at the release"}
+            txn.log(
+                [
+                    log_row(now, RELEASE_AWAITING_FENCE_KIND, lease_id, r.uri, r.owner_key, detail)
+                    for r in current
+                ]
+            )
+            return True
+
+        done = self._run(uris, body)  # no release hint: the PostgreSQL store would release up front
+        if done is None:
+            raise LeaseOwnershipError(
+                f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
+            )
+        if done:
+            log.warning(
+                "deltaguard: lease %s released with server-side work not seen ended (%s): its tables are "
+                "handed over once a fence confirms that work stopped",
+                lease_id,
+                ", ".join(tags),
+            )
+        return bool(done)
 
     def force_release(self, lease_id: str, reason: str, by: str) -> list[str]:
         """Release a lease whatever its owner or expiry, with a logged reason (``deltaguard leases release

@@ -27,6 +27,9 @@ PAYLOAD_KEY = "remote_work"
 #: the decision-log kinds of a fence that confirmed the work stopped / could not confirm it
 FENCED_KIND = "remote_fenced"
 UNFENCED_KIND = "remote_unfenced"
+#: the decision-log kind of a release whose server-side work was not seen ended: the lease is expired instead
+#: of freed, so the table is handed over only once a fence confirmed that work stopped
+RELEASE_AWAITING_FENCE_KIND = "release_awaiting_fence"
 #: the decision-log kind of a lease released by hand (``deltaguard leases release --force``)
 FORCED_KIND = "force_release"
 

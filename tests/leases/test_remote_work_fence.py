@@ -195,3 +195,38 @@ def test_managers_sharing_fence_memory_ask_the_server_once_per_interval(store, c
     answer = second.acquire(request("b", ("t1", op("MERGE"))))
     assert isinstance(answer, Waiting) and "server unreachable" in answer.reasons[0]  # the shared failure
     assert len(fence.calls) == 1
+
+
+def test_a_release_before_the_work_was_seen_ended_hands_the_table_over_only_after_a_fence(
+    store, clock: FakeClock
+) -> None:
+    # The holder is alive and releases, but its interrupted Spark Connect operation was not seen ended
+    # (the engine waits 30 s for it): that operation may still commit, so the table is not free yet.
+    fence = FakeFence(error="operation still RUNNING")
+    manager = manager_with(store, clock, fence)
+    holder = request("alive", ("t1", op("MERGE")), ttl_s=60)
+    lease = manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
+    assert manager.release(lease.lease_id, holder.owner) is True
+    assert next(d.kind for d in manager.decisions(uri="t1")) == "release_awaiting_fence"
+    writer = request("writer", ("t1", op("MERGE")))
+    answer = manager.acquire(writer)
+    assert isinstance(answer, Waiting) and "operation still RUNNING" in answer.reasons[0]
+    fence.error = None
+    clock.advance(6)
+    assert isinstance(manager.check(writer.request_id), Granted)
+    assert [c["tag"] for c in fence.calls] == ["deltaguard-abc", "deltaguard-abc"]
+
+
+def test_a_release_after_the_work_was_seen_ended_frees_the_table_at_once(store, clock: FakeClock) -> None:
+    fence = FakeFence(error="never called")
+    manager = manager_with(store, clock, fence)
+    holder = request("alive", ("t1", op("MERGE")), ttl_s=60)
+    lease = manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE, ended=True)
+    assert manager.release(lease.lease_id, holder.owner) is True
+    assert isinstance(manager.acquire(request("writer", ("t1", op("MERGE")))), Granted)
+    assert fence.calls == []
