@@ -97,5 +97,27 @@ def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngi
     if getattr(cls, "name", None) == "spark":
         offered["conn_id"] = settings.spark_conn_id
         offered["connect_conn_id"] = settings.spark_connect_conn_id
-    accepted = inspect.signature(cls).parameters
+    accepted = _accepted_parameters(cls)
     return cls(**{key: value for key, value in offered.items() if key in accepted and value is not None})
+
+
+def _accepted_parameters(cls: type) -> set[str]:
+    """The named parameters ``cls(...)`` takes. A subclass whose ``__init__`` passes ``**kwargs`` on (a timed
+    or instrumented engine) also takes what the classes up its MRO name, up to the first whose ``__init__``
+    takes no ``**kwargs``; reading only its own signature would silently drop the Spark Connect connection
+    and build a local Spark session instead. ``**kwargs`` that go elsewhere (``SparkSubmitEngine``'s hook
+    arguments) gain nothing: only named parameters count."""
+    named: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        parameters = list(inspect.signature(init).parameters.values())[1:]  # without self
+        named |= {
+            p.name
+            for p in parameters
+            if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        }
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            break
+    return named

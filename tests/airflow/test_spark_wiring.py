@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from deltaguard.engines.spark.engine import SparkEngine
 from tests.airflow.helpers import decision_rows, run_dag, task_state, write_dag, xcom_return
 from tests.spark.conftest import SMALL_CONF
 
@@ -88,6 +89,23 @@ def test_build_engine_hands_spark_connections_to_spark_engines_only() -> None:
     assert submit._conn_id == "s"  # type: ignore[attr-defined]
     default_submit = build_engine("deltaguard.engines.spark.submit:SparkSubmitEngine", EngineSettings())
     assert default_submit._conn_id == "spark_default"  # type: ignore[attr-defined]
+
+
+class _InstrumentedSparkEngine(SparkEngine):
+    """A user's engine that wraps the Spark engine and passes its arguments on."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_build_engine_hands_the_connections_to_an_engine_that_passes_its_arguments_on() -> None:
+    from deltaguard.engines.registry import EngineSettings, build_engine
+
+    settings = EngineSettings(storage_options={"timeout": "5"}, spark_conn_id="s", spark_connect_conn_id="c")
+    wrapped = build_engine(f"{__name__}:_InstrumentedSparkEngine", settings)
+    assert isinstance(wrapped, _InstrumentedSparkEngine)
+    # not a local session in the worker: the task's Spark Connect server, as the plain engine gets it
+    assert (wrapped._conn_id, wrapped._connect_conn_id) == ("s", "c")  # type: ignore[attr-defined]
 
 
 def test_delta_rs_with_spark_settings_never_imports_spark() -> None:
