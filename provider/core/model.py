@@ -9,8 +9,10 @@ concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up 
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import replace
 from types import ModuleType
 
@@ -171,14 +173,15 @@ def _generated_notes(given: Sequence[Operation], judged: Sequence[Operation]) ->
 
 
 class _Overlap:
-    """Memoised "may the reader read what the append adds" checks for one decide() call."""
+    """Memoised "may the reader read what the append adds" checks for one decide() call, per pair of facts
+    (equal running operations share their facts, so a crowd of them is checked once)."""
 
     def __init__(self, ctx: TableContext) -> None:
         self.ctx = ctx
         self.cache: dict[tuple[int, int], bool] = {}
 
     def __call__(self, reader_index: int, reader: OpFacts, append_index: int, append: OpFacts) -> bool:
-        key = (reader_index, append_index)
+        key = (id(reader), id(append))  # both stay alive for the whole decide() call
         found = self.cache.get(key)
         if found is None:
             found = databricks.reads_appended_rows(reader, append, self.ctx)
@@ -212,12 +215,11 @@ def _multi_reader_rule(
         return found
     if not _is_reader(cand):
         return found
+    readers = [k for k, r in enumerate(running) if _is_reader(r)]  # in index order: the first one is named
     for j, append in enumerate(running):
         if append.role is not Role.APPEND or not overlap(candidate_index, cand, j, append):
             continue
-        other = next(
-            (k for k, r in enumerate(running) if k != j and _is_reader(r) and overlap(k, r, j, append)), None
-        )
+        other = next((k for k in readers if k != j and overlap(k, running[k], j, append)), None)
         if other is not None:
             found.append(
                 (
@@ -244,13 +246,48 @@ def _reusable(verdict: PairVerdict, other: OpFacts) -> bool:
     return name not in verdict.reason and not any(name in item for item in verdict.advice)
 
 
+#: A pair's verdict depends on the two operations (label included, for the text), the table and the profile.
+_PairKey = tuple[object, ...]
+
+#: Pair verdicts kept across decide() calls while a caller's pass is open (:func:`pair_memo`); ``None``: none.
+_PASS_PAIRS: ContextVar[dict[_PairKey, PairVerdict] | None] = ContextVar("deltaguard_pair_memo", default=None)
+
+
+@contextlib.contextmanager
+def pair_memo() -> Iterator[None]:
+    """Within the block, :func:`decide` keeps every pair verdict it reaches and gives it again for the same
+    pair on the same table and profile: the same two operations with the same labels, or equal but for labels
+    the verdict's text does not name (:func:`_reusable`, on both sides). A verdict is a function of exactly
+    these, so a decision reads the same with or without the memo.
+
+    For a caller that decides many requests one after another against mostly the same holders (the
+    re-admission of a table's queue, ADR 0031): each distinct pair is judged once per pass, not once per
+    decision. Kept per context (thread, task), so concurrent passes never share it; dropped at the end.
+    """
+    token = _PASS_PAIRS.set({})
+    try:
+        yield
+    finally:
+        _PASS_PAIRS.reset(token)
+
+
+def _table_key(table: TableConfig, profile: EngineProfile) -> _PairKey | None:
+    """The table and profile as part of a pass memo key, or ``None`` when they cannot be one (unhashable)."""
+    try:
+        hash(table)
+        hash(profile)
+    except TypeError:
+        return None
+    return (table, profile)
+
+
 def decide(
     candidate: Operation, running: Sequence[Operation], table: TableConfig, profile: EngineProfile
 ) -> Decision:
     """Decide whether ``candidate`` may start while ``running`` operations are in flight on ``table``.
 
-    Facts (parsed predicates, roles) are computed once per operation, then every pair is judged, then
-    multi-way rules are applied.
+    Facts (parsed predicates, roles) are computed once per distinct operation, then every pair is judged
+    (once per distinct pair), then multi-way rules are applied.
 
     :param candidate: the operation that wants to start.
     :param running: the operations already running on the same table.
@@ -261,9 +298,21 @@ def decide(
     """
     contexts = _Contexts(table, profile)
     ctx = contexts(profile)
-    judged = [with_generated_columns(op, table) for op in (candidate, *running)]
-    cand = build_facts(judged[0])
-    others = [build_facts(op) for op in judged[1:]]
+    cand_op = with_generated_columns(candidate, table)
+    cand = build_facts(cand_op)
+    # Running operations that are the same (equal, with the same label) are one group: their facts and
+    # their verdict are computed once, and the answer lists every member. A queue of 1,000 equal appends
+    # costs one judgement and a pass over the indexes, not 1,000 judgements.
+    groups: dict[tuple[Operation, str | None], list[int]] = {}
+    for index, op in enumerate(running):
+        groups.setdefault((op, op.label), []).append(index)
+    given = list(groups)  # first appearance order
+    judged_ops = [with_generated_columns(op, table) for op, _label in given]
+    facts = [build_facts(op) for op in judged_ops]
+    others: list[OpFacts] = [cand] * len(running)
+    for group, members in zip(facts, groups.values(), strict=True):
+        for index in members:
+            others[index] = group
 
     conflicts: dict[int, None] = {}
     exceptions: set[DeltaException] = set()
@@ -271,24 +320,34 @@ def decide(
     advice: dict[str, None] = {}
     rules_used: dict[str, None] = {}
     any_conflict = False
-    # Running operations equal but for their label get the same pair verdict (see _reusable): a queue of
-    # 1,000 appends is judged once, not 1,000 times.
-    # Keyed by the operation: its facts are a function of it (the label aside), and its hash is cached.
-    judged_once: dict[Operation, PairVerdict] = {}
-    for index, other in enumerate(others):
-        verdict = judged_once.get(other.op)
+    # Groups equal but for their label get the same pair verdict (see _reusable), and so do pairs a pass
+    # already judged (pair_memo): keyed by the operations, whose facts are a function of them (the label
+    # aside) and whose hashes are cached.
+    judged_once: dict[_PairKey, PairVerdict] = {}
+    memo = _PASS_PAIRS.get()
+    table_key = _table_key(table, profile) if memo is not None else None
+    if memo is None or table_key is None:
+        memo = {}
+        table_key = ()
+    for other, members in zip(facts, groups.values(), strict=True):
+        exact = (cand.op, cand.op.label, other.op, other.op.label, *table_key)
+        loose = (cand.op, other.op, *table_key)
+        verdict = memo.get(exact) or judged_once.get((other.op,)) or memo.get(loose)
         if verdict is None:
             verdict = _judge_all(cand, other, contexts)
+            memo[exact] = verdict
             if _reusable(verdict, other):
-                judged_once[other.op] = verdict
+                judged_once[(other.op,)] = verdict
+                if _reusable(verdict, cand):
+                    memo[loose] = verdict
         rules_used[verdict.rule] = None
         if verdict.conflict:
             any_conflict = True
-            conflicts[index] = None
+            conflicts.update(dict.fromkeys(members))
             exceptions.update(verdict.exceptions)
             for item in verdict.advice:
                 advice[item] = None
-        grouped.setdefault(("C" if verdict.conflict else "N") + verdict.reason, []).append(index)
+        grouped.setdefault(("C" if verdict.conflict else "N") + verdict.reason, []).extend(members)
 
     multi: list[tuple[tuple[int, ...], str]] = []
     if ctx.multi_reader_append and others:
@@ -306,12 +365,13 @@ def decide(
         is_conflict, text = key[0] == "C", key[1:]
         if any_conflict and not is_conflict:
             continue  # on a conflict, report what conflicts; compatible pairs are noise
+        members.sort()  # groups were added whole: the members in running order
         reasons.append(
             f"{'conflicts with' if is_conflict else 'compatible with'} {_name_list(members, others)}: {text}"
         )
     reasons.extend(reason for _, reason in multi)
     if any_conflict:
-        reasons.extend(_generated_notes((candidate, *running), judged))
+        reasons.extend(_running_notes(candidate, cand_op, running, given, judged_ops))
     if not others:
         reasons.append(f"no operation is running on the table ({profile.describe()})")
     return Decision(
@@ -322,6 +382,24 @@ def decide(
         advice=tuple(advice),
         rules=tuple(rules_used),
     )
+
+
+def _running_notes(
+    candidate: Operation,
+    cand_op: Operation,
+    running: Sequence[Operation],
+    given: Sequence[tuple[Operation, str | None]],
+    judged_ops: Sequence[Operation],
+) -> list[str]:
+    """:func:`_generated_notes` of the candidate and every running operation, in running order, worked out
+    once per group (an operation's note is the first given operation it matches: within the groups' first
+    appearances that is the same one as within all of ``running``)."""
+    originals = (candidate, *(op for op, _label in given))
+    per_group = {key: _generated_notes(originals, (op,)) for key, op in zip(given, judged_ops, strict=True)}
+    notes = _generated_notes(originals, (cand_op,))
+    for op in running:
+        notes.extend(per_group[(op, op.label)])
+    return notes
 
 
 def _name_list(indexes: list[int], others: Sequence[OpFacts], limit: int = 5) -> str:

@@ -24,12 +24,14 @@ check (its other tables are not locked here); it still counts as queued ahead of
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from deltaguard.core.admission import DecideFn, Granted, LeaseRequest, Waiting
+from deltaguard.core.model import pair_memo
 from deltaguard.exceptions import LeaseError
 from deltaguard.leases import codec
 from deltaguard.leases.decide import Ask, decide_locked
@@ -38,10 +40,24 @@ from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, StoreTxn,
 from deltaguard.leases.wait_texts import waiting_from_json
 
 
+def _lease_order(row: LeaseRow) -> tuple[float, str, str]:
+    return (row.granted_at, row.lease_id, row.uri)
+
+
+def _queue_order(row: WaiterRow) -> tuple[float, str, str]:
+    return (row.rank, row.request_id, row.uri)
+
+
 class CrowdTxn:
     """A :class:`~deltaguard.leases.store.StoreTxn` over one locked table that reads the table's rows once
     and then answers every read from memory, kept current by the writes, which it also passes on to the
     real transaction.
+
+    It is the pass's view of the table, kept up to date rather than rebuilt: a grant adds its lease rows
+    and drops the waiter's queue rows, each at its place in the order a decision reads them in (leases by
+    grant time, the queue by rank), so every decision of the pass reads the table as it then stands, in
+    the order it sorts it in, and the row objects stay the same between decisions (their holders are
+    found by identity, :func:`deltaguard.leases.views.lease_holder`).
 
     :param txn: the store's transaction (its table locks held).
     """
@@ -49,9 +65,15 @@ class CrowdTxn:
     def __init__(self, txn: StoreTxn) -> None:
         self._txn = txn
         self._tables = txn.tables()
+        self._uris = tuple(self._tables)
         leases, waiters = txn.holders()
-        self._leases: list[LeaseRow] = list(leases)
-        self._waiters: list[WaiterRow] = list(waiters)
+        self._leases: list[LeaseRow] = sorted(leases, key=_lease_order)
+        self._waiters: list[WaiterRow] = sorted(waiters, key=_queue_order)
+        self._lease_keys = [_lease_order(r) for r in self._leases]
+        self._waiter_keys = [_queue_order(w) for w in self._waiters]
+        # (id, uri) -> row: lookups by id without a scan of the table
+        self._lease_at = {(r.lease_id, r.uri): r for r in self._leases}
+        self._waiter_at = {(w.request_id, w.uri): w for w in self._waiters}
         ids = {r.lease_id for r in self._leases} | {w.request_id for w in self._waiters}
         self._requests: dict[str, RequestRow] = {r.request_id: r for r in txn.requests(sorted(ids))}
 
@@ -76,7 +98,37 @@ class CrowdTxn:
         return [self._requests[i] for i in sorted(set(request_ids)) if i in self._requests]
 
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
-        return [r for r in self._leases if r.lease_id == lease_id]
+        return [r for u in self._uris if (r := self._lease_at.get((lease_id, u))) is not None]
+
+    # --- the kept view -------------------------------------------------------------------------------
+
+    def _add_lease(self, row: LeaseRow) -> None:
+        self._drop_lease(row.lease_id, row.uri)
+        key = _lease_order(row)
+        at = bisect.bisect_left(self._lease_keys, key)
+        self._lease_keys.insert(at, key)
+        self._leases.insert(at, row)
+        self._lease_at[(row.lease_id, row.uri)] = row
+
+    def _drop_lease(self, lease_id: str, uri: str) -> None:
+        row = self._lease_at.pop((lease_id, uri), None)
+        if row is not None:
+            at = bisect.bisect_left(self._lease_keys, _lease_order(row))
+            del self._lease_keys[at], self._leases[at]
+
+    def _add_waiter(self, row: WaiterRow) -> None:
+        self._drop_waiter(row.request_id, row.uri)
+        key = _queue_order(row)
+        at = bisect.bisect_left(self._waiter_keys, key)
+        self._waiter_keys.insert(at, key)
+        self._waiters.insert(at, row)
+        self._waiter_at[(row.request_id, row.uri)] = row
+
+    def _drop_waiter(self, request_id: str, uri: str) -> None:
+        row = self._waiter_at.pop((request_id, uri), None)
+        if row is not None:
+            at = bisect.bisect_left(self._waiter_keys, _queue_order(row))
+            del self._waiter_keys[at], self._waiters[at]
 
     # --- writes (memory, and passed on) --------------------------------------------------------------
 
@@ -84,36 +136,33 @@ class CrowdTxn:
         # a decision never releases, but the view stays a whole StoreTxn: whatever the store deleted is
         # gone from memory too
         released = self._txn.release_lease(lease_id, owner_key)
-        gone = {(r.lease_id, r.uri) for r in released}
-        self._leases = [r for r in self._leases if (r.lease_id, r.uri) not in gone]
+        for r in released:
+            self._drop_lease(r.lease_id, r.uri)
         return released
 
     def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None:
-        gone = set(uris)
-        self._leases = [r for r in self._leases if not (r.lease_id == lease_id and r.uri in gone)]
+        for u in uris:
+            self._drop_lease(lease_id, u)
         self._txn.delete_lease_rows(lease_id, uris)
 
     def insert_lease_rows(self, rows: Sequence[LeaseRow]) -> None:
-        self._leases.extend(rows)
+        for r in rows:
+            self._add_lease(r)
         self._txn.insert_lease_rows(rows)
 
     def extend_lease(self, lease_id: str, expires_at: float) -> None:
-        self._leases = [
-            dataclasses.replace(r, expires_at=expires_at) if r.lease_id == lease_id else r
-            for r in self._leases
-        ]
+        for r in self.lease_rows(lease_id):
+            self._add_lease(dataclasses.replace(r, expires_at=expires_at))
         self._txn.extend_lease(lease_id, expires_at)
 
     def delete_waiter_rows(self, request_id: str, uris: Sequence[str] | None = None) -> None:
-        gone = None if uris is None else set(uris)
-        self._waiters = [
-            w for w in self._waiters if not (w.request_id == request_id and (gone is None or w.uri in gone))
-        ]
+        for u in self._uris if uris is None else uris:
+            self._drop_waiter(request_id, u)
         self._txn.delete_waiter_rows(request_id, uris)
 
     def put_waiter_rows(self, rows: Sequence[WaiterRow]) -> None:
-        keys = {(r.request_id, r.uri) for r in rows}
-        self._waiters = [w for w in self._waiters if (w.request_id, w.uri) not in keys] + list(rows)
+        for r in rows:
+            self._add_waiter(r)
         self._txn.put_waiter_rows(rows)
 
     def put_request(self, row: RequestRow) -> None:
@@ -137,12 +186,17 @@ class CrowdTxn:
 
     def queue(self) -> list[WaiterRow]:
         """The queued rows, earliest rank first (ties by id, as the admission rule orders them)."""
-        return sorted(self._waiters, key=lambda w: (w.rank, w.request_id))
+        return list(self._waiters)
 
     def alive(self, ids: set[str], now: float) -> set[str]:
         """Which of ``ids`` are an unexpired lease or queue row of the locked table."""
-        found = {r.lease_id for r in self._leases if r.lease_id in ids and r.expires_at > now}
-        return found | {w.request_id for w in self._waiters if w.request_id in ids and w.expires_at > now}
+        found = set()
+        for i in ids:
+            for u in self._uris:
+                rows = (self._lease_at.get((i, u)), self._waiter_at.get((i, u)))
+                if any(r is not None and r.expires_at > now for r in rows):
+                    found.add(i)
+        return found
 
 
 @dataclass(frozen=True)
@@ -186,34 +240,50 @@ def readmit_locked(
         committed in queue order, the rest wait for the next re-admission.
     """
     reclaimed.clear()
-    started = time.monotonic()
+    started = time.thread_time()
     crowd = CrowdTxn(txn)
     answers: dict[str, Granted | Waiting] = {}
-    for row in crowd.queue():
-        if budget_s is not None and time.monotonic() - started > budget_s:
-            return Readmission(answers, complete=False)
-        if row.uri != uri or row.expires_at <= now:
-            continue  # an abandoned entry is reclaimed by the next full decision, never decided for
-        status = crowd.request(row.request_id)
-        if status is None or status.status != "waiting" or status.expires_at <= now:
-            continue
-        request = codec.request_from_payload(row.request_id, status.payload)
-        if request.uris != (uri,):
-            continue  # its other tables are not locked here: its own check decides
-        if status.last_wait:
-            last = waiting_from_json(row.request_id, status.expires_at, status.last_wait)
-            ids = {b.id for b in last.blockers}
-            staying = crowd.alive(ids, now) if ids else set()
-            if staying:
-                answers[row.request_id] = dataclasses.replace(
-                    last, blockers=tuple(b for b in last.blockers if b.id in staying)
-                )
-                continue
-        mine: list[LeaseRow] = []
-        try:
-            answers[row.request_id] = decide_locked(crowd, make_ask(request), memo, decide, mine, renew=False)
-        except (LeaseError, ValueError):
-            continue  # its own check meets the same error and reports it to its owner
-        finally:
-            reclaimed.extend(mine)
+    with pair_memo():
+        for row in crowd.queue():
+            if budget_s is not None and time.thread_time() - started > budget_s:
+                return Readmission(answers, complete=False)
+            _readmit_one(crowd, row, uri, now, memo, decide, make_ask, reclaimed, answers)
     return Readmission(answers)
+
+
+def _readmit_one(
+    crowd: CrowdTxn,
+    row: WaiterRow,
+    uri: str,
+    now: float,
+    memo: DecisionMemo,
+    decide: DecideFn,
+    make_ask: Callable[[LeaseRequest], Ask],
+    reclaimed: list[LeaseRow],
+    answers: dict[str, Granted | Waiting],
+) -> None:
+    """Decide one queue row of the pass (see :func:`readmit_locked`), adding its answer to ``answers``."""
+    if row.uri != uri or row.expires_at <= now:
+        return  # an abandoned entry is reclaimed by the next full decision, never decided for
+    status = crowd.request(row.request_id)
+    if status is None or status.status != "waiting" or status.expires_at <= now:
+        return
+    request = codec.request_from_payload(row.request_id, status.payload)
+    if request.uris != (uri,):
+        return  # its other tables are not locked here: its own check decides
+    if status.last_wait:
+        last = waiting_from_json(row.request_id, status.expires_at, status.last_wait)
+        ids = {b.id for b in last.blockers}
+        staying = crowd.alive(ids, now) if ids else set()
+        if staying:
+            answers[row.request_id] = dataclasses.replace(
+                last, blockers=tuple(b for b in last.blockers if b.id in staying)
+            )
+            return
+    mine: list[LeaseRow] = []
+    try:
+        answers[row.request_id] = decide_locked(crowd, make_ask(request), memo, decide, mine, renew=False)
+    except (LeaseError, ValueError):
+        return  # its own check meets the same error and reports it to its owner
+    finally:
+        reclaimed.extend(mine)
