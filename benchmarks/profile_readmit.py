@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import cProfile
 import io
+import os
 import pstats
 import sys
 import tempfile
@@ -41,14 +43,18 @@ def _store(kind: str) -> Iterator[str]:
         yield fresh_pg_database(server)
 
 
-def profile(url: str, n: int, top: int) -> dict[str, float]:
+def profile(url: str, n: int, top: int, labels: bool = False) -> dict[str, float]:
+    """Queue ``n`` appends behind an exclusive holder, release it, and profile one ``readmit`` (``top``: how
+    many lines of the profile to print; 0: time the pass without the profiler; ``labels``: every append
+    has its own label, as the triggerer benchmark's have)."""
     clock = FakeClock()
     manager = LeaseManager(url, clock=clock)
     holder = manager.acquire(request("alter", ("t1", op("SET_TBLPROPERTIES")), ttl_s=7200))
     assert isinstance(holder, Granted)
     for i in range(n):
         clock.advance(0.001)
-        assert isinstance(manager.acquire(request(f"w{i}", ("t1", op("INSERT")), wait_ttl_s=7200)), Waiting)
+        append = dataclasses.replace(op("INSERT"), label=f"append{i}") if labels else op("INSERT")
+        assert isinstance(manager.acquire(request(f"w{i}", ("t1", append), wait_ttl_s=7200)), Waiting)
     clock.advance(1)
     manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
     calls = {"decide": 0, "pairs": 0}
@@ -66,27 +72,39 @@ def profile(url: str, n: int, top: int) -> dict[str, float]:
     model._judge_all = counted_judge  # type: ignore[assignment]
     profiler = cProfile.Profile()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    profiler.enable()
+    if top:
+        profiler.enable()
     result = manager.readmit("t1")
     profiler.disable()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     model._judge_all = real_judge  # type: ignore[assignment]
     granted = sum(isinstance(a, Granted) for a in result.answers.values())
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
-    print(out.getvalue())
+    if top:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(top)
+        print(out.getvalue())
     manager.store.close()
-    return {"n": n, "granted": granted, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), **calls}
+    return {
+        "n": n,
+        "granted": granted,
+        "profiled": bool(top),
+        "labels": labels,
+        "cpu_s": round(cpu, 3),
+        "wall_s": round(wall, 3),
+        **calls,
+        "load_avg_1m": os.getloadavg()[0],
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--labels", action="store_true", help="a label per append (distinct operations)")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--top", type=int, default=30, help="profile lines shown; 0: no profiler")
     args = parser.parse_args()
     with _store(args.store) as url:
-        print(profile(url, args.n, args.top))
+        print(profile(url, args.n, args.top, args.labels))
     return 0
 
 

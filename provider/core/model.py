@@ -249,8 +249,34 @@ def _reusable(verdict: PairVerdict, other: OpFacts) -> bool:
 #: A pair's verdict depends on the two operations (label included, for the text), the table and the profile.
 _PairKey = tuple[object, ...]
 
-#: Pair verdicts kept across decide() calls while a caller's pass is open (:func:`pair_memo`); ``None``: none.
-_PASS_PAIRS: ContextVar[dict[_PairKey, PairVerdict] | None] = ContextVar("deltaguard_pair_memo", default=None)
+
+class _TableMemo:
+    """What a pass keeps per table and profile: pair verdicts by (candidate, its label, other, its label)
+    and, when the text names neither, by (candidate, other); and each operation object's facts (by
+    identity, the object kept alive with them)."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[_PairKey, PairVerdict] = {}
+        self.facts: dict[int, tuple[Operation, OpFacts]] = {}
+
+
+class _PassMemo:
+    """What :func:`pair_memo` keeps while a pass is open.
+
+    :ivar tables: per (table, profile), its :class:`_TableMemo`.
+    :ivar canonical: per operation object (by identity, the object kept alive with it), the first operation
+        seen equal to it (labels aside): grouping a decision's running operations then costs an identity
+        lookup per operation, not an operation hash and comparison.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[_PairKey, _TableMemo] = {}
+        self.canonical: dict[int, tuple[Operation, Operation]] = {}
+        self.first_equal: dict[Operation, Operation] = {}
+
+
+#: The open pass's memo (:func:`pair_memo`); ``None``: no pass is open.
+_PASS: ContextVar[_PassMemo | None] = ContextVar("deltaguard_pair_memo", default=None)
 
 
 @contextlib.contextmanager
@@ -262,23 +288,69 @@ def pair_memo() -> Iterator[None]:
 
     For a caller that decides many requests one after another against mostly the same holders (the
     re-admission of a table's queue, ADR 0031): each distinct pair is judged once per pass, not once per
-    decision. Kept per context (thread, task), so concurrent passes never share it; dropped at the end.
+    decision, and each running operation is grouped with its equals once per pass. Kept per context
+    (thread, task), so concurrent passes never share it; dropped at the end of the block.
     """
-    token = _PASS_PAIRS.set({})
+    token = _PASS.set(_PassMemo())
     try:
         yield
     finally:
-        _PASS_PAIRS.reset(token)
+        _PASS.reset(token)
 
 
-def _table_key(table: TableConfig, profile: EngineProfile) -> _PairKey | None:
-    """The table and profile as part of a pass memo key, or ``None`` when they cannot be one (unhashable)."""
+def _table_memo(passed: _PassMemo | None, table: TableConfig, profile: EngineProfile) -> _TableMemo:
+    """The open pass's memo of ``table`` under ``profile`` (a fresh one when no pass is open, or when the
+    two cannot key a map). Looked up once per decide() call: a table configuration hashes all its fields."""
+    if passed is None:
+        return _TableMemo()
     try:
-        hash(table)
-        hash(profile)
-    except TypeError:
-        return None
-    return (table, profile)
+        found = passed.tables.get((table, profile))
+        if found is None:
+            found = passed.tables[(table, profile)] = _TableMemo()
+        return found
+    except TypeError:  # an unhashable configuration: no memo, every pair is judged
+        return _TableMemo()
+
+
+def _equal_groups(running: Sequence[Operation], passed: _PassMemo | None) -> dict[int, list[int]]:
+    """The indexes of ``running`` grouped by operation equality (labels aside), each group keyed by the
+    identity of its first-seen member's operation, groups in order of first appearance."""
+    canonical = passed.canonical if passed is not None else {}
+    first_equal = passed.first_equal if passed is not None else {}
+    known = canonical.get
+    groups: dict[int, list[int]] = {}
+    for index, op in enumerate(running):
+        entry = known(id(op))
+        if entry is None or entry[0] is not op:
+            rep = first_equal.setdefault(op, op)
+            if len(canonical) > _MAX_PASS_OPS:  # a bounded memo: forgetting only costs a lookup
+                canonical.clear()
+                first_equal.clear()
+            canonical[id(op)] = entry = (op, rep)
+        group = groups.get(id(entry[1]))
+        if group is None:
+            groups[id(entry[1])] = [index]
+        else:
+            group.append(index)
+    return groups
+
+
+#: past this many operation objects a pass forgets their groups (and starts again)
+_MAX_PASS_OPS = 100_000
+
+
+class _LazyFacts(Sequence[OpFacts]):
+    """The facts of each running operation, built when read (a reason names at most a few of them)."""
+
+    def __init__(self, running: Sequence[Operation], table: TableConfig) -> None:
+        self._running = running
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def __getitem__(self, index: int) -> OpFacts:  # type: ignore[override]
+        return build_facts(with_generated_columns(self._running[index], self._table))
 
 
 def decide(
@@ -287,7 +359,8 @@ def decide(
     """Decide whether ``candidate`` may start while ``running`` operations are in flight on ``table``.
 
     Facts (parsed predicates, roles) are computed once per distinct operation, then every pair is judged
-    (once per distinct pair), then multi-way rules are applied.
+    (once per distinct pair: running operations equal but for a label the verdict does not name share
+    it), then multi-way rules are applied.
 
     :param candidate: the operation that wants to start.
     :param running: the operations already running on the same table.
@@ -300,19 +373,26 @@ def decide(
     ctx = contexts(profile)
     cand_op = with_generated_columns(candidate, table)
     cand = build_facts(cand_op)
-    # Running operations that are the same (equal, with the same label) are one group: their facts and
-    # their verdict are computed once, and the answer lists every member. A queue of 1,000 equal appends
-    # costs one judgement and a pass over the indexes, not 1,000 judgements.
-    groups: dict[tuple[Operation, str | None], list[int]] = {}
-    for index, op in enumerate(running):
-        groups.setdefault((op, op.label), []).append(index)
-    given = list(groups)  # first appearance order
-    judged_ops = [with_generated_columns(op, table) for op, _label in given]
-    facts = [build_facts(op) for op in judged_ops]
-    others: list[OpFacts] = [cand] * len(running)
-    for group, members in zip(facts, groups.values(), strict=True):
-        for index in members:
-            others[index] = group
+    passed = _PASS.get()
+    # Running operations equal but for their label are one group: judged once against the candidate (see
+    # _reusable) and answered for every member. A queue of 1,000 appends costs one judgement and a pass
+    # over the indexes, not 1,000 judgements.
+    groups = _equal_groups(running, passed)
+    table_memo = _table_memo(passed, table, profile)
+    # Facts are built for every operation up front (as an unparsable one must raise before any verdict),
+    # once per operation object (per pass, when one is open).
+    known_facts = table_memo.facts
+    facts_of: dict[int, OpFacts] = {}
+    for op in running:
+        entry = known_facts.get(id(op))
+        if entry is None or entry[0] is not op:
+            if len(known_facts) > _MAX_PASS_OPS:
+                known_facts.clear()
+            entry = known_facts[id(op)] = (op, build_facts(with_generated_columns(op, table)))
+        facts_of[id(op)] = entry[1]
+    others: Sequence[OpFacts] = _LazyFacts(running, table)
+    if ctx.multi_reader_append:
+        others = [facts_of[id(op)] for op in running]
 
     conflicts: dict[int, None] = {}
     exceptions: set[DeltaException] = set()
@@ -320,26 +400,36 @@ def decide(
     advice: dict[str, None] = {}
     rules_used: dict[str, None] = {}
     any_conflict = False
-    # Groups equal but for their label get the same pair verdict (see _reusable), and so do pairs a pass
-    # already judged (pair_memo): keyed by the operations, whose facts are a function of them (the label
-    # aside) and whose hashes are cached.
-    judged_once: dict[_PairKey, PairVerdict] = {}
-    memo = _PASS_PAIRS.get()
-    table_key = _table_key(table, profile) if memo is not None else None
-    if memo is None or table_key is None:
-        memo = {}
-        table_key = ()
-    for other, members in zip(facts, groups.values(), strict=True):
-        exact = (cand.op, cand.op.label, other.op, other.op.label, *table_key)
-        loose = (cand.op, other.op, *table_key)
-        verdict = memo.get(exact) or judged_once.get((other.op,)) or memo.get(loose)
+    memo = table_memo.pairs
+    cand_label = cand_op.label
+
+    def judged(other: OpFacts) -> PairVerdict:
+        """The pair's verdict, from the pass when it judged the same pair (the same labels, or labels the
+        text does not name), else judged now."""
+        exact = (cand_op, cand_label, other.op, other.op.label)
+        loose = (cand_op, other.op)
+        verdict = memo.get(exact) or memo.get(loose)
         if verdict is None:
             verdict = _judge_all(cand, other, contexts)
             memo[exact] = verdict
-            if _reusable(verdict, other):
-                judged_once[(other.op,)] = verdict
-                if _reusable(verdict, cand):
-                    memo[loose] = verdict
+            if _reusable(verdict, other) and _reusable(verdict, cand):
+                memo[loose] = verdict
+        return verdict
+
+    parts: list[tuple[PairVerdict, list[int]]] = []
+    for members in groups.values():
+        first = facts_of[id(running[members[0]])]
+        verdict = judged(first)
+        if _reusable(verdict, first):
+            parts.append((verdict, members))
+            continue
+        # The text names the operation: each label gets its own verdict (and its own text).
+        by_label: dict[str | None, list[int]] = {}
+        for index in members:
+            by_label.setdefault(running[index].label, []).append(index)
+        for same in by_label.values():
+            parts.append((judged(facts_of[id(running[same[0]])]), same))
+    for verdict, members in parts:
         rules_used[verdict.rule] = None
         if verdict.conflict:
             any_conflict = True
@@ -361,7 +451,9 @@ def decide(
         rules_used["db.multi_reader_append"] = None
 
     reasons: list[str] = []
-    for key, members in grouped.items():
+    # The order of the reasons is that of their first member in running order (as judging the members one
+    # by one would meet them).
+    for key, members in sorted(grouped.items(), key=lambda item: min(item[1])):
         is_conflict, text = key[0] == "C", key[1:]
         if any_conflict and not is_conflict:
             continue  # on a conflict, report what conflicts; compatible pairs are noise
@@ -371,34 +463,54 @@ def decide(
         )
     reasons.extend(reason for _, reason in multi)
     if any_conflict:
-        reasons.extend(_running_notes(candidate, cand_op, running, given, judged_ops))
-    if not others:
+        reasons.extend(_running_notes(candidate, cand_op, running, groups, table))
+    if not running:
         reasons.append(f"no operation is running on the table ({profile.describe()})")
     return Decision(
         verdict=Verdict.CONFLICT if any_conflict else Verdict.NO_CONFLICT,
         exceptions=ordered(exceptions),
         conflicts_with=tuple(sorted(conflicts)),
         reasons=tuple(reasons),
-        advice=tuple(advice),
-        rules=tuple(rules_used),
+        advice=tuple(_in_running_order(advice, parts, advice=True)),
+        rules=tuple(_in_running_order(rules_used, parts, advice=False)),
     )
+
+
+def _in_running_order(
+    found: dict[str, None], parts: Sequence[tuple[PairVerdict, list[int]]], advice: bool
+) -> list[str]:
+    """Rule names (or, with ``advice``, the conflicts' advice items) in the order judging the running
+    operations one by one would meet them, each at its first member's index and in its verdict's order;
+    the multi-way rule's, which come after every pair's, last."""
+    first: dict[str, tuple[int, int]] = {}
+    for verdict, members in parts:
+        items = (verdict.advice if verdict.conflict else ()) if advice else (verdict.rule,)
+        for position, item in enumerate(items):
+            at = (members[0], position)
+            if item not in first or at < first[item]:
+                first[item] = at
+    late = (1 << 62, 0)
+    return sorted(found, key=lambda item: first.get(item, late))
 
 
 def _running_notes(
     candidate: Operation,
     cand_op: Operation,
     running: Sequence[Operation],
-    given: Sequence[tuple[Operation, str | None]],
-    judged_ops: Sequence[Operation],
+    groups: dict[int, list[int]],
+    table: TableConfig,
 ) -> list[str]:
     """:func:`_generated_notes` of the candidate and every running operation, in running order, worked out
-    once per group (an operation's note is the first given operation it matches: within the groups' first
-    appearances that is the same one as within all of ``running``)."""
-    originals = (candidate, *(op for op, _label in given))
-    per_group = {key: _generated_notes(originals, (op,)) for key, op in zip(given, judged_ops, strict=True)}
+    once per operation object (an operation's note is the first given operation it matches, labels and
+    assignments aside: among the groups' first members that is the same one as among all of ``running``)."""
+    originals = (candidate, *(running[members[0]] for members in groups.values()))
     notes = _generated_notes(originals, (cand_op,))
+    per_object: dict[int, list[str]] = {}
     for op in running:
-        notes.extend(per_group[(op, op.label)])
+        found = per_object.get(id(op))
+        if found is None:
+            found = per_object[id(op)] = _generated_notes(originals, (with_generated_columns(op, table),))
+        notes.extend(found)
     return notes
 
 

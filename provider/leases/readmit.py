@@ -30,13 +30,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from deltaguard.core.admission import DecideFn, Granted, LeaseRequest, Waiting
+from deltaguard.core.admission import DecideFn, Granted, Holder, LeaseRequest, Waiting
 from deltaguard.core.model import pair_memo
 from deltaguard.exceptions import LeaseError
 from deltaguard.leases import codec
 from deltaguard.leases.decide import Ask, decide_locked
 from deltaguard.leases.memo import DecisionMemo
 from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, StoreTxn, TableRow, WaiterRow
+from deltaguard.leases.views import lease_holder, waiter_holder
 from deltaguard.leases.wait_texts import waiting_from_json
 
 
@@ -71,6 +72,9 @@ class CrowdTxn:
         self._waiters: list[WaiterRow] = sorted(waiters, key=_queue_order)
         self._lease_keys = [_lease_order(r) for r in self._leases]
         self._waiter_keys = [_queue_order(w) for w in self._waiters]
+        # each row as the admission rule sees it (no estimates), at the row's place
+        self._lease_holders = [lease_holder(r) for r in self._leases]
+        self._waiter_holders = [waiter_holder(w) for w in self._waiters]
         # (id, uri) -> row: lookups by id without a scan of the table
         self._lease_at = {(r.lease_id, r.uri): r for r in self._leases}
         self._waiter_at = {(w.request_id, w.uri): w for w in self._waiters}
@@ -102,19 +106,31 @@ class CrowdTxn:
 
     # --- the kept view -------------------------------------------------------------------------------
 
+    def kept_holders(
+        self, uri: str, leases: Sequence[LeaseRow], waiters: Sequence[WaiterRow]
+    ) -> tuple[list[Holder], list[Holder]] | None:
+        """The plain holders of ``leases`` and ``waiters`` on ``uri`` when they are this view's rows in its
+        order and ``uri`` its only table (what a decision read and sorted, nothing reclaimed since), else
+        ``None``: a decision of the pass takes them as they are kept instead of looking each row up. (Lists
+        of the same row objects compare equal without comparing any row.)"""
+        if self._uris == (uri,) and leases == self._leases and waiters == self._waiters:
+            return list(self._lease_holders), list(self._waiter_holders)
+        return None
+
     def _add_lease(self, row: LeaseRow) -> None:
         self._drop_lease(row.lease_id, row.uri)
         key = _lease_order(row)
         at = bisect.bisect_left(self._lease_keys, key)
         self._lease_keys.insert(at, key)
         self._leases.insert(at, row)
+        self._lease_holders.insert(at, lease_holder(row))
         self._lease_at[(row.lease_id, row.uri)] = row
 
     def _drop_lease(self, lease_id: str, uri: str) -> None:
         row = self._lease_at.pop((lease_id, uri), None)
         if row is not None:
             at = bisect.bisect_left(self._lease_keys, _lease_order(row))
-            del self._lease_keys[at], self._leases[at]
+            del self._lease_keys[at], self._leases[at], self._lease_holders[at]
 
     def _add_waiter(self, row: WaiterRow) -> None:
         self._drop_waiter(row.request_id, row.uri)
@@ -122,13 +138,14 @@ class CrowdTxn:
         at = bisect.bisect_left(self._waiter_keys, key)
         self._waiter_keys.insert(at, key)
         self._waiters.insert(at, row)
+        self._waiter_holders.insert(at, waiter_holder(row))
         self._waiter_at[(row.request_id, row.uri)] = row
 
     def _drop_waiter(self, request_id: str, uri: str) -> None:
         row = self._waiter_at.pop((request_id, uri), None)
         if row is not None:
             at = bisect.bisect_left(self._waiter_keys, _queue_order(row))
-            del self._waiter_keys[at], self._waiters[at]
+            del self._waiter_keys[at], self._waiters[at], self._waiter_holders[at]
 
     # --- writes (memory, and passed on) --------------------------------------------------------------
 
@@ -199,6 +216,10 @@ class CrowdTxn:
         return found
 
 
+#: a pass also stops after this many times its CPU budget in wall-clock time (see :func:`readmit_locked`)
+WALL_BACKSTOP = 2.0
+
+
 @dataclass(frozen=True)
 class Readmission:
     """What one re-admission of a table's queue answered.
@@ -235,17 +256,24 @@ def readmit_locked(
         stored texts), as for its own checks.
     :param reclaimed: filled with the expired leases reclaimed (warned about after commit); cleared first,
         since a retried transaction runs this again.
-    :param budget_s: stop deciding once this much time has gone (``None``: no limit), so the transaction
-        ends well within the store's call timeout however long the queue; the waiters decided so far are
-        committed in queue order, the rest wait for the next re-admission.
+    :param budget_s: stop deciding once the pass has used this much CPU time of its thread (``None``: no
+        limit), or twice as much wall-clock time, so the transaction ends well within the store's call
+        timeout however long the queue; the waiters decided so far are committed in queue order, the rest
+        wait for the next re-admission. CPU time, because deciding is all CPU (the writes are buffered
+        until the commit): on a machine whose other processes take most of the cores, a wall-clock budget
+        covered a few dozen waiters per pass, and every further pass read the whole queue again. The
+        wall-clock backstop keeps a starved pass within the call timeout all the same.
     """
     reclaimed.clear()
-    started = time.thread_time()
+    started, wall_started = time.thread_time(), time.monotonic()
     crowd = CrowdTxn(txn)
     answers: dict[str, Granted | Waiting] = {}
     with pair_memo():
         for row in crowd.queue():
-            if budget_s is not None and time.thread_time() - started > budget_s:
+            if budget_s is not None and (
+                time.thread_time() - started > budget_s
+                or time.monotonic() - wall_started > WALL_BACKSTOP * budget_s
+            ):
                 return Readmission(answers, complete=False)
             _readmit_one(crowd, row, uri, now, memo, decide, make_ask, reclaimed, answers)
     return Readmission(answers)
