@@ -48,6 +48,7 @@ import dataclasses
 import functools
 import json
 import math
+import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -494,6 +495,9 @@ def fresh_stats_view(view: TableView, request_id: str) -> tuple[TableView, str |
     return dataclasses.replace(view, config=dataclasses.replace(view.config, file_stats=None)), why
 
 
+_KIND = operator.attrgetter("operation.kind")
+
+
 def _conflicts(
     candidate: Operation, running: Sequence[Holder], view: TableView, decide: DecideFn
 ) -> tuple[Decision, set[int], bool]:
@@ -507,6 +511,8 @@ def _conflicts(
     # Defence in depth: metadata changes are exclusive whatever the model says.
     if candidate.changes_metadata:
         meta = set(range(len(running)))
+    elif METADATA_CHANGES.isdisjoint(map(_KIND, running)):  # without a Python step per holder
+        meta = set()
     else:
         meta = {i for i, h in enumerate(running) if h.operation.kind in METADATA_CHANGES}
     meta_only = bool(meta - hit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
@@ -314,25 +315,37 @@ def _table_memo(passed: _PassMemo | None, table: TableConfig, profile: EnginePro
 
 def _equal_groups(running: Sequence[Operation], passed: _PassMemo | None) -> dict[int, list[int]]:
     """The indexes of ``running`` grouped by operation equality (labels aside), each group keyed by the
-    identity of its first-seen member's operation, groups in order of first appearance."""
+    identity of its first-seen member's operation, groups in order of first appearance.
+
+    An entry of the memo holds its operation, so an id found there is that very object (no other live
+    object has its id): the lookups are by identity, done by ``map`` without a Python step per operation,
+    and only operations new to the pass are hashed and compared.
+    """
     canonical = passed.canonical if passed is not None else {}
     first_equal = passed.first_equal if passed is not None else {}
-    known = canonical.get
-    groups: dict[int, list[int]] = {}
-    for index, op in enumerate(running):
-        entry = known(id(op))
-        if entry is None or entry[0] is not op:
-            rep = first_equal.setdefault(op, op)
-            if len(canonical) > _MAX_PASS_OPS:  # a bounded memo: forgetting only costs a lookup
-                canonical.clear()
-                first_equal.clear()
-            canonical[id(op)] = entry = (op, rep)
-        group = groups.get(id(entry[1]))
-        if group is None:
-            groups[id(entry[1])] = [index]
-        else:
-            group.append(index)
+    if len(canonical) + len(running) > _MAX_PASS_OPS:  # a bounded memo: forgetting only costs a lookup
+        canonical.clear()
+        first_equal.clear()
+    entries = list(map(canonical.get, map(id, running)))
+    if None in entries:
+        for index, entry in enumerate(entries):
+            if entry is None:
+                op = running[index]
+                found = canonical.get(id(op))
+                if found is None:
+                    found = canonical[id(op)] = (op, first_equal.setdefault(op, op))
+                entries[index] = found
+    keys = list(map(id, map(_SECOND, entries)))
+    distinct = dict.fromkeys(keys)
+    if len(distinct) == 1:  # the crowd's case: one kind of operation
+        return {keys[0]: list(range(len(keys)))}
+    groups: dict[int, list[int]] = {key: [] for key in distinct}
+    for index, key in enumerate(keys):
+        groups[key].append(index)
     return groups
+
+
+_SECOND = operator.itemgetter(1)
 
 
 #: past this many operation objects a pass forgets their groups (and starts again)
@@ -381,18 +394,23 @@ def decide(
     table_memo = _table_memo(passed, table, profile)
     # Facts are built for every operation up front (as an unparsable one must raise before any verdict),
     # once per operation object (per pass, when one is open).
+    # (An entry holds its operation, so an id found there is that very object.)
     known_facts = table_memo.facts
-    facts_of: dict[int, OpFacts] = {}
-    for op in running:
-        entry = known_facts.get(id(op))
-        if entry is None or entry[0] is not op:
-            if len(known_facts) > _MAX_PASS_OPS:
-                known_facts.clear()
-            entry = known_facts[id(op)] = (op, build_facts(with_generated_columns(op, table)))
-        facts_of[id(op)] = entry[1]
+    ids = set(map(id, running))
+    if len(known_facts) + len(ids) > _MAX_PASS_OPS:
+        known_facts.clear()
+    new = ids.difference(known_facts)
+    if new:
+        for op in running:
+            if id(op) in new and id(op) not in known_facts:
+                known_facts[id(op)] = (op, build_facts(with_generated_columns(op, table)))
+
+    def facts_of(op: Operation) -> OpFacts:
+        return known_facts[id(op)][1]
+
     others: Sequence[OpFacts] = _LazyFacts(running, table)
     if ctx.multi_reader_append:
-        others = [facts_of[id(op)] for op in running]
+        others = [facts_of(op) for op in running]
 
     conflicts: dict[int, None] = {}
     exceptions: set[DeltaException] = set()
@@ -418,7 +436,7 @@ def decide(
 
     parts: list[tuple[PairVerdict, list[int]]] = []
     for members in groups.values():
-        first = facts_of[id(running[members[0]])]
+        first = facts_of(running[members[0]])
         verdict = judged(first)
         if _reusable(verdict, first):
             parts.append((verdict, members))
@@ -428,7 +446,7 @@ def decide(
         for index in members:
             by_label.setdefault(running[index].label, []).append(index)
         for same in by_label.values():
-            parts.append((judged(facts_of[id(running[same[0]])]), same))
+            parts.append((judged(facts_of(running[same[0]])), same))
     for verdict, members in parts:
         rules_used[verdict.rule] = None
         if verdict.conflict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ log = logging.getLogger("deltaguard.leases")
 #: the order a decision reads a table's leases (oldest first) and queue (earliest rank first) in
 _LEASE_ORDER = operator.attrgetter("granted_at", "lease_id")
 _QUEUE_ORDER = operator.attrgetter("rank", "request_id")
+_EXPIRES = operator.attrgetter("expires_at")
 
 
 @dataclass(frozen=True)
@@ -408,9 +410,9 @@ def reclaim_leases(
 ) -> list[LeaseRow]:
     """Delete expired lease rows (of the locked tables) and put them in the decision log with their dead
     owner; append them to ``reclaimed`` (for :func:`warn_reclaimed` after commit); return the rest."""
-    dead = [row for row in rows if row.expires_at <= now]
-    if not dead:  # the common case, and a long queue's decisions ask it once per waiter
+    if min(map(_EXPIRES, rows), default=math.inf) > now:  # the common case, without a Python step per row
         return list(rows)
+    dead = [row for row in rows if row.expires_at <= now]
     live = [row for row in rows if row.expires_at > now]
     for row in dead:
         txn.delete_lease_rows(row.lease_id, [row.uri])
@@ -439,9 +441,9 @@ def reclaim_leases(
 def reclaim_waiters(txn: StoreTxn, rows: Sequence[WaiterRow], now: float) -> list[WaiterRow]:
     """Delete expired queue rows (requests nobody asked about within their wait ttl), log them as
     abandoned, and return the rest."""
-    dead = [row for row in rows if row.expires_at <= now]
-    if not dead:
+    if min(map(_EXPIRES, rows), default=math.inf) > now:  # the common case, without a Python step per row
         return list(rows)
+    dead = [row for row in rows if row.expires_at <= now]
     live = [row for row in rows if row.expires_at > now]
     for row in dead:
         txn.delete_waiter_rows(row.request_id, [row.uri])
