@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from types import ModuleType
+from typing import cast
 
 from deltaguard.core.decision import Decision, DeltaException, PairVerdict, Verdict
 from deltaguard.core.facts import (
@@ -216,11 +217,11 @@ def _multi_reader_rule(
         return found
     if not _is_reader(cand):
         return found
-    readers = [k for k, r in enumerate(running) if _is_reader(r)]  # in index order: the first one is named
+    named = [k for k, r in enumerate(running) if _is_reader(r)]  # in index order: the first one is named
     for j, append in enumerate(running):
         if append.role is not Role.APPEND or not overlap(candidate_index, cand, j, append):
             continue
-        other = next((k for k in readers if k != j and overlap(k, running[k], j, append)), None)
+        other = next((k for k in named if k != j and overlap(k, running[k], j, append)), None)
         if other is not None:
             found.append(
                 (
@@ -326,15 +327,16 @@ def _equal_groups(running: Sequence[Operation], passed: _PassMemo | None) -> dic
     if len(canonical) + len(running) > _MAX_PASS_OPS:  # a bounded memo: forgetting only costs a lookup
         canonical.clear()
         first_equal.clear()
-    entries = list(map(canonical.get, map(id, running)))
-    if None in entries:
-        for index, entry in enumerate(entries):
+    looked_up = list(map(canonical.get, map(id, running)))
+    if None in looked_up:
+        for index, entry in enumerate(looked_up):
             if entry is None:
                 op = running[index]
                 found = canonical.get(id(op))
                 if found is None:
                     found = canonical[id(op)] = (op, first_equal.setdefault(op, op))
-                entries[index] = found
+                looked_up[index] = found
+    entries = cast("list[tuple[Operation, Operation]]", looked_up)  # every None was filled in above
     keys = list(map(id, map(_SECOND, entries)))
     distinct = dict.fromkeys(keys)
     if len(distinct) == 1:  # the crowd's case: one kind of operation
