@@ -218,6 +218,9 @@ class CrowdTxn:
 
 #: a pass also stops after this many times its CPU budget in wall-clock time (see :func:`readmit_locked`)
 WALL_BACKSTOP = 2.0
+#: the pass's clocks: CPU time of the deciding thread, and wall-clock time
+_cpu_clock = time.thread_time
+_wall_clock = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -265,14 +268,13 @@ def readmit_locked(
         wall-clock backstop keeps a starved pass within the call timeout all the same.
     """
     reclaimed.clear()
-    started, wall_started = time.thread_time(), time.monotonic()
+    started, wall_started = _cpu_clock(), _wall_clock()
     crowd = CrowdTxn(txn)
     answers: dict[str, Granted | Waiting] = {}
     with pair_memo():
         for row in crowd.queue():
             if budget_s is not None and (
-                time.thread_time() - started > budget_s
-                or time.monotonic() - wall_started > WALL_BACKSTOP * budget_s
+                _cpu_clock() - started > budget_s or _wall_clock() - wall_started > WALL_BACKSTOP * budget_s
             ):
                 return Readmission(answers, complete=False)
             _readmit_one(crowd, row, uri, now, memo, decide, make_ask, reclaimed, answers)

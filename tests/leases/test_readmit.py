@@ -264,3 +264,50 @@ def test_a_readmission_judges_each_distinct_pair_once_not_each_waiter_against_ea
     assert (granted_small, granted_large) == (10, 40)
     # one pair (append beside append) per pass however long the queue; 45 and 780 judged one by one
     assert large <= small <= 2, (small, large)
+
+
+class _Clocks:
+    """Stand-ins for the pass's clocks: each reading moves on by a fixed step (seconds)."""
+
+    def __init__(self, cpu_step: float, wall_step: float) -> None:
+        self.cpu = self.wall = 0.0
+        self.cpu_step, self.wall_step = cpu_step, wall_step
+
+    def thread_time(self) -> float:
+        self.cpu += self.cpu_step
+        return self.cpu
+
+    def monotonic(self) -> float:
+        self.wall += self.wall_step
+        return self.wall
+
+
+@pytest.mark.parametrize(
+    ("cpu_step", "wall_step", "complete"),
+    [
+        (0.0, 1.0, True),  # a pass starved of CPU (each row 1 s of wall clock, no CPU): not cut at 5 s
+        (1.0, 0.0, False),  # a pass that uses CPU: cut at its 5 s budget
+        (0.0, 3.0, False),  # starved beyond twice its budget: cut by the wall-clock backstop
+    ],
+)
+def test_a_readmission_budget_counts_the_deciding_threads_cpu_time(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, cpu_step: float, wall_step: float, complete: bool
+) -> None:
+    from deltaguard.leases import readmit
+
+    clock = FakeClock()
+    manager, holder, ids, _ = _setup(store_url, clock)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    clocks = _Clocks(cpu_step, wall_step)
+    monkeypatch.setattr(readmit, "_cpu_clock", clocks.thread_time)
+    monkeypatch.setattr(readmit, "_wall_clock", clocks.monotonic)
+    result = manager.readmit("t1", budget_s=5.0)
+    monkeypatch.undo()
+    assert result.complete is complete
+    if complete:
+        assert set(result.answers) == set(ids[:-1])
+    else:  # cut in queue order: what it answered is a prefix of the queue
+        assert 0 < len(result.answers) < len(ids) - 1
+        assert set(result.answers) == set(ids[: len(result.answers)])
+    manager.store.close()
