@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import cProfile
+import dataclasses
 import io
 import os
 import pstats
@@ -43,10 +43,10 @@ def _store(kind: str) -> Iterator[str]:
         yield fresh_pg_database(server)
 
 
-def profile(url: str, n: int, top: int, labels: bool = False) -> dict[str, float]:
+def profile(url: str, n: int, top: int, labels: bool = False, sort: str = "cumulative") -> dict[str, float]:
     """Queue ``n`` appends behind an exclusive holder, release it, and profile one ``readmit`` (``top``: how
     many lines of the profile to print; 0: time the pass without the profiler; ``labels``: every append
-    has its own label, as the triggerer benchmark's have)."""
+    has its own label, as the triggerer benchmark's have; ``sort``: the profile's order, e.g. ``tottime``)."""
     clock = FakeClock()
     manager = LeaseManager(url, clock=clock)
     holder = manager.acquire(request("alter", ("t1", op("SET_TBLPROPERTIES")), ttl_s=7200))
@@ -81,7 +81,7 @@ def profile(url: str, n: int, top: int, labels: bool = False) -> dict[str, float
     granted = sum(isinstance(a, Granted) for a in result.answers.values())
     if top:
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(top)
+        pstats.Stats(profiler, stream=out).sort_stats(sort).print_stats(top)
         print(out.getvalue())
     manager.store.close()
     return {
@@ -99,12 +99,13 @@ def profile(url: str, n: int, top: int, labels: bool = False) -> dict[str, float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--sort", default="cumulative", help="the profile's order (cumulative, tottime, ...)")
     parser.add_argument("--labels", action="store_true", help="a label per append (distinct operations)")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--top", type=int, default=30, help="profile lines shown; 0: no profiler")
     args = parser.parse_args()
     with _store(args.store) as url:
-        print(profile(url, args.n, args.top, args.labels))
+        print(profile(url, args.n, args.top, args.labels, args.sort))
     return 0
 
 
