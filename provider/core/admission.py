@@ -48,13 +48,14 @@ import dataclasses
 import functools
 import json
 import math
+import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from deltaguard.core.decision import Decision, DeltaException
-from deltaguard.core.operations import Operation
+from deltaguard.core.operations import METADATA_CHANGES, Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.stats_freshness import stats_unusable
 from deltaguard.core.table_config import TableConfig
@@ -379,7 +380,7 @@ def check_expected_duration(seconds: float | None) -> None:
         raise ValueError(f"expected_duration_s must be a finite number >= 0 or None, got {seconds!r}")
 
 
-def _ahead(holder: Holder, request_id: str, rank: float) -> bool:
+def _ahead(holder: Holder, request_id: str, rank: float) -> bool:  # inlined in admit()
     # Ties on rank are broken by id so every process orders the queue the same way.
     return holder.id != request_id and (holder.rank, holder.id) < (rank, request_id)
 
@@ -432,7 +433,13 @@ def admit(
     ahead_ids: set[str] = set()
     for view in sorted(tables, key=lambda t: t.uri):
         view, stats_note = fresh_stats_view(view, request_id)
-        earlier = [w for w in view.waiting if _ahead(w, request_id, rank)]
+        # _ahead, inline (a decision in a long queue asks it of every waiter); the request itself is not
+        # ahead of itself
+        earlier = [
+            w
+            for w in view.waiting
+            if (w.rank < rank or (w.rank == rank and w.id < request_id)) and w.id != request_id
+        ]
         ahead_ids.update(w.id for w in earlier)
         leases = [h for h in view.granted if h.id != request_id]
         running: list[Holder] = leases + earlier
@@ -488,6 +495,9 @@ def fresh_stats_view(view: TableView, request_id: str) -> tuple[TableView, str |
     return dataclasses.replace(view, config=dataclasses.replace(view.config, file_stats=None)), why
 
 
+_KIND = operator.attrgetter("operation.kind")
+
+
 def _conflicts(
     candidate: Operation, running: Sequence[Holder], view: TableView, decide: DecideFn
 ) -> tuple[Decision, set[int], bool]:
@@ -499,7 +509,12 @@ def _conflicts(
         # A conflict of the combination without named members: every running operation takes part.
         hit = set(range(len(running)))
     # Defence in depth: metadata changes are exclusive whatever the model says.
-    meta = {i for i, h in enumerate(running) if candidate.changes_metadata or h.operation.changes_metadata}
+    if candidate.changes_metadata:
+        meta = set(range(len(running)))
+    elif METADATA_CHANGES.isdisjoint(map(_KIND, running)):  # without a Python step per holder
+        meta = set()
+    else:
+        meta = {i for i, h in enumerate(running) if h.operation.kind in METADATA_CHANGES}
     meta_only = bool(meta - hit)
     return decision, hit | meta, meta_only
 

@@ -9,10 +9,14 @@ concurrent UPDATE/DELETE/MERGE may read the appended rows). Rules are looked up 
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import replace
 from types import ModuleType
+from typing import cast
 
 from deltaguard.core.decision import Decision, DeltaException, PairVerdict, Verdict
 from deltaguard.core.facts import (
@@ -171,14 +175,15 @@ def _generated_notes(given: Sequence[Operation], judged: Sequence[Operation]) ->
 
 
 class _Overlap:
-    """Memoised "may the reader read what the append adds" checks for one decide() call."""
+    """Memoised "may the reader read what the append adds" checks for one decide() call, per pair of facts
+    (equal running operations share their facts, so a crowd of them is checked once)."""
 
     def __init__(self, ctx: TableContext) -> None:
         self.ctx = ctx
         self.cache: dict[tuple[int, int], bool] = {}
 
     def __call__(self, reader_index: int, reader: OpFacts, append_index: int, append: OpFacts) -> bool:
-        key = (reader_index, append_index)
+        key = (id(reader), id(append))  # both stay alive for the whole decide() call
         found = self.cache.get(key)
         if found is None:
             found = databricks.reads_appended_rows(reader, append, self.ctx)
@@ -212,12 +217,11 @@ def _multi_reader_rule(
         return found
     if not _is_reader(cand):
         return found
+    named = [k for k, r in enumerate(running) if _is_reader(r)]  # in index order: the first one is named
     for j, append in enumerate(running):
         if append.role is not Role.APPEND or not overlap(candidate_index, cand, j, append):
             continue
-        other = next(
-            (k for k, r in enumerate(running) if k != j and _is_reader(r) and overlap(k, r, j, append)), None
-        )
+        other = next((k for k in named if k != j and overlap(k, running[k], j, append)), None)
         if other is not None:
             found.append(
                 (
@@ -244,13 +248,134 @@ def _reusable(verdict: PairVerdict, other: OpFacts) -> bool:
     return name not in verdict.reason and not any(name in item for item in verdict.advice)
 
 
+#: A pair's verdict depends on the two operations (label included, for the text), the table and the profile.
+_PairKey = tuple[object, ...]
+
+
+class _TableMemo:
+    """What a pass keeps per table and profile: pair verdicts by (candidate, its label, other, its label)
+    and, when the text names neither, by (candidate, other); and each operation object's facts (by
+    identity, the object kept alive with them)."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[_PairKey, PairVerdict] = {}
+        self.facts: dict[int, tuple[Operation, OpFacts]] = {}
+
+
+class _PassMemo:
+    """What :func:`pair_memo` keeps while a pass is open.
+
+    :ivar tables: per (table, profile), its :class:`_TableMemo`.
+    :ivar canonical: per operation object (by identity, the object kept alive with it), the first operation
+        seen equal to it (labels aside): grouping a decision's running operations then costs an identity
+        lookup per operation, not an operation hash and comparison.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[_PairKey, _TableMemo] = {}
+        self.canonical: dict[int, tuple[Operation, Operation]] = {}
+        self.first_equal: dict[Operation, Operation] = {}
+
+
+#: The open pass's memo (:func:`pair_memo`); ``None``: no pass is open.
+_PASS: ContextVar[_PassMemo | None] = ContextVar("deltaguard_pair_memo", default=None)
+
+
+@contextlib.contextmanager
+def pair_memo() -> Iterator[None]:
+    """Within the block, :func:`decide` keeps every pair verdict it reaches and gives it again for the same
+    pair on the same table and profile: the same two operations with the same labels, or equal but for labels
+    the verdict's text does not name (:func:`_reusable`, on both sides). A verdict is a function of exactly
+    these, so a decision reads the same with or without the memo.
+
+    For a caller that decides many requests one after another against mostly the same holders (the
+    re-admission of a table's queue, ADR 0031): each distinct pair is judged once per pass, not once per
+    decision, and each running operation is grouped with its equals once per pass. Kept per context
+    (thread, task), so concurrent passes never share it; dropped at the end of the block.
+    """
+    token = _PASS.set(_PassMemo())
+    try:
+        yield
+    finally:
+        _PASS.reset(token)
+
+
+def _table_memo(passed: _PassMemo | None, table: TableConfig, profile: EngineProfile) -> _TableMemo:
+    """The open pass's memo of ``table`` under ``profile`` (a fresh one when no pass is open, or when the
+    two cannot key a map). Looked up once per decide() call: a table configuration hashes all its fields."""
+    if passed is None:
+        return _TableMemo()
+    try:
+        found = passed.tables.get((table, profile))
+        if found is None:
+            found = passed.tables[(table, profile)] = _TableMemo()
+        return found
+    except TypeError:  # an unhashable configuration: no memo, every pair is judged
+        return _TableMemo()
+
+
+def _equal_groups(running: Sequence[Operation], passed: _PassMemo | None) -> dict[int, list[int]]:
+    """The indexes of ``running`` grouped by operation equality (labels aside), each group keyed by the
+    identity of its first-seen member's operation, groups in order of first appearance.
+
+    An entry of the memo holds its operation, so an id found there is that very object (no other live
+    object has its id): the lookups are by identity, done by ``map`` without a Python step per operation,
+    and only operations new to the pass are hashed and compared.
+    """
+    canonical = passed.canonical if passed is not None else {}
+    first_equal = passed.first_equal if passed is not None else {}
+    if len(canonical) + len(running) > _MAX_PASS_OPS:  # a bounded memo: forgetting only costs a lookup
+        canonical.clear()
+        first_equal.clear()
+    looked_up = list(map(canonical.get, map(id, running)))
+    if None in looked_up:
+        for index, entry in enumerate(looked_up):
+            if entry is None:
+                op = running[index]
+                found = canonical.get(id(op))
+                if found is None:
+                    found = canonical[id(op)] = (op, first_equal.setdefault(op, op))
+                looked_up[index] = found
+    entries = cast("list[tuple[Operation, Operation]]", looked_up)  # every None was filled in above
+    keys = list(map(id, map(_SECOND, entries)))
+    distinct = dict.fromkeys(keys)
+    if len(distinct) == 1:  # the crowd's case: one kind of operation
+        return {keys[0]: list(range(len(keys)))}
+    groups: dict[int, list[int]] = {key: [] for key in distinct}
+    for index, key in enumerate(keys):
+        groups[key].append(index)
+    return groups
+
+
+_SECOND = operator.itemgetter(1)
+
+
+#: past this many operation objects a pass forgets their groups (and starts again)
+_MAX_PASS_OPS = 100_000
+
+
+class _LazyFacts(Sequence[OpFacts]):
+    """The facts of each running operation, built when read (a reason names at most a few of them)."""
+
+    def __init__(self, running: Sequence[Operation], table: TableConfig) -> None:
+        self._running = running
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def __getitem__(self, index: int) -> OpFacts:  # type: ignore[override]
+        return build_facts(with_generated_columns(self._running[index], self._table))
+
+
 def decide(
     candidate: Operation, running: Sequence[Operation], table: TableConfig, profile: EngineProfile
 ) -> Decision:
     """Decide whether ``candidate`` may start while ``running`` operations are in flight on ``table``.
 
-    Facts (parsed predicates, roles) are computed once per operation, then every pair is judged, then
-    multi-way rules are applied.
+    Facts (parsed predicates, roles) are computed once per distinct operation, then every pair is judged
+    (once per distinct pair: running operations equal but for a label the verdict does not name share
+    it), then multi-way rules are applied.
 
     :param candidate: the operation that wants to start.
     :param running: the operations already running on the same table.
@@ -261,9 +386,33 @@ def decide(
     """
     contexts = _Contexts(table, profile)
     ctx = contexts(profile)
-    judged = [with_generated_columns(op, table) for op in (candidate, *running)]
-    cand = build_facts(judged[0])
-    others = [build_facts(op) for op in judged[1:]]
+    cand_op = with_generated_columns(candidate, table)
+    cand = build_facts(cand_op)
+    passed = _PASS.get()
+    # Running operations equal but for their label are one group: judged once against the candidate (see
+    # _reusable) and answered for every member. A queue of 1,000 appends costs one judgement and a pass
+    # over the indexes, not 1,000 judgements.
+    groups = _equal_groups(running, passed)
+    table_memo = _table_memo(passed, table, profile)
+    # Facts are built for every operation up front (as an unparsable one must raise before any verdict),
+    # once per operation object (per pass, when one is open).
+    # (An entry holds its operation, so an id found there is that very object.)
+    known_facts = table_memo.facts
+    ids = set(map(id, running))
+    if len(known_facts) + len(ids) > _MAX_PASS_OPS:
+        known_facts.clear()
+    new = ids.difference(known_facts)
+    if new:
+        for op in running:
+            if id(op) in new and id(op) not in known_facts:
+                known_facts[id(op)] = (op, build_facts(with_generated_columns(op, table)))
+
+    def facts_of(op: Operation) -> OpFacts:
+        return known_facts[id(op)][1]
+
+    others: Sequence[OpFacts] = _LazyFacts(running, table)
+    if ctx.multi_reader_append:
+        others = [facts_of(op) for op in running]
 
     conflicts: dict[int, None] = {}
     exceptions: set[DeltaException] = set()
@@ -271,24 +420,44 @@ def decide(
     advice: dict[str, None] = {}
     rules_used: dict[str, None] = {}
     any_conflict = False
-    # Running operations equal but for their label get the same pair verdict (see _reusable): a queue of
-    # 1,000 appends is judged once, not 1,000 times.
-    # Keyed by the operation: its facts are a function of it (the label aside), and its hash is cached.
-    judged_once: dict[Operation, PairVerdict] = {}
-    for index, other in enumerate(others):
-        verdict = judged_once.get(other.op)
+    memo = table_memo.pairs
+    cand_label = cand_op.label
+
+    def judged(other: OpFacts) -> PairVerdict:
+        """The pair's verdict, from the pass when it judged the same pair (the same labels, or labels the
+        text does not name), else judged now."""
+        exact = (cand_op, cand_label, other.op, other.op.label)
+        loose = (cand_op, other.op)
+        verdict = memo.get(exact) or memo.get(loose)
         if verdict is None:
             verdict = _judge_all(cand, other, contexts)
-            if _reusable(verdict, other):
-                judged_once[other.op] = verdict
+            memo[exact] = verdict
+            if _reusable(verdict, other) and _reusable(verdict, cand):
+                memo[loose] = verdict
+        return verdict
+
+    parts: list[tuple[PairVerdict, list[int]]] = []
+    for members in groups.values():
+        first = facts_of(running[members[0]])
+        verdict = judged(first)
+        if _reusable(verdict, first):
+            parts.append((verdict, members))
+            continue
+        # The text names the operation: each label gets its own verdict (and its own text).
+        by_label: dict[str | None, list[int]] = {}
+        for index in members:
+            by_label.setdefault(running[index].label, []).append(index)
+        for same in by_label.values():
+            parts.append((judged(facts_of(running[same[0]])), same))
+    for verdict, members in parts:
         rules_used[verdict.rule] = None
         if verdict.conflict:
             any_conflict = True
-            conflicts[index] = None
+            conflicts.update(dict.fromkeys(members))
             exceptions.update(verdict.exceptions)
             for item in verdict.advice:
                 advice[item] = None
-        grouped.setdefault(("C" if verdict.conflict else "N") + verdict.reason, []).append(index)
+        grouped.setdefault(("C" if verdict.conflict else "N") + verdict.reason, []).extend(members)
 
     multi: list[tuple[tuple[int, ...], str]] = []
     if ctx.multi_reader_append and others:
@@ -302,26 +471,67 @@ def decide(
         rules_used["db.multi_reader_append"] = None
 
     reasons: list[str] = []
-    for key, members in grouped.items():
+    # The order of the reasons is that of their first member in running order (as judging the members one
+    # by one would meet them).
+    for key, members in sorted(grouped.items(), key=lambda item: min(item[1])):
         is_conflict, text = key[0] == "C", key[1:]
         if any_conflict and not is_conflict:
             continue  # on a conflict, report what conflicts; compatible pairs are noise
+        members.sort()  # groups were added whole: the members in running order
         reasons.append(
             f"{'conflicts with' if is_conflict else 'compatible with'} {_name_list(members, others)}: {text}"
         )
     reasons.extend(reason for _, reason in multi)
     if any_conflict:
-        reasons.extend(_generated_notes((candidate, *running), judged))
-    if not others:
+        reasons.extend(_running_notes(candidate, cand_op, running, groups, table))
+    if not running:
         reasons.append(f"no operation is running on the table ({profile.describe()})")
     return Decision(
         verdict=Verdict.CONFLICT if any_conflict else Verdict.NO_CONFLICT,
         exceptions=ordered(exceptions),
         conflicts_with=tuple(sorted(conflicts)),
         reasons=tuple(reasons),
-        advice=tuple(advice),
-        rules=tuple(rules_used),
+        advice=tuple(_in_running_order(advice, parts, advice=True)),
+        rules=tuple(_in_running_order(rules_used, parts, advice=False)),
     )
+
+
+def _in_running_order(
+    found: dict[str, None], parts: Sequence[tuple[PairVerdict, list[int]]], advice: bool
+) -> list[str]:
+    """Rule names (or, with ``advice``, the conflicts' advice items) in the order judging the running
+    operations one by one would meet them, each at its first member's index and in its verdict's order;
+    the multi-way rule's, which come after every pair's, last."""
+    first: dict[str, tuple[int, int]] = {}
+    for verdict, members in parts:
+        items = (verdict.advice if verdict.conflict else ()) if advice else (verdict.rule,)
+        for position, item in enumerate(items):
+            at = (members[0], position)
+            if item not in first or at < first[item]:
+                first[item] = at
+    late = (1 << 62, 0)
+    return sorted(found, key=lambda item: first.get(item, late))
+
+
+def _running_notes(
+    candidate: Operation,
+    cand_op: Operation,
+    running: Sequence[Operation],
+    groups: dict[int, list[int]],
+    table: TableConfig,
+) -> list[str]:
+    """:func:`_generated_notes` of the candidate and every running operation, in running order, worked out
+    once per operation object (an operation's note is the first given operation it matches, labels and
+    assignments aside: among the groups' first members that is the same one as among all of ``running``)."""
+    originals = (candidate, *(running[members[0]] for members in groups.values()))
+    notes = _generated_notes(originals, (cand_op,))
+    per_object: dict[int, list[str]] = {}
+    for op in running:
+        found = per_object.get(id(op))
+        if found is None:
+            found = per_object[id(op)] = _generated_notes(originals, (with_generated_columns(op, table),))
+        notes.extend(found)
+    return notes
 
 
 def _name_list(indexes: list[int], others: Sequence[OpFacts], limit: int = 5) -> str:

@@ -9,9 +9,10 @@ queue of that table in one transaction, and each takes its own answer from the r
 A trigger joins the batch that has not started yet; once a batch has its store slot (and will read the
 table), later wake-ups form the next batch, so no trigger takes an answer read before it was woken. A
 trigger the batch has no answer for (its request waits on several tables, or was decided elsewhere since)
-asks for itself as before. A batch stops deciding after a third of the store's call timeout (a queue of
-thousands must not make its one call time out); the waiters it did not reach join the next batch, which goes
-on from the queue as it then stands.
+asks for itself as before. A batch stops deciding after a third of the store's call timeout in CPU time of
+the deciding thread (or twice that in wall-clock time: a queue of thousands must not make its one call time
+out); the waiters it did not reach join the next batch at once, which goes on from the queue as it then
+stands (ADR 0031).
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class Readmissions:
         try:
             await asyncio.sleep(GATHER_S)
             self.batches += 1
-            # a third of the store's call timeout: the batch's transaction ends well within it
+            # a third of the store's call timeout, in CPU time (twice that in wall-clock time at most): the
+            # batch's transaction ends well within it
             budget = self._shared.settings.lease_timing.store_timeout_s / 3
             answers = await self._shared.call(self._lease_manager().readmit, uri, budget, on_start=started)
         except BaseException as exc:

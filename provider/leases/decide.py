@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,10 +47,15 @@ from deltaguard.leases.store import (
     TableSnapshot,
     WaiterRow,
 )
-from deltaguard.leases.views import granted, lease_holder, waiter_holder
+from deltaguard.leases.views import granted, lease_holder, plain_holders, waiter_holder
 from deltaguard.leases.wait_texts import WaitShape, wait_detail, waiting_from_json, waiting_to_json
 
 log = logging.getLogger("deltaguard.leases")
+
+#: the order a decision reads a table's leases (oldest first) and queue (earliest rank first) in
+_LEASE_ORDER = operator.attrgetter("granted_at", "lease_id")
+_QUEUE_ORDER = operator.attrgetter("rank", "request_id")
+_EXPIRES = operator.attrgetter("expires_at")
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,8 @@ def decide_locked(
     leases = reclaim_leases(txn, all_leases, now, reclaimed, fences)
     waiters = reclaim_waiters(txn, all_waiters, now)
     # Oldest first, whichever order the store read them in: blockers and reasons list them so.
-    leases.sort(key=lambda x: (x.granted_at, x.lease_id))
-    waiters.sort(key=lambda w: (w.rank, w.request_id))
+    leases.sort(key=_LEASE_ORDER)
+    waiters.sort(key=_QUEUE_ORDER)
     existing = txn.request(request.request_id)
     rank = queue_rank(now, request.priority, ask.ageing_s)
     enqueued_at = now
@@ -289,6 +296,27 @@ def _views(
             if stats:
                 pinned[row.request_id] = codec.payload_read_versions(row.payload)
     claims = {c.uri: c for c in request.claims}
+    if not ids:  # no estimates, no read versions: every holder is its row's plain holder
+        kept = getattr(txn, "kept_holders", None)  # a view kept across decisions (readmit.CrowdTxn)
+        found = (
+            kept(request.uris[0], leases, waiters) if kept is not None and len(request.uris) == 1 else None
+        )
+        return [
+            TableView(
+                uri=uri,
+                operation=claims[uri].operation,
+                config=configs[uri],
+                profile=claims[uri].profile,
+                granted=found[0]
+                if found
+                else plain_holders([x for x in leases if x.uri == uri], lease_holder),
+                waiting=found[1]
+                if found
+                else plain_holders([w for w in waiters if w.uri == uri], waiter_holder),
+                read_version=claims[uri].read_version,
+            )
+            for uri in request.uris
+        ]
     return [
         TableView(
             uri=uri,
@@ -399,10 +427,10 @@ def reclaim_leases(
     is put in ``fences.pending`` for the caller to fence after the transaction. Its payload is read only
     when some lease expired, so a decision without expired leases reads nothing more.
     """
-    live: list[LeaseRow] = []
-    dead: list[LeaseRow] = []
-    for row in rows:
-        (dead if row.expires_at <= now else live).append(row)
+    if min(map(_EXPIRES, rows), default=math.inf) > now:  # the common case, without a Python step per row
+        return list(rows)
+    dead = [row for row in rows if row.expires_at <= now]
+    live = [row for row in rows if row.expires_at > now]
     if dead:
         fences = fences if fences is not None else FenceRound()
         payloads = {r.request_id: r.payload for r in txn.requests(sorted({r.lease_id for r in dead}))}
@@ -447,10 +475,10 @@ def reclaim_leases(
 def reclaim_waiters(txn: StoreTxn, rows: Sequence[WaiterRow], now: float) -> list[WaiterRow]:
     """Delete expired queue rows (requests nobody asked about within their wait ttl), log them as
     abandoned, and return the rest."""
-    live: list[WaiterRow] = []
-    dead: list[WaiterRow] = []
-    for row in rows:
-        (dead if row.expires_at <= now else live).append(row)
+    if min(map(_EXPIRES, rows), default=math.inf) > now:  # the common case, without a Python step per row
+        return list(rows)
+    dead = [row for row in rows if row.expires_at <= now]
+    live = [row for row in rows if row.expires_at > now]
     for row in dead:
         txn.delete_waiter_rows(row.request_id, [row.uri])
         txn.set_request_status(row.request_id, "abandoned", now)

@@ -242,8 +242,9 @@ class LeaseManager:
         another on what the earlier ones granted. A waiter's queue entry is not renewed; requests queued on
         several tables, and any whose decision fails, are left out (their own checks decide them).
 
-        :param budget_s: stop deciding after this many seconds (the rest of the queue is left for the next
-            call; :attr:`Readmission.complete <deltaguard.leases.readmit.Readmission.complete>` says so).
+        :param budget_s: stop deciding after this many seconds of the deciding thread's CPU time (or twice
+            as many of wall-clock time); the rest of the queue is left for the next call
+            (:attr:`Readmission.complete <deltaguard.leases.readmit.Readmission.complete>` says so).
         """
         now = self.clock()
         decide = self.decide

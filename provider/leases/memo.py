@@ -43,10 +43,15 @@ def sole_holder(
 ) -> LeaseRow | None:
     """The table's only live lease other than the request's own, if nothing is queued on it: the one
     situation whose verdict the manager remembers (ADR 0009, 0010)."""
-    holders = [x for x in leases if x.uri == uri and x.lease_id != request_id]
-    if len(holders) != 1 or any(w.uri == uri for w in waiters):
+    if any(w.uri == uri for w in waiters):
         return None
-    return holders[0]
+    found: LeaseRow | None = None
+    for x in leases:
+        if x.uri == uri and x.lease_id != request_id:
+            if found is not None:
+                return None  # two: stop reading a long table here
+            found = x
+    return found
 
 
 class DecisionMemo:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from deltaguard.core.admission import Granted, Holder, Owner
 from deltaguard.core.operations import Operation
@@ -79,10 +79,59 @@ def decision_info(row: DecisionRow) -> DecisionInfo:
     return DecisionInfo(row.at, row.kind, row.request_id, row.uri, row.owner_key, json.loads(row.detail))
 
 
+_Row = TypeVar("_Row", LeaseRow, WaiterRow)
+
+#: holders of rows by the rows' identity (the row is kept with it, so its id is not reused meanwhile)
+_PLAIN: dict[int, tuple[LeaseRow | WaiterRow, Holder]] = {}
+
+
+def _plain(row: LeaseRow | WaiterRow, build: Callable[[], Holder]) -> Holder:
+    """The holder of ``row`` without estimates, found by the row's identity: the re-admission of a queue
+    (ADR 0031) asks for the same row objects once per waiter, and hashing a whole row to find it in the
+    memo below cost more than the rest of building a waiter's view of the table."""
+    found = _PLAIN.get(id(row))
+    if found is not None and found[0] is row:
+        return found[1]
+    holder = build()
+    if len(_PLAIN) > 16384:
+        _PLAIN.clear()
+    _PLAIN[id(row)] = (row, holder)
+    return holder
+
+
+def plain_holders(rows: Sequence[_Row], holder: Callable[[_Row], Holder]) -> list[Holder]:
+    """``[holder(row) for row in rows]`` for holders without estimates or read versions, each found by the
+    row's identity without a call when known (a decision in a queue of 1,000 asks for 1,000 of them)."""
+    known = _PLAIN.get
+    found: list[Holder] = []
+    for row in rows:
+        entry = known(id(row))
+        found.append(entry[1] if entry is not None and entry[0] is row else holder(row))
+    return found
+
+
+def lease_holder(
+    row: LeaseRow, expected_duration_s: float | None = None, read_version: int | None = None
+) -> Holder:
+    """A lease row as the admission rule sees it (:func:`_lease_holder`), found by identity when plain."""
+    if expected_duration_s is None and read_version is None:
+        return _plain(row, lambda: _lease_holder(row))
+    return _lease_holder(row, expected_duration_s, read_version)
+
+
+def waiter_holder(
+    row: WaiterRow, enqueued_at: float | None = None, expected_duration_s: float | None = None
+) -> Holder:
+    """A queue row as the admission rule sees it (:func:`_waiter_holder`), found by identity when plain."""
+    if enqueued_at is None and expected_duration_s is None:
+        return _plain(row, lambda: _waiter_holder(row))
+    return _waiter_holder(row, enqueued_at, expected_duration_s)
+
+
 # Rows are immutable and a decision turns every lease and queue row of its tables into a holder: memoised,
 # so a queue of 1,000 decided one after another (ADR 0031) does not build 1,000 holders per decision.
 @functools.lru_cache(maxsize=16384)
-def lease_holder(
+def _lease_holder(
     row: LeaseRow, expected_duration_s: float | None = None, read_version: int | None = None
 ) -> Holder:
     """A lease row as the admission rule sees it.
@@ -103,7 +152,7 @@ def lease_holder(
 
 
 @functools.lru_cache(maxsize=16384)
-def waiter_holder(
+def _waiter_holder(
     row: WaiterRow, enqueued_at: float | None = None, expected_duration_s: float | None = None
 ) -> Holder:
     """A queue row as the admission rule sees it.

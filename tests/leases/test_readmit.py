@@ -213,3 +213,101 @@ def test_the_in_memory_view_forgets_what_the_store_releases(store_url: str) -> N
         assert [r.lease_id for r in released] == [holder.lease_id]
         assert view.leases() == [] and view.lease_rows(holder.lease_id) == []
     assert manager.store.read_lease(holder.lease_id) == []
+
+
+def _pairs_judged_by_one_readmission(
+    url: str, n: int, labelled: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, int]:
+    """(pairs the model judged, waiters granted) for one re-admission of ``n`` appends queued behind an
+    exclusive holder, every one of which the release admits (so each is judged beside all granted before it)."""
+    import dataclasses
+
+    clock = FakeClock()
+    manager = LeaseManager(url, clock=clock)
+    holder = manager.acquire(request("alter", ("t1", op("SET_TBLPROPERTIES"))))
+    assert isinstance(holder, Granted)
+    for i in range(n):
+        clock.advance(0.01)
+        append = dataclasses.replace(op("INSERT"), label=f"append{i}") if labelled else op("INSERT")
+        assert isinstance(manager.acquire(request(f"w{i}", ("t1", append))), Waiting)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    judged: list[int] = []
+    real = model._judge_all
+
+    def counted(*args: Any) -> Any:
+        judged.append(1)
+        return real(*args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(model, "_judge_all", counted)
+        answers = manager.readmit("t1").answers
+    manager.store.close()
+    return len(judged), sum(isinstance(a, Granted) for a in answers.values())
+
+
+@pytest.mark.parametrize("labelled", [False, True], ids=["equal", "labelled"])
+def test_a_readmission_judges_each_distinct_pair_once_not_each_waiter_against_each_grant(
+    store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, labelled: bool
+) -> None:
+    """N appends behind one release: all granted, each beside every one granted before it (N²/2 pairs).
+    Equal operations (or equal but for labels the verdict does not name) are judged once per pass, so the
+    model's work does not grow with the queue at all, let alone with its square."""
+    small, granted_small = _pairs_judged_by_one_readmission(store_url, 10, labelled, monkeypatch)
+    if store_url.startswith("sqlite"):
+        other = f"sqlite:///{tmp_path / 'larger.db'}"
+    else:
+        from tests.leases.conftest import fresh_pg_database
+
+        other = fresh_pg_database(store_url.rsplit("/", 1)[0] + "/postgres")
+    large, granted_large = _pairs_judged_by_one_readmission(other, 40, labelled, monkeypatch)
+    assert (granted_small, granted_large) == (10, 40)
+    # one pair (append beside append) per pass however long the queue; 45 and 780 judged one by one
+    assert large <= small <= 2, (small, large)
+
+
+class _Clocks:
+    """Stand-ins for the pass's clocks: each reading moves on by a fixed step (seconds)."""
+
+    def __init__(self, cpu_step: float, wall_step: float) -> None:
+        self.cpu = self.wall = 0.0
+        self.cpu_step, self.wall_step = cpu_step, wall_step
+
+    def thread_time(self) -> float:
+        self.cpu += self.cpu_step
+        return self.cpu
+
+    def monotonic(self) -> float:
+        self.wall += self.wall_step
+        return self.wall
+
+
+@pytest.mark.parametrize(
+    ("cpu_step", "wall_step", "complete"),
+    [
+        (0.0, 1.0, True),  # a pass starved of CPU (each row 1 s of wall clock, no CPU): not cut at 5 s
+        (1.0, 0.0, False),  # a pass that uses CPU: cut at its 5 s budget
+        (0.0, 3.0, False),  # starved beyond twice its budget: cut by the wall-clock backstop
+    ],
+)
+def test_a_readmission_budget_counts_the_deciding_threads_cpu_time(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, cpu_step: float, wall_step: float, complete: bool
+) -> None:
+    from deltaguard.leases import readmit
+
+    clock = FakeClock()
+    manager, holder, ids, _ = _setup(store_url, clock)
+    clock.advance(1)
+    manager.release(holder.lease_id, request("alter", ("t1", op("INSERT"))).owner)
+    clocks = _Clocks(cpu_step, wall_step)
+    monkeypatch.setattr(readmit, "_cpu_clock", clocks.thread_time)
+    monkeypatch.setattr(readmit, "_wall_clock", clocks.monotonic)
+    result = manager.readmit("t1", budget_s=5.0)
+    monkeypatch.undo()
+    assert result.complete is complete
+    if complete:
+        assert set(result.answers) == set(ids[:-1])
+    else:  # cut in queue order: what it answered is a prefix of the queue
+        assert 0 < len(result.answers) < len(ids) - 1
+        assert set(result.answers) == set(ids[: len(result.answers)])
+    manager.store.close()

@@ -483,10 +483,14 @@ class _PgTxn(_Txn):
 
     def set_table(self, uri: str, fencing: int, config_version: int | None, config_json: str | None) -> None:
         # A later set_table of the same row supersedes a buffered one (each writes the whole row): keeping
-        # only the last lets the buffered writes fold into one statement (see _fold).
-        self._pending = [
-            (sql, p) for sql, p in self._pending if not (sql is _P_SET_TABLE and p["uri"] == uri)
-        ]
+        # only the last lets the buffered writes fold into one statement (see _fold). There is at most one
+        # per row, and it is near the end when one transaction grants many times (the re-admission of a
+        # queue, ADR 0031): looked for from the end rather than by rebuilding the whole buffer per grant.
+        for i in range(len(self._pending) - 1, -1, -1):
+            sql, p = self._pending[i]
+            if sql is _P_SET_TABLE and p["uri"] == uri:
+                del self._pending[i]
+                break
         self._write(_P_SET_TABLE, {"uri": uri, "fencing": fencing, "cv": config_version, "cj": config_json})
         self._tables[uri] = TableRow(uri, fencing, config_version, config_json)
 
