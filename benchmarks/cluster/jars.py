@@ -37,7 +37,9 @@ def s3_jars() -> list[Path]:
 
 def fetch(dest: Path | None = None) -> list[Path]:
     """Copy ``hadoop-aws`` and its runtime dependencies (Hadoop's own excluded: the wheel has them)."""
-    dest = dest or jars_folder()
+    # absolute: Maven runs in a temporary directory, where a relative folder would be made (and removed)
+    dest = (dest or jars_folder()).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
     group, artifact, version = HADOOP_AWS.split(":")
     with tempfile.TemporaryDirectory() as work:
         (Path(work) / "pom.xml").write_text(_POM.format(group=group, artifact=artifact, version=version))
