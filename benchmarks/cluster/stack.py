@@ -193,6 +193,7 @@ class ClusterStack:
             if user:
                 entry = pwd.getpwnam(user)
                 os.chown(data, entry.pw_uid, entry.pw_gid)
+                _check_reachable(data, user)
             initdb = [
                 str(pg_bin() / "initdb"),
                 "-D",
@@ -611,3 +612,17 @@ def down_from_state(home: Path) -> list[int]:
                         break
                     time.sleep(0.3)
     return kill_leftovers(home)
+
+
+def _check_reachable(data: Path, user: str) -> None:
+    """Fail with what to do when ``user`` (the server's, as root runs it) cannot reach ``data``: initdb would
+    only say "could not change directory" (a home under pytest's or ``mktemp``'s 0700 folders)."""
+    probe = subprocess.run(
+        ["runuser", "-u", user, "--", "test", "-w", str(data)], capture_output=True, timeout=30
+    )
+    if probe.returncode != 0:
+        closed = [str(p) for p in reversed(data.parents) if p.exists() and not (p.stat().st_mode & 0o001)]
+        raise RuntimeError(
+            f"the {user} user cannot reach {data} (folders closed to other users: {', '.join(closed) or '?'}): "
+            "give the stack a home under a folder every user may traverse"
+        )

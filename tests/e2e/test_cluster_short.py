@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,20 @@ pytestmark = [
 ]
 
 
-def test_short_cluster_run_passes_the_audit(tmp_path: Path) -> None:
+def test_short_cluster_run_passes_the_audit() -> None:
     pytest.importorskip("airflow.providers.celery", reason="install the cluster extra")
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
     from benchmarks.cluster.faults import CHEAP_KINDS
     from benchmarks.cluster.run import run
 
-    result = run(home=tmp_path / "cluster", spark=False, runs=1, kinds=CHEAP_KINDS, seed=7)
+    # not under tmp_path: pytest makes its folders 0700, and the PostgreSQL servers run as their own user
+    home = Path(tempfile.mkdtemp(prefix="deltaguard-cluster-"))
+    home.chmod(0o755)
+    try:
+        result = run(home=home / "cluster", spark=False, runs=1, kinds=CHEAP_KINDS, seed=7)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     print(result["audit"], result["faults"], result["wall_s"])
     assert result["stack"]["executor"] == "CeleryExecutor" and result["stack"]["celery_workers"] == 2
     assert result["leftover_processes"] == []
