@@ -211,7 +211,7 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     from deltaguard.engines.remote_work import default_remote_fence
     from deltaguard.leases.keeper import LeaseKeeper
     from deltaguard.leases.manager import LeaseManager
-    from deltaguard.leases.remote_work import FENCED_KIND, handles_in
+    from deltaguard.leases.remote_work import FENCED_KIND, UNFENCED_KIND, handles_in
     from deltaguard.leases.timing import LeaseTiming
 
     engine, uri = connect_engine, str(tmp_path / "t")
@@ -300,6 +300,11 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     history = RsTable(uri).history()
     assert [h["version"] for h in history] == [0], history
     kinds = [d.kind for d in reversed(writer_manager.decisions(uri=uri))]
-    assert FENCED_KIND in kinds and kinds.index(FENCED_KIND) < kinds.index("grant", kinds.index(FENCED_KIND))
+    # The expired lease was not reclaimed on its TTL alone: a fence was asked first. It confirms the work
+    # stopped (remote_fenced), or, when the holder's own session had already ended (this holder is a thread,
+    # not a frozen process: under load its write can end first), it cannot tell (remote_unfenced) and the
+    # table waits until the holder drops the handle of work it saw end. Either way no commit came after.
+    asked = [i for i, kind in enumerate(kinds) if kind in (FENCED_KIND, UNFENCED_KIND)]
+    assert asked and asked[0] < kinds.index("grant", asked[0]), kinds
     holder_manager.store.close()
     writer_manager.store.close()
