@@ -48,6 +48,7 @@ from benchmarks.harness.handoff import (
     quantiles,
     summarize,
 )
+from benchmarks.harness.handoff_trace import enqueue_times, summarize_stages, trace
 from benchmarks.harness.run_analysis import LogOrder, delta_log_order, files_removed_twice
 from benchmarks.workload_tables import (
     BENCH_DIR_ENV,
@@ -229,11 +230,16 @@ def analyse(
 
 
 def handoffs(
-    strategies: list[str], bench_dir: Path, lease_store_url: str, table_uris: dict[str, dict[str, str]]
+    strategies: list[str],
+    bench_dir: Path,
+    lease_store_url: str,
+    table_uris: dict[str, dict[str, str]],
+    logs: Path | None = None,
 ) -> dict[str, Any]:
     """``handoff`` (deltaguard's lease hand-offs, release to the waiter's first byte, with the store's and
     Airflow's parts) and ``pool_handoff`` (Airflow's own: commit to the next write's first byte in a 1-slot
-    pool), each as quantiles."""
+    pool), each as quantiles; with Airflow's ``logs``, also ``handoff_stages``: Airflow's part split at the
+    points Airflow logs (:mod:`benchmarks.harness.handoff_trace`)."""
     out: dict[str, Any] = {}
     if "deltaguard" in strategies:
         from deltaguard.leases.open import open_store
@@ -250,6 +256,14 @@ def handoffs(
             "that write's first byte; release_to_grant is the lease store's part, grant_to_first_byte "
             "Airflow's (trigger event, re-queue, worker start, opening the table)"
         )
+        if logs is not None and (logs / "scheduler.log").exists():
+            traced = trace(
+                logs,
+                "bench_deltaguard",
+                out["handoff_pairs"],
+                enqueue_times(logs / "scheduler.log", "bench_deltaguard"),
+            )
+            out["handoff_stages"] = summarize_stages(traced)
     if "one_slot_pools" in strategies:
         out["pool_handoff"] = quantiles(pool_handoffs(read_attempts(bench_dir / "one_slot_pools.jsonl")))
         out["pool_handoff_note"] = (
@@ -415,7 +429,7 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
         )
         results[strategy] = metrics
     results["seed"] = args.seed
-    results.update(handoffs(strategies, bench_dir, home.lease_store_url, table_uris))
+    results.update(handoffs(strategies, bench_dir, home.lease_store_url, table_uris, home.log_dir))
     if "one_slot_pools" in results and "deltaguard" in results:
         results["deltaguard_vs_one_slot"] = round(
             results["deltaguard"]["makespan_s"] / results["one_slot_pools"]["makespan_s"], 2
@@ -485,6 +499,7 @@ def sweep_row(results: dict[str, Any]) -> dict[str, Any]:
         # the unguarded baseline's tables the engine corrupted (files removed twice in the Delta log)
         "optimistic_corrupted_tables": corrupted_tables(UNGUARDED, results.get(UNGUARDED, {})),
         "handoff": results.get("handoff"),
+        "handoff_stages": results.get("handoff_stages") if valid else None,
         # kept per run, so the sweep's quantiles can be recomputed from the file alone
         "handoff_pairs": results.get("handoff_pairs", []) if valid else [],
         "loadavg": {

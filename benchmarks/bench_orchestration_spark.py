@@ -206,7 +206,7 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
         )
         results[strategy] = metrics
     results["seed"] = args.seed
-    results.update(handoffs(strategies, bench_dir, home.lease_store_url, table_uris))
+    results.update(handoffs(strategies, bench_dir, home.lease_store_url, table_uris, home.log_dir))
     if "deltaguard" in strategies:
         results["lease_overhead"] = lease_overhead(
             bench_dir, home.lease_store_url, list(table_uris["deltaguard"].values()), workload
