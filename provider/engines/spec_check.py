@@ -93,7 +93,10 @@ def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | Non
         parsed = sqlglot.parse(text, read=dialect)
     except SqlglotError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InvalidWriteError(f"{what} does not parse: {text!r} ({reason})") from exc
+        language = "Spark SQL" if dialect == SPARK else f"{dialect} SQL"
+        raise InvalidWriteError(
+            f"{what} {text!r} cannot be parsed: it does not parse as {language} ({reason})"
+        ) from exc
     if len(parsed) != 1 or parsed[0] is None:
         raise InvalidWriteError(f"{what} must be one SQL expression, not several statements: {text!r}")
     expression: exp.Expr = parsed[0]

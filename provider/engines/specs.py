@@ -102,7 +102,6 @@ class WriteSpec:
 
 @dataclass(frozen=True)
 class AppendSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "append"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "append"
     described_as: ClassVar[str] = "an INSERT"
     creates_table: ClassVar[bool] = True
@@ -146,7 +145,6 @@ class MergeSpec(WriteSpec):
     :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
     """
 
-    #: its name in JSON (``{"kind": "merge"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "merge"
     described_as: ClassVar[str] = "a MERGE"
 
@@ -281,7 +279,6 @@ class MergeSpec(WriteSpec):
 
 @dataclass(frozen=True)
 class UpdateSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "update"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "update"
     described_as: ClassVar[str] = "an UPDATE"
     updates: Mapping[str, str]
@@ -309,7 +306,6 @@ class UpdateSpec(WriteSpec):
 
 @dataclass(frozen=True)
 class DeleteSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "delete"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "delete"
     described_as: ClassVar[str] = "a DELETE"
     predicate: str | None = None
@@ -334,7 +330,6 @@ class ReplaceWhereSpec(WriteSpec):
         it writes, and the engine refuses a source that has left them.
     """
 
-    #: its name in JSON (``{"kind": "replace_where"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "replace_where"
     described_as: ClassVar[str] = "an overwrite with replaceWhere"
 
@@ -360,7 +355,6 @@ class ReplaceWhereSpec(WriteSpec):
 
 @dataclass(frozen=True)
 class OverwriteSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "overwrite"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "overwrite"
     described_as: ClassVar[str] = "an overwrite"
     creates_table: ClassVar[bool] = True
@@ -376,7 +370,6 @@ class OverwriteSpec(WriteSpec):
 
 @dataclass(frozen=True)
 class OptimizeSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "optimize"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "optimize"
     described_as: ClassVar[str] = "OPTIMIZE"
     zorder_by: tuple[str, ...] = ()
@@ -408,7 +401,6 @@ class OptimizeSpec(WriteSpec):
 
 @dataclass(frozen=True)
 class SetPropertiesSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "set_properties"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "set_properties"
     described_as: ClassVar[str] = "ALTER TABLE SET TBLPROPERTIES"
     properties: Mapping[str, str]
@@ -424,7 +416,6 @@ class SetPropertiesSpec(WriteSpec):
 
 @dataclass(frozen=True)
 class AddColumnsSpec(WriteSpec):
-    #: its name in JSON (``{"kind": "add_columns"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "add_columns"
     described_as: ClassVar[str] = "ALTER TABLE ADD COLUMNS"
     #: column name -> Spark SQL type name (``string``, ``bigint``, ``decimal(10,2)``, ...)
@@ -452,7 +443,6 @@ class CreateSpec(WriteSpec):
     :param schema: column name -> Spark SQL type name; optional when ``source`` is given.
     """
 
-    #: its name in JSON (``{"kind": "create"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "create"
     described_as: ClassVar[str] = "CREATE TABLE"
     creates_table: ClassVar[bool] = True
@@ -490,7 +480,6 @@ class SqlSpec(WriteSpec):
     :param classified: the conflict model's view of it (from ``deltaguard.core.sql.classify``).
     """
 
-    #: its name in JSON (``{"kind": "sql"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "sql"
     described_as: ClassVar[str] = "the SQL statement"
 

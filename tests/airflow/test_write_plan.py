@@ -25,7 +25,7 @@ PARTITIONED = TableConfig(partition_columns=("country",), uri="/t")
         (
             specs.MergeSpec(source=None, condition="t.id = = s.id"),
             PARTITIONED,
-            "MERGE condition does not parse",
+            "MERGE condition .* cannot be parsed",
         ),
         (
             specs.MergeSpec(source=None, condition="t.id = s.id", target_partition_values={"day": 1}),

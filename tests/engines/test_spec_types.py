@@ -63,7 +63,9 @@ def test_a_subclass_of_a_spec_is_not_sent_as_its_parent() -> None:
 
 
 @pytest.mark.parametrize("engine", sorted(SHIPPED))
-@pytest.mark.parametrize("spec_type", sorted(specs.SPEC_TYPES.values(), key=lambda c: c.json_name), ids=str)
+@pytest.mark.parametrize(
+    "spec_type", sorted(specs.SPEC_TYPES.values(), key=lambda c: c.json_name), ids=lambda c: c.json_name
+)
 def test_every_spec_type_has_a_runner_or_a_reason_in_each_shipped_engine(
     engine: str, spec_type: type[specs.WriteSpec]
 ) -> None:
