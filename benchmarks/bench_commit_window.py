@@ -24,6 +24,7 @@ Writes ``benchmarks/results/commit_window.json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -92,22 +93,21 @@ def run_once(case: str, rows: int, staged: bool, workdir: str) -> tuple[float, f
     spec = _spec(case, rows)
     fence = TimedFence()
     returned: list[float] = []
-    runner = engine_module.RUNNERS[type(spec)]
+    runner = engine_module.RUNNERS.runner(spec)
 
     def timed(spec: Any, ctx: Any) -> Any:
-        metrics = runner(spec, ctx)
+        metrics = runner.run(spec, ctx)
         returned.append(time.time())
         return metrics
 
     original = ops.OpContext.staged
-    engine_module.RUNNERS[type(spec)] = timed
     if not staged:
         ops.OpContext.staged = lambda self, data, partition_by, mode: False  # type: ignore[method-assign]
     try:
-        result = DeltaRsEngine().write(uri, spec, WriteContext(fence=fence))
+        with engine_module.RUNNERS.overridden(type(spec), dataclasses.replace(runner, run=timed)):
+            result = DeltaRsEngine().write(uri, spec, WriteContext(fence=fence))
     finally:
         ops.OpContext.staged = original  # type: ignore[method-assign]
-        engine_module.RUNNERS[type(spec)] = runner
     assert result.version is not None and result.version == DeltaTable(uri).version()
     return _window(uri, result.version, fence), returned[0] - fence.checks[-1]
 

@@ -27,13 +27,13 @@ from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.engines.lifetime import engine_released
 from deltaguard.engines.pinned_read import judged_by_file_stats
+from deltaguard.engines.validation import validate_spec
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.writes.outcome import task_result
-from deltaguard.writes.spec_checks import check_spec
 from deltaguard.writes.table_uri import table_key
 from deltaguard.writes.task_identity import task_app_id, task_app_version
 
@@ -319,7 +319,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             self.resolved_spark_connections = spark_connections
             table_config, read_version = hook.write_table_config(engine, uri, file_stats=self.file_stats)
             spec = self.build_spec(table_config)
-            check_spec(spec, table_config)
+            validate_spec(spec, table_config)  # the spec's own checks; the engine adds its own
             engine.validate(uri, spec, table_config)
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc

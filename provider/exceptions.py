@@ -4,7 +4,8 @@
 
     DeltaGuardError
     ├── InvalidWriteError (ValueError)    bad task input, raised before any lease is taken
-    │   └── TableUriError                 a table URI deltaguard cannot write to
+    │   ├── TableUriError                 a table URI deltaguard cannot write to
+    │   └── UnsupportedWriteError         the chosen engine has no runner for this kind of write
     ├── TableAccessError                  the table's log cannot be read or written
     ├── SparkSetupError                   Spark cannot run Delta writes as configured
     ├── DeltaConflictError                a commit failed on a concurrent transaction
@@ -46,6 +47,19 @@ class InvalidWriteError(DeltaGuardError, ValueError):
 
 class TableUriError(InvalidWriteError):
     """A table URI deltaguard cannot write to (unknown scheme, empty name, ...)."""
+
+
+class UnsupportedWriteError(InvalidWriteError):
+    """The chosen engine has no runner for this kind of write (raised before anything is written).
+
+    :param engine: the engine's name.
+    :param spec_type: the spec class it cannot run (or the type of what was passed as a spec).
+    """
+
+    def __init__(self, message: str, *, engine: str, spec_type: type) -> None:
+        super().__init__(message)
+        self.engine = engine
+        self.spec_type = spec_type
 
 
 # ----------------------------------------------------------------------------------------------- engines

@@ -13,6 +13,7 @@ from deltaguard.exceptions import (
     InvalidWriteError,
     SparkSetupError,
     TableAccessError,
+    UnsupportedWriteError,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "InvalidWriteError",
     "SparkSetupError",
     "TableAccessError",
+    "UnsupportedWriteError",
 ]

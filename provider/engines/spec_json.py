@@ -1,6 +1,8 @@
 """Write specs and contexts as JSON, for processes that cannot share Python objects (spark-submit jobs).
 
-A spec becomes ``{"kind": "merge", ...its fields...}``. Sources must be URI strings (Parquet/CSV/Delta
+A spec becomes ``{"kind": "merge", ...its fields...}``; the kind is the name its class carries
+(``json_name``) and is looked up in the registry the classes fill themselves
+(:data:`deltaguard.engines.specs.SPEC_TYPES`). Sources must be URI strings (Parquet/CSV/Delta
 locations the job can read); in-memory data cannot cross a process boundary. Dates, datetimes and
 decimals in partition values are tagged (``{"$date": "2024-01-01"}``) so they come back with their type,
 which matters for the SQL literals rendered from them.
@@ -18,9 +20,6 @@ from typing import Any
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import SPEC_TYPES, WriteContext, WriteSpec
-
-#: spec types by the name each carries (``json_name``)
-SPEC_KINDS: Mapping[str, type] = SPEC_TYPES
 
 
 def _encode(value: Any) -> Any:
@@ -70,8 +69,9 @@ def spec_to_json(spec: WriteSpec) -> dict[str, Any]:
 
     :raises InvalidWriteError: for an in-memory source or a value JSON cannot carry.
     """
-    kind = getattr(type(spec), "json_name", None) if type(spec) in SPEC_KINDS.values() else None
-    if kind is None:
+    kind = getattr(type(spec), "json_name", None)
+    if kind is None or SPEC_TYPES.get(kind) is not type(spec):
+        # a subclass inherits its parent's name: it would come back as the parent
         raise InvalidWriteError(f"unknown spec type {type(spec).__name__}")
     source = getattr(spec, "source", None)
     if source is not None and not isinstance(source, str):
@@ -91,9 +91,9 @@ def spec_from_json(payload: Mapping[str, Any] | str) -> WriteSpec:
     """
     data = _loads(payload, "spec")
     kind = data.get("kind")
-    cls = SPEC_KINDS.get(str(kind))
+    cls = SPEC_TYPES.get(str(kind))
     if cls is None:
-        raise InvalidWriteError(f"unknown spec kind {kind!r}; expected one of {sorted(SPEC_KINDS)}")
+        raise InvalidWriteError(f"unknown spec kind {kind!r}; expected one of {sorted(SPEC_TYPES)}")
     names = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(names) - {"kind"})
     if unknown:

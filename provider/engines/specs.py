@@ -4,6 +4,12 @@ A spec is what an operator (or the spark-submit job module) hands to an engine. 
 :class:`~deltaguard.core.operations.Operation` it is for the conflict model, so the lease manager and the
 engine can never disagree about what is being written.
 
+Each spec type is declared once, here: its class carries its JSON name (:attr:`WriteSpec.json_name`, the
+key :mod:`deltaguard.engines.spec_json` writes for spark-submit jobs), what it is called in messages
+(:attr:`WriteSpec.described_as`), whether it may create its table, and its checks (:meth:`WriteSpec.validate`,
+run at the one validation point :func:`deltaguard.engines.validation.validate_spec`). Declaring the class
+registers it (:data:`SPEC_TYPES`); engines only register how they run it (:mod:`deltaguard.engines.runners`).
+
 ``source`` fields take a ``pyarrow.Table``, a ``pandas.DataFrame``, a ``pyarrow.RecordBatchReader`` or a
 URI string (Parquet/CSV/Delta), resolved by :mod:`deltaguard.engines.sources`.
 """
@@ -15,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.spec_check import SpecCheck, check_properties
 
 if TYPE_CHECKING:
     from deltaguard.core.merge_scope import MergeScope
@@ -41,10 +49,62 @@ class WriteContext:
     fence: CommitFence | None = field(default=None, compare=False)
 
 
+#: every spec type by its JSON name, filled by :meth:`WriteSpec.__init_subclass__`: the one list of spec types
+SPEC_TYPES: dict[str, type[WriteSpec]] = {}
+
+
 @dataclass(frozen=True)
-class AppendSpec:
-    #: its name in JSON (``{"kind": "append"}``, :mod:`deltaguard.engines.spec_json`)
+class WriteSpec:
+    """A write an engine executes; every spec type derives from it and declares itself once.
+
+    A subclass that sets :attr:`json_name` is registered in :data:`SPEC_TYPES` under that name (two classes
+    with one name are refused when the second is declared). Validation is not done at construction: a spec
+    is built freely and checked at the one validation point,
+    :func:`deltaguard.engines.validation.validate_spec`, before any lease is taken and again before the
+    engine writes.
+    """
+
+    #: its name in JSON (``{"kind": "append"}``, :mod:`deltaguard.engines.spec_json`); unique
+    json_name: ClassVar[str]
+    #: what the write is called in messages to DAG authors: the statement it is, never the class name
+    described_as: ClassVar[str] = "this write"
+    #: whether it may run against a table that does not exist yet (it creates it)
+    creates_table: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("json_name")
+        if name is None:
+            return  # a subclass of a spec (a test's, a timed one) is not a spec type of its own
+        taken = SPEC_TYPES.get(name)
+        if taken is not None and taken.__qualname__ != cls.__qualname__:
+            raise TypeError(f"spec JSON name {name!r} is taken by {taken.__qualname__}")
+        SPEC_TYPES[name] = cls
+
+    def operation(self) -> Operation:
+        """The operation the conflict model judges: exactly what the engine runs."""
+        raise NotImplementedError
+
+    def may_create(self) -> bool:
+        """Whether this write may create the table it writes."""
+        return self.creates_table
+
+    def sql_texts(self) -> tuple[str | None, ...]:
+        """The user's SQL snippets (conditions, expressions) the engine will run, for engines that render them."""
+        return ()
+
+    def validate(self, check: SpecCheck) -> None:
+        """Check this spec against the table it will write (``check``), before anything is written.
+
+        :raises InvalidWriteError: naming the first problem found.
+        """
+
+
+@dataclass(frozen=True)
+class AppendSpec(WriteSpec):
     json_name: ClassVar[str] = "append"
+    described_as: ClassVar[str] = "an INSERT"
+    creates_table: ClassVar[bool] = True
     source: Any
     partition_by: tuple[str, ...] = ()
     #: the partition values the appended rows carry, if known (narrows the conflict model's view)
@@ -53,9 +113,23 @@ class AppendSpec:
     def operation(self) -> Operation:
         return Operation(OperationKind.INSERT, predicate=_partition_predicate(self.partition_values))
 
+    def validate(self, check: SpecCheck) -> None:
+        check.partition_keys(self.partition_values, "partition_values")
+        config = check.config
+        if (
+            config is not None
+            and config.exists
+            and self.partition_by
+            and [c.lower() for c in self.partition_by] != [c.lower() for c in config.partition_columns]
+        ):
+            raise InvalidWriteError(
+                f"partition_by {list(self.partition_by)} differs from the table's {list(config.partition_columns)}"
+            )
+        _check_source(self)
+
 
 @dataclass(frozen=True)
-class MergeSpec:
+class MergeSpec(WriteSpec):
     """``MERGE INTO target t USING source s ON condition``.
 
     :param condition: the ON condition (``t`` = target alias, ``s`` = source alias).
@@ -71,8 +145,8 @@ class MergeSpec:
     :param not_matched_by_source_delete: ``WHEN NOT MATCHED BY SOURCE THEN DELETE``.
     """
 
-    #: its name in JSON (``{"kind": "merge"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "merge"
+    described_as: ClassVar[str] = "a MERGE"
 
     source: Any
     condition: str
@@ -159,11 +233,54 @@ class MergeSpec:
             return ""
         return None
 
+    def sql_texts(self) -> tuple[str | None, ...]:
+        return (
+            self.condition,
+            self.matched_condition,
+            *(self.matched_update or {}).values(),
+            *(self.not_matched_insert or {}).values(),
+        )
+
+    def validate(self, check: SpecCheck) -> None:
+        if not isinstance(self.condition, str) or not self.condition.strip():
+            raise InvalidWriteError("MERGE needs an ON condition (the 'condition' argument is empty)")
+        # the ON condition names the aliases, not the table's columns
+        check.predicate(self.condition, "MERGE condition", with_columns=False)
+        if self.matched_condition is not None:
+            check.predicate(self.matched_condition, "MERGE matched condition", with_columns=False)
+        check.partition_keys(self.target_partition_values, "target_partition_values")
+        if self.matched_update is not None and self.matched_update_all:
+            raise InvalidWriteError("MERGE: give matched_update or matched_update_all, not both")
+        if self.not_matched_insert is not None and self.not_matched_insert_all:
+            raise InvalidWriteError("MERGE: give not_matched_insert or not_matched_insert_all, not both")
+        clauses = (
+            self.matched_update is not None,
+            self.matched_update_all,
+            self.matched_delete,
+            self.not_matched_insert is not None,
+            self.not_matched_insert_all,
+            self.not_matched_by_source_delete,
+        )
+        if not any(clauses):
+            raise InvalidWriteError("a MERGE needs at least one WHEN clause")
+        for mapping, what in (
+            (self.matched_update, "matched_update"),
+            (self.not_matched_insert, "not_matched_insert"),
+        ):
+            if mapping is not None:
+                if not mapping:
+                    raise InvalidWriteError(f"{what} must set at least one column")
+                for column, expression in mapping.items():
+                    check.sql(expression, f"{what}[{column!r}]")
+        if not self.source_alias or not self.target_alias or self.source_alias == self.target_alias:
+            raise InvalidWriteError("source_alias and target_alias must be two different, non-empty aliases")
+        _check_source(self)
+
 
 @dataclass(frozen=True)
-class UpdateSpec:
-    #: its name in JSON (``{"kind": "update"}``, :mod:`deltaguard.engines.spec_json`)
+class UpdateSpec(WriteSpec):
     json_name: ClassVar[str] = "update"
+    described_as: ClassVar[str] = "an UPDATE"
     updates: Mapping[str, str]
     predicate: str | None = None
 
@@ -172,19 +289,40 @@ class UpdateSpec:
             OperationKind.UPDATE, predicate=self.predicate, assignments=tuple(self.updates.items())
         )
 
+    def sql_texts(self) -> tuple[str | None, ...]:
+        return (self.predicate, *self.updates.values())
+
+    def validate(self, check: SpecCheck) -> None:
+        if not self.updates:
+            raise InvalidWriteError("an UPDATE needs at least one column to set")
+        known = check.known_columns()
+        for column, expression in self.updates.items():
+            if known is not None and column.lower() not in known:
+                raise InvalidWriteError(f"UPDATE sets unknown column {column!r}")
+            check.sql(expression, f"UPDATE expression for {column!r}", with_columns=True)
+        if self.predicate is not None:
+            check.predicate(self.predicate, "UPDATE predicate")
+
 
 @dataclass(frozen=True)
-class DeleteSpec:
-    #: its name in JSON (``{"kind": "delete"}``, :mod:`deltaguard.engines.spec_json`)
+class DeleteSpec(WriteSpec):
     json_name: ClassVar[str] = "delete"
+    described_as: ClassVar[str] = "a DELETE"
     predicate: str | None = None
 
     def operation(self) -> Operation:
         return Operation(OperationKind.DELETE, predicate=self.predicate)
 
+    def sql_texts(self) -> tuple[str | None, ...]:
+        return (self.predicate,)
+
+    def validate(self, check: SpecCheck) -> None:
+        if self.predicate is not None:
+            check.predicate(self.predicate, "DELETE predicate")
+
 
 @dataclass(frozen=True)
-class ReplaceWhereSpec:
+class ReplaceWhereSpec(WriteSpec):
     """Replace the rows matching ``predicate`` with ``source`` (every source row must satisfy it).
 
     :param source_scope: the ranges the source's columns were read to hold (its ``inserted`` column scopes,
@@ -192,8 +330,8 @@ class ReplaceWhereSpec:
         it writes, and the engine refuses a source that has left them.
     """
 
-    #: its name in JSON (``{"kind": "replace_where"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "replace_where"
+    described_as: ClassVar[str] = "an overwrite with replaceWhere"
 
     source: Any
     predicate: str
@@ -203,22 +341,37 @@ class ReplaceWhereSpec:
         scoped = self.source_scope.inserted_predicate() if self.source_scope is not None else None
         return Operation(OperationKind.REPLACE_WHERE, predicate=self.predicate, inserts=scoped or "")
 
+    def sql_texts(self) -> tuple[str | None, ...]:
+        return (self.predicate,)
+
+    def validate(self, check: SpecCheck) -> None:
+        if not isinstance(self.predicate, str) or not self.predicate.strip():
+            raise InvalidWriteError(
+                "a replace-where needs a predicate; use an overwrite to replace the whole table"
+            )
+        check.predicate(self.predicate, "replaceWhere predicate")
+        _check_source(self)
+
 
 @dataclass(frozen=True)
-class OverwriteSpec:
-    #: its name in JSON (``{"kind": "overwrite"}``, :mod:`deltaguard.engines.spec_json`)
+class OverwriteSpec(WriteSpec):
     json_name: ClassVar[str] = "overwrite"
+    described_as: ClassVar[str] = "an overwrite"
+    creates_table: ClassVar[bool] = True
     source: Any
     partition_by: tuple[str, ...] = ()
 
     def operation(self) -> Operation:
         return Operation(OperationKind.OVERWRITE)
 
+    def validate(self, check: SpecCheck) -> None:
+        _check_source(self)
+
 
 @dataclass(frozen=True)
-class OptimizeSpec:
-    #: its name in JSON (``{"kind": "optimize"}``, :mod:`deltaguard.engines.spec_json`)
+class OptimizeSpec(WriteSpec):
     json_name: ClassVar[str] = "optimize"
+    described_as: ClassVar[str] = "OPTIMIZE"
     zorder_by: tuple[str, ...] = ()
     partition_filters: Mapping[str, Any] = field(default_factory=dict)
     target_size: int | None = None
@@ -230,37 +383,69 @@ class OptimizeSpec:
             zorder_by=tuple(self.zorder_by),
         )
 
+    def validate(self, check: SpecCheck) -> None:
+        check.partition_keys(self.partition_filters, "partition_filters")
+        for key, value in self.partition_filters.items():
+            if value is None:
+                raise InvalidWriteError(f"partition filter {key!r} needs a value, not None")
+        if any(not isinstance(c, str) or not c.strip() for c in self.zorder_by):
+            raise InvalidWriteError(f"zorder_by must be column names, got {list(self.zorder_by)}")
+        known = check.known_columns()
+        if known is not None:
+            unknown = [column for column in self.zorder_by if column.lower() not in known]
+            if unknown:
+                raise InvalidWriteError(f"zorder_by names unknown column {unknown[0]!r}")
+        if self.target_size is not None and self.target_size <= 0:
+            raise InvalidWriteError("OPTIMIZE target_size must be a positive number of bytes")
+
 
 @dataclass(frozen=True)
-class SetPropertiesSpec:
-    #: its name in JSON (``{"kind": "set_properties"}``, :mod:`deltaguard.engines.spec_json`)
+class SetPropertiesSpec(WriteSpec):
     json_name: ClassVar[str] = "set_properties"
+    described_as: ClassVar[str] = "ALTER TABLE SET TBLPROPERTIES"
     properties: Mapping[str, str]
 
     def operation(self) -> Operation:
         return Operation(OperationKind.SET_TBLPROPERTIES)
 
+    def validate(self, check: SpecCheck) -> None:
+        if not self.properties:
+            raise InvalidWriteError("ALTER TABLE SET TBLPROPERTIES needs at least one property")
+        check_properties(self.properties)
+
 
 @dataclass(frozen=True)
-class AddColumnsSpec:
-    #: its name in JSON (``{"kind": "add_columns"}``, :mod:`deltaguard.engines.spec_json`)
+class AddColumnsSpec(WriteSpec):
     json_name: ClassVar[str] = "add_columns"
+    described_as: ClassVar[str] = "ALTER TABLE ADD COLUMNS"
     #: column name -> Spark SQL type name (``string``, ``bigint``, ``decimal(10,2)``, ...)
     columns: Mapping[str, str]
 
     def operation(self) -> Operation:
         return Operation(OperationKind.ADD_COLUMNS)
 
+    def validate(self, check: SpecCheck) -> None:
+        # the type names are each engine's to read (its runner checks them: Spark knows more than delta-rs)
+        if not self.columns:
+            raise InvalidWriteError("ALTER TABLE ADD COLUMNS needs at least one column")
+        known = check.known_columns() or set()
+        for name in self.columns:
+            if not isinstance(name, str) or not name.strip():
+                raise InvalidWriteError(f"column names must be non-empty strings, got {name!r}")
+            if name.lower() in known:
+                raise InvalidWriteError(f"column {name!r} already exists")
+
 
 @dataclass(frozen=True)
-class CreateSpec:
+class CreateSpec(WriteSpec):
     """Create (or replace) the table, optionally with initial data.
 
     :param schema: column name -> Spark SQL type name; optional when ``source`` is given.
     """
 
-    #: its name in JSON (``{"kind": "create"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "create"
+    described_as: ClassVar[str] = "CREATE TABLE"
+    creates_table: ClassVar[bool] = True
 
     schema: Mapping[str, str] | None = None
     source: Any = None
@@ -271,9 +456,21 @@ class CreateSpec:
     def operation(self) -> Operation:
         return Operation(OperationKind.CREATE_OR_REPLACE)
 
+    def validate(self, check: SpecCheck) -> None:
+        if check.exists and not self.replace:
+            raise InvalidWriteError(f"table {check.uri} already exists; set replace=True to replace it")
+        if self.schema is None and self.source is None:
+            raise InvalidWriteError("create needs a schema or a source")
+        if self.schema is not None:  # its type names are each engine's to read, as for ADD COLUMNS
+            names = {n.lower() for n in self.schema}
+            missing = [p for p in self.partition_by if p.lower() not in names]
+            if missing:
+                raise InvalidWriteError(f"partition_by names columns not in the schema: {missing}")
+        check_properties(self.properties)
+
 
 @dataclass(frozen=True)
-class SqlSpec:
+class SqlSpec(WriteSpec):
     """One Spark SQL write statement executed as written (Spark engine only; delta-rs refuses it).
 
     Used by ``DeltaSqlOperator`` for statements no plain spec expresses (``MERGE ... USING other_table``,
@@ -283,8 +480,8 @@ class SqlSpec:
     :param classified: the conflict model's view of it (from ``deltaguard.core.sql.classify``).
     """
 
-    #: its name in JSON (``{"kind": "sql"}``, :mod:`deltaguard.engines.spec_json`)
     json_name: ClassVar[str] = "sql"
+    described_as: ClassVar[str] = "the SQL statement"
 
     sql: str
     classified: Operation
@@ -292,20 +489,12 @@ class SqlSpec:
     def operation(self) -> Operation:
         return self.classified
 
+    def may_create(self) -> bool:
+        return self.classified.kind is OperationKind.CREATE_OR_REPLACE
 
-WriteSpec = (
-    AppendSpec
-    | MergeSpec
-    | UpdateSpec
-    | DeleteSpec
-    | ReplaceWhereSpec
-    | OverwriteSpec
-    | OptimizeSpec
-    | SetPropertiesSpec
-    | AddColumnsSpec
-    | CreateSpec
-    | SqlSpec
-)
+    def validate(self, check: SpecCheck) -> None:
+        if not isinstance(self.sql, str) or not self.sql.strip():
+            raise InvalidWriteError("the SQL statement is empty")
 
 
 def _partition_predicate(values: Mapping[str, Any]) -> str | None:
@@ -314,46 +503,16 @@ def _partition_predicate(values: Mapping[str, Any]) -> str | None:
     return partition_predicate(values) if values else None
 
 
-#: every spec type by its JSON name: the one list of spec types
-SPEC_TYPES: Mapping[str, type[WriteSpec]] = {
-    cls.json_name: cls
-    for cls in (
-        AppendSpec,
-        MergeSpec,
-        UpdateSpec,
-        DeleteSpec,
-        ReplaceWhereSpec,
-        OverwriteSpec,
-        OptimizeSpec,
-        SetPropertiesSpec,
-        AddColumnsSpec,
-        CreateSpec,
-        SqlSpec,
-    )
-}
-
-
-#: what each write is called in messages to DAG authors: the statement it is, never the class name
-_WRITE_NAMES: dict[str, str] = {
-    "AppendSpec": "an INSERT",
-    "MergeSpec": "a MERGE",
-    "UpdateSpec": "an UPDATE",
-    "DeleteSpec": "a DELETE",
-    "ReplaceWhereSpec": "an overwrite with replaceWhere",
-    "OverwriteSpec": "an overwrite",
-    "OptimizeSpec": "OPTIMIZE",
-    "SetPropertiesSpec": "ALTER TABLE SET TBLPROPERTIES",
-    "AddColumnsSpec": "ALTER TABLE ADD COLUMNS",
-    "CreateSpec": "CREATE TABLE",
-    "SqlSpec": "the SQL statement",
-}
+def _check_source(spec: Any) -> None:
+    if spec.source is None:
+        raise InvalidWriteError(f"{write_name(spec, capital=True)} needs a source")
 
 
 def write_name(spec: object, *, capital: bool = False) -> str:
     """The write ``spec`` describes, in the user's terms (``an UPDATE``), for error messages.
 
-    :param spec: a write spec.
+    :param spec: a write spec (anything else is ``this write``).
     :param capital: start with a capital letter (at the start of a sentence).
     """
-    name = _WRITE_NAMES.get(type(spec).__name__, "this write")
+    name = spec.described_as if isinstance(spec, WriteSpec) else WriteSpec.described_as
     return name[:1].upper() + name[1:] if capital else name

@@ -166,6 +166,23 @@ def hold_lease_until_waiter(
     return granted.lease_id
 
 
+def wait_until_unleased(store_url: str, table: str, timeout_s: float = 30.0) -> None:
+    """Poll until no lease holds ``table`` (released, or expired), failing after ``timeout_s``."""
+    import time
+
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.writes.table_uri import table_key
+
+    manager = LeaseManager(store_url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while held := manager.leases(table_key(table)):
+            assert time.monotonic() < deadline, f"{table} is still leased: {[h.lease_id for h in held]}"
+            time.sleep(0.05)
+    finally:
+        manager.store.close()
+
+
 def task_context(task_id: str) -> dict:
     """A minimal task context for calling an operator's ``execute`` outside a DAG run."""
     start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)

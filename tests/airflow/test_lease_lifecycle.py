@@ -9,7 +9,7 @@ import pytest
 
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.writes.table_uri import table_key
-from tests.airflow.helpers import sales_table, task_context
+from tests.airflow.helpers import sales_table, task_context, wait_until_unleased
 
 
 def _decision_kinds(url: str, key: str) -> list[str]:
@@ -103,7 +103,6 @@ def test_heartbeat_keeps_the_lease_through_a_write_longer_than_its_ttl(
 @pytest.mark.timeout(180)
 def test_a_lease_that_expired_before_resume_is_asked_for_anew(tmp_path, lease_store_url) -> None:
     """The trigger granted the try's request, but the task resumed after the TTL: it must queue anew."""
-    import time
 
     from deltaguard.core.admission import Granted, LeaseRequest, TableClaim
     from deltaguard.core.operations import Operation, OperationKind
@@ -125,8 +124,8 @@ def test_a_lease_that_expired_before_resume_is_asked_for_anew(tmp_path, lease_st
         LeaseRequest(claims=(claim,), owner=owner, ttl_s=0.5, request_id=task_request_id(owner))
     )
     assert isinstance(stale, Granted)
-    time.sleep(1.0)
     manager.store.close()
+    wait_until_unleased(lease_store_url, table)  # the 0.5 s TTL has passed: the grant is stale
 
     result = DeltaDeleteOperator(task_id="late", table=table, predicate="id = 3").execute(
         task_context("late")

@@ -100,11 +100,22 @@ def _holder_and_waiters(url: str, n: int, tables: int = 1) -> tuple[LeaseManager
     return manager, holders, waiting
 
 
-def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(pg_url: str) -> None:
+def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     n = 40
     manager, _, waiting = _holder_and_waiters(pg_url, n, tables=n)  # one table each: all wait
     manager.store.close()  # only the triggers' connections are counted from here on
     assert _connections(pg_url) == 0
+    checks: dict[str, int] = {}
+    real_check = LeaseManager.check
+
+    def counted(self: LeaseManager, request_id: str):  # type: ignore[no-untyped-def]
+        answer = real_check(self, request_id)
+        checks[request_id] = checks.get(request_id, 0) + 1
+        return answer
+
+    monkeypatch.setattr(LeaseManager, "check", counted)
 
     async def scenario() -> tuple[int, int, int, int]:
         tasks = [
@@ -112,13 +123,15 @@ def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(p
             for rid in waiting
         ]
         await _until(_waiting_on_listener(n))  # every trigger has checked and waits
-        await asyncio.sleep(0.5)  # and polled a few more times (poll 0.1 s): the pool must stay bounded
+        # and each has polled once more while waiting (the safety poll, NOTIFY_POLL_POLLS x 0.1 s), through
+        # the shared pool: the pool must stay bounded
+        await _until(lambda: all(checks.get(rid, 0) >= 2 for rid in waiting))
         during = await asyncio.to_thread(_connections, pg_url)
         handles = shared_store.open_handles()
         # the triggerer cancels triggers (their task instances were cleared): each gives its handle back
         for task in tasks[: n // 2]:
             task.cancel()
-        await asyncio.sleep(0.5)
+        await asyncio.gather(*tasks[: n // 2], return_exceptions=True)  # each has given its handle back
         assert not any(t.done() for t in tasks[n // 2 :])
         half = await asyncio.to_thread(_connections, pg_url)
         for task in tasks[n // 2 :]:

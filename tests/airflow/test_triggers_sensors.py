@@ -28,6 +28,23 @@ def _request(owner: str, kind: OperationKind, predicate: str | None = None) -> L
     return LeaseRequest(claims=(claim,), owner=Owner(name=owner), ttl_s=30)
 
 
+def _watch_checks(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, list[object]], threading.Event]:
+    """Record every ``LeaseManager.check`` answer by request id (the triggers' checks); the event is set at
+    each one, so a test can wait for a trigger to have checked instead of sleeping."""
+    answers: dict[str, list[object]] = {}
+    checked = threading.Event()
+    real = LeaseManager.check
+
+    def recorded(self: LeaseManager, request_id: str):  # type: ignore[no-untyped-def]
+        answer = real(self, request_id)
+        answers.setdefault(request_id, []).append(answer)
+        checked.set()
+        return answer
+
+    monkeypatch.setattr(LeaseManager, "check", recorded)
+    return answers, checked
+
+
 def _first_event(trigger, timeout: float = 30.0):
     async def first():
         async for event in trigger.run():
@@ -59,28 +76,33 @@ def test_lease_trigger_serializes_round_trip() -> None:
         assert cls(**kwargs).serialize() == (path, kwargs)
 
 
-def test_lease_trigger_fires_when_another_thread_releases(tmp_path) -> None:
+def test_lease_trigger_fires_when_another_thread_releases(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     manager = LeaseManager(url)
     holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
     assert isinstance(holder, Granted)
     waiting = manager.acquire(_request("merge", OperationKind.MERGE))
     assert isinstance(waiting, Waiting)
+    answers, checked = _watch_checks(monkeypatch)
 
     released_at: list[float] = []
+    before_release: list[object] = []
 
-    def release_later() -> None:
-        time.sleep(1.0)
+    def release_once_the_trigger_waits() -> None:
+        checked.wait(timeout=30)  # the trigger has checked (and was told to wait): release now
+        before_release.extend(answers.get(waiting.request_id, []))
         released_at.append(time.time())
         manager.release(holder.lease_id, Owner(name="alter"))
 
-    thread = threading.Thread(target=release_later)
+    thread = threading.Thread(target=release_once_the_trigger_waits)
     thread.start()
-    started = time.time()
     event = _first_event(LeaseAvailableTrigger(url, waiting.request_id, poll_interval=0.1))
+    fired_at = time.time()
     thread.join()
     assert event.payload["status"] == "granted" and event.payload["request_id"] == waiting.request_id
-    assert released_at and time.time() - started >= 0.9  # it really waited for the release
+    # it really waited for the release: told to wait before it, fired after it
+    assert before_release and all(isinstance(a, Waiting) for a in before_release)
+    assert released_at and fired_at >= released_at[0]
     # the grant is visible to the task that resumes: asking again with the same id returns the lease
     again = manager.acquire(
         LeaseRequest(
@@ -104,9 +126,18 @@ def test_version_sensor_poke_and_trigger_agree(tmp_path) -> None:
         table_uri=table, baseline_version=0, operations=["WRITE"], poll_interval=0.1
     )
     assert sensor.poke({}).is_done is False
+    polled = threading.Event()
+    probe = trigger._probe
+
+    def probe_and_note():  # type: ignore[no-untyped-def]
+        found = probe()
+        polled.set()
+        return found
+
+    trigger._probe = probe_and_note  # type: ignore[method-assign]
 
     def append_later() -> None:
-        time.sleep(0.5)
+        polled.wait(timeout=30)  # the trigger has probed the table once and found nothing new
         write_deltalake(table, pa.table({"id": [9], "country": ["DE"], "amount": [1]}), mode="append")
 
     thread = threading.Thread(target=append_later)
@@ -169,6 +200,7 @@ def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
     assert isinstance(holder, Granted)
     waiting = [manager.acquire(_request(f"merge{i}", OperationKind.MERGE)) for i in range(3)]
     assert all(isinstance(w, Waiting) for w in waiting)
+    answers, _ = _watch_checks(monkeypatch)
 
     async def scenario() -> tuple[int, bool, str, int]:
         async def first(rid: str) -> dict:
@@ -177,7 +209,10 @@ def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
             raise AssertionError("no event")
 
         tasks = [asyncio.create_task(first(w.request_id)) for w in waiting]
-        await asyncio.sleep(0.6)
+        deadline = time.monotonic() + 30
+        while not all(answers.get(w.request_id) for w in waiting):  # every trigger has checked once
+            assert time.monotonic() < deadline, "the triggers never checked"
+            await asyncio.sleep(0.02)
         handles = shared_store.open_handles()
         (entry,) = shared_store._SHARED.values()
         listens = entry.listener is not None

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from deltaguard import config
 from deltaguard.leases.timing import LeaseTimingError
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, next_step
-from tests.airflow.helpers import hold_lease_until_waiter, sales_table, task_context
+from tests.airflow.helpers import hold_lease_until_waiter, sales_table, task_context, wait_until_unleased
 
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 
@@ -99,7 +99,7 @@ def test_a_resumed_try_opens_the_lease_store_once(tmp_path, lease_store_url, mon
     op = DeltaDeleteOperator(task_id="resumed", table=table, predicate="id = 3", deferrable=True)
     with pytest.raises(TaskDeferred):
         op.execute(task_context("resumed"))
-    time.sleep(1.5)  # the holder has released
+    wait_until_unleased(lease_store_url, table)  # the holder has released
 
     opened: list[str] = []
     real_open = open_module.open_store

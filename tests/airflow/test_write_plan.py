@@ -10,10 +10,10 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines import specs
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sql_translate import translate
+from deltaguard.engines.validation import validate_spec
 from deltaguard.leases.requests import task_owner, task_request_id
 from deltaguard.leases.waiting import wait_reason
 from deltaguard.writes.outcome import decision_line
-from deltaguard.writes.spec_checks import check_spec
 
 PARTITIONED = TableConfig(partition_columns=("country",), uri="/t")
 
@@ -45,15 +45,20 @@ PARTITIONED = TableConfig(partition_columns=("country",), uri="/t")
 )
 def test_check_spec_rejects_bad_input(spec, config, message) -> None:
     with pytest.raises(InvalidWriteError, match=message):
-        check_spec(spec, config)
+        validate_spec(spec, config)
 
 
 def test_check_spec_accepts_good_input() -> None:
-    check_spec(
-        specs.MergeSpec(source=None, condition="t.id = s.id", target_partition_values={"COUNTRY": "DE"}),
+    validate_spec(
+        specs.MergeSpec(
+            source="/s",
+            condition="t.id = s.id",
+            target_partition_values={"COUNTRY": "DE"},
+            matched_delete=True,
+        ),
         PARTITIONED,
     )
-    check_spec(specs.AppendSpec(source=None), TableConfig(exists=False))  # an append may create the table
+    validate_spec(specs.AppendSpec(source="/s"), TableConfig(exists=False))  # an append may create the table
 
 
 def test_decision_lines() -> None:

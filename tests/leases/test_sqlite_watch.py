@@ -40,11 +40,13 @@ def test_a_release_wakes_the_waiter_that_named_the_holder(tmp_path: Path) -> Non
                 if watcher.connected:
                     break
                 await asyncio.sleep(0.01)
-            woken, bystander = asyncio.Event(), asyncio.Event()
+            woken, bystander, seen = asyncio.Event(), asyncio.Event(), asyncio.Event()
             watcher.watch(woken, blockers, since=time.monotonic())
             watcher.watch(bystander, {"nobody"}, since=time.monotonic())
+            # set when the watcher delivers the other table's release: every waiter it woke is set by then
+            watcher.watch(seen, {elsewhere.lease_id}, since=time.monotonic())
             await asyncio.to_thread(manager.release, elsewhere.lease_id, other.owner)
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(seen.wait(), timeout=5.0)
             freed_elsewhere = woken.is_set()
             began = time.monotonic()
             await asyncio.to_thread(manager.release, held.lease_id, a.owner)

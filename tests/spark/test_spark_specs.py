@@ -9,12 +9,12 @@ import pytest
 
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.spark.runners import validate_spec
 from deltaguard.engines.spark.specs import (
     columns_sql,
     merge_clauses,
     properties_sql,
     spark_type_sql,
-    validate_spec,
 )
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import (
@@ -40,7 +40,7 @@ MISSING = TableConfig(exists=False, uri="/t")
         (
             MergeSpec(source="/s", condition="t.id = = s.id", matched_delete=True),
             PARTITIONED,
-            "not valid Spark SQL",
+            "does not parse",
         ),
         (MergeSpec(source=None, condition="t.id = s.id", matched_delete=True), PARTITIONED, "needs a source"),
         (
@@ -60,14 +60,14 @@ MISSING = TableConfig(exists=False, uri="/t")
                 source="/s", condition="t.id = s.id", matched_delete=True, target_partition_values={"x": 1}
             ),
             PARTITIONED,
-            "not partition columns",
+            "not a partition column",
         ),
         (UpdateSpec(updates={}), PARTITIONED, "at least one column"),
-        (UpdateSpec(updates={"v": "v +"}, predicate="day = '1'"), PARTITIONED, "not valid Spark SQL"),
+        (UpdateSpec(updates={"v": "v +"}, predicate="day = '1'"), PARTITIONED, "does not parse"),
         (DeleteSpec(predicate="  "), PARTITIONED, "is empty"),
         (ReplaceWhereSpec(source="/s", predicate=""), PARTITIONED, "needs a predicate"),
         (OptimizeSpec(zorder_by=("day",)), PARTITIONED, "partition columns"),
-        (OptimizeSpec(partition_filters={"id": 1}), PARTITIONED, "not partition columns"),
+        (OptimizeSpec(partition_filters={"id": 1}), PARTITIONED, "not a partition column"),
         (OptimizeSpec(target_size=0), PARTITIONED, "positive"),
         (SetPropertiesSpec(properties={}), PARTITIONED, "at least one property"),
         (AddColumnsSpec(columns={"x": "not a type at all"}), PARTITIONED, "not a Spark SQL type"),
@@ -188,18 +188,18 @@ def test_partition_values_of_any_literal_type_validate() -> None:
 
 def test_sql_specs_need_a_statement_and_know_their_log_names() -> None:
     from deltaguard.core.operations import Operation, OperationKind
-    from deltaguard.engines.spark.specs import may_create, operation_names
+    from deltaguard.engines.spark.runners import operation_names
     from deltaguard.engines.specs import SqlSpec
 
     merge = SqlSpec(
         sql="MERGE INTO x USING y ON x.id = y.id WHEN MATCHED THEN DELETE",
         classified=Operation(OperationKind.MERGE),
     )
-    assert operation_names(merge) == ("MERGE",) and not may_create(merge)
+    assert operation_names(merge) == ("MERGE",) and not merge.may_create()
     create = SqlSpec(
         sql="CREATE OR REPLACE TABLE x AS SELECT 1", classified=Operation(OperationKind.CREATE_OR_REPLACE)
     )
-    assert may_create(create)
+    assert create.may_create()
     validate_spec(create, MISSING)
     with pytest.raises(InvalidWriteError, match="needs an existing table"):
         validate_spec(merge, MISSING)

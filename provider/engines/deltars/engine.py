@@ -26,7 +26,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
-from deltaguard.engines.deltars.ops import OPERATION_NAMES, RUNNERS, OpContext, check_engine_sql
+from deltaguard.engines.deltars.ops import RUNNERS, OpContext, check_for_delta_rs
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     DeltaConflictError,
@@ -34,7 +34,7 @@ from deltaguard.engines.errors import (
     TableAccessError,
 )
 from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
-from deltaguard.engines.specs import OptimizeSpec, WriteContext, WriteSpec, write_name
+from deltaguard.engines.specs import WriteContext, WriteSpec
 from deltaguard.engines.validation import validate_context, validate_spec
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,9 @@ class DeltaRsEngine(DeltaEngine):
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
         # User conditions are Spark SQL, read as the conflict model reads them; deltars_ops renders them for
         # DataFusion (ADR 0012).
+        RUNNERS.check(spec)
         validate_spec(spec, config, dialect=SPARK)
-        check_engine_sql(spec)
+        check_for_delta_rs(spec)
 
     def write(
         self,
@@ -151,8 +152,7 @@ class DeltaRsEngine(DeltaEngine):
         started = time.perf_counter()
         context = context or WriteContext()
         validate_context(context)
-        if type(spec) not in RUNNERS:
-            raise InvalidWriteError(f"{write_name(spec, capital=True)} is not supported by delta-rs")
+        runner = RUNNERS.runner(spec)  # UnsupportedWriteError before anything is read or written
         table = snapshot if snapshot is not None else self._load(table_uri)
         # A retry is recognised before the spec is checked against the table, which it may have changed
         # (a retried ADD COLUMNS would otherwise fail with "column already exists").
@@ -164,6 +164,7 @@ class DeltaRsEngine(DeltaEngine):
 
         config, columns = self._light_config(table_uri, table)
         validate_spec(spec, config, columns, dialect=SPARK)
+        check_for_delta_rs(spec)
 
         commit_id = uuid.uuid4().hex
         properties = self._commit_properties(spec, context, commit_id)
@@ -176,7 +177,7 @@ class DeltaRsEngine(DeltaEngine):
             check_fence(fence, table_uri)
             wrap = functools.partial(fenced_source, fence=fence, trip=trip)
         try:
-            metrics = RUNNERS[type(spec)](
+            metrics = runner.run(
                 spec,
                 OpContext(table, table_uri, properties, self.storage_options, fence_source=wrap, fence=fence),
             )
@@ -196,7 +197,7 @@ class DeltaRsEngine(DeltaEngine):
             return WriteResult(
                 table_uri=table_uri,
                 version=before,
-                operation=OPERATION_NAMES[type(spec)],
+                operation=runner.operation,
                 metrics=metrics or {},
                 elapsed_s=time.perf_counter() - started,
                 committed=False,
@@ -260,7 +261,7 @@ class DeltaRsEngine(DeltaEngine):
                 table, lambda info: _app_matches(info, app_id, app_version, exact=True)
             )
             return found if found is not None else (table.version(), None)
-        if isinstance(spec, OptimizeSpec):
+        if not RUNNERS.runner(spec).records_app_transaction:
             # delta-rs 1.6.6 drops app transactions from OPTIMIZE commits; the commit metadata still
             # carries the pair, so a retried OPTIMIZE is recognised from the history instead.
             return self._search_history(
@@ -345,7 +346,7 @@ def _result(
     return WriteResult(
         table_uri=table_uri,
         version=version,
-        operation=str(commit.get("operation", OPERATION_NAMES[type(spec)])),
+        operation=str(commit.get("operation", RUNNERS.runner(spec).operation)),
         metrics=metrics if metrics else dict(commit.get("operationMetrics") or {}),
         elapsed_s=time.perf_counter() - started,
         duplicate=duplicate,

@@ -9,6 +9,7 @@ happened; these functions only translate a spec into deltalake calls.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ from deltaguard.core.sql.literals import (
 )
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.fencing import CommitFence
+from deltaguard.engines.runners import Runners, Unsupported
 from deltaguard.engines.source_keys import check_source_in_scope
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
@@ -38,24 +40,30 @@ from deltaguard.engines.specs import (
     OverwriteSpec,
     ReplaceWhereSpec,
     SetPropertiesSpec,
+    SqlSpec,
     UpdateSpec,
+    WriteSpec,
 )
 
 Metrics = dict[str, Any] | None
 
-#: The operation name delta-rs records in commitInfo for each spec (used when nothing was committed).
-OPERATION_NAMES: dict[type, str] = {
-    AppendSpec: "WRITE",
-    MergeSpec: "MERGE",
-    UpdateSpec: "UPDATE",
-    DeleteSpec: "DELETE",
-    ReplaceWhereSpec: "WRITE",
-    OverwriteSpec: "WRITE",
-    OptimizeSpec: "OPTIMIZE",
-    SetPropertiesSpec: "SET TBLPROPERTIES",
-    AddColumnsSpec: "ADD COLUMN",
-    CreateSpec: "CREATE TABLE",
-}
+
+@dataclass(frozen=True)
+class DeltaRsRunner:
+    """How delta-rs runs one spec type.
+
+    :param run: executes the spec (validation has happened) and returns deltalake's metrics, if any.
+    :param operation: the operation name delta-rs records in commitInfo (reported when nothing committed).
+    :param check: delta-rs's own checks of the spec, beyond the spec's (:meth:`WriteSpec.validate`).
+    :param records_app_transaction: whether delta-rs keeps the app transaction in the commit (1.6.6 drops
+        it from OPTIMIZE: a retry is then recognised from the commit metadata in the history).
+    """
+
+    run: Callable[[Any, OpContext], Metrics]
+    operation: str
+    records_app_transaction: bool = True
+    #: what delta-rs needs beyond the spec's own checks (run after them, before a lease is taken)
+    check: Callable[[Any], None] | None = None
 
 
 def _engine_sql(text: str | None) -> str | None:
@@ -72,7 +80,18 @@ def _engine_sql_map(items: Any) -> dict[str, str]:
     return {column: str(_engine_sql(expression)) for column, expression in dict(items).items()}
 
 
-def check_engine_sql(spec: Any) -> None:
+def _check_column_types(spec: AddColumnsSpec) -> None:
+    """delta-rs reads the Spark SQL type names with :func:`spark_type_to_delta`."""
+    for type_name in spec.columns.values():
+        spark_type_to_delta(type_name)
+
+
+def _check_schema_types(spec: CreateSpec) -> None:
+    if spec.schema is not None:
+        schema_from_spark_types(dict(spec.schema))
+
+
+def check_engine_sql(spec: WriteSpec) -> None:
     """Render every SQL text of ``spec`` for DataFusion now, as its runner will.
 
     What delta-rs cannot run then fails before a lease is taken, as bad input, instead of as a
@@ -80,16 +99,21 @@ def check_engine_sql(spec: Any) -> None:
 
     :raises InvalidWriteError: naming the text the engine cannot run.
     """
-    texts: list[str | None] = []
-    if isinstance(spec, MergeSpec):
-        texts += [spec.condition, spec.matched_condition]
-        texts += [*(spec.matched_update or {}).values(), *(spec.not_matched_insert or {}).values()]
-    elif isinstance(spec, UpdateSpec):
-        texts += [spec.predicate, *spec.updates.values()]
-    elif isinstance(spec, (DeleteSpec, ReplaceWhereSpec)):
-        texts.append(spec.predicate)
-    for text in texts:
+    for text in spec.sql_texts():
         _engine_sql(text)
+
+
+def check_for_delta_rs(spec: WriteSpec) -> None:
+    """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, and every SQL
+    text renders for DataFusion (:func:`check_engine_sql`).
+
+    :raises UnsupportedWriteError: when delta-rs has no runner for the spec.
+    :raises InvalidWriteError: naming what delta-rs cannot run.
+    """
+    runner = RUNNERS.runner(spec)
+    if runner.check is not None:
+        runner.check(spec)
+    check_engine_sql(spec)
 
 
 class OpContext:
@@ -393,15 +417,20 @@ def check_rows_in_partition(data: pa.Table, values: dict[str, Any] | Any) -> Non
             )
 
 
-RUNNERS: dict[type, Callable[[Any, OpContext], Metrics]] = {
-    AppendSpec: run_append,
-    OverwriteSpec: run_overwrite,
-    ReplaceWhereSpec: run_replace_where,
-    MergeSpec: run_merge,
-    UpdateSpec: run_update,
-    DeleteSpec: run_delete,
-    OptimizeSpec: run_optimize,
-    SetPropertiesSpec: run_set_properties,
-    AddColumnsSpec: run_add_columns,
-    CreateSpec: run_create,
-}
+#: how delta-rs runs each spec type; the operation name is what delta-rs records in commitInfo
+RUNNERS: Runners[DeltaRsRunner] = Runners(
+    "delta-rs",
+    {
+        AppendSpec: DeltaRsRunner(run_append, "WRITE"),
+        OverwriteSpec: DeltaRsRunner(run_overwrite, "WRITE"),
+        ReplaceWhereSpec: DeltaRsRunner(run_replace_where, "WRITE"),
+        MergeSpec: DeltaRsRunner(run_merge, "MERGE"),
+        UpdateSpec: DeltaRsRunner(run_update, "UPDATE"),
+        DeleteSpec: DeltaRsRunner(run_delete, "DELETE"),
+        OptimizeSpec: DeltaRsRunner(run_optimize, "OPTIMIZE", records_app_transaction=False),
+        SetPropertiesSpec: DeltaRsRunner(run_set_properties, "SET TBLPROPERTIES"),
+        AddColumnsSpec: DeltaRsRunner(run_add_columns, "ADD COLUMN", check=_check_column_types),
+        CreateSpec: DeltaRsRunner(run_create, "CREATE TABLE", check=_check_schema_types),
+        SqlSpec: Unsupported("delta-rs runs no SQL statements; write it with engine='spark'"),
+    },
+)

@@ -40,10 +40,10 @@ from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
-from deltaguard.engines.spark.ops import conf_get, execute, history, table_exists
+from deltaguard.engines.spark.ops import conf_get, history, table_exists
+from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
 from deltaguard.engines.spark.session import SESSION_TIME_ZONE_CONF
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
-from deltaguard.engines.spark.specs import may_create, operation_names, validate_spec
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
 
@@ -365,7 +365,7 @@ class SparkEngine(DeltaEngine):
         expected = operation_names(spec)
         name = expected[0] if expected else ""
         before = self._latest_version(spark, target)
-        if before is None and not may_create(spec):
+        if before is None and not spec.may_create():
             raise InvalidWriteError(
                 f"no Delta table at {table_uri}; {write_name(spec)} needs an existing table"
             )

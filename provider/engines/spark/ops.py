@@ -36,7 +36,6 @@ from deltaguard.engines.specs import (
     SqlSpec,
     UpdateSpec,
     WriteContext,
-    WriteSpec,
 )
 
 if TYPE_CHECKING:
@@ -140,35 +139,80 @@ def _save(writer: Any, target: SparkTarget) -> None:
         writer.saveAsTable(target.name)
 
 
-def execute(
+#: how a Spark runner is called: ``(session, target, spec, context, user metadata)``
+SparkRun = Callable[["SparkSession", SparkTarget, Any, WriteContext, "str | None"], None]
+
+
+def _save_dataframe(
+    spark: SparkSession,
+    df: DataFrame,
+    target: SparkTarget,
+    mode: str,
+    context: WriteContext,
+    user_metadata: str | None,
+    *,
+    replace_where: str | None = None,
+    partition_by: tuple[str, ...] = (),
+) -> None:
+    """A DataFrame write carrying Delta's writer options (``txnAppId``, ``txnVersion``, ``userMetadata``)."""
+    writer = _writer(df, mode, context, user_metadata)
+    if replace_where is not None:
+        writer = writer.option("replaceWhere", replace_where)
+    elif partition_by:
+        writer = writer.partitionBy(*partition_by)
+    # A confs-free session for these writes: stale confs from a failed DML must not leak in.
+    with session_conf(spark, {TXN_APP_ID_CONF: None, TXN_VERSION_CONF: None, USER_METADATA_CONF: None}):
+        _save(writer, target)
+
+
+def run_append(
     spark: SparkSession,
     target: SparkTarget,
-    spec: WriteSpec,
+    spec: AppendSpec,
     context: WriteContext,
     user_metadata: str | None,
 ) -> None:
-    """Run one spec. DataFrame writes carry writer options; the rest run under the session confs."""
-    if isinstance(spec, AppendSpec | OverwriteSpec | ReplaceWhereSpec):
-        df = to_spark_dataframe(spark, spec.source)
-        if isinstance(spec, AppendSpec) and spec.partition_values:
-            # the lease covers the declared partitions only: a row of another one fails the write's job
-            why = "outside the partitions partition_values declares"
-            df = guarded(df, partition_guards(spec.partition_values), why)
-        mode = "append" if isinstance(spec, AppendSpec) else "overwrite"
-        writer = _writer(df, mode, context, user_metadata)
-        if isinstance(spec, ReplaceWhereSpec):
-            writer = writer.option("replaceWhere", spec.predicate)
-        elif spec.partition_by:
-            writer = writer.partitionBy(*spec.partition_by)
-        # A confs-free session for these writes: stale confs from a failed DML must not leak in.
-        with session_conf(spark, {TXN_APP_ID_CONF: None, TXN_VERSION_CONF: None, USER_METADATA_CONF: None}):
-            _save(writer, target)
-        return
-    confs = _txn_confs(context, user_metadata)
-    if isinstance(spec, OptimizeSpec) and spec.target_size is not None:
-        confs[OPTIMIZE_MAX_FILE_SIZE_CONF] = str(spec.target_size)
-    with session_conf(spark, confs):
-        _EXECUTORS[type(spec)](spark, target, spec)
+    df = to_spark_dataframe(spark, spec.source)
+    if spec.partition_values:
+        # the lease covers the declared partitions only: a row of another one fails the write's job
+        why = "outside the partitions partition_values declares"
+        df = guarded(df, partition_guards(spec.partition_values), why)
+    _save_dataframe(spark, df, target, "append", context, user_metadata, partition_by=spec.partition_by)
+
+
+def run_overwrite(
+    spark: SparkSession,
+    target: SparkTarget,
+    spec: OverwriteSpec,
+    context: WriteContext,
+    user_metadata: str | None,
+) -> None:
+    df = to_spark_dataframe(spark, spec.source)
+    _save_dataframe(spark, df, target, "overwrite", context, user_metadata, partition_by=spec.partition_by)
+
+
+def run_replace_where(
+    spark: SparkSession,
+    target: SparkTarget,
+    spec: ReplaceWhereSpec,
+    context: WriteContext,
+    user_metadata: str | None,
+) -> None:
+    df = to_spark_dataframe(spark, spec.source)
+    _save_dataframe(spark, df, target, "overwrite", context, user_metadata, replace_where=spec.predicate)
+
+
+def under_txn_confs(run: Callable[[Any, SparkTarget, Any], None]) -> SparkRun:
+    """A runner for a SQL statement: ``run`` under the idempotent-DML and user-metadata session confs, set
+    for this statement only."""
+
+    def runner(
+        spark: SparkSession, target: SparkTarget, spec: Any, context: WriteContext, user_metadata: str | None
+    ) -> None:
+        with session_conf(spark, _txn_confs(context, user_metadata)):
+            run(spark, target, spec)
+
+    return runner
 
 
 def _quoted(name: str) -> str:
@@ -214,7 +258,7 @@ def merge_sql(target: SparkTarget, spec: MergeSpec, source_view: str) -> str:
     return "\n".join(parts)
 
 
-def _merge(spark: SparkSession, target: SparkTarget, spec: MergeSpec) -> None:
+def run_merge(spark: SparkSession, target: SparkTarget, spec: MergeSpec) -> None:
     view = f"deltaguard_merge_source_{uuid.uuid4().hex}"
     # The MERGE reads the source through its guard: a row outside the lease's claim fails the MERGE's own
     # job before anything is committed (spark/source_scope.py).
@@ -225,34 +269,44 @@ def _merge(spark: SparkSession, target: SparkTarget, spec: MergeSpec) -> None:
         spark.catalog.dropTempView(view)
 
 
-def _update(spark: SparkSession, target: SparkTarget, spec: UpdateSpec) -> None:
+def run_update(spark: SparkSession, target: SparkTarget, spec: UpdateSpec) -> None:
     where = f" WHERE {spec.predicate}" if spec.predicate else ""
     spark.sql(f"UPDATE {target.sql_reference()} SET {_assignments(spec.updates)}{where}").collect()
 
 
-def _delete(spark: SparkSession, target: SparkTarget, spec: DeleteSpec) -> None:
+def run_delete(spark: SparkSession, target: SparkTarget, spec: DeleteSpec) -> None:
     where = f" WHERE {spec.predicate}" if spec.predicate else ""
     spark.sql(f"DELETE FROM {target.sql_reference()}{where}").collect()
 
 
-def _optimize(spark: SparkSession, target: SparkTarget, spec: OptimizeSpec) -> None:
+def run_optimize(
+    spark: SparkSession,
+    target: SparkTarget,
+    spec: OptimizeSpec,
+    context: WriteContext,
+    user_metadata: str | None,
+) -> None:
     statement = f"OPTIMIZE {target.sql_reference()}"
     if spec.partition_filters:
         statement += f" WHERE {partition_predicate(spec.partition_filters)}"
     if spec.zorder_by:
         statement += f" ZORDER BY ({', '.join(_quoted(c) for c in spec.zorder_by)})"
-    spark.sql(statement).collect()
+    confs = _txn_confs(context, user_metadata)
+    if spec.target_size is not None:
+        confs[OPTIMIZE_MAX_FILE_SIZE_CONF] = str(spec.target_size)
+    with session_conf(spark, confs):
+        spark.sql(statement).collect()
 
 
-def _set_properties(spark: SparkSession, target: SparkTarget, spec: SetPropertiesSpec) -> None:
+def run_set_properties(spark: SparkSession, target: SparkTarget, spec: SetPropertiesSpec) -> None:
     spark.sql(f"ALTER TABLE {target.sql_reference()} SET TBLPROPERTIES ({properties_sql(spec.properties)})")
 
 
-def _add_columns(spark: SparkSession, target: SparkTarget, spec: AddColumnsSpec) -> None:
+def run_add_columns(spark: SparkSession, target: SparkTarget, spec: AddColumnsSpec) -> None:
     spark.sql(f"ALTER TABLE {target.sql_reference()} ADD COLUMNS ({columns_sql(spec.columns)})")
 
 
-def _create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
+def run_create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
     if spec.source is not None:
         df = to_spark_dataframe(spark, spec.source)
         ident = target.sql_reference()
@@ -276,18 +330,6 @@ def _create(spark: SparkSession, target: SparkTarget, spec: CreateSpec) -> None:
     spark.sql(statement).collect()
 
 
-def _sql(spark: SparkSession, target: SparkTarget, spec: SqlSpec) -> None:
+def run_sql(spark: SparkSession, target: SparkTarget, spec: SqlSpec) -> None:
     # The statement names its own target (checked when it was classified); run it as written.
     spark.sql(spec.sql).collect()
-
-
-_EXECUTORS: Mapping[type, Callable[[Any, SparkTarget, Any], None]] = {
-    SqlSpec: _sql,
-    MergeSpec: _merge,
-    UpdateSpec: _update,
-    DeleteSpec: _delete,
-    OptimizeSpec: _optimize,
-    SetPropertiesSpec: _set_properties,
-    AddColumnsSpec: _add_columns,
-    CreateSpec: _create,
-}

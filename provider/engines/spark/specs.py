@@ -1,4 +1,4 @@
-"""Spark-side rules for write specs, with no Spark needed: validation, MERGE clause order, SQL pieces.
+"""Spark-side rules for write specs, with no Spark needed: Spark's own checks, MERGE clause order, SQL pieces.
 
 Everything here is pure, so it is unit-tested without a JVM and runs before any lease is taken.
 """
@@ -14,48 +14,19 @@ from sqlglot import exp
 
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.sql.literals import partition_predicate, sql_literal
-from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.specs import (
-    AddColumnsSpec,
-    AppendSpec,
-    CreateSpec,
-    DeleteSpec,
-    MergeSpec,
-    OptimizeSpec,
-    OverwriteSpec,
-    ReplaceWhereSpec,
-    SetPropertiesSpec,
-    SqlSpec,
-    UpdateSpec,
-    WriteSpec,
-    write_name,
+from deltaguard.engines.spec_check import SpecCheck
+from deltaguard.engines.specs import AddColumnsSpec, CreateSpec, MergeSpec, OptimizeSpec, SqlSpec
+
+#: the log operation names CREATE TABLE may commit
+CREATE_OPERATION_NAMES = (
+    "CREATE TABLE",
+    "REPLACE TABLE",
+    "CREATE OR REPLACE TABLE",
+    "CREATE TABLE AS SELECT",
+    "REPLACE TABLE AS SELECT",
+    "CREATE OR REPLACE TABLE AS SELECT",
 )
-
-#: The Delta log operation names each spec commits (the first is the one usually recorded).
-OPERATION_NAMES: Mapping[type, tuple[str, ...]] = {
-    AppendSpec: ("WRITE", "CREATE TABLE AS SELECT"),
-    ReplaceWhereSpec: ("WRITE",),
-    OverwriteSpec: ("WRITE", "CREATE OR REPLACE TABLE AS SELECT", "CREATE TABLE AS SELECT"),
-    MergeSpec: ("MERGE",),
-    UpdateSpec: ("UPDATE",),
-    DeleteSpec: ("DELETE",),
-    OptimizeSpec: ("OPTIMIZE",),
-    SetPropertiesSpec: ("SET TBLPROPERTIES",),
-    AddColumnsSpec: ("ADD COLUMNS",),
-    SqlSpec: (),
-    CreateSpec: (
-        "CREATE TABLE",
-        "REPLACE TABLE",
-        "CREATE OR REPLACE TABLE",
-        "CREATE TABLE AS SELECT",
-        "REPLACE TABLE AS SELECT",
-        "CREATE OR REPLACE TABLE AS SELECT",
-    ),
-}
-#: Specs that may create the table they write.
-CREATING_SPECS = (AppendSpec, OverwriteSpec, CreateSpec)
-
 
 #: Log operation names of a SQL statement, by the kind it was classified as (empty: any name).
 SQL_OPERATION_NAMES: Mapping[OperationKind, tuple[str, ...]] = {
@@ -68,22 +39,13 @@ SQL_OPERATION_NAMES: Mapping[OperationKind, tuple[str, ...]] = {
     OperationKind.OPTIMIZE: ("OPTIMIZE",),
     OperationKind.SET_TBLPROPERTIES: ("SET TBLPROPERTIES",),
     OperationKind.ADD_COLUMNS: ("ADD COLUMNS",),
-    OperationKind.CREATE_OR_REPLACE: OPERATION_NAMES[CreateSpec],
+    OperationKind.CREATE_OR_REPLACE: CREATE_OPERATION_NAMES,
 }
 
 
-def operation_names(spec: WriteSpec) -> tuple[str, ...]:
-    """The Delta log operation names ``spec`` may commit (empty: unknown, any commit may be it)."""
-    if isinstance(spec, SqlSpec):
-        return SQL_OPERATION_NAMES.get(spec.classified.kind, ())
-    return OPERATION_NAMES[type(spec)]
-
-
-def may_create(spec: WriteSpec) -> bool:
-    """Whether ``spec`` may create the table it writes."""
-    if isinstance(spec, SqlSpec):
-        return spec.classified.kind is OperationKind.CREATE_OR_REPLACE
-    return isinstance(spec, CREATING_SPECS)
+def sql_operation_names(spec: SqlSpec) -> tuple[str, ...]:
+    """The log operation names a SQL statement may commit, by the kind it was classified as."""
+    return SQL_OPERATION_NAMES.get(spec.classified.kind, ())
 
 
 def merge_clauses(spec: MergeSpec) -> list[tuple[Any, ...]]:
@@ -91,7 +53,7 @@ def merge_clauses(spec: MergeSpec) -> list[tuple[Any, ...]]:
 
     ``matched_condition`` guards the first WHEN MATCHED clause. With both a delete and an update, the
     delete comes first and takes the condition (``WHEN MATCHED AND <cond> THEN DELETE WHEN MATCHED THEN
-    UPDATE``), the usual change-data-capture shape; :func:`validate_spec` requires the condition then,
+    UPDATE``), the usual change-data-capture shape; :func:`check_merge_for_spark` requires the condition then,
     since an unconditional first clause would make the second unreachable.
     """
     clauses: list[tuple[Any, ...]] = []
@@ -158,102 +120,35 @@ def _squash(type_text: str) -> str:
     return "".join(_TYPE_SYNONYMS.get(w, w) for w in words if not w.isspace())
 
 
-def _check_sql(text: str | None, what: str) -> None:
-    if text is None:
-        return
-    if not text.strip():
-        raise InvalidWriteError(f"{what} is empty")
-    try:
-        sqlglot.parse_one(text, dialect="spark")
-    except sqlglot.errors.ParseError as exc:
+# -- what Spark needs beyond the specs' own checks (registered with the runners, spark/runners.py) --------
+
+
+def check_merge_for_spark(spec: MergeSpec, check: SpecCheck) -> None:
+    """With both a matched delete and a matched update, :func:`merge_clauses` guards the delete with
+    ``matched_condition``; without one the update would be unreachable."""
+    both = spec.matched_delete and (spec.matched_update is not None or spec.matched_update_all)
+    if both and spec.matched_condition is None:
         raise InvalidWriteError(
-            f"{what} is not valid Spark SQL: {text!r} ({exc.errors[0]['description']})"
-        ) from exc
-
-
-def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
-    """Reject a malformed spec before anything runs.
-
-    :param spec: the write.
-    :param config: the table's configuration when known (checks partition columns and existence).
-    :raises InvalidWriteError: naming what is wrong.
-    """
-    if type(spec) not in OPERATION_NAMES:
-        raise InvalidWriteError(f"the Spark engine cannot run {write_name(spec)}")
-    exists = config.exists if config is not None else None
-    partitions = set(config.partition_columns) if config is not None and config.exists else None
-    if exists is False and not may_create(spec):
-        raise InvalidWriteError(
-            f"{write_name(spec, capital=True)} needs an existing table; {config and config.uri} has none"
+            "MERGE with both matched delete and matched update needs matched_condition "
+            "(it guards the delete; otherwise the update is unreachable)"
         )
-    if isinstance(spec, AppendSpec | OverwriteSpec | ReplaceWhereSpec | MergeSpec) and spec.source is None:
-        raise InvalidWriteError(f"{write_name(spec, capital=True)} needs a source")
-    if isinstance(spec, MergeSpec):
-        _check_sql(spec.condition, "MERGE condition")
-        _check_sql(spec.matched_condition, "MERGE matched condition")
-        clauses = merge_clauses(spec)
-        if not clauses:
-            raise InvalidWriteError("MERGE needs at least one WHEN clause")
-        if spec.matched_update is not None and spec.matched_update_all:
-            raise InvalidWriteError("MERGE: give matched_update or matched_update_all, not both")
-        if spec.not_matched_insert is not None and spec.not_matched_insert_all:
-            raise InvalidWriteError("MERGE: give not_matched_insert or not_matched_insert_all, not both")
-        both = spec.matched_delete and (spec.matched_update is not None or spec.matched_update_all)
-        if both and spec.matched_condition is None:
-            raise InvalidWriteError(
-                "MERGE with both matched delete and matched update needs matched_condition "
-                "(it guards the delete; otherwise the update is unreachable)"
-            )
-        for column, expression in {**(spec.matched_update or {}), **(spec.not_matched_insert or {})}.items():
-            _check_sql(expression, f"MERGE expression for {column}")
-        _check_partitions(spec.target_partition_values, partitions, "MERGE target partition")
-    elif isinstance(spec, UpdateSpec):
-        if not spec.updates:
-            raise InvalidWriteError("UPDATE needs at least one column assignment")
-        _check_sql(spec.predicate, "UPDATE predicate")
-        for column, expression in spec.updates.items():
-            _check_sql(expression, f"UPDATE expression for {column}")
-    elif isinstance(spec, DeleteSpec):
-        _check_sql(spec.predicate, "DELETE predicate")
-    elif isinstance(spec, ReplaceWhereSpec):
-        if not spec.predicate or not spec.predicate.strip():
-            raise InvalidWriteError("replaceWhere needs a predicate")
-        _check_sql(spec.predicate, "replaceWhere predicate")
-    elif isinstance(spec, OptimizeSpec):
-        _check_partitions(spec.partition_filters, partitions, "OPTIMIZE partition filter")
-        if partitions is not None and set(spec.zorder_by) & partitions:
-            raise InvalidWriteError(
-                f"OPTIMIZE cannot ZORDER BY partition columns: {sorted(set(spec.zorder_by) & partitions)}"
-            )
-        if spec.target_size is not None and spec.target_size <= 0:
-            raise InvalidWriteError("OPTIMIZE target_size must be positive")
-    elif isinstance(spec, SetPropertiesSpec):
-        if not spec.properties:
-            raise InvalidWriteError("SET TBLPROPERTIES needs at least one property")
-    elif isinstance(spec, AddColumnsSpec):
-        if not spec.columns:
-            raise InvalidWriteError("ADD COLUMNS needs at least one column")
-        columns_sql(spec.columns)
-    elif isinstance(spec, SqlSpec):
-        if not spec.sql.strip():
-            raise InvalidWriteError("the SQL statement is empty")
-    elif isinstance(spec, CreateSpec):
-        if spec.schema is None and spec.source is None:
-            raise InvalidWriteError("create needs a schema or a source")
-        if spec.schema is not None:
-            columns_sql(spec.schema)
-            missing = [c for c in spec.partition_by if c not in spec.schema]
-            if missing:
-                raise InvalidWriteError(f"partition columns {missing} are not in the schema")
-        if exists and not spec.replace:
-            raise InvalidWriteError(
-                f"table {config and config.uri} already exists; set replace=True to replace it"
-            )
 
 
-def _check_partitions(values: Mapping[str, Any], partitions: set[str] | None, what: str) -> None:
-    if partitions is None or not values:
-        return
-    unknown = sorted(set(values) - partitions)
-    if unknown:
-        raise InvalidWriteError(f"{what} columns {unknown} are not partition columns ({sorted(partitions)})")
+def check_optimize_for_spark(spec: OptimizeSpec, check: SpecCheck) -> None:
+    """Delta Spark's OPTIMIZE refuses to ZORDER BY a partition column."""
+    partitions = set(check.partitions or ()) if check.exists else set()
+    if set(spec.zorder_by) & partitions:
+        raise InvalidWriteError(
+            f"OPTIMIZE cannot ZORDER BY partition columns: {sorted(set(spec.zorder_by) & partitions)}"
+        )
+
+
+def check_add_columns_for_spark(spec: AddColumnsSpec, check: SpecCheck) -> None:
+    """The column types render as Spark SQL (:func:`columns_sql`)."""
+    columns_sql(spec.columns)
+
+
+def check_create_for_spark(spec: CreateSpec, check: SpecCheck) -> None:
+    """The schema's types render as Spark SQL (:func:`columns_sql`)."""
+    if spec.schema is not None:
+        columns_sql(spec.schema)

@@ -29,8 +29,8 @@ from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError, SparkSetupError
 from deltaguard.engines.spark.errors import conflict_kind
 from deltaguard.engines.spark.job import CONFLICT_MARKER, EXIT_BAD_ARGS, EXIT_SETUP, build_args
+from deltaguard.engines.spark.runners import operation_names, validate_spec
 from deltaguard.engines.spark.session import job_application, submit_hook
-from deltaguard.engines.spark.specs import operation_names, validate_spec
 from deltaguard.engines.spec_json import spec_to_json
 from deltaguard.engines.specs import WriteContext, WriteSpec
 
