@@ -51,7 +51,7 @@ _waiter = st.tuples(
     st.sampled_from([None, "nightly", "own"]),
     st.sampled_from([0, 0, 0, 1]),
     st.sampled_from([0, 0, 0, 1]),
-    st.sampled_from([0, 0, 0, 0, 1]),
+    st.sampled_from([0, 0, 1, 2]),
     st.sampled_from([False, False, False, False, True]),
     st.sampled_from([None, None, None, None, 30.0]),
 )
@@ -156,21 +156,24 @@ def test_many_random_crowds_with_runs_answer_as_one_by_one(crowd: list[tuple[Any
 
 
 def test_a_run_of_equal_writes_that_conflict_with_each_other_grants_only_its_head() -> None:
-    """Equal MERGEs are alike, but each conflicts with the one granted before it: the run's proof (its last
-    member decided with the others granted ahead of it) fails, and only the head is granted."""
-    merge = (4, "own", 0, 0, 0, False, None)
-    passes = _same_as_one_by_one([merge] * 6)
-    granted = [rid for rid, a in passes[0].items() if isinstance(a, Granted)]
-    assert granted == ["w0"]
-    assert all(isinstance(passes[0][f"w{i}"], Waiting) for i in range(1, 6))
+    """Equal MERGEs, each queued with a higher priority than the one before (so it ranks ahead of them, and
+    none has another among its last blockers): after the release they are a run, but each conflicts with
+    the one granted before it, so the run's proof (its last member decided with the others granted ahead
+    of it) fails, and only the head is granted."""
+    merges = [(4, "own", 0, 0, priority, False, None) for priority in range(6)]
+    passes = _same_as_one_by_one(merges)
+    assert [rid for rid, a in passes[0].items() if isinstance(a, Granted)] == ["w5"]
+    assert all(isinstance(passes[0][f"w{i}"], Waiting) for i in range(5))
 
 
 def test_a_run_stops_at_a_waiter_it_does_not_decide() -> None:
-    """A request on two tables between two appends is still queued ahead of the second (this pass leaves it
-    to its own check): its metadata change blocks the appends behind it, though they are alike."""
-    append = (0, "own", 0, 0, 0, False, None)
-    both = (6, "own", 0, 0, 0, True, None)
-    passes = _same_as_one_by_one([append, append, both, append, append])
+    """A request on two tables, queued (by its priority) between alike appends that do not wait for it, is
+    still queued ahead of the later ones (this pass leaves it to its own check): its metadata change blocks
+    them, so the run ends before it."""
+    early = (0, "own", 0, 0, 1, False, None)  # ranked a minute earlier than they came
+    late = (0, "own", 0, 0, 0, False, None)
+    both = (6, "own", 0, 0, 1, True, None)  # arrives last, ranked between the two
+    passes = _same_as_one_by_one([early, early, late, late, both])
     assert [isinstance(passes[0].get(f"w{i}"), Granted) for i in range(5)] == [
         True,
         True,
@@ -178,6 +181,7 @@ def test_a_run_stops_at_a_waiter_it_does_not_decide() -> None:
         False,
         False,
     ]
+    assert isinstance(passes[0]["w2"], Waiting) and [b.id for b in passes[0]["w2"].blockers] == ["w4"]
 
 
 @pytest.mark.parametrize("size", [3, 40])
