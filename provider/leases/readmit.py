@@ -77,6 +77,10 @@ class SortedRows(Generic[_Row]):
     :param holder: a row as the admission rule sees it (no estimates).
     """
 
+    _order: Callable[[_Row], tuple[float, str, str]]
+    _ident: Callable[[_Row], tuple[str, str]]
+    _holder: Callable[[_Row], Holder]
+
     def __init__(
         self,
         rows: Iterable[_Row],
@@ -250,6 +254,14 @@ class CrowdTxn:
     def put_request(self, row: RequestRow) -> None:
         self._requests[row.request_id] = row
         self._writes.append(("put_request", (row,)))
+
+    def put_requests(self, rows: Sequence[RequestRow]) -> None:
+        for row in rows:
+            self.put_request(row)
+
+    def delete_waiters(self, request_ids: Sequence[str]) -> None:
+        for request_id in request_ids:
+            self.delete_waiter_rows(request_id)
 
     def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
         row = self._requests.get(request_id)
