@@ -108,7 +108,6 @@ def decide_locked(
     request, now, offered, payload, op_texts = ask.request, ask.now, ask.offered, ask.payload, ask.op_texts
     claims = {c.uri: c for c in request.claims}
     reclaimed.clear()
-    tables = txn.tables()
     all_leases, all_waiters = txn.holders()
     fences = fences if fences is not None else FenceRound()
     leases = reclaim_leases(txn, all_leases, now, reclaimed, fences)
@@ -117,47 +116,13 @@ def decide_locked(
     leases.sort(key=_LEASE_ORDER)
     waiters.sort(key=_QUEUE_ORDER)
     existing = txn.request(request.request_id)
-    rank = queue_rank(now, request.priority, ask.ageing_s)
-    enqueued_at = now
-    if existing is not None:
-        if existing.owner_key != request.owner.key:
-            raise LeaseOwnershipError(f"request {request.request_id} belongs to another owner")
-        if existing.status == "granted":
-            mine = [lease for lease in leases if lease.lease_id == request.request_id]
-            if len(mine) == len(claims):
-                return granted(request.request_id, mine)
-            raise LeaseLostError(f"lease {request.request_id} expired; stop writing and ask again")
-        if existing.status in ("released", "expired"):
-            raise RequestClosedError(
-                f"request {request.request_id} is {existing.status}; use a new request id"
-            )
-        if existing.status == "waiting" and existing.expires_at > now:
-            rank, enqueued_at = existing.rank, existing.enqueued_at
-    # Configuration: the newest known version wins (the request's, or the store's shared copy).
-    configs: dict[str, TableConfig] = {}
-    config_texts: dict[str, str] = {}  # the text of each one used
-    for uri in request.uris:
-        stored_text = tables[uri].config_json
-        stored = memo.stored_config(uri, stored_text)
-        mine_cfg = offered[uri]
-        if mine_cfg is not None and (stored is None or newer(mine_cfg, stored)):
-            config_texts[uri] = codec.dumps(codec.config_to_json(mine_cfg))
-            txn.set_table(uri, tables[uri].fencing, mine_cfg.version, config_texts[uri])
-            configs[uri] = mine_cfg
-        elif stored is not None and stored_text is not None:
-            # The stored text carries no file statistics: the request's own copy of the same snapshot does.
-            same = (
-                mine_cfg is not None
-                and mine_cfg.file_stats is not None
-                and mine_cfg.version == stored.version
-            )
-            configs[uri] = mine_cfg if same and mine_cfg is not None else stored
-            config_texts[uri] = stored_text
-        else:
-            raise ValueError(
-                f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
-            )
-    tables = txn.tables()
+    if existing is not None and existing.owner_key == request.owner.key and existing.status == "granted":
+        mine = [lease for lease in leases if lease.lease_id == request.request_id]
+        if len(mine) == len(claims):
+            return granted(request.request_id, mine)
+        raise LeaseLostError(f"lease {request.request_id} expired; stop writing and ask again")
+    rank, enqueued_at = queue_place(existing, ask)
+    configs, config_texts = resolve_configs(txn, request, offered, memo)
     views = _views(txn, request, configs, leases, waiters)
     verdict = admit(
         request.request_id,
@@ -175,51 +140,7 @@ def decide_locked(
     if verdict.granted:
         if not with_stats:
             memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
-        expires = now + request.ttl_s
-        rows = []
-        for uri in request.uris:
-            token = tables[uri].fencing + 1
-            txn.set_table(uri, token, tables[uri].config_version, tables[uri].config_json)
-            rows.append(
-                LeaseRow(
-                    request.request_id,
-                    uri,
-                    key,
-                    key,
-                    op_texts[uri],
-                    now,
-                    expires,
-                    token,
-                    request.ttl_s,
-                )
-            )
-        txn.insert_lease_rows(rows)
-        if existing is not None:
-            txn.delete_waiter_rows(request.request_id)
-        txn.put_request(
-            RequestRow(request.request_id, key, "granted", rank, enqueued_at, expires, payload, now)
-        )
-        txn.log(
-            [
-                log_row(
-                    now,
-                    "grant",
-                    request.request_id,
-                    r.uri,
-                    key,
-                    {
-                        "fencing": r.fencing,
-                        **_grant_detail(
-                            claims[r.uri].operation,
-                            request.owner.describe(),
-                            round(now - enqueued_at, 3),
-                        ),
-                    },
-                )
-                for r in rows
-            ]
-        )
-        return granted(request.request_id, rows)
+        return write_grant(txn, ask, rank, enqueued_at, queued=existing is not None)
     expires = now + request.wait_ttl_s
     if not renew and existing is not None and existing.status == "waiting":
         expires = existing.expires_at
@@ -259,6 +180,134 @@ def decide_locked(
         detail = wait_detail(result)
         txn.log([log_row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris])
     return result
+
+
+def queue_place(existing: RequestRow | None, ask: Ask) -> tuple[float, float]:
+    """The request's queue rank and first enqueue time: a live queue entry keeps its own, anything else
+    queues now.
+
+    :param existing: the request's status row (``None``: new), not ``granted`` (its caller answers that).
+    :raises LeaseOwnershipError: the request id belongs to another owner.
+    :raises RequestClosedError: the request already ended.
+    """
+    request, now = ask.request, ask.now
+    rank = queue_rank(now, request.priority, ask.ageing_s)
+    if existing is None:
+        return rank, now
+    if existing.owner_key != request.owner.key:
+        raise LeaseOwnershipError(f"request {request.request_id} belongs to another owner")
+    if existing.status in ("released", "expired"):
+        raise RequestClosedError(f"request {request.request_id} is {existing.status}; use a new request id")
+    if existing.status == "waiting" and existing.expires_at > now:
+        return existing.rank, existing.enqueued_at
+    return rank, now
+
+
+def resolve_configs(
+    txn: StoreTxn,
+    request: LeaseRequest,
+    offered: Mapping[str, TableConfig | None],
+    memo: DecisionMemo,
+) -> tuple[dict[str, TableConfig], dict[str, str]]:
+    """Each table's configuration for a decision, and the text of each one used: the newest known version
+    wins (the request's, stored as the table's shared copy when newer, or the store's).
+
+    :raises ValueError: no configuration is known for a table.
+    """
+    tables = txn.tables()
+    configs: dict[str, TableConfig] = {}
+    config_texts: dict[str, str] = {}
+    for uri in request.uris:
+        stored_text = tables[uri].config_json
+        stored = memo.stored_config(uri, stored_text)
+        mine_cfg = offered[uri]
+        if mine_cfg is not None and (stored is None or newer(mine_cfg, stored)):
+            config_texts[uri] = codec.dumps(codec.config_to_json(mine_cfg))
+            txn.set_table(uri, tables[uri].fencing, mine_cfg.version, config_texts[uri])
+            configs[uri] = mine_cfg
+        elif stored is not None and stored_text is not None:
+            # The stored text carries no file statistics: the request's own copy of the same snapshot does.
+            same = (
+                mine_cfg is not None
+                and mine_cfg.file_stats is not None
+                and mine_cfg.version == stored.version
+            )
+            configs[uri] = mine_cfg if same and mine_cfg is not None else stored
+            config_texts[uri] = stored_text
+        else:
+            raise ValueError(
+                f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
+            )
+    return configs, config_texts
+
+
+def write_grant(txn: StoreTxn, ask: Ask, rank: float, enqueued_at: float, *, queued: bool) -> Granted:
+    """Write the grant of ``ask``: a lease row per table with the table's next fencing token, its status
+    row, the grant's log entries (and, when ``queued``, drop its queue rows)."""
+    request, now = ask.request, ask.now
+    claims = {c.uri: c for c in request.claims}
+    key = request.owner.key  # also the owner's stored JSON text
+    tables = txn.tables()
+    expires = now + request.ttl_s
+    rows = []
+    for uri in request.uris:
+        token = tables[uri].fencing + 1
+        txn.set_table(uri, token, tables[uri].config_version, tables[uri].config_json)
+        rows.append(
+            LeaseRow(request.request_id, uri, key, key, ask.op_texts[uri], now, expires, token, request.ttl_s)
+        )
+    txn.insert_lease_rows(rows)
+    if queued:
+        txn.delete_waiter_rows(request.request_id)
+    txn.put_request(
+        RequestRow(request.request_id, key, "granted", rank, enqueued_at, expires, ask.payload, now)
+    )
+    txn.log(
+        [
+            log_row(
+                now,
+                "grant",
+                request.request_id,
+                r.uri,
+                key,
+                {
+                    "fencing": r.fencing,
+                    **_grant_detail(
+                        claims[r.uri].operation, request.owner.describe(), round(now - enqueued_at, 3)
+                    ),
+                },
+            )
+            for r in rows
+        ]
+    )
+    return granted(request.request_id, rows)
+
+
+def grant_admitted(
+    txn: StoreTxn,
+    ask: Ask,
+    memo: DecisionMemo,
+    leases: Sequence[LeaseRow],
+    waiters: Sequence[WaiterRow],
+) -> Granted:
+    """Grant a queued request whose admission is known to grant, with exactly the writes (and what the
+    manager learns) of :func:`decide_locked`'s grant, without asking the admission rule again.
+
+    For the re-admission of a table's queue (:mod:`~deltaguard.leases.readmit`), which proves such a grant
+    for a run of waiters at once. ``leases`` and ``waiters`` are the table's live rows as a decision would
+    read them now (only looked at, for the sole-holder memory).
+
+    :raises LeaseOwnershipError: the request id belongs to another owner.
+    :raises RequestClosedError: the request already ended.
+    :raises ValueError: no configuration is known for a table.
+    """
+    request = ask.request
+    existing = txn.request(request.request_id)
+    rank, enqueued_at = queue_place(existing, ask)
+    configs, config_texts = resolve_configs(txn, request, ask.offered, memo)
+    if not any(c.file_stats is not None for c in configs.values()):
+        memo.learn_compatible(request, ask.op_texts, config_texts, leases, waiters)
+    return write_grant(txn, ask, rank, enqueued_at, queued=existing is not None)
 
 
 def _views(

@@ -227,6 +227,14 @@ class StoreTxn(Protocol):
 
     def put_request(self, row: RequestRow) -> None: ...
 
+    def put_requests(self, rows: Sequence[RequestRow]) -> None:
+        """:meth:`put_request` of each row (of distinct requests), in as few statements as the store can."""
+        ...
+
+    def delete_waiters(self, request_ids: Sequence[str]) -> None:
+        """:meth:`delete_waiter_rows` of each request, on every table, in as few statements as it can."""
+        ...
+
     def set_request_status(self, request_id: str, status: str, updated_at: float) -> None: ...
 
     def set_table(

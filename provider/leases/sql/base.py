@@ -156,6 +156,14 @@ class _Txn:
     def put_request(self, row: RequestRow) -> None:
         self._conn.execute(_UPSERT_REQUEST, row.__dict__)
 
+    def put_requests(self, rows: Sequence[RequestRow]) -> None:
+        if rows:
+            self._conn.execute(_UPSERT_REQUEST, [r.__dict__ for r in rows])
+
+    def delete_waiters(self, request_ids: Sequence[str]) -> None:
+        if request_ids:
+            self._conn.execute(_DEL_WAITER, [{"id": i} for i in request_ids])
+
     def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
         self._conn.execute(_SET_STATUS, {"id": request_id, "status": status, "at": updated_at})
 

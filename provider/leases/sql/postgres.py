@@ -312,6 +312,7 @@ _P_LEASE_BY_ID = f"SELECT {_L} FROM dg_leases WHERE lease_id = %(id)s"
 _P_DEL_LEASE = "DELETE FROM dg_leases WHERE lease_id = %(id)s AND uri = ANY(%(uris)s)"
 _P_EXTEND = "UPDATE dg_leases SET expires_at = %(exp)s WHERE lease_id = %(id)s"
 _P_DEL_WAITER = "DELETE FROM dg_queue WHERE request_id = %(id)s"
+_P_DEL_WAITERS = "DELETE FROM dg_queue WHERE request_id = ANY(%(ids)s)"
 _P_DEL_WAITER_ON = "DELETE FROM dg_queue WHERE request_id = %(id)s AND uri = ANY(%(uris)s)"
 _P_UPSERT_REQUEST = (
     f"INSERT INTO dg_requests ({_R}) VALUES (%(request_id)s, %(owner_key)s, %(status)s, %(rank)s, "
@@ -320,6 +321,7 @@ _P_UPSERT_REQUEST = (
     "expires_at = excluded.expires_at, payload = excluded.payload, updated_at = excluded.updated_at, "
     "last_wait = excluded.last_wait"
 )
+_REQUEST_CONFLICT = _P_UPSERT_REQUEST[_P_UPSERT_REQUEST.index(" ON CONFLICT") :]
 _P_SET_STATUS = "UPDATE dg_requests SET status = %(status)s, updated_at = %(at)s WHERE request_id = %(id)s"
 _P_SET_TABLE = (
     "UPDATE dg_tables SET fencing = %(fencing)s, config_version = %(cv)s, config_json = %(cj)s "
@@ -345,6 +347,17 @@ def _insert_sql(table: str, columns: str, n: int, suffix: str = "") -> str:
 def _insert(table: str, columns: str, rows: Sequence[Any], suffix: str = "") -> _Stmt:
     params = {f"{k}_{i}": v for i, r in enumerate(rows) for k, v in r.__dict__.items()}
     return _insert_sql(table, columns, len(rows), suffix), params
+
+
+#: rows per multi-row statement: a statement takes at most 65,535 parameters, and buffered writes to
+#: different tables may be folded into one statement (:func:`_fold`), so each part stays well below
+_ROWS_PER_STATEMENT = 1000
+
+
+def _inserts(table: str, columns: str, rows: Sequence[Any], suffix: str = "") -> list[_Stmt]:
+    """:func:`_insert` in statements of at most :data:`_ROWS_PER_STATEMENT` rows."""
+    step = _ROWS_PER_STATEMENT
+    return [_insert(table, columns, rows[i : i + step], suffix) for i in range(0, len(rows), step)]
 
 
 class _PgTxn(_Txn):
@@ -459,8 +472,7 @@ class _PgTxn(_Txn):
         self._write(_P_DEL_LEASE, {"id": lease_id, "uris": list(uris)})
 
     def insert_lease_rows(self, rows: Sequence[LeaseRow]) -> None:
-        if rows:
-            self._pending.append(_insert("dg_leases", _L, rows))
+        self._pending.extend(_inserts("dg_leases", _L, rows))
 
     def extend_lease(self, lease_id: str, expires_at: float) -> None:
         self._write(_P_EXTEND, {"id": lease_id, "exp": expires_at})
@@ -472,11 +484,19 @@ class _PgTxn(_Txn):
             self._write(_P_DEL_WAITER_ON, {"id": request_id, "uris": list(uris)})
 
     def put_waiter_rows(self, rows: Sequence[WaiterRow]) -> None:
-        if rows:
-            self._pending.append(_insert("dg_queue", _W, rows, _WAITER_CONFLICT))
+        self._pending.extend(_inserts("dg_queue", _W, rows, _WAITER_CONFLICT))
 
     def put_request(self, row: RequestRow) -> None:
         self._write(_P_UPSERT_REQUEST, dict(row.__dict__))
+
+    def put_requests(self, rows: Sequence[RequestRow]) -> None:
+        # one multi-row upsert: the rows are of distinct requests (a row may not be updated twice by one)
+        self._pending.extend(_inserts("dg_requests", _R, rows, _REQUEST_CONFLICT))
+
+    def delete_waiters(self, request_ids: Sequence[str]) -> None:
+        step = _ROWS_PER_STATEMENT
+        for i in range(0, len(request_ids), step):
+            self._write(_P_DEL_WAITERS, {"ids": list(request_ids[i : i + step])})
 
     def set_request_status(self, request_id: str, status: str, updated_at: float) -> None:
         self._write(_P_SET_STATUS, {"id": request_id, "status": status, "at": updated_at})
@@ -495,8 +515,7 @@ class _PgTxn(_Txn):
         self._tables[uri] = TableRow(uri, fencing, config_version, config_json)
 
     def log(self, rows: Sequence[DecisionRow]) -> None:
-        if rows:
-            self._pending.append(_insert("dg_decisions", _D, rows))
+        self._pending.extend(_inserts("dg_decisions", _D, rows))
 
 
 class _SnapshotTxn(_PgTxn):
