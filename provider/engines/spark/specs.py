@@ -13,6 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from deltaguard.core.operations import OperationKind
+from deltaguard.core.rules.delta_spark import read_isolation
 from deltaguard.core.sql.literals import partition_predicate, sql_literal
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
@@ -171,6 +172,27 @@ def _check_sql(text: str | None, what: str) -> None:
         ) from exc
 
 
+def check_isolation_level(spec: WriteSpec, config: TableConfig) -> None:
+    """Refuse a write delta-spark would fail at commit: the table's ``delta.isolationLevel`` is no level it knows.
+
+    Measured (:func:`deltaguard.core.rules.delta_spark.read_isolation`): delta-spark 4.4.0 fails every write
+    to such a table, after running the write's job. A write that sets the property itself (the repair) or
+    replaces the table is left to the engine.
+
+    :param spec: the write.
+    :param config: the existing table's configuration.
+    :raises InvalidWriteError: naming the value and the fix.
+    """
+    reading = read_isolation(config.get_property("delta.isolationLevel"))
+    if reading.problem is None:
+        return
+    if isinstance(spec, SetPropertiesSpec) and "delta.isolationLevel" in spec.properties:
+        return
+    if isinstance(spec, CreateSpec) and spec.replace:
+        return
+    raise InvalidWriteError(f"{config.uri or 'the table'}: {reading.problem}")
+
+
 def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
     """Reject a malformed spec before anything runs.
 
@@ -186,6 +208,8 @@ def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
         raise InvalidWriteError(
             f"{write_name(spec, capital=True)} needs an existing table; {config and config.uri} has none"
         )
+    if config is not None and config.exists:
+        check_isolation_level(spec, config)
     if isinstance(spec, AppendSpec | OverwriteSpec | ReplaceWhereSpec | MergeSpec) and spec.source is None:
         raise InvalidWriteError(f"{write_name(spec, capital=True)} needs a source")
     if isinstance(spec, MergeSpec):
