@@ -268,9 +268,7 @@ def spark_table(isolation: str | None, partitioned: bool = True) -> TableConfig:
 
 SAME_DAY_PAIRS = [
     (Operation(K.INSERT, "date = 'a'"), Operation(K.UPDATE, "date = 'a'")),
-    (Operation(K.INSERT, "date = 'a'"), Operation(K.DELETE, "date = 'a' AND id = 2")),
     (Operation(K.INSERT, "date = 'a'"), merge("t.date = 'a'")),
-    (Operation(K.INSERT, "date = 'a'"), Operation(K.INSERT, "date = 'a'", reads_target=True)),
 ]
 
 
@@ -306,8 +304,13 @@ def test_delta_spark_write_serializable_keeps_the_other_checks() -> None:
     assert "WriteSerializable" in verdict.reason
     # A non-blind writer's files are still checked against a reader (MERGE adds files after reading).
     assert conflict(merge("t.date = 'a'"), Operation(K.UPDATE, "date = 'a'"), table, SPARK)
-    # Unmeasured losers and appends keep the Serializable check.
-    assert conflict(Operation(K.INSERT, "date = 'a'"), Operation(K.REPLACE_WHERE, "date = 'a'"), table, SPARK)
+    # Unmeasured readers and appends keep the Serializable check.
+    for reader in (
+        Operation(K.REPLACE_WHERE, "date = 'a'"),
+        Operation(K.DELETE, "date = 'a' AND id = 2"),
+        Operation(K.INSERT, "date = 'a'", reads_target=True),
+    ):
+        assert conflict(Operation(K.INSERT, "date = 'a'"), reader, table, SPARK)
     assert conflict(Operation(K.STREAMING_WRITE), Operation(K.UPDATE, "date = 'a'"), table, SPARK)
 
 

@@ -29,9 +29,10 @@ commit orders:
   (delta-rs) stored, through ``IsolationLevel.fromString`` (isolationLevels.scala: any case, no trimming,
   anything else throws). Measured on tables delta-rs wrote (``deltaguard conformance --engine delta-spark
   --slice isolation``, benchmarks/results/conformance_deltaspark_isolation.json), see :func:`read_isolation`:
-  ``WriteSerializable`` is honoured (commits record it, and a blind INSERT committing while an UPDATE/MERGE of
-  the same partition is in flight no longer fails the reader: ``checkForAddedFilesThatShouldHaveBeenReadBy
-  CurrentTxn`` skips blind appends unless the reader changes metadata); ``SnapshotIsolation`` skips that
+  ``WriteSerializable`` is honoured (commits record it, and a blind INSERT committing while an UPDATE or MERGE
+  of the same partition is in flight no longer fails the reader: ``checkForAddedFilesThatShouldHaveBeenReadBy
+  CurrentTxn`` skips blind appends unless the reader changes metadata; other readers are not measured and
+  keep the Serializable check); ``SnapshotIsolation`` skips that
   check altogether (judged by the Serializable rules here, which only the engine relaxes); any other value
   fails every write, so the model says conflict with that reason and the Spark engine refuses the write
   before it starts.
@@ -110,7 +111,7 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
         isolation = IsolationLevel.WRITE_SERIALIZABLE
         notes.append(
             "delta-spark honours delta.isolationLevel = WriteSerializable stored in the table (Spark itself "
-            f"refuses to set it): a blind INSERT does not fail a concurrent UPDATE/DELETE/MERGE ({MEASURED})"
+            f"refuses to set it): a blind INSERT does not fail a concurrent UPDATE or MERGE ({MEASURED})"
         )
     elif reading.level == "SnapshotIsolation":
         notes.append(
@@ -145,19 +146,24 @@ def _adds(f: OpFacts) -> bool:
     return f.role in (Role.APPEND, Role.READ_WRITE, Role.REWRITE, Role.COMPACTION)
 
 
+#: readers measured to commit over a blind INSERT under WriteSerializable
+_MEASURED_WRITE_SERIALIZABLE_READERS = frozenset({OperationKind.UPDATE, OperationKind.MERGE})
+
+
 def _blind_append_skipped(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> bool:
     """WriteSerializable: the loser's added-files check ignores a blind append's files.
 
-    Only where measured: a blind INSERT winning against an UPDATE, DELETE, MERGE or insert-if-absent MERGE
-    (READ_WRITE). OVERWRITE / REPLACE WHERE losers and streaming appends keep the Serializable check. The
-    ConflictChecker skips blind appends only when the loser changes no metadata; READ_WRITE operations here
-    never do (no schema evolution in the engines' specs).
+    Only where measured: a blind INSERT winning against an UPDATE or a MERGE. The ConflictChecker reads the
+    same for every loser that changes no metadata, but DELETE, insert-if-absent MERGE (an INSERT reading the
+    target), OVERWRITE / REPLACE WHERE losers and streaming appends were not measured and keep the
+    Serializable check. UPDATE and MERGE change no metadata here (no schema evolution in the engines' specs).
     """
     return (
         ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
         and winner.role is Role.APPEND
         and winner.kind is OperationKind.INSERT
         and loser.role is Role.READ_WRITE
+        and loser.kind in _MEASURED_WRITE_SERIALIZABLE_READERS
     )
 
 
