@@ -31,10 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--slice",
-        choices=("ci", "representative", "full"),
+        choices=("ci", "representative", "full", "isolation"),
         default="representative",
         help="representative: a fast subset covering every measured fact; full: every pair x layout x spelling; "
-        "ci: a few delta-spark cells",
+        "ci: a few delta-spark cells; isolation: delta-spark on tables whose delta.isolationLevel delta-rs "
+        "stored (every spelling: a read, each write alone, and the pairs where the levels differ)",
     )
     parser.add_argument(
         "--suite",
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print("deltaguard conformance: --jobs must be >= 1", file=sys.stderr)
         return 2
     if args.suite == "file-stats":
-        if args.engine != "delta-rs" or args.slice == "ci":
+        if args.engine != "delta-rs" or args.slice in ("ci", "isolation"):
             print(
                 "deltaguard conformance: --suite file-stats is delta-rs only, slice representative or full",
                 file=sys.stderr,
@@ -71,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
         return run_file_stats(args)
     if args.engine == "delta-spark":
         return run_delta_spark(args)
-    if args.slice == "ci":
-        print("deltaguard conformance: --slice ci is for --engine delta-spark", file=sys.stderr)
+    if args.slice in ("ci", "isolation"):
+        print(f"deltaguard conformance: --slice {args.slice} is for --engine delta-spark", file=sys.stderr)
         return 2
     # Imported here so `deltaguard --help` does not pay for deltalake.
     import deltalake
@@ -194,8 +195,12 @@ def run_delta_spark(args: argparse.Namespace) -> int:
     from deltaguard.conformance.cells import summarize
     from deltaguard.conformance.report import cell_line, summary_text, write_json
     from deltaguard.conformance.spark_runner import (
+        SOLO_PROBES,
+        SoloResult,
+        SparkGroupRunner,
         delta_spark_session,
         delta_version_from_jars,
+        run_solo,
         run_spark_cells,
         spark_cells,
     )
@@ -211,8 +216,19 @@ def run_delta_spark(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     so_far: list[CellResult] = []
+    # The isolation slice measures what delta-spark does with spellings only delta-rs stores.
+    isolation_slice = args.slice == "isolation"
+    creator = "delta-rs" if isolation_slice else "delta-spark"
+    solo: list[SoloResult] = []
 
     def meta(elapsed: float, complete: bool) -> dict[str, object]:
+        extra: dict[str, object] = {}
+        if isolation_slice:
+            extra = {
+                "tables_written_by": creator,
+                "command": f"deltaguard conformance --engine delta-spark --slice isolation --json {args.json}",
+                "solo": [r.to_json() for r in solo],
+            }
         return {
             "engine": "delta-spark",
             "delta_spark_version": delta_version,
@@ -223,6 +239,7 @@ def run_delta_spark(args: argparse.Namespace) -> int:
             "elapsed_s": round(elapsed, 1),
             "mechanism": "stale write paused by a Python UDF gate inside its Spark job, after its snapshot "
             "was fixed; interleaving proven by the commit's readVersion",
+            **extra,
         }
 
     def show(done: list[CellResult]) -> None:
@@ -236,7 +253,24 @@ def run_delta_spark(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="deltaguard-conformance-spark-") as scratch:
         spark = delta_spark_session(Path(scratch))
         try:
-            results = run_spark_cells(cells, spark, Path(scratch), delta_version, progress=show)
+            if isolation_slice:
+                from deltaguard.conformance.spark_runner import ISOLATION_SLICE_SPELLINGS
+
+                runner = SparkGroupRunner(spark, Path(scratch) / "solo", delta_version, creator)
+                for spelling in ISOLATION_SLICE_SPELLINGS:
+                    for r in run_solo(runner, spelling, SOLO_PROBES):
+                        solo.append(r)
+                        print(
+                            f"solo {spelling or '(absent)'}: {r.action} {r.observed}"
+                            + (f" [{r.commit_isolation}]" if r.commit_isolation else "")
+                            + (f" {r.kind}: {r.detail[:160]}" if r.kind else ""),
+                            flush=True,
+                        )
+                    if args.json is not None:  # kept as measured, before the (slower) cells
+                        write_json(args.json, so_far, meta(time.perf_counter() - started, False))
+            results = run_spark_cells(
+                cells, spark, Path(scratch), delta_version, progress=show, creator=creator
+            )
         finally:
             spark.stop()
     elapsed = time.perf_counter() - started

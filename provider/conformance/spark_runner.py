@@ -185,7 +185,12 @@ class SparkGroupRunner:
     :param delta_version: the delta-spark version of the jars (for the profile).
     """
 
-    def __init__(self, spark: Any, workdir: Path, delta_version: str | None = None) -> None:
+    def __init__(
+        self, spark: Any, workdir: Path, delta_version: str | None = None, creator: str = "delta-spark"
+    ) -> None:
+        if creator not in TEMPLATE_CREATORS:
+            raise ValueError(f"creator must be one of {TEMPLATE_CREATORS}, not {creator!r}")
+        self.creator = creator
         self.spark = spark
         self.stale_spark = spark.newSession()  # separate SQL confs and UDF registry, same JVM
         # One session per engine (not one per write): the stale write's gate UDF is registered on its session.
@@ -203,10 +208,14 @@ class SparkGroupRunner:
         return str(target)
 
     def template(self, layout: Layout, isolation: str | None) -> Path:
-        path = self.workdir / f"seed_{layout.value}_{isolation or 'absent'}"
+        path = self.workdir / f"seed_{layout.value}_{isolation or 'absent'}_{self.creator}"
         if not path.exists():
             first, *rest = seed_batches()
             partition_by = ("p",) if layout.partitioned else ()
+            if self.creator == "delta-rs":
+                # delta-rs stores any delta.isolationLevel without checking it; Spark refuses all but Serializable
+                create_with_deltars(path, partition_by, seed_properties(isolation))
+                return path
             create = CreateSpec(
                 source=first, partition_by=partition_by, properties=seed_properties(isolation)
             )
@@ -303,6 +312,95 @@ class SparkGroupRunner:
         return CellResult(Cell(a_probe, b_probe, layout, isolation), self.predict(template, a, b), orders)
 
 
+def create_with_deltars(path: Path, partition_by: tuple[str, ...], properties: dict[str, str]) -> None:
+    """The initial table written by delta-rs (two commits), with ``properties`` as its configuration.
+
+    :param path: where the table goes.
+    :param partition_by: partition columns.
+    :param properties: table properties of the first commit (stored as given: delta-rs does not validate
+        ``delta.isolationLevel``).
+    """
+    from deltalake import write_deltalake
+
+    first, *rest = seed_batches()
+    write_deltalake(
+        str(path), first, partition_by=list(partition_by) or None, configuration=properties or None
+    )
+    for batch in rest:
+        write_deltalake(str(path), batch, mode="append")
+
+
+@dataclasses.dataclass(frozen=True)
+class SoloResult:
+    """One read or one write alone on a fresh copy of a table (no competing write).
+
+    :param isolation: the table's ``delta.isolationLevel`` (``None``: absent).
+    :param action: ``READ`` or the probe write.
+    :param observed: ``commit`` (``ok`` for a read) or ``error``.
+    :param kind: the error type, if any.
+    :param detail: the engine message, shortened.
+    :param commit_isolation: the ``isolationLevel`` delta-spark recorded in the write's commitInfo.
+    """
+
+    isolation: str | None
+    action: str
+    observed: str
+    kind: str = ""
+    detail: str = ""
+    commit_isolation: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _commit_isolation(uri: str, after: int) -> str | None:
+    """The ``isolationLevel`` of the first commit after version ``after`` (from the Delta log)."""
+    from deltalake import DeltaTable as RsTable
+
+    rows = sorted(
+        (c for c in RsTable(uri).history() if int(c["version"]) > after), key=lambda c: c["version"]
+    )
+    return str(rows[0].get("isolationLevel")) if rows and rows[0].get("isolationLevel") else None
+
+
+def run_solo(
+    runner: SparkGroupRunner, isolation: str | None, probes: tuple[ProbeOp, ...]
+) -> list[SoloResult]:
+    """A plain read, then each of ``probes`` alone, on fresh copies of the partitioned table.
+
+    :param runner: the group runner (its template creator decides who wrote the table).
+    :param isolation: the ``delta.isolationLevel`` spelling.
+    :param probes: the writes to run one at a time.
+    """
+    from deltaguard.conformance.cells import short_detail
+
+    template = runner.template(Layout.PARTITIONED_SAME, isolation)
+    results = []
+    uri = runner._copy(template)
+    try:
+        rows = runner.spark.read.format("delta").load(uri).count()
+        results.append(SoloResult(isolation, "READ", "ok", detail=f"{rows} rows"))
+    except Exception as exc:
+        results.append(SoloResult(isolation, "READ", "error", type(exc).__name__, short_detail(str(exc))))
+    finally:
+        shutil.rmtree(uri, ignore_errors=True)
+    for probe in probes:
+        write = build_write(probe, Layout.PARTITIONED_SAME, "A")
+        uri = runner._copy(template)
+        before = _latest(runner.spark, uri)
+        try:
+            run_write(runner.engine, uri, write.spec)
+            results.append(
+                SoloResult(isolation, probe.value, "commit", commit_isolation=_commit_isolation(uri, before))
+            )
+        except Exception as exc:
+            kind = type(exc).__name__
+            results.append(SoloResult(isolation, probe.value, "error", kind, short_detail(str(exc))))
+        finally:
+            shutil.rmtree(uri, ignore_errors=True)
+    return results
+
+
 #: Spark conf for a session writing tiny tables on a small machine. Delta rebuilds every snapshot with
 #: ``snapshotPartitions`` tasks (50 by default): one is plenty for a few files. None of these settings takes
 #: part in conflict detection (``ConflictChecker`` reads the winners' actions from the log).
@@ -320,6 +418,34 @@ TINY_TABLE_CONF: dict[str, str] = {
 #: ``delta.isolationLevel`` spellings measured on delta-spark: absent (the default) and ``Serializable``,
 #: the one level open-source Delta accepts for the property (``DeltaConfigs.ISOLATION_LEVEL``).
 SPARK_SPELLINGS: tuple[str | None, ...] = (None, "Serializable")
+#: who writes the initial tables: delta-spark itself, or delta-rs (which stores any isolation spelling)
+TEMPLATE_CREATORS: tuple[str, ...] = ("delta-spark", "delta-rs")
+#: ``delta.isolationLevel`` spellings of the ``isolation`` slice's single writes, stored by delta-rs (Spark refuses
+#: to set all but Serializable): what a delta-spark writer does when it *finds* them in a table's metadata.
+#: Absent and ``Serializable`` are the representative slice's (benchmarks/results/conformance_deltaspark.json).
+ISOLATION_SLICE_SPELLINGS: tuple[str | None, ...] = (
+    "WriteSerializable",
+    "writeserializable",
+    "SnapshotIsolation",
+    "nonsense",
+)
+_SAME, _UNPART = Layout.PARTITIONED_SAME, Layout.UNPARTITIONED
+#: cells of the ``isolation`` slice, most telling first: where Serializable and WriteSerializable differ on the
+#: Databricks page "Isolation levels and write conflicts" (a blind INSERT against an UPDATE/DELETE/MERGE of
+#: the same rows, both commit orders; the Serializable reference on a table delta-rs wrote too), a pair that
+#: conflicts under both levels, and the other spellings on the first pair. (A machine shared with other
+#: work runs a delta-spark write in about 30 s, so the slice stays small: 7 cells, 16 single writes.)
+ISOLATION_CELLS: tuple[Cell, ...] = (
+    Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "WriteSerializable"),
+    Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "Serializable"),
+    Cell(ProbeOp.INSERT, ProbeOp.MERGE_TARGET_FILTER, _SAME, "WriteSerializable"),
+    Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _UNPART, "WriteSerializable"),
+    Cell(ProbeOp.UPDATE, ProbeOp.DELETE, _SAME, "WriteSerializable"),
+    Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "writeserializable"),
+    Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "SnapshotIsolation"),
+)
+#: single writes of the ``isolation`` slice (each alone on a fresh copy, after a plain read)
+SOLO_PROBES: tuple[ProbeOp, ...] = (ProbeOp.INSERT, ProbeOp.UPDATE, ProbeOp.MERGE_TARGET_FILTER)
 #: a few cells for CI: compatible appends, an append against a rewrite, disjoint rewrites, same-partition MERGEs
 CI_CELLS: tuple[Cell, ...] = (
     Cell(ProbeOp.INSERT, ProbeOp.INSERT, Layout.PARTITIONED_DISJOINT, None),
@@ -333,25 +459,35 @@ def spark_cells(slice_name: str) -> list[Cell]:
     """The delta-spark cells of a slice.
 
     :param slice_name: ``ci`` (:data:`CI_CELLS`), ``representative`` (the
-        delta-rs representative pairs, every layout, :data:`SPARK_SPELLINGS`) or ``full`` (every pair).
+        delta-rs representative pairs, every layout, :data:`SPARK_SPELLINGS`), ``full`` (every pair) or
+        ``isolation`` (:data:`ISOLATION_CELLS`, tables written by delta-rs).
     """
     from deltaguard.conformance.cells import REPRESENTATIVE_PAIRS, all_pairs
 
     if slice_name == "ci":
         return list(CI_CELLS)
+    if slice_name == "isolation":
+        return list(ISOLATION_CELLS)
     if slice_name == "representative":
         pairs: list[tuple[ProbeOp, ProbeOp]] = list(REPRESENTATIVE_PAIRS)
     elif slice_name == "full":
         pairs = all_pairs(list(ProbeOp))
     else:
-        raise ValueError(f"unknown slice {slice_name!r} (expected 'ci', 'representative' or 'full')")
+        raise ValueError(
+            f"unknown slice {slice_name!r} (expected 'ci', 'representative', 'full' or 'isolation')"
+        )
     order = list(ProbeOp)
     canonical = [(a, b) if order.index(a) <= order.index(b) else (b, a) for a, b in pairs]
     return [Cell(a, b, layout, iso) for iso in SPARK_SPELLINGS for a, b in canonical for layout in Layout]
 
 
 def run_spark_cells(
-    cells: list[Cell], spark: Any, workdir: Path, delta_version: str | None = None, progress: Any = None
+    cells: list[Cell],
+    spark: Any,
+    workdir: Path,
+    delta_version: str | None = None,
+    progress: Any = None,
+    creator: str = "delta-spark",
 ) -> list[CellResult]:
     """Run ``cells`` one after the other on one Spark application (two sessions of it).
 
@@ -360,8 +496,9 @@ def run_spark_cells(
     :param workdir: scratch folder.
     :param delta_version: the delta-spark version of the jars (the profile the model is asked about).
     :param progress: called with ``[result]`` after each cell.
+    :param creator: who writes the initial tables (:data:`TEMPLATE_CREATORS`).
     """
-    runner = SparkGroupRunner(spark, workdir, delta_version)
+    runner = SparkGroupRunner(spark, workdir, delta_version, creator)
     results = []
     for cell in cells:
         try:

@@ -261,12 +261,82 @@ def test_delta_spark_follows_the_conflict_checker() -> None:
     assert conflict(Operation(K.UPDATE, "id = 1"), Operation(K.UPDATE, "id = 2"), DV_TABLE, SPARK)
 
 
-def test_delta_spark_only_accepts_serializable() -> None:
-    table = TableConfig(properties={"delta.isolationLevel": "WriteSerializable"})
-    verdict = pair_verdict(Operation(K.INSERT), Operation(K.INSERT), table, SPARK)
-    assert verdict.conflict and "must be Serializable" in verdict.reason
-    ok = TableConfig(properties={"delta.isolationLevel": "Serializable"})
-    assert not conflict(Operation(K.INSERT), Operation(K.INSERT), ok, SPARK)
+def spark_table(isolation: str | None, partitioned: bool = True) -> TableConfig:
+    properties = {} if isolation is None else {"delta.isolationLevel": isolation}
+    return TableConfig(partition_columns=("date",) if partitioned else (), properties=properties)
+
+
+SAME_DAY_PAIRS = [
+    (Operation(K.INSERT, "date = 'a'"), Operation(K.UPDATE, "date = 'a'")),
+    (Operation(K.INSERT, "date = 'a'"), merge("t.date = 'a'")),
+]
+
+
+@pytest.mark.parametrize("isolation", ["WriteSerializable", "writeserializable", "WRITESERIALIZABLE"])
+@pytest.mark.parametrize(("append", "reader"), SAME_DAY_PAIRS)
+def test_delta_spark_honours_write_serializable_for_blind_appends(
+    isolation: str, append: Operation, reader: Operation
+) -> None:
+    # Measured (conformance --engine delta-spark --slice isolation): a blind INSERT committing while an
+    # UPDATE/MERGE of the same partition is in flight fails the reader under Serializable, not here.
+    verdict = pair_verdict(append, reader, spark_table(isolation), SPARK)
+    assert not verdict.conflict, verdict.reason
+    assert verdict.rule == "spark.write_serializable_blind_append"
+    assert "measured" in verdict.reason
+    # The same pair on a Serializable (or default) table still conflicts.
+    for serializable in (None, "Serializable"):
+        assert conflict(append, reader, spark_table(serializable), SPARK)
+
+
+def test_delta_spark_write_serializable_on_an_unpartitioned_table() -> None:
+    table = spark_table("WriteSerializable", partitioned=False)
+    assert not conflict(Operation(K.INSERT), Operation(K.UPDATE, "id = 1"), table, SPARK)
+    assert conflict(Operation(K.INSERT), Operation(K.UPDATE, "id = 1"), spark_table(None, False), SPARK)
+
+
+def test_delta_spark_write_serializable_keeps_the_other_checks() -> None:
+    table = spark_table("WriteSerializable")
+    # Two readers that remove files conflict under both levels.
+    verdict = pair_verdict(
+        Operation(K.UPDATE, "date = 'a'"), Operation(K.DELETE, "date = 'a' AND id = 2"), table, SPARK
+    )
+    assert verdict.conflict and DeltaException.CONCURRENT_DELETE_READ in verdict.exceptions
+    assert "WriteSerializable" in verdict.reason
+    # A non-blind writer's files are still checked against a reader (MERGE adds files after reading).
+    assert conflict(merge("t.date = 'a'"), Operation(K.UPDATE, "date = 'a'"), table, SPARK)
+    # Unmeasured readers and appends keep the Serializable check.
+    for reader in (
+        Operation(K.REPLACE_WHERE, "date = 'a'"),
+        Operation(K.DELETE, "date = 'a' AND id = 2"),
+        Operation(K.INSERT, "date = 'a'", reads_target=True),
+    ):
+        assert conflict(Operation(K.INSERT, "date = 'a'"), reader, table, SPARK)
+    assert conflict(Operation(K.STREAMING_WRITE), Operation(K.UPDATE, "date = 'a'"), table, SPARK)
+
+
+def test_delta_spark_snapshot_isolation_is_judged_by_the_serializable_rules() -> None:
+    table = spark_table("SnapshotIsolation")
+    verdict = pair_verdict(Operation(K.INSERT, "date = 'a'"), Operation(K.UPDATE, "date = 'a'"), table, SPARK)
+    assert verdict.conflict and "delta.isolationLevel" not in verdict.reason  # not the conservative path
+    assert not conflict(Operation(K.INSERT), Operation(K.INSERT), table, SPARK)
+
+
+@pytest.mark.parametrize("bad", ["nonsense", " Serializable", "Serializable ", "write_serializable", ""])
+def test_delta_spark_fails_every_write_on_an_unknown_isolation_level(bad: str) -> None:
+    # Measured with 'nonsense': every write fails (IsolationLevel.fromString trims nothing, so neither does this).
+    verdict = pair_verdict(Operation(K.INSERT), Operation(K.INSERT), spark_table(bad), SPARK)
+    assert verdict.conflict and "fails every write" in verdict.reason
+
+
+def test_delta_spark_reads_the_isolation_level_as_its_writer_does() -> None:
+    from deltaguard.core.rules.delta_spark import read_isolation
+
+    assert read_isolation(None).level == "Serializable"
+    assert read_isolation("serializable").level == "Serializable"
+    assert read_isolation("writeSerializable").level == "WriteSerializable"
+    assert read_isolation("snapshotisolation").level == "SnapshotIsolation"
+    unknown = read_isolation("nonsense")
+    assert unknown.level is None and unknown.problem and "'nonsense'" in unknown.problem
 
 
 def test_delta_rs_profile_is_the_measured_one() -> None:

@@ -24,39 +24,107 @@ commit orders:
   OPTIMIZE, on every layout. (The other order, OPTIMIZE as the stale write, cannot be forced: OPTIMIZE runs
   no user expression the harness could pause in; those orders are reported inconclusive.)
 * Blind appends read nothing: measured, two INSERTs commit in both orders on every layout.
-* ``delta.isolationLevel`` only accepts ``Serializable`` ("must be Serializable"; ``IsolationLevel.fromString``
-  ignores case); there is no row-level concurrency.
+* ``delta.isolationLevel``: Spark only *sets* ``Serializable`` ("must be Serializable",
+  ``DeltaConfigs.ISOLATION_LEVEL`` in DeltaConfig.scala), but a writer *reads* whatever another writer
+  (delta-rs) stored, through ``IsolationLevel.fromString`` (isolationLevels.scala: any case, no trimming,
+  anything else throws). Measured on tables delta-rs wrote (``deltaguard conformance --engine delta-spark
+  --slice isolation``, benchmarks/results/conformance_deltaspark_isolation.json), see :func:`read_isolation`:
+  ``WriteSerializable`` is honoured (commits record it, and a blind INSERT committing while an UPDATE or MERGE
+  of the same partition is in flight no longer fails the reader: ``checkForAddedFilesThatShouldHaveBeenReadBy
+  CurrentTxn`` skips blind appends unless the reader changes metadata; other readers are not measured and
+  keep the Serializable check); ``SnapshotIsolation`` skips that
+  check altogether (judged by the Serializable rules here, which only the engine relaxes); any other value
+  fails every write, so the model says conflict with that reason and the Spark engine refuses the write
+  before it starts.
+* The ConflictChecker checks the committing transaction against each winning commit in turn: there is no
+  three-way rule like the Databricks page's for WriteSerializable (``multi_reader_append`` stays off).
+* There is no row-level concurrency.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext, may_overlap
+from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 
 SOURCE = "delta-spark ConflictChecker"
+#: where the isolation-level measurements are
+MEASURED = (
+    "measured on delta-spark 4.4.0 with tables delta-rs wrote: deltaguard conformance --engine delta-spark "
+    "--slice isolation, benchmarks/results/conformance_deltaspark_isolation.json"
+)
+#: the levels ``IsolationLevel.fromString`` knows (it compares ignoring case, and trims nothing)
+SPARK_LEVELS: tuple[str, ...] = ("Serializable", "WriteSerializable", "SnapshotIsolation")
+
+
+@dataclass(frozen=True)
+class SparkIsolation:
+    """What a delta-spark writer makes of a table's ``delta.isolationLevel``.
+
+    :param level: the level its data commits run under (``Serializable``, ``WriteSerializable``,
+        ``SnapshotIsolation``), ``None`` when it cannot parse the value.
+    :param problem: for an unparsable value, why every write fails (``None`` otherwise).
+    """
+
+    level: str | None
+    problem: str | None = None
+
+
+def read_isolation(raw: str | None) -> SparkIsolation:
+    """Read ``delta.isolationLevel`` as delta-spark 4.4.0 does (``DeltaConfigs.ISOLATION_LEVEL.fromMetaData``).
+
+    Absent means Serializable (the config's default). A value equal to a level ignoring case is that level
+    (measured: ``Serializable``, ``WriteSerializable``, ``writeserializable`` and ``SnapshotIsolation`` commit
+    and record that level in commitInfo). Anything else, spaces around a level included (``fromString``
+    trims nothing), makes ``fromString`` throw ``DELTA_INVALID_ISOLATION_LEVEL`` when a write commits:
+    measured with ``nonsense``, every write fails and plain reads work.
+
+    :param raw: the property's value, ``None`` when absent.
+    """
+    if raw is None:
+        return SparkIsolation("Serializable")
+    for level in SPARK_LEVELS:
+        if raw.lower() == level.lower():
+            return SparkIsolation(level)
+    return SparkIsolation(
+        None,
+        f"delta.isolationLevel = {raw!r} is no isolation level delta-spark knows, so it fails every write to "
+        "this table (IsolationLevel.fromString raises DELTA_INVALID_ISOLATION_LEVEL at commit; "
+        f"{MEASURED}); set it to Serializable or WriteSerializable, or unset it",
+    )
 
 
 def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
-    """delta-spark: Serializable only, no row-level concurrency.
+    """delta-spark: the table's isolation level as the writer reads it, no row-level concurrency.
 
     :param table: the table configuration.
     :param profile: a delta-spark profile.
     """
-    raw = table.get_property("delta.isolationLevel")
-    conservative: tuple[str, ...] = ()
-    if raw is not None and raw.strip().lower() != "serializable":
-        conservative = (
-            f"delta.isolationLevel = {raw!r}, but delta-spark only accepts Serializable "
-            "(DeltaConfigs.ISOLATION_LEVEL: 'must be Serializable')",
+    reading = read_isolation(table.get_property("delta.isolationLevel"))
+    notes = [f"{profile.describe()}: no row-level concurrency in open-source delta-spark"]
+    isolation = IsolationLevel.SERIALIZABLE
+    if reading.level == "WriteSerializable":
+        isolation = IsolationLevel.WRITE_SERIALIZABLE
+        notes.append(
+            "delta-spark honours delta.isolationLevel = WriteSerializable stored in the table (Spark itself "
+            f"refuses to set it): a blind INSERT does not fail a concurrent UPDATE or MERGE ({MEASURED})"
+        )
+    elif reading.level == "SnapshotIsolation":
+        notes.append(
+            "delta-spark commits under SnapshotIsolation here and skips the added-files check "
+            f"({MEASURED}); deltaguard keeps the Serializable rules, whose conflicts are a superset and "
+            "which keep pairs apart that would otherwise commit a write skew"
         )
     return TableContext(
         table=table,
         profile=profile,
-        isolation=IsolationLevel.SERIALIZABLE,
-        notes=(f"{profile.describe()}: no row-level concurrency in open-source delta-spark",),
-        conservative=conservative,
+        isolation=isolation,
+        notes=tuple(notes),
+        conservative=(reading.problem,) if reading.problem else (),
     )
 
 
@@ -78,9 +146,30 @@ def _adds(f: OpFacts) -> bool:
     return f.role in (Role.APPEND, Role.READ_WRITE, Role.REWRITE, Role.COMPACTION)
 
 
-def _one_order(winner: OpFacts, loser: OpFacts) -> set[DeltaException]:
+#: readers measured to commit over a blind INSERT under WriteSerializable
+_MEASURED_WRITE_SERIALIZABLE_READERS = frozenset({OperationKind.UPDATE, OperationKind.MERGE})
+
+
+def _blind_append_skipped(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> bool:
+    """WriteSerializable: the loser's added-files check ignores a blind append's files.
+
+    Only where measured: a blind INSERT winning against an UPDATE or a MERGE. The ConflictChecker reads the
+    same for every loser that changes no metadata, but DELETE, insert-if-absent MERGE (an INSERT reading the
+    target), OVERWRITE / REPLACE WHERE losers and streaming appends were not measured and keep the
+    Serializable check. UPDATE and MERGE change no metadata here (no schema evolution in the engines' specs).
+    """
+    return (
+        ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
+        and winner.role is Role.APPEND
+        and winner.kind is OperationKind.INSERT
+        and loser.role is Role.READ_WRITE
+        and loser.kind in _MEASURED_WRITE_SERIALIZABLE_READERS
+    )
+
+
+def _one_order(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> set[DeltaException]:
     found: set[DeltaException] = set()
-    if _adds(winner) and _checks_appends(loser):
+    if _adds(winner) and _checks_appends(loser) and not _blind_append_skipped(winner, loser, ctx):
         found.add(DeltaException.CONCURRENT_APPEND)
     if _removes(winner) and _reads(loser):
         found.add(DeltaException.CONCURRENT_DELETE_READ)
@@ -98,8 +187,15 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     """
     from deltaguard.core.rules.common import ordered
 
-    exceptions = _one_order(a, b) | _one_order(b, a)
+    exceptions = _one_order(a, b, ctx) | _one_order(b, a, ctx)
     names = f"{a.kind.value} vs {b.kind.value}"
+    if not exceptions and (_blind_append_skipped(a, b, ctx) or _blind_append_skipped(b, a, ctx)):
+        return PairVerdict(
+            conflict=False,
+            reason=f"{SOURCE}: {names} cannot conflict under WriteSerializable: a blind append's files are not "
+            f"checked against what the other reads, and the append reads nothing ({MEASURED})",
+            rule="spark.write_serializable_blind_append",
+        )
     if not exceptions:
         return PairVerdict(
             conflict=False,
@@ -139,7 +235,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     return PairVerdict(
         conflict=True,
         exceptions=ordered(exceptions),
-        reason=f"{SOURCE}: {names} can conflict (Serializable; no row-level concurrency): {where}",
+        reason=f"{SOURCE}: {names} can conflict ({ctx.isolation.value}; no row-level concurrency): {where}",
         advice=tuple(advice),
         rule="spark.partition_overlap",
     )

@@ -20,6 +20,7 @@ from deltaguard.engines.spark.specs import (
     CREATE_OPERATION_NAMES,
     check_add_columns_for_spark,
     check_create_for_spark,
+    check_isolation_level,
     check_merge_for_spark,
     check_optimize_for_spark,
     sql_operation_names,
@@ -103,6 +104,8 @@ def validate_spec(spec: WriteSpec, config: TableConfig | None) -> None:
     """
     runner = RUNNERS.runner(spec)
     validate_write_spec(spec, config, dialect=SPARK)
+    if config is not None and config.exists:
+        check_isolation_level(spec, config)
     if runner.check is not None:
         runner.check(spec, spec_check(spec, config))
 

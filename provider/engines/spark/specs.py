@@ -13,10 +13,20 @@ import sqlglot
 from sqlglot import exp
 
 from deltaguard.core.operations import OperationKind
+from deltaguard.core.rules.delta_spark import read_isolation
 from deltaguard.core.sql.literals import partition_predicate, sql_literal
+from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.spec_check import SpecCheck
-from deltaguard.engines.specs import AddColumnsSpec, CreateSpec, MergeSpec, OptimizeSpec, SqlSpec
+from deltaguard.engines.specs import (
+    AddColumnsSpec,
+    CreateSpec,
+    MergeSpec,
+    OptimizeSpec,
+    SetPropertiesSpec,
+    SqlSpec,
+    WriteSpec,
+)
 
 #: the log operation names CREATE TABLE may commit
 CREATE_OPERATION_NAMES = (
@@ -118,6 +128,27 @@ _TYPE_SYNONYMS = {"long": "bigint", "integer": "int", "short": "smallint", "byte
 def _squash(type_text: str) -> str:
     words = re.split(r"(\W)", type_text.lower().replace("`", ""))
     return "".join(_TYPE_SYNONYMS.get(w, w) for w in words if not w.isspace())
+
+
+def check_isolation_level(spec: WriteSpec, config: TableConfig) -> None:
+    """Refuse a write delta-spark would fail at commit: the table's ``delta.isolationLevel`` is no level it knows.
+
+    Measured (:func:`deltaguard.core.rules.delta_spark.read_isolation`): delta-spark 4.4.0 fails every write
+    to such a table, after running the write's job. A write that sets the property itself (the repair) or
+    replaces the table is left to the engine.
+
+    :param spec: the write.
+    :param config: the existing table's configuration.
+    :raises InvalidWriteError: naming the value and the fix.
+    """
+    reading = read_isolation(config.get_property("delta.isolationLevel"))
+    if reading.problem is None:
+        return
+    if isinstance(spec, SetPropertiesSpec) and "delta.isolationLevel" in spec.properties:
+        return
+    if isinstance(spec, CreateSpec) and spec.replace:
+        return
+    raise InvalidWriteError(f"{config.uri or 'the table'}: {reading.problem}")
 
 
 # -- what Spark needs beyond the specs' own checks (registered with the runners, spark/runners.py) --------
