@@ -160,6 +160,7 @@ def run(
 ) -> dict[str, Any]:
     """Start the stack, run the pipelines under the faults, audit, stop; return the results document."""
     began = time.monotonic()
+    load_at_start = list(os.getloadavg())
     stack = ClusterStack(
         home, spark=spark, write_seconds=write_seconds, split_store=split_store, lease_ttl=lease_ttl
     )
@@ -197,6 +198,8 @@ def run(
                     states[f"{ti.task_id}@{variants[dag_id]}@{run_id}"] = str(ti.state)
             return states
 
+        stack.timings["tables and DAGs ready"] = round(time.monotonic() - began - up_s, 1)
+        pipeline_began = time.monotonic()
         injector = FaultInjector(stack, kinds, seed, activity)
         injector.start()
         deadline = time.monotonic() + run_timeout
@@ -211,6 +214,8 @@ def run(
                 break
             time.sleep(3)
         injector.stop()
+        stack.timings["runs and faults"] = round(time.monotonic() - pipeline_began, 1)
+        audit_began = time.monotonic()
         # the triggerer and store settle: releases after the last task are logged by then
         time.sleep(5)
         tis = {(d, r): api.task_instances(d, r) for d, r, _ in triggered}
@@ -238,6 +243,7 @@ def run(
                 )
         finally:
             conflicts.close()
+        stack.timings["audit"] = round(time.monotonic() - audit_began, 1)
         figures: dict[str, int] = {}
         for report in reports.values():
             for key, value in report.figures().items():
@@ -298,6 +304,8 @@ def run(
         stack.down()
         leftovers = stack.leftovers()
         result["stack_down_s"] = round(time.monotonic() - down_began, 1)
+        result["timings_s"] = dict(stack.timings)
+        result["load_average"] = {"start": load_at_start, "end": list(os.getloadavg())}
     result["leftover_processes"] = leftovers
     result["audit"]["orphans"] = result.get("audit", {}).get("orphans", 0) + len(leftovers)
     result["wall_s"] = round(time.monotonic() - began, 1)

@@ -27,6 +27,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,17 @@ class ClusterStack:
         self.services: dict[str, Service] = {}
         self.airflow: AirflowHome | None = None
         self.started_at: float | None = None
+        #: where the stack's time went: ``step -> seconds`` (start to ready per part, stop per part)
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def _timed(self, step: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - began, 1)
+            print(f"[cluster] {step}: {self.timings[step]:.1f} s", file=sys.stderr, flush=True)
 
     # -- addresses ------------------------------------------------------------------------------------
 
@@ -434,24 +447,27 @@ class ClusterStack:
             kill_leftovers(self.home)
             shutil.rmtree(self.home)
         self.log_dir.mkdir(parents=True)
-        base = [
-            self._postgres("pg-meta", self.ports.pg_meta, "airflow"),
-            self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases"),
-            self._redis(),
-            self._s3(),
-        ]
+        with self._timed("pg-meta initdb"):
+            pg_meta = self._postgres("pg-meta", self.ports.pg_meta, "airflow")
+        with self._timed("pg-leases initdb"):
+            pg_leases = self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases")
+        base = [pg_meta, pg_leases, self._redis(), self._s3()]
         if self.spark:
             base.append(self._spark_master())
+        began = time.monotonic()
         for service in base:
             self.services[service.name] = service
             service.start()
         self._write_state()
         for service in base:
             service.wait_ready(timeout)
-        self._create_bucket()
-        for url in self.lease_store_urls():
-            self._pg_ready(self.ports.pg_leases, url.rsplit("/", 1)[1])
+            self.timings[f"{service.name} ready"] = round(time.monotonic() - began, 1)
+        with self._timed("bucket and lease databases"):
+            self._create_bucket()
+            for url in self.lease_store_urls():
+                self._pg_ready(self.ports.pg_leases, url.rsplit("/", 1)[1])
         spark_parts: list[Service] = []
+        spark_began = time.monotonic()
         if self.spark:
             spark_parts = [self._spark_worker(i) for i in range(1, self.spark_workers + 1)] + [
                 self._connect()
@@ -468,23 +484,27 @@ class ClusterStack:
             extra_env=self.airflow_env(),
         )
         self._preload_store_modules()
-        migrate = subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            env=self.airflow.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        with self._timed("airflow db migrate"):
+            migrate = subprocess.run(
+                [sys.executable, "-m", "airflow", "db", "migrate"],
+                env=self.airflow.env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         if migrate.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed: {migrate.stderr[-3000:]}")
-        for service in self.airflow_services():
-            self.services[service.name] = service
-            service.start()
-        self._write_state()
-        for service in spark_parts:
-            service.wait_ready(timeout)
-        self.wait_airflow_healthy(timeout)
+        with self._timed("airflow components healthy"):
+            for service in self.airflow_services():
+                self.services[service.name] = service
+                service.start()
+            self._write_state()
+            for service in spark_parts:
+                service.wait_ready(timeout)
+                self.timings[f"{service.name} ready"] = round(time.monotonic() - spark_began, 1)
+            self.wait_airflow_healthy(timeout)
+        self.timings["up"] = round(time.monotonic() - self.started_at, 1)
 
     #: imported once by each Celery worker (and inherited by the task processes it forks): the first store call
     #: of a task opens the store, and importing the PostgreSQL driver inside that call, bounded by
@@ -515,21 +535,36 @@ class ClusterStack:
         """Wait until the api-server reports the metadata DB, scheduler, triggerer and dag-processor healthy."""
         assert self.airflow is not None
         api = self.airflow.api()
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         last: Any = None
+        keys = ("metadatabase", "scheduler", "triggerer", "dag_processor")
         while time.monotonic() < deadline:
             for service in self.services.values():
                 if service.process is not None and not service.alive() and service.name != "spark-connect":
                     raise RuntimeError(f"{service.name} exited{service.tail()}")
+            workers = [n for n in self.services if n.startswith("celery-worker")]
+            for name in workers:
+                if f"{name} ready" not in self.timings and self._celery_ready(name):
+                    self.timings[f"{name} ready"] = round(time.monotonic() - began, 1)
             try:
                 last = api.health()
-                keys = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-                if all((last.get(k) or {}).get("status") == "healthy" for k in keys):
+                for key in keys:
+                    if (last.get(key) or {}).get("status") == "healthy":
+                        self.timings.setdefault(f"{key} healthy", round(time.monotonic() - began, 1))
+                if all(f"{k} healthy" in self.timings for k in keys) and all(
+                    f"{n} ready" in self.timings for n in workers
+                ):
                     return dict(last)
             except Exception as exc:
                 last = exc
-            time.sleep(2.0)
+            time.sleep(1.0)
         raise RuntimeError(f"Airflow not healthy within {timeout:.0f} s: {last}")
+
+    def _celery_ready(self, name: str) -> bool:
+        """Whether Celery worker ``name`` logged that it consumes from the broker (``... ready.``)."""
+        log = self.services[name].log
+        return log.exists() and " ready." in log.read_text(errors="replace")
 
     def _create_bucket(self) -> None:
         import boto3
@@ -583,11 +618,16 @@ class ClusterStack:
 
     def down(self) -> list[int]:
         """Stop every part in :data:`STOP_ORDER`; return PIDs that had to be SIGKILLed after that."""
+        began = time.monotonic()
         for prefix in self.STOP_ORDER:
             for name, service in self.services.items():
                 if name.startswith(prefix):
-                    service.stop()
-        return kill_leftovers(self.home)
+                    with self._timed(f"stop {name}"):
+                        service.stop()
+        with self._timed("stop leftovers"):
+            killed = kill_leftovers(self.home)
+        self.timings["down"] = round(time.monotonic() - began, 1)
+        return killed
 
     def leftovers(self) -> list[int]:
         return marked_processes(self.home)
