@@ -156,13 +156,26 @@ def run(
     split_store: bool = False,
     write_seconds: float = 8.0,
     run_timeout: float = 1500.0,
-    lease_ttl: float = 30.0,
+    lease_ttl: float = 90.0,
 ) -> dict[str, Any]:
-    """Start the stack, run the pipelines under the faults, audit, stop; return the results document."""
+    """Start the stack, run the pipelines under the faults, audit, stop; return the results document.
+
+    :param lease_ttl: ``[deltaguard] lease_ttl``. 90 s by default: with 30 s (store calls bounded at 2.5 s)
+        every write of the short run failed closed with ``StoreCallTimeout`` at load 10-20 on two cores
+        (2026-11-28), and the full runs needed 90 s too.
+    """
     began = time.monotonic()
     load_at_start = list(os.getloadavg())
+    # a SIGKILLed worker's task stays running until the scheduler's heartbeat timeout: the run waits that
+    # long, so it is short (60 s) unless a worker is frozen on purpose, which it must outlast
+    heartbeat = None if "stop_worker_past_lease" in kinds else 60.0
     stack = ClusterStack(
-        home, spark=spark, write_seconds=write_seconds, split_store=split_store, lease_ttl=lease_ttl
+        home,
+        spark=spark,
+        write_seconds=write_seconds,
+        split_store=split_store,
+        lease_ttl=lease_ttl,
+        heartbeat_timeout=heartbeat,
     )
     os.environ.update(stack.client_env())
     os.environ["DELTAGUARD_EXAMPLE_TABLE_ROOT"] = TABLE_ROOT
@@ -210,7 +223,9 @@ def run(
             except Exception:
                 time.sleep(5)
                 continue
-            if all(s in TERMINAL for s in states.values()) and injector.done():
+            if all(s in TERMINAL for s in states.values()):
+                # every fault waits for a task running or deferred: once the runs ended none can come,
+                # so a fault still waiting is skipped now rather than after its whole window
                 break
             time.sleep(3)
         injector.stop()
@@ -284,7 +299,15 @@ def run(
             "writes": sum(r.counts.get("writes", 0) for r in reports.values()),
             "decisions": {
                 k: sum(r.counts.get(k, 0) for r in reports.values()) // max(1, len(reports))
-                for k in ("decisions", "grants", "waits", "releases", "expiries")
+                for k in (
+                    "decisions",
+                    "grants",
+                    "waits",
+                    "releases",
+                    "expiries",
+                    "remote_fenced",
+                    "remote_unfenced",
+                )
             },
             "faults": injector.summary(),
             "fault_log": [f.__dict__ for f in injector.records],

@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster import templates
 from benchmarks.cluster.procs import (
     MARKER_ENV,
     Service,
@@ -95,6 +97,10 @@ class ClusterStack:
     :param split_store: break the deployment on purpose: each Celery worker gets a lease store (database)
         of its own, as if each machine had its own SQLite file, so writes on different workers never see
         each other's leases. The audit must then fail.
+    :param heartbeat_timeout: ``[scheduler] task_instance_heartbeat_timeout``: how long a SIGKILLed worker's
+        task stays running before the scheduler fails it (the run waits that long). Default ``lease_ttl + 30``
+        and at least 60: above the SIGSTOP fault's freeze (``lease_ttl + 10``), or a frozen holder's task would
+        be failed by Airflow instead of handed over by the lease store.
     """
 
     def __init__(
@@ -110,6 +116,7 @@ class ClusterStack:
         write_seconds: float = 8.0,
         extra_env: dict[str, str] | None = None,
         split_store: bool = False,
+        heartbeat_timeout: float | None = None,
     ) -> None:
         self.home = (home or default_home()).resolve()
         self.spark = spark
@@ -121,6 +128,7 @@ class ClusterStack:
         self.write_seconds = write_seconds
         self.extra_env = dict(extra_env or {})
         self.split_store = split_store
+        self.heartbeat_timeout = heartbeat_timeout or max(60.0, lease_ttl + 30.0)
         self.ports = Ports.pick()
         self.services: dict[str, Service] = {}
         self.airflow: AirflowHome | None = None
@@ -207,23 +215,29 @@ class ClusterStack:
                 entry = pwd.getpwnam(user)
                 os.chown(data, entry.pw_uid, entry.pw_gid)
                 _check_reachable(data, user)
-            initdb = [
-                str(pg_bin() / "initdb"),
-                "-D",
-                str(data),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-            ]
-            subprocess.run(
-                (["runuser", "-u", user, "--"] if user else []) + initdb,
-                check=True,
-                capture_output=True,
-                timeout=180,
-            )
+            # initdb once per PostgreSQL version; every server after that starts from a copy (templates.py)
+            template = templates.initdb_template(pg_bin())
+            if template.exists():
+                templates.copy_data_dir(template, data)
+            else:
+                initdb = [
+                    str(pg_bin() / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                ]
+                subprocess.run(
+                    (["runuser", "-u", user, "--"] if user else []) + initdb,
+                    check=True,
+                    capture_output=True,
+                    timeout=180,
+                )
+                templates.keep_initdb(data, pg_bin())
         argv = [
             str(pg_bin() / "postgres"),
             "-D",
@@ -279,12 +293,18 @@ class ClusterStack:
             self.base_env(),
             self.log_dir / "redis.log",
             ready=lambda: port_open(self.ports.redis),
+            grace=3.0,  # no persistence: nothing to flush
         )
 
     def _s3(self) -> Service:
         argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports.s3)]
         return Service(
-            "s3", argv, self.base_env(), self.log_dir / "s3.log", ready=lambda: port_open(self.ports.s3)
+            "s3",
+            argv,
+            self.base_env(),
+            self.log_dir / "s3.log",
+            ready=lambda: port_open(self.ports.s3),
+            grace=3.0,  # in memory: the audit has read the tables before the stop
         )
 
     def _spark_class(self) -> str:
@@ -398,7 +418,7 @@ class ClusterStack:
             # a task whose worker died is noticed by the scheduler after this many seconds
             "scheduler": {
                 "enable_health_check": "False",
-                "task_instance_heartbeat_timeout": "120",
+                "task_instance_heartbeat_timeout": str(int(self.heartbeat_timeout)),
                 "task_instance_heartbeat_timeout_detection_interval": "5",
             },
             "triggerer": {"capacity": "200"},
@@ -484,6 +504,26 @@ class ClusterStack:
             extra_env=self.airflow_env(),
         )
         self._preload_store_modules()
+        self._metadata_schema(timeout)
+        with self._timed("airflow components healthy"):
+            for service in self.airflow_services():
+                self.services[service.name] = service
+                service.start()
+            self._write_state()
+            for service in spark_parts:
+                service.wait_ready(timeout)
+                self.timings[f"{service.name} ready"] = round(time.monotonic() - spark_began, 1)
+            self.wait_airflow_healthy(timeout)
+        self.timings["up"] = round(time.monotonic() - self.started_at, 1)
+
+    def _metadata_schema(self, timeout: float) -> None:
+        """Airflow's tables in the metadata database: the cached dump of a migrated database when this
+        Airflow was migrated here before (seconds), else ``airflow db migrate`` (minutes), kept for next time."""
+        assert self.airflow is not None
+        with self._timed("metadata restored from the cached dump"):
+            if templates.restore_metadata(pg_bin(), self.ports.pg_meta, "airflow"):
+                return
+            self._recreate_database(self.ports.pg_meta, "airflow")  # a failed restore may have left tables
         with self._timed("airflow db migrate"):
             migrate = subprocess.run(
                 [sys.executable, "-m", "airflow", "db", "migrate"],
@@ -495,16 +535,18 @@ class ClusterStack:
             )
         if migrate.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed: {migrate.stderr[-3000:]}")
-        with self._timed("airflow components healthy"):
-            for service in self.airflow_services():
-                self.services[service.name] = service
-                service.start()
-            self._write_state()
-            for service in spark_parts:
-                service.wait_ready(timeout)
-                self.timings[f"{service.name} ready"] = round(time.monotonic() - spark_began, 1)
-            self.wait_airflow_healthy(timeout)
-        self.timings["up"] = round(time.monotonic() - self.started_at, 1)
+        with self._timed("metadata dumped for the next start"):
+            templates.dump_metadata(pg_bin(), self.ports.pg_meta, "airflow")
+
+    @staticmethod
+    def _recreate_database(port: int, database: str) -> None:
+        import psycopg
+
+        with psycopg.connect(
+            f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True
+        ) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{database}"')
+            c.execute(f'CREATE DATABASE "{database}"')
 
     #: imported once by each Celery worker (and inherited by the task processes it forks): the first store call
     #: of a task opens the store, and importing the PostgreSQL driver inside that call, bounded by
@@ -518,18 +560,29 @@ class ClusterStack:
     )
 
     def _preload_store_modules(self) -> None:
+        """Preload in the Celery workers only: their task processes inherit the modules. The harness's
+        settings preload pyarrow and deltalake in every Airflow process; here that would be paid by seven
+        processes starting at once on two cores, five of which (api-server, scheduler, dag-processor,
+        triggerers) never fork a task."""
+        from benchmarks.harness.airflow_runner import PRELOAD_MODULES
+
         assert self.airflow is not None
         settings = self.airflow.home / "config" / "airflow_local_settings.py"
+        modules = list(PRELOAD_MODULES) + list(self.STORE_PRELOADS)
         lines = [
+            '"""Written by benchmarks.cluster: preloads for the Celery workers (docs/deployment.md, Preloading)."""',
             "",
-            "# benchmarks.cluster: the PostgreSQL lease store's modules too (docs/deployment.md, Preloading)",
-            f"for _module in {list(self.STORE_PRELOADS)!r}:",
-            "    try:",
-            "        importlib.import_module(_module)",
-            "    except ImportError:",
-            "        pass",
+            "import importlib",
+            "import sys",
+            "",
+            'if "celery" in sys.argv and "worker" in sys.argv:',
+            f"    for _module in {modules!r}:",
+            "        try:",
+            "            importlib.import_module(_module)",
+            "        except ImportError:  # a preload is an optimisation only",
+            "            pass",
         ]
-        settings.write_text(settings.read_text() + "\n".join(lines) + "\n")
+        settings.write_text("\n".join(lines) + "\n")
 
     def wait_airflow_healthy(self, timeout: float = 300.0) -> dict[str, Any]:
         """Wait until the api-server reports the metadata DB, scheduler, triggerer and dag-processor healthy."""
@@ -600,34 +653,36 @@ class ClusterStack:
             service.wait_ready()
         return time.monotonic() - began
 
-    #: stop order: Airflow first (tasks still write), then Spark, then the servers they use
-    STOP_ORDER = (
-        "celery-worker",
-        "scheduler",
-        "triggerer",
-        "dag-processor",
-        "api-server",
-        "spark-connect",
-        "spark-worker",
-        "spark-master",
-        "s3",
-        "redis",
-        "pg-leases",
-        "pg-meta",
+    #: stop order: Airflow first (tasks still write), then Spark, then the servers they use; the parts of one
+    #: step stop at the same time (each waits only for its own processes)
+    STOP_ORDER: tuple[tuple[str, ...], ...] = (
+        ("celery-worker",),
+        ("scheduler", "triggerer", "dag-processor", "api-server"),
+        ("spark-connect",),
+        ("spark-worker",),
+        ("spark-master",),
+        ("s3", "redis", "pg-leases", "pg-meta"),
     )
 
     def down(self) -> list[int]:
         """Stop every part in :data:`STOP_ORDER`; return PIDs that had to be SIGKILLed after that."""
         began = time.monotonic()
-        for prefix in self.STOP_ORDER:
-            for name, service in self.services.items():
-                if name.startswith(prefix):
-                    with self._timed(f"stop {name}"):
-                        service.stop()
+        for step in self.STOP_ORDER:
+            names = [name for name in self.services if name.startswith(step)]
+            threads = [threading.Thread(target=self._stop_one, args=(name,)) for name in names]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
         with self._timed("stop leftovers"):
             killed = kill_leftovers(self.home)
         self.timings["down"] = round(time.monotonic() - began, 1)
         return killed
+
+    def _stop_one(self, name: str) -> None:
+        began = time.monotonic()
+        self.services[name].stop()
+        self.timings[f"stop {name}"] = round(time.monotonic() - began, 1)
 
     def leftovers(self) -> list[int]:
         return marked_processes(self.home)
@@ -637,7 +692,7 @@ def down_from_state(home: Path) -> list[int]:
     """Stop a stack started by another process (``python -m benchmarks.cluster down``)."""
     state_file = home / "state.json"
     groups: dict[str, int] = json.loads(state_file.read_text())["groups"] if state_file.exists() else {}
-    for prefix in ClusterStack.STOP_ORDER:
+    for prefix in (prefix for step in ClusterStack.STOP_ORDER for prefix in step):
         for name, pgid in groups.items():
             if name.startswith(prefix):
                 try:
