@@ -467,9 +467,9 @@ class ClusterStack:
             kill_leftovers(self.home)
             shutil.rmtree(self.home)
         self.log_dir.mkdir(parents=True)
-        with self._timed("pg-meta initdb"):
+        with self._timed("pg-meta data directory (initdb or copy)"):
             pg_meta = self._postgres("pg-meta", self.ports.pg_meta, "airflow")
-        with self._timed("pg-leases initdb"):
+        with self._timed("pg-leases data directory (initdb or copy)"):
             pg_leases = self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases")
         base = [pg_meta, pg_leases, self._redis(), self._s3()]
         if self.spark:
@@ -520,10 +520,11 @@ class ClusterStack:
         """Airflow's tables in the metadata database: the cached dump of a migrated database when this
         Airflow was migrated here before (seconds), else ``airflow db migrate`` (minutes), kept for next time."""
         assert self.airflow is not None
-        with self._timed("metadata restored from the cached dump"):
-            if templates.restore_metadata(pg_bin(), self.ports.pg_meta, "airflow"):
-                return
-            self._recreate_database(self.ports.pg_meta, "airflow")  # a failed restore may have left tables
+        began = time.monotonic()
+        if templates.restore_metadata(pg_bin(), self.ports.pg_meta, "airflow"):
+            self.timings["metadata restored from the cached dump"] = round(time.monotonic() - began, 1)
+            return
+        self._recreate_database(self.ports.pg_meta, "airflow")  # a failed restore may have left tables
         with self._timed("airflow db migrate"):
             migrate = subprocess.run(
                 [sys.executable, "-m", "airflow", "db", "migrate"],
