@@ -415,7 +415,7 @@ class ClusterStack:
                 "worker_prefetch_multiplier": "1",
             },
             # the tasks a SIGKILLed worker had received come back only after the visibility timeout: in the
-            # short run (2026-11-28) three of them waited 190 s with it at 120 s. A running task redelivered
+            # short run (2026-11-28) they came back 190 s after the kill with it at 120 s. A running task redelivered
             # is ignored by Airflow ("Task already running elsewhere"), so it follows the heartbeat timeout
             "celery_broker_transport_options": {"visibility_timeout": str(int(self.heartbeat_timeout))},
             # a task whose worker died is noticed by the scheduler after this many seconds
