@@ -7,8 +7,9 @@ and the decision log; the stack must stop without orphans.
 
 Too slow for ``make test`` on two shared cores: 599 s at load 7-12 on 2026-11-28 (stack up 232 s, of which
 Airflow's seven processes starting at once took 165 s; the runs with the fault 265 s; down 47 s), against
-a 180 s target (587 s at load 15-21 with the stack's caches warm), so it runs only with ``DELTAGUARD_CLUSTER_TESTS=1`` (``make cluster-short``). The results'
-``timings_s`` say where the time went (printed below).
+a 180 s target (587 s at load 15-21 with the stack's caches warm), so it runs only with
+``DELTAGUARD_CLUSTER_TESTS=1`` (``make cluster-short``). The results' ``timings_s`` say where the time went
+(printed below).
 """
 
 from __future__ import annotations
