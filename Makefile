@@ -38,8 +38,8 @@ demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
 
 # The production-shaped stack (benchmarks/cluster): CeleryExecutor with two workers, Redis, PostgreSQL
 # (metadata and lease store), moto's S3 server, a Spark standalone cluster behind Spark Connect. Needs the
-# Debian packages redis-server and postgresql (.ci/run installs them). Not part of `make test`: the short
-# run alone takes longer than its budget (docs/deployment.md has the figures).
+# Debian packages redis-server and postgresql (apt-get install -y redis-server postgresql). Not part of
+# `make test`: the short run alone takes longer than its budget (docs/deployment.md has the figures).
 $(VENV)/.installed-cluster: $(VENV)/.installed-test
 	$(UV) pip install --python $(PY) -e ".[cluster]" --group test || $(PY) -m pip install -e ".[cluster]" --group test
 	touch $@

@@ -21,7 +21,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="random seed of the fault schedule")
     parser.add_argument("--no-faults", action="store_true", help="run the pipelines without faults")
     parser.add_argument("--no-leases", action="store_true", help="break the stack on purpose: leases off")
-    parser.add_argument("--lease-ttl", type=float, default=30.0, help="[deltaguard] lease_ttl (seconds)")
+    parser.add_argument("--lease-ttl", type=float, default=90.0, help="[deltaguard] lease_ttl (seconds)")
     parser.add_argument("--out", type=Path, default=None, help="results JSON (run)")
     args = parser.parse_args(argv)
     home = args.home.resolve()

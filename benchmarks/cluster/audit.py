@@ -62,6 +62,8 @@ class AuditReport:
     unlogged: list[str] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: every expired lease: its task, whether it carried a recorded server-side work handle, how it was fenced
+    expired: list[dict[str, Any]] = field(default_factory=list)
 
     def figures(self) -> dict[str, int]:
         return {
@@ -78,7 +80,7 @@ class AuditReport:
     def passed(self) -> bool:
         return not any(self.figures().values())
 
-    def details(self) -> dict[str, list[str]]:
+    def details(self) -> dict[str, list[Any]]:
         return {
             "overlaps": self.overlaps,
             "late_commits": self.late_commits,
@@ -88,6 +90,7 @@ class AuditReport:
             "unexplained_failures": self.unexplained_failures,
             "orphans": self.orphans,
             "unlogged_decisions": self.unlogged,
+            "expired_leases": self.expired,
         }
 
 
@@ -270,6 +273,8 @@ def audit(
         "waits": sum(1 for d in decisions if d.kind == "wait"),
         "releases": sum(1 for d in decisions if d.kind == "release"),
         "expiries": sum(1 for d in decisions if d.kind == "expiry"),
+        "remote_fenced": sum(1 for d in decisions if d.kind == "remote_fenced"),
+        "remote_unfenced": sum(1 for d in decisions if d.kind == "remote_unfenced"),
     }
 
     # overlaps and late commits
@@ -278,6 +283,16 @@ def audit(
         report.overlaps += overlaps
         report.late_commits += late
         report.unlogged += unlogged
+
+    expired_ids = {d.request_id for d in decisions if d.kind == "expiry"}
+    payloads = request_payloads(store_urls, expired_ids) if expired_ids else {}
+    report.expired = expired_leases(decisions, payloads, tables.values(), ours)
+    for lease in report.expired:
+        if lease["commits_after_end"]:
+            # counted once already among the late commits; said here with how the hand-over was fenced
+            report.failures[f"late commit of {lease['lease']}"] = (
+                f"after an expiry fenced as {lease['fence']}: {', '.join(lease['commits_after_end'])}"
+            )
 
     # rows
     expected = expected_tables(example_pipeline(), first_day, ours, day_of_run)
@@ -333,6 +348,81 @@ def audit(
             store.close()
     report.orphans += list(airflow_leftovers)
     return report
+
+
+def request_payloads(store_urls: Sequence[str], lease_ids: Iterable[str]) -> dict[str, str]:
+    """``lease id -> stored request payload`` (where fence handles are recorded) from every store."""
+    from deltaguard.leases.open import open_store
+
+    payloads: dict[str, str] = {}
+    for url in store_urls:
+        store = open_store(url)
+        try:
+            for lease_id in set(lease_ids) - set(payloads):
+                row = store.read_request(lease_id)
+                if row is not None:
+                    payloads[lease_id] = row.payload
+        finally:
+            store.close()
+    return payloads
+
+
+def expired_leases(
+    decisions: Sequence[Any],
+    payloads: Mapping[str, str],
+    uris: Iterable[str],
+    commits: Mapping[str, Sequence[Commit]],
+) -> list[dict[str, Any]]:
+    """Every lease on ``uris`` the store expired, with what its holder recorded and how it was handed over.
+
+    ``remote_handles`` are the server-side work handles (ADR 0033) its request still carries (a holder drops
+    one when it saw that work end); ``fence`` the decision log's fence entries for it, in order:
+    ``remote_fenced`` (the Connect server confirmed the work ended or was interrupted, then the hand-over) or
+    ``remote_unfenced`` (not confirmed: the lease stays held); ``none`` when none was needed (no handle).
+    ``commits_after_end``: commits made under it after the expiry (late commits, already failures).
+    """
+    from deltaguard.leases.remote_work import handles_in
+
+    wanted = list(uris)
+    expiries = [d for d in decisions if d.kind == "expiry" and any(_same(d.uri, u) for u in wanted)]
+    if not expiries:
+        return []
+    fences: dict[str, list[Any]] = {}
+    awaiting: set[str] = set()
+    for d in decisions:
+        if d.kind in ("remote_fenced", "remote_unfenced"):
+            fences.setdefault(d.request_id, []).append(d)
+        elif d.kind == "release_awaiting_fence":
+            awaiting.add(d.request_id)
+    found = []
+    for d in expiries:
+        try:
+            handles = handles_in(payloads.get(d.request_id) or "{}")
+        except ValueError:
+            handles = [{"kind": "unknown"}]
+        mine = [c for cs in commits.values() for c in cs if c.lease_id == d.request_id]
+        fenced = fences.get(d.request_id, [])
+        found.append(
+            {
+                "lease": d.request_id,
+                "table": d.uri,
+                "owner": d.owner_key,
+                "tasks": sorted({f"{c.task_id}@{c.run_id}" for c in mine}),
+                "expired_at": d.at,
+                "remote_handles": [{k: h.get(k) for k in ("kind", "tag")} for h in handles],
+                "release_awaiting_fence": d.request_id in awaiting,
+                "fence": ", ".join(f"{f.kind} at {f.at:.1f}: {f.detail[:300]}" for f in fenced) or "none",
+                "handed_over_after": "remote_fenced"
+                if any(f.kind == "remote_fenced" and f.at <= d.at + 1.0 for f in fenced)
+                else "remote_unfenced"
+                if fenced
+                else "no fence",
+                "commits_after_end": [
+                    f"v{c.version} {c.task_id}@{c.run_id}" for c in mine if c.at.timestamp() > d.at + 1.0
+                ],
+            }
+        )
+    return found
 
 
 def lease_checks(

@@ -13,7 +13,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from benchmarks.cluster.stack import ClusterStack
 
@@ -24,7 +26,9 @@ KINDS: tuple[str, ...] = (
     "restart_scheduler",  # SIGTERM the scheduler and start it again
     "restart_lease_store",  # stop the lease store's PostgreSQL (fast shutdown) and start it again
     "kill_spark_connect",  # SIGKILL the Spark Connect server during a Spark MERGE, then restart it
-    "stop_worker_past_lease",  # SIGSTOP a Celery worker for longer than the lease TTL, then SIGCONT
+    # SIGSTOP a Celery worker for longer than the lease TTL, then SIGCONT; with Spark in the run, the worker
+    # running a PySpark MERGE over Spark Connect (the Connect fence's case, ADR 0033)
+    "stop_worker_past_lease",
 )
 CHEAP_KINDS: tuple[str, ...] = ("kill_celery_worker", "restart_triggerer")
 
@@ -81,8 +85,9 @@ class FaultInjector:
         rng = random.Random(self.seed)
         order = list(self.kinds)
         rng.shuffle(order)
-        for kind in order:
+        for i, kind in enumerate(order):
             if self._stop.wait(rng.uniform(2.0, 8.0)):
+                self.skipped += order[i:]
                 return
             try:
                 if not getattr(self, f"_{kind}")(rng):
@@ -98,7 +103,7 @@ class FaultInjector:
                     return True
             except Exception:
                 pass
-            time.sleep(1.0)
+            self._stop.wait(1.0)
         return False
 
     def _record(self, kind: str, target: str, at: float, down: float, note: str = "") -> None:
@@ -168,19 +173,77 @@ class FaultInjector:
         return True
 
     def _stop_worker_past_lease(self, rng: random.Random) -> bool:
-        if not self._wait_for(_writing):
-            return False
-        target = self._busiest_worker(rng)
+        """Freeze a Celery worker and its task processes for ``lease_ttl + 10`` s.
+
+        The rule, decided before the run: with Spark in the stack the fault waits (up to ``window_s``) for a
+        running PySpark ``merge_sales_*`` task and freezes the Celery worker whose process tree runs it, so
+        the frozen holder's MERGE goes on on the Connect server and its expired lease can be handed over only
+        through the Connect fence. Without Spark, or when no such MERGE is found in the window, it freezes the
+        busiest worker during any write (the note says which case it was).
+        """
+        target, note = None, "any write"
+        if "spark-connect" in self.stack.services:
+            found: list[tuple[str, str]] = []
+
+            def spark_merge_on_a_worker(activity: dict[str, str]) -> bool:
+                for key, state in activity.items():
+                    task_id, variant, run_id = key.split("@", 2)
+                    if state == "running" and variant == "pyspark" and task_id.startswith("merge_sales_"):
+                        worker = self._worker_running(task_id, run_id)
+                        if worker is not None:
+                            found.append((worker, key))
+                            return True
+                return False
+
+            if self._wait_for(spark_merge_on_a_worker):
+                target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
+            else:
+                note = "any write (no PySpark MERGE found on a worker in the window)"
+        if target is None:
+            if not self._wait_for(_writing):
+                return False
+            target = self._busiest_worker(rng)
         service = self.stack.services[target]
         at = time.time()
+        running = self._running_note()
         service.signal(signal.SIGSTOP)
         # task processes live in their own groups: stop every process of that worker's tree
         stopped = _tree_signal(service.pid, signal.SIGSTOP)
         time.sleep(self.stack.lease_ttl + 10.0)
         _tree_signal(service.pid, signal.SIGCONT, stopped)
         service.signal(signal.SIGCONT)
-        self._record("stop_worker_past_lease", target, at, time.time() - at, f"{len(stopped)} processes")
+        self._record(
+            "stop_worker_past_lease",
+            target,
+            at,
+            time.time() - at,
+            f"froze {note}; {len(stopped)} processes; running then: {running}",
+        )
         return True
+
+    def _worker_running(self, task_id: str, run_id: str) -> str | None:
+        """The Celery worker whose process tree runs ``task_id`` of ``run_id`` (of the PySpark DAG).
+
+        Airflow's task runner titles its process ``airflow worker -- <task instance id>`` (the Task SDK's
+        ``task_runner.py``); the id comes from the task instance in Airflow's API. Both Celery workers run
+        on this machine, so the task instance's ``hostname`` cannot tell them apart.
+        """
+        from benchmarks.cluster.run import SPARK_DAG
+        from benchmarks.harness.airflow_runner import descendants
+
+        assert self.stack.airflow is not None
+        ti = self.stack.airflow.api().get(
+            f"/api/v2/dags/{SPARK_DAG}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+        )
+        ti_id = str(ti.get("id") or "")
+        if not ti_id:
+            return None
+        for i in range(1, self.stack.celery_workers + 1):
+            name = f"celery-worker-{i}"
+            for pid in descendants([self.stack.services[name].pid or 0]):
+                if f"airflow worker -- {ti_id}".encode() in _cmdline(pid):
+                    return name
+        return None
 
     def _busiest_worker(self, rng: random.Random) -> str:
         """The Celery worker with the most processes (task processes beside its pool); ties by the seed."""
@@ -201,6 +264,14 @@ class FaultInjector:
         for record in self.records:
             counts[record.kind] = counts.get(record.kind, 0) + 1
         return counts
+
+
+def _cmdline(pid: int) -> bytes:
+    """A process's command line (its title once ``setproctitle`` changed it), spaces between the words."""
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
 
 
 def _tree_signal(root: int | None, sig: int, pids: Sequence[int] | None = None) -> list[int]:

@@ -53,6 +53,8 @@ class Service:
     :param log: where its stdout and stderr go.
     :param ready: answers whether the server is ready (polled by :meth:`wait_ready`).
     :param stop_signal: the signal asking it to stop cleanly.
+    :param grace: seconds :meth:`stop` waits after :attr:`stop_signal` before SIGKILL (short for a server
+        that holds nothing worth a clean stop: moto's in-memory S3, Redis without persistence).
     """
 
     name: str
@@ -61,6 +63,7 @@ class Service:
     log: Path
     ready: Callable[[], bool] | None = None
     stop_signal: int = signal.SIGTERM
+    grace: float = 30.0
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     starts: int = 0
 
@@ -110,10 +113,12 @@ class Service:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, sig)
 
-    def stop(self, grace: float = 30.0) -> None:
-        """Ask the group to stop (:attr:`stop_signal`), then SIGKILL whatever is left after ``grace``."""
+    def stop(self, grace: float | None = None) -> None:
+        """Ask the group to stop (:attr:`stop_signal`), then SIGKILL whatever is left after ``grace``
+        (default :attr:`grace`)."""
         if self.process is None:
             return
+        grace = self.grace if grace is None else grace
         group = self.process.pid
         self.signal(signal.SIGCONT)  # a stopped process cannot act on the stop signal
         self.signal(self.stop_signal)

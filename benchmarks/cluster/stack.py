@@ -26,11 +26,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster import templates
 from benchmarks.cluster.procs import (
     MARKER_ENV,
     Service,
@@ -93,6 +97,10 @@ class ClusterStack:
     :param split_store: break the deployment on purpose: each Celery worker gets a lease store (database)
         of its own, as if each machine had its own SQLite file, so writes on different workers never see
         each other's leases. The audit must then fail.
+    :param heartbeat_timeout: ``[scheduler] task_instance_heartbeat_timeout``: how long a SIGKILLed worker's
+        task stays running before the scheduler fails it (the run waits that long). Default ``lease_ttl + 30``
+        and at least 60: above the SIGSTOP fault's freeze (``lease_ttl + 10``), or a frozen holder's task would
+        be failed by Airflow instead of handed over by the lease store.
     """
 
     def __init__(
@@ -108,6 +116,7 @@ class ClusterStack:
         write_seconds: float = 8.0,
         extra_env: dict[str, str] | None = None,
         split_store: bool = False,
+        heartbeat_timeout: float | None = None,
     ) -> None:
         self.home = (home or default_home()).resolve()
         self.spark = spark
@@ -119,10 +128,22 @@ class ClusterStack:
         self.write_seconds = write_seconds
         self.extra_env = dict(extra_env or {})
         self.split_store = split_store
+        self.heartbeat_timeout = heartbeat_timeout or max(60.0, lease_ttl + 30.0)
         self.ports = Ports.pick()
         self.services: dict[str, Service] = {}
         self.airflow: AirflowHome | None = None
         self.started_at: float | None = None
+        #: where the stack's time went: ``step -> seconds`` (start to ready per part, stop per part)
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def _timed(self, step: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - began, 1)
+            print(f"[cluster] {step}: {self.timings[step]:.1f} s", file=sys.stderr, flush=True)
 
     # -- addresses ------------------------------------------------------------------------------------
 
@@ -194,23 +215,29 @@ class ClusterStack:
                 entry = pwd.getpwnam(user)
                 os.chown(data, entry.pw_uid, entry.pw_gid)
                 _check_reachable(data, user)
-            initdb = [
-                str(pg_bin() / "initdb"),
-                "-D",
-                str(data),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-            ]
-            subprocess.run(
-                (["runuser", "-u", user, "--"] if user else []) + initdb,
-                check=True,
-                capture_output=True,
-                timeout=180,
-            )
+            # initdb once per PostgreSQL version; every server after that starts from a copy (templates.py)
+            template = templates.initdb_template(pg_bin())
+            if template.exists():
+                templates.copy_data_dir(template, data)
+            else:
+                initdb = [
+                    str(pg_bin() / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                ]
+                subprocess.run(
+                    (["runuser", "-u", user, "--"] if user else []) + initdb,
+                    check=True,
+                    capture_output=True,
+                    timeout=180,
+                )
+                templates.keep_initdb(data, pg_bin())
         argv = [
             str(pg_bin() / "postgres"),
             "-D",
@@ -266,12 +293,18 @@ class ClusterStack:
             self.base_env(),
             self.log_dir / "redis.log",
             ready=lambda: port_open(self.ports.redis),
+            grace=3.0,  # no persistence: nothing to flush
         )
 
     def _s3(self) -> Service:
         argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.ports.s3)]
         return Service(
-            "s3", argv, self.base_env(), self.log_dir / "s3.log", ready=lambda: port_open(self.ports.s3)
+            "s3",
+            argv,
+            self.base_env(),
+            self.log_dir / "s3.log",
+            ready=lambda: port_open(self.ports.s3),
+            grace=3.0,  # in memory: the audit has read the tables before the stop
         )
 
     def _spark_class(self) -> str:
@@ -381,11 +414,14 @@ class ClusterStack:
                 # a SIGKILLed worker's task goes back to the queue only after the visibility timeout
                 "worker_prefetch_multiplier": "1",
             },
-            "celery_broker_transport_options": {"visibility_timeout": "120"},
+            # the tasks a SIGKILLed worker had received come back only after the visibility timeout: in the
+            # short run (2026-11-28) they came back 190 s after the kill with it at 120 s. A running task redelivered
+            # is ignored by Airflow ("Task already running elsewhere"), so it follows the heartbeat timeout
+            "celery_broker_transport_options": {"visibility_timeout": str(int(self.heartbeat_timeout))},
             # a task whose worker died is noticed by the scheduler after this many seconds
             "scheduler": {
                 "enable_health_check": "False",
-                "task_instance_heartbeat_timeout": "120",
+                "task_instance_heartbeat_timeout": str(int(self.heartbeat_timeout)),
                 "task_instance_heartbeat_timeout_detection_interval": "5",
             },
             "triggerer": {"capacity": "200"},
@@ -434,24 +470,27 @@ class ClusterStack:
             kill_leftovers(self.home)
             shutil.rmtree(self.home)
         self.log_dir.mkdir(parents=True)
-        base = [
-            self._postgres("pg-meta", self.ports.pg_meta, "airflow"),
-            self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases"),
-            self._redis(),
-            self._s3(),
-        ]
+        with self._timed("pg-meta data directory (initdb or copy)"):
+            pg_meta = self._postgres("pg-meta", self.ports.pg_meta, "airflow")
+        with self._timed("pg-leases data directory (initdb or copy)"):
+            pg_leases = self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases")
+        base = [pg_meta, pg_leases, self._redis(), self._s3()]
         if self.spark:
             base.append(self._spark_master())
+        began = time.monotonic()
         for service in base:
             self.services[service.name] = service
             service.start()
         self._write_state()
         for service in base:
             service.wait_ready(timeout)
-        self._create_bucket()
-        for url in self.lease_store_urls():
-            self._pg_ready(self.ports.pg_leases, url.rsplit("/", 1)[1])
+            self.timings[f"{service.name} ready"] = round(time.monotonic() - began, 1)
+        with self._timed("bucket and lease databases"):
+            self._create_bucket()
+            for url in self.lease_store_urls():
+                self._pg_ready(self.ports.pg_leases, url.rsplit("/", 1)[1])
         spark_parts: list[Service] = []
+        spark_began = time.monotonic()
         if self.spark:
             spark_parts = [self._spark_worker(i) for i in range(1, self.spark_workers + 1)] + [
                 self._connect()
@@ -468,23 +507,50 @@ class ClusterStack:
             extra_env=self.airflow_env(),
         )
         self._preload_store_modules()
-        migrate = subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            env=self.airflow.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        self._metadata_schema(timeout)
+        with self._timed("airflow components healthy"):
+            for service in self.airflow_services():
+                self.services[service.name] = service
+                service.start()
+            self._write_state()
+            for service in spark_parts:
+                service.wait_ready(timeout)
+                self.timings[f"{service.name} ready"] = round(time.monotonic() - spark_began, 1)
+            self.wait_airflow_healthy(timeout)
+        self.timings["up"] = round(time.monotonic() - self.started_at, 1)
+
+    def _metadata_schema(self, timeout: float) -> None:
+        """Airflow's tables in the metadata database: the cached dump of a migrated database when this
+        Airflow was migrated here before (seconds), else ``airflow db migrate`` (minutes), kept for next time."""
+        assert self.airflow is not None
+        began = time.monotonic()
+        if templates.restore_metadata(pg_bin(), self.ports.pg_meta, "airflow"):
+            self.timings["metadata restored from the cached dump"] = round(time.monotonic() - began, 1)
+            return
+        self._recreate_database(self.ports.pg_meta, "airflow")  # a failed restore may have left tables
+        with self._timed("airflow db migrate"):
+            migrate = subprocess.run(
+                [sys.executable, "-m", "airflow", "db", "migrate"],
+                env=self.airflow.env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         if migrate.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed: {migrate.stderr[-3000:]}")
-        for service in self.airflow_services():
-            self.services[service.name] = service
-            service.start()
-        self._write_state()
-        for service in spark_parts:
-            service.wait_ready(timeout)
-        self.wait_airflow_healthy(timeout)
+        with self._timed("metadata dumped for the next start"):
+            templates.dump_metadata(pg_bin(), self.ports.pg_meta, "airflow")
+
+    @staticmethod
+    def _recreate_database(port: int, database: str) -> None:
+        import psycopg
+
+        with psycopg.connect(
+            f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True
+        ) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{database}"')
+            c.execute(f'CREATE DATABASE "{database}"')
 
     #: imported once by each Celery worker (and inherited by the task processes it forks): the first store call
     #: of a task opens the store, and importing the PostgreSQL driver inside that call, bounded by
@@ -498,38 +564,64 @@ class ClusterStack:
     )
 
     def _preload_store_modules(self) -> None:
+        """Preload in the Celery workers only: their task processes inherit the modules. The harness's
+        settings preload pyarrow and deltalake in every Airflow process; here that would be paid by seven
+        processes starting at once on two cores, five of which (api-server, scheduler, dag-processor,
+        triggerers) never fork a task."""
+        from benchmarks.harness.airflow_runner import PRELOAD_MODULES
+
         assert self.airflow is not None
         settings = self.airflow.home / "config" / "airflow_local_settings.py"
+        modules = list(PRELOAD_MODULES) + list(self.STORE_PRELOADS)
         lines = [
+            '"""Written by benchmarks.cluster: preloads for the Celery workers (docs/deployment.md, Preloading)."""',
             "",
-            "# benchmarks.cluster: the PostgreSQL lease store's modules too (docs/deployment.md, Preloading)",
-            f"for _module in {list(self.STORE_PRELOADS)!r}:",
-            "    try:",
-            "        importlib.import_module(_module)",
-            "    except ImportError:",
-            "        pass",
+            "import importlib",
+            "import sys",
+            "",
+            'if "celery" in sys.argv and "worker" in sys.argv:',
+            f"    for _module in {modules!r}:",
+            "        try:",
+            "            importlib.import_module(_module)",
+            "        except ImportError:  # a preload is an optimisation only",
+            "            pass",
         ]
-        settings.write_text(settings.read_text() + "\n".join(lines) + "\n")
+        settings.write_text("\n".join(lines) + "\n")
 
     def wait_airflow_healthy(self, timeout: float = 300.0) -> dict[str, Any]:
         """Wait until the api-server reports the metadata DB, scheduler, triggerer and dag-processor healthy."""
         assert self.airflow is not None
         api = self.airflow.api()
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         last: Any = None
+        keys = ("metadatabase", "scheduler", "triggerer", "dag_processor")
         while time.monotonic() < deadline:
             for service in self.services.values():
                 if service.process is not None and not service.alive() and service.name != "spark-connect":
                     raise RuntimeError(f"{service.name} exited{service.tail()}")
+            workers = [n for n in self.services if n.startswith("celery-worker")]
+            for name in workers:
+                if f"{name} ready" not in self.timings and self._celery_ready(name):
+                    self.timings[f"{name} ready"] = round(time.monotonic() - began, 1)
             try:
                 last = api.health()
-                keys = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-                if all((last.get(k) or {}).get("status") == "healthy" for k in keys):
+                for key in keys:
+                    if (last.get(key) or {}).get("status") == "healthy":
+                        self.timings.setdefault(f"{key} healthy", round(time.monotonic() - began, 1))
+                if all(f"{k} healthy" in self.timings for k in keys) and all(
+                    f"{n} ready" in self.timings for n in workers
+                ):
                     return dict(last)
             except Exception as exc:
                 last = exc
-            time.sleep(2.0)
+            time.sleep(1.0)
         raise RuntimeError(f"Airflow not healthy within {timeout:.0f} s: {last}")
+
+    def _celery_ready(self, name: str) -> bool:
+        """Whether Celery worker ``name`` logged that it consumes from the broker (``... ready.``)."""
+        log = self.services[name].log
+        return log.exists() and " ready." in log.read_text(errors="replace")
 
     def _create_bucket(self) -> None:
         import boto3
@@ -565,29 +657,36 @@ class ClusterStack:
             service.wait_ready()
         return time.monotonic() - began
 
-    #: stop order: Airflow first (tasks still write), then Spark, then the servers they use
-    STOP_ORDER = (
-        "celery-worker",
-        "scheduler",
-        "triggerer",
-        "dag-processor",
-        "api-server",
-        "spark-connect",
-        "spark-worker",
-        "spark-master",
-        "s3",
-        "redis",
-        "pg-leases",
-        "pg-meta",
+    #: stop order: Airflow first (tasks still write), then Spark, then the servers they use; the parts of one
+    #: step stop at the same time (each waits only for its own processes)
+    STOP_ORDER: tuple[tuple[str, ...], ...] = (
+        ("celery-worker",),
+        ("scheduler", "triggerer", "dag-processor", "api-server"),
+        ("spark-connect",),
+        ("spark-worker",),
+        ("spark-master",),
+        ("s3", "redis", "pg-leases", "pg-meta"),
     )
 
     def down(self) -> list[int]:
         """Stop every part in :data:`STOP_ORDER`; return PIDs that had to be SIGKILLed after that."""
-        for prefix in self.STOP_ORDER:
-            for name, service in self.services.items():
-                if name.startswith(prefix):
-                    service.stop()
-        return kill_leftovers(self.home)
+        began = time.monotonic()
+        for step in self.STOP_ORDER:
+            names = [name for name in self.services if name.startswith(step)]
+            threads = [threading.Thread(target=self._stop_one, args=(name,)) for name in names]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        with self._timed("stop leftovers"):
+            killed = kill_leftovers(self.home)
+        self.timings["down"] = round(time.monotonic() - began, 1)
+        return killed
+
+    def _stop_one(self, name: str) -> None:
+        began = time.monotonic()
+        self.services[name].stop()
+        self.timings[f"stop {name}"] = round(time.monotonic() - began, 1)
 
     def leftovers(self) -> list[int]:
         return marked_processes(self.home)
@@ -597,7 +696,7 @@ def down_from_state(home: Path) -> list[int]:
     """Stop a stack started by another process (``python -m benchmarks.cluster down``)."""
     state_file = home / "state.json"
     groups: dict[str, int] = json.loads(state_file.read_text())["groups"] if state_file.exists() else {}
-    for prefix in ClusterStack.STOP_ORDER:
+    for prefix in (prefix for step in ClusterStack.STOP_ORDER for prefix in step):
         for name, pgid in groups.items():
             if name.startswith(prefix):
                 try:

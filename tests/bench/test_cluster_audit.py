@@ -10,6 +10,7 @@ from benchmarks.cluster.audit import (
     compare_rows,
     example_pipeline,
     expected_tables,
+    expired_leases,
     lease_checks,
     leases_from,
 )
@@ -92,3 +93,26 @@ def test_rows_are_computed_from_the_committed_writes_and_compared_as_multisets()
     assert lost == [] and len(dup) == 1
     lost, dup = compare_rows("events", expected["events"][1:], expected["events"])
     assert len(lost) == 1 and dup == []
+
+
+def test_expired_leases_say_whether_they_carried_connect_work_and_how_they_were_fenced() -> None:
+    handle = '{"remote_work":[{"kind":"spark_connect","endpoint":"sc://h:1","tag":"t1"}]}'
+    rows = [
+        _row(10, "grant", "a"),
+        _row(10, "grant", "b"),
+        _row(10, "grant", "c"),
+        _row(49, "remote_fenced", "a"),
+        _row(50, "expiry", "a"),  # handed over once the Connect server confirmed the MERGE ended
+        _row(55, "remote_unfenced", "b"),
+        _row(70, "expiry", "b"),  # handed over although the fence never confirmed
+        _row(60, "expiry", "c"),  # a delta-rs holder: nothing to fence
+    ]
+    commits = {"customers": [_commit(1, 45, "merge", "a"), _commit(2, 75, "merge", "b")]}
+    found = {e["lease"]: e for e in expired_leases(rows, {"a": handle, "b": handle}, [URI], commits)}
+    assert found["a"]["remote_handles"] == [{"kind": "spark_connect", "tag": "t1"}]
+    assert found["a"]["handed_over_after"] == "remote_fenced" and found["a"]["commits_after_end"] == []
+    assert found["b"]["handed_over_after"] == "remote_unfenced"
+    assert found["b"]["commits_after_end"] == ["v2 merge@r1"]
+    assert found["c"]["remote_handles"] == [] and found["c"]["handed_over_after"] == "no fence"
+    # only expiries of the audited tables
+    assert expired_leases(rows, {}, ["s3://lake/elsewhere"], commits) == []
