@@ -4,7 +4,7 @@ A write runs several Spark Connect operations before its MERGE (the source, its 
 A worker frozen among them resumes with its lease lost; the keeper's ``interruptTag`` then finds nothing
 running, so only a check right before the writing statement keeps the MERGE from being sent. Measured in
 the production-shaped run (``benchmarks/results/cluster-spark-freeze.json``): without it, a MERGE sent
-4.5 minutes after the loss committed. These tests drive the Spark runners with a session that records the
+4.7 minutes after the loss committed. These tests drive the Spark runners with a session that records the
 statements it is sent (no JVM).
 """
 

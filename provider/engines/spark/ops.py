@@ -150,7 +150,7 @@ def check_live(context: WriteContext, target: SparkTarget) -> None:
     The engine checks once before a write starts, but a write runs several Connect operations first (the
     source, its guard, a temporary view), and a worker frozen among them resumes with its lease lost: the
     keeper's ``interruptTag`` then finds nothing running, and without this check the worker would send the
-    MERGE anyway (measured in the production-shaped run: a MERGE sent 4.5 min after the loss committed).
+    MERGE anyway (measured in the production-shaped run: a MERGE sent 4.7 min after the loss committed).
 
     :raises CommitFencedError: the lease is lost or not certainly live.
     """
