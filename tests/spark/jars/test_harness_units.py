@@ -34,3 +34,29 @@ def test_gate_pauses_until_released(tmp_path: Path) -> None:
     gate.release()
     worker.join(10)
     assert out == [7]
+
+
+def test_the_isolation_slice_is_measured_on_tables_delta_rs_wrote(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    from deltaguard.conformance.spark_runner import (
+        ISOLATION_CELLS,
+        ISOLATION_SLICE_SPELLINGS,
+        SparkGroupRunner,
+        create_with_deltars,
+        spark_cells,
+    )
+
+    assert spark_cells("isolation") == list(ISOLATION_CELLS)
+    # every spelling the profile distinguishes: both cases of WriteSerializable, SnapshotIsolation, garbage
+    assert {"WriteSerializable", "writeserializable", "SnapshotIsolation", "nonsense"} <= set(
+        ISOLATION_SLICE_SPELLINGS
+    )
+    # delta-rs stores a spelling Spark refuses to set, as given
+    create_with_deltars(tmp_path / "t", ("p",), {"delta.isolationLevel": "nonsense"})
+    table = DeltaTable(str(tmp_path / "t"))
+    assert table.metadata().configuration == {"delta.isolationLevel": "nonsense"}
+    assert table.metadata().partition_columns == ["p"]
+    assert table.version() == 1  # the two initial commits
+    with pytest.raises(ValueError, match="creator"):
+        SparkGroupRunner(None, tmp_path, creator="spark")
