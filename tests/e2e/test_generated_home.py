@@ -7,13 +7,18 @@ deltaguard's options only ``lease_ttl`` is set. A deltaguard write that must wai
 another job then waits *deferred* in the triggerer: its state is ``deferred`` and its pool holds no running
 slot, and it writes once the lease is released. The example DAGs lie in the same DAGs folder: the
 dag-processor parses them without an import error.
+
+The home and its stack are the shared user's stack (:mod:`tests.e2e.user_stack`); this module adds its DAG
+file to the stack's DAGs folder and its table to a folder of its own. The deltaguard UI is visited in a
+browser around the same run (:mod:`tests.e2e.browser`): while the write waits, the Tables page, the table's
+matrix, the waiting task's and its run's Delta leases tabs; after the release, the finished writer's "Delta
+leases" extra link. A failed visit fails only :func:`test_the_ui_in_a_browser_mid_run`.
 """
 
 from __future__ import annotations
 
 import configparser
-import shutil
-import tempfile
+import contextlib
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,17 +29,19 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.harness.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
+from benchmarks.harness.airflow_runner import AirflowHome
 from deltaguard.core.admission import Owner
 from deltaguard.leases.manager import LeaseManager
+from deltaguard.plugins.reads import UiReader
 from deltaguard.pools import pool_name
 from deltaguard.writes.table_uri import table_key
+from tests.e2e.browser import CHROMIUM, SCREENSHOTS, UiVisit
 from tests.e2e.shared import hold_customers
+from tests.e2e.user_stack import LEASE_TTL, UserStack
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 DAG_ID = "generated_home_waiting_write"
-LEASE_TTL = "30"  # alone: with the generated file's other options, 0.1's literal 20 s heartbeat refused it
 HOLDER = Owner(dag_id="nightly_rebuild", run_id="manual__e2e", task_id="rewrite", try_number=1)
 DAG = """
 from datetime import datetime
@@ -58,33 +65,27 @@ class Outcome:
     final_state: str
     task_state: str
     import_errors: list[dict[str, Any]]
+    #: where the browser's screenshots are, and what stopped its visit (``None``: it went through)
+    screenshots: Path
+    browser_error: BaseException | None
 
 
 @pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
-    root = tmp_path_factory.mktemp("generated")
-    table = str(root / "data" / "accounts")
+def outcome(user_stack: UserStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+    home, stack = user_stack.home, user_stack.stack
+    table = str(user_stack.data / "generated" / "accounts")
     write_deltalake(table, pa.table({"id": [1, 2, 3], "balance": [10, 20, 30]}))
-    dags = root / "dags"
-    shutil.copytree(default_dags_folder(), dags / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     # The pool-routing task_policy is opt-in (a fresh install does not route): the task names its pool, so
     # the pool's slot counts show whether the waiting write holds a worker slot.
     pool = pool_name(table_key(table))
-    (dags / "waiting_write.py").write_text(textwrap.dedent(DAG.format(dag_id=DAG_ID, table=table, pool=pool)))
-    home = prepare_home(
-        root / "airflow_home",
-        dags,
-        parallelism=4,
-        data_dir=root / "data",
-        generated=True,
-        options={"deltaguard": {"lease_ttl": LEASE_TTL}},
-        extra_env={"DELTAGUARD_EXAMPLE_SCHEDULE": "none"},
-    )
-    migrated = _reuse_migrated_db(home.home)
+    dag_file = user_stack.dags / "waiting_write.py"
+    dag_file.write_text(textwrap.dedent(DAG.format(dag_id=DAG_ID, table=table, pool=pool)))
+    screenshots = tmp_path_factory.mktemp("screenshots")
+    browser_error: BaseException | None = None
     manager = LeaseManager(home.lease_store_url)
     try:
         hold_customers(manager, table, HOLDER, "e2e-generated-holder")
-        with AirflowStack(home, migrate=not migrated) as stack:
+        with contextlib.ExitStack() as browsing:
             stack.wait_for_dag(DAG_ID)
             stack.api.set_pool(pool, 8, "the accounts table", include_deferred=False)
             run_id = stack.trigger(DAG_ID)
@@ -96,25 +97,35 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
 
             waiting_state = str(stack.api.wait("the write to wait", task_state, 240, 2.0))
             waiting_pool = dict(stack.api.get(f"/api/v2/pools/{pool}"))
+            visit: UiVisit | None = None
+            if CHROMIUM.exists():
+                try:
+                    visit = browsing.enter_context(UiVisit(home, HOLDER, screenshots))
+                    visit.while_waiting(DAG_ID, run_id, UiReader(manager.store))
+                except Exception as exc:  # judged by the browser test alone, after the run
+                    browser_error, visit = exc, None
             manager.release("e2e-generated-holder", HOLDER)
             final_state = stack.wait_for_run(DAG_ID, run_id, timeout=240)
             tis = stack.task_instances(DAG_ID, run_id)
             import_errors = stack.api.import_errors()
+            if visit is not None:
+                try:
+                    visit.after_release(stack, DAG_ID, run_id)
+                except Exception as exc:
+                    browser_error = exc
     finally:
         manager.store.close()
-    yield Outcome(home, table, waiting_state, waiting_pool, final_state, str(tis[0].state), import_errors)
-
-
-def _reuse_migrated_db(home: Path) -> bool:
-    """Start from the migrated metadata DB ``tests/airflow/conftest.py`` caches (``airflow db migrate`` of
-    this Airflow version), if there is one; return whether it was."""
-    from importlib.metadata import version
-
-    cached = Path(tempfile.gettempdir()) / f"deltaguard-airflow-{version('apache-airflow-core')}.db"
-    if not cached.exists() or (home / "airflow.db").exists():
-        return False
-    shutil.copyfile(cached, home / "airflow.db")
-    return True
+    yield Outcome(
+        home,
+        table,
+        waiting_state,
+        waiting_pool,
+        final_state,
+        str(tis[0].state),
+        import_errors,
+        screenshots,
+        browser_error,
+    )
 
 
 def test_the_home_is_a_users(outcome: Outcome) -> None:
@@ -144,3 +155,11 @@ def test_it_writes_once_the_lease_is_released(outcome: Outcome) -> None:
 
 def test_the_dag_processor_parses_the_examples(outcome: Outcome) -> None:
     assert outcome.import_errors == []
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt install chromium)")
+def test_the_ui_in_a_browser_mid_run(outcome: Outcome) -> None:
+    if outcome.browser_error is not None:
+        raise outcome.browser_error
+    for name in SCREENSHOTS:
+        assert (outcome.screenshots / name).stat().st_size > 10_000, name

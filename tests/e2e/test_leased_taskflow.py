@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from deltaguard.leases.codec import owner_from_text
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.views import DecisionInfo
 from deltaguard.writes.table_uri import table_key
-from tests.e2e.shared import error_records
+from tests.e2e.shared import error_records, start_from_migrated_db
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -78,8 +77,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             "DELTAGUARD_LEASED_DEFER_SECONDS": str(DEFER_S),
         },
     )
-    _reuse_migrated_db(home.home)
-    stack = AirflowStack(home)
+    stack = AirflowStack(home, migrate=not start_from_migrated_db(home.home))
     with stack:
         stack.wait_for_dag(DAG_ID)
         run_id = stack.trigger(DAG_ID)
@@ -101,16 +99,6 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         if ti.state != "success"
     }
     yield Outcome(state, tis, decisions, data, leftovers, errors)
-
-
-def _reuse_migrated_db(home: Path) -> None:
-    """Start from the migrated metadata DB ``tests/airflow/conftest.py`` caches, if there is one: the
-    stack's own ``airflow db migrate`` then has nothing to do, which saves a minute on 2 cores."""
-    from importlib.metadata import version
-
-    cached = Path(tempfile.gettempdir()) / f"deltaguard-airflow-{version('apache-airflow-core')}.db"
-    if cached.exists() and not (home / "airflow.db").exists():
-        shutil.copyfile(cached, home / "airflow.db")
 
 
 def _intervals(outcome: Outcome, table: str) -> dict[str, tuple[float, float]]:

@@ -1,16 +1,16 @@
 """End to end under the real Airflow scheduler: a deltaguard write's OpenLineage event, its asset event
 scheduling a downstream DAG, and the table-commit asset watcher in the real triggerer.
 
-One small stack (scheduler, dag-processor, triggerer, api-server; LocalExecutor) serves only
-``dags_examples/deltaguard_table_assets.py``. OpenLineage is configured with its file transport, so every
-event the provider emits lands as a JSON line the test reads. Evidence comes from outside the tasks: the
-Delta log of each table, the REST API (runs, XComs of the downstream tasks) and the OpenLineage file.
+The shared user's stack (:mod:`tests.e2e.user_stack`: scheduler, dag-processor, triggerer, api-server;
+LocalExecutor) serves ``dags_examples/deltaguard_table_assets.py`` among the other examples. OpenLineage is
+configured with its file transport, so every event the provider emits lands as a JSON line the test reads.
+Evidence comes from outside the tasks: the Delta log of each table, the REST API (runs, XComs of the
+downstream tasks) and the OpenLineage file.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,12 +20,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks.harness.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
+from benchmarks.harness.airflow_runner import AirflowHome, AirflowStack
+from tests.e2e.user_stack import OL_NAMESPACE, UserStack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 LOAD, REPORT, WATCH = "deltaguard_orders_load", "deltaguard_orders_report", "deltaguard_partner_feed_watch"
-OL_NAMESPACE = "deltaguard_e2e"
 
 
 @dataclass(frozen=True)
@@ -54,48 +54,30 @@ def _finished_run(stack: AirflowStack, dag_id: str, timeout: float = 180.0) -> l
 
 
 @pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+def outcome(user_stack: UserStack) -> Iterator[Outcome]:
     from deltaguard.pools import PoolsConfig, desired_pools
     from deltaguard.writes.table_uri import table_key
 
-    root = tmp_path_factory.mktemp("lineage_e2e")
-    dags = root / "dags"
-    dags.mkdir()
-    for name in ("example_pipeline.py", "deltaguard_table_assets.py"):
-        shutil.copy(default_dags_folder() / name, dags / name)
-    data = root / "data"
+    home, stack, data = user_stack.home, user_stack.stack, user_stack.data
     orders, partner_feed = str(data / "assets" / "orders"), str(data / "assets" / "partner_feed")
-    write_deltalake(partner_feed, pa.table({"feed_id": [0]}))  # version 0, before anything watches it
-    ol_file = root / "openlineage.jsonl"
-    home = prepare_home(
-        root / "airflow_home",
-        dags,
-        parallelism=4,
-        data_dir=data,
-        extra_env={
-            "DELTAGUARD_EXAMPLE_WATCH_AFTER": "0",
-            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
-                {"type": "file", "log_file_path": str(ol_file), "append": True}
-            ),
-            "AIRFLOW__OPENLINEAGE__NAMESPACE": OL_NAMESPACE,
-        },
-    )
-    with AirflowStack(home) as stack:
-        for spec in desired_pools(PoolsConfig(), [table_key(orders), table_key(orders + "_audit")]):
-            stack.api.set_pool(spec.name, spec.slots, spec.description, include_deferred=False)
-        for dag_id in (LOAD, REPORT, WATCH):
-            stack.wait_for_dag(dag_id)
-        stack.api.set_paused(REPORT, False)
-        stack.api.set_paused(WATCH, False)
-        run_id = stack.trigger(LOAD)
-        load_state = stack.wait_for_run(LOAD, run_id, timeout=240)
-        report_runs = _finished_run(stack, REPORT)
-        report_extras = [stack.api.xcom(REPORT, r["dag_run_id"], "report") for r in report_runs]
-        # another system commits to the watched table with plain delta-rs: version 1
-        write_deltalake(partner_feed, pa.table({"feed_id": [1]}), mode="append")
-        watch_runs = _finished_run(stack, WATCH, timeout=240)
-        watch_extras = [stack.api.xcom(WATCH, r["dag_run_id"], "on_commit") for r in watch_runs]
-        time.sleep(2)  # the OpenLineage listener emits from a forked child after the task finished
+    # version 0, before this module commits to it; the watcher reports commits after version 0
+    write_deltalake(partner_feed, pa.table({"feed_id": [0]}))
+    ol_file = user_stack.openlineage_file
+    for spec in desired_pools(PoolsConfig(), [table_key(orders), table_key(orders + "_audit")]):
+        stack.api.set_pool(spec.name, spec.slots, spec.description, include_deferred=False)
+    for dag_id in (LOAD, REPORT, WATCH):
+        stack.wait_for_dag(dag_id)
+    stack.api.set_paused(REPORT, False)
+    stack.api.set_paused(WATCH, False)
+    run_id = stack.trigger(LOAD)
+    load_state = stack.wait_for_run(LOAD, run_id, timeout=240)
+    report_runs = _finished_run(stack, REPORT)
+    report_extras = [stack.api.xcom(REPORT, r["dag_run_id"], "report") for r in report_runs]
+    # another system commits to the watched table with plain delta-rs: version 1
+    write_deltalake(partner_feed, pa.table({"feed_id": [1]}), mode="append")
+    watch_runs = _finished_run(stack, WATCH, timeout=240)
+    watch_extras = [stack.api.xcom(WATCH, r["dag_run_id"], "on_commit") for r in watch_runs]
+    time.sleep(2)  # the OpenLineage listener emits from a forked child after the task finished
     # no file at all means the provider emitted nothing (the OpenLineage test then fails, the others run)
     lines = ol_file.read_text().splitlines() if ol_file.exists() else []
     events = [json.loads(line) for line in lines if line.strip()]

@@ -49,7 +49,13 @@ from deltaguard.core.admission import Owner
 from deltaguard.engines.spark.connect_server import group_members
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.views import DecisionInfo
-from tests.e2e.shared import CONFLICT_TEXT, error_records, hold_customers, load_example_pipeline
+from tests.e2e.shared import (
+    CONFLICT_TEXT,
+    error_records,
+    hold_customers,
+    load_example_pipeline,
+    start_from_migrated_db,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.delta_jars, pytest.mark.timeout(900)]
 
@@ -137,7 +143,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
                 **connect.env(),
             },
         )
-        stack = AirflowStack(home)
+        stack = AirflowStack(home, migrate=not start_from_migrated_db(home.home))
         with stack:
             _create_pools(stack, tables)
             manager = LeaseManager(home.lease_store_url)
