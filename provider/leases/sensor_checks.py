@@ -90,16 +90,23 @@ def commits_after(
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    from deltaguard.core.delta_history import HistoryMovedError, consistent_history
+
     try:
         table = DeltaTable(table_uri, storage_options=dict(storage_options or {}) or None)
     except TableNotFoundError:
         return max(baseline_version, -1), []
-    current = int(table.version())
-    if current <= baseline_version:
-        return current, []
+    if int(table.version()) <= baseline_version:
+        return int(table.version()), []
+    try:
+        # history() numbers commits from the loaded version: read it only while no commit lands
+        current, history = consistent_history(table, since=baseline_version)
+    except HistoryMovedError:
+        return baseline_version, []  # nothing reported now; the next call starts from the same place
     wanted = {o.upper() for o in operations}
     found: list[dict[str, Any]] = []
-    for commit in sorted(table.history(current - baseline_version), key=lambda c: int(c.get("version", -1))):
+    newer = [c for c in history if int(c.get("version", -1)) > baseline_version]
+    for commit in sorted(newer, key=lambda c: int(c.get("version", -1))):
         version = int(commit.get("version", -1))
         if version <= baseline_version:
             continue
