@@ -176,9 +176,11 @@ class FaultInjector:
         """Freeze a Celery worker and its task processes for ``lease_ttl + 10`` s.
 
         The rule, decided before the run: with Spark in the stack the fault waits (up to ``window_s``) for a
-        running PySpark ``merge_sales_*`` task and freezes the Celery worker whose process tree runs it, so
-        the frozen holder's MERGE goes on on the Connect server and its expired lease can be handed over only
-        through the Connect fence. Without Spark, or when no such MERGE is found in the window, it freezes the
+        running PySpark ``merge_sales_*`` task that holds its lease, and freezes the Celery worker whose
+        process tree runs it, so the frozen holder loses its lease while its write is under way: its
+        remaining Connect operations must not commit, and its expired lease can be handed over only through
+        the Connect fence. (Freezing a task before its grant only delays it: measured, the first run with
+        "running" alone froze one before its lease was granted.) Without Spark, or when no such MERGE is found in the window, it freezes the
         busiest worker during any write (the note says which case it was).
         """
         target, note = None, "any write"
@@ -188,7 +190,12 @@ class FaultInjector:
             def spark_merge_on_a_worker(activity: dict[str, str]) -> bool:
                 for key, state in activity.items():
                     task_id, variant, run_id = key.split("@", 2)
-                    if state == "running" and variant == "pyspark" and task_id.startswith("merge_sales_"):
+                    if (
+                        state == "running"
+                        and variant == "pyspark"
+                        and task_id.startswith("merge_sales_")
+                        and self._holds_lease(task_id, run_id)
+                    ):
                         worker = self._worker_running(task_id, run_id)
                         if worker is not None:
                             found.append((worker, key))
@@ -220,6 +227,26 @@ class FaultInjector:
             f"froze {note}; {len(stopped)} processes; running then: {running}",
         )
         return True
+
+    def _holds_lease(self, task_id: str, run_id: str) -> bool:
+        """Whether ``task_id`` of ``run_id`` holds a live lease (read from the lease store's ``dg_leases``)."""
+        import json
+
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.stack.lease_store_url)
+        try:
+            with engine.connect() as connection:
+                owners = connection.execute(
+                    sa.text("SELECT owner_key FROM dg_leases WHERE expires_at > :now"), {"now": time.time()}
+                ).scalars()
+                for owner in owners:
+                    key = json.loads(owner)
+                    if key.get("task_id") == task_id and key.get("run_id") == run_id:
+                        return True
+        finally:
+            engine.dispose()
+        return False
 
     def _worker_running(self, task_id: str, run_id: str) -> str | None:
         """The Celery worker whose process tree runs ``task_id`` of ``run_id`` (of the PySpark DAG).
