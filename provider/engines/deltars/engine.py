@@ -19,6 +19,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError, TableNotFoundError
 from deltalake.transaction import CommitProperties, Transaction
 
+from deltaguard.core.delta_history import consistent_history
 from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
@@ -299,9 +300,12 @@ class DeltaRsEngine(DeltaEngine):
                 commit_id,
             )
             window = self.history_scan_limit
-        for info in latest.history(limit=window):
+        # history() numbers its rows from the loaded version: read it only while no commit lands, so our
+        # commit's version is its own (deltaguard.core.delta_history)
+        _, rows = consistent_history(latest, since=max(newest - window, read_version))
+        for info in rows:
             if info.get(COMMIT_ID_KEY) == commit_id:
-                return int(info["version"]), info
+                return int(info["version"]), dict(info)
         return None
 
     def _translate(self, exc: Exception, table_uri: str) -> Exception:
