@@ -82,8 +82,12 @@ class WriteSpec:
         SPEC_TYPES[name] = cls
 
     def operation(self) -> Operation:
-        """The operation the conflict model judges: exactly what the engine runs."""
-        raise NotImplementedError
+        """The operation the conflict model judges: exactly what the engine runs.
+
+        Every spec type declares its own (``tests/engines/test_spec_types.py`` checks each registered type);
+        the base class has no operation to give, and says which class forgot it.
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} does not say which operation it runs")
 
     def may_create(self) -> bool:
         """Whether this write may create the table it writes."""

@@ -158,3 +158,9 @@ def test_creating_writes_are_the_classes_that_say_so() -> None:
     )
     assert create.may_create() and not specs.DeleteSpec().may_create()
     assert specs.AppendSpec(source=rows([1], "a")).may_create()
+
+
+def test_every_spec_type_says_which_operation_the_model_judges() -> None:
+    # the base class's operation() only raises: a spec type without its own would reach no decision
+    forgot = [name for name, cls in specs.SPEC_TYPES.items() if cls.operation is specs.WriteSpec.operation]
+    assert forgot == []
