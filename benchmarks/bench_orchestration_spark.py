@@ -117,9 +117,12 @@ def lease_overhead(
     summary["goal_met"] = worst is not None and worst <= OVERHEAD_GOAL
     summary["note"] = (
         "acquire: end of the operator's validation to the engine's write start (store, request, decision, "
-        "keeper; after a wait, the resumed try's ask only); ask: the part up to the grant in the decision log; "
-        "scope: the MERGE source's key read; release: the engine's write end to the release in the decision "
-        "log; share: their sum over the engine's write time (share_of_planned_duration: over the plan's)"
+        "keeper; after a deferral, the resumed try's ask only); ask: the part up to the grant in the decision "
+        "log; waited_in_worker: from the try's first wait in the decision log to its grant, a write waiting "
+        "in its worker for a conflicting holder (the conflict's wait, not the lease's cost, left out of the "
+        "total); scope: the MERGE source's key read; release: the engine's write end to the release in the "
+        "decision log; share: acquire without the wait, plus scope and release, over the engine's write "
+        "time (share_of_planned_duration: over the plan's)"
     )
     return summary
 

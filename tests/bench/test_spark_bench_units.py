@@ -111,6 +111,24 @@ def test_lease_overhead_counts_the_resumed_ask_not_the_wait() -> None:
     assert summary["share_of_write"]["max_s"] == pytest.approx(round(1.2 / 30.0, 2))
 
 
+def test_a_wait_in_the_worker_for_a_conflicting_holder_is_not_the_lease_cost() -> None:
+    # as w000 at seed 0: validated, waited in its worker for the MERGE ahead of it, granted at its release
+    events = [{"write": "w0", "event": "validated", "at": 100.0}]
+    attempts = [{"write": "w0", "start": 119.1, "end": 156.1, "outcome": "ok"}]
+    decisions = [
+        _decision(100.4, "wait", "w0"),
+        _decision(119.0, "grant", "w0"),
+        _decision(156.2, "release", "w0"),
+    ]
+    (row,) = lease_overheads(events, attempts, decisions)
+    assert row.acquire_s == pytest.approx(19.1) and row.ask_s == pytest.approx(19.0)
+    assert row.waited_s == pytest.approx(18.6)
+    assert row.total_s == pytest.approx(0.4 + 0.1 + 0.1)
+    summary = summarize_overheads([row], {"w0": 30.0})
+    assert summary["waited_in_worker_s"]["max_s"] == pytest.approx(18.6)
+    assert summary["per_write"][0]["share"] == pytest.approx(round(0.6 / 37.0, 4))
+
+
 def test_lease_overhead_refuses_a_write_without_a_validation_before_it() -> None:
     with pytest.raises(ValueError, match="w9"):
         lease_overheads([], [{"write": "w9", "start": 1.0, "end": 2.0, "outcome": "ok"}], [])
