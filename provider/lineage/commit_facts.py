@@ -13,9 +13,11 @@ a committed write: every reader here returns ``None`` for what it cannot read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from deltaguard.core.delta_history import consistent_history
 
 #: a task's commits to one table read for its statistics at most (a wrapped job that committed more has
 #: its statistics left out rather than read from hundreds of log files)
@@ -210,8 +212,10 @@ def latest_commit(table_uri: str, storage_options: Mapping[str, str] | None) -> 
 
     try:
         table = DeltaTable(table_uri, storage_options=dict(storage_options or {}) or None)
-        history: Sequence[Mapping[str, Any]] = table.history(1)
-    except Exception:
+        # deltalake numbers history() from the loaded version: a commit landing in between would pair this
+        # version with the next commit's operation, so the history is read while no commit lands
+        version, history = consistent_history(table, since=table.version() - 1)
+    except Exception:  # no table, or commits that kept landing: lineage goes without it
         return None
-    operation = str(history[0].get("operation", "")) if history else ""
-    return table.version(), operation
+    operation = next((str(c.get("operation", "")) for c in history if int(c["version"]) == version), "")
+    return version, operation

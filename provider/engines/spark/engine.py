@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from deltaguard.core.delta_history import consistent_history
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
@@ -465,8 +466,9 @@ class SparkEngine(DeltaEngine):
         ``userMetadata``), ``None`` when the table does not exist.
 
         Path-based tables: read from the Delta log by deltalake, which costs no Spark job (the commitInfo
-        delta-spark wrote, as written); locations deltalake cannot read (``s3a://``, ...) and catalog names:
-        ``DESCRIBE HISTORY`` through Spark.
+        delta-spark wrote, as written), kept only when no commit landed while it was read
+        (:mod:`deltaguard.core.delta_history`; commits that keep landing fall back to Spark); locations
+        deltalake cannot read (``s3a://``, ...) and catalog names: ``DESCRIBE HISTORY`` through Spark.
         """
         if target.path is not None:
             try:
@@ -474,7 +476,11 @@ class SparkEngine(DeltaEngine):
 
                 if RsTable.is_deltatable(target.path, self._storage_options or None):
                     table = RsTable(target.path, storage_options=self._storage_options or None)
-                    return list(table.history(limit))
+                    # deltalake numbers history() rows from the loaded version, so a commit landing in
+                    # between shifts every label (deltaguard.core.delta_history); DESCRIBE HISTORY below
+                    # labels each commit by its log file's name
+                    _, rows = consistent_history(table, since=max(table.version() - limit, -1))
+                    return list(rows[:limit])
                 if "://" not in target.path or target.path.startswith("file:"):
                     return None  # a local path without a Delta log: no table (yet)
             except Exception:  # deltalake cannot read every Hadoop location: ask Spark
