@@ -50,8 +50,11 @@ class DeltaSqlOperator(DeltaWriteOperator):
         if not isinstance(self.sql, str) or not self.sql.strip():
             raise InvalidWriteError("DeltaSqlOperator needs a SQL statement")
         classified = self._classified()
-        translated = translate(self.sql)
         engine_name = getattr(self.resolved_engine, "name", "")
+        if engine_name == "spark" and classified is not None:
+            # run as written: Spark parses what the translator does not (MERGE WITH SCHEMA EVOLUTION)
+            return specs.SqlSpec(sql=self.sql, classified=classified)
+        translated = translate(self.sql)
         if translated is not None and engine_name != "spark":
             return translated
         if engine_name == "spark":

@@ -496,6 +496,7 @@ def fresh_stats_view(view: TableView, request_id: str) -> tuple[TableView, str |
 
 
 _KIND = operator.attrgetter("operation.kind")
+_EVOLVES = operator.attrgetter("operation.evolves_schema")
 
 
 def _conflicts(
@@ -511,10 +512,10 @@ def _conflicts(
     # Defence in depth: metadata changes are exclusive whatever the model says.
     if candidate.changes_metadata:
         meta = set(range(len(running)))
-    elif METADATA_CHANGES.isdisjoint(map(_KIND, running)):  # without a Python step per holder
-        meta = set()
+    elif METADATA_CHANGES.isdisjoint(map(_KIND, running)) and not any(map(_EVOLVES, running)):
+        meta = set()  # without a Python step per holder
     else:
-        meta = {i for i, h in enumerate(running) if h.operation.kind in METADATA_CHANGES}
+        meta = {i for i, h in enumerate(running) if h.operation.changes_metadata}
     meta_only = bool(meta - hit)
     return decision, hit | meta, meta_only
 

@@ -81,6 +81,7 @@ _OPERATION_KEYS: dict[str, type] = {
     "checkpoint_location": str,
     "assignments": dict,
     "inserts": str,
+    "evolves_schema": bool,
     "engine": dict,
     "sql": str,
     "label": str,
@@ -101,6 +102,10 @@ _ONLY_FOR: dict[str, frozenset[OperationKind]] = {
         }
     ),
     "inserts": frozenset({OperationKind.MERGE}),
+    # the writes that can add columns as they commit (ADR 0035)
+    "evolves_schema": frozenset(
+        {OperationKind.INSERT, OperationKind.MERGE, OperationKind.REPLACE_WHERE, OperationKind.OVERWRITE}
+    ),
     "assignments": frozenset({OperationKind.UPDATE, OperationKind.MERGE}),
     "checkpoint_location": frozenset({OperationKind.STREAMING_WRITE}),
 }
@@ -279,6 +284,7 @@ def _parse_operation(value: Any, where: str) -> tuple[Operation, str | None]:
         checkpoint_location=fields.get("checkpoint_location"),
         assignments=_assignment_pairs(f"{where}.assignments", fields.get("assignments", {})),
         inserts=_inserts(kind, fields),
+        evolves_schema=fields.get("evolves_schema", False),
         engine=engine,
         label=fields.get("label"),
     )

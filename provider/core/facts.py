@@ -236,6 +236,9 @@ def _build_facts(op: Operation, label: str | None) -> OpFacts:
     role = _ROLES[op.kind]
     if op.kind is OperationKind.INSERT and op.reads_target:
         role = Role.READ_WRITE
+    if op.evolves_schema:
+        # Its commit carries a metaData action: a metadata change whatever rows it touches (ADR 0035).
+        role = Role.METADATA
     try:
         return _digest(op, role)
     except RecursionError:

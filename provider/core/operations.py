@@ -69,6 +69,11 @@ class Operation:
         when they come from the source (anywhere in the table). For a REPLACE_WHERE, a predicate every new
         row satisfies besides ``predicate`` (the source's ranges, ``id BETWEEN 1 AND 9``), ``""`` when
         only ``predicate`` is known.
+    :param evolves_schema: the write may add columns to (or widen) the table's schema as it commits: a
+        ``MERGE WITH SCHEMA EVOLUTION``, a write under ``spark.databricks.delta.schema.autoMerge.enabled``
+        or with ``mergeSchema``, delta-rs ``schema_mode="merge"`` / ``merge_schema=True``. Its commit then
+        carries a ``metaData`` action, and every concurrent write fails with MetadataChangedException
+        (measured on delta-spark 4.4.0 and delta-rs 1.6.6, ADR 0035): it is judged as a metadata change.
     :param engine: the engine that commits this operation, when it is not the one the question is asked
         for (a running write of another engine on the same table).
     :param sql: the Spark SQL statement this operation was classified from, if any.
@@ -84,6 +89,7 @@ class Operation:
     checkpoint_location: str | None = None
     assignments: tuple[tuple[str, str], ...] = ()
     inserts: str | None = ""
+    evolves_schema: bool = False
     engine: EngineProfile | None = None
     sql: str | None = field(default=None, compare=False)
     label: str | None = field(default=None, compare=False)
@@ -111,7 +117,8 @@ class Operation:
 
     @property
     def changes_metadata(self) -> bool:
-        return self.kind in METADATA_CHANGES
+        """A metadata change by its kind, or a data write that evolves the schema as it commits."""
+        return self.kind in METADATA_CHANGES or self.evolves_schema
 
     def describe(self) -> str:
         """A short human description such as ``MERGE (t.date = '2024-01-01')``."""
@@ -128,4 +135,6 @@ class Operation:
             text += f" INSERT ({self.inserts})"
         if self.reads_target and self.kind is not OperationKind.INSERT:
             text += " reading its own table"
+        if self.evolves_schema:
+            text += " with schema evolution"
         return text

@@ -35,6 +35,8 @@ def operation_to_json(op: Operation) -> dict[str, Any]:
         data["assignments"] = [list(pair) for pair in op.assignments]
     if op.inserts != "":
         data["inserts"] = op.inserts
+    if op.evolves_schema:  # a metadata change (ADR 0035); absent in older stored texts
+        data["evolves_schema"] = True
     if op.engine is not None:
         data["engine"] = profile_to_json(op.engine)
     return data
@@ -51,6 +53,7 @@ def operation_from_json(data: dict[str, Any]) -> Operation:
         checkpoint_location=data.get("checkpoint_location"),
         assignments=tuple((str(column), str(value)) for column, value in data.get("assignments") or ()),
         inserts=data.get("inserts", ""),
+        evolves_schema=bool(data.get("evolves_schema", False)),
         engine=profile_from_json(data["engine"]) if data.get("engine") else None,
         sql=data.get("sql"),
         label=data.get("label"),

@@ -200,10 +200,6 @@ def test_merge_not_matched_by_source_reads_the_whole_target() -> None:
         ("INSERT INTO t DEFAULT VALUES", "DEFAULT clause is not classified"),
         ("UPDATE t SET a = s.a FROM s WHERE t.id = s.id", "FROM clause is not classified"),
         ("DELETE FROM t USING s WHERE t.id = s.id", "USING clause is not classified"),
-        (
-            "MERGE WITH SCHEMA EVOLUTION INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE",
-            "does not parse",
-        ),
         ("VACUUM t RETAIN 168 HOURS", "VACUUM is not a Delta write"),
         ("DROP TABLE t", "DROP is not a Delta write"),
         ("INSERT INTO t SELECT 1; DELETE FROM t", "2 statements"),

@@ -118,12 +118,19 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
         )
     if a.role is Role.METADATA or b.role is Role.METADATA:
         changer = a if a.role is Role.METADATA else b
+        if changer.op.evolves_schema:
+            # A data write whose commit also changes the schema (measured, ADR 0035).
+            what = f"{changer.kind.value} with schema evolution, which adds columns to the table schema as it commits"
+            alone = f"the schema-evolving {changer.kind.value}"
+        else:
+            what = f"{changer.kind.value}: table protocol, properties or schema"
+            alone = f"the {changer.kind.value}"
         return PairVerdict(
             conflict=True,
             exceptions=_metadata_exceptions(a, b),
-            reason=f"Isolation levels and write conflicts, Important: metadata changes ({changer.kind.value}: table protocol, properties "
-            "or schema) cause all concurrent write operations to fail",
-            advice=(f"run the {changer.kind.value} alone, when no other write on the table is running",),
+            reason=f"Isolation levels and write conflicts, Important: metadata changes ({what}) cause all "
+            "concurrent write operations to fail",
+            advice=(f"run {alone} alone, when no other write on the table is running",),
             rule="common.metadata_change",
         )
     if a.kind is OperationKind.STREAMING_WRITE and b.kind is OperationKind.STREAMING_WRITE:

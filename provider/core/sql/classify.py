@@ -237,8 +237,19 @@ _TOO_DEEP: dict[str, Operation] = {
 }
 
 
+#: the clause that makes a MERGE or INSERT evolve the target's schema as it commits
+_SCHEMA_EVOLUTION = ("WITH", "SCHEMA", "EVOLUTION")
+
+
 def _classify_parsed(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
     """INSERT, UPDATE, DELETE and MERGE (optionally after ``WITH``), parsed by sqlglot."""
+    evolving = _without_schema_evolution(sql, tokens)
+    if evolving is not None:
+        # sqlglot does not parse the clause: the statement is classified without it, then judged as the
+        # metadata change its commit makes (ADR 0035)
+        classified = _classify_parsed(evolving, _one_statement(evolving))
+        operation = replace(classified.operation, evolves_schema=True, sql=sql)
+        return ClassifiedStatement(operation, classified.table)
     try:
         return _classify_tree(sql)
     except RecursionError:
@@ -248,6 +259,16 @@ def _classify_parsed(sql: str, tokens: Sequence[Token]) -> ClassifiedStatement:
             f"{keyword} statement nested too deeply to analyse, judged as reading and writing the whole table"
         )
         return ClassifiedStatement(replace(_TOO_DEEP[keyword], sql=sql, label=why), None)
+
+
+def _without_schema_evolution(sql: str, tokens: Sequence[Token]) -> str | None:
+    """``MERGE WITH SCHEMA EVOLUTION INTO ...`` (or ``INSERT WITH SCHEMA EVOLUTION ...``) without the
+    clause; ``None`` when the statement has none."""
+    if len(tokens) < 5 or tokens[0].text.upper() not in ("MERGE", "INSERT"):
+        return None
+    if tuple(_words(token) for token in tokens[1:4]) != _SCHEMA_EVOLUTION:
+        return None
+    return sql[: tokens[1].start] + sql[tokens[3].end + 1 :]
 
 
 def _classify_tree(sql: str) -> ClassifiedStatement:

@@ -89,7 +89,7 @@ RUNNERS: Runners[SparkRunner] = Runners(
         CreateSpec: SparkRunner(
             ops.under_txn_confs(ops.run_create), CREATE_OPERATION_NAMES, check_create_for_spark
         ),
-        SqlSpec: SparkRunner(ops.under_txn_confs(ops.run_sql), sql_operation_names),
+        SqlSpec: SparkRunner(ops.run_sql_statement, sql_operation_names),
     },
 )
 

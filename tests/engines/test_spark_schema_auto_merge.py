@@ -1,0 +1,116 @@
+"""The Spark engine never lets ``schema.autoMerge.enabled`` turn a write judged as changing no metadata into
+a schema change (ADR 0035). No JVM: the runners only talk to the session's conf and ``sql``.
+
+Measured on delta-spark 4.4.0 (ADR 0035): under autoMerge a plain ``MERGE ... UPDATE SET * INSERT *`` and a
+SQL ``INSERT`` with a new source column add it to the schema, and a concurrent INSERT of another partition
+fails with MetadataChangedException; set ``false`` for the statement the MERGE leaves the schema alone, and
+a DataFrame write with ``mergeSchema=false`` fails with DELTA_METADATA_MISMATCH instead of evolving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deltaguard.core.sql.classify import classify_sql
+from deltaguard.engines.errors import InvalidWriteError
+from deltaguard.engines.spark import ops
+from deltaguard.engines.spark.runners import execute
+from deltaguard.engines.spark.target import SparkTarget
+from deltaguard.engines.specs import SqlSpec, WriteContext
+
+AUTO = ops.SCHEMA_AUTO_MERGE_CONF
+TARGET = SparkTarget.parse("/data/sales")
+MERGE = "MERGE INTO delta.`/data/sales` t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+
+
+class FakeConf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class FakeSpark:
+    """Records each statement with the autoMerge setting it ran under."""
+
+    def __init__(self, **conf: str) -> None:
+        self.conf = FakeConf(conf)
+        self.ran: list[tuple[str, str | None]] = []
+
+    def sql(self, statement: str) -> Any:
+        self.ran.append((statement, self.conf.values.get(AUTO)))
+        return self
+
+    def collect(self) -> list[Any]:
+        return []
+
+
+def _spec(sql: str) -> SqlSpec:
+    return SqlSpec(sql=sql, classified=classify_sql(sql).operation)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [MERGE, "INSERT INTO delta.`/data/sales` SELECT * FROM staging"],
+    ids=["merge", "insert"],
+)
+def test_a_statement_the_session_may_evolve_unjudged_is_refused_before_it_runs(sql: str) -> None:
+    spark = FakeSpark(**{AUTO: "True"})
+    with pytest.raises(InvalidWriteError, match=r"schema\.autoMerge\.enabled=true.*WITH SCHEMA EVOLUTION"):
+        execute(spark, TARGET, _spec(sql), WriteContext(), None)  # type: ignore[arg-type]
+    assert spark.ran == []
+
+
+def test_a_statement_judged_as_evolving_runs_under_auto_merge() -> None:
+    sql = MERGE.replace("MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO")
+    spark = FakeSpark(**{AUTO: "true"})
+    execute(spark, TARGET, _spec(sql), WriteContext(), None)  # type: ignore[arg-type]
+    assert [statement for statement, _ in spark.ran] == [sql]
+    assert spark.conf.values[AUTO] == "true"  # the session's own setting is restored
+
+
+def test_statements_that_cannot_evolve_and_sessions_without_auto_merge_run() -> None:
+    update = "UPDATE delta.`/data/sales` SET v = 1 WHERE id = 2"
+    with_auto = FakeSpark(**{AUTO: "true"})
+    execute(with_auto, TARGET, _spec(update), WriteContext(), None)  # type: ignore[arg-type]
+    without = FakeSpark()
+    execute(without, TARGET, _spec(MERGE), WriteContext(), None)  # type: ignore[arg-type]
+    assert [s for s, _ in with_auto.ran] == [update] and [s for s, _ in without.ran] == [MERGE]
+
+
+def test_the_specs_own_statements_run_with_auto_merge_off() -> None:
+    spark = FakeSpark(**{AUTO: "true"})
+    run = ops.under_txn_confs(lambda session, target, spec, ready: session.sql("MERGE ...").collect())
+    run(spark, TARGET, None, WriteContext(), None)  # type: ignore[arg-type]
+    assert spark.ran == [("MERGE ...", "false")]
+    assert spark.conf.values[AUTO] == "true"
+
+
+def test_the_specs_dataframe_writes_refuse_to_merge_schemas() -> None:
+    options: dict[str, str] = {}
+
+    class Writer:
+        def format(self, _: str) -> Writer:
+            return self
+
+        def mode(self, _: str) -> Writer:
+            return self
+
+        def option(self, key: str, value: str) -> Writer:
+            options[key] = value
+            return self
+
+    class Frame:
+        write = Writer()
+
+    ops._writer(Frame(), "append", WriteContext(), None)  # type: ignore[arg-type]
+    assert options["mergeSchema"] == "false"
