@@ -95,7 +95,7 @@ def test_the_spark_engine_reads_a_path_tables_history_by_its_own_versions(
 
     path = _two_commits(tmp_path)
     commit_after_load(path)
-    # the path-table branch reads the log through deltalake and never touches the session
+    # the path-table branch reads the log through deltalake and never touches Spark
     rows = SparkEngine()._history(cast(Any, None), SparkTarget.parse(path), 2)
     assert rows is not None
     assert [(r["version"], r["operation"]) for r in rows] == [(2, "DELETE"), (1, "WRITE")]

@@ -1,5 +1,5 @@
 """The Spark engine never lets ``schema.autoMerge.enabled`` turn a write judged as changing no metadata into
-a schema change (ADR 0035). No JVM: the runners only talk to the session's conf and ``sql``.
+a schema change (ADR 0035). No JVM: the runners only talk to the SparkSession's conf and ``sql``.
 
 Measured on delta-spark 4.4.0 (ADR 0035): under autoMerge a plain ``MERGE ... UPDATE SET * INSERT *`` and a
 SQL ``INSERT`` with a new source column add it to the schema, and a concurrent INSERT of another partition
@@ -63,7 +63,7 @@ def _spec(sql: str) -> SqlSpec:
     [MERGE, "INSERT INTO delta.`/data/sales` SELECT * FROM staging"],
     ids=["merge", "insert"],
 )
-def test_a_statement_the_session_may_evolve_unjudged_is_refused_before_it_runs(sql: str) -> None:
+def test_a_statement_the_conf_may_evolve_unjudged_is_refused_before_it_runs(sql: str) -> None:
     spark = FakeSpark(**{AUTO: "True"})
     with pytest.raises(InvalidWriteError, match=r"schema\.autoMerge\.enabled=true.*WITH SCHEMA EVOLUTION"):
         execute(spark, TARGET, _spec(sql), WriteContext(), None)  # type: ignore[arg-type]
@@ -75,10 +75,10 @@ def test_a_statement_judged_as_evolving_runs_under_auto_merge() -> None:
     spark = FakeSpark(**{AUTO: "true"})
     execute(spark, TARGET, _spec(sql), WriteContext(), None)  # type: ignore[arg-type]
     assert [statement for statement, _ in spark.ran] == [sql]
-    assert spark.conf.values[AUTO] == "true"  # the session's own setting is restored
+    assert spark.conf.values[AUTO] == "true"  # the conf's own setting is restored
 
 
-def test_statements_that_cannot_evolve_and_sessions_without_auto_merge_run() -> None:
+def test_statements_that_cannot_evolve_and_confs_without_auto_merge_run() -> None:
     update = "UPDATE delta.`/data/sales` SET v = 1 WHERE id = 2"
     with_auto = FakeSpark(**{AUTO: "true"})
     execute(with_auto, TARGET, _spec(update), WriteContext(), None)  # type: ignore[arg-type]
@@ -89,7 +89,7 @@ def test_statements_that_cannot_evolve_and_sessions_without_auto_merge_run() -> 
 
 def test_the_specs_own_statements_run_with_auto_merge_off() -> None:
     spark = FakeSpark(**{AUTO: "true"})
-    run = ops.under_txn_confs(lambda session, target, spec, ready: session.sql("MERGE ...").collect())
+    run = ops.under_txn_confs(lambda spark, target, spec, ready: spark.sql("MERGE ...").collect())
     run(spark, TARGET, None, WriteContext(), None)  # type: ignore[arg-type]
     assert spark.ran == [("MERGE ...", "false")]
     assert spark.conf.values[AUTO] == "true"

@@ -48,7 +48,7 @@ TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 OPTIMIZE_MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
-#: Delta's session switch that lets a MERGE, an INSERT or a DataFrame write add the source's new columns to
+#: Delta's Spark conf that lets a MERGE, an INSERT or a DataFrame write add the source's new columns to
 #: the table as it commits: a metadata change every concurrent write then fails on (ADR 0035)
 SCHEMA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 #: the SQL writes whose commit the switch can turn into a schema change (measured, ADR 0035)
@@ -130,7 +130,7 @@ def _txn_confs(context: WriteContext, user_metadata: str | None) -> dict[str, st
         TXN_APP_ID_CONF: context.app_id if idempotent else None,
         TXN_VERSION_CONF: str(context.app_version) if idempotent else None,
         USER_METADATA_CONF: user_metadata,
-        # The specs' statements were judged as changing no metadata: a session (or cluster) that turned
+        # The specs' statements were judged as changing no metadata: a Spark conf (or cluster) that turned
         # schema auto-merge on must not make them evolve the schema. A SQL statement that asks for it
         # says WITH SCHEMA EVOLUTION, which the switch does not affect.
         SCHEMA_AUTO_MERGE_CONF: "false",
@@ -138,12 +138,12 @@ def _txn_confs(context: WriteContext, user_metadata: str | None) -> dict[str, st
 
 
 def schema_auto_merge(spark: SparkSession) -> bool:
-    """Whether the session lets writes evolve the table schema (``schema.autoMerge.enabled``)."""
+    """Whether the Spark conf lets writes evolve the table schema (``schema.autoMerge.enabled``)."""
     return conf_get(spark, SCHEMA_AUTO_MERGE_CONF).strip().lower() == "true"
 
 
 def _writer(df: DataFrame, mode: str, context: WriteContext, user_metadata: str | None) -> Any:
-    # mergeSchema=false outweighs the session's schema.autoMerge.enabled (measured, ADR 0035): the spec's
+    # mergeSchema=false outweighs the conf's schema.autoMerge.enabled (measured, ADR 0035): the spec's
     # write was judged as changing no metadata
     writer = df.write.format("delta").mode(mode).option("mergeSchema", "false")
     if context.app_id is not None and context.app_version is not None:
@@ -383,7 +383,7 @@ def run_create(spark: SparkSession, target: SparkTarget, spec: CreateSpec, ready
 
 
 def refuse_unjudged_schema_evolution(spark: SparkSession, spec: SqlSpec) -> None:
-    """Refuse a statement the session would let evolve the schema while the model judged it as not.
+    """Refuse a statement the Spark conf would let evolve the schema while the model judged it as not.
 
     Under ``schema.autoMerge.enabled`` a plain MERGE or INSERT adds the source's new columns as it commits
     (measured, ADR 0035), a metadata change that fails every concurrent write; whether it does depends on
@@ -396,7 +396,7 @@ def refuse_unjudged_schema_evolution(spark: SparkSession, spec: SqlSpec) -> None
     if operation.evolves_schema or operation.kind not in _EVOLVABLE or not schema_auto_merge(spark):
         return
     raise InvalidWriteError(
-        f"the Spark session sets {SCHEMA_AUTO_MERGE_CONF}=true, so this {operation.kind.value} may add columns "
+        f"the Spark conf sets {SCHEMA_AUTO_MERGE_CONF}=true, so this {operation.kind.value} may add columns "
         "to the table schema as it commits, a metadata change that fails every concurrent write; the conflict "
         "model judged it as changing no metadata. Write it as MERGE WITH SCHEMA EVOLUTION INTO ... (judged "
         f"as a metadata change), or unset {SCHEMA_AUTO_MERGE_CONF} for this write"
@@ -406,7 +406,7 @@ def refuse_unjudged_schema_evolution(spark: SparkSession, spec: SqlSpec) -> None
 def run_sql_statement(
     spark: SparkSession, target: SparkTarget, spec: SqlSpec, context: WriteContext, user_metadata: str | None
 ) -> None:
-    """A user's SQL statement: refused when the session could make it evolve the schema unjudged, else run
+    """A user's SQL statement: refused when the Spark conf could make it evolve the schema unjudged, else run
     under the transaction confs (:func:`under_txn_confs`)."""
     refuse_unjudged_schema_evolution(spark, spec)
     under_txn_confs(run_sql)(spark, target, spec, context, user_metadata)
