@@ -8,6 +8,8 @@ must never be ``no_conflict``, whichever engine commits it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from deltaguard.core import decide, pair_verdict
@@ -100,3 +102,24 @@ def test_a_check_request_declares_it() -> None:
     assert declared.evolves_schema and declared.changes_metadata
     with pytest.raises(RequestError, match="evolves_schema"):
         parse_operation({"operation": "DELETE", "evolves_schema": True})
+
+
+def test_the_lease_guard_holds_a_running_schema_evolving_write_exclusive() -> None:
+    """Defence in depth: a metadata change is exclusive even when the model (here a permissive stand-in)
+    says otherwise, and a running schema-evolving write counts as one."""
+    from deltaguard.core.admission import Holder, Owner, TableView, admit
+    from deltaguard.core.decision import Decision, Verdict
+
+    def permissive(*_: object) -> Decision:
+        return Decision(Verdict.NO_CONFLICT)
+
+    evolving = Operation(OperationKind.INSERT, predicate="p = 'a'", evolves_schema=True)
+    running = Holder("L", Owner(dag_id="d", task_id="evolve"), evolving, granted=True)
+    profile = PROFILES[0]
+    candidate = Operation(OperationKind.INSERT, predicate="p = 'b'")
+    result = admit("r", 0.0, [TableView("t1", candidate, TABLE, profile, granted=[running])], permissive)
+    assert not result.granted
+    plain = Holder(
+        "L", Owner(dag_id="d", task_id="plain"), replace(evolving, evolves_schema=False), granted=True
+    )
+    assert admit("r", 0.0, [TableView("t1", candidate, TABLE, profile, granted=[plain])], permissive).granted
