@@ -1,4 +1,5 @@
-"""delta-spark in one local JVM (``nice -n 15 python -m lab.schema_evolution``; five minutes on the shared 2-core machine).
+"""delta-spark in one local JVM (``nice -n 15 python -m lab.schema_evolution``; five minutes on the shared
+2-core machine).
 
 Each schema-evolving write commits while a compatible INSERT of another partition, whose transaction
 started first, waits at a Python UDF gate; then the INSERT commits or fails. Also measured: the two pins
