@@ -358,6 +358,16 @@ class LeaseStore(abc.ABC):
     def read_table(self, uri: str) -> TableRow | None:
         """One table's row (its fencing counter and stored configuration), without locking."""
 
+    def read_tables(self, uris: Sequence[str]) -> list[TableRow]:
+        """The rows of the tables among ``uris`` the store has seen, by URI, without locking.
+
+        A table's ``config_json`` is the newest configuration a decision on it used (written by the
+        decision only when newer than the stored one, dropped when a lease that changed the table's metadata
+        is released). Stores answer in one query; this default asks table by table.
+        """
+        rows = (self.read_table(uri) for uri in sorted(set(uris)))
+        return [row for row in rows if row is not None]
+
     @abc.abstractmethod
     def read_requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
         """Status rows of several requests, without locking."""

@@ -10,15 +10,26 @@ with the conflict model and finds the heaviest chain of pairwise-conflicting wri
 author set one, so Airflow starts the writes of the table whose serial chain is longest first
 (:mod:`deltaguard.core.priority`).
 
-What is known at parse time is a guess: the partition columns are those the tasks name in
-``partition_values``, ``target_partition_values`` or ``partition_filters``; a task with a templated field
-counts as conflicting with every other. Only the order in which Airflow starts tasks depends on it; the
-lease manager still decides at run time, on the table's real configuration, what may run at once. The
-policy reads no metadata database and no Delta log.
+The table's configuration is the one the lease manager last used for it, read from the lease store in one
+query per DAG parse (:mod:`deltaguard.pools.recorded`): its real partition columns and table properties
+(``delta.isolationLevel`` above all: under ``WriteSerializable`` a blind INSERT does not conflict with an
+UPDATE of its partition, under ``Serializable`` it does). A table the store does not know (never leased
+yet, or its metadata changed since; a table named relative to a connection, whose key the policy cannot
+resolve), or a store that cannot be read in time, falls back to a guess: the partition columns are those
+the tasks name in ``partition_values``, ``target_partition_values`` or ``partition_filters``, no table
+properties. A task with a templated field counts as conflicting with every other. The rules are those of
+the installed engine (``deltalake``, ``delta-spark``) when its version is known, else the oldest the model
+covers.
+
+Priorities only order the starts of tasks: the lease manager still decides at run time, on the table's
+configuration as it reads it then, what may run at once; a stale or guessed configuration here can only
+delay a start, never let two conflicting writes run together. The policy reads no Delta log and no
+Airflow metadata database.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 from typing import Any
 
@@ -27,16 +38,16 @@ from deltaguard.core.priority import write_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.pools import task_table_key
+from deltaguard.pools.recorded import recorded_configs
 
 log = logging.getLogger(__name__)
 
 #: Airflow's default ``priority_weight``: a task still holding it did not choose one.
 DEFAULT_PRIORITY_WEIGHT = 1
-#: The rules used at parse time, by the engine a task names (the versions are the oldest the rules cover).
-_PROFILES = {
-    "delta-rs": EngineProfile(EngineName.DELTA_RS, "1.0.0"),
-    "spark": EngineProfile(EngineName.DELTA_SPARK, "3.0.0"),
-}
+#: The rules used when the installed engine's version is not known: the oldest versions the rules cover.
+_OLDEST = {"delta-rs": "1.0.0", "spark": "3.0.0"}
+#: The engine kinds and the distribution whose installed version names their rules.
+_ENGINES = {"delta-rs": (EngineName.DELTA_RS, "deltalake"), "spark": (EngineName.DELTA_SPARK, "delta-spark")}
 _PARTITION_FIELDS = ("partition_values", "target_partition_values", "partition_filters")
 
 
@@ -77,13 +88,36 @@ def _engine_name(task: Any) -> str:
         return ""
 
 
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def engine_profile(kind: str) -> EngineProfile:
+    """The rules of engine ``kind`` (``delta-rs`` or ``spark``) as installed here, or the oldest covered.
+
+    The installed package is what the workers run when they share this environment; a Spark cluster may
+    run another Delta version, and only the order of starts depends on it.
+    """
+    name, distribution = _ENGINES[kind]
+    return EngineProfile(name, _installed_version(distribution) or _OLDEST[kind])
+
+
 def _profile(tasks: list[Any]) -> EngineProfile:
     engines = {_engine_name(task) for task in tasks}
-    return _PROFILES["delta-rs"] if engines == {"delta-rs"} else _PROFILES["spark"]
+    return engine_profile("delta-rs" if engines == {"delta-rs"} else "spark")
 
 
 def dag_policy(dag: Any) -> None:
-    """Airflow cluster policy hook (called for every DAG when DAG files are parsed)."""
+    """Airflow cluster policy hook (called for every DAG when DAG files are parsed).
+
+    Sets ``priority_weight`` of the DAG's deltaguard write tasks that kept Airflow's default. It orders
+    starts only; the lease manager decides what runs at once.
+
+    :param dag: the DAG being parsed.
+    """
     from deltaguard.operators.base import DeltaWriteOperator
 
     by_table: dict[str, list[Any]] = {}
@@ -92,8 +126,9 @@ def dag_policy(dag: Any) -> None:
             key = task_table_key(task.table, task.delta_conn_id)
             if key is not None:
                 by_table.setdefault(key, []).append(task)
+    recorded = recorded_configs(sorted(by_table)) if by_table else {}
     for key, tasks in by_table.items():
-        config = TableConfig(partition_columns=_partition_columns(tasks), uri=key)
+        config = recorded.get(key) or TableConfig(partition_columns=_partition_columns(tasks), uri=key)
         try:
             weights = write_priorities(
                 [_operation(task, config) for task in tasks],
@@ -110,4 +145,10 @@ def dag_policy(dag: Any) -> None:
         for task, weight in zip(tasks, weights, strict=True):
             if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
                 task.priority_weight = weight
-        log.debug("deltaguard: %s writes on %s, priorities %s", len(tasks), key, weights)
+        log.debug(
+            "deltaguard: %s writes on %s (%s configuration), priorities %s",
+            len(tasks),
+            key,
+            "recorded" if key in recorded else "guessed",
+            weights,
+        )

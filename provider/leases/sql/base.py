@@ -57,6 +57,9 @@ _Q_REQUESTS = sa.text(f"SELECT {_REQUEST_COLS} FROM dg_requests WHERE request_id
 )
 _TABLE_COLS = "uri, fencing, config_version, config_json"
 _Q_TABLE = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri = :uri")
+_Q_TABLES_IN = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri IN :uris ORDER BY uri").bindparams(
+    _in("uris")
+)
 _Q_TABLES = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables ORDER BY uri LIMIT :limit")
 _Q_TABLES_AFTER = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri > :after ORDER BY uri LIMIT :limit")
 _Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
@@ -466,6 +469,11 @@ class SqlLeaseStore(LeaseStore):
     def read_table(self, uri: str) -> TableRow | None:
         rows = self._read(_Q_TABLE, {"uri": uri})
         return TableRow(*rows[0]) if rows else None
+
+    def read_tables(self, uris: Sequence[str]) -> list[TableRow]:
+        if not uris:
+            return []
+        return [TableRow(*r) for r in self._read(_Q_TABLES_IN, {"uris": sorted(set(uris))})]
 
     def read_requests(self, request_ids: Sequence[str]) -> list[RequestRow]:
         if not request_ids:

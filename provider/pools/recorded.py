@@ -1,0 +1,94 @@
+"""The table configurations the lease manager last used, read from the lease store for the priority policy.
+
+Every lease decision judges a table on its real configuration (read by the engine, ``table_config``,
+:mod:`deltaguard.engines.discovery`) and the decision keeps the newest one it saw in the table's store row
+(``dg_tables.config_json``, written only when the offered configuration is newer than the stored one, and
+dropped when a lease that changed the table's metadata is released). The priority policy
+(:mod:`deltaguard.pools.priority`) runs while DAG files are parsed, where no connection can be resolved
+and no Delta log should be read; this store row is the one truthful source it can afford: one read-only
+query per DAG parse for all of the DAG's tables, through the configured lease store, with short timeouts.
+
+Anything that goes wrong (no store configured or created yet, unreachable, an older schema, a text that
+does not decode) reads as "nothing recorded": the policy then guesses as before. The answer orders starts
+only; the lease manager still decides on the configuration it reads at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from deltaguard.core.table_config import TableConfig
+
+log = logging.getLogger(__name__)
+
+#: Seconds the policy waits for the store (connect, statement, SQLite lock): a DAG parse must not stall.
+STORE_TIMEOUT_S = 2.0
+
+
+def recorded_configs(keys: Sequence[str]) -> dict[str, TableConfig]:
+    """The configuration the lease store holds for each of ``keys`` that has one.
+
+    :param keys: table keys as the lease manager names tables (:func:`deltaguard.writes.table_uri.table_key`;
+        a key that is not one, such as a connection-qualified relative name, is simply not found).
+    :return: ``{key: configuration}``; empty when the store cannot be read (logged at debug).
+    """
+    if not keys:
+        return {}
+    try:
+        from deltaguard import config
+
+        url = config.lease_store_url()
+        rows = _read_rows(url, keys)
+    except Exception as exc:  # a guess remains: priorities only order starts
+        log.debug("deltaguard: no recorded table configurations (%s): %s", type(exc).__name__, exc)
+        return {}
+    configs: dict[str, TableConfig] = {}
+    for uri, text in rows:
+        try:
+            from deltaguard.leases import codec
+
+            configs[uri] = codec.config_from_json(json.loads(text))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            log.debug("deltaguard: the recorded configuration of %s does not decode: %s", uri, exc)
+    return configs
+
+
+def _read_rows(url: str, keys: Sequence[str]) -> list[tuple[str, str]]:
+    """``(uri, config_json)`` of the recorded tables among ``keys``; ``[]`` when no store exists yet."""
+    from sqlalchemy.engine import make_url
+
+    from deltaguard.leases.store import LeaseStore
+
+    scheme = url.split(":", 1)[0].lower()
+    store: LeaseStore
+    if scheme == "sqlite":
+        from deltaguard.leases.sql.sqlite import SqliteLeaseStore
+
+        database = make_url(url).database
+        # Opening an SQLite URL creates the file: a store nobody has used yet records nothing.
+        if not database or database == ":memory:" or not Path(database).is_file():
+            log.debug("deltaguard: no lease store file at %s yet", database)
+            return []
+        store = SqliteLeaseStore(url, busy_timeout_s=STORE_TIMEOUT_S, migrate=False)
+    elif scheme in ("postgresql", "postgresql+psycopg", "postgres"):
+        from deltaguard.leases.sql.postgres import PostgresLeaseStore
+
+        store = PostgresLeaseStore(
+            url,
+            pool_size=1,
+            connect_timeout_s=STORE_TIMEOUT_S,
+            lock_timeout_s=STORE_TIMEOUT_S,
+            statement_timeout_s=STORE_TIMEOUT_S,
+            keepalive_s=STORE_TIMEOUT_S,
+            migrate=False,  # never create or migrate a schema while parsing DAG files
+        )
+    else:
+        log.debug("deltaguard: unsupported lease store scheme %r", scheme)
+        return []
+    try:
+        return [(row.uri, row.config_json) for row in store.read_tables(keys) if row.config_json]
+    finally:
+        store.close()
