@@ -34,8 +34,14 @@ HEARTBEAT_TIMEOUT_S = 30.0
 TRIGGERER_TAKEOVER_S = 15.0
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import version
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(dist: str) -> str | None:
+        try:
+            return version(dist)
+        except PackageNotFoundError:  # pyspark and delta-spark need not be there for a run without Spark
+            return None
 
     names = {
         "apache-airflow": "airflow",
@@ -47,7 +53,7 @@ def _versions() -> dict[str, str]:
         "moto": "moto",
         "psycopg": "psycopg",
     }
-    found = {key: version(dist) for dist, key in names.items()}
+    found = {key: installed(dist) for dist, key in names.items()}
     import subprocess
 
     from benchmarks.cluster.stack import pg_bin
