@@ -69,6 +69,9 @@ def test_short_cluster_run_passes_the_audit() -> None:
         "faults",
         "faults_skipped",
         "audit",
+        "task_states",
+        "decisions",
+        "failures_with_cause",
     )
     print(json.dumps({k: result.get(k) for k in shown}, indent=1))
     assert result["stack"]["executor"] == "CeleryExecutor" and result["stack"]["celery_workers"] == 2
