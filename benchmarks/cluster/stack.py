@@ -540,7 +540,7 @@ class ClusterStack:
             self.wait_airflow_healthy(timeout)
         self.timings["up"] = round(time.monotonic() - self.started_at, 1)
 
-    #: the example DAG files the runs use (``example_pipeline.py`` is their shared helper, not a DAG)
+    #: the example DAG files the runs use (``example_pipeline.py`` holds what both import, no DAG)
     DAG_FILES: tuple[str, ...] = ("deltaguard_daily_sales.py", "example_pipeline.py")
     SPARK_DAG_FILES: tuple[str, ...] = ("pyspark_daily_sales.py",)
 
