@@ -10,7 +10,12 @@ Nothing here trusts the tasks' own word. The checks:
 - **silent successes**: a write task Airflow calls successful that committed nothing;
   **unexplained failures**: a failed task whose log and the scheduler's log name no cause;
 - **orphans**: a lease still held or a request still queued, a task still deferred or running, a trigger
-  row left in Airflow's database.
+  row left in Airflow's database. Once every task ended, a lease or queue row left in the store is an orphan
+  whether or not it expired: a holder that ended releases what it holds, and an expired lease nobody reclaimed
+  still shows as held (and, carrying Spark Connect work, blocks the table until a fence). The one exception
+  is a row whose task Airflow failed on a heartbeat timeout: its process died (a SIGKILLed worker) and could
+  release nothing; once expired, the next request on its table reclaims it. Such rows are listed
+  (``dead_holders``), not counted, unless they still carry server-side work awaiting a fence.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class AuditReport:
     counts: dict[str, int] = field(default_factory=dict)
     #: every expired lease: its task, whether it carried a recorded server-side work handle, how it was fenced
     expired: list[dict[str, Any]] = field(default_factory=list)
+    #: expired rows of tasks whose process died (failed on a heartbeat timeout), left for the next request
+    dead_holders: list[str] = field(default_factory=list)
 
     def figures(self) -> dict[str, int]:
         return {
@@ -91,6 +98,7 @@ class AuditReport:
             "orphans": self.orphans,
             "unlogged_decisions": self.unlogged,
             "expired_leases": self.expired,
+            "dead_holders": self.dead_holders,
         }
 
 
@@ -329,25 +337,70 @@ def audit(
                 report.orphans.append(f"task {key} left in state {ti.state}")
 
     # orphans in the store
-    from deltaguard.leases.open import open_store
+    died = {
+        (run_id, ti.task_id)
+        for run_id, tis in task_instances.items()
+        for ti in tis
+        if ti.state == "failed" and "heartbeat" in report.failures.get(f"{ti.task_id}@{run_id}", "").lower()
+    }
+    orphans, report.dead_holders = store_orphans(store_urls, tables.values(), died)
+    report.orphans += orphans
+    report.orphans += list(airflow_leftovers)
+    return report
 
+
+def store_orphans(
+    store_urls: Sequence[str], uris: Iterable[str], died: set[tuple[str, str]], now: float | None = None
+) -> tuple[list[str], list[str]]:
+    """Lease and queue rows left on ``uris`` after every task ended: (orphans, rows of dead holders).
+
+    Every row left is an orphan, expired or not (the module's docstring says why), except an expired row of
+    a task in ``died`` that carries no server-side work awaiting a fence.
+
+    :param died: ``(run_id, task_id)`` of tasks Airflow failed on a heartbeat timeout.
+    :param now: the time rows are judged at (default: now).
+    """
+    import time
+
+    from deltaguard.leases.open import open_store
+    from deltaguard.leases.remote_work import handles_in
+
+    now = time.time() if now is None else now
+    orphans: list[str] = []
+    dead: list[str] = []
     for url in store_urls:
         store = open_store(url)
         try:
-            for uri in tables.values():
-                import time as _time
-
-                now = _time.time()
-                for lease in store.list_leases(uri):
-                    if lease.expires_at > now:
-                        report.orphans.append(f"lease {lease.lease_id} on {uri} still held")
-                for waiter in store.list_waiters(uri):
-                    if waiter.expires_at > now:
-                        report.orphans.append(f"request {waiter.request_id} on {uri} still queued")
+            for uri in uris:
+                rows = [("lease", r.lease_id, r.owner_key, r.expires_at) for r in store.list_leases(uri)]
+                rows += [
+                    ("request", r.request_id, r.owner_key, r.expires_at) for r in store.list_waiters(uri)
+                ]
+                for kind, row_id, owner_key, expires_at in rows:
+                    owner = json.loads(owner_key)
+                    task = (str(owner.get("run_id", "")), str(owner.get("task_id", "")))
+                    if expires_at > now:
+                        state = "still held" if kind == "lease" else "still queued"
+                        orphans.append(f"{kind} {row_id} of {task[1]}@{task[0]} on {uri} {state}")
+                        continue
+                    request = store.read_request(row_id)
+                    try:
+                        handles = handles_in(request.payload) if request is not None else []
+                    except ValueError:
+                        handles = [{"kind": "unreadable"}]
+                    left = (
+                        f"{kind} {row_id} of {task[1]}@{task[0]} on {uri} expired {now - expires_at:.0f} s "
+                        "before the audit and was never reclaimed"
+                    )
+                    if handles:
+                        orphans.append(f"{left}, awaiting a fence of its server-side work")
+                    elif task in died:
+                        dead.append(f"{left} (its task failed on a heartbeat timeout)")
+                    else:
+                        orphans.append(f"{left}, though its task ended")
         finally:
             store.close()
-    report.orphans += list(airflow_leftovers)
-    return report
+    return orphans, dead
 
 
 def request_payloads(store_urls: Sequence[str], lease_ids: Iterable[str]) -> dict[str, str]:

@@ -68,6 +68,8 @@ class FaultInjector:
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    #: the lease store's engine for :meth:`_holds_lease`, opened on first use and disposed by :meth:`stop`
+    _engine: Any = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
@@ -77,6 +79,9 @@ class FaultInjector:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout)
+        if self._engine is not None and self.done():
+            self._engine.dispose()
+            self._engine = None
 
     def done(self) -> bool:
         return self._thread is None or not self._thread.is_alive()
@@ -234,18 +239,18 @@ class FaultInjector:
 
         import sqlalchemy as sa
 
-        engine = sa.create_engine(self.stack.lease_store_url)
-        try:
-            with engine.connect() as connection:
-                owners = connection.execute(
-                    sa.text("SELECT owner_key FROM dg_leases WHERE expires_at > :now"), {"now": time.time()}
-                ).scalars()
-                for owner in owners:
-                    key = json.loads(owner)
-                    if key.get("task_id") == task_id and key.get("run_id") == run_id:
-                        return True
-        finally:
-            engine.dispose()
+        # one engine for the whole fault, not one per one-second poll; pre-ping: the lease store's server
+        # may have been restarted by another fault since the last poll
+        if self._engine is None:
+            self._engine = sa.create_engine(self.stack.lease_store_url, pool_pre_ping=True)
+        with self._engine.connect() as connection:
+            owners = connection.execute(
+                sa.text("SELECT owner_key FROM dg_leases WHERE expires_at > :now"), {"now": time.time()}
+            ).scalars()
+            for owner in owners:
+                key = json.loads(owner)
+                if key.get("task_id") == task_id and key.get("run_id") == run_id:
+                    return True
         return False
 
     def _worker_running(self, task_id: str, run_id: str) -> str | None:

@@ -139,6 +139,21 @@ class Service:
                 self.process.wait(15)
 
 
+def cpu_seconds(root: int | None) -> float:
+    """CPU seconds (user + system) used so far by ``root`` and its live descendants, with their reaped
+    children: what a part cost to start, where wall time on a shared machine says little."""
+    from benchmarks.harness.airflow_runner import descendants
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in descendants([root]) if root else ():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+            # utime, stime, cutime, cstime (fields 14-17 of proc(5); 0 here is field 3)
+            total += sum(int(f) for f in fields[11:15])
+    return round(total / ticks, 1)
+
+
 def kill_leftovers(home: Path, grace: float = 10.0) -> list[int]:
     """SIGTERM, then SIGKILL, every process still marked with ``home``; return those that needed SIGKILL."""
     for pid in marked_processes(home):

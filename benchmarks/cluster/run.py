@@ -27,10 +27,21 @@ DELTA_RS_DAG = "deltaguard_daily_sales"
 SPARK_DAG = "pyspark_daily_sales"
 FIRST_DAY = "2026-11-21"
 TERMINAL = frozenset({"success", "failed"})
+#: ``[scheduler] task_instance_heartbeat_timeout`` of a run that freezes no worker
+HEARTBEAT_TIMEOUT_S = 30.0
+#: ``[triggerer] triggerer_health_check_threshold`` of a run that freezes no worker (three of the
+#: triggerer's 5 s heartbeats)
+TRIGGERER_TAKEOVER_S = 15.0
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import version
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(dist: str) -> str | None:
+        try:
+            return version(dist)
+        except PackageNotFoundError:  # pyspark and delta-spark need not be there for a run without Spark
+            return None
 
     names = {
         "apache-airflow": "airflow",
@@ -42,7 +53,7 @@ def _versions() -> dict[str, str]:
         "moto": "moto",
         "psycopg": "psycopg",
     }
-    found = {key: version(dist) for dist, key in names.items()}
+    found = {key: installed(dist) for dist, key in names.items()}
     import subprocess
 
     from benchmarks.cluster.stack import pg_bin
@@ -173,15 +184,20 @@ def run(
     began = time.monotonic()
     load_at_start = list(os.getloadavg())
     # a SIGKILLed worker's task stays running until the scheduler's heartbeat timeout: the run waits that
-    # long, so it is short (60 s) unless a worker is frozen on purpose, which it must outlast
-    heartbeat = None if "stop_worker_past_lease" in kinds else 60.0
+    # long, so it is short unless a worker is frozen on purpose, which it must outlast. 30 s is six of the
+    # task supervisor's heartbeats ([workers] min_heartbeat_interval, 5 s); measured (2026-11-28), the short
+    # run's end waited for exactly this after the kill (the run ended 64 s after it with 60 s)
+    freeze = "stop_worker_past_lease" in kinds
     stack = ClusterStack(
         home,
         spark=spark,
         write_seconds=write_seconds,
         split_store=split_store,
         lease_ttl=lease_ttl,
-        heartbeat_timeout=heartbeat,
+        heartbeat_timeout=None if freeze else HEARTBEAT_TIMEOUT_S,
+        # a deferred task whose triggerer was SIGKILLed waited 40 s for its trigger to move (Airflow's 30 s
+        # threshold, measured 2026-11-28 in the short run); a frozen worker's run keeps Airflow's default
+        triggerer_takeover=None if freeze else TRIGGERER_TAKEOVER_S,
     )
     os.environ.update(stack.client_env())
     os.environ["DELTAGUARD_EXAMPLE_TABLE_ROOT"] = TABLE_ROOT
@@ -334,6 +350,7 @@ def run(
         leftovers = stack.leftovers()
         result["stack_down_s"] = round(time.monotonic() - down_began, 1)
         result["timings_s"] = dict(stack.timings)
+        result["airflow_start_cpu_s"] = dict(stack.start_cpu)
         result["load_average"] = {"start": load_at_start, "end": list(os.getloadavg())}
     result["leftover_processes"] = leftovers
     result["audit"]["orphans"] = result.get("audit", {}).get("orphans", 0) + len(leftovers)

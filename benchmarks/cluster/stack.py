@@ -38,6 +38,7 @@ from benchmarks.cluster import templates
 from benchmarks.cluster.procs import (
     MARKER_ENV,
     Service,
+    cpu_seconds,
     kill_leftovers,
     marked_processes,
     port_open,
@@ -101,6 +102,9 @@ class ClusterStack:
         task stays running before the scheduler fails it (the run waits that long). Default ``lease_ttl + 30``
         and at least 60: above the SIGSTOP fault's freeze (``lease_ttl + 10``), or a frozen holder's task would
         be failed by Airflow instead of handed over by the lease store.
+    :param triggerer_takeover: ``[triggerer] triggerer_health_check_threshold``: how long after a killed
+        triggerer's last heartbeat its triggers go to a live triggerer (a deferred task waits that long).
+        ``None``: Airflow's default (30 s).
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class ClusterStack:
         extra_env: dict[str, str] | None = None,
         split_store: bool = False,
         heartbeat_timeout: float | None = None,
+        triggerer_takeover: float | None = None,
     ) -> None:
         self.home = (home or default_home()).resolve()
         self.spark = spark
@@ -129,12 +134,15 @@ class ClusterStack:
         self.extra_env = dict(extra_env or {})
         self.split_store = split_store
         self.heartbeat_timeout = heartbeat_timeout or max(60.0, lease_ttl + 30.0)
+        self.triggerer_takeover = triggerer_takeover
         self.ports = Ports.pick()
         self.services: dict[str, Service] = {}
         self.airflow: AirflowHome | None = None
         self.started_at: float | None = None
         #: where the stack's time went: ``step -> seconds`` (start to ready per part, stop per part)
         self.timings: dict[str, float] = {}
+        #: CPU seconds each Airflow component had used when all of them were first healthy (its start's cost)
+        self.start_cpu: dict[str, float] = {}
 
     @contextmanager
     def _timed(self, step: str) -> Iterator[None]:
@@ -401,7 +409,10 @@ class ClusterStack:
 
     def airflow_options(self) -> dict[str, dict[str, str]]:
         return {
-            "core": {"executor": "CeleryExecutor", "parallelism": "16"},
+            # lazy_discover_providers: Airflow's default. The harness discovers providers eagerly for the UI
+            # plugin, which now loads either way (docs/deployment.md, Upgrading), and eager discovery cost each
+            # of the seven Airflow processes 2-4 s of CPU at start (measured 2026-11-28 on `import airflow`)
+            "core": {"executor": "CeleryExecutor", "parallelism": "16", "lazy_discover_providers": "True"},
             # psycopg 3 for the async engine too (Airflow would otherwise pick asyncpg, not installed)
             "database": {
                 "sql_alchemy_conn": self.meta_url,
@@ -424,7 +435,12 @@ class ClusterStack:
                 "task_instance_heartbeat_timeout": str(int(self.heartbeat_timeout)),
                 "task_instance_heartbeat_timeout_detection_interval": "5",
             },
-            "triggerer": {"capacity": "200"},
+            "triggerer": {"capacity": "200"}
+            | (
+                {"triggerer_health_check_threshold": str(int(self.triggerer_takeover))}
+                if self.triggerer_takeover
+                else {}
+            ),
             "deltaguard": {"lease_store_url": self.lease_store_url, "lease_ttl": str(self.lease_ttl)},
         }
 
@@ -474,33 +490,24 @@ class ClusterStack:
             pg_meta = self._postgres("pg-meta", self.ports.pg_meta, "airflow")
         with self._timed("pg-leases data directory (initdb or copy)"):
             pg_leases = self._postgres("pg-leases", self.ports.pg_leases, "deltaguard_leases")
-        base = [pg_meta, pg_leases, self._redis(), self._s3()]
-        if self.spark:
-            base.append(self._spark_master())
+        # Airflow's processes need the databases and the broker to start; moto's S3 (its import took 8-11 s at
+        # load 8-11) and the Spark master only by the runs, so they get ready while Airflow starts
+        early = [pg_meta, pg_leases, self._redis()]
+        late = [self._s3()] + ([self._spark_master()] if self.spark else [])
         began = time.monotonic()
-        for service in base:
+        for service in early + late:
             self.services[service.name] = service
             service.start()
         self._write_state()
-        for service in base:
+        for service in early:
             service.wait_ready(timeout)
             self.timings[f"{service.name} ready"] = round(time.monotonic() - began, 1)
-        with self._timed("bucket and lease databases"):
-            self._create_bucket()
+        with self._timed("lease databases"):
             for url in self.lease_store_urls():
                 self._pg_ready(self.ports.pg_leases, url.rsplit("/", 1)[1])
-        spark_parts: list[Service] = []
-        spark_began = time.monotonic()
-        if self.spark:
-            spark_parts = [self._spark_worker(i) for i in range(1, self.spark_workers + 1)] + [
-                self._connect()
-            ]
-            for service in spark_parts:
-                self.services[service.name] = service
-                service.start()
         self.airflow = prepare_home(
             self.home / "airflow",
-            default_dags_folder(),
+            self._dags_folder(),
             parallelism=16,
             data_dir=self.home / "local_data",
             options=self.airflow_options(),
@@ -513,11 +520,39 @@ class ClusterStack:
                 self.services[service.name] = service
                 service.start()
             self._write_state()
+            for service in late:
+                service.wait_ready(timeout)
+                self.timings[f"{service.name} ready"] = round(time.monotonic() - began, 1)
+            with self._timed("bucket"):
+                self._create_bucket()
+            spark_parts: list[Service] = []
+            spark_began = time.monotonic()
+            if self.spark:
+                spark_parts = [self._spark_worker(i) for i in range(1, self.spark_workers + 1)]
+                spark_parts.append(self._connect())
+                for service in spark_parts:
+                    self.services[service.name] = service
+                    service.start()
+                self._write_state()
             for service in spark_parts:
                 service.wait_ready(timeout)
                 self.timings[f"{service.name} ready"] = round(time.monotonic() - spark_began, 1)
             self.wait_airflow_healthy(timeout)
         self.timings["up"] = round(time.monotonic() - self.started_at, 1)
+
+    #: the example DAG files the runs use (``example_pipeline.py`` holds what both import, no DAG)
+    DAG_FILES: tuple[str, ...] = ("deltaguard_daily_sales.py", "example_pipeline.py")
+    SPARK_DAG_FILES: tuple[str, ...] = ("pyspark_daily_sales.py",)
+
+    def _dags_folder(self) -> Path:
+        """A DAGs folder of links to the example DAGs the runs trigger, not the whole examples folder: the
+        dag-processor parses every file of its folder before it reports healthy, and the others (the
+        conventional, Databricks, TaskFlow and asset examples) are never run here."""
+        folder = self.home / "dags"
+        folder.mkdir(exist_ok=True)
+        for name in self.DAG_FILES + (self.SPARK_DAG_FILES if self.spark else ()):
+            (folder / name).symlink_to(default_dags_folder() / name)
+        return folder
 
     def _metadata_schema(self, timeout: float) -> None:
         """Airflow's tables in the metadata database: the cached dump of a migrated database when this
@@ -612,11 +647,17 @@ class ClusterStack:
                 if all(f"{k} healthy" in self.timings for k in keys) and all(
                     f"{n} ready" in self.timings for n in workers
                 ):
+                    for service in self.airflow_parts():
+                        self.start_cpu[service.name] = cpu_seconds(service.pid)
                     return dict(last)
             except Exception as exc:
                 last = exc
             time.sleep(1.0)
         raise RuntimeError(f"Airflow not healthy within {timeout:.0f} s: {last}")
+
+    def airflow_parts(self) -> list[Service]:
+        """The running stack's Airflow components."""
+        return [s for n, s in self.services.items() if n.startswith(self.AIRFLOW_PREFIXES)]
 
     def _celery_ready(self, name: str) -> bool:
         """Whether Celery worker ``name`` logged that it consumes from the broker (``... ready.``)."""
@@ -668,6 +709,20 @@ class ClusterStack:
         ("s3", "redis", "pg-leases", "pg-meta"),
     )
 
+    #: the Airflow components' names start with these
+    AIRFLOW_PREFIXES: tuple[str, ...] = (
+        "api-server",
+        "scheduler",
+        "dag-processor",
+        "triggerer",
+        "celery-worker",
+    )
+    #: seconds an Airflow component gets after SIGTERM in :meth:`down` before its group is SIGKILLed. When
+    #: the stack goes down every run has ended and the audit has read what it needs, so a clean exit buys
+    #: nothing: measured (2026-11-28, load 3-6), with the 30 s grace the api-server and a triggerer took
+    #: 15 s to exit. The faults' restarts keep :attr:`Service.grace` (a restarted scheduler stops cleanly).
+    DOWN_GRACE: float = 5.0
+
     def down(self) -> list[int]:
         """Stop every part in :data:`STOP_ORDER`; return PIDs that had to be SIGKILLed after that."""
         began = time.monotonic()
@@ -685,7 +740,8 @@ class ClusterStack:
 
     def _stop_one(self, name: str) -> None:
         began = time.monotonic()
-        self.services[name].stop()
+        airflow = name.startswith(self.AIRFLOW_PREFIXES)
+        self.services[name].stop(self.DOWN_GRACE if airflow else None)
         self.timings[f"stop {name}"] = round(time.monotonic() - began, 1)
 
     def leftovers(self) -> list[int]:

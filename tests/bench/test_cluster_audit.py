@@ -116,3 +116,50 @@ def test_expired_leases_say_whether_they_carried_connect_work_and_how_they_were_
     assert found["c"]["remote_handles"] == [] and found["c"]["handed_over_after"] == "no fence"
     # only expiries of the audited tables
     assert expired_leases(rows, {}, ["s3://lake/elsewhere"], commits) == []
+
+
+def _held_leases(url: str, clock: list[float]) -> dict[str, str]:
+    """Four writes, each on a table of its own, hold leases in a real SQLite store; none is released."""
+    from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
+    from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
+    from deltaguard.leases.manager import LeaseManager
+
+    manager = LeaseManager(url, clock=lambda: clock[0])
+    profile, config = EngineProfile(EngineName.DELTA_RS, "1.6"), TableConfig(version=1)
+    uris = {}
+    for task in ("running", "ended", "killed", "killed_connect"):
+        uri = f"s3://lake/{task}"
+        request = LeaseRequest(
+            claims=(TableClaim(uri, Operation(OperationKind.DELETE, predicate="id = 1"), profile, config),),
+            owner=Owner(dag_id="dag", task_id=task, run_id="r1"),
+            ttl_s=60 if task != "running" else 600,
+            request_id=f"lease-{task}",
+        )
+        assert isinstance(manager.acquire(request), Granted)
+        if task == "killed_connect":
+            handle = {"kind": "spark_connect", "endpoint": "sc://127.0.0.1:1", "tag": "t"}
+            manager.record_remote_work(request.request_id, request.owner, handle)
+        uris[task] = uri
+    manager.store.close()
+    return uris
+
+
+def test_every_lease_left_is_an_orphan_except_an_expired_one_of_a_task_that_died(tmp_path) -> None:
+    from benchmarks.cluster.audit import store_orphans
+
+    url, clock = f"sqlite:///{tmp_path / 'leases.db'}", [1_000_000.0]
+    uris = _held_leases(url, clock)
+    # judged two minutes later: the 600 s lease is live, the 60 s ones expired and nobody reclaimed them
+    died = {("r1", "killed"), ("r1", "killed_connect")}
+    orphans, dead = store_orphans([url], uris.values(), died, now=clock[0] + 120)
+    assert any("lease-running" in o and "still held" in o for o in orphans)
+    # the holder ended (it was alive to release) and left its expired lease: an orphan
+    assert any("lease-ended" in o and "never reclaimed, though its task ended" in o for o in orphans)
+    # died with Spark Connect work recorded: the table stays held until a fence, an orphan too
+    assert any("lease-killed_connect" in o and "awaiting a fence" in o for o in orphans)
+    assert len(orphans) == 3
+    # died (failed on a heartbeat timeout) without server-side work: the next request reclaims it
+    assert len(dead) == 1 and "lease-killed" in dead[0] and "heartbeat timeout" in dead[0]
+    # the same expired lease is an orphan when its task did not die
+    orphans, dead = store_orphans([url], [uris["killed"]], set(), now=clock[0] + 120)
+    assert len(orphans) == 1 and dead == []
