@@ -9,8 +9,8 @@ users together and stops it after the last of them):
   the deltaguard UI around it;
 * ``test_lineage_assets.py``: OpenLineage events, asset-scheduled and asset-watcher runs;
 * ``test_scheduler_pipeline.py``: the delta-rs example pipeline under contention;
-* ``test_leased_taskflow.py``: writers deltaguard does not run, under its leases, one of them deferred for
-  longer than the lease TTL (renewed from the triggerer).
+* ``test_leased_taskflow.py``: writers deltaguard does not run, under its leases, one of them deferred (its
+  lease renewed from the triggerer).
 
 The home is the one a user has: Airflow generated its ``airflow.cfg`` (every default, ``[deltaguard]``
 included) and the harness's settings reach the components as ``AIRFLOW__*`` environment variables
@@ -51,9 +51,9 @@ OL_NAMESPACE = "deltaguard_e2e"
 EXAMPLE_WRITE_SECONDS = 12
 #: seconds each write of ``dags_examples/leased_taskflow.py`` works before it commits (overlaps are visible)
 LEASED_WORK_SECONDS = 6
-#: seconds its ``fix_balances`` waits deferred in the triggerer: longer than :data:`LEASE_TTL` plus the commit
-#: margin, so its lease survives the deferral only if the triggerer renews it
-LEASED_DEFER_SECONDS = 45
+#: seconds its ``fix_balances`` waits deferred in the triggerer: long enough to see the triggerer renew its lease
+#: several times (every ``LEASE_TTL / 6`` = 5 s)
+LEASED_DEFER_SECONDS = 30
 
 
 @dataclass
