@@ -8,7 +8,9 @@ users together and stops it after the last of them):
 * ``test_generated_home.py``: a write waiting deferred behind another job's lease, and the browser visit of
   the deltaguard UI around it;
 * ``test_lineage_assets.py``: OpenLineage events, asset-scheduled and asset-watcher runs;
-* ``test_scheduler_pipeline.py``: the delta-rs example pipeline under contention.
+* ``test_scheduler_pipeline.py``: the delta-rs example pipeline under contention;
+* ``test_leased_taskflow.py``: writers deltaguard does not run, under its leases, one of them deferred (its
+  lease renewed from the triggerer).
 
 The home is the one a user has: Airflow generated its ``airflow.cfg`` (every default, ``[deltaguard]``
 included) and the harness's settings reach the components as ``AIRFLOW__*`` environment variables
@@ -16,9 +18,10 @@ included) and the harness's settings reach the components as ``AIRFLOW__*`` envi
 its own DAGs, on its own tables under the data directory, and judges its own runs. The DAGs folder is a copy
 of the example DAGs, so a module may add a DAG file of its own (the dag-processor picks it up).
 
-Modules with options of their own keep their own stacks: ``test_leased_taskflow.py`` (a lease TTL shorter
-than a deferral, fast heartbeats) and ``test_pyspark_pipeline.py`` (a Spark Connect server, its own write
-timing, and a data directory nothing else writes).
+What a module needs of the stack is set per DAG, through the environment its DAG file reads (write and
+deferral seconds), never as a ``[deltaguard]`` option of its own: a second home started only for other
+options costs a stack start and stop (about 100 s on CI). ``test_pyspark_pipeline.py`` keeps its own stack
+(a Spark Connect server the components must know when they start, and a data directory nothing else writes).
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ OL_NAMESPACE = "deltaguard_e2e"
 #: started together are still running when the slowest of them starts, even with task start-up spread over
 #: several seconds on a busy 2-core machine
 EXAMPLE_WRITE_SECONDS = 12
+#: seconds each write of ``dags_examples/leased_taskflow.py`` works before it commits (overlaps are visible)
+LEASED_WORK_SECONDS = 6
+#: seconds its ``fix_balances`` waits deferred in the triggerer: long enough to see the triggerer renew its lease
+#: several times (every ``LEASE_TTL / 6`` = 5 s)
+LEASED_DEFER_SECONDS = 30
 
 
 @dataclass
@@ -94,6 +102,8 @@ def start_user_stack(root: Path) -> UserStack:
             "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(EXAMPLE_WRITE_SECONDS),
             # the partner-feed watcher reports commits after version 0, whenever the triggerer starts it
             "DELTAGUARD_EXAMPLE_WATCH_AFTER": "0",
+            "DELTAGUARD_LEASED_WORK_SECONDS": str(LEASED_WORK_SECONDS),
+            "DELTAGUARD_LEASED_DEFER_SECONDS": str(LEASED_DEFER_SECONDS),
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
                 {"type": "file", "log_file_path": str(ol_file), "append": True}
             ),
