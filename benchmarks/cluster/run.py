@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,11 @@ def run_cluster(args: argparse.Namespace) -> int:
         + (" --short" if short else "")
         + (" --no-leases" if args.no_leases else "")
     )
+    # a figure names the commit it came from (a dirty tree says so)
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=repo_root(), capture_output=True, text=True
+    )
+    result["commit"] = described.stdout.strip() or None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, sort_keys=False) + "\n")
     print(
@@ -161,6 +168,21 @@ def run_cluster(args: argparse.Namespace) -> int:
         print("nothing was written: the audit is vacuous", file=sys.stderr)
         return 1
     return 0 if result["audit_passed"] and not result["leftover_processes"] else 1
+
+
+def _set_env(values: dict[str, str]) -> Callable[[], None]:
+    """Set ``values`` in this process's environment; return what puts every one of them back as it was."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+
+    def restore() -> None:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    return restore
 
 
 def run(
@@ -199,8 +221,10 @@ def run(
         # threshold, measured 2026-11-28 in the short run); a frozen worker's run keeps Airflow's default
         triggerer_takeover=None if freeze else TRIGGERER_TAKEOVER_S,
     )
-    os.environ.update(stack.client_env())
-    os.environ["DELTAGUARD_EXAMPLE_TABLE_ROOT"] = TABLE_ROOT
+    # this process reads the tables on S3 for the audit; what it sets is taken back at the end, or a test
+    # process would hand moto's stopped endpoint and the S3 table root to the stacks it starts next
+    # (measured: make test's e2e pipelines after this run listed s3://lake on a closed port)
+    restore = _set_env({**stack.client_env(), "DELTAGUARD_EXAMPLE_TABLE_ROOT": TABLE_ROOT})
     pipeline = example_pipeline()
     result: dict[str, Any] = {}
     injector: FaultInjector | None = None
@@ -352,6 +376,7 @@ def run(
         result["timings_s"] = dict(stack.timings)
         result["airflow_start_cpu_s"] = dict(stack.start_cpu)
         result["load_average"] = {"start": load_at_start, "end": list(os.getloadavg())}
+        restore()
     result["leftover_processes"] = leftovers
     result["audit"]["orphans"] = result.get("audit", {}).get("orphans", 0) + len(leftovers)
     result["wall_s"] = round(time.monotonic() - began, 1)

@@ -15,6 +15,7 @@ printed (``timings_s``; docs/deployment.md has the measured figures).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from importlib.metadata import PackageNotFoundError, version
@@ -55,6 +56,7 @@ def test_short_cluster_run_passes_the_audit() -> None:
     # not under tmp_path: pytest makes its folders 0700, and the PostgreSQL servers run as their own user
     home = Path(tempfile.mkdtemp(prefix="deltaguard-cluster-"))
     home.chmod(0o755)
+    environment = dict(os.environ)
     try:
         result = run(
             home=home / "cluster", spark=False, runs=1, kinds=CHEAP_KINDS, seed=7, run_timeout=RUN_TIMEOUT_S
@@ -74,6 +76,8 @@ def test_short_cluster_run_passes_the_audit() -> None:
         "failures_with_cause",
     )
     print(json.dumps({k: result.get(k) for k in shown}, indent=1))
+    # the stacks started after this one in the same process must not inherit its S3 endpoint or table root
+    assert dict(os.environ) == environment, set(os.environ.items()) ^ set(environment.items())
     assert result["stack"]["executor"] == "CeleryExecutor" and result["stack"]["celery_workers"] == 2
     assert result["leftover_processes"] == []
     assert set(result["run_states"].values()) <= {"success", "failed"}, (
