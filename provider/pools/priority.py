@@ -29,7 +29,6 @@ Airflow metadata database.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from typing import Any
 
@@ -37,6 +36,7 @@ from deltaguard.core.operations import Operation
 from deltaguard.core.priority import write_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.spark.jars import installed_version
 from deltaguard.pools import task_table_key
 from deltaguard.pools.recorded import recorded_configs
 
@@ -88,13 +88,6 @@ def _engine_name(task: Any) -> str:
         return ""
 
 
-def _installed_version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def engine_profile(kind: str) -> EngineProfile:
     """The rules of engine ``kind`` (``delta-rs`` or ``spark``) as installed here, or the oldest covered.
 
@@ -102,7 +95,7 @@ def engine_profile(kind: str) -> EngineProfile:
     run another Delta version, and only the order of starts depends on it.
     """
     name, distribution = _ENGINES[kind]
-    return EngineProfile(name, _installed_version(distribution) or _OLDEST[kind])
+    return EngineProfile(name, installed_version(distribution) or _OLDEST[kind])
 
 
 def _profile(tasks: list[Any]) -> EngineProfile:

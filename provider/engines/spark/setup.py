@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any
 
 from deltaguard.engines.errors import SparkSetupError
-from deltaguard.engines.spark.jars import DELTA_JARS_ENV, delta_artifacts, delta_jars
+from deltaguard.engines.spark.jars import DELTA_JARS_ENV, delta_artifacts, delta_jars, installed_version
 
 __all__ = [
     "DELTA_JARS_ENV",
@@ -33,13 +32,6 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 #: The one class every delta-spark Python call goes through.
 DELTA_TABLE_CLASS = "io.delta.tables.DeltaTable"
-
-
-def installed_version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def delta_maven_coordinate(delta_version: str | None = None, spark_version: str | None = None) -> str:
