@@ -128,6 +128,13 @@ class DeltaLeasedOperator(DeltaLeaseMixin, BaseOperator):
         declared = bool(self.delta_engine or self.databricks_runtime)
         return wrapped_engine_kind(self.operator, declared=declared)
 
+    def _schema_evolution_source(self) -> str | None:
+        """Where the wrapped operator's Spark conf turns schema auto-merge on
+        (:mod:`deltaguard.operators.wrapped_schema`)."""
+        from deltaguard.operators.wrapped_schema import auto_merge_source
+
+        return auto_merge_source(self.operator)
+
     def default_sql(self) -> str | Sequence[str] | None:
         sql = getattr(self.operator, "sql", None)
         if isinstance(sql, str) or (isinstance(sql, (list, tuple)) and all(isinstance(s, str) for s in sql)):

@@ -334,6 +334,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
     def _claims(self, context: Context) -> list[TableClaim]:
         """The lease claims of the declared tables. Raises :class:`InvalidTaskInputError` on bad input."""
         from deltaguard.core.admission import TableClaim
+        from deltaguard.core.operations import SCHEMA_EVOLVABLE
         from deltaguard.engines.discovery import read_table_config
         from deltaguard.hooks.delta import DeltaTableHook
         from deltaguard.leases.targets import unreadable_config
@@ -345,6 +346,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
             targets = self.delta_lease_targets()
             hook = DeltaTableHook(self.delta_conn_id)
             profile, kind = judged_profile(self, hook)
+            evolution = self._schema_evolution_source()
             claims: list[TableClaim] = []
             for target in targets:
                 uri = hook.table_uri(target.table)
@@ -356,6 +358,15 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
                     )
                     table_config = unreadable_config(uri, str(exc))
                 operation = dataclasses.replace(target.operation, label=label)
+                if evolution and operation.kind in SCHEMA_EVOLVABLE and not operation.evolves_schema:
+                    self.log.warning(
+                        "deltaguard: %s, so this %s may add columns to %s as it commits; judged as a schema "
+                        "change (every concurrent write on the table waits)",
+                        evolution,
+                        operation.kind.value,
+                        uri,
+                    )
+                    operation = dataclasses.replace(operation, evolves_schema=True)
                 table_profile = dataclasses.replace(
                     profile, commit_coordination=wrapped_coordination(kind, hook, uri, profile, label)
                 )
@@ -368,6 +379,12 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
             raise InvalidTaskInputError(str(exc)) from exc
         self.leased_uris = tuple(c.uri for c in claims)
         return claims
+
+    def _schema_evolution_source(self) -> str | None:
+        """Where the work's own settings let its writes evolve the table schema unjudged, or ``None``. A
+        TaskFlow function's settings are its code, which cannot be read here: such a task declares
+        ``evolves_schema=True`` (ADR 0035)."""
+        return None
 
     def _engine_kind(self) -> tuple[str, str]:
         """What commits the work (:mod:`deltaguard.operators.wrapped_engine`); a TaskFlow function runs in

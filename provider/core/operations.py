@@ -28,6 +28,20 @@ class OperationKind(StrEnum):
     STREAMING_WRITE = "STREAMING_WRITE"
 
 
+#: Data writes whose commit Delta's schema auto-merge (``spark.databricks.delta.schema.autoMerge.enabled``)
+#: or a ``mergeSchema`` option can turn into a schema change: measured for MERGE, INSERT and DataFrame
+#: appends on delta-spark 4.4.0 (ADR 0035); a streaming append honours the same switches. UPDATE and DELETE
+#: never add columns.
+SCHEMA_EVOLVABLE: frozenset[OperationKind] = frozenset(
+    {
+        OperationKind.INSERT,
+        OperationKind.MERGE,
+        OperationKind.REPLACE_WHERE,
+        OperationKind.OVERWRITE,
+        OperationKind.STREAMING_WRITE,
+    }
+)
+
 #: Operations that change metadata (protocol, properties, schema) or (re)create the table.
 #: The Databricks page: "Metadata changes cause all concurrent write operations to fail."
 METADATA_CHANGES: frozenset[OperationKind] = frozenset(

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.operations import OperationKind
+from deltaguard.core.operations import SCHEMA_EVOLVABLE
 from deltaguard.core.sql.literals import SPARK, merge_condition_with_partitions, partition_predicate
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.fencing import check_fence
@@ -51,10 +51,6 @@ OPTIMIZE_MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 #: Delta's Spark conf that lets a MERGE, an INSERT or a DataFrame write add the source's new columns to
 #: the table as it commits: a metadata change every concurrent write then fails on (ADR 0035)
 SCHEMA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
-#: the SQL writes whose commit the switch can turn into a schema change (measured, ADR 0035)
-_EVOLVABLE = frozenset(
-    {OperationKind.INSERT, OperationKind.MERGE, OperationKind.REPLACE_WHERE, OperationKind.OVERWRITE}
-)
 
 
 def delta_table_class(spark: SparkSession) -> Any:
@@ -393,7 +389,7 @@ def refuse_unjudged_schema_evolution(spark: SparkSession, spec: SqlSpec) -> None
     :raises InvalidWriteError: before anything is written.
     """
     operation = spec.classified
-    if operation.evolves_schema or operation.kind not in _EVOLVABLE or not schema_auto_merge(spark):
+    if operation.evolves_schema or operation.kind not in SCHEMA_EVOLVABLE or not schema_auto_merge(spark):
         return
     raise InvalidWriteError(
         f"the Spark conf sets {SCHEMA_AUTO_MERGE_CONF}=true, so this {operation.kind.value} may add columns "
