@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from deltaguard.core.operations import METADATA_CHANGES, OperationKind
+from deltaguard.core.operations import METADATA_CHANGES, Operation, OperationKind
 from deltaguard.pools import PoolsConfig, load_pools_config, pool_name, task_table_key
 from deltaguard.pools.priority import dag_policy
 
@@ -64,14 +64,8 @@ def operation_kind_hint(task: Any) -> OperationKind | None:
     if isinstance(task, DeltaInsertOperator):
         return OperationKind.OVERWRITE if task.mode == "overwrite" else OperationKind.INSERT
     if isinstance(task, DeltaSqlOperator):
-        if "{{" in task.sql or "{%" in task.sql:
-            return None
-        try:
-            from deltaguard.core.sql.classify import classify_sql
-
-            return classify_sql(task.sql).operation.kind
-        except (ImportError, ValueError):
-            return None
+        classified = _classified_sql(task)
+        return classified.kind if classified is not None else None
     simple = {
         DeltaMergeOperator: OperationKind.MERGE,
         DeltaUpdateOperator: OperationKind.UPDATE,
@@ -82,15 +76,44 @@ def operation_kind_hint(task: Any) -> OperationKind | None:
     return next((kind for cls, kind in simple.items() if isinstance(task, cls)), None)
 
 
+def _classified_sql(task: Any) -> Operation | None:
+    """A ``DeltaSqlOperator``'s statement as the conflict model classifies it; ``None`` when templated or
+    not classifiable here."""
+    if "{{" in task.sql or "{%" in task.sql:
+        return None
+    try:
+        from deltaguard.core.sql.classify import classify_sql
+
+        return classify_sql(task.sql).operation
+    except (ImportError, ValueError):
+        return None
+
+
+def evolves_schema_hint(task: Any) -> bool:
+    """Whether a deltaguard task's write is known at parse time to evolve the table's schema: SQL saying
+    ``WITH SCHEMA EVOLUTION`` (ADR 0035). The typed operators never evolve it (their engines pin the
+    switches off)."""
+    from deltaguard.operators.sql import DeltaSqlOperator
+
+    if not isinstance(task, DeltaSqlOperator):
+        return False
+    classified = _classified_sql(task)
+    return classified is not None and classified.evolves_schema
+
+
 def is_exclusive(
-    kind: OperationKind | None, identity_columns: bool = False, exclusive_table: bool = False
+    kind: OperationKind | None,
+    identity_columns: bool = False,
+    exclusive_table: bool = False,
+    evolves_schema: bool = False,
 ) -> bool:
     """Whether a write must have its table's pool to itself.
 
-    Metadata changes and create/replace make every concurrent write fail; an overwrite replaces every file;
-    on a table with identity columns no two transactions may overlap.
+    Metadata changes (a write that evolves the schema among them) and create/replace make every concurrent
+    write fail; an overwrite replaces every file; on a table with identity columns no two transactions may
+    overlap.
     """
-    if identity_columns or exclusive_table:
+    if identity_columns or exclusive_table or evolves_schema:
         return True
     return kind is not None and (kind in METADATA_CHANGES or kind is OperationKind.OVERWRITE)
 
@@ -107,5 +130,7 @@ def task_policy(task: Any) -> None:
     settings = _pools_config().for_table(key)
     if not task.pool or task.pool == DEFAULT_POOL:
         task.pool = settings.name or pool_name(key)
-    if is_exclusive(operation_kind_hint(task), settings.identity_columns, settings.exclusive):
+    if is_exclusive(
+        operation_kind_hint(task), settings.identity_columns, settings.exclusive, evolves_schema_hint(task)
+    ):
         task.pool_slots = settings.slots

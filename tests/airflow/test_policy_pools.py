@@ -77,6 +77,22 @@ def test_policy_routes_tasks_and_gives_exclusive_ops_all_slots(pools_file) -> No
     assert templated.pool == "default_pool"
 
 
+def test_sql_with_schema_evolution_gets_its_tables_pool_to_itself(pools_file) -> None:
+    """A MERGE that may add columns is a metadata change (ADR 0035): every concurrent write fails on it."""
+    from deltaguard.operators.sql import DeltaSqlOperator
+    from deltaguard.pools.policy import task_policy
+
+    merge = (
+        "MERGE {}INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    evolving = DeltaSqlOperator(task_id="e", table="/data/sales", sql=merge.format("WITH SCHEMA EVOLUTION "))
+    plain = DeltaSqlOperator(task_id="p", table="/data/sales", sql=merge.format(""))
+    for task in (evolving, plain):
+        task_policy(task)
+    assert (evolving.pool, evolving.pool_slots) == ("delta_data_sales", 4)
+    assert (plain.pool, plain.pool_slots) == ("delta_data_sales", 1)
+
+
 def test_desired_pools_merge_file_and_scan(pools_file) -> None:
     config = load_pools_config(pools_file)
     pools = desired_pools(config, {"/data/sales", "lake/events"})
