@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from deltaguard.exceptions import LeaseLostError, LeaseWaitTimeout, RequestClosedError, StoreError
+from deltaguard.leases.imminent import process_age_s
 from deltaguard.leases.requests import claims_request, lease_request, new_request_id, task_request_id
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
@@ -192,6 +193,8 @@ class DeltaLeaseHook(BaseHook):
         from deltaguard.core.admission import Granted, explain
 
         logger = log or self.log
+        # what this process's start cost before its first question: a deferral costs at least that again
+        startup_s = process_age_s(time.time())
         while True:
             answer = ask(wait.request_id)
             wait.request_id = answer.request_id
@@ -203,7 +206,7 @@ class DeltaLeaseHook(BaseHook):
                 timeout_s=timeout_s,
                 poll_s=self.settings.poll_s,
                 deferrable=self.settings.deferrable,
-                imminent=not isinstance(answer, Granted) and self._imminent(answer),
+                imminent=not isinstance(answer, Granted) and self._imminent(answer, startup_s),
             )
             match step:
                 case Proceed():
@@ -221,13 +224,23 @@ class DeltaLeaseHook(BaseHook):
                 case Sleep(seconds=seconds):
                     time.sleep(seconds)
 
-    def _imminent(self, answer: Waiting) -> bool:
-        """Whether the answer's blockers are expected to leave within seconds (ADR 0024 estimates): the
-        write then waits in the worker instead of deferring (:mod:`deltaguard.leases.imminent`)."""
-        from deltaguard.leases.imminent import expected_wait_s, is_imminent, lease_end_reader
+    def _imminent(self, answer: Waiting, startup_s: float | None = None) -> bool:
+        """Whether the answer's blockers are expected to leave sooner than a deferral would bring the task
+        back (ADR 0024 estimates): the write then waits in the worker instead of deferring
+        (:mod:`deltaguard.leases.imminent`).
+
+        :param startup_s: what this task's own start cost before its first question (``None``: unknown).
+        """
+        from deltaguard.leases.imminent import (
+            expected_wait_s,
+            imminent_limit_s,
+            is_imminent,
+            lease_end_reader,
+        )
 
         manager = self.manager
-        return is_imminent(expected_wait_s(answer.blockers, lease_end_reader(manager), manager.clock()))
+        wait = expected_wait_s(answer.blockers, lease_end_reader(manager), manager.clock())
+        return is_imminent(wait, imminent_limit_s(startup_s))
 
     def learned_duration(self, owner: Owner, table_key: str) -> float | None:
         """The task's expected hold of the table's lease from the decision log, read once per try.

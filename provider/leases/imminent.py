@@ -16,10 +16,22 @@ waited for that resume too, and release to grant grew from 0.2 s to 23 s at the 
 An estimate only moves *where* the write waits, never whether it may write: the lease manager still grants.
 A blocker overdue by more than :data:`IMMINENT_S` counts as unknown again (the write defers), which bounds
 how long a wrong estimate holds a worker slot.
+
+**The limit follows what a deferral costs here** (:func:`imminent_limit_s`). A deferred write comes back
+through at least one more task start: a process, a DAG parse, the operator's preparation. The task has just
+paid exactly that to reach its first question, so that time (measured from its own process start) is a
+lower bound of what deferring would cost it. When it is longer than :data:`IMMINENT_S` the write waits in
+the worker for blockers expected to end within it, up to :data:`MAX_IMMINENT_S`. Measured under the real
+scheduler (``benchmarks/bench_orchestration.py --seed 1 --strategies deltaguard``, load average 5-19 from
+other work on two cores, ``python -m benchmarks.harness.write_timeline``): starts took 40 s to the first
+question; a MERGE that deferred behind an UPDATE expected to end 36 s later was granted on time and then
+waited 80 s for a worker and 38 s more for its start, 132 s from grant to first byte. On an idle machine a
+start costs 1-4 s and the limit stays :data:`IMMINENT_S`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -31,6 +43,9 @@ if TYPE_CHECKING:
 IMMINENT_S = 15.0
 #: Seconds between questions while a write waits in the worker for an imminent release.
 IMMINENT_POLL_S = 0.5
+#: The longest expected wait a write spends in its worker however slow its own start was: a worker slot held
+#: while waiting is a slot no other task can start in, and the blockers may themselves need one.
+MAX_IMMINENT_S = 60.0
 
 
 def expected_wait_s(
@@ -59,9 +74,34 @@ def expected_wait_s(
     return latest - now
 
 
-def is_imminent(wait_s: float | None) -> bool:
-    """Whether an expected wait (from :func:`expected_wait_s`) is short enough to wait in the worker."""
-    return wait_s is not None and wait_s <= IMMINENT_S
+def imminent_limit_s(startup_s: float | None) -> float:
+    """The longest expected wait spent in the worker: :data:`IMMINENT_S`, or the task's own start-up time when
+    that is longer (a deferral costs at least one more start), never above :data:`MAX_IMMINENT_S`.
+
+    :param startup_s: seconds from the task's process start to its first question (``None``: unknown).
+    """
+    if startup_s is None or not math.isfinite(startup_s):
+        return IMMINENT_S
+    return min(MAX_IMMINENT_S, max(IMMINENT_S, startup_s))
+
+
+def is_imminent(wait_s: float | None, limit_s: float = IMMINENT_S) -> bool:
+    """Whether an expected wait (from :func:`expected_wait_s`) is short enough to wait in the worker.
+
+    :param limit_s: the longest such wait (:func:`imminent_limit_s`).
+    """
+    return wait_s is not None and wait_s <= limit_s
+
+
+def process_age_s(now: float) -> float | None:
+    """Seconds since this process started (``None`` when it cannot be read): for a task, what its start cost
+    before it asked for a lease."""
+    try:
+        import psutil
+
+        return now - float(psutil.Process().create_time())
+    except Exception:  # an optimisation only: unknown keeps the fixed limit
+        return None
 
 
 def lease_end_reader(manager: LeaseManager) -> Callable[[Blocker], float | None]:

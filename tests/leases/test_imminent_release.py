@@ -14,7 +14,9 @@ from deltaguard.core.admission import Blocker, Granted, LeaseRequest, Owner, Wai
 from deltaguard.leases.imminent import (
     IMMINENT_POLL_S,
     IMMINENT_S,
+    MAX_IMMINENT_S,
     expected_wait_s,
+    imminent_limit_s,
     is_imminent,
     lease_end_reader,
 )
@@ -82,3 +84,57 @@ def test_a_holder_without_an_estimate_is_never_imminent(manager: LeaseManager, c
     answer = manager.acquire(request("next", ("t", UPDATE), wait_ttl_s=1000))
     assert isinstance(answer, Waiting)
     assert expected_wait_s(answer.blockers, lease_end_reader(manager), clock()) is None
+
+
+def test_the_limit_is_the_tasks_own_start_up_between_the_fixed_limit_and_its_cap() -> None:
+    assert imminent_limit_s(None) == IMMINENT_S
+    assert imminent_limit_s(float("nan")) == IMMINENT_S
+    assert imminent_limit_s(2.0) == IMMINENT_S  # an idle machine: as before
+    assert imminent_limit_s(40.0) == 40.0
+    assert imminent_limit_s(1e6) == MAX_IMMINENT_S
+    assert is_imminent(36.0, imminent_limit_s(40.0))
+    assert not is_imminent(36.0)
+    assert not is_imminent(None, MAX_IMMINENT_S)
+
+
+class _Deferred(Exception):
+    pass
+
+
+class _Slept(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("startup_s", "waits_in_worker"), [(40.0, True), (2.0, False), (None, False)])
+def test_a_slow_start_waits_in_the_worker_for_a_blocker_ending_sooner_than_a_restart(
+    manager: LeaseManager,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    startup_s: float | None,
+    waits_in_worker: bool,
+) -> None:
+    """A holder expected to end in 36 s: a task whose own start took 40 s waits for it in the worker (a
+    deferral would cost at least another such start); one that started in 2 s defers, as before."""
+    import types
+
+    from deltaguard.hooks import lease as lease_hook
+    from deltaguard.leases.waiting import WaitState
+
+    assert isinstance(manager.acquire(_est(request("hold", ("t", UPDATE), ttl_s=1000), 40.0)), Granted)
+    clock.advance(4.0)
+    hook = lease_hook.DeltaLeaseHook(types.SimpleNamespace(poll_s=5.0, deferrable=True))  # type: ignore[arg-type]
+    hook._manager = manager
+    monkeypatch.setattr(lease_hook, "process_age_s", lambda now: startup_s)
+
+    def sleep(seconds: float) -> None:
+        raise _Slept(seconds)
+
+    def defer(left: float | None) -> None:
+        raise _Deferred(left)
+
+    monkeypatch.setattr(lease_hook.time, "sleep", sleep)
+    ask = lambda rid: manager.acquire(request(rid or "next", ("t", UPDATE), wait_ttl_s=1000))  # noqa: E731
+    with pytest.raises(_Slept if waits_in_worker else _Deferred):
+        hook.wait_for_grant(
+            ask, owner=Owner(name="next"), wait=WaitState(clock()), timeout_s=None, defer=defer, what="t"
+        )
