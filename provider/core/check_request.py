@@ -67,6 +67,7 @@ _TABLE_KEYS: dict[str, type] = {
     "identity_columns": list,
     "generated_columns": dict,
     "timestamp_columns": list,
+    "string_columns": list,
     "exists": bool,
     "unknown": list,
     "uri": str,
@@ -215,6 +216,11 @@ def parse_table(value: Any, where: str = "table") -> TableConfig:
         identity_columns=_string_list(f"{where}.identity_columns", fields.get("identity_columns", [])),
         generated_columns=_generated(f"{where}.generated_columns", fields.get("generated_columns", {})),
         timestamp_columns=_string_list(f"{where}.timestamp_columns", fields.get("timestamp_columns", [])),
+        string_columns=(
+            _string_list(f"{where}.string_columns", fields["string_columns"])
+            if "string_columns" in fields
+            else None
+        ),
         exists=fields.get("exists", True),
         unknown=_string_list(f"{where}.unknown", fields.get("unknown", [])),
         uri=fields.get("uri"),

@@ -193,6 +193,7 @@ def config_from_table(
     fields = list(schema.fields)
     identity = tuple(f.name for f in fields if any(str(k).startswith(_IDENTITY_PREFIX) for k in f.metadata))
     generated, timestamps = schema_columns((f.name, str(f.type), dict(f.metadata)) for f in fields)
+    strings = string_columns((f.name, str(f.type)) for f in fields)
     clustering: tuple[str, ...] = ()
     if {"domainmetadata", "clustering"} & {f.lower() for f in writer_features}:
         try:
@@ -217,6 +218,7 @@ def config_from_table(
         identity_columns=identity,
         generated_columns=generated,
         timestamp_columns=timestamps,
+        string_columns=strings,
         exists=True,
         version=version,
         min_reader_version=protocol.min_reader_version,
@@ -252,6 +254,16 @@ def schema_columns(
         if "timestamp" in type_text.lower():
             timestamps.append(name)
     return tuple(generated), tuple(timestamps)
+
+
+def string_columns(fields: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """The top-level columns that may hold text: type ``string`` (``PrimitiveType("string")``,
+    ``StringType()``, a collated string) or any type whose printed form mentions a string, such as a struct
+    with a string field (not compared by the model anyway; counted so no STRING is missed).
+
+    :param fields: ``(name, type)`` per top-level field, the type as deltalake or Spark print it.
+    """
+    return tuple(name for name, type_text in fields if "string" in type_text.lower())
 
 
 def is_known_property(key: str) -> bool:

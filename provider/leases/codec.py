@@ -81,6 +81,8 @@ def config_to_json(config: TableConfig) -> dict[str, Any]:
             else {}
         ),
         **({"timestamp_columns": list(config.timestamp_columns)} if config.timestamp_columns else {}),
+        # absent = types not read (older texts): every column may be a STRING
+        **({"string_columns": list(config.string_columns)} if config.string_columns is not None else {}),
     }
 
 
@@ -100,6 +102,7 @@ def config_from_json(data: dict[str, Any]) -> TableConfig:
         uri=data.get("uri"),
         generated_columns=tuple((str(c), str(e)) for c, e in data.get("generated_columns") or ()),
         timestamp_columns=tuple(data.get("timestamp_columns") or ()),
+        string_columns=(tuple(data["string_columns"]) if data.get("string_columns") is not None else None),
     )
 
 

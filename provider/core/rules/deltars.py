@@ -40,13 +40,19 @@ Interface (the same for every engine rule module, see :mod:`deltaguard.core.fact
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
-from deltaguard.core.sql.predicates import null_widened_terms, provably_disjoint_terms
+from deltaguard.core.sql.predicates import (
+    null_widened_terms,
+    numeric_order_columns,
+    project_out,
+    provably_disjoint_terms,
+)
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
@@ -161,6 +167,38 @@ def _reads_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     return True
 
 
+def _text_ordered(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFacts, OpFacts, str]:
+    """The pair without the partition columns either write orders against a number, unless the table's
+    types show the column is not a STRING.
+
+    DataFusion compares a STRING column with a numeric literal as text (measured on deltalake 1.6.6, ADR 0003
+    fact 13): on a STRING partition ``p`` holding ``'2'``, an UPDATE ``WHERE p < 5`` and a DELETE ``WHERE
+    p > 10`` both read ``'2'`` and the second to commit fails, although the numbers are disjoint. A column
+    the configuration does not know to be another type (:meth:`TableConfig.may_be_string`) counts as a
+    possible STRING: those comparisons then separate nothing.
+
+    :returns: both facts (unchanged when no such comparison exists) and, when columns were dropped, why.
+    """
+    partitions = {column.lower() for column in ctx.table.partition_columns}
+    if not partitions:
+        return a, b, ""
+    ordered = frozenset().union(*(numeric_order_columns(p) for f in (a, b) for p in (f.scope, *f.writes)))
+    hidden = {column for column in ordered & partitions if ctx.table.may_be_string(column)}
+    if not hidden:
+        return a, b, ""
+
+    def neutral(f: OpFacts) -> OpFacts:
+        return replace(
+            f, scope=project_out(f.scope, hidden), writes=tuple(project_out(w, hidden) for w in f.writes)
+        )
+
+    note = (
+        f"; {', '.join(sorted(hidden))} not compared: a numeric range on a partition column that may be a "
+        "STRING, which delta-rs compares with the number as text"
+    )
+    return neutral(a), neutral(b), note
+
+
 def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
     return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
@@ -183,6 +221,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
                 (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
                 ("run these writes one after the other",),
             )
+    a, b, text_note = _text_ordered(a, b, ctx)
     roles = {a.role, b.role}
 
     if _is_blind_append(a) and _is_blind_append(b):
@@ -301,7 +340,8 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             else "their partition predicates may overlap (a MERGE without an explicit target filter, an "
             "INSERT reading the table and an OVERWRITE read every partition; rows an UPDATE or MERGE moves or "
             "inserts count where they land)"
-        ),
+        )
+        + text_note,
         "deltars.rewrite_rewrite",
         ctx,
         (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
