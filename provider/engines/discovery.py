@@ -193,7 +193,7 @@ def config_from_table(
     fields = list(schema.fields)
     identity = tuple(f.name for f in fields if any(str(k).startswith(_IDENTITY_PREFIX) for k in f.metadata))
     generated, timestamps = schema_columns((f.name, str(f.type), dict(f.metadata)) for f in fields)
-    strings = string_columns((f.name, str(f.type)) for f in fields)
+    types = column_types(fields)
     clustering: tuple[str, ...] = ()
     if {"domainmetadata", "clustering"} & {f.lower() for f in writer_features}:
         try:
@@ -218,7 +218,7 @@ def config_from_table(
         identity_columns=identity,
         generated_columns=generated,
         timestamp_columns=timestamps,
-        string_columns=strings,
+        column_types=types,
         exists=True,
         version=version,
         min_reader_version=protocol.min_reader_version,
@@ -256,14 +256,17 @@ def schema_columns(
     return tuple(generated), tuple(timestamps)
 
 
-def string_columns(fields: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """The top-level columns that may hold text: type ``string`` (``PrimitiveType("string")``,
-    ``StringType()``, a collated string) or any type whose printed form mentions a string, such as a struct
-    with a string field (not compared by the model anyway; counted so no STRING is missed).
+def column_types(fields: Iterable[Any]) -> tuple[tuple[str, str], ...]:
+    """``(column, Delta type)`` of a deltalake schema's top-level fields: a primitive's own name (``string``,
+    ``long``, ``decimal(5,2)``, ...), ``struct``, ``array`` or ``map`` for nested ones.
 
-    :param fields: ``(name, type)`` per top-level field, the type as deltalake or Spark print it.
+    :param fields: deltalake ``Field`` objects.
     """
-    return tuple(name for name, type_text in fields if "string" in type_text.lower())
+    found: list[tuple[str, str]] = []
+    for f in fields:
+        kind = getattr(f.type, "type", None)
+        found.append((f.name, kind.lower() if isinstance(kind, str) else "complex"))
+    return tuple(found)
 
 
 def is_known_property(key: str) -> bool:

@@ -82,7 +82,11 @@ def config_to_json(config: TableConfig) -> dict[str, Any]:
         ),
         **({"timestamp_columns": list(config.timestamp_columns)} if config.timestamp_columns else {}),
         # absent = types not read (older texts): every column may be a STRING
-        **({"string_columns": list(config.string_columns)} if config.string_columns is not None else {}),
+        **(
+            {"column_types": [list(pair) for pair in config.column_types]}
+            if config.column_types is not None
+            else {}
+        ),
     }
 
 
@@ -102,7 +106,11 @@ def config_from_json(data: dict[str, Any]) -> TableConfig:
         uri=data.get("uri"),
         generated_columns=tuple((str(c), str(e)) for c, e in data.get("generated_columns") or ()),
         timestamp_columns=tuple(data.get("timestamp_columns") or ()),
-        string_columns=(tuple(data["string_columns"]) if data.get("string_columns") is not None else None),
+        column_types=(
+            tuple((str(c), str(t)) for c, t in data["column_types"])
+            if data.get("column_types") is not None
+            else None
+        ),
     )
 
 
