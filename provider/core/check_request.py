@@ -67,6 +67,7 @@ _TABLE_KEYS: dict[str, type] = {
     "identity_columns": list,
     "generated_columns": dict,
     "timestamp_columns": list,
+    "column_types": dict,
     "exists": bool,
     "unknown": list,
     "uri": str,
@@ -215,10 +216,23 @@ def parse_table(value: Any, where: str = "table") -> TableConfig:
         identity_columns=_string_list(f"{where}.identity_columns", fields.get("identity_columns", [])),
         generated_columns=_generated(f"{where}.generated_columns", fields.get("generated_columns", {})),
         timestamp_columns=_string_list(f"{where}.timestamp_columns", fields.get("timestamp_columns", [])),
+        column_types=(
+            _column_types(f"{where}.column_types", fields["column_types"])
+            if "column_types" in fields
+            else None
+        ),
         exists=fields.get("exists", True),
         unknown=_string_list(f"{where}.unknown", fields.get("unknown", [])),
         uri=fields.get("uri"),
     )
+
+
+def _column_types(where: str, value: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``{"p": "string", "n": "decimal(5,2)"}``: column -> Delta type."""
+    for column, kind in value.items():
+        if not isinstance(kind, str) or not kind.strip():
+            raise RequestError(f"{where}.{column}: expected a non-empty string, got {_json_type(kind)}")
+    return tuple((str(column), kind) for column, kind in value.items())
 
 
 def _generated(where: str, value: dict[str, Any]) -> tuple[tuple[str, str], ...]:

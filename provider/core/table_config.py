@@ -37,6 +37,11 @@ class TableConfig:
         the generated column too: a row whose generated partition column follows moves (ADR 0001).
     :param timestamp_columns: columns of type ``TIMESTAMP`` or ``TIMESTAMP_NTZ``. A Spark session reads a
         date or timestamp literal compared with them in its own time zone (ADR 0001).
+    :param column_types: ``(column, Delta type)`` of the top-level columns, types spelled as in the Delta
+        schema (``string``, ``long``, ``decimal(5,2)``, ``double``, ``date``, ...; ``struct``, ``array`` or
+        ``map`` for nested ones); ``None`` when the schema's types were not read. delta-rs compares numbers
+        with partition values in ways that depend on the type (ADR 0003 fact 13): a column of unknown type
+        is judged as possibly any of them.
     """
 
     partition_columns: tuple[str, ...] = ()
@@ -54,6 +59,7 @@ class TableConfig:
     file_stats: FileStatsSummary | None = None
     generated_columns: tuple[tuple[str, str], ...] = ()
     timestamp_columns: tuple[str, ...] = ()
+    column_types: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a shared configuration cannot be changed behind the cache's back.
@@ -71,6 +77,14 @@ class TableConfig:
         """A boolean table property (``'true'`` in any case is true; absent is false)."""
         value = self.get_property(key)
         return value is not None and value.strip().lower() == "true"
+
+    def column_type(self, column: str) -> str | None:
+        """The Delta type of a top-level column, lower-cased (``None``: not known; names case-insensitive)."""
+        lowered = column.lower()
+        for name, kind in self.column_types or ():
+            if name.lower() == lowered:
+                return kind.strip().lower()
+        return None
 
     @property
     def is_partitioned(self) -> bool:

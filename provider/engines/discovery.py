@@ -193,6 +193,7 @@ def config_from_table(
     fields = list(schema.fields)
     identity = tuple(f.name for f in fields if any(str(k).startswith(_IDENTITY_PREFIX) for k in f.metadata))
     generated, timestamps = schema_columns((f.name, str(f.type), dict(f.metadata)) for f in fields)
+    types = column_types(fields)
     clustering: tuple[str, ...] = ()
     if {"domainmetadata", "clustering"} & {f.lower() for f in writer_features}:
         try:
@@ -217,6 +218,7 @@ def config_from_table(
         identity_columns=identity,
         generated_columns=generated,
         timestamp_columns=timestamps,
+        column_types=types,
         exists=True,
         version=version,
         min_reader_version=protocol.min_reader_version,
@@ -252,6 +254,19 @@ def schema_columns(
         if "timestamp" in type_text.lower():
             timestamps.append(name)
     return tuple(generated), tuple(timestamps)
+
+
+def column_types(fields: Iterable[Any]) -> tuple[tuple[str, str], ...]:
+    """``(column, Delta type)`` of a deltalake schema's top-level fields: a primitive's own name (``string``,
+    ``long``, ``decimal(5,2)``, ...), ``struct``, ``array`` or ``map`` for nested ones.
+
+    :param fields: deltalake ``Field`` objects.
+    """
+    found: list[tuple[str, str]] = []
+    for f in fields:
+        kind = getattr(f.type, "type", None)
+        found.append((f.name, kind.lower() if isinstance(kind, str) else "complex"))
+    return tuple(found)
 
 
 def is_known_property(key: str) -> bool:

@@ -81,6 +81,12 @@ def config_to_json(config: TableConfig) -> dict[str, Any]:
             else {}
         ),
         **({"timestamp_columns": list(config.timestamp_columns)} if config.timestamp_columns else {}),
+        # absent = types not read (older texts): every column may be a STRING
+        **(
+            {"column_types": [list(pair) for pair in config.column_types]}
+            if config.column_types is not None
+            else {}
+        ),
     }
 
 
@@ -100,6 +106,11 @@ def config_from_json(data: dict[str, Any]) -> TableConfig:
         uri=data.get("uri"),
         generated_columns=tuple((str(c), str(e)) for c, e in data.get("generated_columns") or ()),
         timestamp_columns=tuple(data.get("timestamp_columns") or ()),
+        column_types=(
+            tuple((str(c), str(t)) for c, t in data["column_types"])
+            if data.get("column_types") is not None
+            else None
+        ),
     )
 
 

@@ -40,13 +40,21 @@ Interface (the same for every engine rule module, see :mod:`deltaguard.core.fact
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
-from deltaguard.core.sql.predicates import null_widened_terms, provably_disjoint_terms
+from deltaguard.core.sql.predicates import (
+    null_widened_terms,
+    numeric_columns,
+    numeric_order_columns,
+    project_out,
+    provably_disjoint_terms,
+    referenced_columns,
+)
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
@@ -161,6 +169,63 @@ def _reads_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     return True
 
 
+#: partition types delta-rs compares numbers with exactly (as numbers, or not at all)
+_EXACT_TYPES: frozenset[str] = frozenset(
+    {"byte", "short", "integer", "long", "date", "timestamp", "timestamp_ntz", "boolean"}
+)
+
+
+def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFacts, OpFacts, str]:
+    """The pair without the partition restrictions delta-rs does not read as the model does, by type.
+
+    Measured on deltalake 1.6.6 (ADR 0003 fact 13), stale rewrites of partitions the model calls disjoint:
+
+    * STRING: DataFusion compares the column with a number as *text*: on partitions ``'2'``, ``'12'``,
+      ``WHERE p < 5`` and ``WHERE p > 10`` both read ``'2'`` and the second to commit fails. Numeric ranges
+      (``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``) separate nothing; equality and ``IN`` stay (one text per number).
+    * DECIMAL: the stale commit fails evaluating its read predicate on the partition values ("Error evaluating
+      predicate", or ConcurrentDeleteRead) even for ``p = 1.5`` x ``p = 10.25``: the column separates nothing.
+    * FLOAT / DOUBLE: with partitions ``-0.0`` and ``0.0``, ``p = 0`` x ``p < 0`` fail (``-0.0`` is below
+      ``0.0`` for one comparison and equal to it for the other): the column separates nothing.
+    * unknown type (no ``TableConfig.column_types``): any of these, so a column compared with a number in
+      any way separates nothing.
+
+    :returns: both facts (unchanged when nothing is dropped) and, when columns were dropped, why.
+    """
+    partitions = {column.lower() for column in ctx.table.partition_columns}
+    if not partitions:
+        return a, b, ""
+    predicates = [p for f in (a, b) for p in (f.scope, *f.writes)]
+    hidden: dict[str, str] = {}
+    for column in sorted(partitions):
+        kind = ctx.table.column_type(column)
+        if kind in _EXACT_TYPES:
+            continue
+        if kind is not None and (kind.startswith("decimal") or kind in ("float", "double")):
+            if any(column in referenced_columns(p) for p in predicates):
+                hidden[column] = f"a {kind.upper()} partition, whose values delta-rs does not compare exactly"
+        elif kind == "string":
+            if any(column in numeric_order_columns(p) for p in predicates):
+                hidden[column] = "a numeric range on a STRING partition, which delta-rs compares as text"
+        elif any(column in numeric_columns(p) for p in predicates):
+            hidden[column] = (
+                "compared with a number on a partition of unknown type (delta-rs compares a STRING as text, "
+                "fails on a DECIMAL)"
+                if kind is None
+                else f"compared with a number on a {kind.upper()} partition"
+            )
+    if not hidden:
+        return a, b, ""
+
+    def neutral(f: OpFacts) -> OpFacts:
+        return replace(
+            f, scope=project_out(f.scope, hidden), writes=tuple(project_out(w, hidden) for w in f.writes)
+        )
+
+    note = "; not compared: " + "; ".join(f"{column} ({why})" for column, why in hidden.items())
+    return neutral(a), neutral(b), note
+
+
 def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
     return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
@@ -183,6 +248,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
                 (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
                 ("run these writes one after the other",),
             )
+    a, b, text_note = _typed_partitions(a, b, ctx)
     roles = {a.role, b.role}
 
     if _is_blind_append(a) and _is_blind_append(b):
@@ -301,7 +367,8 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             else "their partition predicates may overlap (a MERGE without an explicit target filter, an "
             "INSERT reading the table and an OVERWRITE read every partition; rows an UPDATE or MERGE moves or "
             "inserts count where they land)"
-        ),
+        )
+        + text_note,
         "deltars.rewrite_rewrite",
         ctx,
         (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),

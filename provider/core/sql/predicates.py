@@ -1002,6 +1002,58 @@ def _zoned_cached(p: Predicate) -> ZonedLiterals:
     return ZonedLiterals(frozenset(columns), tuple(dict.fromkeys(times)))
 
 
+def numeric_columns(p: Predicate) -> frozenset[str]:
+    """Columns ``p`` compares (``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``) with a number or
+    a numeric string (``'01'``): on delta-rs their meaning depends on the column's type (ADR 0003 fact 13).
+
+    :param p: the predicate (lower-cased names; ``frozenset()`` for "everything").
+    """
+    if p.tree is None:
+        return frozenset()
+    return _numeric_cached(p, _ALL_NODES)
+
+
+def numeric_order_columns(p: Predicate) -> frozenset[str]:
+    """Columns ``p`` compares by order (``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``) with a number (or a numeric
+    string, whose order the model does not use anyway).
+
+    The model orders such literals as numbers, which is how Spark compares them with a column of any type.
+    DataFusion (delta-rs) compares a STRING column with a number as *text* (it casts the number to a
+    string): on a STRING partition ``p < 5`` and ``p > 10`` both keep ``'2'`` (measured on deltalake 1.6.6,
+    ADR 0003 fact 13). Callers that may meet a STRING column drop these columns.
+
+    :param p: the predicate (lower-cased names; ``frozenset()`` for "everything").
+    """
+    if p.tree is None:
+        return frozenset()
+    return _numeric_cached(p, _ORDER_NODES)
+
+
+_ORDER_NODES: tuple[type[exp.Expr], ...] = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+_ALL_NODES: tuple[type[exp.Expr], ...] = (*_ORDER_NODES, exp.EQ, exp.NEQ, exp.In)
+
+
+@functools.lru_cache(maxsize=4096)
+def _numeric_cached(p: Predicate, nodes: tuple[type[exp.Expr], ...]) -> frozenset[str]:
+    assert p.tree is not None
+    found: set[str] = set()
+    for node in p.tree.find_all(*nodes):
+        operands = [
+            node.this,
+            *(node.args.get(k) for k in ("low", "high", "expression")),
+            *(node.expressions if isinstance(node, exp.In) else ()),
+        ]
+        if not any(
+            isinstance(o, exp.Expr) and (literal_value(o) or ("", None))[0] in (NUM, NUMSTR) for o in operands
+        ):
+            continue
+        # every column the comparison reads: ``p + 0 < 5`` and ``-p < 5`` order ``p`` as well
+        found.update(
+            c.name.lower() for o in operands if isinstance(o, exp.Expr) for c in o.find_all(exp.Column)
+        )
+    return frozenset(found)
+
+
 # ------------------------------------------------------------------------------------ derived scopes
 
 
