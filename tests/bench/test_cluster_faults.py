@@ -47,6 +47,7 @@ def test_the_freeze_polls_the_lease_store_through_one_engine(
         False,
         False,
     ]
+    assert injector._held_lease("merge_sales_fr", "r1") == "merge_sales_fr"  # the lease id, for the fence
     assert len(created) == 1, "one engine per fault, not one per poll"
     injector.stop()
     assert injector._engine is None  # disposed with the injector
