@@ -113,8 +113,8 @@ class FaultInjector:
             except Exception as exc:
                 self.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
 
-    def _wait_for(self, wanted: Callable[[dict[str, str]], bool]) -> bool:
-        deadline = time.monotonic() + self.window_s
+    def _wait_for(self, wanted: Callable[[dict[str, str]], bool], window_s: float | None = None) -> bool:
+        deadline = time.monotonic() + (self.window_s if window_s is None else window_s)
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 if wanted(self.activity()):
@@ -198,11 +198,14 @@ class FaultInjector:
         process tree runs it, so the frozen holder loses its lease while its write is under way: its
         remaining Connect operations must not commit, and its expired lease can be handed over only through
         the Connect fence. (Freezing a task before its grant only delays it: measured, the first run with
-        "running" alone froze one before its lease was granted.) Right after the freeze it triggers the
+        "running" alone froze one before its lease was granted.) Once it found that MERGE it triggers the
         conflicting writer (``benchmarks/cluster/dags/pyspark_optimize_sales.py``: a whole-table OPTIMIZE of
-        that table, routed to a worker that is not frozen), which waits for the frozen lease; the freeze
-        then lasts until the store logged a fence decision on the frozen lease (:func:`freeze_over`), so
-        the hand-over happens while the holder is still frozen, as it would for a machine that is gone.
+        that table, routed to the other worker) and freezes the holder's worker only when the writer's
+        request is queued in the store while the holder still holds its lease; the freeze then lasts until
+        the store logged a fence decision on the frozen lease (:func:`freeze_over`), so the hand-over
+        happens while the holder is still frozen, as it would for a machine that is gone. A MERGE that
+        ends before the writer is queued is not frozen (the busiest worker is, and the audit reports the
+        fence as not exercised).
         Without Spark, or when no such MERGE is found in the window, it freezes the busiest worker during any
         write for ``lease_ttl + 10`` s (the note says which case it was).
         """
@@ -223,8 +226,26 @@ class FaultInjector:
                             return True
                 return False
 
+            writer = ""
             if self._wait_for(spark_merge_on_a_worker):
-                target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
+                # the conflicting writer first, on the other worker; the freeze only once it is queued behind
+                # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7 minutes
+                # to reach a free slot of its worker, and the capped freeze had ended long before it asked
+                writer = self._bring_conflicting_writer(found[-1][0])
+                holder_task, _, holder_run = found[-1][1].split("@", 2)
+                if (
+                    self._wait_for(
+                        lambda _: (
+                            self._writer_queued() or self._held_lease(holder_task, holder_run) != found[-1][2]
+                        ),
+                        # the holder's end also ends this wait: the writer may need minutes to reach a slot
+                        window_s=3 * self.window_s,
+                    )
+                    and self._held_lease(holder_task, holder_run) == found[-1][2]
+                ):
+                    target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
+                else:
+                    note = f"any write (the PySpark MERGE {found[-1][1]} ended before {writer} was queued)"
             else:
                 note = "any write (no PySpark MERGE found on a worker in the window)"
         if target is None:
@@ -238,12 +259,11 @@ class FaultInjector:
         service.signal(signal.SIGSTOP)
         # task processes live in their own groups: stop every process of that worker's tree
         stopped = _tree_signal(service.pid, signal.SIGSTOP)
-        lease_id, writer = None, ""
+        lease_id = None
         if found:
             task_id, _, run_id = found[-1][1].split("@", 2)
             lease_id = found[-1][2]
             self.frozen_holder = (run_id, task_id)
-            writer = self._bring_conflicting_writer(target)
         began = time.monotonic()
         fenced = False
         while not freeze_over(time.monotonic() - began, self.stack.lease_ttl, lease_id is not None, fenced):
@@ -261,7 +281,8 @@ class FaultInjector:
             at,
             time.time() - at,
             f"froze {note}; {len(stopped)} processes; running then: {running}"
-            + (f"; conflicting writer {writer}; fence decided during the freeze: {fenced}" if writer else ""),
+            + (f"; conflicting writer {writer}" if writer else "")
+            + (f"; fence decided during the freeze: {fenced}" if lease_id else ""),
         )
         return True
 
@@ -275,6 +296,21 @@ class FaultInjector:
         run_id = self.stack.airflow.api().trigger(dag_id, {"date": FIRST_DAY})
         self.triggered.append((dag_id, run_id, FIRST_DAY))
         return f"{dag_id}@{run_id}"
+
+    def _writer_queued(self) -> bool:
+        """Whether the conflicting writer's request waits in the lease store's queue (``dg_queue``)."""
+        import sqlalchemy as sa
+
+        from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX
+
+        with self._store_engine().connect() as connection:
+            return (
+                connection.execute(
+                    sa.text("SELECT count(*) FROM dg_queue WHERE owner_key LIKE :p AND expires_at > :now"),
+                    {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "now": time.time()},
+                ).scalar_one()
+                > 0
+            )
 
     def _fence_decided(self, lease_id: str) -> bool:
         """Whether the decision log holds a fence decision (``remote_fenced``/``remote_unfenced``) on ``lease_id``."""
