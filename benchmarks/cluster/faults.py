@@ -227,7 +227,9 @@ class FaultInjector:
                 return False
 
             writer = ""
-            if self._wait_for(spark_merge_on_a_worker):
+            # a longer window than other faults': measured (2026-11-28, load 20-25), the PySpark run's first
+            # MERGE was granted 5 minutes after the faults started, after the 240 s window had ended
+            if self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
                 # the conflicting writer first, on the other worker; the freeze only once it is queued behind
                 # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7 minutes
                 # to reach a free slot of its worker, and the capped freeze had ended long before it asked
