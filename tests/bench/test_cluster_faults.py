@@ -23,7 +23,9 @@ def _store(path: Path) -> str:
         c.execute(sa.text("CREATE TABLE dg_leases (lease_id TEXT, owner_key TEXT, expires_at REAL)"))
         for task, expires in (("merge_sales_fr", time.time() + 60), ("merge_sales_it", time.time() - 1)):
             owner = json.dumps({"task_id": task, "run_id": "r1"})
-            c.execute(sa.text("INSERT INTO dg_leases VALUES (:t, :o, :e)"), {"t": task, "o": owner, "e": expires})
+            c.execute(
+                sa.text("INSERT INTO dg_leases VALUES (:t, :o, :e)"), {"t": task, "o": owner, "e": expires}
+            )
     engine.dispose()
     return url
 
@@ -147,3 +149,23 @@ def test_the_external_holder_keeps_conflicting_writers_waiting_until_told(tmp_pa
         release.set()
         holder.stop()
         manager.store.close()
+
+
+def test_the_freeze_waits_for_the_conflicting_writers_queued_request(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("CREATE TABLE dg_queue (owner_key TEXT, expires_at REAL)"))
+        other = json.dumps({"dag_id": "pyspark_daily_sales", "task_id": "optimize_sales"})
+        c.execute(sa.text("INSERT INTO dg_queue VALUES (:o, :e)"), {"o": other, "e": time.time() + 60})
+    injector = FaultInjector(SimpleNamespace(lease_store_url=url), (), 0, dict)  # type: ignore[arg-type]
+    assert not injector._writer_queued()  # the pipeline's own OPTIMIZE is not the writer brought
+    writer = json.dumps({"dag_id": "pyspark_optimize_sales_on_worker2", "task_id": "optimize_sales"})
+    with engine.begin() as c:
+        c.execute(sa.text("INSERT INTO dg_queue VALUES (:o, :e)"), {"o": writer, "e": time.time() - 1})
+    assert not injector._writer_queued()  # an expired queue entry waits for nothing
+    with engine.begin() as c:
+        c.execute(sa.text("UPDATE dg_queue SET expires_at = :e"), {"e": time.time() + 60})
+    assert injector._writer_queued()
+    injector.stop()
+    engine.dispose()
