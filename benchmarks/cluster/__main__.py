@@ -8,7 +8,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.cluster.faults import KINDS
 from benchmarks.cluster.stack import ClusterStack, default_home, down_from_state
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown fault kind(s) {unknown}; choose from {', '.join(KINDS)}")
+    return kinds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,6 +29,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="concurrent runs of the delta-rs pipeline")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the fault schedule")
     parser.add_argument("--no-faults", action="store_true", help="run the pipelines without faults")
+    parser.add_argument(
+        "--faults",
+        type=_kinds,
+        default=None,
+        help=f"comma-separated fault kinds instead of the default set ({','.join(KINDS)})",
+    )
     parser.add_argument("--no-leases", action="store_true", help="break the stack on purpose: leases off")
     parser.add_argument("--lease-ttl", type=float, default=90.0, help="[deltaguard] lease_ttl (seconds)")
     parser.add_argument("--out", type=Path, default=None, help="results JSON (run)")

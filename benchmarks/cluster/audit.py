@@ -9,6 +9,10 @@ Nothing here trusts the tasks' own word. The checks:
   example's inputs and the writes the Delta log shows committed (in commit order);
 - **silent successes**: a write task Airflow calls successful that committed nothing;
   **unexplained failures**: a failed task whose log and the scheduler's log name no cause;
+- **missing fences**: when the freeze fault froze a PySpark MERGE's holder with Spark in the run and brought
+  a conflicting writer, the decision log must show the store's fence decision on the frozen lease
+  (``remote_fenced``, followed by a grant of the table to another request, or ``remote_unfenced`` with its
+  reason): the store-side Connect fence ran under the real scheduler (ADR 0033);
 - **orphans**: a lease still held or a request still queued, a task still deferred or running, a trigger
   row left in Airflow's database. Once every task ended, a lease or queue row left in the store is an orphan
   whether or not it expired: a holder that ended releases what it holds, and an expired lease nobody reclaimed
@@ -65,6 +69,9 @@ class AuditReport:
     unexplained_failures: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     unlogged: list[str] = field(default_factory=list)
+    missing_fences: list[str] = field(default_factory=list)
+    #: the fence decisions on the frozen holder's lease (the freeze fault's, with Spark)
+    fence: list[str] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     #: every expired lease: its task, whether it carried a recorded server-side work handle, how it was fenced
@@ -81,6 +88,7 @@ class AuditReport:
             "unexplained_failures": len(self.unexplained_failures),
             "orphans": len(self.orphans),
             "unlogged_decisions": len(self.unlogged),
+            "missing_fences": len(self.missing_fences),
         }
 
     @property
@@ -97,6 +105,8 @@ class AuditReport:
             "unexplained_failures": self.unexplained_failures,
             "orphans": self.orphans,
             "unlogged_decisions": self.unlogged,
+            "missing_fences": self.missing_fences,
+            "frozen_holder_fence": self.fence,
             "expired_leases": self.expired,
             "dead_holders": self.dead_holders,
         }
@@ -255,6 +265,10 @@ def audit(
     dag_id: str,
     airflow_leftovers: Sequence[str] = (),
     xcoms: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    dag_of_run: Mapping[str, str] | None = None,
+    external_holds: Mapping[str, tuple[float, float]] | None = None,
+    fence_expected: bool = False,
+    frozen_holder: tuple[str, str] | None = None,
 ) -> AuditReport:
     """Judge one variant's runs (one DAG, several runs, one set of tables).
 
@@ -268,6 +282,13 @@ def audit(
     :param scheduler_log: the scheduler's log text (heartbeat-timeout failures are named there).
     :param airflow_leftovers: deferred/running task instances or trigger rows found after the run.
     :param xcoms: ``(run_id, task_id) -> XCom`` (a write that reports ``committed: false`` on purpose).
+    :param dag_of_run: ``run_id -> dag_id`` for runs of other DAGs than ``dag_id`` writing the same tables
+        (the freeze fault's conflicting writer).
+    :param external_holds: ``table name -> (granted, released)`` of exclusive leases held from outside
+        Airflow (:mod:`benchmarks.cluster.holder`): a commit of the table in between is an overlap.
+    :param fence_expected: the freeze fault ran with Spark: require the fence decision (:func:`fence_checks`).
+    :param frozen_holder: ``(run_id, task_id)`` of the PySpark MERGE it froze holding its lease (``None``:
+        it found none, which fails the check when ``fence_expected``).
     """
     report = AuditReport()
     decisions = read_decisions(store_urls)
@@ -291,6 +312,10 @@ def audit(
         report.overlaps += overlaps
         report.late_commits += late
         report.unlogged += unlogged
+        if name in (external_holds or {}):
+            report.overlaps += held_overlaps(name, commits, (external_holds or {})[name])
+    if fence_expected:
+        report.missing_fences, report.fence = fence_checks(decisions, frozen_holder)
 
     expired_ids = {d.request_id for d in decisions if d.kind == "expiry"}
     payloads = request_payloads(store_urls, expired_ids) if expired_ids else {}
@@ -328,7 +353,9 @@ def audit(
                 else:
                     report.failures[f"{key} (no-op)"] = f"committed nothing, table at v{xcom['version']}"
             elif ti.state in ("failed", "up_for_retry"):
-                cause = failure_cause(log_dir, dag_id, run_id, ti.task_id, scheduler_log)
+                cause = failure_cause(
+                    log_dir, (dag_of_run or {}).get(run_id, dag_id), run_id, ti.task_id, scheduler_log
+                )
                 if cause is None:
                     report.unexplained_failures.append(key)
                 else:
@@ -347,6 +374,83 @@ def audit(
     report.orphans += orphans
     report.orphans += list(airflow_leftovers)
     return report
+
+
+def held_overlaps(name: str, commits: Sequence[Commit], held: tuple[float, float]) -> list[str]:
+    """Commits of table ``name`` made while a writer outside Airflow held an exclusive lease on it.
+
+    The same second of slack as :func:`lease_checks` (commit timestamps are milliseconds of another clock).
+    """
+    granted, released = held
+    return [
+        f"{name}: {c.task_id}@{c.run_id} (v{c.version}) committed at {c.at.timestamp():.1f} while the "
+        f"exclusive external lease was held [{granted:.1f}, {released:.1f}]"
+        for c in commits
+        if granted + 1.0 < c.at.timestamp() < released - 1.0
+    ]
+
+
+def fence_checks(decisions: Sequence[Any], holder: tuple[str, str] | None) -> tuple[list[str], list[str]]:
+    """Whether the store fenced the frozen holder's lease for the conflicting writer: (problems, fence log).
+
+    Passes when the decision log holds, for a lease of ``holder`` (``(run_id, task_id)``, matched on the
+    owner key), a ``remote_fenced`` followed by a ``grant`` of the same table to another request, or a
+    ``remote_unfenced`` that names its reason (the lease then stays held: no hand-over, and that is sound).
+    An ``expiry`` of that lease logged before any fence decision is a reclaim without a fence.
+
+    :param decisions: the decision log, oldest first.
+    :param holder: the frozen holder; ``None`` when the freeze found no PySpark MERGE holding its lease.
+    """
+    if holder is None:
+        return [
+            "the freeze found no PySpark MERGE holding its lease: the Connect fence was not exercised"
+        ], []
+    run_id, task_id = holder
+
+    def mine(row: Any) -> bool:
+        try:
+            owner = json.loads(row.owner_key)
+        except ValueError:
+            return False
+        return isinstance(owner, dict) and owner.get("run_id") == run_id and owner.get("task_id") == task_id
+
+    leases = {(d.request_id, d.uri) for d in decisions if d.kind == "grant" and mine(d)}
+    if not leases:
+        return [f"no grant of {task_id}@{run_id} in the decision log"], []
+    problems: list[str] = []
+    log: list[str] = []
+    for lease_id, uri in sorted(leases):
+        own = [d for d in decisions if d.request_id == lease_id and _same(d.uri, uri)]
+        log += [f"{d.kind} at {d.at:.1f}: {d.detail[:300]}" for d in own if d.kind != "grant"]
+        fences = [d for d in own if d.kind in ("remote_fenced", "remote_unfenced")]
+        first_fence = fences[0].at if fences else float("inf")
+        if any(d.kind == "expiry" and d.at < first_fence for d in own):
+            problems.append(
+                f"lease {lease_id} of {task_id}@{run_id} expired and was reclaimed without a fence"
+            )
+        elif not fences:
+            problems.append(
+                f"no fence decision on lease {lease_id} of {task_id}@{run_id}: no conflicting writer asked "
+                "for the table while it was frozen past its lease"
+            )
+        elif fences[0].kind == "remote_fenced":
+            handed = [
+                d
+                for d in decisions
+                if d.kind == "grant"
+                and _same(d.uri, uri)
+                and d.request_id != lease_id
+                and d.at >= fences[0].at
+            ]
+            if not handed:
+                problems.append(
+                    f"lease {lease_id} was fenced but the table was never granted to another writer"
+                )
+            else:
+                log.append(f"granted to {handed[0].request_id} at {handed[0].at:.1f} ({handed[0].owner_key})")
+        elif not fences[0].detail.strip():
+            problems.append(f"remote_unfenced on lease {lease_id} without a reason")
+    return problems, log
 
 
 def store_orphans(

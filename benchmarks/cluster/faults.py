@@ -68,6 +68,10 @@ class FaultInjector:
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    #: runs the faults trigger (``(dag_id, run_id, business date)``), appended to; the run passes its own list
+    triggered: list[tuple[str, str, str]] = field(default_factory=list)
+    #: ``(run_id, task_id)`` of the PySpark MERGE the freeze froze while it held its lease, if it found one
+    frozen_holder: tuple[str, str] | None = None
     #: the lease store's engine for :meth:`_holds_lease`, opened on first use and disposed by :meth:`stop`
     _engine: Any = None
 
@@ -86,6 +90,15 @@ class FaultInjector:
     def done(self) -> bool:
         return self._thread is None or not self._thread.is_alive()
 
+    def finished(self, kind: str) -> bool:
+        """Whether the fault ``kind`` was injected, skipped or failed (or the injector ended)."""
+        return (
+            any(r.kind == kind for r in self.records)
+            or kind in self.skipped
+            or any(e.startswith(f"{kind}:") for e in self.errors)
+            or (self._thread is not None and not self._thread.is_alive())
+        )
+
     def _run(self) -> None:
         rng = random.Random(self.seed)
         order = list(self.kinds)
@@ -100,8 +113,8 @@ class FaultInjector:
             except Exception as exc:
                 self.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
 
-    def _wait_for(self, wanted: Callable[[dict[str, str]], bool]) -> bool:
-        deadline = time.monotonic() + self.window_s
+    def _wait_for(self, wanted: Callable[[dict[str, str]], bool], window_s: float | None = None) -> bool:
+        deadline = time.monotonic() + (self.window_s if window_s is None else window_s)
         while time.monotonic() < deadline and not self._stop.is_set():
             try:
                 if wanted(self.activity()):
@@ -178,40 +191,67 @@ class FaultInjector:
         return True
 
     def _stop_worker_past_lease(self, rng: random.Random) -> bool:
-        """Freeze a Celery worker and its task processes for ``lease_ttl + 10`` s.
+        """Freeze a Celery worker and its task processes past its lease; with Spark, bring a conflicting writer.
 
         The rule, decided before the run: with Spark in the stack the fault waits (up to ``window_s``) for a
         running PySpark ``merge_sales_*`` task that holds its lease, and freezes the Celery worker whose
         process tree runs it, so the frozen holder loses its lease while its write is under way: its
         remaining Connect operations must not commit, and its expired lease can be handed over only through
         the Connect fence. (Freezing a task before its grant only delays it: measured, the first run with
-        "running" alone froze one before its lease was granted.) Without Spark, or when no such MERGE is found in the window, it freezes the
-        busiest worker during any write (the note says which case it was).
+        "running" alone froze one before its lease was granted.) Once it found that MERGE it triggers the
+        conflicting writer (``benchmarks/cluster/dags/pyspark_optimize_sales.py``: a whole-table OPTIMIZE of
+        that table, routed to the other worker) and freezes the holder's worker only when the writer's
+        request is queued in the store while the holder still holds its lease; the freeze then lasts until
+        the store logged a fence decision on the frozen lease (:func:`freeze_over`), so the hand-over
+        happens while the holder is still frozen, as it would for a machine that is gone. A MERGE that
+        ends before the writer is queued is not frozen (the busiest worker is, and the audit reports the
+        fence as not exercised).
+        Without Spark, or when no such MERGE is found in the window, it freezes the busiest worker during any
+        write for ``lease_ttl + 10`` s (the note says which case it was).
         """
         target, note = None, "any write"
+        found: list[tuple[str, str, str]] = []
         if "spark-connect" in self.stack.services:
-            found: list[tuple[str, str]] = []
 
             def spark_merge_on_a_worker(activity: dict[str, str]) -> bool:
                 for key, state in activity.items():
                     task_id, variant, run_id = key.split("@", 2)
-                    if (
-                        state == "running"
-                        and variant == "pyspark"
-                        and task_id.startswith("merge_sales_")
-                        and self._holds_lease(task_id, run_id)
-                    ):
+                    if state != "running" or variant != "pyspark" or not task_id.startswith("merge_sales_"):
+                        continue
+                    lease_id = self._held_lease(task_id, run_id)
+                    if lease_id is not None:
                         worker = self._worker_running(task_id, run_id)
                         if worker is not None:
-                            found.append((worker, key))
+                            found.append((worker, key, lease_id))
                             return True
                 return False
 
-            if self._wait_for(spark_merge_on_a_worker):
-                target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
+            writer = ""
+            # a longer window than other faults': measured (2026-11-28, load 20-25), the PySpark run's first
+            # MERGE was granted 5 minutes after the faults started, after the 240 s window had ended
+            if self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
+                # the conflicting writer first, on the other worker; the freeze only once it is queued behind
+                # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7 minutes
+                # to reach a free slot of its worker, and the capped freeze had ended long before it asked
+                writer = self._bring_conflicting_writer(found[-1][0])
+                holder_task, _, holder_run = found[-1][1].split("@", 2)
+                if (
+                    self._wait_for(
+                        lambda _: (
+                            self._writer_queued() or self._held_lease(holder_task, holder_run) != found[-1][2]
+                        ),
+                        # the holder's end also ends this wait: the writer may need minutes to reach a slot
+                        window_s=3 * self.window_s,
+                    )
+                    and self._held_lease(holder_task, holder_run) == found[-1][2]
+                ):
+                    target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
+                else:
+                    note = f"any write (the PySpark MERGE {found[-1][1]} ended before {writer} was queued)"
             else:
                 note = "any write (no PySpark MERGE found on a worker in the window)"
         if target is None:
+            found.clear()
             if not self._wait_for(_writing):
                 return False
             target = self._busiest_worker(rng)
@@ -221,7 +261,20 @@ class FaultInjector:
         service.signal(signal.SIGSTOP)
         # task processes live in their own groups: stop every process of that worker's tree
         stopped = _tree_signal(service.pid, signal.SIGSTOP)
-        time.sleep(self.stack.lease_ttl + 10.0)
+        lease_id = None
+        if found:
+            task_id, _, run_id = found[-1][1].split("@", 2)
+            lease_id = found[-1][2]
+            self.frozen_holder = (run_id, task_id)
+        began = time.monotonic()
+        fenced = False
+        while not freeze_over(time.monotonic() - began, self.stack.lease_ttl, lease_id is not None, fenced):
+            time.sleep(2.0)
+            if lease_id is not None and not fenced:
+                try:
+                    fenced = self._fence_decided(lease_id)
+                except Exception:  # the store may be restarting (another fault): ask again
+                    fenced = False
         _tree_signal(service.pid, signal.SIGCONT, stopped)
         service.signal(signal.SIGCONT)
         self._record(
@@ -229,29 +282,83 @@ class FaultInjector:
             target,
             at,
             time.time() - at,
-            f"froze {note}; {len(stopped)} processes; running then: {running}",
+            f"froze {note}; {len(stopped)} processes; running then: {running}"
+            + (f"; conflicting writer {writer}" if writer else "")
+            + (f"; fence decided during the freeze: {fenced}" if lease_id else ""),
         )
         return True
 
-    def _holds_lease(self, task_id: str, run_id: str) -> bool:
-        """Whether ``task_id`` of ``run_id`` holds a live lease (read from the lease store's ``dg_leases``)."""
-        import json
+    def _bring_conflicting_writer(self, frozen: str) -> str:
+        """Trigger the whole-table OPTIMIZE on a Celery worker other than ``frozen``; return ``dag@run``."""
+        from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX, FIRST_DAY
 
+        others = [i for i in range(1, self.stack.celery_workers + 1) if f"celery-worker-{i}" != frozen]
+        assert self.stack.airflow is not None and others
+        dag_id = f"{CONFLICTING_WRITER_PREFIX}{others[0]}"
+        run_id = self.stack.airflow.api().trigger(dag_id, {"date": FIRST_DAY})
+        self.triggered.append((dag_id, run_id, FIRST_DAY))
+        return f"{dag_id}@{run_id}"
+
+    def _writer_queued(self) -> bool:
+        """Whether the conflicting writer's request waits in the lease store's queue (``dg_queue``)."""
+        import sqlalchemy as sa
+
+        from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX
+
+        with self._store_engine().connect() as connection:
+            return (
+                connection.execute(
+                    sa.text("SELECT count(*) FROM dg_queue WHERE owner_key LIKE :p AND expires_at > :now"),
+                    {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "now": time.time()},
+                ).scalar_one()
+                > 0
+            )
+
+    def _fence_decided(self, lease_id: str) -> bool:
+        """Whether the decision log holds a fence decision (``remote_fenced``/``remote_unfenced``) on ``lease_id``."""
+        import sqlalchemy as sa
+
+        with self._store_engine().connect() as connection:
+            return (
+                connection.execute(
+                    sa.text(
+                        "SELECT count(*) FROM dg_decisions WHERE request_id = :l "
+                        "AND kind IN ('remote_fenced', 'remote_unfenced')"
+                    ),
+                    {"l": lease_id},
+                ).scalar_one()
+                > 0
+            )
+
+    def _store_engine(self) -> Any:
         import sqlalchemy as sa
 
         # one engine for the whole fault, not one per one-second poll; pre-ping: the lease store's server
         # may have been restarted by another fault since the last poll
         if self._engine is None:
             self._engine = sa.create_engine(self.stack.lease_store_url, pool_pre_ping=True)
-        with self._engine.connect() as connection:
-            owners = connection.execute(
-                sa.text("SELECT owner_key FROM dg_leases WHERE expires_at > :now"), {"now": time.time()}
-            ).scalars()
-            for owner in owners:
+        return self._engine
+
+    def _holds_lease(self, task_id: str, run_id: str) -> bool:
+        """Whether ``task_id`` of ``run_id`` holds a live lease (read from the lease store's ``dg_leases``)."""
+        return self._held_lease(task_id, run_id) is not None
+
+    def _held_lease(self, task_id: str, run_id: str) -> str | None:
+        """The live lease ``task_id`` of ``run_id`` holds (from the lease store's ``dg_leases``), or ``None``."""
+        import json
+
+        import sqlalchemy as sa
+
+        with self._store_engine().connect() as connection:
+            rows = connection.execute(
+                sa.text("SELECT lease_id, owner_key FROM dg_leases WHERE expires_at > :now"),
+                {"now": time.time()},
+            )
+            for lease_id, owner in rows:
                 key = json.loads(owner)
                 if key.get("task_id") == task_id and key.get("run_id") == run_id:
-                    return True
-        return False
+                    return str(lease_id)
+        return None
 
     def _worker_running(self, task_id: str, run_id: str) -> str | None:
         """The Celery worker whose process tree runs ``task_id`` of ``run_id`` (of the PySpark DAG).
@@ -296,6 +403,23 @@ class FaultInjector:
         for record in self.records:
             counts[record.kind] = counts.get(record.kind, 0) + 1
         return counts
+
+
+def freeze_over(elapsed: float, lease_ttl: float, awaiting_fence: bool, fenced: bool) -> bool:
+    """Whether a frozen worker may be thawed after ``elapsed`` seconds.
+
+    Never before ``lease_ttl + 10`` s (its lease must expire). A holder for which a conflicting writer was
+    brought stays frozen until the store logged a fence decision on its lease (a waiting writer re-checks an
+    expired holder only every 30 s when woken by LISTEN/NOTIFY, ADR 0025; thawed earlier, the holder's own
+    keeper would stop its work and drop the fence handle, and the fence would never run), but not past
+    ``lease_ttl + 60`` s: the stack's heartbeat timeout (``lease_ttl + 90``) must stay above every freeze.
+
+    :param awaiting_fence: a conflicting writer was brought for a holder whose lease was found.
+    :param fenced: the decision log holds ``remote_fenced`` or ``remote_unfenced`` for that lease.
+    """
+    if elapsed < lease_ttl + 10.0:
+        return False
+    return not awaiting_fence or fenced or elapsed >= lease_ttl + 60.0
 
 
 def _cmdline(pid: int) -> bytes:

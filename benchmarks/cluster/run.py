@@ -22,11 +22,15 @@ from typing import Any
 
 from benchmarks.cluster.audit import audit, example_pipeline
 from benchmarks.cluster.faults import CHEAP_KINDS, KINDS, FaultInjector
+from benchmarks.cluster.holder import ExternalHolder
 from benchmarks.cluster.stack import TABLE_ROOT, ClusterStack
 from benchmarks.harness.airflow_runner import repo_root
 
 DELTA_RS_DAG = "deltaguard_daily_sales"
 SPARK_DAG = "pyspark_daily_sales"
+#: the freeze fault's conflicting writer: DAG ``<prefix><i>`` runs on Celery worker ``i`` only
+#: (``benchmarks/cluster/dags/pyspark_optimize_sales.py``)
+CONFLICTING_WRITER_PREFIX = "pyspark_optimize_sales_on_worker"
 FIRST_DAY = "2026-11-21"
 TERMINAL = frozenset({"success", "failed"})
 #: ``[scheduler] task_instance_heartbeat_timeout`` of a run that freezes no worker
@@ -132,6 +136,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     spark = not (args.no_spark or short)
     runs = 1 if short else max(1, int(args.runs))
     kinds: tuple[str, ...] = () if args.no_faults else (CHEAP_KINDS if short else KINDS)
+    if getattr(args, "faults", None) and not args.no_faults:
+        kinds = tuple(args.faults)
     if not spark:
         kinds = tuple(k for k in kinds if k != "kill_spark_connect")
     out = args.out or repo_root() / "benchmarks" / "results" / (
@@ -150,6 +156,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         "python -m benchmarks.cluster run"
         + (" --short" if short else "")
         + (" --no-leases" if args.no_leases else "")
+        + (f" --faults {','.join(kinds)}" if getattr(args, "faults", None) else "")
     )
     # a figure names the commit it came from (a dirty tree says so)
     described = subprocess.run(
@@ -196,12 +203,17 @@ def run(
     write_seconds: float = 8.0,
     run_timeout: float = 1500.0,
     lease_ttl: float = 90.0,
+    external_hold: bool | None = None,
 ) -> dict[str, Any]:
     """Start the stack, run the pipelines under the faults, audit, stop; return the results document.
 
     :param lease_ttl: ``[deltaguard] lease_ttl``. 90 s by default: with 30 s (store calls bounded at 2.5 s)
         every write of the short run failed closed with ``StoreCallTimeout`` at load 10-20 on two cores
         (2026-11-28), and the full runs needed 90 s too.
+    :param external_hold: hold an exclusive lease on the delta-rs ``customers`` table from outside Airflow
+        until the triggerer fault was injected (:mod:`benchmarks.cluster.holder`), so that fault finds the
+        table's writers deferred. ``None``: when the run is one pipeline run with ``restart_triggerer`` among
+        its faults (the short run: without it the fault found a deferred task in 1 of 9 runs).
     """
     began = time.monotonic()
     load_at_start = list(os.getloadavg())
@@ -228,6 +240,9 @@ def run(
     pipeline = example_pipeline()
     result: dict[str, Any] = {}
     injector: FaultInjector | None = None
+    holder: ExternalHolder | None = None
+    if external_hold is None:
+        external_hold = runs == 1 and "restart_triggerer" in kinds
     leftovers: list[int] = []
     try:
         stack.up()
@@ -235,7 +250,11 @@ def run(
         assert stack.airflow is not None
         api = stack.airflow.api()
         variants = {DELTA_RS_DAG: "deltaguard"} | ({SPARK_DAG: "pyspark"} if spark else {})
-        for variant in variants.values():
+        if spark and "stop_worker_past_lease" in kinds:
+            variants |= {
+                f"{CONFLICTING_WRITER_PREFIX}{i}": "pyspark" for i in range(1, stack.celery_workers + 1)
+            }
+        for variant in dict.fromkeys(variants.values()):
             pipeline.create_tables(variant, FIRST_DAY)
         planned: list[tuple[str, str]] = [
             (DELTA_RS_DAG, (date.fromisoformat(FIRST_DAY) + timedelta(days=i)).isoformat())
@@ -247,6 +266,14 @@ def run(
             api.wait(f"DAG {dag_id} parsed", lambda d=dag_id: api.dag(d), 300, 2.0)
             api.set_paused(dag_id, False)
         triggered: list[tuple[str, str, str]] = []
+        if external_hold:
+            holder = ExternalHolder(
+                stack.lease_store_url,
+                pipeline.table_uris("deltaguard")["customers"],
+                until=lambda: injector is not None and injector.finished("restart_triggerer"),
+                ttl_s=lease_ttl,
+            )
+            holder.start()
         for dag_id, day in planned:
             triggered.append((dag_id, api.trigger(dag_id, {"date": day}), day))
 
@@ -259,7 +286,8 @@ def run(
 
         stack.timings["tables and DAGs ready"] = round(time.monotonic() - began - up_s, 1)
         pipeline_began = time.monotonic()
-        injector = FaultInjector(stack, kinds, seed, activity)
+        # the faults' own runs (the freeze's conflicting writer) join ``triggered``: waited for and audited
+        injector = FaultInjector(stack, kinds, seed, activity, triggered=triggered)
         injector.start()
         deadline = time.monotonic() + run_timeout
         states: dict[str, str] = {}
@@ -275,6 +303,8 @@ def run(
                 break
             time.sleep(3)
         injector.stop()
+        if holder is not None:
+            holder.stop()
         stack.timings["runs and faults"] = round(time.monotonic() - pipeline_began, 1)
         audit_began = time.monotonic()
         # the triggerer and store settle: releases after the last task are logged by then
@@ -286,14 +316,19 @@ def run(
         conflicts = Conflicts(store_urls)
         scheduler_log = (stack.log_dir / "scheduler.log").read_text(errors="replace")
         reports = {}
+        held = holder.held() if holder is not None else None
+        froze_with_spark = spark and bool(injector.summary().get("stop_worker_past_lease"))
         try:
-            for dag_id, variant in variants.items():
-                ours = [(r, day) for d, r, day in triggered if d == dag_id]
+            # one audit per variant (one set of tables), over every DAG's runs that wrote them
+            for dag_id, variant in ((DELTA_RS_DAG, "deltaguard"), (SPARK_DAG, "pyspark")):
+                if dag_id not in variants:
+                    continue
+                ours = [(d, r, day) for d, r, day in triggered if variants[d] == variant]
                 reports[dag_id] = audit(
                     tables=pipeline.table_uris(variant),
-                    day_of_run=dict(ours),
+                    day_of_run={r: day for _, r, day in ours},
                     first_day=FIRST_DAY,
-                    task_instances={r: tis[(dag_id, r)] for r, _ in ours},
+                    task_instances={r: tis[(d, r)] for d, r, _ in ours},
                     store_urls=store_urls,
                     conflicting=conflicts,
                     log_dir=stack.airflow.log_dir,
@@ -301,6 +336,10 @@ def run(
                     dag_id=dag_id,
                     airflow_leftovers=leftovers_af if dag_id == DELTA_RS_DAG else (),
                     xcoms={k: v for k, v in xcoms.items() if isinstance(v, dict)},
+                    dag_of_run={r: d for d, r, _ in ours},
+                    external_holds={"customers": held} if held and variant == "deltaguard" else None,
+                    fence_expected=froze_with_spark and variant == "pyspark",
+                    frozen_holder=injector.frozen_holder,
                 )
         finally:
             conflicts.close()
@@ -358,6 +397,15 @@ def run(
             "faults": injector.summary(),
             "fault_log": [f.__dict__ for f in injector.records],
             "faults_skipped": injector.skipped,
+            "external_hold": None
+            if holder is None
+            else {
+                "table": holder.uri,
+                "lease": holder.lease_id,
+                "held_s": round(held[1] - held[0], 1) if held else None,
+                "errors": holder.errors,
+            },
+            "frozen_holder": injector.frozen_holder,
             "fault_errors": injector.errors,
             "seed": seed,
             "audit": figures,
@@ -369,6 +417,8 @@ def run(
     finally:
         if injector is not None:
             injector.stop()
+        if holder is not None:
+            holder.stop()
         down_began = time.monotonic()
         stack.down()
         leftovers = stack.leftovers()

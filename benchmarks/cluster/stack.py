@@ -49,6 +49,15 @@ from deltaguard.engines.spark.connect_server import free_port
 BUCKET = "lake"
 #: where the example DAGs keep their tables on the object store (``DELTAGUARD_EXAMPLE_TABLE_ROOT``)
 TABLE_ROOT = f"s3://{BUCKET}/examples"
+#: DAG files of the stack's own (not examples): the freeze fault's conflicting writer
+CLUSTER_DAGS = Path(__file__).resolve().parent / "dags"
+
+
+def worker_queue(i: int) -> str:
+    """The Celery queue only Celery worker ``i`` (from 1) consumes, beside Airflow's ``default``."""
+    return f"worker{i}"
+
+
 #: moto accepts any key; these only need to be the same everywhere
 AWS_KEY, AWS_SECRET, AWS_REGION = "deltaguard", "deltaguard-secret", "us-east-1"
 #: the Hadoop S3A jars (hadoop-aws for the pyspark wheel's Hadoop, and the AWS SDK bundle), see ``jars.py``
@@ -99,9 +108,10 @@ class ClusterStack:
         of its own, as if each machine had its own SQLite file, so writes on different workers never see
         each other's leases. The audit must then fail.
     :param heartbeat_timeout: ``[scheduler] task_instance_heartbeat_timeout``: how long a SIGKILLed worker's
-        task stays running before the scheduler fails it (the run waits that long). Default ``lease_ttl + 30``
-        and at least 60: above the SIGSTOP fault's freeze (``lease_ttl + 10``), or a frozen holder's task would
-        be failed by Airflow instead of handed over by the lease store.
+        task stays running before the scheduler fails it (the run waits that long). Default ``lease_ttl + 90``
+        and at least 60: above the SIGSTOP fault's longest freeze (``lease_ttl + 60``: it lasts until the store
+        fenced the frozen holder for the conflicting writer it brings), or a frozen holder's task would be
+        failed by Airflow instead of handed over by the lease store.
     :param triggerer_takeover: ``[triggerer] triggerer_health_check_threshold``: how long after a killed
         triggerer's last heartbeat its triggers go to a live triggerer (a deferred task waits that long).
         ``None``: Airflow's default (30 s).
@@ -133,7 +143,7 @@ class ClusterStack:
         self.write_seconds = write_seconds
         self.extra_env = dict(extra_env or {})
         self.split_store = split_store
-        self.heartbeat_timeout = heartbeat_timeout or max(60.0, lease_ttl + 30.0)
+        self.heartbeat_timeout = heartbeat_timeout or max(60.0, lease_ttl + 90.0)
         self.triggerer_takeover = triggerer_takeover
         self.ports = Ports.pick()
         self.services: dict[str, Service] = {}
@@ -402,6 +412,7 @@ class ClusterStack:
             "DELTAGUARD_EXAMPLE_SCHEDULE": "none",
             "DELTAGUARD_EXAMPLE_MAX_ACTIVE_RUNS": "4",
             "DELTAGUARD_EXAMPLE_WRITE_SECONDS": str(self.write_seconds),
+            "DELTAGUARD_CLUSTER_CELERY_WORKERS": str(self.celery_workers),
             **connection_env(self.ports.connect),
         }
         env.update(self.extra_env)
@@ -465,6 +476,10 @@ class ClusterStack:
                 "worker",
                 "--celery-hostname",
                 f"worker{i}@127.0.0.1",
+                # Airflow's default queue, and one of this worker's own: a task routed there runs on this
+                # worker only (the freeze fault's conflicting writer must not be fetched by the frozen one)
+                "--queues",
+                f"default,{worker_queue(i)}",
                 "--concurrency",
                 str(self.worker_concurrency),
                 "--skip-serve-logs",
@@ -543,6 +558,8 @@ class ClusterStack:
     #: the example DAG files the runs use (``example_pipeline.py`` holds what both import, no DAG)
     DAG_FILES: tuple[str, ...] = ("deltaguard_daily_sales.py", "example_pipeline.py")
     SPARK_DAG_FILES: tuple[str, ...] = ("pyspark_daily_sales.py",)
+    #: the stack's own DAG files (``benchmarks/cluster/dags``), beside the examples when Spark runs
+    CLUSTER_SPARK_DAG_FILES: tuple[str, ...] = ("pyspark_optimize_sales.py",)
 
     def _dags_folder(self) -> Path:
         """A DAGs folder of links to the example DAGs the runs trigger, not the whole examples folder: the
@@ -552,6 +569,8 @@ class ClusterStack:
         folder.mkdir(exist_ok=True)
         for name in self.DAG_FILES + (self.SPARK_DAG_FILES if self.spark else ()):
             (folder / name).symlink_to(default_dags_folder() / name)
+        for name in self.CLUSTER_SPARK_DAG_FILES if self.spark else ():
+            (folder / name).symlink_to(CLUSTER_DAGS / name)
         return folder
 
     def _metadata_schema(self, timeout: float) -> None:

@@ -11,6 +11,8 @@ from benchmarks.cluster.audit import (
     example_pipeline,
     expected_tables,
     expired_leases,
+    fence_checks,
+    held_overlaps,
     lease_checks,
     leases_from,
 )
@@ -163,3 +165,70 @@ def test_every_lease_left_is_an_orphan_except_an_expired_one_of_a_task_that_died
     # the same expired lease is an orphan when its task did not die
     orphans, dead = store_orphans([url], [uris["killed"]], set(), now=clock[0] + 120)
     assert len(orphans) == 1 and dead == []
+
+
+# -- the store-side Connect fence of the frozen PySpark holder (the freeze fault with Spark) ----------------
+
+HOLDER = ("r1", "merge_sales_fr")
+HOLDER_KEY = '{"run_id": "r1", "task_id": "merge_sales_fr"}'
+
+
+def _decision(at: float, kind: str, request: str, owner: str = "", detail: str = "x") -> SimpleNamespace:
+    return SimpleNamespace(
+        at=at, kind=kind, request_id=request, uri=URI, owner_key=owner or request, detail=detail
+    )
+
+
+def test_a_fenced_hand_over_of_the_frozen_holder_passes() -> None:
+    log = [
+        _decision(10, "grant", "h", HOLDER_KEY),
+        _decision(20, "wait", "w"),
+        _decision(120, "remote_fenced", "h", HOLDER_KEY, "interrupted and confirmed"),
+        _decision(120, "expiry", "h", HOLDER_KEY),
+        _decision(121, "grant", "w"),
+    ]
+    problems, fence = fence_checks(log, HOLDER)
+    assert problems == []
+    assert any(f.startswith("remote_fenced") for f in fence) and any("granted to w" in f for f in fence)
+
+
+def test_an_unfenced_decision_with_its_reason_passes_and_without_one_fails() -> None:
+    log = [
+        _decision(10, "grant", "h", HOLDER_KEY),
+        _decision(120, "remote_unfenced", "h", HOLDER_KEY, "timeout"),
+    ]
+    assert fence_checks(log, HOLDER)[0] == []
+    log[1] = _decision(120, "remote_unfenced", "h", HOLDER_KEY, " ")
+    assert "without a reason" in fence_checks(log, HOLDER)[0][0]
+
+
+def test_no_fence_a_reclaim_without_one_a_fence_without_hand_over_or_no_frozen_holder_fail() -> None:
+    granted = _decision(10, "grant", "h", HOLDER_KEY)
+    # nobody asked for the table while the holder was frozen: nothing was fenced
+    assert (
+        "no fence decision"
+        in fence_checks([granted, _decision(20, "release", "h", HOLDER_KEY)], HOLDER)[0][0]
+    )
+    # the store reclaimed the lease before any fence decision
+    reclaimed = [granted, _decision(100, "expiry", "h", HOLDER_KEY), _decision(100, "grant", "w")]
+    assert "without a fence" in fence_checks(reclaimed, HOLDER)[0][0]
+    # fenced, but the waiting writer never got the table
+    fenced = [
+        granted,
+        _decision(120, "remote_fenced", "h", HOLDER_KEY),
+        _decision(120, "expiry", "h", HOLDER_KEY),
+    ]
+    assert "never granted" in fence_checks(fenced, HOLDER)[0][0]
+    # another task's grant is not the holder's
+    assert (
+        "no grant"
+        in fence_checks([_decision(10, "grant", "x", '{"run_id": "r1", "task_id": "other"}')], HOLDER)[0][0]
+    )
+    assert "not exercised" in fence_checks([granted], None)[0][0]
+
+
+def test_a_commit_while_the_external_holder_held_the_table_is_an_overlap() -> None:
+    commits = [_commit(1, 5, "update", "a"), _commit(2, 50, "delete", "b"), _commit(3, 200, "alter", "c")]
+    found = held_overlaps("customers", commits, (10.0, 100.0))
+    assert len(found) == 1 and "delete" in found[0]
+    assert held_overlaps("customers", commits[:1] + commits[2:], (10.0, 100.0)) == []
