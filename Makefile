@@ -69,8 +69,17 @@ typecheck: $(VENV)/.installed-test
 	cd build/typecheck && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml \
 		--cache-dir ../../.mypy_cache -p deltaguard
 
+# The whole suite in two parts: the tests that start no Airflow stack, JVM or multi-process run (not `slow`,
+# not `spark`: CPU-light and independent, each in its own tmp_path) on both cores through pytest-xdist, a
+# whole module per worker (`--dist loadfile`: a module's fixtures are set up once); then the `slow or spark`
+# ones one at a time, as before (their stacks and JVMs are heavy and timing-sensitive). Both parts run even
+# when the first fails; make fails if either did.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-cluster $(DELTA_JARS)/.fetched lint typecheck
-	$(VENV)/bin/python -m pytest tests
+	status=0; \
+	$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -n $(TEST_WORKERS) --dist loadfile || status=$$?; \
+	$(VENV)/bin/python -m pytest tests -m "slow or spark" || status=$$?; \
+	exit $$status
 
 # The edit loop: no real scheduler, no JVM, no multi-process runs (those are marked slow or spark); stops at
 # the first failure and runs the last failures first. `make test` stays the whole suite.

@@ -1,4 +1,8 @@
-"""Spark without Delta's jars runs in a process of its own.
+"""Fixtures for the whole suite, and Spark without Delta's jars in a process of its own.
+
+One PostgreSQL cluster per test process: ``pg_server`` is offered here, once, so every directory and
+module that needs a real PostgreSQL shares it (each test makes its own database in it). Offered from
+several conftests, pytest kept one session fixture per place, and a whole run started up to five clusters.
 
 A JVM keeps the classpath it started with, and every Spark session of a test process starts with Delta's
 jars (the install step puts them in the environment). Tests marked ``without_delta_jars`` check what a
@@ -11,6 +15,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tests.pg_fixtures import pg_server  # noqa: F401  (offered to every test directory)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -63,6 +63,38 @@ def _run_as(user: str | None, argv: list[str]) -> None:
         )
 
 
+#: how many ports a cluster's start tries before it gives up
+_START_ATTEMPTS = 3
+
+
+def _pg_ctl_start(bin_dir: Path, data: Path, root: Path, port: int, max_connections: int) -> list[str]:
+    """The ``pg_ctl start`` command of a cluster listening on 127.0.0.1:``port`` (socket inside ``root``)."""
+    options = (
+        f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
+        f"-c max_connections={max_connections} -c fsync=off -c synchronous_commit=off "
+        "-c full_page_writes=off -c shared_buffers=64MB"
+    )
+    return [
+        str(bin_dir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-o",
+        options,
+        "-l",
+        str(root / "log"),
+        "-w",
+        "-t",
+        "60",
+        "start",
+    ]
+
+
+def _stop(user: str | None, bin_dir: Path, data: Path) -> None:
+    """Stop the cluster in ``data`` at once, if one runs there."""
+    with contextlib.suppress(Exception):
+        _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
+
+
 @contextlib.contextmanager
 def throwaway_postgres(max_connections: int = 100) -> Iterator[str]:
     """Start a private PostgreSQL cluster; yield its SQLAlchemy URL; stop and delete it afterwards.
@@ -91,31 +123,20 @@ def throwaway_postgres(max_connections: int = 100) -> Iterator[str]:
         _run_as(
             user, [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
         )
-        options = (
-            f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-            f"-c max_connections={max_connections} -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c shared_buffers=64MB"
-        )
-        _run_as(
-            user,
-            [
-                str(bin_dir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-o",
-                options,
-                "-l",
-                str(root / "log"),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        )
+        # The port is free when picked but not held: another process (a second test worker starting its own
+        # cluster at the same moment) may take it first, so a start that fails is tried on a fresh port.
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                _run_as(user, _pg_ctl_start(bin_dir, data, root, port, max_connections))
+                break
+            except RuntimeError:
+                if attempt == _START_ATTEMPTS - 1:
+                    raise
+                _stop(user, bin_dir, data)  # a server that came up after pg_ctl gave up on it
+                port = _free_port()
         started = True
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
-        if started:
-            with contextlib.suppress(Exception):
-                _run_as(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
+        if started or (data / "postmaster.pid").exists():
+            _stop(user, bin_dir, data)
         shutil.rmtree(root, ignore_errors=True)

@@ -1,6 +1,6 @@
 """The ``pg_server`` fixture, shared by the test directories that need a real PostgreSQL.
 
-A conftest imports it (``from tests.pg_fixtures import pg_server``) to offer it to its directory.
+The root conftest (``tests/conftest.py``) imports it, once, so one cluster serves a whole test process.
 :mod:`tests.pg` stays free of pytest, because the lease benchmark imports it too.
 """
 

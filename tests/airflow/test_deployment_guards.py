@@ -20,7 +20,6 @@ from deltaguard.leases.store_location import store_reference
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from deltaguard.triggers.table_version import DeltaAdmissionTrigger
 from tests.airflow.helpers import decision_rows, run_dag, sales_table, task_state
-from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture for the PostgreSQL store test)
 
 OPS = "from deltaguard.operators.dml import DeltaMergeOperator"
 

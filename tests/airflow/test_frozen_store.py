@@ -29,7 +29,6 @@ from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.exceptions import StoreUnavailableError
 from deltaguard.leases.timing import LeaseTiming
-from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture offered to this module)
 
 TIMEOUT = 2.0
 #: thread hand-over, logging and the test's own bookkeeping
@@ -126,7 +125,7 @@ def _ask(hook: Any, table: str = "s3://b/t", owner: Owner = OWNER) -> Any:
 
 
 @pytest.fixture
-def pg_store_url(pg_server: str) -> str:  # noqa: F811 (the imported fixture, requested by name)
+def pg_store_url(pg_server: str) -> str:
     return _fresh_database(pg_server)
 
 

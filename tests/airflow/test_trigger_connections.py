@@ -21,7 +21,6 @@ from deltaguard.hooks import lease_pool as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.listen import CHANNEL
 from deltaguard.triggers.lease import NOTIFY_POLL_POLLS, LeaseAvailableTrigger
-from tests.pg_fixtures import pg_server  # noqa: F401  (the real PostgreSQL these tests need)
 
 pytestmark = pytest.mark.postgres
 
@@ -35,7 +34,7 @@ def _request(owner: str, kind: OperationKind, table: str = "/t/sales") -> LeaseR
 
 
 @pytest.fixture
-def pg_url(pg_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:  # noqa: F811
+def pg_url(pg_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"dg_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:

@@ -18,7 +18,6 @@ from deltaguard.leases.open import open_store
 from deltaguard.leases.store import LeaseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # make `tests.pg` importable (importlib mode)
-from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture offered to this directory)
 
 PROFILE = EngineProfile(EngineName.DELTA_SPARK, "4.0")
 CONFIG = TableConfig(partition_columns=("date",), version=1)
@@ -98,7 +97,7 @@ def fresh_pg_database(server_url: str) -> str:
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> str:  # noqa: F811 (the imported fixture, requested by name)
+def pg_url(pg_server: str) -> str:
     return fresh_pg_database(pg_server)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from deltaguard.plugins.reads import UiReader
-from tests.pg_fixtures import pg_server  # noqa: F401  (a fixture offered to this directory)
 from tests.ui.scenario import Scenario, build
 
 
