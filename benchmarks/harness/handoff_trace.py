@@ -88,6 +88,20 @@ def _task_dirs(logs: Path, dag_id: str, task_id: str) -> list[Path]:
     return sorted((logs / f"dag_id={dag_id}").glob(f"run_id=*/task_id={task_id}"))
 
 
+def task_log_events(
+    logs: Path, dag_id: str, task_id: str
+) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """A task's JSON log events over all its attempts, in time order: ``(task's, its trigger's)``."""
+    task_events: list[tuple[float, str]] = []
+    trigger_events: list[tuple[float, str]] = []
+    for folder in _task_dirs(logs, dag_id, task_id):
+        for path in folder.glob("attempt=*.log*"):
+            (trigger_events if ".trigger." in path.name else task_events).extend(_json_events(path))
+    task_events.sort()
+    trigger_events.sort()
+    return task_events, trigger_events
+
+
 def trace(
     logs: Path, dag_id: str, pairs: Sequence[Mapping[str, Any]], enqueued: Mapping[str, list[float]]
 ) -> list[dict[str, Any]]:
@@ -105,13 +119,7 @@ def trace(
             float(pair["granted_at"]),
             float(pair["first_byte_at"]),
         )
-        trigger_events: list[tuple[float, str]] = []
-        task_events: list[tuple[float, str]] = []
-        for folder in _task_dirs(logs, dag_id, task_id):
-            for path in folder.glob("attempt=*.log*"):
-                (trigger_events if ".trigger." in path.name else task_events).extend(_json_events(path))
-        trigger_events.sort()
-        task_events.sort()
+        task_events, trigger_events = task_log_events(logs, dag_id, task_id)
         fired = _first_after(trigger_events, "Trigger fired event", granted)
         queued = next(
             (at for at in sorted(enqueued.get(task_id, [])) if fired is not None and at >= fired), None

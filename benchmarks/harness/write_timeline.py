@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.handoff_trace import _json_events, _task_dirs, enqueue_times
+from benchmarks.harness.handoff_trace import enqueue_times, task_log_events
 
 #: the five parts of a write's span, in the order they are reported
 PARTS: tuple[str, ...] = ("write_s", "conflict_s", "slot_s", "granted_s", "overhead_s")
@@ -190,13 +190,7 @@ def read_run(work: Path, dag_id: str = "bench_deltaguard") -> list[WritePoints]:
             decisions.setdefault(str(task), []).append((float(at), str(kind)))
     out = []
     for write in sorted(attempts):
-        task_events: list[tuple[float, str]] = []
-        trigger_events: list[tuple[float, str]] = []
-        for folder in _task_dirs(logs, dag_id, write):
-            for path in folder.glob("attempt=*.log*"):
-                (trigger_events if ".trigger." in path.name else task_events).extend(_json_events(path))
-        task_events.sort()
-        trigger_events.sort()
+        task_events, trigger_events = task_log_events(logs, dag_id, write)
         out.append(
             points_of(
                 write, task_events, trigger_events, enqueued.get(write, []), decisions[write], attempts[write]
