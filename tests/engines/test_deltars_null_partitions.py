@@ -9,14 +9,12 @@ commits so every partition has two files.
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
 
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
@@ -24,6 +22,7 @@ from deltaguard.core.operations import OperationKind as K
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.discovery import read_table_config
+from tests.engines.stale_commits import either_order_fails
 
 DELTARS = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 TYPES: dict[str, tuple[pa.DataType, object, object, Callable[[object], str]]] = {
@@ -69,23 +68,8 @@ def _run(kind: K, predicate: str) -> Callable[[DeltaTable], object]:
     return lambda t: t.update(predicate=predicate, updates={"v": "v + 1"})
 
 
-def _conflicts(
-    base: Path, work: Path, first: Callable[[DeltaTable], object], second: Callable[[DeltaTable], object]
-) -> bool:
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(base, work)
-    winner, stale = DeltaTable(str(work)), DeltaTable(str(work))
-    first(winner)
-    try:
-        second(stale)
-    except CommitFailedError:
-        return True
-    return False
-
-
 def _engine_conflicts(tmp_path: Path, base: Path, x: tuple[K, str], y: tuple[K, str]) -> bool:
-    work = tmp_path / "work"
-    return _conflicts(base, work, _run(*x), _run(*y)) or _conflicts(base, work, _run(*y), _run(*x))
+    return either_order_fails(base, tmp_path / "work", _run(*x), _run(*y))
 
 
 def _model_conflicts(x: tuple[K, str], y: tuple[K, str], table: TableConfig | None = None) -> bool:

@@ -11,21 +11,19 @@ Each pair runs in both orders from one snapshot: the first write commits, the se
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
+from deltalake import write_deltalake
 
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
 from deltaguard.core.operations import OperationKind as K
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.discovery import read_table_config
+from tests.engines.stale_commits import either_order_fails
 
 #: (UPDATE predicate, DELETE predicate): numerically disjoint, overlapping as text on '2' / '30'
 PAIRS = [
@@ -54,20 +52,9 @@ def _table(tmp_path: Path, typ: pa.DataType) -> Path:
 
 def _engine_conflicts(base: Path, work: Path, update: str, delete: str) -> bool:
     """Whether either commit order makes the stale write fail."""
-    runs: list[Callable[[DeltaTable], object]] = [
-        lambda t: t.update(predicate=update, updates={"v": "v + 1"}),
-        lambda t: t.delete(delete),
-    ]
-    for first, second in (runs, runs[::-1]):
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(base, work)
-        winner, stale = DeltaTable(str(work)), DeltaTable(str(work))
-        first(winner)
-        try:
-            second(stale)
-        except CommitFailedError:
-            return True
-    return False
+    return either_order_fails(
+        base, work, lambda t: t.update(predicate=update, updates={"v": "v + 1"}), lambda t: t.delete(delete)
+    )
 
 
 @pytest.mark.parametrize(("update", "delete"), PAIRS)
