@@ -38,8 +38,8 @@ class TableConfig:
     :param timestamp_columns: columns of type ``TIMESTAMP`` or ``TIMESTAMP_NTZ``. A Spark session reads a
         date or timestamp literal compared with them in its own time zone (ADR 0001).
     :param column_types: ``(column, Delta type)`` of the top-level columns, types spelled as in the Delta
-        schema (``string``, ``long``, ``decimal(5,2)``, ``double``, ``date``, ...; ``struct``, ``array`` or
-        ``map`` for nested ones); ``None`` when the schema's types were not read. delta-rs compares numbers
+        schema (``string``, ``long``, ``decimal(5,2)``, ``double``, ``date``, ...; ``complex`` for a struct,
+        array or map); ``None`` when the schema's types were not read. delta-rs compares numbers
         with partition values in ways that depend on the type (ADR 0003 fact 13): a column of unknown type
         is judged as possibly any of them.
     """

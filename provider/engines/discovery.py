@@ -258,7 +258,7 @@ def schema_columns(
 
 def column_types(fields: Iterable[Any]) -> tuple[tuple[str, str], ...]:
     """``(column, Delta type)`` of a deltalake schema's top-level fields: a primitive's own name (``string``,
-    ``long``, ``decimal(5,2)``, ...), ``struct``, ``array`` or ``map`` for nested ones.
+    ``long``, ``decimal(5,2)``, ...), ``complex`` for a struct, array or map (no partition column is one).
 
     :param fields: deltalake ``Field`` objects.
     """
