@@ -1,12 +1,15 @@
-"""How much of a table's work must run one write after another: the scheduling priority of its writes.
+"""How much work must run one write after another: the scheduling priority of a table's writes.
 
 A DAG run releases many writes at once and Airflow starts them in priority order as worker slots free up.
-Writes on a table whose conflicting writes form a long chain should start first: that chain bounds the
-run's makespan however many slots there are, while compatible writes elsewhere can fill slots later (the
-critical-path rule of list scheduling). Within a table, writes that can all run together should ask for
-their leases together: a greedy colouring of the conflict graph splits them into phases of pairwise
-compatible writes, and earlier phases get a slightly higher priority, so a phase's writes reach the lease
-manager before those of the next phase that conflict with them. Pure: the model and the chain search only.
+A write that belongs to a long chain of pairwise-conflicting writes should start first: that chain bounds
+the run's makespan however many slots there are, while writes on short chains can fill slots later (the
+critical-path rule of list scheduling). Each write's weight is the heaviest chain *through that write*,
+not its table's heaviest chain: a MERGE that conflicts with nothing else on a busy table would otherwise
+take a slot ahead of the heads of a longer chain elsewhere. Within a table, writes that can all run
+together should ask for their leases together: a greedy colouring of the conflict graph splits them into
+phases of pairwise compatible writes, and earlier phases get a slightly higher priority, so a phase's
+writes reach the lease manager before those of the next phase that conflict with them. Pure: the model
+and the chain search only.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ def write_priorities(
     table: TableConfig,
     profile: EngineProfile,
 ) -> list[int]:
-    """Airflow ``priority_weight`` values for the writes of one table: its serial work in seconds (see
-    :func:`serial_work_s`), plus a phase bonus so that writes which can run together ask first together.
+    """Airflow ``priority_weight`` values for the writes of one table: for each write, the seconds of the
+    heaviest set of pairwise-conflicting writes that contains it (see :func:`chain_through_s`), plus a phase
+    bonus so that writes which can run together ask first together.
 
     Phases: writes in descending expected duration, each put in the first phase whose writes are all
     compatible with it; phase ``k`` of ``n`` adds ``n - 1 - k``.
@@ -63,7 +67,7 @@ def write_priorities(
     weights, conflicts = _graph(operations, expected_s, table, profile)
     if len(operations) > MAX_JUDGED_WRITES:
         return [max(1, round(sum(weights)))] * len(operations)
-    base = round(heaviest_clique(weights, conflicts)[0])
+    chains = [_chain_through(i, weights, conflicts) for i in range(len(operations))]
     phases: list[list[int]] = []
     phase_of = [0] * len(operations)
     for i in sorted(range(len(operations)), key=lambda i: (-weights[i], i)):
@@ -75,7 +79,37 @@ def write_priorities(
         else:
             phase_of[i] = len(phases)
             phases.append([i])
-    return [max(1, base + len(phases) - 1 - phase_of[i]) for i in range(len(operations))]
+    return [max(1, round(chains[i]) + len(phases) - 1 - phase_of[i]) for i in range(len(operations))]
+
+
+def chain_through_s(
+    operations: Sequence[Operation | None],
+    expected_s: Sequence[float | None],
+    table: TableConfig,
+    profile: EngineProfile,
+) -> list[float]:
+    """For each write, the seconds of the heaviest set of pairwise-conflicting writes that contains it:
+    the write itself and the heaviest chain among the writes it conflicts with. The table's
+    :func:`serial_work_s` is the largest of them.
+
+    :param operations: the writes; ``None`` for one whose operation is not known (conflicts with all).
+    :param expected_s: each write's expected duration; ``None``: :data:`DEFAULT_EXPECTED_S`.
+    :param table: the table's configuration, as far as it is known.
+    :param profile: the engine whose rules judge the pairs.
+    :raises ValueError: when the two sequences differ in length.
+    """
+    weights, conflicts = _graph(operations, expected_s, table, profile)
+    if len(operations) > MAX_JUDGED_WRITES:
+        return [sum(weights)] * len(operations)
+    return [_chain_through(i, weights, conflicts) for i in range(len(operations))]
+
+
+def _chain_through(i: int, weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> float:
+    rivals = [j for j in range(len(weights)) if j != i and conflicts(i, j)]
+    if not rivals:
+        return weights[i]
+    rest = heaviest_clique([weights[j] for j in rivals], lambda a, b: conflicts(rivals[a], rivals[b]))[0]
+    return weights[i] + rest
 
 
 def _graph(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.priority import DEFAULT_EXPECTED_S, serial_work_s, write_priorities
+from deltaguard.core.priority import DEFAULT_EXPECTED_S, chain_through_s, serial_work_s, write_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 
@@ -35,11 +35,22 @@ def test_unknown_operations_and_durations_count_conservatively() -> None:
         serial_work_s([update("a")], [], PARTITIONED, SPARK)
 
 
+def test_each_write_weighs_the_heaviest_chain_through_it() -> None:
+    ops = [update("a"), update("a"), update("b"), update("a")]
+    # day a: three updates in one chain (10 + 20 + 30 s); day b's update conflicts with none of them
+    assert chain_through_s(ops, [10.0, 20.0, 100.0, 30.0], PARTITIONED, SPARK) == [60.0, 60.0, 100.0, 60.0]
+    assert chain_through_s(ops, [10.0, 20.0, 5.0, 30.0], PARTITIONED, SPARK) == [60.0, 60.0, 5.0, 60.0]
+    assert max(chain_through_s(ops, [10.0, 20.0, 5.0, 30.0], PARTITIONED, SPARK)) == serial_work_s(
+        ops, [10.0, 20.0, 5.0, 30.0], PARTITIONED, SPARK
+    )
+
+
 def test_writes_that_can_run_together_share_a_phase_and_ask_first() -> None:
     ops = [update("a"), update("a"), update("b"), update("c")]
-    # by duration: #1 opens phase 0; #0 conflicts with it (phase 1); #2 and #3 join phase 0
+    # by duration: #1 opens phase 0; #0 conflicts with it (phase 1); #2 and #3 join phase 0. Days b and c
+    # are chains of their own (5 s, 1 s): they do not borrow day a's 30 s.
     priorities = write_priorities(ops, [10.0, 20.0, 5.0, 1.0], PARTITIONED, SPARK)
-    assert priorities == [30, 31, 31, 31]
+    assert priorities == [30, 31, 6, 2]
     assert write_priorities([update("a")] * 3, [1.0, 2.0, 3.0], PARTITIONED, SPARK) == [6, 7, 8]
 
 
@@ -91,6 +102,50 @@ def test_dag_policy_ranks_the_serial_table_first() -> None:
     # (the four conflict pairwise: four phases, earlier ones a little higher)
     assert sorted(weights[f"narrow_{i}"] for i in range(3)) == [101, 102, 103]
     assert weights["mine"] == 7
+
+
+def test_a_lone_write_on_a_busy_table_does_not_outrank_another_tables_chain() -> None:
+    """A MERGE that conflicts with nothing on its table gets its own chain's weight, not its table's
+    heaviest chain: the two UPDATEs of ``other`` (a 70 s chain) start before it."""
+    from deltaguard.operators.dml import DeltaMergeOperator, DeltaUpdateOperator
+    from deltaguard.pools.policy import dag_policy
+
+    def tasks() -> None:
+        for i in range(3):
+            DeltaUpdateOperator(
+                task_id=f"busy_{i}",
+                table="/data/busy",
+                engine="delta-rs",
+                updates={"v": "v + 1"},
+                predicate="day = 'a'",
+                expected_duration=30,
+            )
+        DeltaMergeOperator(
+            task_id="busy_lone_merge",
+            table="/data/busy",
+            engine="delta-rs",
+            source="/s.parquet",
+            condition="t.id = s.id AND t.day = 'b'",
+            target_partition_values={"day": "b"},
+            matched_update={"v": "s.v"},
+            expected_duration=40,
+        )
+        for i in range(2):
+            DeltaUpdateOperator(
+                task_id=f"other_{i}",
+                table="/data/other",
+                engine="delta-rs",
+                updates={"v": "v + 1"},
+                predicate="day = 'a'",
+                expected_duration=35,
+            )
+
+    dag = _dag(tasks)
+    dag_policy(dag)
+    weights = {t.task_id: t.priority_weight for t in dag.tasks}
+    assert sorted(weights[f"busy_{i}"] for i in range(3)) == [90, 91, 92]
+    assert sorted(weights[f"other_{i}"] for i in range(2)) == [70, 71]
+    assert weights["busy_lone_merge"] < min(weights[f"other_{i}"] for i in range(2))
 
 
 def test_a_write_the_model_cannot_judge_does_not_keep_its_dag_from_loading() -> None:
