@@ -125,8 +125,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "boolean",
         "True",
         "Whether the ``dag_policy`` cluster policy the provider registers (``airflow.policy`` entry point) "
-        "gives deltaguard write tasks a ``priority_weight`` from their table's longest conflict chain, so "
-        "worker slots go to it first (ADR 0028). Read each time a DAG is parsed. ``False``: task priorities "
+        "gives each deltaguard write task a ``priority_weight`` from the longest conflict chain through it, so "
+        "worker slots go to the writes on the longest chains first (ADR 0028). Read each time a DAG is parsed. ``False``: task priorities "
         "stay as their authors set them (Airflow's defaults).",
     ),
 }

@@ -188,6 +188,14 @@ class AirflowApi:
                 raise
             self._raw("PATCH", f"/api/v2/pools/{_q(name)}", body)
 
+    def set_pool_slots(self, name: str, slots: int) -> None:
+        """Resize an existing pool (``default_pool`` included, whose other fields cannot change)."""
+        self._raw("PATCH", f"/api/v2/pools/{_q(name)}?update_mask=slots", {"slots": slots})
+
+    def pool_slots(self, name: str) -> int:
+        """A pool's size."""
+        return int(self._raw("GET", f"/api/v2/pools/{_q(name)}")["slots"])
+
     def wait(self, what: str, check: Any, timeout: float, interval: float = 1.0) -> Any:
         """Call ``check()`` until it returns a truthy value; raise ``TimeoutError`` naming ``what``."""
         deadline = time.monotonic() + timeout

@@ -19,6 +19,7 @@ Layout of an ``AIRFLOW_HOME`` prepared by :func:`prepare_home`::
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import json
 import os
@@ -125,6 +126,17 @@ class AirflowHome:
         env.update(self.extra_env)
         return env
 
+    def default_pool_slots(self) -> int | None:
+        """The ``default_pool`` size this home asks for (``[core] default_pool_task_slot_count`` as the
+        components see it), or ``None`` when it sets none."""
+        key = "AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT"
+        value = self.extra_env.get(key) or self.config_env.get(key)
+        if value is None:
+            cfg = configparser.ConfigParser(interpolation=None)
+            cfg.read(self.home / "airflow.cfg")
+            value = cfg.get("core", "default_pool_task_slot_count", fallback=None)
+        return int(value) if value else None
+
     @property
     def generated(self) -> bool:
         """Whether Airflow wrote this home's ``airflow.cfg`` (options then come from the environment)."""
@@ -155,6 +167,13 @@ def _settings(home: Path, dags_folder: Path, port: int, parallelism: int) -> dic
             # Airflow loads plugins declared by providers (the deltaguard UI) only when providers are
             # discovered eagerly; the default (lazy) would leave the UI out.
             "lazy_discover_providers": "False",
+            # Airflow 3.3.2's LocalExecutor never counts a dispatched task as running, so the scheduler does
+            # not hold it to `parallelism` (apache/airflow#71914): it sends every schedulable task to the
+            # executor's first-come, first-served queue, where priority weights no longer order starts and a
+            # write resumed with a granted lease waits behind tasks queued before it. A default pool of
+            # `parallelism` slots (deferred tasks hold none) restores the limit; docs/deployment.md gives
+            # the same step to every LocalExecutor deployment.
+            "default_pool_task_slot_count": str(parallelism),
         },
         "database": {"sql_alchemy_conn": f"sqlite:///{home / 'airflow.db'}"},
         "api": {
@@ -193,14 +212,25 @@ GENERATED_HOME_SECTIONS: Mapping[str, Mapping[str, str]] = {
 def _airflow_cfg(
     home: Path, dags_folder: Path, port: int, parallelism: int, options: Mapping[str, Mapping[str, str]]
 ) -> str:
-    sections = _settings(home, dags_folder, port, parallelism)
-    for section, values in options.items():
-        sections.setdefault(section, {}).update(values)
+    sections = _with_options(_settings(home, dags_folder, port, parallelism), options)
     lines = ["# Written by benchmarks.harness.airflow_runner.prepare_home; regenerated on every prepare."]
     for section, values in sections.items():
         lines.append(f"\n[{section}]")
         lines.extend(f"{key} = {value}" for key, value in values.items())
     return "\n".join(lines) + "\n"
+
+
+def _with_options(
+    sections: dict[str, dict[str, str]], options: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str]]:
+    """``sections`` with the caller's ``options`` over them; ``default_pool`` follows a caller's
+    ``parallelism`` unless the caller sizes it too."""
+    for section, values in options.items():
+        sections.setdefault(section, {}).update(values)
+    core = sections["core"]
+    if "default_pool_task_slot_count" not in options.get("core", {}):
+        core["default_pool_task_slot_count"] = core["parallelism"]
+    return sections
 
 
 def _environment(sections: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
@@ -322,9 +352,7 @@ def prepare_home(
         generate_airflow_cfg(home)
         sections = _settings(home, dags_folder, port, parallelism)
         sections.update({section: dict(values) for section, values in GENERATED_HOME_SECTIONS.items()})
-        for section, values in (options or {}).items():
-            sections.setdefault(section, {}).update(values)
-        config_env = _environment(sections)
+        config_env = _environment(_with_options(sections, options or {}))
     else:
         (home / "airflow.cfg").write_text(_airflow_cfg(home, dags_folder, port, parallelism, options or {}))
     (home / "config" / "airflow_local_settings.py").write_text(_local_settings())
@@ -537,12 +565,20 @@ class AirflowStack:
         self._logs.clear()
         return killed
 
+    def size_default_pool(self) -> None:
+        """Give ``default_pool`` the size the home asks for: ``default_pool_task_slot_count`` only takes
+        effect when the metadata DB is created, and a home may start from a copied or older one."""
+        slots = self.home.default_pool_slots()
+        if slots is not None:
+            self.api.set_pool_slots("default_pool", slots)
+
     def __enter__(self) -> AirflowStack:
         if self.migrate_on_enter:
             self.migrate()
         self.start()
         try:
             self.wait_healthy()
+            self.size_default_pool()
         except BaseException:
             self.stop()
             raise

@@ -4,10 +4,10 @@ On by default: the provider registers it through Airflow's ``airflow.policy`` en
 (:mod:`deltaguard.pools.entry_point`); ``[deltaguard] priority_policy = False`` turns it off.
 
 For every table a DAG writes through deltaguard's operators, the policy judges the table's writes pairwise
-with the conflict model and finds the heaviest chain of pairwise-conflicting writes (by
-``expected_duration``, 60 s when not given). Each write task on that table gets that many seconds as its
+with the conflict model and, for each write, finds the heaviest chain of pairwise-conflicting writes that
+contains it (by ``expected_duration``, 60 s when not given). Each write task gets that many seconds as its
 ``priority_weight`` (plus a small bonus that orders the table's phases of compatible writes), unless its
-author set one, so Airflow starts the writes of the table whose serial chain is longest first
+author set one, so Airflow starts the writes on the longest serial chains first
 (:mod:`deltaguard.core.priority`).
 
 The table's configuration is the one the lease manager last used for it, read from the lease store in one

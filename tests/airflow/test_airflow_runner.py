@@ -22,6 +22,8 @@ def test_prepare_home_writes_a_local_executor_sqlite_config(tmp_path: Path) -> N
     cfg.read(home.home / "airflow.cfg")
     assert cfg["core"]["executor"] == "LocalExecutor"
     assert cfg["core"]["parallelism"] == "7"  # caller options win
+    # LocalExecutor does not hold the scheduler to parallelism (apache/airflow#71914): the pool does
+    assert cfg["core"]["default_pool_task_slot_count"] == "7"
     assert cfg["core"]["load_examples"] == "False"
     assert cfg["database"]["sql_alchemy_conn"] == f"sqlite:///{home.home / 'airflow.db'}"
     assert cfg["core"]["execution_api_server_url"] == "http://127.0.0.1:18080/execution/"
@@ -52,6 +54,7 @@ def test_prepare_home_can_leave_airflow_cfg_to_airflow(tmp_path: Path) -> None:
     assert home.generated
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert env["AIRFLOW__CORE__PARALLELISM"] == "7"  # caller options win
+    assert env["AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT"] == "7"
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18082/execution/"
     assert env["AIRFLOW__DELTAGUARD__LEASE_TTL"] == "60"
     assert not [k for k in env if k.startswith(("AIRFLOW__OPERATORS__", "AIRFLOW__DELTAGUARD__POLL"))]

@@ -68,6 +68,8 @@ class Outcome:
     #: where the browser's screenshots are, and what stopped its visit (``None``: it went through)
     screenshots: Path
     browser_error: BaseException | None
+    #: ``default_pool``'s size in the running stack
+    default_pool_slots: int
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +99,7 @@ def outcome(user_stack: UserStack, tmp_path_factory: pytest.TempPathFactory) -> 
 
             waiting_state = str(stack.api.wait("the write to wait", task_state, 240, 2.0))
             waiting_pool = dict(stack.api.get(f"/api/v2/pools/{pool}"))
+            default_pool_slots = stack.api.pool_slots("default_pool")
             visit: UiVisit | None = None
             if CHROMIUM.exists():
                 try:
@@ -125,6 +128,7 @@ def outcome(user_stack: UserStack, tmp_path_factory: pytest.TempPathFactory) -> 
         import_errors,
         screenshots,
         browser_error,
+        default_pool_slots,
     )
 
 
@@ -139,6 +143,9 @@ def test_the_home_is_a_users(outcome: Outcome) -> None:
         k for k in env if k.startswith("AIRFLOW__DELTAGUARD__") and k != "AIRFLOW__DELTAGUARD__LEASE_TTL"
     ]
     assert "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE" not in env
+    # the stack started from a metadata DB migrated elsewhere (default_pool: 128 slots) and sized the pool
+    # to its LocalExecutor's parallelism (apache/airflow#71914)
+    assert outcome.default_pool_slots == int(env["AIRFLOW__CORE__PARALLELISM"]) == 16
 
 
 def test_a_waiting_write_defers_and_frees_its_slot(outcome: Outcome) -> None:
