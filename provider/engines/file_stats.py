@@ -21,6 +21,7 @@ as not indexed.
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -103,6 +104,19 @@ def _value(raw: Any, kind: str) -> Value | None:
     return None
 
 
+#: what delta-rs parses as a column count (Rust's ``i32::from_str``: a sign, ASCII digits, nothing else)
+_INT32_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def _int32(text: str) -> int | None:
+    """``text`` as delta-rs reads an integer table property, or ``None`` where it cannot. Python's
+    ``int()`` also takes ``'4_0'``, ``' 4'`` and non-ASCII digits, which delta-rs refuses."""
+    if not _INT32_TEXT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**31) <= value < 2**31 else None
+
+
 def indexed_columns(types: list[tuple[str, str]], properties: dict[str, str]) -> frozenset[str]:
     """The top-level columns a newly written file records statistics for.
 
@@ -115,9 +129,10 @@ def indexed_columns(types: list[tuple[str, str]], properties: dict[str, str]) ->
         wanted = {part.strip().strip("`") for part in listed.split(",") if part.strip()}
         return frozenset(name for name, _ in types if name in wanted)
     raw = lowered.get("delta.dataskippingnumindexedcols")
-    try:
-        count = DEFAULT_INDEXED_COLUMNS if raw is None else int(raw)
-    except ValueError:
+    count = DEFAULT_INDEXED_COLUMNS if raw is None else _int32(raw)
+    if count is None:
+        # delta-rs 1.6.6 falls back to its default for a value it cannot parse (measured); any column
+        # counted here lets the statistics rule separate writes, so none is
         return frozenset()
     if count < 0:
         count = len(types) if all(kind != "complex" for _, kind in types) else 0

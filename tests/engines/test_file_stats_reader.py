@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from deltaguard.core.file_stats import ColumnStats
 from deltaguard.engines.deltars.engine import DeltaRsEngine
@@ -67,6 +67,24 @@ def test_indexed_columns() -> None:
     }
     assert indexed_columns(types, {"delta.dataSkippingStatsColumns": "c, `a`"}) == {"a", "c"}
     assert indexed_columns(types, {"delta.dataSkippingNumIndexedCols": "x"}) == frozenset()
+
+
+@pytest.mark.parametrize("value", ["3_3", " 33", "33 ", "+33", "33", "99999999999", "\u0663\u0663"])
+def test_indexed_columns_read_the_count_as_delta_rs_does(tmp_path: Path, value: str) -> None:
+    """Only columns the engine really records statistics for may count as indexed: a column counted but not
+    recorded would let the statistics rule separate writes the engine then finds in conflict. Python's
+    ``int()`` reads ``'3_3'`` and ``' 33'`` as 33, delta-rs cannot parse them and records its default 32."""
+    uri = str(tmp_path / "t")
+    columns = {f"c{i:02d}": pa.array([i], pa.int64()) for i in range(34)}
+    write_deltalake(uri, pa.table(columns), configuration={"delta.dataSkippingNumIndexedCols": value})
+    summary = read_table_config(uri, file_stats=True).file_stats
+    assert summary is not None
+    recorded = {
+        name.removeprefix("min.")
+        for name in pa.table(DeltaTable(uri).get_add_actions(flatten=True)).column_names
+        if name.startswith("min.")
+    }
+    assert summary.indexed <= recorded
 
 
 def test_replace_where_refuses_new_rows_outside_its_predicate(tmp_path: Path) -> None:
