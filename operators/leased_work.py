@@ -334,7 +334,6 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
     def _claims(self, context: Context) -> list[TableClaim]:
         """The lease claims of the declared tables. Raises :class:`InvalidTaskInputError` on bad input."""
         from deltaguard.core.admission import TableClaim
-        from deltaguard.core.operations import SCHEMA_EVOLVABLE
         from deltaguard.engines.discovery import read_table_config
         from deltaguard.hooks.delta import DeltaTableHook
         from deltaguard.leases.targets import unreadable_config
@@ -358,7 +357,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
                     )
                     table_config = unreadable_config(uri, str(exc))
                 operation = dataclasses.replace(target.operation, label=label)
-                if evolution and operation.kind in SCHEMA_EVOLVABLE and not operation.evolves_schema:
+                if evolution and operation.misjudged_under_auto_merge:
                     self.log.warning(
                         "deltaguard: %s, so this %s may add columns to %s as it commits; judged as a schema "
                         "change (every concurrent write on the table waits)",

@@ -130,6 +130,13 @@ class Operation:
         return self.kind is OperationKind.INSERT and not self.reads_target
 
     @property
+    def misjudged_under_auto_merge(self) -> bool:
+        """Schema auto-merge (``spark.databricks.delta.schema.autoMerge.enabled``) could make this write add
+        columns as it commits, although it is judged as changing no metadata: a write of a kind in
+        :data:`SCHEMA_EVOLVABLE` not already marked ``evolves_schema``."""
+        return self.kind in SCHEMA_EVOLVABLE and not self.evolves_schema
+
+    @property
     def changes_metadata(self) -> bool:
         """A metadata change by its kind, or a data write that evolves the schema as it commits."""
         return self.kind in METADATA_CHANGES or self.evolves_schema

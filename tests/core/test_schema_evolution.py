@@ -123,3 +123,18 @@ def test_the_lease_guard_holds_a_running_schema_evolving_write_exclusive() -> No
         "L", Owner(dag_id="d", task_id="plain"), replace(evolving, evolves_schema=False), granted=True
     )
     assert admit("r", 0.0, [TableView("t1", candidate, TABLE, profile, granted=[plain])], permissive).granted
+
+
+@pytest.mark.parametrize("kind", list(OperationKind))
+def test_auto_merge_misjudges_only_data_writes_not_judged_as_evolving(kind: OperationKind) -> None:
+    """The one question the wrapped operators and the Spark engine ask before trusting a judgement under
+    schema auto-merge: UPDATE, DELETE and metadata changes never add columns through it."""
+    evolvable = kind in {
+        OperationKind.INSERT,
+        OperationKind.MERGE,
+        OperationKind.REPLACE_WHERE,
+        OperationKind.OVERWRITE,
+        OperationKind.STREAMING_WRITE,
+    }
+    assert Operation(kind).misjudged_under_auto_merge is evolvable
+    assert not Operation(kind, evolves_schema=True).misjudged_under_auto_merge

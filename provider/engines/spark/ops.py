@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaguard.core.operations import SCHEMA_EVOLVABLE
 from deltaguard.core.sql.literals import SPARK, merge_condition_with_partitions, partition_predicate
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.fencing import check_fence
@@ -389,7 +388,7 @@ def refuse_unjudged_schema_evolution(spark: SparkSession, spec: SqlSpec) -> None
     :raises InvalidWriteError: before anything is written.
     """
     operation = spec.classified
-    if operation.evolves_schema or operation.kind not in SCHEMA_EVOLVABLE or not schema_auto_merge(spark):
+    if not operation.misjudged_under_auto_merge or not schema_auto_merge(spark):
         return
     raise InvalidWriteError(
         f"the Spark conf sets {SCHEMA_AUTO_MERGE_CONF}=true, so this {operation.kind.value} may add columns "
