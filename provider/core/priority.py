@@ -90,18 +90,17 @@ def chain_through_s(
 ) -> list[float]:
     """For each write, the seconds of the heaviest set of pairwise-conflicting writes that contains it:
     the write itself and the heaviest chain among the writes it conflicts with. The table's
-    :func:`serial_work_s` is the largest of them.
+    :func:`serial_work_s` is the largest of them. The parameters are those of :func:`serial_work_s`.
 
-    :param operations: the writes; ``None`` for one whose operation is not known (conflicts with all).
-    :param expected_s: each write's expected duration; ``None``: :data:`DEFAULT_EXPECTED_S`.
-    :param table: the table's configuration, as far as it is known.
-    :param profile: the engine whose rules judge the pairs.
     :raises ValueError: when the two sequences differ in length.
     """
     weights, conflicts = _graph(operations, expected_s, table, profile)
-    if len(operations) > MAX_JUDGED_WRITES:
-        return [sum(weights)] * len(operations)
-    return [_chain_through(i, weights, conflicts) for i in range(len(operations))]
+    count = len(operations)
+    return (
+        [sum(weights)] * count
+        if count > MAX_JUDGED_WRITES
+        else [_chain_through(i, weights, conflicts) for i in range(count)]
+    )
 
 
 def _chain_through(i: int, weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> float:

@@ -54,6 +54,21 @@ def test_writes_that_can_run_together_share_a_phase_and_ask_first() -> None:
     assert write_priorities([update("a")] * 3, [1.0, 2.0, 3.0], PARTITIONED, SPARK) == [6, 7, 8]
 
 
+def _day_a_updates(prefix: str, table: str, count: int, seconds: int) -> None:
+    """``count`` UPDATEs of the same partition of ``table``: a chain that must run one after another."""
+    from deltaguard.operators.dml import DeltaUpdateOperator
+
+    for i in range(count):
+        DeltaUpdateOperator(
+            task_id=f"{prefix}_{i}",
+            table=table,
+            engine="delta-rs",
+            updates={"v": "v + 1"},
+            predicate="day = 'a'",
+            expected_duration=seconds,
+        )
+
+
 def _dag(tasks: Any) -> Any:
     from airflow.sdk import DAG
 
@@ -63,7 +78,7 @@ def _dag(tasks: Any) -> Any:
 
 
 def test_dag_policy_ranks_the_serial_table_first() -> None:
-    from deltaguard.operators.dml import DeltaMergeOperator, DeltaUpdateOperator
+    from deltaguard.operators.dml import DeltaMergeOperator
     from deltaguard.operators.maintenance import DeltaOptimizeOperator
     from deltaguard.pools.policy import dag_policy
 
@@ -81,15 +96,7 @@ def test_dag_policy_ranks_the_serial_table_first() -> None:
                 expected_duration=40,
             )
         # "narrow": three UPDATEs of the same partition, which must run one after another
-        for i in range(3):
-            DeltaUpdateOperator(
-                task_id=f"narrow_{i}",
-                table="/data/narrow",
-                engine="delta-rs",
-                updates={"v": "v + 1"},
-                predicate="day = 'a'",
-                expected_duration=30,
-            )
+        _day_a_updates("narrow", "/data/narrow", 3, 30)
         DeltaOptimizeOperator(
             task_id="mine", table="/data/narrow", engine="delta-rs", priority_weight=7, expected_duration=10
         )
@@ -107,19 +114,11 @@ def test_dag_policy_ranks_the_serial_table_first() -> None:
 def test_a_lone_write_on_a_busy_table_does_not_outrank_another_tables_chain() -> None:
     """A MERGE that conflicts with nothing on its table gets its own chain's weight, not its table's
     heaviest chain: the two UPDATEs of ``other`` (a 70 s chain) start before it."""
-    from deltaguard.operators.dml import DeltaMergeOperator, DeltaUpdateOperator
+    from deltaguard.operators.dml import DeltaMergeOperator
     from deltaguard.pools.policy import dag_policy
 
     def tasks() -> None:
-        for i in range(3):
-            DeltaUpdateOperator(
-                task_id=f"busy_{i}",
-                table="/data/busy",
-                engine="delta-rs",
-                updates={"v": "v + 1"},
-                predicate="day = 'a'",
-                expected_duration=30,
-            )
+        _day_a_updates("busy", "/data/busy", 3, 30)
         DeltaMergeOperator(
             task_id="busy_lone_merge",
             table="/data/busy",
@@ -130,15 +129,7 @@ def test_a_lone_write_on_a_busy_table_does_not_outrank_another_tables_chain() ->
             matched_update={"v": "s.v"},
             expected_duration=40,
         )
-        for i in range(2):
-            DeltaUpdateOperator(
-                task_id=f"other_{i}",
-                table="/data/other",
-                engine="delta-rs",
-                updates={"v": "v + 1"},
-                predicate="day = 'a'",
-                expected_duration=35,
-            )
+        _day_a_updates("other", "/data/other", 2, 35)
 
     dag = _dag(tasks)
     dag_policy(dag)
@@ -152,21 +143,13 @@ def test_a_write_the_model_cannot_judge_does_not_keep_its_dag_from_loading() -> 
     """The policy runs while DAG files are parsed: raising there would drop the whole DAG. The writes of a
     table where one has an unparsable predicate keep Airflow's weight (that task fails at run time, before
     any lease); other tables still get their priorities."""
-    from deltaguard.operators.dml import DeltaDeleteOperator, DeltaUpdateOperator
+    from deltaguard.operators.dml import DeltaDeleteOperator
     from deltaguard.pools.policy import dag_policy
 
     def tasks() -> None:
         DeltaDeleteOperator(task_id="broken", table="/data/mixed", engine="delta-rs", predicate="id = = 3")
         DeltaDeleteOperator(task_id="beside", table="/data/mixed", engine="delta-rs", predicate="id = 1")
-        for i in range(2):
-            DeltaUpdateOperator(
-                task_id=f"fine_{i}",
-                table="/data/fine",
-                engine="delta-rs",
-                updates={"v": "v + 1"},
-                predicate="day = 'a'",
-                expected_duration=30,
-            )
+        _day_a_updates("fine", "/data/fine", 2, 30)
 
     dag = _dag(tasks)
     dag_policy(dag)
