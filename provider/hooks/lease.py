@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from deltaguard.exceptions import LeaseLostError, LeaseWaitTimeout, RequestClosedError, StoreError
+from deltaguard.exceptions import (
+    LeaseLostError,
+    LeaseWaitTimeout,
+    RequestClosedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from deltaguard.leases.imminent import process_age_s
 from deltaguard.leases.requests import claims_request, lease_request, new_request_id, task_request_id
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
@@ -246,16 +252,17 @@ class DeltaLeaseHook(BaseHook):
         """The task's expected hold of the table's lease from the decision log, read once per try.
 
         A failed read gives ``None`` (a request without an estimate, queued FIFO): an estimate is an
-        optimisation, never a reason to fail the task. A store that did not answer within
-        ``store_timeout`` is the exception: the request would wait the same time again and fail too, so
-        the ask fails now (:class:`~deltaguard.leases.bounded.StoreCallTimeout`), within one timeout.
+        optimisation, never a reason to fail the task. A store that is unavailable (it did not answer
+        within ``store_timeout``, or could not be opened) is the exception: the request would meet the
+        same store and fail too, so the ask fails now, within one timeout. Opening a PostgreSQL store
+        on a frozen server fails with libpq's ``connect_timeout``, which equals ``store_timeout`` and so
+        may end a moment before the call's own bound: caught here, the request then opened the store
+        a second time and the ask took two timeouts.
         """
-        from deltaguard.leases.bounded import StoreCallTimeout
-
         if table_key not in self._learned:
             try:
                 self._learned[table_key] = self.manager.learned_duration(owner, table_key)
-            except StoreCallTimeout:
+            except StoreUnavailableError:
                 raise
             except StoreError as exc:
                 self.log.info("deltaguard: no duration estimate from the decision log (%s)", exc)

@@ -39,6 +39,7 @@ from deltaguard.exceptions import LeaseError as LeaseError
 from deltaguard.exceptions import LeaseLostError as LeaseLostError
 from deltaguard.exceptions import LeaseOwnershipError as LeaseOwnershipError
 from deltaguard.exceptions import RequestClosedError as RequestClosedError
+from deltaguard.exceptions import StoreUnavailableError
 from deltaguard.leases import codec
 from deltaguard.leases.codec import op_from_text, owner_from_text
 from deltaguard.leases.decide import (
@@ -719,6 +720,8 @@ class LeaseManager:
         if snapshot is not None:
             try:
                 result = self.store.run_on_snapshot(snapshot, body)
+            except StoreUnavailableError:
+                raise  # the locking transaction would meet the same store: fail within one store timeout
             except (StoreError, LeaseError, ValueError) as exc:
                 # The tables changed since the snapshot, or the decision raised: decide again under the
                 # locks, which is authoritative for the answer and for any error alike.

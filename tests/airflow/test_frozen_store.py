@@ -211,3 +211,31 @@ def test_hook_calls_fail_within_the_store_timeout_behind_a_stopped_sqlite_lock_h
         holder.execute("ROLLBACK")
         holder.close()
         hook.close()
+
+
+@pytest.mark.timeout(60)
+def test_an_ask_opens_an_unavailable_store_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening fails with the store's own error rather than the call's bound when libpq's
+    ``connect_timeout`` (equal to ``store_timeout``) ends first, as on a frozen server under load; the
+    duration estimate's read must not swallow it, or the request opens the store again and the ask takes
+    two timeouts (measured: 4.0 s against a 2 s ``store_timeout``)."""
+    import socket
+
+    from deltaguard.hooks.lease import DeltaLeaseHook
+    from deltaguard.leases import bounded
+
+    with socket.socket() as probe:  # a port nothing listens on: the connection is refused at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    opened: list[str] = []
+    real_open = bounded.open_bounded_store
+
+    def counting_open(url: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(url)
+        return real_open(url, *args, **kwargs)
+
+    monkeypatch.setattr(bounded, "open_bounded_store", counting_open)
+    hook = DeltaLeaseHook(_settings(f"postgresql+psycopg://dg@127.0.0.1:{port}/dg"))
+    with pytest.raises(StoreUnavailableError):
+        _ask(hook)
+    assert len(opened) == 1

@@ -539,3 +539,22 @@ def test_tables_that_changed_meanwhile_are_decided_again_under_the_locks(
     finally:
         manager.store.close()
         other.store.close()
+
+
+def test_a_store_that_stops_answering_on_the_snapshot_path_fails_the_request_once(
+    manager: LeaseManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The locking transaction would meet the same store: deciding again there would make the request
+    wait a second ``store_timeout`` (ADR 0018)."""
+    from deltaguard.exceptions import StoreUnavailableError
+
+    assert isinstance(manager.acquire(request("holder", ("t1", op("INSERT")))), Granted)
+    seen = _count_calls(manager, monkeypatch)
+
+    def stopped(snapshot: TableSnapshot, body: Any) -> Any:
+        raise StoreUnavailableError("lease store did not answer in time")
+
+    monkeypatch.setattr(manager.store, "run_on_snapshot", stopped)
+    with pytest.raises(StoreUnavailableError):
+        manager.acquire(request("late", ("t1", op("MERGE"))))
+    assert seen["run"] == []  # no second attempt under the locks
