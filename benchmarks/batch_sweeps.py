@@ -117,13 +117,15 @@ def replay_priority(path: Path, shapes: list[str]) -> int:
                 profile=profile,
                 seed=workload.seed,
                 slot_order="priority",
+                lease_priority="phase",
             )
             row["deltaguard_priority_s"] = result.summary(stream.arrivals)["makespan_s"]
         summary = batch_summary(rows)["deltaguard_priority"]
         summary.update(
             commit=commit,
             note=(
-                'worker slots by the dag_policy priority weights (simulate slot_order="priority"), the '
+                "worker slots by the dag_policy priority weights and lease ranks by its phase bonus (simulate "
+                'slot_order="priority", lease_priority="phase"), the '
                 "same seeds replayed at this commit; the optimum and lower bound are the rows'"
             ),
         )

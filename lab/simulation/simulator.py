@@ -35,11 +35,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltaguard.core.admission import DEFAULT_MAX_OVERTAKE_S, Holder, Owner, TableView, admit
+from deltaguard.core.admission import (
+    DEFAULT_AGEING_S,
+    DEFAULT_MAX_OVERTAKE_S,
+    Holder,
+    Owner,
+    TableView,
+    admit,
+    queue_rank,
+)
 from deltaguard.core.decision import Decision
 from deltaguard.core.dispatch import ReadyWrite, chain_weight, next_for_slot
 from deltaguard.core.operations import Operation
-from deltaguard.core.priority import write_priorities
+from deltaguard.core.priority import phase_bonus, write_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from lab.simulation.workload import (
@@ -332,6 +340,7 @@ def simulate(
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
     slot_order: str = "fifo",
     backfill_slack: float = 0.0,
+    lease_priority: str = "none",
 ) -> SimResult:
     """Play one strategy on a stream in virtual time.
 
@@ -360,6 +369,9 @@ def simulate(
         :func:`deltaguard.core.priority.write_priorities` over each table's writes and their estimates;
         ties first come, first served).
     :param backfill_slack: deltaguard only: see :func:`deltaguard.core.admission.admit`.
+    :param lease_priority: deltaguard only: each write's lease queue priority: ``none`` (0 for all) or
+        ``phase`` (its table's :func:`deltaguard.core.priority.phase_bonus`, as the ``dag_policy`` sets it),
+        ranked by :func:`deltaguard.core.admission.queue_rank`.
     :raises ValueError: on an unknown strategy or bad parameters.
     """
     if strategy not in STRATEGIES:
@@ -447,7 +459,7 @@ def simulate(
         tables = {t.name: t for t in stream.workload.tables}
         configs = {name: t.config() for name, t in tables.items()}
         granted: dict[str, dict[int, Holder]] = {}
-        waiting: dict[str, dict[int, Holder]] = {}  # insertion order == rank order (arrivals are sorted)
+        waiting: dict[str, dict[int, Holder]] = {}  # re-admitted in rank order
         holders: dict[int, Holder] = {}
         in_pool: dict[str, int] = {}  # writes of a table holding one of its pool slots
         pool_queue: dict[str, deque[int]] = {}
@@ -469,6 +481,19 @@ def simulate(
             for w in writes
         ]
         operations = [operation(w, tables[w.table]) for w in writes]
+        priorities = [0] * len(writes)
+        if lease_priority == "phase":
+            for table_name, members in _members_by_table(writes).items():
+                bonus = phase_bonus(
+                    [operations[i] for i in members],
+                    [estimates[i] for i in members],
+                    configs[table_name],
+                    profile,
+                )
+                for i, level in zip(members, bonus, strict=True):
+                    priorities[i] = level
+        elif lease_priority != "none":
+            raise ValueError(f"unknown lease priority {lease_priority!r}; choose none or phase")
 
         def holder(i: int, is_granted: bool) -> Holder:
             found = holders.get(i)
@@ -478,7 +503,7 @@ def simulate(
                     owner=Owner(name=writes[i].id),
                     operation=operations[i],
                     granted=is_granted,
-                    rank=sim.arrivals[i],
+                    rank=queue_rank(sim.arrivals[i], priorities[i], DEFAULT_AGEING_S),
                     since=sim.now if is_granted else sim.arrivals[i],
                     expected_duration_s=estimates[i],
                 )
@@ -534,7 +559,7 @@ def simulate(
                 start_when_pool_allows(queued.popleft())
             # A release changes what is running and every reservation on the table: ask its queue again
             # in rank order (the lease trigger's polling does the same, without the polling delay).
-            for j in list(waiting.get(table, {})):
+            for j in sorted(waiting.get(table, {}), key=lambda j: (holders[j].rank, j)):
                 if j in waiting[table]:
                     try_admit(j)
 
@@ -763,8 +788,9 @@ def batch_row(
     variants: dict[str, dict[str, Any]] = {
         # longest conflict chain first at the worker slots, with a looser backfilling licence
         "deltaguard_chain": {"slot_order": "chain", "backfill_slack": CHAIN_BACKFILL_SLACK},
-        # what a deployment does today: the same admission, worker slots by the dag_policy's weights
-        "deltaguard_priority": {"slot_order": "priority"},
+        # what a deployment does: the same admission, worker slots by the dag_policy's weights and lease
+        # queue ranks by its phase bonus
+        "deltaguard_priority": {"slot_order": "priority", "lease_priority": "phase"},
     }
     summaries = {
         name: simulate(

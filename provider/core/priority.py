@@ -8,13 +8,16 @@ not its table's heaviest chain: a MERGE that conflicts with nothing else on a bu
 take a slot ahead of the heads of a longer chain elsewhere. Within a table, writes that can all run
 together should ask for their leases together: a greedy colouring of the conflict graph splits them into
 phases of pairwise compatible writes, and earlier phases get a slightly higher priority, so a phase's
-writes reach the lease manager before those of the next phase that conflict with them. Pure: the model
-and the chain search only.
+writes reach the lease manager before those of the next phase that conflict with them. When free slots
+start them all at once they ask within a second of each other in no useful order, so the phase is also
+their lease queue priority: the lease manager ranks an earlier phase ahead (ADR 0017's bounded ageing).
+Pure: the model and the chain search only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from deltaguard.core.chains import heaviest_clique
 from deltaguard.core.model import pair_verdict
@@ -49,28 +52,77 @@ def serial_work_s(
     return heaviest_clique(weights, conflicts)[0]
 
 
+class TablePriorities(NamedTuple):
+    """What the priority policy gives the writes of one table, in the order of the writes."""
+
+    #: Airflow ``priority_weight``: the heaviest chain through the write plus its phase bonus
+    weights: list[int]
+    #: lease queue priority: the phase bonus alone (earlier phases rank ahead, bounded by ageing)
+    phase_bonus: list[int]
+
+
+def table_priorities(
+    operations: Sequence[Operation | None],
+    expected_s: Sequence[float | None],
+    table: TableConfig,
+    profile: EngineProfile,
+) -> TablePriorities:
+    """The worker-slot weights and lease queue priorities of one table's writes (one judgement of the
+    table's pairs for both). The parameters are those of :func:`serial_work_s`.
+
+    Weights: for each write, the seconds of the heaviest set of pairwise-conflicting writes that contains
+    it (see :func:`chain_through_s`), plus its phase bonus, so that writes which can run together ask
+    first together.
+
+    Phases: writes in descending expected duration, each put in the first phase whose writes are all
+    compatible with it; phase ``k`` of ``n`` has the bonus ``n - 1 - k``. Writes that start within seconds
+    of each other reach the lease manager in no useful order; as a lease priority the bonus ranks a phase
+    ahead of the later phases that conflict with it, so a write that conflicts with all (a Z-order
+    OPTIMIZE) queues behind the writes that can run beside the first holder instead of in front of them.
+    A table whose writes are not judged (more than :data:`MAX_JUDGED_WRITES`) counts all its work as
+    serial and has one phase.
+
+    :raises ValueError: when the two sequences differ in length.
+    """
+    weights, conflicts = _graph(operations, expected_s, table, profile)
+    count = len(operations)
+    if count > MAX_JUDGED_WRITES:
+        return TablePriorities([max(1, round(sum(weights)))] * count, [0] * count)
+    chains = [_chain_through(i, weights, conflicts) for i in range(count)]
+    bonus = _phase_bonus(weights, conflicts)
+    return TablePriorities([max(1, round(chains[i]) + bonus[i]) for i in range(count)], bonus)
+
+
 def write_priorities(
     operations: Sequence[Operation | None],
     expected_s: Sequence[float | None],
     table: TableConfig,
     profile: EngineProfile,
 ) -> list[int]:
-    """Airflow ``priority_weight`` values for the writes of one table: for each write, the seconds of the
-    heaviest set of pairwise-conflicting writes that contains it (see :func:`chain_through_s`), plus a phase
-    bonus so that writes which can run together ask first together.
-
-    Phases: writes in descending expected duration, each put in the first phase whose writes are all
-    compatible with it; phase ``k`` of ``n`` adds ``n - 1 - k``.
+    """The Airflow ``priority_weight`` values of :func:`table_priorities`.
 
     :raises ValueError: when the two sequences differ in length.
     """
-    weights, conflicts = _graph(operations, expected_s, table, profile)
-    if len(operations) > MAX_JUDGED_WRITES:
-        return [max(1, round(sum(weights)))] * len(operations)
-    chains = [_chain_through(i, weights, conflicts) for i in range(len(operations))]
+    return table_priorities(operations, expected_s, table, profile).weights
+
+
+def phase_bonus(
+    operations: Sequence[Operation | None],
+    expected_s: Sequence[float | None],
+    table: TableConfig,
+    profile: EngineProfile,
+) -> list[int]:
+    """The lease queue priorities of :func:`table_priorities`.
+
+    :raises ValueError: when the two sequences differ in length.
+    """
+    return table_priorities(operations, expected_s, table, profile).phase_bonus
+
+
+def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> list[int]:
     phases: list[list[int]] = []
-    phase_of = [0] * len(operations)
-    for i in sorted(range(len(operations)), key=lambda i: (-weights[i], i)):
+    phase_of = [0] * len(weights)
+    for i in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
         for k, members in enumerate(phases):
             if not any(conflicts(i, j) for j in members):
                 members.append(i)
@@ -79,7 +131,7 @@ def write_priorities(
         else:
             phase_of[i] = len(phases)
             phases.append([i])
-    return [max(1, round(chains[i]) + len(phases) - 1 - phase_of[i]) for i in range(len(operations))]
+    return [len(phases) - 1 - phase_of[i] for i in range(len(weights))]
 
 
 def chain_through_s(

@@ -8,7 +8,10 @@ with the conflict model and, for each write, finds the heaviest chain of pairwis
 contains it (by ``expected_duration``, 60 s when not given). Each write task gets that many seconds as its
 ``priority_weight`` (plus a small bonus that orders the table's phases of compatible writes), unless its
 author set one, so Airflow starts the writes on the longest serial chains first
-(:mod:`deltaguard.core.priority`).
+(:mod:`deltaguard.core.priority`). The phase bonus is also the task's lease ``priority`` unless its author
+set one (anything but 0): writes started together ask within a second of each other, and the lease manager
+then ranks the phases that can run beside the first holder ahead of a later phase that conflicts with all
+of them (a Z-order OPTIMIZE), each level worth ``ageing_s`` of waiting, so never starving anyone.
 
 The table's configuration is the one the lease manager last used for it, read from the lease store in one
 query per DAG parse (:mod:`deltaguard.pools.recorded`): its real partition columns and table properties
@@ -32,8 +35,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from deltaguard.core.admission import MAX_PRIORITY
 from deltaguard.core.operations import Operation
-from deltaguard.core.priority import write_priorities
+from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.spark.jars import installed_version
@@ -44,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: Airflow's default ``priority_weight``: a task still holding it did not choose one.
 DEFAULT_PRIORITY_WEIGHT = 1
+#: The operators' default lease ``priority``: a task still holding it did not choose one.
+DEFAULT_LEASE_PRIORITY = 0
 #: The rules used when the installed engine's version is not known: the oldest versions the rules cover.
 _OLDEST = {"delta-rs": "1.0.0", "spark": "3.0.0"}
 #: The engine kinds and the distribution whose installed version names their rules.
@@ -106,8 +112,9 @@ def _profile(tasks: list[Any]) -> EngineProfile:
 def dag_policy(dag: Any) -> None:
     """Airflow cluster policy hook (called for every DAG when DAG files are parsed).
 
-    Sets ``priority_weight`` of the DAG's deltaguard write tasks that kept Airflow's default. It orders
-    starts only; the lease manager decides what runs at once.
+    Sets ``priority_weight`` of the DAG's deltaguard write tasks that kept Airflow's default, and their
+    lease ``priority`` when it kept the operators' default. Both order work only; the lease manager
+    decides what runs at once.
 
     :param dag: the DAG being parsed.
     """
@@ -123,7 +130,7 @@ def dag_policy(dag: Any) -> None:
     for key, tasks in by_table.items():
         config = recorded.get(key) or TableConfig(partition_columns=_partition_columns(tasks), uri=key)
         try:
-            weights = write_priorities(
+            ranked = table_priorities(
                 [_operation(task, config) for task in tasks],
                 [task.expected_duration_s for task in tasks],
                 config,
@@ -135,13 +142,16 @@ def dag_policy(dag: Any) -> None:
             # Airflow's weight here and fails at run time with its own clear error, before any lease.
             log.warning("deltaguard: no write priorities for %s in DAG %s: %s", key, dag.dag_id, exc)
             continue
-        for task, weight in zip(tasks, weights, strict=True):
+        for task, weight, bonus in zip(tasks, ranked.weights, ranked.phase_bonus, strict=True):
             if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
                 task.priority_weight = weight
+            if task.priority == DEFAULT_LEASE_PRIORITY:
+                task.priority = min(bonus, MAX_PRIORITY)
         log.debug(
-            "deltaguard: %s writes on %s (%s configuration), priorities %s",
+            "deltaguard: %s writes on %s (%s configuration), priorities %s, lease priorities %s",
             len(tasks),
             key,
             "recorded" if key in recorded else "guessed",
-            weights,
+            ranked.weights,
+            ranked.phase_bonus,
         )
