@@ -126,8 +126,10 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "True",
         "Whether the ``dag_policy`` cluster policy the provider registers (``airflow.policy`` entry point) "
         "gives each deltaguard write task a ``priority_weight`` from the longest conflict chain through it, so "
-        "worker slots go to the writes on the longest chains first (ADR 0028). Read each time a DAG is parsed. ``False``: task priorities "
-        "stay as their authors set them (Airflow's defaults).",
+        "worker slots go to the writes on the longest chains first, and a lease ``priority`` from its phase of "
+        "pairwise compatible writes, so writes that ask together queue phase by phase (ADR 0028). Read each "
+        "time a DAG is parsed. ``False``: task priorities and lease priorities stay as their authors set them "
+        "(the defaults).",
     ),
 }
 
