@@ -47,7 +47,7 @@ from deltaguard.core.admission import (
 from deltaguard.core.decision import Decision
 from deltaguard.core.dispatch import ReadyWrite, chain_weight, next_for_slot
 from deltaguard.core.operations import Operation
-from deltaguard.core.priority import phase_bonus, write_priorities
+from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from lab.simulation.workload import (
@@ -366,11 +366,11 @@ def simulate(
         what Airflow does with equal priority weights) or ``chain`` (longest conflict chain first,
         :func:`deltaguard.core.dispatch.next_for_slot`; a deployment needs a slot gate to do this) or
         ``priority`` (what Airflow does with the priority weights the ``dag_policy`` cluster policy gives,
-        :func:`deltaguard.core.priority.write_priorities` over each table's writes and their estimates;
+        :func:`deltaguard.core.priority.table_priorities` over each table's writes and their estimates;
         ties first come, first served).
     :param backfill_slack: deltaguard only: see :func:`deltaguard.core.admission.admit`.
     :param lease_priority: deltaguard only: each write's lease queue priority: ``none`` (0 for all) or
-        ``phase`` (its table's :func:`deltaguard.core.priority.phase_bonus`, as the ``dag_policy`` sets it),
+        ``phase`` (its table's the phase bonus of :func:`deltaguard.core.priority.table_priorities`, as the ``dag_policy`` sets it),
         ranked by :func:`deltaguard.core.admission.queue_rank`.
     :raises ValueError: on an unknown strategy or bad parameters.
     """
@@ -481,19 +481,21 @@ def simulate(
             for w in writes
         ]
         operations = [operation(w, tables[w.table]) for w in writes]
-        priorities = [0] * len(writes)
-        if lease_priority == "phase":
+        if lease_priority not in ("none", "phase"):
+            raise ValueError(f"unknown lease priority {lease_priority!r}; choose none or phase")
+        # what the dag_policy gives each write: slot weights and lease priorities, one table at a time
+        weights, bonuses = [0] * len(writes), [0] * len(writes)
+        if slot_order == "priority" or lease_priority == "phase":
             for table_name, members in _members_by_table(writes).items():
-                bonus = phase_bonus(
+                ranked = table_priorities(
                     [operations[i] for i in members],
                     [estimates[i] for i in members],
                     configs[table_name],
                     profile,
                 )
-                for i, level in zip(members, bonus, strict=True):
-                    priorities[i] = level
-        elif lease_priority != "none":
-            raise ValueError(f"unknown lease priority {lease_priority!r}; choose none or phase")
+                for i, weight, bonus in zip(members, ranked.weights, ranked.phase_bonus, strict=True):
+                    weights[i], bonuses[i] = weight, bonus
+        priorities = bonuses if lease_priority == "phase" else [0] * len(writes)
 
         def holder(i: int, is_granted: bool) -> Holder:
             found = holders.get(i)
@@ -578,16 +580,6 @@ def simulate(
 
             sim.choose = choose
         elif slot_order == "priority":
-            weights = [0] * len(writes)
-            for table_name, members in _members_by_table(writes).items():
-                table_weights = write_priorities(
-                    [operations[i] for i in members],
-                    [estimates[i] for i in members],
-                    configs[table_name],
-                    profile,
-                )
-                for i, weight in zip(members, table_weights, strict=True):
-                    weights[i] = weight
 
             def choose_by_priority(ready: Sequence[int]) -> int:
                 return min(

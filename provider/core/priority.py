@@ -106,19 +106,6 @@ def write_priorities(
     return table_priorities(operations, expected_s, table, profile).weights
 
 
-def phase_bonus(
-    operations: Sequence[Operation | None],
-    expected_s: Sequence[float | None],
-    table: TableConfig,
-    profile: EngineProfile,
-) -> list[int]:
-    """The lease queue priorities of :func:`table_priorities`.
-
-    :raises ValueError: when the two sequences differ in length.
-    """
-    return table_priorities(operations, expected_s, table, profile).phase_bonus
-
-
 def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> list[int]:
     phases: list[list[int]] = []
     phase_of = [0] * len(weights)
