@@ -370,8 +370,8 @@ def simulate(
         ties first come, first served).
     :param backfill_slack: deltaguard only: see :func:`deltaguard.core.admission.admit`.
     :param lease_priority: deltaguard only: each write's lease queue priority: ``none`` (0 for all) or
-        ``phase`` (its table's the phase bonus of :func:`deltaguard.core.priority.table_priorities`, as the ``dag_policy`` sets it),
-        ranked by :func:`deltaguard.core.admission.queue_rank`.
+        ``phase`` (the phase bonus :func:`deltaguard.core.priority.table_priorities` gives it among its
+        table's writes, as the ``dag_policy`` sets it), ranked by :func:`deltaguard.core.admission.queue_rank`.
     :raises ValueError: on an unknown strategy or bad parameters.
     """
     if strategy not in STRATEGIES:

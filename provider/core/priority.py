@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from deltaguard.core.admission import MAX_PRIORITY
 from deltaguard.core.chains import heaviest_clique
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
@@ -93,19 +94,6 @@ def table_priorities(
     return TablePriorities([max(1, round(chains[i]) + bonus[i]) for i in range(count)], bonus)
 
 
-def write_priorities(
-    operations: Sequence[Operation | None],
-    expected_s: Sequence[float | None],
-    table: TableConfig,
-    profile: EngineProfile,
-) -> list[int]:
-    """The Airflow ``priority_weight`` values of :func:`table_priorities`.
-
-    :raises ValueError: when the two sequences differ in length.
-    """
-    return table_priorities(operations, expected_s, table, profile).weights
-
-
 def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> list[int]:
     phases: list[list[int]] = []
     phase_of = [0] * len(weights)
@@ -118,7 +106,8 @@ def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]
         else:
             phase_of[i] = len(phases)
             phases.append([i])
-    return [len(phases) - 1 - phase_of[i] for i in range(len(weights))]
+    # a lease priority: within MAX_PRIORITY already, since at most MAX_JUDGED_WRITES writes are phased
+    return [min(MAX_PRIORITY, len(phases) - 1 - phase_of[i]) for i in range(len(weights))]
 
 
 def chain_through_s(

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from deltaguard.core.admission import MAX_PRIORITY
 from deltaguard.core.operations import Operation
 from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
@@ -146,7 +145,7 @@ def dag_policy(dag: Any) -> None:
             if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
                 task.priority_weight = weight
             if task.priority == DEFAULT_LEASE_PRIORITY:
-                task.priority = min(bonus, MAX_PRIORITY)
+                task.priority = bonus
         log.debug(
             "deltaguard: %s writes on %s (%s configuration), priorities %s, lease priorities %s",
             len(tasks),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.priority import DEFAULT_EXPECTED_S, chain_through_s, serial_work_s, write_priorities
+from deltaguard.core.priority import DEFAULT_EXPECTED_S, chain_through_s, serial_work_s, table_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 
@@ -49,9 +49,10 @@ def test_writes_that_can_run_together_share_a_phase_and_ask_first() -> None:
     ops = [update("a"), update("a"), update("b"), update("c")]
     # by duration: #1 opens phase 0; #0 conflicts with it (phase 1); #2 and #3 join phase 0. Days b and c
     # are chains of their own (5 s, 1 s): they do not borrow day a's 30 s.
-    priorities = write_priorities(ops, [10.0, 20.0, 5.0, 1.0], PARTITIONED, SPARK)
-    assert priorities == [30, 31, 6, 2]
-    assert write_priorities([update("a")] * 3, [1.0, 2.0, 3.0], PARTITIONED, SPARK) == [6, 7, 8]
+    ranked = table_priorities(ops, [10.0, 20.0, 5.0, 1.0], PARTITIONED, SPARK)
+    assert ranked.weights == [30, 31, 6, 2]
+    assert ranked.phase_bonus == [0, 1, 1, 1]  # the lease priorities: phase 0 first
+    assert table_priorities([update("a")] * 3, [1.0, 2.0, 3.0], PARTITIONED, SPARK).weights == [6, 7, 8]
 
 
 def _day_a_updates(prefix: str, table: str, count: int, seconds: int) -> None:
