@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pools": ("deltaguard.commands.pools", "sync one Airflow pool per Delta table"),
     "conformance": ("deltaguard.commands.conformance", "measure an engine against the conflict model"),
     "db": ("deltaguard.commands.db", "create or upgrade the lease store's schema (db migrate [--check])"),
+    "plan": ("deltaguard.commands.plan", "plan a DAG's writes: what serializes, why, and the run's makespan"),
     "leases": (
         "deltaguard.commands.leases",
         "list a table's leases, or release one by hand (release --force)",

@@ -60,7 +60,7 @@ def _templated(task: Any) -> bool:
     return any("{{" in str(getattr(task, field, "")) for field in task.template_fields)
 
 
-def _partition_columns(tasks: list[Any]) -> tuple[str, ...]:
+def partition_columns_named(tasks: list[Any]) -> tuple[str, ...]:
     columns: set[str] = set()
     for task in tasks:
         for field in _PARTITION_FIELDS:
@@ -70,7 +70,9 @@ def _partition_columns(tasks: list[Any]) -> tuple[str, ...]:
     return tuple(sorted(columns))
 
 
-def _operation(task: Any, config: TableConfig) -> Operation | None:
+def task_operation(task: Any, config: TableConfig) -> Operation | None:
+    """What the conflict model is told a deltaguard operator writes on ``config``; ``None`` when it cannot
+    be known at parse time (a templated field, an operator that cannot say): it then conflicts with all."""
     if _templated(task):
         return None
     try:
@@ -103,7 +105,8 @@ def engine_profile(kind: str) -> EngineProfile:
     return EngineProfile(name, installed_version(distribution) or _OLDEST[kind])
 
 
-def _profile(tasks: list[Any]) -> EngineProfile:
+def tasks_profile(tasks: list[Any]) -> EngineProfile:
+    """The rules that judge a table's writes: delta-rs when every task names it, else Spark's."""
     engines = {_engine_name(task) for task in tasks}
     return engine_profile("delta-rs" if engines == {"delta-rs"} else "spark")
 
@@ -127,13 +130,13 @@ def dag_policy(dag: Any) -> None:
                 by_table.setdefault(key, []).append(task)
     recorded = recorded_configs(sorted(by_table)) if by_table else {}
     for key, tasks in by_table.items():
-        config = recorded.get(key) or TableConfig(partition_columns=_partition_columns(tasks), uri=key)
+        config = recorded.get(key) or TableConfig(partition_columns=partition_columns_named(tasks), uri=key)
         try:
             ranked = table_priorities(
-                [_operation(task, config) for task in tasks],
+                [task_operation(task, config) for task in tasks],
                 [task.expected_duration_s for task in tasks],
                 config,
-                _profile(tasks),
+                tasks_profile(tasks),
             )
         except Exception as exc:
             # A policy that raises keeps the whole DAG from loading (AirflowClusterPolicyError). Priorities

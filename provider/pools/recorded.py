@@ -19,8 +19,12 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deltaguard.core.table_config import TableConfig
+
+if TYPE_CHECKING:
+    from deltaguard.leases.store import LeaseStore
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +62,22 @@ def recorded_configs(keys: Sequence[str]) -> dict[str, TableConfig]:
 
 def _read_rows(url: str, keys: Sequence[str]) -> list[tuple[str, str]]:
     """``(uri, config_json)`` of the recorded tables among ``keys``; ``[]`` when no store exists yet."""
-    from sqlalchemy.engine import make_url
+    store = open_existing_store(url)
+    if store is None:
+        return []
+    try:
+        return [(row.uri, row.config_json) for row in store.read_tables(keys) if row.config_json]
+    finally:
+        store.close()
 
-    from deltaguard.leases.store import LeaseStore
+
+def open_existing_store(url: str) -> LeaseStore | None:
+    """The lease store at ``url`` opened for reading with :data:`STORE_TIMEOUT_S` bounds, never creating
+    or migrating anything; ``None`` when no store exists there yet or the scheme is not a store's.
+
+    :param url: the lease store URL (SQLite or PostgreSQL).
+    """
+    from sqlalchemy.engine import make_url
 
     scheme = url.split(":", 1)[0].lower()
     store: LeaseStore
@@ -71,7 +88,7 @@ def _read_rows(url: str, keys: Sequence[str]) -> list[tuple[str, str]]:
         # Opening an SQLite URL creates the file: a store nobody has used yet records nothing.
         if not database or database == ":memory:" or not Path(database).is_file():
             log.debug("deltaguard: no lease store file at %s yet", database)
-            return []
+            return None
         store = SqliteLeaseStore(url, busy_timeout_s=STORE_TIMEOUT_S, migrate=False)
     elif scheme in ("postgresql", "postgresql+psycopg", "postgres"):
         from deltaguard.leases.sql.postgres import PostgresLeaseStore
@@ -87,8 +104,5 @@ def _read_rows(url: str, keys: Sequence[str]) -> list[tuple[str, str]]:
         )
     else:
         log.debug("deltaguard: unsupported lease store scheme %r", scheme)
-        return []
-    try:
-        return [(row.uri, row.config_json) for row in store.read_tables(keys) if row.config_json]
-    finally:
-        store.close()
+        return None
+    return store

@@ -1,0 +1,153 @@
+"""``deltaguard plan PATH``: which of a DAG's writes will wait for each other, why, and how long a run takes.
+
+Parses the DAG file or folder as Airflow does, finds every deltaguard write, reads each table's
+configuration (:mod:`deltaguard.planning.discover`) and judges the writes with the conflict model
+(:mod:`deltaguard.planning.analysis`). Prints text or JSON; ``--out`` writes a Gantt chart; ``--check
+BASELINE.json`` exits 1 when a serializing pair is new or the deltaguard makespan grew past the tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from deltaguard.commands import UsageError
+
+#: exit code when ``--check`` finds the plan worse than its baseline
+CHECK_FAILED = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="a DAG file or a DAGs folder")
+    parser.add_argument("--dag-id", help="plan only this DAG")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument(
+        "--out", help="write a Gantt chart of the planned run (.svg, or .png with matplotlib)"
+    )
+    parser.add_argument("--tables", help="declared table configurations (JSON: table URI -> table document)")
+    parser.add_argument("--no-read", action="store_true", help="do not read the tables' Delta logs")
+    parser.add_argument(
+        "--store",
+        help="lease store URL for recorded durations and configurations (default: [deltaguard] lease_store_url)",
+    )
+    parser.add_argument("--no-store", action="store_true", help="read no lease store")
+    parser.add_argument("--workers", type=int, help="tasks that run at once at most (default: unbounded)")
+    parser.add_argument(
+        "--mapped-instances",
+        type=int,
+        default=None,
+        help="instances assumed for a task mapped over values known only at run time (default 2)",
+    )
+    parser.add_argument(
+        "--other-seconds", type=float, default=None, help="seconds of a task that writes no table (default 0)"
+    )
+    parser.add_argument(
+        "--check", metavar="BASELINE", help="exit 1 when the plan is worse than this JSON plan"
+    )
+    parser.add_argument(
+        "--tolerance", type=float, default=None, help="relative makespan growth --check allows (default 0.05)"
+    )
+
+
+def _store_url(args: argparse.Namespace) -> str | None:
+    if args.no_store:
+        return None
+    if args.store:
+        return str(args.store)
+    try:
+        from deltaguard import config
+
+        return config.lease_store_url() or None
+    except Exception:  # no Airflow configuration: no recorded durations, stated in the plan
+        return None
+
+
+def _plans(args: argparse.Namespace) -> list[Any]:
+    from deltaguard.planning.analysis import build_plan
+    from deltaguard.planning.discover import (
+        DEFAULT_MAPPED_INSTANCES,
+        DEFAULT_OTHER_S,
+        PlanInputError,
+        discover,
+        load_dags,
+        load_table_documents,
+    )
+
+    mapped = DEFAULT_MAPPED_INSTANCES if args.mapped_instances is None else args.mapped_instances
+    other = DEFAULT_OTHER_S if args.other_seconds is None else args.other_seconds
+    if mapped < 1:
+        raise UsageError(f"--mapped-instances must be at least 1, got {mapped}")
+    if other < 0:
+        raise UsageError(f"--other-seconds must be >= 0, got {other}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    try:
+        documents = load_table_documents(args.tables)
+        dags = load_dags(args.path, args.dag_id)
+        store = _store_url(args)
+        plans = []
+        for dag in dags:
+            tasks, settings, assumptions = discover(
+                dag,
+                documents,
+                read_tables=not args.no_read,
+                store_url=store,
+                mapped_instances=mapped,
+                other_s=other,
+            )
+            if store is None:
+                assumptions.append("no lease store read: no recorded durations")
+            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, args.workers))
+    except PlanInputError as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:  # an unparsable predicate or MERGE condition in a DAG
+        raise UsageError(f"cannot plan: {' '.join(str(exc).split())}") from None
+    return plans
+
+
+def run(args: argparse.Namespace) -> int:
+    from deltaguard.planning.report import plan_json, render_text
+
+    plans = _plans(args)
+    if (args.out or args.check) and len(plans) != 1:
+        raise UsageError(f"{len(plans)} DAGs found: name one with --dag-id for --out or --check")
+    documents = [plan_json(plan) for plan in plans]
+    if args.format == "json":
+        json.dump(documents[0] if len(documents) == 1 else documents, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n".join(render_text(plan) for plan in plans))
+    if args.out:
+        from deltaguard.planning.gantt import ChartUnavailableError, write_chart
+
+        try:
+            written = write_chart(plans[0], args.out)
+        except (ChartUnavailableError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        print(f"chart written to {written}", file=sys.stderr)
+    if args.check:
+        return _check(documents[0], args.check, args.tolerance)
+    return 0
+
+
+def _check(current: dict[str, Any], path: str, tolerance: float | None) -> int:
+    from deltaguard.planning.baseline import DEFAULT_TOLERANCE, compare
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            baseline = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the baseline {path}: {' '.join(str(exc).split())}") from None
+    if isinstance(baseline, list):
+        baseline = next(
+            (b for b in baseline if isinstance(b, dict) and b.get("dag_id") == current["dag_id"]), None
+        )
+    try:
+        problems = compare(current, baseline, DEFAULT_TOLERANCE if tolerance is None else tolerance)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for problem in problems:
+        print(f"deltaguard plan --check: {problem}", file=sys.stderr)
+    return CHECK_FAILED if problems else 0

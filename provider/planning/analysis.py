@@ -1,0 +1,291 @@
+"""The plan of one DAG run from its writes: per table, which writes serialize and why, the conflict chains,
+the changes that would let a serializing pair run together, and the makespan under three policies.
+
+Pure: the conflict model (:func:`~deltaguard.core.model.pair_verdict` for a pair,
+:func:`~deltaguard.core.model.decide` for a write beside the writes running, exactly as the lease manager
+asks it), the chain search (:func:`~deltaguard.core.chains.heaviest_clique`), the remedies
+(:func:`~deltaguard.core.remedies.explain_verdict`) and the schedule (:mod:`deltaguard.planning.schedule`).
+The Airflow side (finding the writes, reading the tables) is :mod:`deltaguard.planning.discover`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from deltaguard.core.chains import heaviest_clique
+from deltaguard.core.decision import PairVerdict
+from deltaguard.core.model import decide, pair_verdict
+from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
+from deltaguard.core.table_config import TableConfig
+from deltaguard.planning.schedule import Job, Schedule, simulate
+
+#: the policies the plan compares, in the order they are shown
+POLICIES = ("one_slot_pools", "all_at_once", "deltaguard")
+#: the rule name of a pair one of whose operations is not known before the run
+UNKNOWN_RULE = "plan.unknown_operation"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One table a task writes and how (``operation`` ``None``: not known before the run).
+
+    :param table: the table key (as the lease manager names the table).
+    :param operation: the write, as the conflict model sees it.
+    :param unknown: why the operation is not known (a templated field, ...), when it is not.
+    """
+
+    table: str
+    operation: Operation | None
+    unknown: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task instance of the run.
+
+    :param id: unique id: the task id, with ``[i]`` for a mapped task's instance.
+    :param task_id: the Airflow task id.
+    :param targets: the tables it writes (empty: not a deltaguard write).
+    :param duration_s: its expected duration.
+    :param duration_source: where the duration comes from (``recorded``, ``declared``, ``default``).
+    :param upstream: ids of the instances that must end before it starts.
+    :param map_index: the instance's map index (``None``: not mapped).
+    """
+
+    id: str
+    task_id: str
+    targets: tuple[Target, ...]
+    duration_s: float
+    duration_source: str
+    upstream: tuple[str, ...] = ()
+    map_index: int | None = None
+
+
+@dataclass(frozen=True)
+class TableSetting:
+    """A table's configuration as the plan uses it and where it comes from.
+
+    :param config: the configuration.
+    :param source: ``table`` (read from its Delta log), ``document`` (a declared table document),
+        ``recorded`` (the lease store's last decision) or ``assumed``.
+    :param note: what was assumed or why the table was not read.
+    :param profile: the engine whose rules judge its writes.
+    """
+
+    config: TableConfig
+    source: str
+    note: str
+    profile: EngineProfile
+
+
+@dataclass(frozen=True)
+class PairReport:
+    """Two writes on one table and the model's verdict on them, with checked changes when they serialize."""
+
+    table: str
+    a: str
+    b: str
+    conflict: bool
+    rule: str
+    exceptions: tuple[str, ...]
+    reason: str
+    why: str
+    changes: tuple[Change, ...] = ()
+    advice: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "conflict": self.conflict,
+            "rule": self.rule,
+            "exceptions": list(self.exceptions),
+            "why": self.why,
+            "reason": self.reason,
+            "changes": [c.to_json() for c in self.offered],
+            "advice": list(self.sequence_advice),
+        }
+
+    @property
+    def offered(self) -> tuple[Change, ...]:
+        """The checked changes that would let the pair run together."""
+        return tuple(c for c in self.changes if c.kind is not ChangeKind.SEQUENCE)
+
+    @property
+    def sequence_advice(self) -> tuple[str, ...]:
+        """The model's advice when no change lets the pair overlap (run them one after the other, ...)."""
+        return tuple(c.text for c in self.changes if c.kind is ChangeKind.SEQUENCE) or self.advice
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The heaviest set of pairwise-conflicting writes of a table: work that runs one write after another."""
+
+    tasks: tuple[str, ...]
+    seconds: float
+    exact: bool
+
+
+@dataclass(frozen=True)
+class TableReport:
+    table: str
+    setting: TableSetting
+    writes: tuple[str, ...]
+    pairs: tuple[PairReport, ...]
+    chain: Chain
+
+    @property
+    def serializing(self) -> tuple[PairReport, ...]:
+        return tuple(p for p in self.pairs if p.conflict)
+
+    @property
+    def side_by_side(self) -> tuple[PairReport, ...]:
+        return tuple(p for p in self.pairs if not p.conflict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The plan of one DAG run."""
+
+    dag_id: str
+    tasks: tuple[PlannedTask, ...]
+    tables: tuple[TableReport, ...]
+    schedules: dict[str, Schedule]
+    #: seconds no policy can beat: the longest dependency chain, or a table's heaviest conflict chain
+    lower_bound_s: float
+    #: what the plan assumed (stated in every output)
+    assumptions: tuple[str, ...] = ()
+    #: running everything at once: the conflicting pairs that would overlap (and fail, or worse)
+    unsafe_overlaps: tuple[tuple[str, str, str], ...] = field(default=())
+
+    def makespan_s(self, policy: str) -> float:
+        return self.schedules[policy].makespan_s
+
+
+def build_plan(
+    dag_id: str,
+    tasks: Sequence[PlannedTask],
+    settings: dict[str, TableSetting],
+    assumptions: Sequence[str] = (),
+    workers: int | None = None,
+) -> Plan:
+    """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
+
+    :param dag_id: the DAG.
+    :param tasks: every task instance of one run (writes and other tasks).
+    :param settings: each written table's configuration (every target's table must have one).
+    :param assumptions: what the caller assumed, carried into the plan.
+    :param workers: how many tasks run at once at most (``None``: unbounded).
+    :raises ValueError: on a target whose table has no setting, or bad dependencies.
+    """
+    by_id = {task.id: task for task in tasks}
+    writes_on: dict[str, list[tuple[str, Target]]] = {}
+    for task in tasks:
+        for target in task.targets:
+            if target.table not in settings:
+                raise ValueError(f"no configuration for table {target.table!r}")
+            writes_on.setdefault(target.table, []).append((task.id, target))
+    verdicts: dict[tuple[str, str, str], PairReport] = {}
+    reports: list[TableReport] = []
+    for table in sorted(writes_on):
+        setting = settings[table]
+        members = writes_on[table]
+        pairs = [_pair(table, a, b, setting) for a, b in combinations(members, 2)]
+        for pair in pairs:
+            verdicts[(table, pair.a, pair.b)] = verdicts[(table, pair.b, pair.a)] = pair
+        ids = [task_id for task_id, _ in members]
+        weights = [by_id[task_id].duration_s for task_id in ids]
+        seconds, chosen, exact = heaviest_clique(weights, _conflict_test(verdicts, table, ids))
+        reports.append(
+            TableReport(
+                table, setting, tuple(ids), tuple(pairs), Chain(tuple(ids[i] for i in chosen), seconds, exact)
+            )
+        )
+    jobs = [Job(task.id, task.duration_s, task.upstream) for task in tasks]
+    targets = {task.id: task.targets for task in tasks}
+
+    def one_slot(job: str, running: Sequence[str]) -> Sequence[str]:
+        mine = {t.table for t in targets[job]}
+        return [other for other in running if mine & {t.table for t in targets[other]}]
+
+    def at_once(job: str, running: Sequence[str]) -> Sequence[str]:
+        return ()
+
+    def deltaguard(job: str, running: Sequence[str]) -> Sequence[str]:
+        blockers: dict[str, None] = {}
+        for target in targets[job]:
+            on_table = [(other, t) for other in running for t in targets[other] if t.table == target.table]
+            blockers.update(dict.fromkeys(_decide(target, on_table, settings[target.table])))
+        return list(blockers)
+
+    schedules = {
+        "one_slot_pools": simulate(jobs, one_slot, workers),
+        "all_at_once": simulate(jobs, at_once, workers),
+        "deltaguard": simulate(jobs, deltaguard, workers),
+    }
+    free = schedules["all_at_once"]
+    overlaps = tuple(
+        sorted(
+            (table, pair.a, pair.b)
+            for (table, a, b), pair in verdicts.items()
+            if a == pair.a
+            and pair.conflict
+            and free.starts[a] < free.ends[b]
+            and free.starts[b] < free.ends[a]
+        )
+    )
+    chain_bound = max((report.chain.seconds for report in reports if report.chain.exact), default=0.0)
+    lower = max(free.makespan_s if workers is None else 0.0, chain_bound)
+    return Plan(dag_id, tuple(tasks), tuple(reports), schedules, lower, tuple(assumptions), overlaps)
+
+
+def _conflict_test(
+    verdicts: dict[tuple[str, str, str], PairReport], table: str, ids: Sequence[str]
+) -> Callable[[int, int], bool]:
+    def conflicts(i: int, j: int) -> bool:
+        return verdicts[(table, ids[i], ids[j])].conflict
+
+    return conflicts
+
+
+def _decide(target: Target, running: Sequence[tuple[str, Target]], setting: TableSetting) -> list[str]:
+    """The running jobs that keep ``target`` from starting: the lease manager's own decision."""
+    if not running:
+        return []
+    if target.operation is None or any(t.operation is None for _, t in running):
+        return [job for job, _ in running]  # an operation not known before the run: judged as conflicting
+    operations = [t.operation for _, t in running if t.operation is not None]
+    decision = decide(target.operation, operations, setting.config, setting.profile)
+    return [running[index][0] for index in decision.conflicts_with]
+
+
+def _pair(table: str, a: tuple[str, Target], b: tuple[str, Target], setting: TableSetting) -> PairReport:
+    (a_id, a_target), (b_id, b_target) = a, b
+    if a_target.operation is None or b_target.operation is None:
+        unknown = "; ".join(
+            dict.fromkeys(t.unknown for t in (a_target, b_target) if t.operation is None and t.unknown)
+        )
+        why = f"not known before the run ({unknown or 'operation not declared'}): judged as conflicting"
+        advice = (
+            "declare the operation (or make the templated field literal) so the model can judge the pair",
+        )
+        return PairReport(table, a_id, b_id, True, UNKNOWN_RULE, (), why, why, (), advice)
+    a_op, b_op = a_target.operation, b_target.operation
+    verdict: PairVerdict = pair_verdict(a_op, b_op, setting.config, setting.profile)
+    explained = explain_verdict(verdict, a_op, b_op, setting.config, setting.profile)
+    return PairReport(
+        table,
+        a_id,
+        b_id,
+        verdict.conflict,
+        verdict.rule,
+        tuple(e.value for e in verdict.exceptions),
+        verdict.reason,
+        explained.why,
+        explained.changes,
+        verdict.advice,
+    )
