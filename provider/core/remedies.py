@@ -4,7 +4,10 @@ The pair rules give a long reason (citing the Databricks page "Isolation levels 
 delta-spark ConflictChecker or probe evidence) and free-text advice. A page that shows a waiting task
 needs less: one line naming the cause, and each change as a kind (so a page can group or mark it) with a
 text that names the table's own columns. This module derives both from the model's own verdict and the
-operations' parsed facts, so no page writes its own advice.
+operations' parsed facts, so no page writes its own advice. Every change is checked before it is offered:
+applied to the pair and its table (its ``<value>`` placeholders given two different values) and judged
+again by :func:`~deltaguard.core.model.pair_verdict`; a change after which the pair still conflicts is not
+offered (the UI's advice and ``deltaguard plan`` alike).
 
 Only a pair the model says conflicts gets changes. Rules that are about the table or the engine rather than
 the two conditions (``common.*``: a metadata change, table creation, a shared checkpoint, settings the model
@@ -13,7 +16,8 @@ does not understand) keep the model's advice as it is, as changes of kind ``sequ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -121,7 +125,7 @@ def explain_verdict(
         True,
         verdict.rule,
         _one_line(_data_cause(fa, fb, table)),
-        tuple(dict.fromkeys(_data_changes(fa, fb, table, profile))),  # two equal MERGEs: one change
+        _checked(_data_changes(fa, fb, table, profile), a, b, table, profile),
         verdict.reason,
         verdict.advice,
     )
@@ -136,63 +140,182 @@ def _data_cause(a: OpFacts, b: OpFacts, table: TableConfig) -> str:
     return f"{pair} may rewrite the same files: the table is not partitioned"
 
 
-def _data_changes(a: OpFacts, b: OpFacts, table: TableConfig, profile: EngineProfile) -> list[Change]:
+#: a change applied to the pair and its table: what the model judges again before the change is offered
+_Apply = Callable[[Operation, Operation, TableConfig], tuple[Operation, Operation, TableConfig]]
+#: the values two writes are given where a change says ``<value>`` (any two different values)
+_VALUES = ("__value_1__", "__value_2__")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A change, how to apply it, and whether it is only a fallback: offered when no smaller change of the
+    same kind was."""
+
+    change: Change
+    apply: _Apply
+    fallback: bool = False
+
+
+def _checked(
+    candidates: list[_Candidate], a: Operation, b: Operation, table: TableConfig, profile: EngineProfile
+) -> tuple[Change, ...]:
+    """The candidates' changes after which the model lets the pair run together, each change once.
+
+    Each change is applied to the two operations and the table (its ``<value>`` placeholders given two
+    different values) and judged again by :func:`pair_verdict`: a change that leaves the pair conflicting,
+    or that the model cannot read, is not offered.
+    """
+    offered: dict[Change, None] = {}
+    for candidate in candidates:
+        if candidate.change in offered:
+            continue
+        if candidate.fallback and any(c.kind is candidate.change.kind for c in offered):
+            continue
+        try:
+            changed = candidate.apply(a, b, table)
+            if not pair_verdict(*changed, profile).conflict:
+                offered[candidate.change] = None
+        except ValueError:
+            continue
+    return tuple(offered)
+
+
+def _restrict(op: Operation, column: str, value: str, *, inserts: bool = True) -> Operation:
+    """``op`` touching only rows whose ``column`` is ``value`` (a MERGE: in its ON condition, and with
+    ``inserts`` its inserted rows too)."""
+    condition = f"{column} = '{value}'"
+    if op.kind is OperationKind.MERGE:
+        target = f"{op.target_alias}.{condition}"
+        merged = f"({op.merge_condition}) AND {target}" if op.merge_condition else target
+        added = op.inserts
+        if inserts and op.inserts is not None and op.inserts != "":
+            added = f"({op.inserts}) AND {condition}"
+        elif inserts and op.inserts is None:
+            added = condition
+        return replace(op, merge_condition=merged, inserts=added)
+    return replace(op, predicate=f"({op.predicate}) AND {condition}" if op.predicate else condition)
+
+
+def _both(column: str) -> _Apply:
+    def apply(a: Operation, b: Operation, table: TableConfig) -> tuple[Operation, Operation, TableConfig]:
+        return _restrict(a, column, _VALUES[0]), _restrict(b, column, _VALUES[1]), table
+
+    return apply
+
+
+def _on_table(change_table: Callable[[TableConfig], TableConfig], then: _Apply | None = None) -> _Apply:
+    def apply(a: Operation, b: Operation, table: TableConfig) -> tuple[Operation, Operation, TableConfig]:
+        changed = change_table(table)
+        return then(a, b, changed) if then is not None else (a, b, changed)
+
+    return apply
+
+
+def _merge_on(which: int, column: str) -> _Apply:
+    def apply(a: Operation, b: Operation, table: TableConfig) -> tuple[Operation, Operation, TableConfig]:
+        ops = [a, b]
+        for index in (0, 1) if a == b else (which,):  # two equal MERGEs: the change names both
+            ops[index] = _restrict(ops[index], column, _VALUES[index], inserts=False)
+        return ops[0], ops[1], table
+
+    return apply
+
+
+def _with_properties(**properties: str) -> Callable[[TableConfig], TableConfig]:
+    return lambda table: replace(table, properties={**table.properties, **properties})
+
+
+_DV = {"delta.enableDeletionVectors": "true"}
+
+
+def _data_changes(a: OpFacts, b: OpFacts, table: TableConfig, profile: EngineProfile) -> list[_Candidate]:
     column = _shared_column(a, b) or (table.partition_columns or table.clustering_columns or ("<column>",))[0]
-    changes: list[Change] = []
-    for f in (a, b):
+    changes: list[_Candidate] = []
+    for index, f in enumerate((a, b)):
         if f.kind is OperationKind.MERGE and f.scope.is_everything:
             target = (table.partition_columns or table.clustering_columns or (column,))[0]
             changes.append(
-                Change(
-                    ChangeKind.MERGE_CONDITION,
-                    f"add `{f.op.target_alias}.{target} = <value>` to the ON condition of {f.name()}",
+                _Candidate(
+                    Change(
+                        ChangeKind.MERGE_CONDITION,
+                        f"add `{f.op.target_alias}.{target} = <value>` to the ON condition of {f.name()}",
+                    ),
+                    _merge_on(index, target),
                 )
             )
     if table.is_partitioned:
         cols = ", ".join(table.partition_columns)
         changes.append(
-            Change(ChangeKind.PREDICATE, f"give each write a condition on different {cols} values")
+            _Candidate(
+                Change(ChangeKind.PREDICATE, f"give each write a condition on different {cols} values"),
+                _both(table.partition_columns[0]),
+            )
         )
         return changes
     if table.has_liquid_clustering and profile.name is EngineName.DATABRICKS:
         if not table.deletion_vectors_enabled:
             changes.append(
-                Change(
-                    ChangeKind.DELETION_VECTORS,
-                    "enable deletion vectors (delta.enableDeletionVectors = true) so row-level concurrency applies",
+                _Candidate(
+                    Change(
+                        ChangeKind.DELETION_VECTORS,
+                        "enable deletion vectors (delta.enableDeletionVectors = true) so row-level concurrency applies",
+                    ),
+                    _on_table(_with_properties(**_DV)),
                 )
             )
         changes.append(
-            Change(
-                ChangeKind.PREDICATE,
-                f"make the conditions provably disjoint on {', '.join(table.clustering_columns)}",
+            _Candidate(
+                Change(
+                    ChangeKind.PREDICATE,
+                    f"make the conditions provably disjoint on {', '.join(table.clustering_columns)}",
+                ),
+                _on_table(_with_properties(**_DV), _both(table.clustering_columns[0])),
             )
         )
         return changes
-    changes.append(Change(ChangeKind.PARTITION, f"partition the table by {column}, then {_disjoint(column)}"))
+    # The smallest partitioning first: a column the conditions already keep apart needs no new condition.
+    for mentioned in dict.fromkeys((*_columns(a), *_columns(b))):
+        changes.append(
+            _Candidate(
+                Change(
+                    ChangeKind.PARTITION,
+                    f"partition the table by {mentioned}: the writes' conditions already keep them apart on it",
+                ),
+                _on_table(lambda t, c=mentioned: replace(t, partition_columns=(c,))),  # type: ignore[misc]
+            )
+        )
+    changes.append(
+        _Candidate(
+            Change(ChangeKind.PARTITION, f"partition the table by {column}, then {_disjoint(column)}"),
+            _on_table(lambda t: replace(t, partition_columns=(column,)), _both(column)),
+            fallback=True,
+        )
+    )
     if profile.name is EngineName.DATABRICKS:
         if not table.deletion_vectors_enabled and profile.at_least(14, 2):
             changes.append(
-                Change(
-                    ChangeKind.DELETION_VECTORS,
-                    "or enable deletion vectors (delta.enableDeletionVectors = true): row-level concurrency then "
-                    "keeps rows apart without partitions",
+                _Candidate(
+                    Change(
+                        ChangeKind.DELETION_VECTORS,
+                        "or enable deletion vectors (delta.enableDeletionVectors = true): row-level concurrency then "
+                        "keeps rows apart without partitions",
+                    ),
+                    _on_table(_with_properties(**_DV)),
                 )
             )
         changes.append(
-            Change(
-                ChangeKind.LIQUID_CLUSTERING,
-                f"or CLUSTER BY ({column}) with deletion vectors on, so row-level concurrency applies",
+            _Candidate(
+                Change(
+                    ChangeKind.LIQUID_CLUSTERING,
+                    f"or CLUSTER BY ({column}) with deletion vectors on, so row-level concurrency applies",
+                ),
+                _on_table(
+                    lambda t: replace(_with_properties(**_DV)(t), clustering_columns=(column,)), _both(column)
+                ),
             )
         )
-    elif profile.name is EngineName.DELTA_RS:
-        changes.append(
-            Change(
-                ChangeKind.FILE_STATISTICS,
-                f"or keep file statistics on {column} and write files whose {column} ranges do not overlap: "
-                "delta-rs then proves the conditions disjoint",
-            )
-        )
+    # Keeping file statistics apart (delta-rs, ADR 0020) depends on the files a table will hold, which no
+    # change to the pair states: it is not offered, since it cannot be checked here.
     return changes
 
 
