@@ -9,6 +9,7 @@ BASELINE.json`` exits 1 when a serializing pair is new or the deltaguard makespa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
@@ -110,7 +111,10 @@ def _plans(args: argparse.Namespace) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from deltaguard.planning.report import plan_json, render_text
 
-    plans = _plans(args)
+    # Parsing DAG files logs (Airflow's logging, the DAGs' own prints) to standard output: keep it on
+    # standard error so the JSON on standard output stays one document.
+    with contextlib.redirect_stdout(sys.stderr):
+        plans = _plans(args)
     if (args.out or args.check) and len(plans) != 1:
         raise UsageError(f"{len(plans)} DAGs found: name one with --dag-id for --out or --check")
     documents = [plan_json(plan) for plan in plans]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from deltaguard.core.table_config import TableConfig
@@ -79,7 +80,10 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                 "writes": [
                     {
                         "table": t.table,
-                        "operation": t.operation.describe() if t.operation is not None else None,
+                        # described without the label the plan gives it (the task is named beside it)
+                        "operation": replace(t.operation, label=None).describe()
+                        if t.operation is not None
+                        else None,
                         "unknown": t.unknown or None,
                     }
                     for t in task.targets

@@ -1,0 +1,309 @@
+"""``deltaguard plan`` on real DAG files: the example DAGs, the benchmark's DAGs, a mapped DAG, tables
+that cannot be read, a chart, and ``--check`` against a baseline."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from deltaguard.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "dags_examples"
+EXAMPLE_FILES = sorted(p.name for p in EXAMPLES.glob("*.py"))
+
+
+def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
+    """Run ``deltaguard plan`` in this process; its exit code, its JSON (or text) and its stderr."""
+    capsys.readouterr()  # what came before (a DagBag of the test's own logs to standard output)
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    try:
+        return code, json.loads(out), err
+    except ValueError:
+        return code, out, err
+
+
+def as_list(document: Any) -> list[dict[str, Any]]:
+    return document if isinstance(document, list) else [document]
+
+
+def parsed_writes(path: Path) -> dict[str, set[str]]:
+    """The deltaguard write tasks of each DAG in ``path``, found without the planner (for comparison)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from deltaguard.operators.base import DeltaWriteOperator
+    from deltaguard.operators.leased_work import DeltaLeaseMixin
+
+    found: dict[str, set[str]] = {}
+    for dag_id, dag in DagBag(dag_folder=str(path)).dags.items():
+        found[dag_id] = set()
+        for task in dag.tasks:
+            cls = (
+                getattr(task, "operator_class", None)
+                if type(task).__name__.endswith("MappedOperator")
+                else type(task)
+            )
+            if isinstance(cls, type) and issubclass(cls, (DeltaWriteOperator, DeltaLeaseMixin)):
+                found[dag_id].add(task.task_id)
+    return found
+
+
+@pytest.fixture
+def example_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data = tmp_path / "example_data"
+    monkeypatch.setenv("DELTAGUARD_EXAMPLE_DATA_DIR", str(data))
+    monkeypatch.delenv("DELTAGUARD_EXAMPLE_TABLE_ROOT", raising=False)
+    return data
+
+
+def example_pipeline() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("plan_example_pipeline", EXAMPLES / "example_pipeline.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", EXAMPLE_FILES)
+def test_every_example_dag_is_planned(
+    name: str, example_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = EXAMPLES / name
+    expected = parsed_writes(path)
+    code, document, err = plan(capsys, str(path), "--format", "json", "--no-store")
+    if not expected:  # the pipeline's shared helpers: no DAG in the file
+        assert code == 2 and "no DAG" in err
+        return
+    assert code == 0, err
+    plans = {p["dag_id"]: p for p in as_list(document)}
+    assert set(plans) == set(expected)
+    for dag_id, writes in expected.items():
+        found = plans[dag_id]
+        assert {t["task_id"] for t in found["tasks"] if t["writes"]} == writes
+        for table in found["tables"]:
+            n = len(table["writes"])
+            assert len(table["side_by_side"]) + len(table["serializing"]) == n * (n - 1) // 2
+            assert all(pair["rule"] and pair["why"] for pair in table["serializing"])
+        spans = {policy: found["makespan"][policy]["makespan_s"] for policy in found["makespan"]}
+        assert spans["all_at_once"] <= spans["deltaguard"] <= spans["one_slot_pools"]
+        assert found["lower_bound_s"] <= spans["deltaguard"]
+
+
+def test_daily_sales_read_from_its_tables(example_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example_pipeline().create_tables("deltaguard", "2026-01-15")
+    code, found, err = plan(
+        capsys, str(EXAMPLES / "deltaguard_daily_sales.py"), "--format", "json", "--no-store"
+    )
+    assert code == 0, err
+    tables = {t["table"].rsplit("/", 1)[-1]: t for t in found["tables"]}
+    sales = tables["sales_fact"]
+    assert sales["config_source"] == "table" and sales["config"]["partition_columns"] == ["date", "country"]
+    merges = [f"merge_sales_{c}" for c in ("de", "fr", "it", "es")]
+    side = {frozenset(p) for p in sales["side_by_side"]}
+    # the four countries' MERGEs keep to their partitions: each pair may run side by side
+    assert all(frozenset((a, b)) in side for i, a in enumerate(merges) for b in merges[i + 1 :])
+    customers = tables["customers"]
+    metadata = [p for p in customers["serializing"] if "add_loyalty_column" in (p["a"], p["b"])]
+    assert len(metadata) == 3
+    assert all(
+        p["rule"] == "common.metadata_change" and "MetadataChangedException" in p["exceptions"]
+        for p in metadata
+    )
+    spans = {policy: found["makespan"][policy]["makespan_s"] for policy in found["makespan"]}
+    # one-slot pools run the four MERGEs (and then the OPTIMIZE) one by one; deltaguard runs them together
+    assert spans["one_slot_pools"] == 300 and spans["deltaguard"] == 240
+    path = [step["task"] for step in found["makespan"]["deltaguard"]["critical_path"]]
+    assert len(path) == 4 and path[-1] == "add_loyalty_column"  # the customers table's chain of four
+    assert any("60 s each" in a for a in found["assumptions"])
+
+
+def test_unreachable_tables_are_assumed_and_said_so(
+    example_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text, err = plan(capsys, str(EXAMPLES / "deltaguard_daily_sales.py"), "--no-store")
+    assert code == 0, err
+    assert "configuration: assumed (unpartitioned; no Delta table there yet" in text
+    assert "Assumed:" in text and "the strictest reading of a plain table" in text
+    # unpartitioned, the MERGEs serialize, and a checked change that would let them overlap is offered
+    assert "merge_sales_de <-> merge_sales_fr" in text
+    assert "would run together if: partition the table by country" in text
+
+
+def test_a_declared_table_document_stands_in_for_a_table(
+    example_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uris = example_pipeline().table_uris("deltaguard")
+    document = tmp_path / "tables.json"
+    document.write_text(json.dumps({uris["sales_fact"]: {"partition_columns": ["date", "country"]}}))
+    code, found, err = plan(
+        capsys,
+        str(EXAMPLES / "deltaguard_daily_sales.py"),
+        "--format",
+        "json",
+        "--no-store",
+        "--tables",
+        str(document),
+    )
+    assert code == 0, err
+    sales = next(t for t in found["tables"] if t["table"] == uris["sales_fact"])
+    assert sales["config_source"] == "document"
+    assert [
+        p for p in sales["serializing"] if p["a"].startswith("merge") and p["b"].startswith("merge")
+    ] == []
+
+
+MAPPED_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG, task
+from deltaguard.operators.dml import DeltaDeleteOperator
+
+with DAG("mapped_writes", schedule=None, start_date=datetime(2026, 1, 1)):
+    @task
+    def partitions():
+        return ["a", "b"]
+
+    purge = DeltaDeleteOperator.partial(task_id="purge", table="{table}").expand(
+        predicate=["p = 'a'", "p = 'b'", "p = 'a'"]
+    )
+
+    @task.delta_write(tables="{table}", operation="INSERT")
+    def load(part):
+        return part
+
+    purge >> load.expand(part=partitions())
+"""
+
+
+def partitioned_table(path: Path) -> str:
+    write_deltalake(str(path), pa.table({"p": ["a", "b"], "v": [1, 2]}), partition_by=["p"])
+    return str(path)
+
+
+def test_mapped_tasks_are_planned_per_instance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "mapped.py"
+    dag_file.write_text(MAPPED_DAG.format(table=table))
+    code, found, err = plan(
+        capsys, str(dag_file), "--format", "json", "--no-store", "--mapped-instances", "3"
+    )
+    assert code == 0, err
+    tasks = {t["task"]: t for t in found["tasks"]}
+    assert {"purge[0]", "purge[1]", "purge[2]", "load[0]", "load[1]", "load[2]"} <= set(tasks)
+    assert tasks["purge[1]"]["writes"][0]["operation"] == "DELETE (p = 'b')"
+    assert (
+        tasks["load[0]"]["writes"][0]["operation"] is None
+        and "mapped over" in tasks["load[0]"]["writes"][0]["unknown"]
+    )
+    assert set(tasks["load[0]"]["upstream"]) == {"partitions", "purge[0]", "purge[1]", "purge[2]"}
+    (only,) = found["tables"]
+    side = {frozenset(p) for p in only["side_by_side"]}
+    serial = {frozenset((p["a"], p["b"])) for p in only["serializing"]}
+    assert frozenset(("purge[0]", "purge[1]")) in side  # different partitions
+    assert frozenset(("purge[0]", "purge[2]")) in serial  # the same one
+    assert frozenset(("load[0]", "load[1]")) in serial  # not known before the run: judged as conflicting
+    assert any("3 instances assumed" in a for a in found["assumptions"])
+
+
+CHECK_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from deltaguard.operators.dml import DeltaDeleteOperator
+
+with DAG("guarded", schedule=None, start_date=datetime(2026, 1, 1)):
+    DeltaDeleteOperator(task_id="purge_a", table="{table}", predicate="p = 'a'", expected_duration={a_s})
+    DeltaDeleteOperator(task_id="purge_b", table="{table}", predicate="p = '{b}'", expected_duration=30)
+"""
+
+
+def test_check_catches_a_new_serializing_pair_and_a_longer_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "guarded.py"
+    dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=30))
+    code, baseline, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    assert code == 0 and baseline["makespan"]["deltaguard"]["makespan_s"] == 30
+    saved = tmp_path / "baseline.json"
+    saved.write_text(json.dumps(baseline))
+    assert plan(capsys, str(dag_file), "--no-store", "--check", str(saved))[0] == 0
+    # the second DELETE now purges the first one's partition: a new serializing pair
+    dag_file.write_text(CHECK_DAG.format(table=table, b="a", a_s=30))
+    code, _, err = plan(capsys, str(dag_file), "--no-store", "--check", str(saved))
+    assert code == 1 and "new serializing pair" in err and "purge_a <-> purge_b" in err
+    # longer, within the tolerance (5 %), then past it
+    dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=31))
+    assert plan(capsys, str(dag_file), "--no-store", "--check", str(saved))[0] == 0
+    dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=45))
+    code, _, err = plan(capsys, str(dag_file), "--no-store", "--check", str(saved))
+    assert code == 1 and "makespan 45 s is longer than the baseline's 30 s" in err
+
+
+def test_the_chart_is_written_as_svg_or_png(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "guarded.py"
+    dag_file.write_text(CHECK_DAG.format(table=table, b="a", a_s=30))
+    svg = tmp_path / "plan.svg"
+    assert plan(capsys, str(dag_file), "--no-store", "--out", str(svg))[0] == 0
+    text = svg.read_text()
+    assert text.startswith("<svg") and "purge_a" in text and "deltaguard: 60 s" in text
+    png = tmp_path / "plan.png"
+    pytest.importorskip("matplotlib")
+    assert plan(capsys, str(dag_file), "--no-store", "--out", str(png))[0] == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the charts extra were not installed
+    code, _, err = plan(capsys, str(dag_file), "--no-store", "--out", str(tmp_path / "again.png"))
+    assert code == 2 and "needs matplotlib" in err
+
+
+def test_the_benchmark_dag_is_planned_with_the_models_conflicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.bench_dags import STRATEGIES, dag_id_for, estimated_duration
+    from benchmarks.workload_tables import BENCH_DIR_ENV, create_tables, write_plan
+    from deltaguard.pools.priority import engine_profile
+    from lab.simulation.workload import generate, model_conflicts
+
+    workload = generate(9, tables=4, writes=20)
+    uris = create_tables(workload, tmp_path / "data")
+    for strategy in STRATEGIES:
+        write_plan(tmp_path / f"{dag_id_for(strategy)}.json", workload, uris, tmp_path / "a.jsonl")
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    for strategy in STRATEGIES:
+        (dags / f"{strategy}.py").write_text(
+            # (Airflow's safe mode parses only files that mention "airflow" and "dag")
+            f"# an airflow DAG\nfrom benchmarks.bench_dags import benchmark_dag\ndag = benchmark_dag({strategy!r})\n"
+        )
+    code, document, err = plan(capsys, str(dags), "--format", "json", "--no-store")
+    assert code == 0, err
+    plans = {p["dag_id"]: p for p in as_list(document)}
+    assert plans[dag_id_for("one_slot_pools")]["tables"] == []  # plain Python tasks: no deltaguard write
+    found = plans[dag_id_for("deltaguard")]
+    writes = {w.id: w for w in workload.writes}
+    tasks = {t["task"]: t for t in found["tasks"]}
+    assert set(tasks) == set(writes)
+    for write in workload.writes:
+        assert tasks[write.id]["duration_s"] == estimated_duration(workload.seed, write)
+        assert tasks[write.id]["duration_source"] == "declared"
+    conflicts = model_conflicts(workload, engine_profile("delta-rs"))
+    planned = {frozenset((p["a"], p["b"])) for t in found["tables"] for p in t["serializing"]}
+    expected = {
+        frozenset((a.id, b.id))
+        for i, a in enumerate(workload.writes)
+        for b in workload.writes[i + 1 :]
+        if a.table == b.table and conflicts(a, b)
+    }
+    assert planned == expected
+    assert all(t["config_source"] == "table" for t in found["tables"])
