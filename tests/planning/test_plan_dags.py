@@ -307,3 +307,45 @@ def test_the_benchmark_dag_is_planned_with_the_models_conflicts(
     }
     assert planned == expected
     assert all(t["config_source"] == "table" for t in found["tables"])
+
+
+def test_recorded_durations_from_the_decision_log_come_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.open import open_store
+    from deltaguard.pools.priority import engine_profile
+    from deltaguard.writes.table_uri import table_key
+
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "guarded.py"
+    dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=30))
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    now = [1_000_000.0]
+    with open_store(url) as store:
+        manager = LeaseManager(store, clock=lambda: now[0], retention_s=10**9)
+        for index, held in enumerate((12.0, 14.0, 13.0)):  # purge_a held its lease a median 13 s
+            claim = TableClaim(
+                str(table_key(table)),
+                Operation(OperationKind.DELETE, predicate="p = 'a'"),
+                engine_profile("delta-rs"),
+                TableConfig(partition_columns=("p",)),
+            )
+            request = LeaseRequest(
+                claims=(claim,),
+                owner=Owner(dag_id="guarded", task_id="purge_a", run_id=f"run {index}"),
+                ttl_s=600,
+                request_id=f"purge_a-{index}",
+            )
+            manager.acquire(request)
+            now[0] += held
+            assert manager.release(request.request_id, request.owner)
+            now[0] += 60
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--store", url)
+    assert code == 0, err
+    tasks = {t["task"]: t for t in found["tasks"]}
+    assert (tasks["purge_a"]["duration_s"], tasks["purge_a"]["duration_source"]) == (13.0, "recorded")
+    assert (tasks["purge_b"]["duration_s"], tasks["purge_b"]["duration_source"]) == (30.0, "declared")
