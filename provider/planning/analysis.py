@@ -18,10 +18,11 @@ from deltaguard.core.chains import heaviest_clique
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.model import decide, pair_verdict
 from deltaguard.core.operations import Operation
+from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
-from deltaguard.planning.schedule import Job, Schedule, simulate
+from deltaguard.planning.schedule import Job, Schedule, downstream_sums, simulate
 
 #: the policies the plan compares, in the order they are shown
 POLICIES = ("one_slot_pools", "all_at_once", "deltaguard")
@@ -117,8 +118,9 @@ class PairReport:
 
     @property
     def sequence_advice(self) -> tuple[str, ...]:
-        """The model's advice when no change lets the pair overlap (run them one after the other, ...)."""
-        return tuple(c.text for c in self.changes if c.kind is ChangeKind.SEQUENCE) or self.advice
+        """What the model advises for a pair no change lets overlap (a metadata change: run it alone, ...);
+        a pair's own free-text advice is not offered as a change, since the model has not checked it."""
+        return tuple(c.text for c in self.changes if c.kind is ChangeKind.SEQUENCE)
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,7 @@ def build_plan(
     schedules = {
         "one_slot_pools": simulate(jobs, one_slot, workers),
         "all_at_once": simulate(jobs, at_once, workers),
-        "deltaguard": simulate(jobs, deltaguard, workers),
+        "deltaguard": simulate(jobs, deltaguard, workers, _policy_priorities(jobs, writes_on, settings)),
     }
     free = schedules["all_at_once"]
     overlaps = tuple(
@@ -241,6 +243,28 @@ def build_plan(
     chain_bound = max((report.chain.seconds for report in reports if report.chain.exact), default=0.0)
     lower = max(free.makespan_s if workers is None else 0.0, chain_bound)
     return Plan(dag_id, tuple(tasks), tuple(reports), schedules, lower, tuple(assumptions), overlaps)
+
+
+def _policy_priorities(
+    jobs: Sequence[Job], writes_on: dict[str, list[tuple[str, Target]]], settings: dict[str, TableSetting]
+) -> dict[str, float]:
+    """The order Airflow starts the run's ready tasks in under deltaguard: the priority policy's weights
+    (:func:`~deltaguard.core.priority.table_priorities`, what ``dag_policy`` gives each write), 1 for any
+    other task (Airflow's default), each summed over the task and everything downstream of it (Airflow's
+    default weight rule)."""
+    durations = {job.id: job.duration_s for job in jobs}
+    own: dict[str, float] = dict.fromkeys(durations, 1.0)
+    for table, members in writes_on.items():
+        setting = settings[table]
+        ranked = table_priorities(
+            [target.operation for _, target in members],
+            [durations[job] for job, _ in members],
+            setting.config,
+            setting.profile,
+        )
+        for (job, _), weight in zip(members, ranked.weights, strict=True):
+            own[job] = max(own[job], float(weight))
+    return downstream_sums(jobs, own)
 
 
 def _conflict_test(
@@ -270,10 +294,11 @@ def _pair(table: str, a: tuple[str, Target], b: tuple[str, Target], setting: Tab
             dict.fromkeys(t.unknown for t in (a_target, b_target) if t.operation is None and t.unknown)
         )
         why = f"not known before the run ({unknown or 'operation not declared'}): judged as conflicting"
-        advice = (
+        advice = Change(
+            ChangeKind.SEQUENCE,
             "declare the operation (or make the templated field literal) so the model can judge the pair",
         )
-        return PairReport(table, a_id, b_id, True, UNKNOWN_RULE, (), why, why, (), advice)
+        return PairReport(table, a_id, b_id, True, UNKNOWN_RULE, (), why, why, (advice,))
     a_op, b_op = a_target.operation, b_target.operation
     verdict: PairVerdict = pair_verdict(a_op, b_op, setting.config, setting.profile)
     explained = explain_verdict(verdict, a_op, b_op, setting.config, setting.profile)

@@ -139,9 +139,12 @@ def render_text(plan: Plan) -> str:
                 lines.append(f"      rule {pair.rule}{exceptions}")
                 for change in pair.offered:
                     lines.append(f"      would run together if: {change.text}")
+                for advice in pair.sequence_advice:
+                    lines.append(f"      {advice}")
                 if not pair.offered:
-                    for advice in pair.sequence_advice:
-                        lines.append(f"      no change found that lets them overlap; {advice}")
+                    lines.append(
+                        "      no change the model confirms lets them overlap: they run one after the other"
+                    )
         if len(report.chain.tasks) > 1:
             bound = "" if report.chain.exact else " (not proven the heaviest)"
             lines.append(

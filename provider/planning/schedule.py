@@ -15,7 +15,7 @@ worker slot).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -70,6 +70,20 @@ class Schedule:
         return max(self.ends.values(), default=0.0)
 
 
+def downstream_sums(jobs: Sequence[Job], weights: Mapping[str, float]) -> dict[str, float]:
+    """Each job's weight plus the weights of every job after it in the DAG (Airflow's default
+    ``weight_rule="downstream"`` for a task's effective priority).
+
+    :raises ValueError: on an unknown upstream id or a dependency cycle.
+    """
+    downstream: dict[str, set[str]] = {job.id: set() for job in jobs}
+    by_id = {job.id: job for job in jobs}
+    for job_id in reversed(_topological(jobs)):
+        for up in by_id[job_id].upstream:
+            downstream[up] |= {job_id} | downstream[job_id]
+    return {job.id: weights[job.id] + sum(weights[d] for d in downstream[job.id]) for job in jobs}
+
+
 def bottom_levels(jobs: Sequence[Job]) -> dict[str, float]:
     """Each job's duration plus the longest chain of downstream work after it (the list-scheduling priority).
 
@@ -106,12 +120,18 @@ def _topological(jobs: Sequence[Job]) -> list[str]:
     return order
 
 
-def simulate(jobs: Sequence[Job], admit: Admit, workers: int | None = None) -> Schedule:
+def simulate(
+    jobs: Sequence[Job],
+    admit: Admit,
+    workers: int | None = None,
+    priority: Mapping[str, float] | None = None,
+) -> Schedule:
     """List-schedule ``jobs`` in virtual time.
 
     :param jobs: the run's jobs (ids unique).
     :param admit: which running jobs keep a ready job from starting.
     :param workers: how many jobs may run at once (``None``: as many as are ready).
+    :param priority: the order ready jobs are tried in, highest first (default: :func:`bottom_levels`).
     :raises ValueError: on duplicate ids, unknown upstream ids, a cycle, a negative duration or
         ``workers < 1``.
     """
@@ -122,7 +142,7 @@ def simulate(jobs: Sequence[Job], admit: Admit, workers: int | None = None) -> S
         raise ValueError(f"workers must be at least 1, got {workers}")
     if any(job.duration_s < 0 for job in jobs):
         raise ValueError("durations must be >= 0")
-    level = bottom_levels(jobs)
+    level = dict(priority) if priority is not None else bottom_levels(jobs)
     by_id = {job.id: job for job in jobs}
     position = {job_id: i for i, job_id in enumerate(ids)}
     starts: dict[str, float] = {}

@@ -1,0 +1,118 @@
+"""The plan of the orchestration benchmark's DAGs against their measured runs under the real scheduler.
+
+For each seed of a recorded sweep (``benchmarks/results/orchestration_sweep.json``, written by
+``python -m benchmarks.bench_orchestration --seeds 0-4``), the same workload is generated, its tables
+created, and ``deltaguard plan`` is run on the deltaguard strategy's DAG with the sweep's worker
+parallelism (``--workers``) and no lease store, so durations are the DAG's declared ``expected_duration``
+(each the true duration times a seeded factor in [0.7, 1.3], as the operators are told). The planned
+makespans under one-slot pools and deltaguard are set beside the measured ones, with the relative error.
+
+Run: ``python -m benchmarks.plan_vs_measured`` (about a minute; no Airflow stack is started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_dags import STRATEGIES, dag_id_for
+from benchmarks.bench_orchestration import DAG_FILE
+from benchmarks.workload_tables import BENCH_DIR_ENV, create_tables, write_plan
+from lab.simulation.workload import generate
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def planned(seed: int, shape: dict[str, Any], parallelism: int, work: Path) -> dict[str, Any]:
+    """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
+    import os
+
+    from deltaguard.cli import main
+
+    workload = generate(seed, **shape)
+    uris = create_tables(workload, work / "data")
+    for strategy in STRATEGIES:
+        write_plan(work / f"{dag_id_for(strategy)}.json", workload, uris, work / "attempts.jsonl")
+    dags = work / "dags"
+    dags.mkdir()
+    (dags / "deltaguard.py").write_text(DAG_FILE.format(strategy="deltaguard"))
+    os.environ[BENCH_DIR_ENV] = str(work)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["plan", str(dags), "--format", "json", "--no-store", "--workers", str(parallelism)])
+    if code != 0:
+        raise RuntimeError(f"deltaguard plan failed for seed {seed} ({code})")
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sweep", type=Path, default=RESULTS / "orchestration_sweep.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "plan_vs_measured.json")
+    parser.add_argument("--parallelism", type=int, default=8, help="the sweep's worker parallelism")
+    parser.add_argument(
+        "--true-durations",
+        action="store_true",
+        help="declare each write's true duration instead of the noisy estimate the benchmark's DAG declares",
+    )
+    args = parser.parse_args(argv)
+    if args.true_durations:
+        from benchmarks import bench_dags
+
+        # the DAG module looks the function up when it builds each task
+        bench_dags.estimated_duration = lambda seed, write, error=0.0: write.duration_s  # type: ignore[assignment]
+    sweep = json.loads(args.sweep.read_text())
+    # the sweep's workload shape: bench_orchestration's defaults
+    shape = {"tables": 4, "writes": 20, "partitions": 6, "overlap": 0.1, "duration": (30.0, 40.0)}
+    rows = []
+    for run in sweep["runs"]:
+        if not run.get("valid"):
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            document = planned(run["seed"], shape, args.parallelism, Path(tmp))
+        row: dict[str, Any] = {"seed": run["seed"]}
+        for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
+            plan_s = document["makespan"][policy]["makespan_s"]
+            measured = float(run[measured_key])
+            row[policy] = {
+                "planned_s": plan_s,
+                "measured_s": measured,
+                "error": round((plan_s - measured) / measured, 3),
+            }
+        rows.append(row)
+        print(json.dumps(row))
+    summary = {
+        policy: {
+            "mean_abs_error": round(sum(abs(r[policy]["error"]) for r in rows) / len(rows), 3),
+            "worst_abs_error": max(abs(r[policy]["error"]) for r in rows),
+        }
+        for policy in ("one_slot_pools", "deltaguard")
+    }
+    result = {
+        "command": "python -m benchmarks.plan_vs_measured",
+        "sweep": str(args.sweep.relative_to(RESULTS.parent.parent))
+        if args.sweep.is_relative_to(RESULTS.parent.parent)
+        else str(args.sweep),
+        "sweep_command": sweep.get("command"),
+        "parallelism": args.parallelism,
+        "durations": (
+            "true durations"
+            if args.true_durations
+            else "declared expected_duration (true duration x seeded factor in [0.7, 1.3])"
+        ),
+        "runs": rows,
+        "summary": summary,
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
