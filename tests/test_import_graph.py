@@ -116,6 +116,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"deltaguard.triggers"}),
     frozenset({"deltaguard.operators"}),
     frozenset({"deltaguard.sensors", "deltaguard.decorators", "deltaguard.pools", "deltaguard.plugins"}),
+    # finds a DAG's writes (operators, leased tasks, the priority policy's helpers) and plans them
+    frozenset({"deltaguard.planning"}),
     frozenset({"deltaguard.commands"}),
     frozenset({"deltaguard.cli"}),
 )

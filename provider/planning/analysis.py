@@ -28,6 +28,8 @@ from deltaguard.planning.schedule import Job, Schedule, downstream_sums, simulat
 POLICIES = ("one_slot_pools", "all_at_once", "deltaguard")
 #: the rule name of a pair one of whose operations is not known before the run
 UNKNOWN_RULE = "plan.unknown_operation"
+#: how a table key starts when a template names the table (rendered only when the task runs)
+TEMPLATED_TABLE = "(templated) "
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,12 @@ def build_plan(
         return ()
 
     def deltaguard(job: str, running: Sequence[str]) -> Sequence[str]:
-        blockers: dict[str, None] = {}
+        # a table named by a template may be any table: such a write is judged beside every write
+        if any(t.table.startswith(TEMPLATED_TABLE) for t in targets[job]):
+            return [other for other in running if targets[other]]
+        blockers: dict[str, None] = dict.fromkeys(
+            other for other in running if any(t.table.startswith(TEMPLATED_TABLE) for t in targets[other])
+        )
         for target in targets[job]:
             on_table = [(other, t) for other in running for t in targets[other] if t.table == target.table]
             blockers.update(dict.fromkeys(_decide(target, on_table, settings[target.table])))

@@ -34,7 +34,7 @@ from deltaguard.core.check_request import RequestError, parse_table
 from deltaguard.core.operations import Operation
 from deltaguard.core.priority import DEFAULT_EXPECTED_S
 from deltaguard.core.table_config import TableConfig
-from deltaguard.planning.analysis import PlannedTask, TableSetting, Target
+from deltaguard.planning.analysis import TEMPLATED_TABLE, PlannedTask, TableSetting, Target
 
 log = logging.getLogger(__name__)
 
@@ -179,15 +179,15 @@ def _table_keys(task: Any) -> tuple[tuple[str, ...], _Declared | None]:
             names = [raw] if isinstance(raw, str) else list(raw or [])
             why = " ".join(str(exc).split())[:160]
             declared: _Declared = tuple(
-                (task_table_key(n, task.delta_conn_id) or f"(templated) {n}", None, why) for n in names
+                (task_table_key(n, task.delta_conn_id) or f"{TEMPLATED_TABLE}{n}", None, why) for n in names
             )
             return tuple(d[0] for d in declared), declared
         declared = tuple(
-            (task_table_key(t.table, task.delta_conn_id) or f"(templated) {t.table}", t.operation, "")
+            (task_table_key(t.table, task.delta_conn_id) or f"{TEMPLATED_TABLE}{t.table}", t.operation, "")
             for t in targets
         )
         return tuple(d[0] for d in declared), declared
-    return (task_table_key(task.table, task.delta_conn_id) or f"(templated) {task.table}",), None
+    return (task_table_key(task.table, task.delta_conn_id) or f"{TEMPLATED_TABLE}{task.table}",), None
 
 
 def discover(
@@ -352,8 +352,8 @@ def _mapped_table_keys(task: Any) -> tuple[str, ...]:
     raw = kwargs.get("table", kwargs.get("tables"))
     names = [raw] if isinstance(raw, str) else list(raw or [])
     if not names:
-        return (f"(templated) {task.task_id}",)
-    return tuple(task_table_key(str(n), conn_id) or f"(templated) {n}" for n in names)
+        return (f"{TEMPLATED_TABLE}{task.task_id}",)
+    return tuple(task_table_key(str(n), conn_id) or f"{TEMPLATED_TABLE}{n}" for n in names)
 
 
 def _why_unknown(task: Any) -> str:
@@ -400,8 +400,12 @@ def _settings(
 
 
 def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:
-    if key.startswith("(templated)"):
-        return None, "", "the table is named by a template rendered only when the task runs"
+    if key.startswith(TEMPLATED_TABLE):
+        return (
+            None,
+            "",
+            "named by a template rendered only when the task runs: planned as conflicting with every write",
+        )
     if not ("://" in key or key.startswith("/")):
         return None, "", "named relative to a connection, not resolved by the plan"
     if not read_tables:

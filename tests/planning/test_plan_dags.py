@@ -349,3 +349,28 @@ def test_recorded_durations_from_the_decision_log_come_first(
     tasks = {t["task"]: t for t in found["tasks"]}
     assert (tasks["purge_a"]["duration_s"], tasks["purge_a"]["duration_source"]) == (13.0, "recorded")
     assert (tasks["purge_b"]["duration_s"], tasks["purge_b"]["duration_source"]) == (30.0, "declared")
+
+
+TEMPLATED_TABLE_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from deltaguard.operators.dml import DeltaDeleteOperator
+
+with DAG("templated_table", schedule=None, start_date=datetime(2026, 1, 1), params={{"t": "{table}"}}):
+    DeltaDeleteOperator(task_id="purge_any", table="{{{{ params.t }}}}", predicate="p = 'a'", expected_duration=20)
+    DeltaDeleteOperator(task_id="purge_b", table="{table}", predicate="p = 'b'", expected_duration=30)
+"""
+
+
+def test_a_table_named_by_a_template_is_planned_beside_every_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "templated.py"
+    dag_file.write_text(TEMPLATED_TABLE_DAG.format(table=table))
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    assert code == 0, err
+    # the template may name the same table: the two DELETEs are not planned to overlap
+    assert found["makespan"]["deltaguard"]["makespan_s"] == 50
+    assert found["makespan"]["all_at_once"]["makespan_s"] == 30
+    assert any("named by a template" in a for a in found["assumptions"])

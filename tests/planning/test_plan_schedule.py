@@ -64,3 +64,22 @@ def test_bottom_levels_add_the_longest_downstream_chain() -> None:
 def test_bad_jobs_are_refused(jobs: list[Job]) -> None:
     with pytest.raises(ValueError):
         simulate(jobs, nothing)
+
+
+def test_downstream_sums_follow_airflows_default_weight_rule() -> None:
+    from deltaguard.planning.schedule import downstream_sums
+
+    jobs = [Job("a", 1), Job("b", 1, ("a",)), Job("c", 1, ("b",)), Job("d", 1)]
+    assert downstream_sums(jobs, {"a": 1, "b": 10, "c": 100, "d": 5}) == {
+        "a": 111,
+        "b": 110,
+        "c": 100,
+        "d": 5,
+    }
+
+
+def test_a_given_priority_decides_which_conflicting_job_starts_first() -> None:
+    jobs = [Job("a", 10), Job("b", 20)]
+    admit = pairs(("a", "b"))
+    assert simulate(jobs, admit).starts["b"] == 0  # type: ignore[arg-type]  # longest first by default
+    assert simulate(jobs, admit, priority={"a": 2, "b": 1}).starts["a"] == 0  # type: ignore[arg-type]
