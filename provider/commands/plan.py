@@ -111,6 +111,8 @@ def _plans(args: argparse.Namespace) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from deltaguard.planning.report import plan_json, render_text
 
+    if args.out and not str(args.out).lower().endswith((".svg", ".png")):
+        raise UsageError(f"--out writes a .svg or .png chart, not {args.out!r}")
     # Parsing DAG files logs (Airflow's logging, the DAGs' own prints) to standard output: keep it on
     # standard error so the JSON on standard output stays one document.
     with contextlib.redirect_stdout(sys.stderr):

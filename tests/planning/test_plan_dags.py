@@ -374,3 +374,35 @@ def test_a_table_named_by_a_template_is_planned_beside_every_write(
     assert found["makespan"]["deltaguard"]["makespan_s"] == 50
     assert found["makespan"]["all_at_once"]["makespan_s"] == 30
     assert any("named by a template" in a for a in found["assumptions"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["/no/such/dags"], "no such DAG file or folder"),
+        (["/no/such/dags", "--out", "plan.txt"], "--out writes a .svg or .png chart"),
+        (["/no/such/dags", "--workers", "0"], "--workers must be at least 1"),
+        (["/no/such/dags", "--mapped-instances", "0"], "--mapped-instances must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = plan(capsys, *args)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bad_table_document_or_baseline_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "guarded.py"
+    dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=30))
+    document = tmp_path / "tables.json"
+    document.write_text(json.dumps({table: {"partition_columns": "p"}}))
+    code, _, err = plan(capsys, str(dag_file), "--no-store", "--tables", str(document))
+    assert code == 2 and "partition_columns" in err
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"format": 1, "dag_id": "another"}))
+    code, _, err = plan(capsys, str(dag_file), "--no-store", "--check", str(baseline))
+    assert code == 2 and "the baseline plans DAG 'another'" in err
