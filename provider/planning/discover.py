@@ -374,7 +374,7 @@ def _settings(
     if store_url:
         from deltaguard.pools.recorded import recorded_configs
 
-        recorded = recorded_configs(sorted(by_table))
+        recorded = recorded_configs(sorted(by_table), store_url)
     settings: dict[str, TableSetting] = {}
     for key, writes in by_table.items():
         profile = tasks_profile([w.task for w in writes])

@@ -32,11 +32,12 @@ log = logging.getLogger(__name__)
 STORE_TIMEOUT_S = 2.0
 
 
-def recorded_configs(keys: Sequence[str]) -> dict[str, TableConfig]:
+def recorded_configs(keys: Sequence[str], url: str | None = None) -> dict[str, TableConfig]:
     """The configuration the lease store holds for each of ``keys`` that has one.
 
     :param keys: table keys as the lease manager names tables (:func:`deltaguard.writes.table_uri.table_key`;
         a key that is not one, such as a connection-qualified relative name, is simply not found).
+    :param url: the lease store (default: ``[deltaguard] lease_store_url``).
     :return: ``{key: configuration}``; empty when the store cannot be read (logged at debug).
     """
     if not keys:
@@ -44,8 +45,7 @@ def recorded_configs(keys: Sequence[str]) -> dict[str, TableConfig]:
     try:
         from deltaguard import config
 
-        url = config.lease_store_url()
-        rows = _read_rows(url, keys)
+        rows = _read_rows(url or config.lease_store_url(), keys)
     except Exception as exc:  # a guess remains: priorities only order starts
         log.debug("deltaguard: no recorded table configurations (%s): %s", type(exc).__name__, exc)
         return {}

@@ -309,7 +309,7 @@ def test_the_benchmark_dag_is_planned_with_the_models_conflicts(
     assert all(t["config_source"] == "table" for t in found["tables"])
 
 
-def test_recorded_durations_from_the_decision_log_come_first(
+def test_recorded_durations_and_configurations_from_the_lease_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
@@ -349,6 +349,12 @@ def test_recorded_durations_from_the_decision_log_come_first(
     tasks = {t["task"]: t for t in found["tasks"]}
     assert (tasks["purge_a"]["duration_s"], tasks["purge_a"]["duration_source"]) == (13.0, "recorded")
     assert (tasks["purge_b"]["duration_s"], tasks["purge_b"]["duration_source"]) == (30.0, "declared")
+    # the table not read: its configuration as the lease manager last used it, from the same store
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--store", url, "--no-read")
+    assert code == 0, err
+    (recorded,) = found["tables"]
+    assert recorded["config_source"] == "recorded" and recorded["config"]["partition_columns"] == ["p"]
+    assert recorded["side_by_side"] == [["purge_a", "purge_b"]]
 
 
 TEMPLATED_TABLE_DAG = """
