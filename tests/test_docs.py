@@ -49,3 +49,34 @@ def test_the_readme_states_each_options_default(option: str) -> None:
     row = re.search(rf"^\| `{option}` \| (.*?) \|", (REPO / "README.md").read_text(), re.M)
     assert row is not None, f"README's configuration table has no row for {option}"
     assert row.group(1) == (f"`{default}`" if default else "empty")
+
+
+def test_the_connection_example_keeps_the_stores_commit_guarantee() -> None:
+    """The documented ``delta`` connection must not quietly make every write on its tables run alone."""
+    import json
+
+    from deltaguard.engines.commit_coordination import STORAGE_COORDINATION, deltars_coordination
+
+    page = (DOCS / "connections.md").read_text()
+    example = re.search(r"AIRFLOW_CONN_LAKE='(\{.*?\})'", page, re.S)
+    assert example is not None
+    conn = json.loads(example.group(1))
+    options = conn["extra"]["storage_options"]
+    assert deltars_coordination(conn["host"], options) == STORAGE_COORDINATION
+
+
+def test_the_operators_deferrable_docstring_says_what_the_config_reads() -> None:
+    """The ``deferrable`` argument's docstring names the sources :func:`default_deferrable` reads, in its
+    order, and says that ``airflow.cfg``'s ``[operators] default_deferrable`` is not one of them."""
+    from deltaguard.operators.base import DeltaWriteOperator
+
+    doc = DeltaWriteOperator.__doc__ or ""
+    text = " ".join(doc.split(":param deferrable:", 1)[1].split(":param ", 1)[0].split())
+    order = [
+        "AIRFLOW__DELTAGUARD__DEFERRABLE",
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE",
+        "[deltaguard] deferrable",
+    ]
+    positions = [text.find(name) for name in order]
+    assert -1 not in positions and positions == sorted(positions), text
+    assert "is not read" in text
