@@ -20,6 +20,30 @@ def test_the_docs_build_without_warnings(tmp_path: Path) -> None:
     assert code == 0, "sphinx-build reported warnings: run `make docs` to see them"
     page = (tmp_path / "html" / "howto" / "dml.html").read_text()
     assert "DeltaMergeOperator" in page  # the snippet was included, not an empty block
+    # the API reference is generated from the docstrings: a parameter's own words appear
+    api = (tmp_path / "html" / "api" / "operators.html").read_text()
+    assert "target_partition_values" in api and "which is what lets two" in api
+    # the benchmark charts are shown, and copied with the site
+    figures = (tmp_path / "html" / "benchmarks.html").read_text()
+    for chart in ("orchestration_sweep.png", "simulation_bars.png", "orchestration_spark_gantt.png"):
+        assert chart in figures
+        assert (tmp_path / "html" / "_images" / chart).exists()
+    _pages_fit_the_window(tmp_path / "html", ["configuration.html", "benchmarks.html", "deployment.html"])
+
+
+def _pages_fit_the_window(site: Path, pages: list[str], width: int = 1280) -> None:
+    """Long tables and lines wrap (or scroll inside their own box): no page is wider than the window."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            for name in pages:
+                page.goto((site / name).as_uri())
+                assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+        finally:
+            browser.close()
 
 
 def test_every_snippet_marker_is_in_its_example_dag() -> None:

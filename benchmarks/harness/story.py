@@ -87,11 +87,11 @@ class StoryReader:
             return f"{head} granted {'at once' if waited <= 0 else f'after waiting {waited:.1f} s'}"
         if kind == "wait":
             blockers = ", ".join(
-                f"{str(b.get('owner', '?')).split('.', 1)[-1]} ({b.get('kind', '?')})"
+                f"{str(b.get('owner', '?')).split('.', 1)[-1]} ({_STATE.get(str(b.get('kind')), b.get('kind'))})"
                 for b in detail.get("blockers", [])
             )
             reasons = detail.get("reasons") or []
-            because = f" because {reasons[0]}" if reasons else ""
+            because = f" because {short_reason(str(reasons[0]))}" if reasons else ""
             return (
                 f"{head} waiting at position {detail.get('position', '?')} behind {blockers or '?'}{because}"
             )
@@ -103,6 +103,16 @@ class StoryReader:
                 else "lease released, nothing committed"
             )
         return f"{head} {kind}"
+
+
+#: how a blocker's kind reads in a story line
+_STATE = {"lease": "running", "waiting": "queued"}
+
+
+def short_reason(reason: str, limit: int = 160) -> str:
+    """The model's reason without the blockers' full descriptions (the line names them), cut to ``limit``."""
+    rule = reason.rsplit("): ", 1)[-1]
+    return rule if len(rule) <= limit else rule[: limit - 1].rstrip() + "…"
 
 
 def committed_version(uri: str, run_id: str, task_id: str) -> int | None:

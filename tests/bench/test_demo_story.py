@@ -77,7 +77,7 @@ def test_each_task_is_told_granted_waiting_and_committed(tmp_path: Path) -> None
         story[3],
         "merge sales lease released, nothing committed",
     ], lines
-    assert story[1].startswith("merge sales waiting at position 1 behind optimize (lease) because ")
+    assert story[1].startswith("merge sales waiting at position 1 behind optimize (running) because ")
     assert story[3].startswith("merge sales granted after waiting ")
     assert not any("append" in line for line in lines)  # another DAG's task is not told
 
@@ -86,3 +86,11 @@ def test_nothing_is_told_before_the_store_exists(tmp_path: Path) -> None:
     reader = StoryReader(f"sqlite:///{tmp_path / 'absent.db'}", "daily", {})
     assert reader.poll() == []
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_a_reason_is_told_without_the_blockers_descriptions() -> None:
+    from benchmarks.harness.story import short_reason
+
+    reason = "conflicts with running #0 (d/t@r (status = 'closed')): DELETE x UPDATE conflict: the table is unpartitioned"
+    assert short_reason(reason) == "DELETE x UPDATE conflict: the table is unpartitioned"
+    assert len(short_reason("x" * 500)) == 160
