@@ -347,6 +347,14 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
 
     # ------------------------------------------------------------------------------------------ reporting
     def _log_commit(self, prepared: _Prepared, result: WriteResult) -> None:
+        if not result.committed:
+            self.log.info(
+                "deltaguard: %s changed nothing in %s (version %s read): no commit",
+                result.operation,
+                prepared.uri,
+                result.version,
+            )
+            return
         self.log.info(
             "deltaguard: committed %s to %s at version %s%s",
             result.operation,
