@@ -6,12 +6,14 @@ entry of the run's tasks (no cursor movement, so a pipe or a log file gets the s
 * ``grant``: granted at once, or after waiting N s;
 * ``wait``: waiting at queue position N behind the writes it conflicts with, and the model's first reason;
 * ``release``: the version the task committed to the table (found by the ``airflow.task_id`` and
-  ``airflow.run_id`` its commit recorded in ``commitInfo``), or that it committed nothing;
+  ``airflow.run_id`` its commit recorded in ``commitInfo``, or in its ``userMetadata`` on delta-spark), or
+  that it committed nothing;
 * anything else (``expiry``, ``abandon``, ``refuse``): the entry's kind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -124,7 +126,12 @@ def committed_version(uri: str, run_id: str, task_id: str) -> int | None:
     except Exception:  # the table may not exist (a failed create) or be mid-write; the story goes on
         return None
     for entry in history:  # newest first
-        if entry.get("airflow.task_id") == task_id and entry.get("airflow.run_id") == run_id:
+        names = dict(entry)
+        if "airflow.task_id" not in names and isinstance(entry.get("userMetadata"), str):
+            # delta-spark records the task's commit metadata as one JSON document in userMetadata
+            with contextlib.suppress(ValueError):
+                names.update(json.loads(entry["userMetadata"]))
+        if names.get("airflow.task_id") == task_id and names.get("airflow.run_id") == run_id:
             version = entry.get("version")
             return int(version) if version is not None else None
     return None

@@ -94,3 +94,22 @@ def test_a_reason_is_told_without_the_blockers_descriptions() -> None:
     reason = "conflicts with running #0 (d/t@r (status = 'closed')): DELETE x UPDATE conflict: the table is unpartitioned"
     assert short_reason(reason) == "DELETE x UPDATE conflict: the table is unpartitioned"
     assert len(short_reason("x" * 500)) == 160
+
+
+def test_a_delta_spark_commit_is_found_by_its_user_metadata(tmp_path: Path) -> None:
+    """delta-spark writes the task's commit metadata as one JSON document in ``userMetadata``."""
+    import json
+
+    from benchmarks.harness.story import committed_version
+
+    table = str(tmp_path / "t")
+    write_deltalake(table, pa.table({"id": [1]}))
+    metadata = json.dumps({"airflow.run_id": "r1", "airflow.task_id": "merge"}, sort_keys=True)
+    write_deltalake(
+        table,
+        pa.table({"id": [2]}),
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata}),
+    )
+    assert committed_version(table, "r1", "merge") == 1
+    assert committed_version(table, "r2", "merge") is None
