@@ -104,3 +104,14 @@ def test_the_operators_deferrable_docstring_says_what_the_config_reads() -> None
     positions = [text.find(name) for name in order]
     assert -1 not in positions and positions == sorted(positions), text
     assert "is not read" in text
+
+
+def test_the_readme_is_short_and_shows_its_chart_on_the_first_screen() -> None:
+    """A user's first page: at most 220 lines and 2,500 words, the headline chart in its first 30 lines."""
+    text = (REPO / "README.md").read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 220 and len(text.split()) <= 2500
+    first_screen = "\n".join(lines[:30])
+    chart = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)", first_screen)
+    assert chart is not None and (REPO / chart.group(1)).is_file()
+    assert "make demo" in first_screen + "\n".join(lines[30:40]) and "make test" in "\n".join(lines[:40])
