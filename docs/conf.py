@@ -5,11 +5,17 @@ provider docs include theirs."""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks.config_reference, for the configuration page
+
+# autodoc imports the operators, and so Airflow, which writes an airflow.cfg into AIRFLOW_HOME (~/airflow
+# unless set): a build must not create one in the reader's home
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="deltaguard-docs-airflow-"))
 
 from deltaguard import __version__  # noqa: E402
 
