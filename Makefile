@@ -3,21 +3,31 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
+# The versions the test suite ran with (Airflow's convention: one file per Python version, the project
+# itself left out); every install below is pinned by it. `make constraints` writes it from the test venv.
+CONSTRAINTS := constraints-3.11.txt
+UV_INSTALL = $(UV) pip install --python $(PY) -c $(CONSTRAINTS)
+PIP_INSTALL = $(PY) -m pip install -c $(CONSTRAINTS)
 
-.PHONY: demo test test-fast lint typecheck install install-test delta-jars clean ui-bundle cluster cluster-short cluster-jars install-cluster docs dist
+.PHONY: demo constraints test test-fast lint typecheck install install-test delta-jars clean ui-bundle cluster cluster-short cluster-jars install-cluster docs dist
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip uv
 
 # uv resolves and installs in seconds; fall back to pip where uv is unavailable.
-$(VENV)/.installed: setup.cfg pyproject.toml | $(PY)
-	$(UV) pip install --python $(PY) -e . || $(PY) -m pip install -e .
+$(VENV)/.installed: setup.cfg pyproject.toml $(CONSTRAINTS) | $(PY)
+	$(UV_INSTALL) -e . || $(PIP_INSTALL) -e .
 	touch $@
 
-$(VENV)/.installed-test: setup.cfg pyproject.toml | $(PY)
-	$(UV) pip install --python $(PY) -e . --group test || $(PY) -m pip install -e . --group test
+# the Spark engine (the `spark` extra), for the Spark demo
+$(VENV)/.installed-spark: setup.cfg pyproject.toml $(CONSTRAINTS) | $(PY)
+	$(UV_INSTALL) -e ".[spark]" || $(PIP_INSTALL) -e ".[spark]"
 	touch $@ $(VENV)/.installed
+
+$(VENV)/.installed-test: setup.cfg pyproject.toml $(CONSTRAINTS) | $(PY)
+	$(UV_INSTALL) -e . --group test || $(PIP_INSTALL) -e . --group test
+	touch $@ $(VENV)/.installed $(VENV)/.installed-spark
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
@@ -25,16 +35,27 @@ install-test: $(VENV)/.installed-test
 # Delta Lake's Spark jars for the installed pyspark/delta-spark wheels, copied once by Maven into the venv,
 # where every Spark session deltaguard creates finds them.
 DELTA_JARS := $(VENV)/delta-jars
-$(DELTA_JARS)/.fetched: $(VENV)/.installed-test
+$(DELTA_JARS)/.fetched: | $(VENV)/.installed-spark
 	$(PY) -m deltaguard.engines.spark.jars --dest $(DELTA_JARS)
 	touch $@
 delta-jars: $(DELTA_JARS)/.fetched
 
-# The Spark pipeline (delta-spark over a local Spark Connect server) by default; `make demo ENGINE=delta-rs`
-# runs the delta-rs one.
+# The Spark pipeline (delta-spark over a local Spark Connect server; needs a JDK 17 and Maven for Delta's
+# jars) by default; `make demo ENGINE=delta-rs` runs the delta-rs one, which needs only the package itself:
+# no Java, no Maven, no development group.
 ENGINE ?= spark
-demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
-	$(VENV)/bin/python -m benchmarks.demo --engine $(ENGINE)
+DEMO_NEEDS_spark := $(VENV)/.installed-spark $(DELTA_JARS)/.fetched
+DEMO_NEEDS_delta-rs := $(VENV)/.installed
+demo: $(DEMO_NEEDS_$(ENGINE))
+	$(PY) -m benchmarks.demo --engine $(ENGINE)
+
+# Regenerate the constraints file from the environment `make test` ran in (the project itself, pip and
+# setuptools left out), after a dependency change has passed the suite. (Not a prerequisite of the venv:
+# the installs are pinned by this file, so regenerating it must not reinstall first.)
+constraints: | $(PY)
+	{ echo "# The tested environment of airflow-provider-deltaguard on Python 3.11: \`make constraints\`."; \
+	  echo "# Install with: pip install -c $(CONSTRAINTS) ."; \
+	  $(UV) pip freeze --python $(PY) --exclude-editable --exclude pip --exclude setuptools; } > $(CONSTRAINTS)
 
 # The production-shaped stack (benchmarks/cluster): CeleryExecutor with two workers, Redis, PostgreSQL
 # (metadata and lease store), moto's S3 server, a Spark standalone cluster behind Spark Connect. Needs the
@@ -42,7 +63,7 @@ demo: $(VENV)/.installed-test $(DELTA_JARS)/.fetched
 # (one delta-rs pipeline run, the cheap faults; no Spark, no S3 jars) is part of `make test`, which installs
 # the cluster extra; the full run is `make cluster` (docs/deployment.md has the figures).
 $(VENV)/.installed-cluster: $(VENV)/.installed-test
-	$(UV) pip install --python $(PY) -e ".[cluster]" --group test || $(PY) -m pip install -e ".[cluster]" --group test
+	$(UV_INSTALL) -e ".[cluster]" --group test || $(PIP_INSTALL) -e ".[cluster]" --group test
 	touch $@
 install-cluster: $(VENV)/.installed-cluster
 S3_JARS := $(VENV)/s3-jars

@@ -8,8 +8,9 @@ writes delta-rs commits in the task processes (no JVM).
 1. Prints the conflict matrix of the example fact table for the chosen engine's profile and explains one
    admission decision, straight from :mod:`deltaguard.core`.
 2. Prepares ``<repo>/airflow_home`` (SQLite, LocalExecutor), starts the scheduler, dag-processor, triggerer
-   and api-server, runs the engine's DAG (and with ``--compare`` the one-slot-pool baseline),
-   prints per task whether it was granted at once or waited and behind whom, which writes overlapped,
+   and api-server, runs the engine's DAG (and with ``--compare`` the one-slot-pool baseline), prints each
+   write's story while the run goes on (granted at once / waiting behind whom and why / committed version
+   N, from the decision log: :mod:`benchmarks.harness.story`), then per task whether it waited, which writes overlapped,
    the final table versions and row counts, and where to look in the UI; then stops the stack, or keeps it
    up with ``--keep-running`` until Ctrl-C.
 """
@@ -41,6 +42,7 @@ from benchmarks.harness.run_analysis import (
     upstream_closure,
 )
 from benchmarks.harness.spark_connect import BackgroundConnectServer, connection_env
+from benchmarks.harness.story import StoryPrinter, StoryReader
 from deltaguard.engines.spark.connect_server import free_port
 
 DELTAGUARD_DAG = "deltaguard_daily_sales"
@@ -203,8 +205,14 @@ def run_pipeline(stack: AirflowStack, dag_id: str, day: str, timeout: float = 60
     variant = VARIANTS[dag_id]
     tables = example_tables(stack.home, variant)
     stack.wait_for_dag(dag_id)
+    started = time.time()
     run_id = stack.trigger(dag_id, {"date": day})
-    state = stack.wait_for_run(dag_id, run_id, timeout)
+    if variant == "conventional":  # pools, no leases: nothing in the decision log to tell
+        state = stack.wait_for_run(dag_id, run_id, timeout)
+    else:
+        print("each write's story as it happens (seconds since the run was triggered):", flush=True)
+        with StoryPrinter(StoryReader(stack.home.lease_store_url, dag_id, tables, origin=started)):
+            state = stack.wait_for_run(dag_id, run_id, timeout)
     tis, writes = collect_writes(stack.api, dag_id, run_id, tables.values())
     pairs: list[PairCheck] = []
     if variant != "conventional":

@@ -94,8 +94,11 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         such sources built there). Templated. Without either, the ``delta`` connection's extras
         ``spark_conn_id``/``spark_connect_conn_id`` are used, else ``[deltaguard] spark_conn_id`` /
         ``spark_connect_conn_id``; the pair comes whole from the first of these that names either.
-    :param deferrable: wait for the lease in the triggerer (default: ``True`` unless Airflow's
-        ``[operators] default_deferrable`` was set explicitly, which is then obeyed).
+    :param deferrable: wait for the lease in the triggerer, freeing the worker slot. ``None`` (the default)
+        reads, in this order, ``AIRFLOW__DELTAGUARD__DEFERRABLE``, Airflow's
+        ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE`` from the environment, then ``[deltaguard] deferrable``
+        (default ``True``). Airflow's ``[operators] default_deferrable`` in ``airflow.cfg`` is not read:
+        Airflow writes ``false`` there into every file it generates (:func:`deltaguard.config.default_deferrable`).
     :param lease_wait_timeout: give up after waiting this long for the lease (seconds or timedelta;
         ``None`` waits until Airflow's own task timeout).
     :param expected_duration: how long the write is expected to hold the table's lease (seconds or
@@ -344,6 +347,14 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
 
     # ------------------------------------------------------------------------------------------ reporting
     def _log_commit(self, prepared: _Prepared, result: WriteResult) -> None:
+        if not result.committed:
+            self.log.info(
+                "deltaguard: %s changed nothing in %s (version %s read): no commit",
+                result.operation,
+                prepared.uri,
+                result.version,
+            )
+            return
         self.log.info(
             "deltaguard: committed %s to %s at version %s%s",
             result.operation,

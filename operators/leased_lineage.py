@@ -112,7 +112,7 @@ class LeasedLineageMixin:
 
     def _report_leased_writes(self, context: Any, before: Mapping[str, int | None] | None) -> None:
         """After the work ended under its lease: record each table's commit(s) and emit its asset event."""
-        from deltaguard.lineage.assets import emit_table_event
+        from deltaguard.lineage.assets import changed_data, emit_table_event, withhold_table_event
         from deltaguard.lineage.commit_facts import facts_for_openlineage, latest_commit
         from deltaguard.lineage.record import WriteRecord
 
@@ -140,8 +140,11 @@ class LeasedLineageMixin:
             first = -1 if since is None else since
             writes.append(_LeasedWrite(record, facts_for_openlineage(uri, record, options, since=first)))
             outlet = self._outlet_for(record.table_uri)
-            if outlet is not None:
+            if outlet is not None and changed_data(record):
                 emit_table_event(context, outlet, record)
+            elif outlet is not None:
+                withhold_table_event(self, outlet)
+                self.log.info("deltaguard: the work committed nothing to %s: no asset event", uri)
         self._leased_writes = writes
 
     def _outlet_for(self, table_uri: str) -> Asset | AssetAlias | None:

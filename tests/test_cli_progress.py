@@ -39,3 +39,31 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.strip() == f"deltaguard {__version__}"
+
+
+def test_asked_for_in_a_pipe_progress_is_counted_plain_lines() -> None:
+    """``--progress`` with stderr not a terminal: one line per step, readable in a log, no cursor codes."""
+    pipe = io.StringIO()
+    with progress_bar("judging write pairs", 3, enabled=True, stream=pipe) as bar:
+        assert bar.shown
+        bar.step("computing the lower bound")
+        bar.step("simulating deltaguard")
+    assert pipe.getvalue().splitlines() == [
+        "[0/3] judging write pairs",
+        "[1/3] computing the lower bound",
+        "[2/3] simulating deltaguard",
+    ]
+    seconds = io.StringIO()
+    with progress_bar("fuzzing", 100, enabled=True, stream=seconds) as timed:
+        for elapsed in range(0, 101, 5):
+            timed.at(elapsed, f"case at {elapsed} s")
+    assert seconds.getvalue().splitlines()[1:] == [f"[{t}/100] case at {t} s" for t in range(10, 101, 10)]
+
+
+def test_conformance_lines_are_counted_also_when_quiet_skips_some() -> None:
+    from deltaguard.commands.progress import Counter
+
+    count = Counter(156)
+    assert count.next() == "[1/156]"
+    count.skip()  # --quiet: a sound cell prints nothing but is counted
+    assert count.next() == "[3/156]"

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deltaguard.commands.progress import Counter
+
 if TYPE_CHECKING:
     from deltaguard.conformance.cells import CellResult, Summary
 
@@ -91,10 +93,14 @@ def run(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
 
+    count = Counter(len(cells))
+
     def show(done: list[CellResult]) -> None:
         for result in done:
             if not args.quiet or result.unsound:
-                print(cell_line(result), flush=True)
+                print(f"{count.next()} {cell_line(result)}", flush=True)
+            else:
+                count.skip()
 
     results = run_cells(cells, jobs=args.jobs, progress=show)
     elapsed = time.perf_counter() - started
@@ -137,13 +143,18 @@ def run_file_stats(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
 
+    count = Counter(len(cells))
+
     def show(done: list[StatsResult]) -> None:
         for r in done:
-            if not args.quiet or r.unsound:
+            if args.quiet and not r.unsound:
+                count.skip()
+            else:
                 verdict = {None: "MODEL ERROR", True: "conflict", False: "no_conflict"}[r.prediction.conflict]
                 flag = "  UNSOUND" if r.unsound else ""
                 print(
-                    f"{r.cell.key}: predicted {verdict} ({r.prediction.rule}), observed {r.observed_summary()}{flag}",
+                    f"{count.next()} {r.cell.key}: predicted {verdict} ({r.prediction.rule}), "
+                    f"observed {r.observed_summary()}{flag}",
                     flush=True,
                 )
 
@@ -242,10 +253,14 @@ def run_delta_spark(args: argparse.Namespace) -> int:
             **extra,
         }
 
+    count = Counter(len(cells))
+
     def show(done: list[CellResult]) -> None:
         for result in done:
             if not args.quiet or result.unsound:
-                print(cell_line(result), flush=True)
+                print(f"{count.next()} {cell_line(result)}", flush=True)
+            else:
+                count.skip()
         so_far.extend(done)
         if args.json is not None:  # a long run keeps what it measured so far
             write_json(args.json, so_far, meta(time.perf_counter() - started, False))

@@ -1,4 +1,4 @@
-"""Airflow assets for Delta tables: one asset per table, an asset event per successful write.
+"""Airflow assets for Delta tables: one asset per table, an asset event per write that changed it.
 
 The asset URI is the table's canonical URI (:func:`deltaguard.lineage.naming.canonical_uri`). When the
 operator knows the table at parse time (an absolute path or URI, no template) the asset is a static outlet
@@ -56,6 +56,24 @@ def write_outlet(table: str, delta_conn_id: str | None) -> Asset | AssetAlias:
     if location is not None:
         return delta_table_asset(location)
     return AssetAlias(name=f"{ALIAS_PREFIX}{delta_conn_id or ''}:{table.strip()}")
+
+
+def changed_data(record: WriteRecord) -> bool:
+    """Whether the write made a commit (this try's, or an earlier try's it found): only such writes get an
+    asset event. A DELETE or UPDATE matching no row and an OPTIMIZE with nothing to compact commit nothing."""
+    return record.committed
+
+
+def withhold_table_event(operator: Any, outlet: Asset | AssetAlias) -> None:
+    """No asset event for ``outlet`` in this run: the write committed nothing.
+
+    Airflow 3.3 registers an event for every static :class:`Asset` in the succeeding task's ``outlets``
+    (``TaskInstance.register_asset_changes_in_db``, fed from ``ti.task.outlets`` when the task succeeds),
+    so the outlet leaves this run's operator instance; an alias emits only what a write adds to it, so
+    adding nothing is enough. The parsed DAG, and so its graph and the next run, keep the outlet.
+    """
+    if isinstance(outlet, Asset):
+        operator.outlets = [o for o in operator.outlets if o != outlet]
 
 
 def emit_table_event(context: Any, outlet: Asset | AssetAlias, record: WriteRecord) -> None:

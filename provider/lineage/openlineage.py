@@ -33,7 +33,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.generated.base import InputDataset, OutputDataset, RunFacet
 
-from deltaguard import SOURCE_URL
+from deltaguard import RAW_SOURCE_URL, SOURCE_URL, __version__
 from deltaguard.lineage.naming import dataset_name
 
 if TYPE_CHECKING:
@@ -52,11 +52,15 @@ if TYPE_CHECKING:
     Lineage: TypeAlias = OperatorLineage[Dataset, BaseFacetV1 | RunFacet | JobFacet]
 
 #: the custom facet's ``_schemaURL``: the JSON schema shipped in the package
-#: (``deltaguard/lineage/DeltaguardWriteRunFacet.json``) at its address in the project's repository, versioned
-#: by its file name's fragment as OpenLineage's own facets are (``...json#/$defs/<Facet>``)
+#: (``deltaguard/lineage/DeltaguardWriteRunFacet.json``), served as JSON (not a repository's HTML page) from
+#: the release's tag, so a URL names one schema for good, as OpenLineage's versioned spec URLs do
 FACET_SCHEMA_URL = (
-    f"{SOURCE_URL}/blob/main/provider/lineage/DeltaguardWriteRunFacet.json#/$defs/DeltaguardWriteRunFacet"
+    f"{RAW_SOURCE_URL}/{__version__}/provider/lineage/DeltaguardWriteRunFacet.json"
+    "#/$defs/DeltaguardWriteRunFacet"
 )
+#: who produced the facet: deltaguard at its version (OpenLineage's ``_producer`` convention, a URI naming
+#: the producing code), not the OpenLineage provider that sends the event
+FACET_PRODUCER = f"{SOURCE_URL}/tree/{__version__}"
 
 
 @attr.define
@@ -139,6 +143,7 @@ def _schema_fields(fields: Sequence[SchemaField]) -> list[schema_dataset.SchemaD
 def run_facet(record: WriteRecord) -> DeltaguardWriteRunFacet:
     """The custom run facet of one write."""
     return DeltaguardWriteRunFacet(
+        producer=FACET_PRODUCER,
         tableUri=record.table_uri,
         version=record.version,
         operation=record.operation,

@@ -96,9 +96,15 @@ class DeltaLineageMixin:
         # delta-rs's tokio runtime panics ("Forked process detected"), measured under the real scheduler
         self.commit_facts = facts_for_openlineage(table_uri, record, storage_options)
         if self.table_outlet is not None:
-            from deltaguard.lineage.assets import emit_table_event
+            from deltaguard.lineage.assets import changed_data, emit_table_event, withhold_table_event
 
-            emit_table_event(context, self.table_outlet, record)
+            if changed_data(record):
+                emit_table_event(context, self.table_outlet, record)
+            else:
+                withhold_table_event(self, self.table_outlet)
+                self.log.info(
+                    "deltaguard: %s committed nothing to %s: no asset event", record.operation, table_uri
+                )
         if hook is not None:
             _collect_hook_lineage(hook, record)
         return record

@@ -147,6 +147,11 @@ def test_the_custom_facet_names_its_schema_by_url_and_the_schema_ships(tmp_path)
 
     parts = urlsplit(FACET_SCHEMA_URL)
     assert parts.scheme == "https" and parts.netloc and parts.fragment == "/$defs/DeltaguardWriteRunFacet"
+    # a JSON document at a release's tag, not a repository's HTML page or a moving branch
+    from deltaguard import __version__
+
+    assert parts.netloc == "raw.githubusercontent.com" and parts.path.endswith(".json")
+    assert f"/{__version__}/" in parts.path and "/blob/" not in parts.path and "/main/" not in parts.path
     shipped = json.loads(
         resources.files("deltaguard.lineage").joinpath("DeltaguardWriteRunFacet.json").read_text()
     )
@@ -350,3 +355,57 @@ def test_operators_import_and_write_without_the_openlineage_provider(tmp_path) -
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"version 1 outlets ['file://{table}']" in done.stdout
     assert DeltaTable(table).version() == 1
+
+
+def _asset_events(uri: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (
+            session.query(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetModel.uri == uri)
+        )
+        return [dict(row.extra or {}) for row in rows]
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_only_writes_that_committed_emit_asset_events(tmp_path, lease_store_url) -> None:
+    """A real ``dag.test()`` run: a DELETE and an UPDATE matching no row and an OPTIMIZE with nothing to
+    compact commit nothing and emit no asset event; the DELETE that removed a row emits one."""
+    from airflow.sdk import Asset
+
+    from tests.airflow.helpers import run_dag, task_state
+
+    table = sales_table(str(tmp_path / "sales"))
+    before = DeltaTable(table).version()
+    body = f"""
+    noop_delete = DeltaDeleteOperator(task_id="noop_delete", table={table!r}, predicate="id = 99")
+    noop_update = DeltaUpdateOperator(task_id="noop_update", table={table!r}, updates={{"amount": "0"}}, predicate="id = 99")
+    noop_optimize = DeltaOptimizeOperator(task_id="noop_optimize", table={table!r}, partition_filters={{"country": "FR"}})
+    delete = DeltaDeleteOperator(task_id="delete", table={table!r}, predicate="id = 1")
+    noop_delete >> noop_update >> noop_optimize >> delete
+    """
+    imports = (
+        "from deltaguard.operators.dml import DeltaDeleteOperator, DeltaUpdateOperator\n"
+        "from deltaguard.operators.maintenance import DeltaOptimizeOperator"
+    )
+    dag_run = run_dag("noop_asset_events", body, imports)
+    for task in ("noop_delete", "noop_update", "noop_optimize", "delete"):
+        assert task_state(dag_run, task) == "success", task
+    assert DeltaTable(table).version() == before + 1  # only the real DELETE committed
+    events = _asset_events(Asset(uri=f"file://{table}").uri)
+    assert [(e["operation"], e["version"], e["committed"]) for e in events] == [("DELETE", before + 1, True)]
+
+
+def test_the_custom_facet_is_produced_by_deltaguard_at_its_version(tmp_path, lease_store_url) -> None:
+    """OpenLineage's ``_producer`` names the code that made the facet: deltaguard, not the provider."""
+    from deltaguard import SOURCE_URL, __version__
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    op = DeltaDeleteOperator(task_id="delete", table=table, predicate="id = 1")
+    op.execute(_context("delete"))
+    facet = _facets(op).run_facets["deltaguardWrite"]
+    assert facet._producer == f"{SOURCE_URL}/tree/{__version__}"
