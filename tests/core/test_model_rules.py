@@ -12,8 +12,10 @@ from deltaguard.core.table_config import TableConfig
 
 K = OperationKind
 DV = {"delta.enableDeletionVectors": "true"}
-DV_TABLE = TableConfig(properties=DV)
-LIQUID = TableConfig(clustering_columns=("id",))
+#: the columns these tables' conditions use, declared: row-level concurrency needs known column types
+TYPES = (("id", "long"), ("date", "date"), ("country", "string"), ("tags", "complex"))
+DV_TABLE = TableConfig(properties=DV, column_types=TYPES)
+LIQUID = TableConfig(clustering_columns=("id",), column_types=TYPES)
 
 
 def db(runtime: str = "14.3", photon: bool = False, preview: bool = False) -> EngineProfile:
@@ -237,7 +239,7 @@ def test_reorg_purge_has_optimize_semantics() -> None:
 
 # ------------------------------------------------------------------------------ delta-spark, delta-rs
 
-SPARK = EngineProfile(EngineName.DELTA_SPARK, "3.2.0")
+SPARK = EngineProfile(EngineName.DELTA_SPARK, "4.4.0")
 DELTARS = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 
 

@@ -12,16 +12,29 @@ judged as DELETEs under the file-level table and never get row-level concurrency
 
 from __future__ import annotations
 
+from sqlglot import exp
+
+from deltaguard.core.closed_world import property_flag, table_property, untyped_columns, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.sql.predicates import parse_predicate, referenced_columns
 from deltaguard.core.table_config import TableConfig
 
 ROW = "Isolation levels and write conflicts, Write conflicts with row-level concurrency"
 FILE = "Isolation levels and write conflicts, Write conflicts without row-level concurrency"
 PARTITIONS = (
     "Isolation levels and write conflicts, Avoid conflicts using partitioning and disjoint command conditions"
+)
+
+#: a column of this name defeats row-level conflict detection (Databricks' CHANGE_TYPE_COLUMN error class)
+CHANGE_TYPE_COLUMN = "_change_type"
+#: what a verdict relying on row-level reconciliation says: Databricks may still give up on it
+BEST_EFFORT = (
+    "by row-level concurrency, which Databricks may abandon under time pressure (ALLOTTED_TIME_EXCEEDED of its "
+    "conflict error classes; Isolation levels and write conflicts, Limitations: under many concurrent "
+    "transactions the writer prioritizes latency over conflict resolution)"
 )
 
 _DML = frozenset({OperationKind.UPDATE, OperationKind.DELETE, OperationKind.MERGE})
@@ -34,14 +47,15 @@ _OPTIMIZE_DML_EXCEPTIONS = (DeltaException.CONCURRENT_DELETE_READ, DeltaExceptio
 
 
 def parse_isolation(raw: str | None, default: IsolationLevel) -> tuple[IsolationLevel, str | None]:
-    """Read ``delta.isolationLevel`` (case-insensitive on the value).
+    """Read ``delta.isolationLevel`` as Spark's ``IsolationLevel.fromString`` does: case-insensitive on the
+    value, nothing trimmed.
 
     :returns: the level and, for an unrecognised value, a problem text (the level is then Serializable).
     """
     if raw is None:
         return default, None
     for level in IsolationLevel:
-        if raw.strip().lower() == level.value.lower():
+        if raw.lower() == level.value.lower():
             return level, None
     return IsolationLevel.SERIALIZABLE, (
         f"delta.isolationLevel = {raw!r} is neither Serializable nor WriteSerializable"
@@ -54,21 +68,34 @@ def deletion_vectors_on(table: TableConfig) -> bool:
     The Databricks page: row-level concurrency is on for "tables with liquid clustering, unless you have disabled
     deletion vectors", i.e. Databricks creates clustered tables with deletion vectors.
     """
-    raw = table.get_property("delta.enableDeletionVectors")
-    if raw is not None and raw.strip().lower() == "false":
-        return False
-    return bool(table.deletion_vectors_enabled or table.has_liquid_clustering)
+    flag = property_flag(table, "delta.enableDeletionVectors")
+    if flag is None and table_property(table, "delta.enableDeletionVectors") is not None:
+        return False  # not understood (closed_world reports it): the stricter reading
+    return bool(flag or (flag is None and table.has_liquid_clustering))
 
 
 def _row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozenset[OperationKind], str]:
     """Which DML kinds get row-level concurrency, and a note on why (not)."""
-    liquid = table.has_liquid_clustering and deletion_vectors_on(table)
-    dv_unpartitioned = table.deletion_vectors_enabled and not table.is_partitioned
+    liquid = table.has_liquid_clustering and deletion_vectors_on(table) and not table.is_partitioned
+    dv_unpartitioned = property_flag(table, "delta.enableDeletionVectors") is True and not table.is_partitioned
     runtime = profile.describe()
     if profile.row_level_off:
         return frozenset(), (
             f"{runtime}: row-level concurrency is not counted on (under heavy load the writer prioritizes latency "
             'over conflict resolution, "Isolation levels and write conflicts", Limitations)'
+        )
+    if version_caveat(profile) is not None:
+        return frozenset(), f"{runtime}: no row-level concurrency counted on for a version the page does not cover"
+    if table.column_types is None:
+        return frozenset(), (
+            f"{runtime}: row-level concurrency not counted on because the table's columns were not read (a "
+            "column named _change_type defeats it, CHANGE_TYPE_COLUMN, and a condition on a complex type does)"
+        )
+    if table.column_type(CHANGE_TYPE_COLUMN) is not None:
+        return frozenset(), (
+            f"{runtime}: no row-level concurrency because the table has a column named {CHANGE_TYPE_COLUMN}, "
+            "which row-level conflict detection cannot work with (CHANGE_TYPE_COLUMN of Databricks' conflict "
+            "error classes)"
         )
     if not profile.at_least(13, 3):
         return (
@@ -108,9 +135,10 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     :param profile: a Databricks profile.
     """
     isolation, problem = parse_isolation(
-        table.get_property("delta.isolationLevel"), IsolationLevel.WRITE_SERIALIZABLE
+        table_property(table, "delta.isolationLevel"), IsolationLevel.WRITE_SERIALIZABLE
     )
     kinds, note = _row_level_kinds(table, profile)
+    caveat = version_caveat(profile)
     return TableContext(
         table=table,
         profile=profile,
@@ -119,6 +147,7 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
         notes=(note,),
         conservative=(problem,) if problem else (),
         multi_reader_append=isolation is IsolationLevel.WRITE_SERIALIZABLE,
+        caveats=(caveat,) if caveat else (),
     )
 
 
@@ -147,7 +176,35 @@ def _row_level_op(f: OpFacts, ctx: TableContext) -> tuple[bool, str]:
             "on Runtime 14.2 a MERGE without an explicit predicate on the target table falls back to file-level "
             "rules (Isolation levels and write conflicts, Limitations for row-level concurrency)"
         )
+    if f.scope.is_everything:
+        return False, (
+            f"{f.kind.value} has no read predicate on the target, which row-level conflict detection gives up on "
+            "(EMPTY_READ_PREDICATES / WHOLE_TABLE_READ of Databricks' conflict error classes)"
+        )
+    untyped = untyped_columns(ctx.table, _condition_columns(f))
+    if untyped:
+        return False, (
+            f"{f.kind.value} falls back to file-level rules: its conditions use "
+            + ", ".join(untyped)
+            + " (Isolation levels and write conflicts, Limitations for row-level concurrency: conditions on "
+            "complex data types)"
+        )
     return True, ""
+
+
+def _condition_columns(f: OpFacts) -> frozenset[str]:
+    """The target columns an operation's conditions use: its predicate's, and a MERGE condition's columns
+    qualified by the target alias or not qualified (outside subqueries, which are limitations already)."""
+    op = f.op
+    names = set(referenced_columns(parse_predicate(op.predicate)))
+    if op.kind is OperationKind.MERGE and op.merge_condition:
+        tree = parse_predicate(op.merge_condition).tree
+        alias = op.target_alias.lower()
+        for node in tree.walk(prune=lambda n: isinstance(n, exp.Subquery | exp.Query)) if tree else ():
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                if node.table.lower() in ("", alias):
+                    names.add(node.name.lower())
+    return frozenset(names)
 
 
 def _row_level_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[bool, str]:
@@ -273,6 +330,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             f"when the append may add {granularity} the reader reads"
             if overlap
             else f"but the append provably adds no {'row' if row_level else 'file'} the reader reads"
+            + (f", resolved {BEST_EFFORT}" if row_level else "")
         )
         advice = [
             "set delta.isolationLevel = 'WriteSerializable' (then blind appends never conflict with readers)",
@@ -333,7 +391,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     if row_level:
         reason = (
             f"{section}: UPDATE/DELETE/MERGE vs UPDATE/DELETE/MERGE can conflict when modifying the same row"
-            + ("" if overlap else ", but their conditions are provably disjoint")
+            + ("" if overlap else f", but their conditions are provably disjoint, resolved {BEST_EFFORT}")
         )
     else:
         rewrite = [f.kind.value for f in (a, b) if f.role is Role.REWRITE]

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from deltaguard.core.closed_world import table_property, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
@@ -104,10 +105,14 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     :param table: the table configuration.
     :param profile: a delta-spark profile.
     """
-    reading = read_isolation(table.get_property("delta.isolationLevel"))
+    reading = read_isolation(table_property(table, "delta.isolationLevel"))
     notes = [f"{profile.describe()}: no row-level concurrency in open-source delta-spark"]
     isolation = IsolationLevel.SERIALIZABLE
-    if reading.level == "WriteSerializable":
+    caveat = version_caveat(profile)
+    if caveat is not None:
+        # The strictest delta-spark profile: the Serializable checks whatever level the table stores.
+        pass
+    elif reading.level == "WriteSerializable":
         isolation = IsolationLevel.WRITE_SERIALIZABLE
         notes.append(
             "delta-spark honours delta.isolationLevel = WriteSerializable stored in the table (Spark itself "
@@ -125,6 +130,7 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
         isolation=isolation,
         notes=tuple(notes),
         conservative=(reading.problem,) if reading.problem else (),
+        caveats=(caveat,) if caveat else (),
     )
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from deltaguard.core.closed_world import table_property, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
@@ -87,8 +88,9 @@ def _snapshot(ctx: TableContext) -> bool:
     """``delta.isolationLevel = 'snapshotIsolation'`` (camelCase): delta-rs then only checks the files the
     winning commit removed. The shared ``IsolationLevel`` has no such level (``ctx.isolation`` stays
     Serializable), so the rules read the property itself."""
-    value: str | None = ctx.table.get_property("delta.isolationLevel")
-    return value == "snapshotIsolation"
+    if version_caveat(ctx.profile) is not None:
+        return False  # the strictest profile: an unmeasured version is not trusted to skip checks
+    return table_property(ctx.table, "delta.isolationLevel") == "snapshotIsolation"
 
 
 def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
@@ -97,10 +99,14 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     :param table: the table configuration.
     :param profile: the delta-rs profile.
     """
-    raw = table.get_property("delta.isolationLevel")
+    raw = table_property(table, "delta.isolationLevel")
     notes: tuple[str, ...] = ()
     conservative: tuple[str, ...] = ()
     isolation = IsolationLevel.SERIALIZABLE
+    caveat = version_caveat(profile)
+    if caveat is not None:
+        # The strictest delta-rs profile: no measured relaxation (snapshotIsolation, file statistics).
+        table = replace(table, file_stats=None)
     if raw == "writeSerializable":
         isolation = IsolationLevel.WRITE_SERIALIZABLE
     elif raw is None or raw in HONOURED_SPELLINGS:
@@ -113,7 +119,12 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     else:
         conservative = (f"delta.isolationLevel = {raw!r} was not measured with delta-rs",)
     return TableContext(
-        table=table, profile=profile, isolation=isolation, notes=notes, conservative=conservative
+        table=table,
+        profile=profile,
+        isolation=isolation,
+        notes=notes,
+        conservative=conservative,
+        caveats=(caveat,) if caveat else (),
     )
 
 
