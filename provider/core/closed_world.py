@@ -175,8 +175,11 @@ def table_unknowns(table: TableConfig) -> tuple[str, ...]:
 
     :param table: the table configuration.
     """
-    declared = (f"unknown table setting {item!r}" for item in table.unknown)
-    return tuple(dict.fromkeys((*declared, *property_problems(table.properties))))
+    problems = property_problems(table.properties)
+    # The engine layer lists such a property as "property <key>": the problem says more, and says it once.
+    explained = {f"property {key}" for key in table.properties if not is_known_property(key)}
+    declared = (f"unknown table setting {item!r}" for item in table.unknown if item not in explained)
+    return tuple(dict.fromkeys((*declared, *problems)))
 
 
 def table_property(table: TableConfig, key: str) -> str | None:
@@ -270,7 +273,7 @@ DETERMINISTIC_FUNCTIONS: frozenset[str] = frozenset(
         "starts_with", "endswith", "ends_with", "contains", "strposition", "instr", "locate", "position",
         "regexplike", "regexp_like", "rlike", "regexpextract", "regexp_extract", "regexpreplace",
         "regexp_replace", "ascii", "chr", "char", "hex", "unhex", "md5", "sha", "sha1", "sha2", "crc32",
-        "hash", "xxhash64", "levenshtein", "soundex", "format_number", "split_part",
+        "hash", "xxhash64", "levenshtein", "soundex", "format_number", "split_part", "jsonformat", "to_json",
         # numbers
         "abs", "round", "bround", "floor", "ceil", "ceiling", "sign", "signum", "mod", "pmod", "pow", "power",
         "sqrt", "exp", "ln", "log", "log10", "log2", "isnan", "isnull", "isnotnull", "conv", "div",

@@ -74,10 +74,44 @@ def deletion_vectors_on(table: TableConfig) -> bool:
     return bool(flag or (flag is None and table.has_liquid_clustering))
 
 
-def _row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozenset[OperationKind], str]:
-    """Which DML kinds get row-level concurrency, and a note on why (not)."""
+def _row_level_kinds(
+    table: TableConfig, profile: EngineProfile
+) -> tuple[frozenset[OperationKind], str, bool]:
+    """Which DML kinds get row-level concurrency, a note on why (not), and whether the note must show in every
+    verdict (row-level concurrency the page grants that the closed world does not count on, ADR 0036)."""
+    kinds, note = _page_row_level_kinds(table, profile)
+    if not kinds:
+        return kinds, note, False
+    runtime = profile.describe()
+    if table.column_types is None:
+        return (
+            frozenset(),
+            (
+                f"{runtime}: row-level concurrency not counted on because the table's columns were not read (a "
+                f"column named {CHANGE_TYPE_COLUMN} defeats it, CHANGE_TYPE_COLUMN of Databricks' conflict error "
+                "classes, and so does a condition on a complex type)"
+            ),
+            True,
+        )
+    if table.column_type(CHANGE_TYPE_COLUMN) is not None:
+        return (
+            frozenset(),
+            (
+                f"{runtime}: no row-level concurrency because the table has a column named {CHANGE_TYPE_COLUMN}, "
+                "which row-level conflict detection cannot work with (CHANGE_TYPE_COLUMN of Databricks' conflict "
+                "error classes)"
+            ),
+            True,
+        )
+    return kinds, note, False
+
+
+def _page_row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozenset[OperationKind], str]:
+    """Which DML kinds the page grants row-level concurrency, and a note on why (not)."""
     liquid = table.has_liquid_clustering and deletion_vectors_on(table) and not table.is_partitioned
-    dv_unpartitioned = property_flag(table, "delta.enableDeletionVectors") is True and not table.is_partitioned
+    dv_unpartitioned = (
+        property_flag(table, "delta.enableDeletionVectors") is True and not table.is_partitioned
+    )
     runtime = profile.describe()
     if profile.row_level_off:
         return frozenset(), (
@@ -85,17 +119,9 @@ def _row_level_kinds(table: TableConfig, profile: EngineProfile) -> tuple[frozen
             'over conflict resolution, "Isolation levels and write conflicts", Limitations)'
         )
     if version_caveat(profile) is not None:
-        return frozenset(), f"{runtime}: no row-level concurrency counted on for a version the page does not cover"
-    if table.column_types is None:
-        return frozenset(), (
-            f"{runtime}: row-level concurrency not counted on because the table's columns were not read (a "
-            "column named _change_type defeats it, CHANGE_TYPE_COLUMN, and a condition on a complex type does)"
-        )
-    if table.column_type(CHANGE_TYPE_COLUMN) is not None:
-        return frozenset(), (
-            f"{runtime}: no row-level concurrency because the table has a column named {CHANGE_TYPE_COLUMN}, "
-            "which row-level conflict detection cannot work with (CHANGE_TYPE_COLUMN of Databricks' conflict "
-            "error classes)"
+        return (
+            frozenset(),
+            f"{runtime}: no row-level concurrency counted on for a version the page does not cover",
         )
     if not profile.at_least(13, 3):
         return (
@@ -137,7 +163,7 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     isolation, problem = parse_isolation(
         table_property(table, "delta.isolationLevel"), IsolationLevel.WRITE_SERIALIZABLE
     )
-    kinds, note = _row_level_kinds(table, profile)
+    kinds, note, shown = _row_level_kinds(table, profile)
     caveat = version_caveat(profile)
     return TableContext(
         table=table,
@@ -147,7 +173,7 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
         notes=(note,),
         conservative=(problem,) if problem else (),
         multi_reader_append=isolation is IsolationLevel.WRITE_SERIALIZABLE,
-        caveats=(caveat,) if caveat else (),
+        caveats=tuple(text for text, on in ((caveat, caveat is not None), (note, shown)) if on and text),
     )
 
 
@@ -201,9 +227,9 @@ def _condition_columns(f: OpFacts) -> frozenset[str]:
         tree = parse_predicate(op.merge_condition).tree
         alias = op.target_alias.lower()
         for node in tree.walk(prune=lambda n: isinstance(n, exp.Subquery | exp.Query)) if tree else ():
-            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                if node.table.lower() in ("", alias):
-                    names.add(node.name.lower())
+            target = isinstance(node, exp.Column) and node.table.lower() in ("", alias)
+            if target and not isinstance(node.this, exp.Star):
+                names.add(node.name.lower())
     return frozenset(names)
 
 

@@ -820,6 +820,7 @@ _COMPLEX_FUNCTIONS = frozenset(
 )
 _COMPLEX_PREFIXES = ("array_", "map_", "arrays_")
 
+
 def _function_names(node: exp.Func) -> tuple[str, ...]:
     if isinstance(node, exp.Anonymous):
         return (str(node.name).lower(),)
@@ -881,7 +882,11 @@ def row_level_limitations(p: Predicate, table_qualifiers: bool = False) -> tuple
         if isinstance(node, exp.Subquery | exp.Query) and not isinstance(node.parent, exp.Subquery):
             subquery = True
             correlated = correlated or _is_correlated(node)
-        if isinstance(node, exp.Func) and node.find_ancestor(exp.Query) is None and not is_deterministic(node):
+        if (
+            isinstance(node, exp.Func)
+            and node.find_ancestor(exp.Query) is None
+            and not is_deterministic(node)
+        ):
             # A function not known to be deterministic is not (ADR 0036); one taking apart a complex value
             # is a complex-type condition, and inside a subquery the subquery already is the limitation.
             name = function_name(node)
