@@ -18,11 +18,25 @@ that the rules turn into ``conflict`` (or, for row-level concurrency, into the f
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Protocol
 
 from sqlglot import exp
 
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.table_config import TableConfig
+
+
+class TableConfig(Protocol):
+    """What this module reads of a :class:`deltaguard.core.table_config.TableConfig` (named structurally:
+    ``table_config`` reads predicates, which ask this module which functions are deterministic)."""
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+    @property
+    def unknown(self) -> tuple[str, ...]: ...
+
+    def column_type(self, column: str) -> str | None: ...
+
 
 # ------------------------------------------------------------------------------------------ properties
 
