@@ -224,13 +224,13 @@ def property_flag(table: TableConfig, key: str) -> bool | None:
 # ---------------------------------------------------------------------------------------- engine versions
 
 #: The engine versions each family was measured (delta-rs, delta-spark) or documented (Databricks) on:
-#: ``(lowest, highest)`` inclusive, ``None`` for no bound, versions padded with zeros to three parts.
+#: ``(lowest, highest)`` inclusive, ``None`` for no bound (versions compare padded with zeros to three parts).
 #: delta-rs: deltalake 1.6.6 (ADR 0003); delta-spark: 4.4.0 (ADR 0014); Databricks: the page "Isolation
 #: levels and write conflicts" names Runtime 13.3 LTS as its oldest and states its rules for "and above".
 MEASURED_VERSIONS: Mapping[EngineName, tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = {
     EngineName.DELTA_RS: ((1, 6, 6), (1, 6, 6)),
     EngineName.DELTA_SPARK: ((4, 4, 0), (4, 4, 0)),
-    EngineName.DATABRICKS: ((13, 3, 0), None),
+    EngineName.DATABRICKS: ((13, 3), None),
 }
 
 
@@ -245,7 +245,7 @@ def is_measured(profile: EngineProfile) -> bool:
     """
     low, high = MEASURED_VERSIONS[profile.name]
     version = _padded(profile.version_tuple)
-    return (low is None or version >= low) and (high is None or version <= high)
+    return (low is None or version >= _padded(low)) and (high is None or version <= _padded(high))
 
 
 def version_caveat(profile: EngineProfile) -> str | None:
@@ -256,16 +256,20 @@ def version_caveat(profile: EngineProfile) -> str | None:
     if is_measured(profile):
         return None
     low, high = MEASURED_VERSIONS[profile.name]
-    shown = ".".join(map(str, low)) if low == high and low is not None else _range_text(low, high)
+    if low is not None and low == high:
+        covered = _version_text(low)
+    else:
+        low_text = _version_text(low) if low is not None else "any"
+        covered = f"{low_text} and above" if high is None else f"{low_text} to {_version_text(high)}"
+    how = "documented by the page" if profile.name is EngineName.DATABRICKS else "measured"
     return (
-        f"{profile.describe()} was never measured (measured: {shown}), so it is judged by the strictest "
+        f"{profile.describe()} was never {how} (only {covered}), so it is judged by the strictest "
         f"{profile.name.value} profile"
     )
 
 
-def _range_text(low: tuple[int, ...] | None, high: tuple[int, ...] | None) -> str:
-    low_text = ".".join(map(str, low)) if low is not None else "any"
-    return f"{low_text} and above" if high is None else f"{low_text} to {'.'.join(map(str, high))}"
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
 
 
 # -------------------------------------------------------------------------------------- functions and types

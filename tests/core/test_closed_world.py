@@ -124,7 +124,7 @@ class TestUnmeasuredEngineVersions:
         old = EngineProfile(EngineName.DATABRICKS, "12.2")
         found = verdict(Operation(K.DELETE, "id = 1"), Operation(K.DELETE, "id = 2"), ROW_LEVEL, old)
         assert found.conflict
-        assert "never measured" in found.reason
+        assert "Runtime 12.2 was never documented by the page" in found.reason
 
 
 class TestDatabricksDeterminism:
