@@ -122,8 +122,9 @@ KNOWN_TABLE_FEATURES: frozenset[str] = frozenset(
     )
 )
 
-#: Properties the rules read as booleans. Spark reads them with ``String.toBoolean`` (``true``/``false`` in
-#: any case, nothing around them); any other value is not understood.
+#: Properties the rules read as booleans. Only ``true`` and ``false`` mean the same to every engine: Spark's
+#: ``String.toBoolean`` takes any case, deltalake 1.6.6 only the lower case (measured: ``delta.appendOnly =
+#: TRUE`` does not stop a DELETE, ``true`` does; tests/engines/test_deltars_property_keys.py).
 BOOLEAN_PROPERTIES: frozenset[str] = frozenset({"delta.enableDeletionVectors"})
 
 _DELTA_PREFIX = "delta."
@@ -178,8 +179,11 @@ def property_problems(properties: Mapping[str, str]) -> tuple[str, ...]:
                 )
             else:
                 problems.append(f"property {key} has no meaning the conflict model knows")
-        elif key in BOOLEAN_PROPERTIES and properties[key].lower() not in ("true", "false"):
-            problems.append(f"property {key} = {properties[key]!r} is neither true nor false")
+        elif key in BOOLEAN_PROPERTIES and properties[key] not in ("true", "false"):
+            problems.append(
+                f"property {key} = {properties[key]!r} is neither true nor false (Spark reads any case, "
+                "deltalake 1.6.6 only the lower case)"
+            )
     return tuple(problems)
 
 
@@ -216,9 +220,9 @@ def property_flag(table: TableConfig, key: str) -> bool | None:
     :param key: a key of :data:`BOOLEAN_PROPERTIES`.
     """
     raw = table_property(table, key)
-    if raw is None or raw.lower() not in ("true", "false"):
+    if raw not in ("true", "false"):
         return None
-    return raw.lower() == "true"
+    return raw == "true"
 
 
 # ---------------------------------------------------------------------------------------- engine versions

@@ -71,10 +71,10 @@ class TableConfig:
         return self.properties.get(key)
 
     def flag(self, key: str) -> bool:
-        """A boolean table property by its exact key (``'true'`` in any case, as Spark's ``toBoolean``
-        reads it, is true; absent or anything else is false)."""
-        value = self.get_property(key)
-        return value is not None and value.lower() == "true"
+        """A boolean table property by its exact key: ``'true'`` is true; absent or anything else is false
+        (``'TRUE'`` is true to Spark and false to deltalake 1.6.6; :mod:`deltaguard.core.closed_world`
+        reports such values)."""
+        return self.get_property(key) == "true"
 
     def column_type(self, column: str) -> str | None:
         """The Delta type of a top-level column, lower-cased (``None``: not known; names case-insensitive)."""

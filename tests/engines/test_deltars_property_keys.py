@@ -1,4 +1,4 @@
-"""deltalake 1.6.6 reads a table property only by its exact key (ADR 0036).
+"""deltalake 1.6.6 reads a table property only by its exact key, and a boolean only in lower case (ADR 0036).
 
 ``delta.IsolationLevel = snapshotIsolation`` (set through ``alter.set_table_properties``; deltalake refuses it
 at table creation) is kept as spelled in the log and ignored: the table runs Serializable, so a stale insert
@@ -9,11 +9,13 @@ given the configuration discovery reads, must not admit that pair.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
 from deltaguard.core import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
@@ -62,3 +64,26 @@ def test_only_the_exact_key_is_read(tmp_path: Path, key: str, honoured: bool) ->
     assert verdict.conflict or not fails
     if not honoured:
         assert key in verdict.reason
+
+
+@pytest.mark.parametrize(("value", "honoured"), [("true", True), ("TRUE", False)])
+def test_booleans_are_read_in_lower_case_only(tmp_path: Path, value: str, honoured: bool) -> None:
+    uri = str(tmp_path / "t")
+    write_deltalake(
+        uri, pa.table({"id": pa.array([1], pa.int64())}), configuration={"delta.appendOnly": value}
+    )
+    try:
+        DeltaTable(uri).delete("id = 1")
+        refused = False
+    except CommitFailedError:
+        refused = True
+    assert refused is honoured
+    # The model reads a boolean only when every engine reads it alike.
+    table = read_table_config(uri)
+    table = replace(table, properties={**table.properties, "delta.enableDeletionVectors": value})
+    verdict = pair_verdict(
+        Operation(OperationKind.DELETE, "id = 1"), Operation(OperationKind.DELETE, "id = 2"), table, PROFILE
+    )
+    assert verdict.conflict
+    if not honoured:
+        assert "'TRUE'" in verdict.reason
