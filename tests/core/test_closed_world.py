@@ -204,6 +204,27 @@ class TestDatabricksRowLevelIsBestEffort:
         assert "ALLOTTED_TIME_EXCEEDED" not in file_level.reason
 
 
+class TestPrecisionStaysSound:
+    """Pairs the engines run safely that the model kept apart, now told apart where the rules say so."""
+
+    def test_delta_spark_write_serializable_blind_insert_beside_a_delete_of_its_partition(self) -> None:
+        # ConflictChecker: under WriteSerializable a transaction that changes no metadata checks only the
+        # winner's non-blind added files; a DELETE changes none. The Databricks page says the same.
+        table = TableConfig(
+            partition_columns=("date",), properties={"delta.isolationLevel": "WriteSerializable"}
+        )
+        append = Operation(K.INSERT, predicate="date = '2024-01-01'")
+        delete = Operation(K.DELETE, predicate="date = '2024-01-01'")
+        found = verdict(append, delete, table, SPARK)
+        assert not found.conflict
+        assert "ConflictChecker" in found.reason
+        # Serializable (the default) still checks the blind append's files.
+        assert verdict(append, delete, TableConfig(partition_columns=("date",)), SPARK).conflict
+        # A DELETE that also rewrites a partition the append does not touch: still only WriteSerializable.
+        other = Operation(K.DELETE, predicate="date = '2024-01-01' AND id = 3")
+        assert not verdict(append, other, table, SPARK).conflict
+
+
 RULES = Path(__file__).resolve().parents[2] / "provider" / "core" / "rules"
 
 

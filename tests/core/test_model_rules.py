@@ -306,10 +306,9 @@ def test_delta_spark_write_serializable_keeps_the_other_checks() -> None:
     assert "WriteSerializable" in verdict.reason
     # A non-blind writer's files are still checked against a reader (MERGE adds files after reading).
     assert conflict(merge("t.date = 'a'"), Operation(K.UPDATE, "date = 'a'"), table, SPARK)
-    # Unmeasured readers and appends keep the Serializable check.
+    # Other readers and appends keep the Serializable check.
     for reader in (
         Operation(K.REPLACE_WHERE, "date = 'a'"),
-        Operation(K.DELETE, "date = 'a' AND id = 2"),
         Operation(K.INSERT, "date = 'a'", reads_target=True),
     ):
         assert conflict(Operation(K.INSERT, "date = 'a'"), reader, table, SPARK)

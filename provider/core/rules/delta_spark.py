@@ -152,25 +152,35 @@ def _adds(f: OpFacts) -> bool:
     return f.role in (Role.APPEND, Role.READ_WRITE, Role.REWRITE, Role.COMPACTION)
 
 
-#: readers measured to commit over a blind INSERT under WriteSerializable
-_MEASURED_WRITE_SERIALIZABLE_READERS = frozenset({OperationKind.UPDATE, OperationKind.MERGE})
+#: readers that commit over a blind INSERT under WriteSerializable: UPDATE and MERGE measured, DELETE read
+#: from the ConflictChecker (below)
+_WRITE_SERIALIZABLE_READERS = frozenset({OperationKind.UPDATE, OperationKind.MERGE, OperationKind.DELETE})
 
 
 def _blind_append_skipped(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> bool:
     """WriteSerializable: the loser's added-files check ignores a blind append's files.
 
-    Only where measured: a blind INSERT winning against an UPDATE or a MERGE. The ConflictChecker reads the
-    same for every loser that changes no metadata, but DELETE, insert-if-absent MERGE (an INSERT reading the
-    target), OVERWRITE / REPLACE WHERE losers and streaming appends were not measured and keep the
-    Serializable check. UPDATE and MERGE change no metadata here (no schema evolution in the engines' specs).
+    Measured: a blind INSERT winning against an UPDATE or a MERGE. Read for DELETE: the ConflictChecker's
+    ``addedFilesToCheckForConflicts`` is ``changedDataAddedFiles`` (blind appends excluded) for every
+    WriteSerializable transaction that changes no metadata, and a DELETE changes none (it only removes and
+    re-adds files); the Databricks page agrees ("UPDATE, DELETE, MERGE INTO" vs INSERT cannot conflict in
+    WriteSerializable). An insert-if-absent MERGE (an INSERT reading the target), OVERWRITE / REPLACE WHERE
+    losers (whose session settings can widen what they write) and streaming appends keep the Serializable
+    check. UPDATE, MERGE and DELETE change no metadata here (schema evolution is judged as a metadata change).
     """
     return (
         ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
         and winner.role is Role.APPEND
         and winner.kind is OperationKind.INSERT
         and loser.role is Role.READ_WRITE
-        and loser.kind in _MEASURED_WRITE_SERIALIZABLE_READERS
+        and loser.kind in _WRITE_SERIALIZABLE_READERS
     )
+
+
+def _evidence(a: OpFacts, b: OpFacts) -> str:
+    if OperationKind.DELETE in (a.kind, b.kind):
+        return "read from ConflictChecker.addedFilesToCheckForConflicts; UPDATE and MERGE " + MEASURED
+    return MEASURED
 
 
 def _one_order(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> set[DeltaException]:
@@ -199,7 +209,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         return PairVerdict(
             conflict=False,
             reason=f"{SOURCE}: {names} cannot conflict under WriteSerializable: a blind append's files are not "
-            f"checked against what the other reads, and the append reads nothing ({MEASURED})",
+            f"checked against what the other reads, and the append reads nothing ({_evidence(a, b)})",
             rule="spark.write_serializable_blind_append",
         )
     if not exceptions:
