@@ -12,12 +12,14 @@ judged as DELETEs under the file-level table and never get row-level concurrency
 
 from __future__ import annotations
 
+import functools
+
 from sqlglot import exp
 
 from deltaguard.core.closed_world import property_flag, table_property, untyped_columns, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext
-from deltaguard.core.operations import OperationKind
+from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.predicates import parse_predicate, referenced_columns
 from deltaguard.core.table_config import TableConfig
@@ -221,7 +223,11 @@ def _row_level_op(f: OpFacts, ctx: TableContext) -> tuple[bool, str]:
 def _condition_columns(f: OpFacts) -> frozenset[str]:
     """The target columns an operation's conditions use: its predicate's, and a MERGE condition's columns
     qualified by the target alias or not qualified (outside subqueries, which are limitations already)."""
-    op = f.op
+    return _operation_columns(f.op)
+
+
+@functools.lru_cache(maxsize=16384)
+def _operation_columns(op: Operation) -> frozenset[str]:
     names = set(referenced_columns(parse_predicate(op.predicate)))
     if op.kind is OperationKind.MERGE and op.merge_condition:
         tree = parse_predicate(op.merge_condition).tree
