@@ -225,6 +225,23 @@ class TestPrecisionStaysSound:
         assert not verdict(append, other, table, SPARK).conflict
 
 
+class TestIntegerTextOnDeltaRs:
+    """delta-rs reads ``k = '01'`` on an INT partition as ``k = 1`` (tests/engines/test_deltars_integer_text.py)."""
+
+    def test_integer_text_is_a_number_on_an_integer_partition(self) -> None:
+        table = TableConfig(partition_columns=("k",), column_types=(("k", "integer"),))
+        text = Operation(K.DELETE, "k = '01'")
+        assert not verdict(text, Operation(K.DELETE, "k = 2"), table, RS).conflict
+        assert verdict(text, Operation(K.DELETE, "k = 1"), table, RS).conflict
+        assert verdict(text, Operation(K.DELETE, "k = '1'"), table, RS).conflict
+
+    @pytest.mark.parametrize("types", [(("k", "string"),), None])
+    def test_not_on_a_string_or_untyped_partition(self, types: tuple[tuple[str, str], ...] | None) -> None:
+        # The rewrite needs the integer type: on a STRING column, or one of unknown type, it is not made.
+        table = TableConfig(partition_columns=("k",), column_types=types)
+        assert verdict(Operation(K.DELETE, "k = '01'"), Operation(K.DELETE, "k = 1"), table, RS).conflict
+
+
 RULES = Path(__file__).resolve().parents[2] / "provider" / "core" / "rules"
 
 
