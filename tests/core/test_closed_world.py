@@ -163,6 +163,7 @@ class TestDatabricksComplexColumns:
             Operation(K.DELETE, "id = 1 AND meta IS NOT NULL"),
             Operation(K.DELETE, "id = 1 AND to_json(meta) = '{}'"),
             Operation(K.MERGE, merge_condition="t.id = 1 AND t.meta = s.meta"),
+            Operation(K.MERGE, merge_condition="t.id = s.id AND t.id = 1 AND s.meta IS NOT NULL"),
         ],
     )
     def test_conditions_on_a_whole_complex_column_fall_back(self, first: Operation) -> None:

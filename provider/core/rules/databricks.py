@@ -209,7 +209,8 @@ def _row_level_op(f: OpFacts, ctx: TableContext) -> tuple[bool, str]:
             f"{f.kind.value} has no read predicate on the target, which row-level conflict detection gives up on "
             "(EMPTY_READ_PREDICATES / WHOLE_TABLE_READ of Databricks' conflict error classes)"
         )
-    untyped = untyped_columns(ctx.table, _condition_columns(f))
+    target, source = _operation_columns(f.op)
+    untyped = (*untyped_columns(ctx.table, target), *source)
     if untyped:
         return False, (
             f"{f.kind.value} falls back to file-level rules: its conditions use "
@@ -220,23 +221,38 @@ def _row_level_op(f: OpFacts, ctx: TableContext) -> tuple[bool, str]:
     return True, ""
 
 
-def _condition_columns(f: OpFacts) -> frozenset[str]:
-    """The target columns an operation's conditions use: its predicate's, and a MERGE condition's columns
-    qualified by the target alias or not qualified (outside subqueries, which are limitations already)."""
-    return _operation_columns(f.op)
-
-
 @functools.lru_cache(maxsize=16384)
-def _operation_columns(op: Operation) -> frozenset[str]:
+def _operation_columns(op: Operation) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The target columns an operation's conditions use, and the source columns of a MERGE condition whose
+    type nothing tells (outside subqueries, which are limitations already).
+
+    A target column is one of its predicate, or of a MERGE condition qualified by the target alias or not at
+    all. A source column compared for equality with a target column has that column's kind of type (Spark
+    compares a struct only with a struct); any other use of a source column (``s.meta IS NOT NULL``) may be
+    a condition on a complex type.
+    """
     names = set(referenced_columns(parse_predicate(op.predicate)))
+    source: dict[str, None] = {}
     if op.kind is OperationKind.MERGE and op.merge_condition:
         tree = parse_predicate(op.merge_condition).tree
         alias = op.target_alias.lower()
+
+        def on_target(node: exp.Expr) -> bool:
+            return isinstance(node, exp.Column) and node.table.lower() in ("", alias)
+
         for node in tree.walk(prune=lambda n: isinstance(n, exp.Subquery | exp.Query)) if tree else ():
-            target = isinstance(node, exp.Column) and node.table.lower() in ("", alias)
-            if target and not isinstance(node.this, exp.Star):
+            if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+                continue
+            if on_target(node):
                 names.add(node.name.lower())
-    return frozenset(names)
+                continue
+            parent = node.parent
+            if isinstance(parent, exp.EQ | exp.NullSafeEQ) and any(
+                on_target(side) for side in (parent.this, parent.expression) if side is not node
+            ):
+                continue  # typed by the target column it equals (checked as a target column)
+            source[f"source column {node.sql(dialect='spark')} of unknown type"] = None
+    return frozenset(names), tuple(source)
 
 
 def _row_level_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[bool, str]:
