@@ -434,12 +434,13 @@ _SAME, _UNPART = Layout.PARTITIONED_SAME, Layout.UNPARTITIONED
 #: Databricks page "Isolation levels and write conflicts" (a blind INSERT against an UPDATE/DELETE/MERGE of
 #: the same rows, both commit orders; the Serializable reference on a table delta-rs wrote too), a pair that
 #: conflicts under both levels, and the other spellings on the first pair. (A machine shared with other
-#: work runs a delta-spark write in about 30 s, so the slice stays small: 7 cells, 16 single writes.)
+#: work runs a delta-spark write in about 30 s, so the slice stays small: 8 cells, 16 single writes.)
 ISOLATION_CELLS: tuple[Cell, ...] = (
     Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "WriteSerializable"),
     Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "Serializable"),
     Cell(ProbeOp.INSERT, ProbeOp.MERGE_TARGET_FILTER, _SAME, "WriteSerializable"),
     Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _UNPART, "WriteSerializable"),
+    Cell(ProbeOp.INSERT, ProbeOp.DELETE, _SAME, "WriteSerializable"),
     Cell(ProbeOp.UPDATE, ProbeOp.DELETE, _SAME, "WriteSerializable"),
     Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "writeserializable"),
     Cell(ProbeOp.INSERT, ProbeOp.UPDATE, _SAME, "SnapshotIsolation"),

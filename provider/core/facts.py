@@ -165,6 +165,8 @@ class TableContext:
         unrecognised isolation level, unknown properties or features).
     :param multi_reader_append: the 3-way rule applies (WriteSerializable: a blind append conflicts when
         more than one concurrent UPDATE/DELETE/MERGE may read the appended rows).
+    :param caveats: what every verdict on this table must say about how it was reached (e.g. the engine
+        version was never measured, so the strictest profile of its family judged it); ADR 0036.
     """
 
     table: TableConfig
@@ -174,6 +176,7 @@ class TableContext:
     notes: tuple[str, ...] = ()
     conservative: tuple[str, ...] = ()
     multi_reader_append: bool = False
+    caveats: tuple[str, ...] = ()
 
     @property
     def row_level(self) -> bool:

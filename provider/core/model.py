@@ -60,10 +60,11 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
 def _judge(a: OpFacts, b: OpFacts, ctx: TableContext, rules: ModuleType) -> PairVerdict:
     # A canonical order makes every verdict (reason text included) independent of the argument order.
     first, second = (a, b) if a.order_key <= b.order_key else (b, a)
-    shared = shared_pair(first, second, ctx)
-    if shared is not None:
-        return shared
-    verdict: PairVerdict = rules.pair(first, second, ctx)
+    verdict: PairVerdict | None = shared_pair(first, second, ctx)
+    if verdict is None:
+        verdict = rules.pair(first, second, ctx)
+    if ctx.caveats:
+        verdict = replace(verdict, reason=f"{verdict.reason} ({'; '.join(ctx.caveats)})")
     return verdict
 
 

@@ -66,17 +66,15 @@ class TableConfig:
         object.__setattr__(self, "properties", MappingProxyType(dict(self.properties)))
 
     def get_property(self, key: str) -> str | None:
-        """A table property, looked up case-insensitively on the key (Delta keys are case-insensitive)."""
-        lowered = key.lower()
-        for name, value in self.properties.items():
-            if name.lower() == lowered:
-                return value
-        return None
+        """A table property by its exact key, as deltalake 1.6.6 and delta-spark 4.4.0 read it (another
+        spelling of the key is another property; :mod:`deltaguard.core.closed_world` reports it)."""
+        return self.properties.get(key)
 
     def flag(self, key: str) -> bool:
-        """A boolean table property (``'true'`` in any case is true; absent is false)."""
-        value = self.get_property(key)
-        return value is not None and value.strip().lower() == "true"
+        """A boolean table property by its exact key: ``'true'`` is true; absent or anything else is false
+        (``'TRUE'`` is true to Spark and false to deltalake 1.6.6; :mod:`deltaguard.core.closed_world`
+        reports such values)."""
+        return self.get_property(key) == "true"
 
     def column_type(self, column: str) -> str | None:
         """The Delta type of a top-level column, lower-cased (``None``: not known; names case-insensitive)."""

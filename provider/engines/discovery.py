@@ -15,9 +15,9 @@ storage options). What is read:
   (classic, multi-part or the top-level file of a v2 checkpoint), then the JSON commits after it. It is
   only read when the protocol lists the ``domainMetadata`` or ``clustering`` writer feature.
 
-Anything the conflict model does not know -- a ``delta.*`` property outside :data:`KNOWN_DELTA_PROPERTIES`
-(and :data:`KNOWN_PROPERTY_PREFIXES`), a table feature outside :data:`KNOWN_TABLE_FEATURES`, a protocol
-version above :data:`MAX_KNOWN_READER_VERSION`/:data:`MAX_KNOWN_WRITER_VERSION`, or domain metadata that
+Anything the conflict model does not know -- a ``delta.*`` property it does not know by its exact key
+(:func:`deltaguard.core.closed_world.is_known_property`), a table feature outside
+:data:`~deltaguard.core.closed_world.KNOWN_TABLE_FEATURES`, a protocol version above :data:`MAX_KNOWN_READER_VERSION`/:data:`MAX_KNOWN_WRITER_VERSION`, or domain metadata that
 could not be read -- is listed in ``TableConfig.unknown`` with a logged warning; the model is
 then conservative on that table. User properties without the ``delta.`` prefix (``owner``, ``comment``)
 are recorded and never unknown.
@@ -35,92 +35,13 @@ from typing import Any
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from deltaguard.core.closed_world import KNOWN_TABLE_FEATURES, is_known_property
 from deltaguard.core.file_stats import FileStatsSummary
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import TableAccessError
 from deltaguard.engines.file_stats import read_file_stats
 
 log = logging.getLogger(__name__)
-
-#: ``delta.*`` table properties the conflict model knows (lower-case; Delta keys are case-insensitive).
-#: Most do not change conflict behaviour at all; they are listed so they do not make the model conservative.
-KNOWN_DELTA_PROPERTIES: frozenset[str] = frozenset(
-    key.lower()
-    for key in (
-        "delta.appendOnly",
-        "delta.isolationLevel",
-        "delta.enableDeletionVectors",
-        "delta.enableRowTracking",
-        "delta.enableChangeDataFeed",
-        "delta.enableTypeWidening",
-        "delta.enableInCommitTimestamps",
-        "delta.inCommitTimestampEnablementVersion",
-        "delta.inCommitTimestampEnablementTimestamp",
-        "delta.enableExpiredLogCleanup",
-        "delta.enableIcebergCompatV1",
-        "delta.enableIcebergCompatV2",
-        "delta.checkpointInterval",
-        "delta.checkpointPolicy",
-        "delta.logRetentionDuration",
-        "delta.deletedFileRetentionDuration",
-        "delta.setTransactionRetentionDuration",
-        "delta.dataSkippingNumIndexedCols",
-        "delta.dataSkippingStatsColumns",
-        "delta.targetFileSize",
-        "delta.tuneFileSizesForRewrites",
-        "delta.randomizeFilePrefixes",
-        "delta.randomPrefixLength",
-        "delta.minReaderVersion",
-        "delta.minWriterVersion",
-        "delta.autoOptimize.optimizeWrite",
-        "delta.autoOptimize.autoCompact",
-        "delta.compatibility.symlinkFormatManifest.enabled",
-        "delta.parquet.compression.codec",
-    )
-)
-
-#: Families of ``delta.*`` properties that are known as a whole (lower-case prefixes).
-#: ``delta.feature.<name>`` is handled separately: known when ``<name>`` is a known feature.
-KNOWN_PROPERTY_PREFIXES: tuple[str, ...] = (
-    "delta.constraints.",
-    "delta.columnmapping.",
-    "delta.checkpoint.",
-    "delta.rowtracking.",
-    "delta.universalformat.",
-)
-
-#: Reader/writer table features the conflict model knows (lower-case, as spelled in the protocol).
-KNOWN_TABLE_FEATURES: frozenset[str] = frozenset(
-    name.lower()
-    for name in (
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "columnMapping",
-        "identityColumns",
-        "deletionVectors",
-        "rowTracking",
-        "timestampNtz",
-        "domainMetadata",
-        "v2Checkpoint",
-        "icebergCompatV1",
-        "icebergCompatV2",
-        "clustering",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "inCommitTimestamp",
-        "variantType",
-        "variantType-preview",
-        "variantShredding-preview",
-        "allowColumnDefaults",
-        "checkpointProtection",
-        "timestampNanos",
-        "materializePartitionColumns",
-    )
-)
 
 #: Newest protocol versions the model knows (3/7 introduced table features; anything newer is unknown).
 MAX_KNOWN_READER_VERSION = 3
@@ -267,18 +188,6 @@ def column_types(fields: Iterable[Any]) -> tuple[tuple[str, str], ...]:
         kind = getattr(f.type, "type", None)
         found.append((f.name, kind.lower() if isinstance(kind, str) else "complex"))
     return tuple(found)
-
-
-def is_known_property(key: str) -> bool:
-    """Whether the conflict model knows a table property (non-``delta.`` user properties always are)."""
-    lowered = key.lower()
-    if not lowered.startswith("delta."):
-        return True
-    if lowered in KNOWN_DELTA_PROPERTIES or lowered.startswith(KNOWN_PROPERTY_PREFIXES):
-        return True
-    if lowered.startswith("delta.feature."):
-        return lowered.removeprefix("delta.feature.") in KNOWN_TABLE_FEATURES
-    return False
 
 
 def read_domain_metadata(

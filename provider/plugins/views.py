@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from deltaguard.core.admission import Owner
+from deltaguard.core.closed_world import table_unknowns
 from deltaguard.core.matrix import ABBREVIATIONS, conflict_matrix
 from deltaguard.core.model import pair_verdict, table_context
 from deltaguard.core.operations import Operation
@@ -112,9 +113,7 @@ def config_words(config: TableConfig | None, profile: EngineProfile) -> dict[str
         "deletion_vectors": config.deletion_vectors_enabled,
         "row_level_concurrency": row_level,
         # The pair rules treat unknown settings conservatively too (rule common.conservative).
-        "conservative": list(
-            dict.fromkeys([*ctx.conservative, *(f"unknown table setting {u!r}" for u in config.unknown)])
-        ),
+        "conservative": list(dict.fromkeys([*ctx.conservative, *table_unknowns(config)])),
         "version": config.version,
         "summary": (
             f"{ctx.isolation.value}; "

@@ -80,6 +80,9 @@ def _table(isolation: str, dv: bool, partitioned: bool) -> TableConfig:
             "delta.isolationLevel": isolation,
             "delta.enableDeletionVectors": "true" if dv else "false",
         },
+        # The page's cells are about plain conditions: the columns are declared with primitive types (a
+        # column of unknown type never gets row-level concurrency, ADR 0036).
+        column_types=(("id", "long"), ("date", "date")),
     )
 
 

@@ -23,7 +23,10 @@ ALL = (DELTA_RS, DELTA_SPARK, DATABRICKS)
 SPARKS = (DELTA_SPARK, DATABRICKS)
 
 PARTITIONED = TableConfig(partition_columns=("date",))
-ROW_LEVEL = TableConfig(properties={"delta.enableDeletionVectors": "true"})
+ROW_LEVEL = TableConfig(
+    properties={"delta.enableDeletionVectors": "true"},
+    column_types=(("id", "long"), ("city", "string"), ("address", "complex"), ("tags", "complex")),
+)
 
 
 def _conflict(first: str, second: str, profile: EngineProfile, table: TableConfig = PARTITIONED) -> bool:

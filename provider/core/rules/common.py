@@ -2,11 +2,13 @@
 
 They come from Delta's transaction protocol itself, not from one engine's conflict resolution: commits
 that are not mutually exclusive, identity columns, metadata and protocol changes, writers racing to create a table, streaming writes sharing a
-checkpoint, and table configurations the model does not understand.
+checkpoint, and table configurations the model does not understand (read through
+:mod:`deltaguard.core.closed_world`, ADR 0036).
 """
 
 from __future__ import annotations
 
+from deltaguard.core.closed_world import table_unknowns
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import OpFacts, Role, TableContext
 from deltaguard.core.locations import table_identity
@@ -147,7 +149,7 @@ def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None
                 advice=("give each streaming query its own checkpoint location (and declare it)",),
                 rule="common.same_checkpoint",
             )
-    problems = ctx.conservative + tuple(f"unknown table setting {item!r}" for item in table.unknown)
+    problems = tuple(dict.fromkeys(ctx.conservative + table_unknowns(table)))
     if problems:
         return PairVerdict(
             conflict=True,

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from deltaguard.core.closed_world import table_property, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
@@ -104,10 +105,14 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     :param table: the table configuration.
     :param profile: a delta-spark profile.
     """
-    reading = read_isolation(table.get_property("delta.isolationLevel"))
+    reading = read_isolation(table_property(table, "delta.isolationLevel"))
     notes = [f"{profile.describe()}: no row-level concurrency in open-source delta-spark"]
     isolation = IsolationLevel.SERIALIZABLE
-    if reading.level == "WriteSerializable":
+    caveat = version_caveat(profile)
+    if caveat is not None:
+        # The strictest delta-spark profile: the Serializable checks whatever level the table stores.
+        pass
+    elif reading.level == "WriteSerializable":
         isolation = IsolationLevel.WRITE_SERIALIZABLE
         notes.append(
             "delta-spark honours delta.isolationLevel = WriteSerializable stored in the table (Spark itself "
@@ -125,6 +130,7 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
         isolation=isolation,
         notes=tuple(notes),
         conservative=(reading.problem,) if reading.problem else (),
+        caveats=(caveat,) if caveat else (),
     )
 
 
@@ -146,25 +152,37 @@ def _adds(f: OpFacts) -> bool:
     return f.role in (Role.APPEND, Role.READ_WRITE, Role.REWRITE, Role.COMPACTION)
 
 
-#: readers measured to commit over a blind INSERT under WriteSerializable
-_MEASURED_WRITE_SERIALIZABLE_READERS = frozenset({OperationKind.UPDATE, OperationKind.MERGE})
+#: readers measured to commit over a blind INSERT under WriteSerializable (DELETE as the ConflictChecker reads)
+_WRITE_SERIALIZABLE_READERS = frozenset({OperationKind.UPDATE, OperationKind.MERGE, OperationKind.DELETE})
 
 
 def _blind_append_skipped(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> bool:
     """WriteSerializable: the loser's added-files check ignores a blind append's files.
 
-    Only where measured: a blind INSERT winning against an UPDATE or a MERGE. The ConflictChecker reads the
-    same for every loser that changes no metadata, but DELETE, insert-if-absent MERGE (an INSERT reading the
-    target), OVERWRITE / REPLACE WHERE losers and streaming appends were not measured and keep the
-    Serializable check. UPDATE and MERGE change no metadata here (no schema evolution in the engines' specs).
+    Measured: a blind INSERT winning against an UPDATE, a MERGE or a DELETE. The ConflictChecker reads so:
+    its ``addedFilesToCheckForConflicts`` is ``changedDataAddedFiles`` (blind appends excluded) for every
+    WriteSerializable transaction that changes no metadata, and a DELETE changes none (it only removes and
+    re-adds files); the Databricks page agrees ("UPDATE, DELETE, MERGE INTO" vs INSERT cannot conflict in
+    WriteSerializable). An insert-if-absent MERGE (an INSERT reading the target), OVERWRITE / REPLACE WHERE
+    losers (whose session settings can widen what they write) and streaming appends keep the Serializable
+    check. UPDATE, MERGE and DELETE change no metadata here (schema evolution is judged as a metadata change).
     """
     return (
         ctx.isolation is IsolationLevel.WRITE_SERIALIZABLE
         and winner.role is Role.APPEND
         and winner.kind is OperationKind.INSERT
         and loser.role is Role.READ_WRITE
-        and loser.kind in _MEASURED_WRITE_SERIALIZABLE_READERS
+        and loser.kind in _WRITE_SERIALIZABLE_READERS
     )
+
+
+def _evidence(a: OpFacts, b: OpFacts) -> str:
+    if OperationKind.DELETE in (a.kind, b.kind):
+        return (
+            "ConflictChecker.addedFilesToCheckForConflicts, measured for DELETE on delta-spark 4.4.0: "
+            "benchmarks/results/conformance_deltaspark_write_serializable_delete.json"
+        )
+    return MEASURED
 
 
 def _one_order(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> set[DeltaException]:
@@ -193,7 +211,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         return PairVerdict(
             conflict=False,
             reason=f"{SOURCE}: {names} cannot conflict under WriteSerializable: a blind append's files are not "
-            f"checked against what the other reads, and the append reads nothing ({MEASURED})",
+            f"checked against what the other reads, and the append reads nothing ({_evidence(a, b)})",
             rule="spark.write_serializable_blind_append",
         )
     if not exceptions:

@@ -40,17 +40,27 @@ Interface (the same for every engine rule module, see :mod:`deltaguard.core.fact
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from deltaguard.core.closed_world import table_property, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
+from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.sql.predicates import (
+    Predicate,
     null_widened_terms,
     numeric_columns,
     numeric_order_columns,
+    parse_predicate,
     project_out,
     provably_disjoint_terms,
     referenced_columns,
@@ -87,8 +97,9 @@ def _snapshot(ctx: TableContext) -> bool:
     """``delta.isolationLevel = 'snapshotIsolation'`` (camelCase): delta-rs then only checks the files the
     winning commit removed. The shared ``IsolationLevel`` has no such level (``ctx.isolation`` stays
     Serializable), so the rules read the property itself."""
-    value: str | None = ctx.table.get_property("delta.isolationLevel")
-    return value == "snapshotIsolation"
+    if version_caveat(ctx.profile) is not None:
+        return False  # the strictest profile: an unmeasured version is not trusted to skip checks
+    return table_property(ctx.table, "delta.isolationLevel") == "snapshotIsolation"
 
 
 def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
@@ -97,10 +108,14 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     :param table: the table configuration.
     :param profile: the delta-rs profile.
     """
-    raw = table.get_property("delta.isolationLevel")
+    raw = table_property(table, "delta.isolationLevel")
     notes: tuple[str, ...] = ()
     conservative: tuple[str, ...] = ()
     isolation = IsolationLevel.SERIALIZABLE
+    caveat = version_caveat(profile)
+    if caveat is not None:
+        # The strictest delta-rs profile: no measured relaxation (snapshotIsolation, file statistics).
+        table = replace(table, file_stats=None)
     if raw == "writeSerializable":
         isolation = IsolationLevel.WRITE_SERIALIZABLE
     elif raw is None or raw in HONOURED_SPELLINGS:
@@ -113,7 +128,12 @@ def table_context(table: TableConfig, profile: EngineProfile) -> TableContext:
     else:
         conservative = (f"delta.isolationLevel = {raw!r} was not measured with delta-rs",)
     return TableContext(
-        table=table, profile=profile, isolation=isolation, notes=notes, conservative=conservative
+        table=table,
+        profile=profile,
+        isolation=isolation,
+        notes=notes,
+        conservative=conservative,
+        caveats=(caveat,) if caveat else (),
     )
 
 
@@ -226,6 +246,66 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
     return neutral(a), neutral(b), note
 
 
+#: integer partition types, whose values delta-rs compares with integer text as numbers
+_INTEGER_TYPES: frozenset[str] = frozenset({"byte", "short", "integer", "long"})
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")
+
+
+def _integer_text_as_numbers(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFacts, OpFacts]:
+    """The pair with ``p = '01'`` read as ``p = 1`` on integer partitions, as delta-rs reads it.
+
+    Measured on deltalake 1.6.6 (tests/engines/test_deltars_integer_text.py): on an INT partition
+    ``DELETE WHERE k = '01'`` deletes the rows of ``k = 1``, and ``k = '01'`` and ``k = 2`` both commit from
+    one snapshot. The model cannot tell a column's type from a literal, so it compares ``'01'`` with numbers
+    only where the table's column types say the partition is an integer.
+    """
+    table = ctx.table
+    columns = frozenset(c.lower() for c in table.partition_columns if table.column_type(c) in _INTEGER_TYPES)
+    if not columns:
+        return a, b
+
+    def retyped(p: Predicate) -> Predicate:
+        if p.sql is None or p.is_everything or p.tree is None:
+            return p
+        text = _numbers_for_integer_text(p.sql, columns)
+        return p if text is None else parse_predicate(text)
+
+    def facts(f: OpFacts) -> OpFacts:
+        scope, writes = retyped(f.scope), tuple(retyped(w) for w in f.writes)
+        return f if scope is f.scope and writes == f.writes else replace(f, scope=scope, writes=writes)
+
+    return facts(a), facts(b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _numbers_for_integer_text(sql: str, columns: frozenset[str]) -> str | None:
+    """``sql`` with every ``column = '<integer text>'`` on ``columns`` turned into a number (``None``: none)."""
+    try:
+        tree = sqlglot.parse_one(sql, read=SPARK)
+    except SqlglotError:
+        return None
+    changed = False
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        nonlocal changed
+        if not isinstance(node, exp.EQ):
+            return node
+        for column, value in ((node.this, node.expression), (node.expression, node.this)):
+            if (
+                isinstance(column, exp.Column)
+                and column.name.lower() in columns
+                and isinstance(value, exp.Literal)
+                and value.is_string
+                and _INTEGER_TEXT.fullmatch(value.this)
+            ):
+                changed = True
+                return exp.EQ(this=column.copy(), expression=exp.Literal.number(int(value.this)))
+        return node
+
+    rewritten = tree.transform(swap)
+    return rewritten.sql(dialect=SPARK) if changed else None
+
+
 def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
     return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
@@ -248,6 +328,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
                 (DeltaException.CONCURRENT_APPEND, DeltaException.CONCURRENT_DELETE_READ),
                 ("run these writes one after the other",),
             )
+    a, b = _integer_text_as_numbers(a, b, ctx)
     a, b, text_note = _typed_partitions(a, b, ctx)
     roles = {a.role, b.role}
 

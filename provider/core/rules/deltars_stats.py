@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from deltaguard.core.closed_world import property_flag, table_property
 from deltaguard.core.facts import OpFacts, TableContext
 from deltaguard.core.file_stats import (
     EMPTY,
@@ -71,10 +72,11 @@ def usable_summary(ctx: TableContext) -> tuple[FileStatsSummary | None, str]:
         return None, "no file statistics were read for this table"
     if table.version is None or summary.version != table.version:
         return None, "the file statistics are not from the snapshot the configuration describes"
-    mode = table.get_property("delta.columnMapping.mode")
+    mode = table_property(table, "delta.columnMapping.mode")
     if mode is not None and mode.strip().lower() != "none":
         return None, "column mapping renames the columns statistics are recorded under"
-    if table.deletion_vectors_enabled:
+    deletion_vectors = table_property(table, "delta.enableDeletionVectors")
+    if deletion_vectors is not None and property_flag(table, "delta.enableDeletionVectors") is not False:
         return None, "deletion vectors were not measured with statistics"
     return summary, ""
 

@@ -29,6 +29,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from deltaguard.core.closed_world import function_name, is_deterministic
 from deltaguard.core.sql.predicate_values import (
     BOOL,
     DATE,
@@ -819,22 +820,6 @@ _COMPLEX_FUNCTIONS = frozenset(
 )
 _COMPLEX_PREFIXES = ("array_", "map_", "arrays_")
 
-#: Spark functions whose result changes from one evaluation to the next (sqlglot key or Spark name).
-_NON_DETERMINISTIC = {
-    "rand": "rand",
-    "randn": "randn",
-    "random": "random",
-    "uuid": "uuid",
-    "shuffle": "shuffle",
-    "uniform": "uniform",
-    "randstr": "randstr",
-    "monotonically_increasing_id": "monotonically_increasing_id",
-    "spark_partition_id": "spark_partition_id",
-    "input_file_name": "input_file_name",
-    "input_file_block_start": "input_file_block_start",
-    "input_file_block_length": "input_file_block_length",
-}
-
 
 def _function_names(node: exp.Func) -> tuple[str, ...]:
     if isinstance(node, exp.Anonymous):
@@ -897,11 +882,17 @@ def row_level_limitations(p: Predicate, table_qualifiers: bool = False) -> tuple
         if isinstance(node, exp.Subquery | exp.Query) and not isinstance(node.parent, exp.Subquery):
             subquery = True
             correlated = correlated or _is_correlated(node)
-        if isinstance(node, exp.Func):
-            for name in _function_names(node):
-                if name in _NON_DETERMINISTIC and _NON_DETERMINISTIC[name] not in random_names:
-                    random_names.append(_NON_DETERMINISTIC[name])
-                    break
+        if (
+            isinstance(node, exp.Func)
+            and node.find_ancestor(exp.Query) is None
+            and not is_deterministic(node)
+        ):
+            # A function not known to be deterministic is not (ADR 0036); one taking apart a complex value
+            # is a complex-type condition, and inside a subquery the subquery already is the limitation.
+            name = function_name(node)
+            over_query = isinstance(node, exp.Exists) and isinstance(node.this, exp.Query | exp.Subquery)
+            if not over_query and not _is_complex_access(node, True) and name not in random_names:
+                random_names.append(name)
         # Inside a subquery a qualifier names one of the subquery's own tables.
         in_query = isinstance(node, exp.Column) and node.find_ancestor(exp.Query) is not None
         complex_type = complex_type or _is_complex_access(node, table_qualifiers or in_query)

@@ -287,7 +287,8 @@ class SparkEngine(DeltaEngine):
         return self._describe_detail(spark, target)
 
     def _describe_detail(self, spark: SparkSession, target: SparkTarget) -> TableConfig:
-        from deltaguard.engines.discovery import KNOWN_TABLE_FEATURES, is_known_property, schema_columns
+        from deltaguard.core.closed_world import KNOWN_TABLE_FEATURES, is_known_property
+        from deltaguard.engines.discovery import schema_columns
 
         rows = spark.sql(f"DESCRIBE DETAIL {target.sql_reference()}").collect()
         if not rows:
