@@ -291,3 +291,34 @@ def test_one_table_path_spelt_differently_is_one_table_in_a_check_document() -> 
         }
     )
     assert verdict["verdict"] == "conflict"
+
+
+@pytest.mark.parametrize("mode", ["name", "id", "Name"])
+def test_delta_rs_on_a_column_mapped_table_separates_only_two_appends(mode: str) -> None:
+    # Measured on deltalake 1.6.6 (tests/engines/test_deltars_column_mapping.py): a stale DELETE/UPDATE/
+    # MERGE beside any concurrent commit panics or fails, whatever the partitions.
+    table = TableConfig(partition_columns=("date",), properties={"delta.columnMapping.mode": mode})
+    assert _conflict(
+        "DELETE FROM t WHERE date = '2024-01-01'",
+        "UPDATE t SET v = 1 WHERE date = '2024-01-02'",
+        DELTA_RS,
+        table,
+    )
+    assert _conflict(
+        "INSERT INTO t VALUES (1, '2024-01-03', 0)",
+        "DELETE FROM t WHERE date = '2024-01-01'",
+        DELTA_RS,
+        table,
+    )
+    assert not _conflict(
+        "INSERT INTO t VALUES (1, '2024-01-03', 0)",
+        "INSERT INTO t VALUES (2, '2024-01-04', 0)",
+        DELTA_RS,
+        table,
+    )
+    assert not _conflict(
+        "DELETE FROM t WHERE date = '2024-01-01'",
+        "UPDATE t SET v = 1 WHERE date = '2024-01-02'",
+        DELTA_RS,
+        TableConfig(partition_columns=("date",), properties={"delta.columnMapping.mode": "none"}),
+    )
