@@ -112,7 +112,9 @@ class EnginePanicError(DeltaGuardError):
     """
 
     def __init__(self, message: str, table_uri: str | None = None, engine: str = "") -> None:
-        super().__init__(f"{engine} crashed writing {table_uri or 'the table'} and committed nothing: {message}")
+        super().__init__(
+            f"{engine} crashed writing {table_uri or 'the table'} and committed nothing: {message}"
+        )
         self.original_message = message
         self.table_uri = table_uri
         self.engine = engine
