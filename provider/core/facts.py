@@ -32,6 +32,8 @@ from deltaguard.core.sql.predicates import (
     Predicate,
     PredicateError,
     ZonedLiterals,
+    assigned_column,
+    column_text,
     conjoin,
     merge_target_predicate,
     parse_predicate,
@@ -210,7 +212,7 @@ def with_generated_columns(op: Operation, table: TableConfig) -> Operation:
     """
     if not op.assignments or not table.generated_columns:
         return op
-    assigned = {column.strip("` ").lower() for column, _ in op.assignments}
+    assigned = {assigned_column(column).column for column, _ in op.assignments}
     extra = tuple(
         (column, expression)
         for column, expression in table.generated_by([column for column, _ in op.assignments])
@@ -327,12 +329,14 @@ def _moved_rows(reads: Predicate, assignments: tuple[tuple[str, str], ...]) -> P
     for column, expression in assignments:
         if column.strip() == "*":
             return EVERYTHING
-        parts = [part.strip("` ") for part in column.split(".")]
-        columns.update(parts)  # "meta.date" changes struct column meta; a dotted name moves every part
-        if len(parts) != 1:
+        # `a.b` (quoted) is the column named a.b; meta.date changes struct column meta, or a column named
+        # "meta.date" when a spec's key spells it so: every reading of a path moves (assigned_column).
+        assigned = assigned_column(column)
+        columns.update(assigned.names)
+        if assigned.column is None:
             continue
         try:
-            value = parse_predicate(f"`{parts[0].replace('`', '``')}` = ({expression})")
+            value = parse_predicate(f"{column_text([assigned.column])} = ({expression})")
         except PredicateError:
             continue  # not a plain value: the column may take any value
         fixed = conjoin(fixed, value)

@@ -322,3 +322,34 @@ def test_delta_rs_on_a_column_mapped_table_separates_only_two_appends(mode: str)
         DELTA_RS,
         TableConfig(partition_columns=("date",), properties={"delta.columnMapping.mode": "none"}),
     )
+
+
+DOTTED = TableConfig(partition_columns=("a.b",))
+
+
+@pytest.mark.parametrize("profile", ALL, ids=lambda p: p.name.value)
+@pytest.mark.parametrize(
+    "move",
+    [
+        "UPDATE t SET `a.b` = 'c' WHERE `a.b` = 'x'",
+        "UPDATE t SET `A.B` = 'c', v = 1 WHERE `a.b` = 'x'",
+        "MERGE INTO t USING s ON t.id = s.id AND t.`a.b` = 'x' WHEN MATCHED THEN UPDATE SET t.`a.b` = 'c'",
+    ],
+)
+def test_a_quoted_dotted_column_is_one_column_not_a_struct_field(move: str, profile: EngineProfile) -> None:
+    # Measured on delta-rs 1.6.6 (tests/engines/test_deltars_dotted_columns.py): the moved row lands in
+    # partition 'c', so a stale DELETE of 'c' fails.
+    assert _conflict(move, "DELETE FROM t WHERE `a.b` = 'c'", profile, DOTTED)
+    # the dotted column still separates writes that do not move rows
+    assert not _conflict(
+        "UPDATE t SET v = 1 WHERE `a.b` = 'x'", "DELETE FROM t WHERE `a.b` = 'c'", profile, DOTTED
+    )
+
+
+@pytest.mark.parametrize("key", ["a.b", "A.b"])
+def test_a_typed_key_with_dots_moves_the_column_of_that_name(key: str) -> None:
+    # a spec's key names a column: "a.b" may be the column a.b (or a field of a), so its rows may move
+    update = Operation(OperationKind.UPDATE, predicate="`a.b` = 'x'", assignments=((key, "'c'"),))
+    delete = Operation(OperationKind.DELETE, predicate="`a.b` = 'c'")
+    for profile in ALL:
+        assert decide(update, [delete], DOTTED, profile).conflict

@@ -956,6 +956,59 @@ def _expression_columns_cached(sql: str) -> frozenset[str] | None:
 
 
 @dataclass(frozen=True)
+class AssignedColumn:
+    """What an assignment's column text names, read as Spark reads an identifier path.
+
+    :param names: the lower-cased top-level column names the assignment may change: for one identifier
+        (```a.b``` quoted, or ``date``) that column; for a path (``meta.date``, or the unquoted key ``a.b``
+        of a typed spec) every part and the whole dotted name, since it may be a struct field of its first
+        part or a column named with dots. A superset is only less precise, never unsound.
+    :param column: the one column it sets when it is a single identifier (lower-cased), else ``None``.
+    """
+
+    names: frozenset[str]
+    column: str | None
+
+
+def assigned_column(text: str) -> AssignedColumn:
+    """Read an assignment's column (``UPDATE ... SET <column> = ...``) with sqlglot's identifier rules.
+
+    ``*`` (``SET *``) names every column: ``names`` is ``{"*"}``.
+
+    :param text: the column as the statement or a spec spells it.
+    """
+    return _assigned_cached(text)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def column_text(parts: Iterable[str]) -> str:
+    """An identifier path as Spark SQL text: each part quoted with backticks unless it is a plain name."""
+    return ".".join(
+        part if _PLAIN_NAME.fullmatch(part) else "`" + part.replace("`", "``") + "`" for part in parts
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _assigned_cached(text: str) -> AssignedColumn:
+    raw = text.strip()
+    if raw == "*":
+        return AssignedColumn(frozenset({"*"}), None)
+    loose = {raw.lower(), raw.strip("` ").lower(), *(part.strip("` ").lower() for part in raw.split("."))}
+    try:
+        node = sqlglot.parse_one(raw, read=DIALECT)
+    except (SqlglotError, RecursionError):
+        node = None
+    if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+        return AssignedColumn(frozenset(loose), None)  # not an identifier path: every reading of it
+    parts = [part.name.lower() for part in node.parts]
+    if len(parts) == 1:
+        return AssignedColumn(frozenset(parts), parts[0])
+    return AssignedColumn(frozenset({*parts, ".".join(parts)}) | loose, None)
+
+
+@dataclass(frozen=True)
 class ZonedLiterals:
     """The literals of a predicate whose meaning depends on the reader's time zone.
 
