@@ -383,6 +383,51 @@ def zone_neutral(
     return neutral(a), neutral(b), f"{', '.join(hidden)} not compared: {why}"
 
 
+#: column types Spark compares a text literal with without reading it as a number
+_TEXT_TYPES: tuple[str, ...] = ("string", "char", "varchar", "date", "timestamp", "boolean", "binary")
+
+
+def coercion_neutral(
+    a: OpFacts, b: OpFacts, profiles: Collection[EngineProfile], table: TableConfig
+) -> tuple[OpFacts, OpFacts, str | None]:
+    """The pair as the model may compare it when a Spark session may read numeric text by truncating it.
+
+    With ``spark.sql.ansi.enabled`` off, Spark casts text compared with a numeric column leniently:
+    ``k = '1.5'`` on an INT partition selects ``k = 1`` (measured on delta-spark 4.4.0). Unless every Spark
+    engine that commits one of the two is known to run with ANSI on (where such a cast fails the write),
+    the columns compared with such text (:func:`~deltaguard.core.sql.predicates.coercible_text_columns`)
+    are dropped from both, unless the table's schema says they hold text.
+
+    :param a: one operation.
+    :param b: the other.
+    :param profiles: the engines that commit them.
+    :param table: the table (its column types).
+    :returns: both facts (unchanged when nothing depends on the mode) and, when columns were dropped, why.
+    """
+    from deltaguard.core.profiles import EngineName
+    from deltaguard.core.sql.predicates import coercible_text_columns
+
+    unsure = [p for p in profiles if p.name is not EngineName.DELTA_RS and p.session_ansi is not True]
+    if not unsure:
+        return a, b, None
+    found = frozenset().union(*(coercible_text_columns(p) for f in (a, b) for p in (f.scope, *f.writes)))
+    hidden = sorted(c for c in found if not (table.column_type(c) or "").startswith(_TEXT_TYPES))
+    if not hidden:
+        return a, b, None
+
+    def neutral(f: OpFacts) -> OpFacts:
+        return replace(
+            f, scope=project_out(f.scope, hidden), writes=tuple(project_out(w, hidden) for w in f.writes)
+        )
+
+    mode = "off" if any(p.session_ansi is False for p in unsure) else "not known"
+    why = (
+        f"{', '.join(hidden)} not compared: numeric text may be truncated when cast, as spark.sql.ansi.enabled "
+        f"is {mode}"
+    )
+    return neutral(a), neutral(b), why
+
+
 def may_overlap(
     a: OpFacts, b: OpFacts, columns: Collection[str] | None, conjuncts_only: bool = False
 ) -> bool:

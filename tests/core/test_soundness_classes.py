@@ -8,6 +8,8 @@ snapshots (``tests/engines/test_deltars_scopes.py``); the delta-spark ones follo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from deltaguard.core.model import decide
@@ -353,3 +355,35 @@ def test_a_typed_key_with_dots_moves_the_column_of_that_name(key: str) -> None:
     delete = Operation(OperationKind.DELETE, predicate="`a.b` = 'c'")
     for profile in ALL:
         assert decide(update, [delete], DOTTED, profile).conflict
+
+
+INT_PARTITION = TableConfig(partition_columns=("k",), column_types=(("k", "integer"), ("v", "long")))
+
+
+@pytest.mark.parametrize("ansi", [False, None])
+@pytest.mark.parametrize("engine", [DELTA_SPARK, DATABRICKS], ids=lambda p: p.name.value)
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'"),
+        ("DELETE FROM t WHERE k = ' 1'", "UPDATE t SET v = 1 WHERE k IN ('2', '1.9')"),
+        ("DELETE FROM t WHERE k = '+2'", "DELETE FROM t WHERE k = '2'"),
+    ],
+)
+def test_numeric_text_separates_nothing_unless_ansi_is_known_on(
+    first: str, second: str, engine: EngineProfile, ansi: bool | None
+) -> None:
+    # Measured on delta-spark 4.4.0 with spark.sql.ansi.enabled=false: on an INT partition k = '1.5'
+    # selects k = 1 (tests/spark/jars/test_session_settings_spark.py).
+    profile = replace(engine, session_ansi=ansi)
+    assert _conflict(first, second, profile, INT_PARTITION)
+
+
+@pytest.mark.parametrize("engine", [DELTA_SPARK, DATABRICKS], ids=lambda p: p.name.value)
+def test_plain_integer_text_and_string_columns_keep_their_precision(engine: EngineProfile) -> None:
+    off = replace(engine, session_ansi=False)
+    assert not _conflict("DELETE FROM t WHERE k = '2'", "DELETE FROM t WHERE k = '1'", off, INT_PARTITION)
+    text = TableConfig(partition_columns=("k",), column_types=(("k", "string"),))
+    assert not _conflict("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'", off, text)
+    on = replace(engine, session_ansi=True)
+    assert not _conflict("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'", on, INT_PARTITION)

@@ -1107,6 +1107,49 @@ def _numeric_cached(p: Predicate, nodes: tuple[type[exp.Expr], ...]) -> frozense
     return frozenset(found)
 
 
+#: text Spark's non-ANSI cast reads as a number (surrounding blanks, a sign, a fraction, an exponent)
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfFlL]?\s*")
+#: text every cast reads as the same integer it spells
+_PLAIN_INTEGER = re.compile(r"-?\d+")
+
+
+def coercible_text_columns(p: Predicate) -> frozenset[str]:
+    """Columns ``p`` compares with a text literal that a numeric column turns into another number than the
+    model reads: ``k = '1.5'`` on an INT column is ``k = 1`` when ``spark.sql.ansi.enabled`` is off (Spark
+    truncates the cast), ``' 1'`` and ``'+1'`` are ``1``, ``'1e0'`` is ``1.0`` on a DOUBLE. A plain integer
+    text (``'01'``, ``'-7'``) reads as that integer in every mode.
+
+    :param p: the predicate (lower-cased names; ``frozenset()`` for "everything").
+    """
+    if p.tree is None:
+        return frozenset()
+    return _coercible_cached(p)
+
+
+@functools.lru_cache(maxsize=4096)
+def _coercible_cached(p: Predicate) -> frozenset[str]:
+    assert p.tree is not None
+    found: set[str] = set()
+    for node in p.tree.find_all(*_ALL_NODES):
+        operands = [
+            node.this,
+            *(node.args.get(k) for k in ("low", "high", "expression")),
+            *(node.expressions if isinstance(node, exp.In) else ()),
+        ]
+        if not any(
+            isinstance(o, exp.Literal)
+            and o.is_string
+            and _NUMBER_TEXT.fullmatch(o.this)
+            and not _PLAIN_INTEGER.fullmatch(o.this)
+            for o in operands
+        ):
+            continue
+        found.update(
+            c.name.lower() for o in operands if isinstance(o, exp.Expr) for c in o.find_all(exp.Column)
+        )
+    return frozenset(found)
+
+
 # ------------------------------------------------------------------------------------ derived scopes
 
 

@@ -43,7 +43,7 @@ from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
 from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
-from deltaguard.engines.spark.session import SESSION_TIME_ZONE_CONF
+from deltaguard.engines.spark.session import ANSI_CONF, SESSION_TIME_ZONE_CONF, parse_ansi
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
@@ -262,6 +262,14 @@ class SparkEngine(DeltaEngine):
         with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
             zone = conf_get(self.session(), SESSION_TIME_ZONE_CONF).strip()
         return zone or None
+
+    def session_ansi(self) -> bool | None:
+        """The session's ``spark.sql.ansi.enabled`` (the constructor's conf first); ``None`` if unreadable."""
+        value = str(self._conf.get(ANSI_CONF) or "").strip()
+        if not value:
+            with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
+                value = conf_get(self.session(), ANSI_CONF).strip()
+        return parse_ansi(value)
 
     # -- table configuration -----------------------------------------------------------------------------
 
