@@ -50,3 +50,31 @@ def test_the_setting_widens_a_replace_where_and_the_engine_pins_it(delta_spark: 
         assert spark.conf.get(CHECK) == "false"  # the session's own setting is restored
     finally:
         spark.conf.unset(CHECK)
+
+
+def test_numeric_text_is_truncated_with_ansi_off_and_the_engine_reads_the_mode(
+    delta_spark: Any, tmp_path: Path
+) -> None:
+    from deltaguard.core.model import pair_verdict
+    from deltaguard.core.sql.classify import classify_sql
+    from deltaguard.engines.discovery import read_table_config
+
+    spark = delta_spark
+    uri = str(tmp_path / "ints")
+    spark.createDataFrame([(1, 10), (2, 20)], "k int, v long").write.format("delta").partitionBy("k").save(
+        uri
+    )
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        engine = SparkEngine(spark, session_per_write=False)
+        assert engine.session_ansi() is False
+        # k = '1.5' deletes the row of partition k = 1
+        spark.sql(f"DELETE FROM delta.`{uri}` WHERE k = '1.5'").collect()
+        assert sorted(r.k for r in spark.read.format("delta").load(uri).collect()) == [2]
+        profile = engine.table_profile(uri)
+        assert profile.session_ansi is False
+        first = classify_sql(f"DELETE FROM delta.`{uri}` WHERE k = '1.5'").operation
+        second = classify_sql(f"DELETE FROM delta.`{uri}` WHERE k = '1'").operation
+        assert pair_verdict(first, second, read_table_config(uri), profile).conflict
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
