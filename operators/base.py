@@ -325,7 +325,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        operation, reads_target = with_target_reads(operation, spec, uri)
+        operation, reads_target = with_target_reads(operation, spec, uri, engine.relation_location)
         if reads_target is not None:
             self.log.info("judged as reading the whole table %s: %s", uri, reads_target)
         if read_version is not None and not judged_by_file_stats(operation):

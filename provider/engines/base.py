@@ -87,6 +87,14 @@ class DeltaEngine(abc.ABC):
         """
         return None
 
+    def relation_location(self, name: str) -> str | None:
+        """Where the catalog relation ``name`` stores its data, or ``None`` when it is a view, is not known
+        or this engine has no catalog (a statement reading it may then read any table).
+
+        :param name: a catalog name as SQL spells it (parts quoted with backticks).
+        """
+        return None
+
     def session_ansi(self) -> bool | None:
         """Spark's ``spark.sql.ansi.enabled`` for the engine's writes (``None``: unknown or not Spark).
 

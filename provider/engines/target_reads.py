@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -65,28 +66,52 @@ def source_reads_target(source: Any, table_uri: str) -> str | None:
     return f"its source (a {kind}) is computed as the write runs and may read the target table"
 
 
-def sql_reads_target(sql: str, table_uri: str) -> str | None:
-    """Why a Spark SQL statement may read the table at ``table_uri`` through a path relation other than its
-    target reference (``delta.`/lake/link```, ``parquet.`/lake/t/p=a```), or ``None``.
+def sql_reads_target(
+    sql: str, table_uri: str, locate: Callable[[str], str | None] | None = None
+) -> str | None:
+    """Why a Spark SQL statement may read the table at ``table_uri`` through a relation other than its
+    target reference, or ``None``.
 
-    Relations by catalog name are judged by the classifier (:mod:`deltaguard.core.sql.classify`), which
-    counts any name that could be the target; paths need the filesystem, so they are resolved here.
+    A path relation (``delta.`/lake/link```, ``parquet.`/lake/t/p=a```) is resolved with the filesystem. A
+    catalog name is resolved with ``locate`` (the engine's catalog: its location, ``None`` for a view or a
+    name it cannot resolve, which may read anything); without ``locate`` catalog names are left to the
+    classifier (:mod:`deltaguard.core.sql.classify`), which counts any name that could be the target.
 
     :param sql: the statement.
     :param table_uri: the table the statement writes.
+    :param locate: the engine's catalog lookup, when it has one.
     """
     try:
         tree = sqlglot.parse_one(sql, read="spark")
     except (SqlglotError, RecursionError):
         return "a statement that does not parse may read the target"  # the classifier refuses it first
     target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
         if table is target:
             continue
         path = _relation_path(table)
-        if path is not None and location_reads_target(path, table_uri):
-            return f"it reads {path!r}, which is the target table (or inside it)"
+        if path is not None:
+            if location_reads_target(path, table_uri):
+                return f"it reads {path!r}, which is the target table (or inside it)"
+            continue
+        if locate is None or not isinstance(table.this, exp.Identifier):
+            continue
+        name = ".".join(part.name for part in table.parts)
+        if len(table.parts) == 1 and name.lower() in ctes:
+            continue
+        location = locate(".".join(_quoted(part.name) for part in table.parts))
+        if location is None:
+            return (
+                f"it reads {name}, whose location is not known (a view or a name the catalog cannot resolve)"
+            )
+        if location_reads_target(location, table_uri):
+            return f"it reads {name}, which is stored at the target's location"
     return None
+
+
+def _quoted(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
 
 
 def _relation_path(table: exp.Table) -> str | None:
@@ -97,18 +122,24 @@ def _relation_path(table: exp.Table) -> str | None:
     return None
 
 
-def with_target_reads(operation: Operation, spec: WriteSpec, table_uri: str) -> tuple[Operation, str | None]:
+def with_target_reads(
+    operation: Operation,
+    spec: WriteSpec,
+    table_uri: str,
+    locate: Callable[[str], str | None] | None = None,
+) -> tuple[Operation, str | None]:
     """``operation`` marked as reading its own table when the spec's source (or SQL) may read it, and why.
 
     :param operation: what the model was going to be told.
     :param spec: the write.
     :param table_uri: the table it writes.
+    :param locate: the engine's catalog lookup (:meth:`~deltaguard.engines.base.DeltaEngine.relation_location`).
     :returns: the operation to judge, and the reason it was marked (``None``: unchanged).
     """
     if operation.reads_target:
         return operation, None
     if isinstance(spec, SqlSpec):
-        why = sql_reads_target(spec.sql, table_uri)
+        why = sql_reads_target(spec.sql, table_uri, locate)
     else:
         source = getattr(spec, "source", None)
         why = None if source is None else source_reads_target(source, table_uri)

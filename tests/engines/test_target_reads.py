@@ -126,3 +126,25 @@ def test_an_append_of_a_callable_source_reads_the_target(tmp_path: Path) -> None
     spec = AppendSpec(source=lambda: pa.table({"id": [1]}), partition_values={"p": "b"})
     judged, why = with_target_reads(spec.operation(), spec, uri)
     assert judged.reads_target and why
+
+
+def test_catalog_names_are_resolved_by_the_engines_catalog(tmp_path: Path) -> None:
+    uri = _table(tmp_path / "t")
+    located = {"`db`.`alias_of_t`": "file:" + uri, "`db`.`staging`": str(tmp_path / "staging")}
+    asked: list[str] = []
+
+    def locate(name: str) -> str | None:
+        asked.append(name)
+        return located.get(name)
+
+    target = f"MERGE INTO delta.`{uri}` t USING {{}} s ON t.id = s.id WHEN MATCHED THEN DELETE"
+    assert sql_reads_target(target.format("db.alias_of_t"), uri, locate) is not None
+    assert sql_reads_target(target.format("db.staging"), uri, locate) is None
+    # a view, or a name the catalog does not know, may read anything
+    assert sql_reads_target(target.format("db.some_view"), uri, locate) is not None
+    # a CTE is not a catalog relation; what it reads is
+    cte = f"WITH src AS (SELECT * FROM db.staging) MERGE INTO delta.`{uri}` t USING src s ON t.id = s.id WHEN MATCHED THEN DELETE"
+    assert sql_reads_target(cte, uri, locate) is None
+    assert "`src`" not in asked
+    # without a catalog, names are left to the classifier
+    assert sql_reads_target(target.format("db.some_view"), uri) is None

@@ -263,6 +263,17 @@ class SparkEngine(DeltaEngine):
             zone = conf_get(self.session(), SESSION_TIME_ZONE_CONF).strip()
         return zone or None
 
+    def relation_location(self, name: str) -> str | None:
+        """The ``Location`` ``DESCRIBE TABLE EXTENDED`` gives a table; ``None`` for a view or on any error."""
+        try:
+            rows = self.session().sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+        except Exception:  # not a table of this catalog, or no session
+            return None
+        details = {str(row[0]).strip(): str(row[1] or "").strip() for row in rows if row[0] is not None}
+        if details.get("Type", "").upper() == "VIEW":
+            return None
+        return details.get("Location") or None
+
     def session_ansi(self) -> bool | None:
         """The session's ``spark.sql.ansi.enabled`` (the constructor's conf first); ``None`` if unreadable."""
         value = str(self._conf.get(ANSI_CONF) or "").strip()
