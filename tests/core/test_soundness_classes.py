@@ -387,3 +387,21 @@ def test_plain_integer_text_and_string_columns_keep_their_precision(engine: Engi
     assert not _conflict("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'", off, text)
     on = replace(engine, session_ansi=True)
     assert not _conflict("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'", on, INT_PARTITION)
+
+
+def test_a_check_document_states_the_ansi_mode() -> None:
+    from deltaguard.core.check_request import RequestError, parse_engine
+
+    assert parse_engine({"name": "delta-spark", "version": "4.4.0", "ansi": False}).session_ansi is False
+    assert parse_engine({"name": "databricks", "runtime": "15.4", "ansi": True}).session_ansi is True
+    assert parse_engine({"name": "delta-spark", "version": "4.4.0"}).session_ansi is None
+    with pytest.raises(RequestError):
+        parse_engine({"name": "delta-spark", "version": "4.4.0", "ansi": "off"})
+
+
+@pytest.mark.parametrize("ansi", [True, False, None])
+def test_the_lease_store_keeps_the_ansi_mode(ansi: bool | None) -> None:
+    from deltaguard.leases.codec import profile_from_json, profile_to_json
+
+    profile = replace(DELTA_SPARK, session_ansi=ansi)
+    assert profile_from_json(profile_to_json(profile)) == profile
