@@ -207,10 +207,16 @@ def with_generated_columns(op: Operation, table: TableConfig) -> Operation:
     may take any value (:func:`_moved_rows`). Where the new value could be computed it is not; that only
     costs precision.
 
+    An assignment whose column does not resolve to a column of the table's schema (when the schema's
+    columns are known) is not understood, and becomes ``SET *``: every column may change.
+
     :param op: an operation on ``table``.
-    :param table: the table's configuration (its generated columns).
+    :param table: the table's configuration (its generated columns, its columns).
     """
-    if not op.assignments or not table.generated_columns:
+    if not op.assignments:
+        return op
+    op = _resolved_assignments(op, table)
+    if not table.generated_columns:
         return op
     assigned = {assigned_column(column).column for column, _ in op.assignments}
     extra = tuple(
@@ -219,6 +225,28 @@ def with_generated_columns(op: Operation, table: TableConfig) -> Operation:
         if column.lower() not in assigned
     )
     return replace(op, assignments=op.assignments + extra) if extra else op
+
+
+def _resolved_assignments(op: Operation, table: TableConfig) -> Operation:
+    """``op`` with every assignment the table's columns do not positively resolve turned into ``SET *``.
+
+    One identifier resolves when it names a column (case-insensitively); a path when its first part is a
+    column (a struct field) or its dotted whole is one (a spec's key ``a.b``). Unknown columns: unchanged.
+    """
+    if table.column_types is None:
+        return op
+    columns = {name.lower() for name, _ in table.column_types}
+    resolved: list[tuple[str, str]] = []
+    for column, expression in op.assignments:
+        assigned = assigned_column(column)
+        if "*" in assigned.names or (
+            assigned.column in columns if assigned.column is not None else assigned.names & columns
+        ):
+            resolved.append((column, expression))
+        else:
+            resolved.append(("*", "*"))
+    found = tuple(resolved)
+    return op if found == op.assignments else replace(op, assignments=found)
 
 
 def build_facts(op: Operation) -> OpFacts:

@@ -405,3 +405,16 @@ def test_the_lease_store_keeps_the_ansi_mode(ansi: bool | None) -> None:
 
     profile = replace(DELTA_SPARK, session_ansi=ansi)
     assert profile_from_json(profile_to_json(profile)) == profile
+
+
+def test_an_assignment_the_schema_does_not_resolve_may_change_any_column() -> None:
+    typed = TableConfig(
+        partition_columns=("a.b",), column_types=(("id", "long"), ("a.b", "string"), ("meta", "complex"))
+    )
+    delete = "DELETE FROM t WHERE `a.b` = 'c'"
+    # `a`.`b` is field b of a column a the table does not have: not understood, so it may move rows anywhere
+    assert _conflict("UPDATE t SET a.b = 'q' WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
+    # a struct field of a real column, and a column of any case, resolve
+    assert not _conflict("UPDATE t SET meta.x = 1 WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
+    assert not _conflict("UPDATE t SET ID = 2 WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
+    assert _conflict("UPDATE t SET nothere = 2 WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
