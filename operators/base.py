@@ -27,6 +27,7 @@ from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
 from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.engines.lifetime import engine_released
 from deltaguard.engines.pinned_read import judged_by_file_stats
+from deltaguard.engines.target_reads import with_target_reads
 from deltaguard.engines.validation import validate_spec
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
@@ -327,6 +328,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
+        operation, reads_target = with_target_reads(operation, spec, uri, engine.relation_location)
+        if reads_target is not None:
+            self.log.info("judged as reading the whole table %s: %s", uri, reads_target)
         if read_version is not None and not judged_by_file_stats(operation):
             # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
             read_version = None

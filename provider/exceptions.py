@@ -9,6 +9,7 @@
     ├── TableAccessError                  the table's log cannot be read or written
     ├── SparkSetupError                   Spark cannot run Delta writes as configured
     ├── DeltaConflictError                a commit failed on a concurrent transaction
+    ├── EnginePanicError                  the engine crashed inside a write (a delta-rs panic)
     ├── LeaseError (RuntimeError)         the lease protocol refused a call
     │   ├── LeaseLostError                the lease expired; stop writing
     │   ├── LeaseOwnershipError           the lease belongs to another owner
@@ -96,6 +97,24 @@ class DeltaConflictError(DeltaGuardError):
     ) -> None:
         super().__init__(f"{kind.value} conflict on {table_uri or 'table'} ({engine}): {message}")
         self.kind = kind
+        self.original_message = message
+        self.table_uri = table_uri
+        self.engine = engine
+
+
+class EnginePanicError(DeltaGuardError):
+    """The engine crashed inside a write (a Rust panic in delta-rs, which reaches Python as a
+    ``BaseException``) and its commit is not in the table.
+
+    :param message: what the engine said, whole.
+    :param table_uri: the table.
+    :param engine: the engine that crashed.
+    """
+
+    def __init__(self, message: str, table_uri: str | None = None, engine: str = "") -> None:
+        super().__init__(
+            f"{engine} crashed writing {table_uri or 'the table'} and committed nothing: {message}"
+        )
         self.original_message = message
         self.table_uri = table_uri
         self.engine = engine

@@ -51,12 +51,14 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "row_level_off": bool,
         "commit_coordination": str,
         "session_time_zone": str,
+        "ansi": bool,
     },
     EngineName.DELTA_SPARK: {
         "name": str,
         "version": str,
         "commit_coordination": str,
         "session_time_zone": str,
+        "ansi": bool,
     },
     EngineName.DELTA_RS: {"name": str, "version": str, "commit_coordination": str, "session_time_zone": str},
 }
@@ -184,6 +186,8 @@ def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
         session_time_zone=fields.get(
             "session_time_zone", DELTA_RS_TIME_ZONE if name is EngineName.DELTA_RS else None
         ),
+        # spark.sql.ansi.enabled of the Spark session; unknown unless given
+        session_ansi=fields.get("ansi"),
     )
 
 

@@ -32,6 +32,8 @@ from deltaguard.core.sql.predicates import (
     Predicate,
     PredicateError,
     ZonedLiterals,
+    assigned_column,
+    column_text,
     conjoin,
     merge_target_predicate,
     parse_predicate,
@@ -208,18 +210,46 @@ def with_generated_columns(op: Operation, table: TableConfig) -> Operation:
     may take any value (:func:`_moved_rows`). Where the new value could be computed it is not; that only
     costs precision.
 
+    An assignment whose column does not resolve to a column of the table's schema (when the schema's
+    columns are known) is not understood, and becomes ``SET *``: every column may change.
+
     :param op: an operation on ``table``.
-    :param table: the table's configuration (its generated columns).
+    :param table: the table's configuration (its generated columns, its columns).
     """
-    if not op.assignments or not table.generated_columns:
+    if not op.assignments:
         return op
-    assigned = {column.strip("` ").lower() for column, _ in op.assignments}
+    op = _resolved_assignments(op, table)
+    if not table.generated_columns:
+        return op
+    assigned = {assigned_column(column).column for column, _ in op.assignments}
     extra = tuple(
         (column, expression)
         for column, expression in table.generated_by([column for column, _ in op.assignments])
         if column.lower() not in assigned
     )
     return replace(op, assignments=op.assignments + extra) if extra else op
+
+
+def _resolved_assignments(op: Operation, table: TableConfig) -> Operation:
+    """``op`` with every assignment the table's columns do not positively resolve turned into ``SET *``.
+
+    One identifier resolves when it names a column (case-insensitively); a path when its first part is a
+    column (a struct field) or its dotted whole is one (a spec's key ``a.b``). Unknown columns: unchanged.
+    """
+    if table.column_types is None:
+        return op
+    columns = {name.lower() for name, _ in table.column_types}
+    resolved: list[tuple[str, str]] = []
+    for column, expression in op.assignments:
+        assigned = assigned_column(column)
+        if "*" in assigned.names or (
+            assigned.column in columns if assigned.column is not None else assigned.names & columns
+        ):
+            resolved.append((column, expression))
+        else:
+            resolved.append(("*", "*"))
+    found = tuple(resolved)
+    return op if found == op.assignments else replace(op, assignments=found)
 
 
 def build_facts(op: Operation) -> OpFacts:
@@ -330,12 +360,14 @@ def _moved_rows(reads: Predicate, assignments: tuple[tuple[str, str], ...]) -> P
     for column, expression in assignments:
         if column.strip() == "*":
             return EVERYTHING
-        parts = [part.strip("` ") for part in column.split(".")]
-        columns.update(parts)  # "meta.date" changes struct column meta; a dotted name moves every part
-        if len(parts) != 1:
+        # `a.b` (quoted) is the column named a.b; meta.date changes struct column meta, or a column named
+        # "meta.date" when a spec's key spells it so: every reading of a path moves (assigned_column).
+        assigned = assigned_column(column)
+        columns.update(assigned.names)
+        if assigned.column is None:
             continue
         try:
-            value = parse_predicate(f"`{parts[0].replace('`', '``')}` = ({expression})")
+            value = parse_predicate(f"{column_text([assigned.column])} = ({expression})")
         except PredicateError:
             continue  # not a plain value: the column may take any value
         fixed = conjoin(fixed, value)
@@ -380,6 +412,51 @@ def zone_neutral(
         )
 
     return neutral(a), neutral(b), f"{', '.join(hidden)} not compared: {why}"
+
+
+#: column types Spark compares a text literal with without reading it as a number
+_TEXT_TYPES: tuple[str, ...] = ("string", "char", "varchar", "date", "timestamp", "boolean", "binary")
+
+
+def coercion_neutral(
+    a: OpFacts, b: OpFacts, profiles: Collection[EngineProfile], table: TableConfig
+) -> tuple[OpFacts, OpFacts, str | None]:
+    """The pair as the model may compare it when a Spark session may read numeric text by truncating it.
+
+    With ``spark.sql.ansi.enabled`` off, Spark casts text compared with a numeric column leniently:
+    ``k = '1.5'`` on an INT partition selects ``k = 1`` (measured on delta-spark 4.4.0). Unless every Spark
+    engine that commits one of the two is known to run with ANSI on (where such a cast fails the write),
+    the columns compared with such text (:func:`~deltaguard.core.sql.predicates.coercible_text_columns`)
+    are dropped from both, unless the table's schema says they hold text.
+
+    :param a: one operation.
+    :param b: the other.
+    :param profiles: the engines that commit them.
+    :param table: the table (its column types).
+    :returns: both facts (unchanged when nothing depends on the mode) and, when columns were dropped, why.
+    """
+    from deltaguard.core.profiles import EngineName
+    from deltaguard.core.sql.predicates import coercible_text_columns
+
+    unsure = [p for p in profiles if p.name is not EngineName.DELTA_RS and p.session_ansi is not True]
+    if not unsure:
+        return a, b, None
+    found = frozenset().union(*(coercible_text_columns(p) for f in (a, b) for p in (f.scope, *f.writes)))
+    hidden = sorted(c for c in found if not (table.column_type(c) or "").startswith(_TEXT_TYPES))
+    if not hidden:
+        return a, b, None
+
+    def neutral(f: OpFacts) -> OpFacts:
+        return replace(
+            f, scope=project_out(f.scope, hidden), writes=tuple(project_out(w, hidden) for w in f.writes)
+        )
+
+    mode = "off" if any(p.session_ansi is False for p in unsure) else "not known"
+    why = (
+        f"{', '.join(hidden)} not compared: numeric text may be truncated when cast, as spark.sql.ansi.enabled "
+        f"is {mode}"
+    )
+    return neutral(a), neutral(b), why
 
 
 def may_overlap(

@@ -24,6 +24,7 @@ from deltaguard.core.facts import (
     Role,
     TableContext,
     build_facts,
+    coercion_neutral,
     with_generated_columns,
     zone_neutral,
 )
@@ -88,7 +89,9 @@ def _rules_key(profile: EngineProfile) -> EngineProfile:
     """The profile as far as the pair rules see it: the session's zone and commit coordinator do not change
     an engine's pair rules, so profiles that differ only there are judged once. Cached: every pair of
     every decision asks it (a ``replace`` re-validates the profile's version each time)."""
-    return replace(profile, session_time_zone=None, commit_coordination=STORAGE_COORDINATION)
+    return replace(
+        profile, session_time_zone=None, session_ansi=None, commit_coordination=STORAGE_COORDINATION
+    )
 
 
 def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
@@ -115,6 +118,9 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
         (b.op.engine or contexts.profile).session_time_zone,
         contexts.table.timestamp_columns,
     )
+    a, b, coerced = coercion_neutral(
+        a, b, (a.op.engine or contexts.profile, b.op.engine or contexts.profile), contexts.table
+    )
     verdict: PairVerdict | None = None
     for profile in engines:
         found = _judge(a, b, contexts(profile), _rules(profile))
@@ -132,6 +138,8 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     assert verdict is not None
     if zones is not None and verdict.conflict:
         verdict = replace(verdict, reason=f"{verdict.reason} ({zones})")
+    if coerced is not None and verdict.conflict:
+        verdict = replace(verdict, reason=f"{verdict.reason} ({coerced})")
     unknown = tuple(dict.fromkeys((*a.unknown, *b.unknown)))
     if unknown and verdict.conflict:
         verdict = replace(

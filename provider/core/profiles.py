@@ -70,6 +70,9 @@ class EngineProfile:
     :param session_time_zone: the time zone the engine reads date and timestamp literals without a zone in
         (Spark's ``spark.sql.session.timeZone``; ``UTC`` for delta-rs); ``None`` when unknown. Two writes
         whose zones are not known to agree are never told apart by such literals (ADR 0001).
+    :param session_ansi: Spark's ``spark.sql.ansi.enabled`` for the session that commits (``None``: unknown).
+        Off, a numeric column compared with text such as ``'1.5'`` reads it truncated (``k = 1``); unless it
+        is known on, such text separates nothing (ADR 0001). Not used for delta-rs.
     """
 
     name: EngineName
@@ -79,6 +82,7 @@ class EngineProfile:
     row_level_off: bool = False
     commit_coordination: str = STORAGE_COORDINATION
     session_time_zone: str | None = None
+    session_ansi: bool | None = None
 
     def __post_init__(self) -> None:
         parse_version(self.version)  # fail early on nonsense versions

@@ -110,9 +110,9 @@ class TableConfig:
         :param assigned: the columns an UPDATE or MERGE sets.
         :returns: ``(column, expression)`` pairs, in the table's order.
         """
-        from deltaguard.core.sql.predicates import expression_columns
+        from deltaguard.core.sql.predicates import assigned_column, expression_columns
 
-        names = {part.strip("` ").lower() for column in assigned for part in column.split(".")}
+        names = {name for column in assigned for name in assigned_column(column).names}
         if not names:
             return ()
         moved: dict[str, tuple[str, str]] = {}

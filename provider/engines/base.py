@@ -87,6 +87,21 @@ class DeltaEngine(abc.ABC):
         """
         return None
 
+    def relation_location(self, name: str) -> str | None:
+        """Where the catalog relation ``name`` stores its data, or ``None`` when it is a view, is not known
+        or this engine has no catalog (a statement reading it may then read any table).
+
+        :param name: a catalog name as SQL spells it (parts quoted with backticks).
+        """
+        return None
+
+    def session_ansi(self) -> bool | None:
+        """Spark's ``spark.sql.ansi.enabled`` for the engine's writes (``None``: unknown or not Spark).
+
+        Unless it is known on, numeric text that a lenient cast truncates separates nothing (ADR 0001).
+        """
+        return None
+
     def table_profile(self, table_uri: str) -> EngineProfile:
         """:meth:`profile` for writes to ``table_uri``, with its commit coordinator and time zone.
 
@@ -97,6 +112,7 @@ class DeltaEngine(abc.ABC):
             profile,
             commit_coordination=self.commit_coordination(table_uri),
             session_time_zone=profile.session_time_zone or self.session_time_zone(),
+            session_ansi=profile.session_ansi if profile.session_ansi is not None else self.session_ansi(),
         )
 
     @abc.abstractmethod

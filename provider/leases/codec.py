@@ -127,6 +127,7 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
             else {}
         ),
         **({"session_time_zone": profile.session_time_zone} if profile.session_time_zone is not None else {}),
+        **({"session_ansi": profile.session_ansi} if profile.session_ansi is not None else {}),
     }
 
 
@@ -140,6 +141,8 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         commit_coordination=str(data.get("commit_coordination", STORAGE_COORDINATION)),
         # absent in texts written before it: unknown, so zone-dependent literals separate nothing
         session_time_zone=data.get("session_time_zone"),
+        # absent: unknown, so numeric text a lenient cast truncates separates nothing
+        session_ansi=data.get("session_ansi") if isinstance(data.get("session_ansi"), bool) else None,
     )
 
 

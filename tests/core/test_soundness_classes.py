@@ -8,6 +8,8 @@ snapshots (``tests/engines/test_deltars_scopes.py``); the delta-spark ones follo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from deltaguard.core.model import decide
@@ -294,3 +296,128 @@ def test_one_table_path_spelt_differently_is_one_table_in_a_check_document() -> 
         }
     )
     assert verdict["verdict"] == "conflict"
+
+
+@pytest.mark.parametrize("mode", ["name", "id", "Name"])
+def test_delta_rs_on_a_column_mapped_table_separates_only_two_appends(mode: str) -> None:
+    # Measured on deltalake 1.6.6 (tests/engines/test_deltars_column_mapping.py): a stale DELETE/UPDATE/
+    # MERGE beside any concurrent commit panics or fails, whatever the partitions.
+    table = TableConfig(partition_columns=("date",), properties={"delta.columnMapping.mode": mode})
+    assert _conflict(
+        "DELETE FROM t WHERE date = '2024-01-01'",
+        "UPDATE t SET v = 1 WHERE date = '2024-01-02'",
+        DELTA_RS,
+        table,
+    )
+    assert _conflict(
+        "INSERT INTO t VALUES (1, '2024-01-03', 0)",
+        "DELETE FROM t WHERE date = '2024-01-01'",
+        DELTA_RS,
+        table,
+    )
+    assert not _conflict(
+        "INSERT INTO t VALUES (1, '2024-01-03', 0)",
+        "INSERT INTO t VALUES (2, '2024-01-04', 0)",
+        DELTA_RS,
+        table,
+    )
+    assert not _conflict(
+        "DELETE FROM t WHERE date = '2024-01-01'",
+        "UPDATE t SET v = 1 WHERE date = '2024-01-02'",
+        DELTA_RS,
+        TableConfig(partition_columns=("date",), properties={"delta.columnMapping.mode": "none"}),
+    )
+
+
+DOTTED = TableConfig(partition_columns=("a.b",))
+
+
+@pytest.mark.parametrize("profile", ALL, ids=lambda p: p.name.value)
+@pytest.mark.parametrize(
+    "move",
+    [
+        "UPDATE t SET `a.b` = 'c' WHERE `a.b` = 'x'",
+        "UPDATE t SET `A.B` = 'c', v = 1 WHERE `a.b` = 'x'",
+        "MERGE INTO t USING s ON t.id = s.id AND t.`a.b` = 'x' WHEN MATCHED THEN UPDATE SET t.`a.b` = 'c'",
+    ],
+)
+def test_a_quoted_dotted_column_is_one_column_not_a_struct_field(move: str, profile: EngineProfile) -> None:
+    # Measured on delta-rs 1.6.6 (tests/engines/test_deltars_dotted_columns.py): the moved row lands in
+    # partition 'c', so a stale DELETE of 'c' fails.
+    assert _conflict(move, "DELETE FROM t WHERE `a.b` = 'c'", profile, DOTTED)
+    # the dotted column still separates writes that do not move rows
+    assert not _conflict(
+        "UPDATE t SET v = 1 WHERE `a.b` = 'x'", "DELETE FROM t WHERE `a.b` = 'c'", profile, DOTTED
+    )
+
+
+@pytest.mark.parametrize("key", ["a.b", "A.b"])
+def test_a_typed_key_with_dots_moves_the_column_of_that_name(key: str) -> None:
+    # a spec's key names a column: "a.b" may be the column a.b (or a field of a), so its rows may move
+    update = Operation(OperationKind.UPDATE, predicate="`a.b` = 'x'", assignments=((key, "'c'"),))
+    delete = Operation(OperationKind.DELETE, predicate="`a.b` = 'c'")
+    for profile in ALL:
+        assert decide(update, [delete], DOTTED, profile).conflict
+
+
+INT_PARTITION = TableConfig(partition_columns=("k",), column_types=(("k", "integer"), ("v", "long")))
+
+
+@pytest.mark.parametrize("ansi", [False, None])
+@pytest.mark.parametrize("engine", [DELTA_SPARK, DATABRICKS], ids=lambda p: p.name.value)
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'"),
+        ("DELETE FROM t WHERE k = ' 1'", "UPDATE t SET v = 1 WHERE k IN ('2', '1.9')"),
+        ("DELETE FROM t WHERE k = '+2'", "DELETE FROM t WHERE k = '2'"),
+    ],
+)
+def test_numeric_text_separates_nothing_unless_ansi_is_known_on(
+    first: str, second: str, engine: EngineProfile, ansi: bool | None
+) -> None:
+    # Measured on delta-spark 4.4.0 with spark.sql.ansi.enabled=false: on an INT partition k = '1.5'
+    # selects k = 1 (tests/spark/jars/test_session_settings_spark.py).
+    profile = replace(engine, session_ansi=ansi)
+    assert _conflict(first, second, profile, INT_PARTITION)
+
+
+@pytest.mark.parametrize("engine", [DELTA_SPARK, DATABRICKS], ids=lambda p: p.name.value)
+def test_plain_integer_text_and_string_columns_keep_their_precision(engine: EngineProfile) -> None:
+    off = replace(engine, session_ansi=False)
+    assert not _conflict("DELETE FROM t WHERE k = '2'", "DELETE FROM t WHERE k = '1'", off, INT_PARTITION)
+    text = TableConfig(partition_columns=("k",), column_types=(("k", "string"),))
+    assert not _conflict("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'", off, text)
+    on = replace(engine, session_ansi=True)
+    assert not _conflict("DELETE FROM t WHERE k = '1.5'", "DELETE FROM t WHERE k = '1'", on, INT_PARTITION)
+
+
+def test_a_check_document_states_the_ansi_mode() -> None:
+    from deltaguard.core.check_request import RequestError, parse_engine
+
+    assert parse_engine({"name": "delta-spark", "version": "4.4.0", "ansi": False}).session_ansi is False
+    assert parse_engine({"name": "databricks", "runtime": "15.4", "ansi": True}).session_ansi is True
+    assert parse_engine({"name": "delta-spark", "version": "4.4.0"}).session_ansi is None
+    with pytest.raises(RequestError):
+        parse_engine({"name": "delta-spark", "version": "4.4.0", "ansi": "off"})
+
+
+@pytest.mark.parametrize("ansi", [True, False, None])
+def test_the_lease_store_keeps_the_ansi_mode(ansi: bool | None) -> None:
+    from deltaguard.leases.codec import profile_from_json, profile_to_json
+
+    profile = replace(DELTA_SPARK, session_ansi=ansi)
+    assert profile_from_json(profile_to_json(profile)) == profile
+
+
+def test_an_assignment_the_schema_does_not_resolve_may_change_any_column() -> None:
+    typed = TableConfig(
+        partition_columns=("a.b",), column_types=(("id", "long"), ("a.b", "string"), ("meta", "complex"))
+    )
+    delete = "DELETE FROM t WHERE `a.b` = 'c'"
+    # `a`.`b` is field b of a column a the table does not have: not understood, so it may move rows anywhere
+    assert _conflict("UPDATE t SET a.b = 'q' WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
+    # a struct field of a real column, and a column of any case, resolve
+    assert not _conflict("UPDATE t SET meta.x = 1 WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
+    assert not _conflict("UPDATE t SET ID = 2 WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)
+    assert _conflict("UPDATE t SET nothere = 2 WHERE `a.b` = 'x'", delete, DELTA_SPARK, typed)

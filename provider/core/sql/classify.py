@@ -20,7 +20,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.sql.predicates import DIALECT, PredicateError, parse_predicate
+from deltaguard.core.sql.predicates import DIALECT, PredicateError, column_text, parse_predicate
 
 _MAX_SHOWN = 120
 
@@ -204,7 +204,7 @@ def _assignments(items: Sequence[exp.Expr], qualifiers: frozenset[str]) -> tuple
         if isinstance(item, exp.EQ) and isinstance(item.this, exp.Column):
             column = _unqualify(item.this, qualifiers)
             assert isinstance(column, exp.Column)
-            name = ".".join(part.name for part in column.parts)
+            name = column_text(part.name for part in column.parts)  # `a.b` stays one column
             found.append((name, item.expression.sql(dialect=DIALECT)))
         else:
             found.append(("*", "*"))  # SET * or a form not understood: every column may change

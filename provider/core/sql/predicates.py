@@ -947,6 +947,59 @@ def _expression_columns_cached(sql: str) -> frozenset[str] | None:
 
 
 @dataclass(frozen=True)
+class AssignedColumn:
+    """What an assignment's column text names, read as Spark reads an identifier path.
+
+    :param names: the lower-cased top-level column names the assignment may change: for one identifier
+        (```a.b``` quoted, or ``date``) that column; for a path (``meta.date``, or the unquoted key ``a.b``
+        of a typed spec) every part and the whole dotted name, since it may be a struct field of its first
+        part or a column named with dots. A superset is only less precise, never unsound.
+    :param column: the one column it sets when it is a single identifier (lower-cased), else ``None``.
+    """
+
+    names: frozenset[str]
+    column: str | None
+
+
+def assigned_column(text: str) -> AssignedColumn:
+    """Read an assignment's column (``UPDATE ... SET <column> = ...``) with sqlglot's identifier rules.
+
+    ``*`` (``SET *``) names every column: ``names`` is ``{"*"}``.
+
+    :param text: the column as the statement or a spec spells it.
+    """
+    return _assigned_cached(text)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def column_text(parts: Iterable[str]) -> str:
+    """An identifier path as Spark SQL text: each part quoted with backticks unless it is a plain name."""
+    return ".".join(
+        part if _PLAIN_NAME.fullmatch(part) else "`" + part.replace("`", "``") + "`" for part in parts
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _assigned_cached(text: str) -> AssignedColumn:
+    raw = text.strip()
+    if raw == "*":
+        return AssignedColumn(frozenset({"*"}), None)
+    loose = {raw.lower(), raw.strip("` ").lower(), *(part.strip("` ").lower() for part in raw.split("."))}
+    try:
+        node = sqlglot.parse_one(raw, read=DIALECT)
+    except (SqlglotError, RecursionError):
+        node = None
+    if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
+        return AssignedColumn(frozenset(loose), None)  # not an identifier path: every reading of it
+    parts = [part.name.lower() for part in node.parts]
+    if len(parts) == 1:
+        return AssignedColumn(frozenset(parts), parts[0])
+    return AssignedColumn(frozenset({*parts, ".".join(parts)}) | loose, None)
+
+
+@dataclass(frozen=True)
 class ZonedLiterals:
     """The literals of a predicate whose meaning depends on the reader's time zone.
 
@@ -1039,6 +1092,49 @@ def _numeric_cached(p: Predicate, nodes: tuple[type[exp.Expr], ...]) -> frozense
         ):
             continue
         # every column the comparison reads: ``p + 0 < 5`` and ``-p < 5`` order ``p`` as well
+        found.update(
+            c.name.lower() for o in operands if isinstance(o, exp.Expr) for c in o.find_all(exp.Column)
+        )
+    return frozenset(found)
+
+
+#: text Spark's non-ANSI cast reads as a number (surrounding blanks, a sign, a fraction, an exponent)
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfFlL]?\s*")
+#: text every cast reads as the same integer it spells
+_PLAIN_INTEGER = re.compile(r"-?\d+")
+
+
+def coercible_text_columns(p: Predicate) -> frozenset[str]:
+    """Columns ``p`` compares with a text literal that a numeric column turns into another number than the
+    model reads: ``k = '1.5'`` on an INT column is ``k = 1`` when ``spark.sql.ansi.enabled`` is off (Spark
+    truncates the cast), ``' 1'`` and ``'+1'`` are ``1``, ``'1e0'`` is ``1.0`` on a DOUBLE. A plain integer
+    text (``'01'``, ``'-7'``) reads as that integer in every mode.
+
+    :param p: the predicate (lower-cased names; ``frozenset()`` for "everything").
+    """
+    if p.tree is None:
+        return frozenset()
+    return _coercible_cached(p)
+
+
+@functools.lru_cache(maxsize=4096)
+def _coercible_cached(p: Predicate) -> frozenset[str]:
+    assert p.tree is not None
+    found: set[str] = set()
+    for node in p.tree.find_all(*_ALL_NODES):
+        operands = [
+            node.this,
+            *(node.args.get(k) for k in ("low", "high", "expression")),
+            *(node.expressions if isinstance(node, exp.In) else ()),
+        ]
+        if not any(
+            isinstance(o, exp.Literal)
+            and o.is_string
+            and _NUMBER_TEXT.fullmatch(o.this)
+            and not _PLAIN_INTEGER.fullmatch(o.this)
+            for o in operands
+        ):
+            continue
         found.update(
             c.name.lower() for o in operands if isinstance(o, exp.Expr) for c in o.find_all(exp.Column)
         )

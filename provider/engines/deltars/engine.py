@@ -31,6 +31,7 @@ from deltaguard.engines.deltars.ops import RUNNERS, OpContext, check_for_delta_r
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     DeltaConflictError,
+    EnginePanicError,
     InvalidWriteError,
     TableAccessError,
 )
@@ -177,6 +178,7 @@ class DeltaRsEngine(DeltaEngine):
             # has pulled the source's last batch (ADR 0018).
             check_fence(fence, table_uri)
             wrap = functools.partial(fenced_source, fence=fence, trip=trip)
+        panic: BaseException | None = None
         try:
             metrics = runner.run(
                 spec,
@@ -190,9 +192,18 @@ class DeltaRsEngine(DeltaEngine):
             if translated is exc:
                 raise
             raise translated from exc
+        except BaseException as exc:
+            if not is_panic(exc):
+                raise
+            # A Rust panic reaches Python as pyo3's PanicException, a BaseException no handler above
+            # expects (measured on deltalake 1.6.6: a stale DELETE/UPDATE/MERGE on a column-mapped table).
+            # Whether the commit landed is read from the log below, like any write.
+            panic, metrics = exc, {}
 
         read_version = before if before is not None else -1
         found = self._locate_commit(table_uri, commit_id, read_version)
+        if found is None and panic is not None:
+            raise EnginePanicError(short_message(panic), table_uri, self.name) from panic
         if found is None:
             # delta-rs commits nothing when a DELETE/UPDATE/MERGE/OPTIMIZE changes nothing.
             return WriteResult(
@@ -323,6 +334,12 @@ class DeltaRsEngine(DeltaEngine):
         if isinstance(exc, SchemaMismatchError) or _BAD_INPUT.search(message):
             return InvalidWriteError(f"delta-rs rejected the write to {table_uri}: {message}")
         return exc
+
+
+def is_panic(exc: BaseException) -> bool:
+    """A Rust panic raised through pyo3 (``pyo3_runtime.PanicException``, not importable until one happens)."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
 
 
 def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: bool) -> bool:

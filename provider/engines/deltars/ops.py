@@ -8,7 +8,7 @@ happened; these functions only translate a spec into deltalake calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,8 +76,25 @@ def _engine_sql(text: str | None) -> str | None:
         raise InvalidWriteError(str(error)) from None
 
 
-def _engine_sql_map(items: Any) -> dict[str, str]:
-    return {column: str(_engine_sql(expression)) for column, expression in dict(items).items()}
+def _engine_sql_map(items: Any, columns: Collection[str] = ()) -> dict[str, str]:
+    """Assignments rendered for delta-rs: every value as DataFusion SQL; a key that is one of ``columns``
+    (case-insensitive) as that column's quoted identifier.
+
+    delta-rs parses a key as an identifier path: ``a.b`` is field ``b`` of ``a``, so an UPDATE of a column
+    named ``a.b`` reported one updated row and changed nothing (measured on deltalake 1.6.6). The specs'
+    keys are column names, so a key naming a column is quoted whole.
+    """
+    names = {column.lower(): column for column in columns}
+    rendered: dict[str, str] = {}
+    for key, expression in dict(items).items():
+        column = names.get(str(key).lower())
+        name = f"`{column.replace('`', '``')}`" if column is not None else str(key)
+        rendered[name] = str(_engine_sql(expression))
+    return rendered
+
+
+def _table_columns(table: DeltaTable) -> tuple[str, ...]:
+    return tuple(field.name for field in table.schema().fields)
 
 
 def _check_column_types(spec: AddColumnsSpec) -> None:
@@ -271,12 +288,14 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
             matched_condition = None
     if spec.matched_update is not None:
         merger = merger.when_matched_update(
-            updates=_engine_sql_map(spec.matched_update), predicate=matched_condition
+            updates=_engine_sql_map(spec.matched_update, _table_columns(table)), predicate=matched_condition
         )
     elif spec.matched_update_all:
         merger = merger.when_matched_update_all(predicate=matched_condition)
     if spec.not_matched_insert is not None:
-        merger = merger.when_not_matched_insert(updates=_engine_sql_map(spec.not_matched_insert))
+        merger = merger.when_not_matched_insert(
+            updates=_engine_sql_map(spec.not_matched_insert, _table_columns(table))
+        )
     elif spec.not_matched_insert_all:
         merger = merger.when_not_matched_insert_all()
     if spec.not_matched_by_source_delete:
@@ -292,9 +311,10 @@ def run_merge(spec: MergeSpec, ctx: OpContext) -> Metrics:
 
 
 def run_update(spec: UpdateSpec, ctx: OpContext) -> Metrics:
+    table = ctx.require_table()
     return dict(
-        ctx.require_table().update(
-            updates=_engine_sql_map(spec.updates),
+        table.update(
+            updates=_engine_sql_map(spec.updates, _table_columns(table)),
             predicate=_engine_sql(spec.predicate),
             commit_properties=ctx.commit,
         )

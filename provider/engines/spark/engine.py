@@ -43,7 +43,7 @@ from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
 from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
-from deltaguard.engines.spark.session import SESSION_TIME_ZONE_CONF
+from deltaguard.engines.spark.session import ANSI_CONF, SESSION_TIME_ZONE_CONF, parse_ansi
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
@@ -262,6 +262,25 @@ class SparkEngine(DeltaEngine):
         with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
             zone = conf_get(self.session(), SESSION_TIME_ZONE_CONF).strip()
         return zone or None
+
+    def relation_location(self, name: str) -> str | None:
+        """The ``Location`` ``DESCRIBE TABLE EXTENDED`` gives a table; ``None`` for a view or on any error."""
+        try:
+            rows = self.session().sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+        except Exception:  # not a table of this catalog, or no session
+            return None
+        details = {str(row[0]).strip(): str(row[1] or "").strip() for row in rows if row[0] is not None}
+        if details.get("Type", "").upper() == "VIEW":
+            return None
+        return details.get("Location") or None
+
+    def session_ansi(self) -> bool | None:
+        """The session's ``spark.sql.ansi.enabled`` (the constructor's conf first); ``None`` if unreadable."""
+        value = str(self._conf.get(ANSI_CONF) or "").strip()
+        if not value:
+            with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
+                value = conf_get(self.session(), ANSI_CONF).strip()
+        return parse_ansi(value)
 
     # -- table configuration -----------------------------------------------------------------------------
 

@@ -50,6 +50,16 @@ OPTIMIZE_MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 #: Delta's Spark conf that lets a MERGE, an INSERT or a DataFrame write add the source's new columns to
 #: the table as it commits: a metadata change every concurrent write then fails on (ADR 0035)
 SCHEMA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+#: Delta's Spark confs that change which rows a write touches (``DeltaSQLConf``), pinned for every write
+#: to the value the conflict model assumes. ``replaceWhere.constraintCheck.enabled=false`` lets a REPLACE
+#: WHERE write rows outside its predicate (where a concurrent write of theirs then fails);
+#: ``replaceWhere.dataColumns.enabled=false`` falls back to replacing by partition columns only. Settings
+#: that only narrow a write (``spark.sql.sources.partitionOverwriteMode=dynamic`` replaces fewer partitions
+#: than the whole table the model judges) are left to the session.
+WRITE_SCOPE_CONFS: dict[str, str] = {
+    "spark.databricks.delta.replaceWhere.constraintCheck.enabled": "true",
+    "spark.databricks.delta.replaceWhere.dataColumns.enabled": "true",
+}
 
 
 def delta_table_class(spark: SparkSession) -> Any:
@@ -129,6 +139,7 @@ def _txn_confs(context: WriteContext, user_metadata: str | None) -> dict[str, st
         # schema auto-merge on must not make them evolve the schema. A SQL statement that asks for it
         # says WITH SCHEMA EVOLUTION, which the switch does not affect.
         SCHEMA_AUTO_MERGE_CONF: "false",
+        **WRITE_SCOPE_CONFS,
     }
 
 
@@ -191,7 +202,14 @@ def _save_dataframe(
     elif partition_by:
         writer = writer.partitionBy(*partition_by)
     # A confs-free session for these writes: stale confs from a failed DML must not leak in.
-    with session_conf(spark, {TXN_APP_ID_CONF: None, TXN_VERSION_CONF: None, USER_METADATA_CONF: None}):
+    confs = {TXN_APP_ID_CONF: None, TXN_VERSION_CONF: None, USER_METADATA_CONF: None, **WRITE_SCOPE_CONFS}
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(session_conf(spark, confs))
+        # A DataFrame writes through its own session (a source built on the caller's session keeps it),
+        # so the write's confs go there too.
+        own = getattr(df, "sparkSession", None)
+        if own is not None and own is not spark:
+            stack.enter_context(session_conf(own, confs))
         check_live(context, target)
         _save(writer, target)
 

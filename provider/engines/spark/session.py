@@ -33,6 +33,16 @@ if TYPE_CHECKING:
 
 #: The Spark setting that decides how literals without zone are read (ADR 0001).
 SESSION_TIME_ZONE_CONF = "spark.sql.session.timeZone"
+#: Spark's ANSI mode: off, text compared with a numeric column is cast leniently (``'1.5'`` -> ``1``)
+ANSI_CONF = "spark.sql.ansi.enabled"
+
+
+def parse_ansi(value: str) -> bool | None:
+    """``spark.sql.ansi.enabled`` as read from a conf: ``True``/``False``, ``None`` for anything else."""
+    text = value.strip().lower()
+    return True if text == "true" else False if text == "false" else None
+
+
 #: The zone deltaguard pins in the sessions and jobs it starts, unless the connection or caller sets one:
 #: Spark's default is the JVM's zone, which differs between machines.
 DEFAULT_SESSION_TIME_ZONE = "UTC"

@@ -120,6 +120,12 @@ class SparkSubmitEngine(DeltaEngine):
 
         return str(self._conf.get(SESSION_TIME_ZONE_CONF) or DEFAULT_SESSION_TIME_ZONE)
 
+    def session_ansi(self) -> bool | None:
+        """The job's ``spark.sql.ansi.enabled`` when its conf sets it; the cluster's default is not known."""
+        from deltaguard.engines.spark.session import ANSI_CONF, parse_ansi
+
+        return parse_ansi(str(self._conf.get(ANSI_CONF) or ""))
+
     def table_config(self, table_uri: str) -> TableConfig:
         """From the Delta log (path-based tables only: no session here to ask a catalog)."""
         from deltaguard.engines.discovery import read_table_config

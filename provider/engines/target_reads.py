@@ -1,0 +1,153 @@
+"""Whether a write's source reads the table it writes (ADR 0012: such a write reads the whole table).
+
+A MERGE or an append whose source is its own target reads the target as it runs: two MERGEs copying
+partition ``b`` into ``a`` and ``a`` into ``b`` both commit on delta-rs 1.6.6 and swap the values, and
+``INSERT INTO t PARTITION (p='b') SELECT ... FROM <t through a symlink> WHERE p='a'`` and its mirror both
+commit on delta-spark 4.4.0 ("Isolation levels and write conflicts": an INSERT that reads its table has
+MERGE's concurrency). The model sees that only if it is told (``Operation.reads_target``).
+
+Closed world: a source is known not to read the target only when it is data already in memory (a
+``pyarrow.Table``, a pandas ``DataFrame``) or a location that is neither the target nor inside it nor
+around it, compared by :func:`deltaguard.writes.table_uri.table_key` (symlinks, ``file:`` spellings,
+``..`` segments, trailing slashes, object-store scheme aliases). A callable, a Spark or other lazy
+DataFrame, a reader or a stream may read anything, the target included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from deltaguard.core.operations import Operation
+from deltaguard.engines.held_sources import unwrap_source
+from deltaguard.engines.sources import DELTA_PREFIX
+from deltaguard.engines.specs import SqlSpec, WriteSpec
+from deltaguard.writes.table_uri import table_key
+
+
+def _overlaps(first: str, second: str) -> bool:
+    """One location is the other, or holds it (a parent directory read recursively, a partition inside)."""
+    a, b = first.rstrip("/"), second.rstrip("/")
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def location_reads_target(location: str, table_uri: str) -> bool:
+    """Whether reading ``location`` reads files of the table at ``table_uri``.
+
+    :param location: a source path or URI (``delta+`` prefix allowed).
+    :param table_uri: the target table.
+    """
+    return _overlaps(table_key(location.removeprefix(DELTA_PREFIX)), table_key(table_uri))
+
+
+def source_reads_target(source: Any, table_uri: str) -> str | None:
+    """Why ``source`` may read the table at ``table_uri`` while the write runs, or ``None`` when it
+    provably does not.
+
+    :param source: a spec's source (possibly held in a :class:`~deltaguard.engines.held_sources.CallableSource`).
+    :param table_uri: the target table.
+    """
+    raw = unwrap_source(source)
+    if raw is None or isinstance(raw, pa.Table) or _is_pandas(raw):
+        return None
+    if isinstance(raw, str | os.PathLike):
+        raw = os.fspath(raw)
+        if location_reads_target(raw, table_uri):
+            return f"its source {raw!r} is the target table (or inside it)"
+        return None
+    kind = type(raw).__name__
+    return f"its source (a {kind}) is computed as the write runs and may read the target table"
+
+
+def sql_reads_target(
+    sql: str, table_uri: str, locate: Callable[[str], str | None] | None = None
+) -> str | None:
+    """Why a Spark SQL statement may read the table at ``table_uri`` through a relation other than its
+    target reference, or ``None``.
+
+    A path relation (``delta.`/lake/link```, ``parquet.`/lake/t/p=a```) is resolved with the filesystem. A
+    catalog name is resolved with ``locate`` (the engine's catalog: its location, ``None`` for a view or a
+    name it cannot resolve, which may read anything); without ``locate`` catalog names are left to the
+    classifier (:mod:`deltaguard.core.sql.classify`), which counts any name that could be the target.
+
+    :param sql: the statement.
+    :param table_uri: the table the statement writes.
+    :param locate: the engine's catalog lookup, when it has one.
+    """
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except (SqlglotError, RecursionError):
+        return "a statement that does not parse may read the target"  # the classifier refuses it first
+    target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if table is target:
+            continue
+        path = _relation_path(table)
+        if path is not None:
+            if location_reads_target(path, table_uri):
+                return f"it reads {path!r}, which is the target table (or inside it)"
+            continue
+        if locate is None or not isinstance(table.this, exp.Identifier):
+            continue
+        name = ".".join(part.name for part in table.parts)
+        if len(table.parts) == 1 and name.lower() in ctes:
+            continue
+        location = locate(".".join(_quoted(part.name) for part in table.parts))
+        if location is None:
+            return (
+                f"it reads {name}, whose location is not known (a view or a name the catalog cannot resolve)"
+            )
+        if location_reads_target(location, table_uri):
+            return f"it reads {name}, which is stored at the target's location"
+    return None
+
+
+def _quoted(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
+def _relation_path(table: exp.Table) -> str | None:
+    """The path of ``format.`path``` (any format), or ``None`` for a catalog name."""
+    parts = table.parts
+    if len(parts) == 2 and ("/" in parts[1].name or ":" in parts[1].name):
+        return parts[1].name
+    return None
+
+
+def with_target_reads(
+    operation: Operation,
+    spec: WriteSpec,
+    table_uri: str,
+    locate: Callable[[str], str | None] | None = None,
+) -> tuple[Operation, str | None]:
+    """``operation`` marked as reading its own table when the spec's source (or SQL) may read it, and why.
+
+    :param operation: what the model was going to be told.
+    :param spec: the write.
+    :param table_uri: the table it writes.
+    :param locate: the engine's catalog lookup (:meth:`~deltaguard.engines.base.DeltaEngine.relation_location`).
+    :returns: the operation to judge, and the reason it was marked (``None``: unchanged).
+    """
+    if operation.reads_target:
+        return operation, None
+    if isinstance(spec, SqlSpec):
+        why = sql_reads_target(spec.sql, table_uri, locate)
+    else:
+        source = getattr(spec, "source", None)
+        why = None if source is None else source_reads_target(source, table_uri)
+    if why is None:
+        return operation, None
+    return dataclasses.replace(operation, reads_target=True), why
+
+
+def _is_pandas(source: Any) -> bool:
+    module = type(source).__module__
+    return module.startswith("pandas") and type(source).__name__ == "DataFrame"

@@ -1,0 +1,42 @@
+"""The operators tell the conflict model when a write's source may read its own table (ADR 0012)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from deltaguard.operators.dml import DeltaInsertOperator, DeltaMergeOperator
+from tests.airflow.helpers import sales_table, task_context
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+
+def _merge(table: str, source: object) -> DeltaMergeOperator:
+    return DeltaMergeOperator(
+        task_id="m",
+        table=table,
+        source=source,
+        condition="t.id = s.id",
+        target_partition_values={"country": "DE"},
+        matched_update={"amount": "s.amount"},
+    )
+
+
+def test_a_merge_whose_source_is_its_table_reads_the_whole_table(tmp_path: Path) -> None:
+    table = sales_table(str(tmp_path / "sales"))
+    link = tmp_path / "link"
+    os.symlink(table, link)
+    for source in ("delta+" + str(link), lambda: pa.table({"id": [1], "country": ["DE"], "amount": [5]})):
+        prepared = _merge(table, source)._prepare(task_context("m"))
+        assert prepared.operation.reads_target, source
+    data = pa.table({"id": [1], "country": ["DE"], "amount": [5]})
+    assert not _merge(table, data)._prepare(task_context("m")).operation.reads_target
+
+
+def test_an_append_of_its_own_table_has_merge_concurrency(tmp_path: Path) -> None:
+    table = sales_table(str(tmp_path / "sales"))
+    prepared = DeltaInsertOperator(task_id="i", table=table, source=table + "/")._prepare(task_context("i"))
+    assert prepared.operation.reads_target

@@ -1,0 +1,80 @@
+"""Session settings that widen a write, on real delta-spark 4.4.0.
+
+With ``spark.databricks.delta.replaceWhere.constraintCheck.enabled=false`` a REPLACE WHERE writes rows
+outside its predicate (into a partition a concurrent write of it was judged apart from). The Spark engine
+pins the setting for its writes (``WRITE_SCOPE_CONFS``): the same write then fails before committing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltaguard.engines.spark.engine import SparkEngine
+from deltaguard.engines.spark.ops import WRITE_SCOPE_CONFS
+from deltaguard.engines.specs import ReplaceWhereSpec, WriteContext
+
+CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+
+
+def _table(spark: Any, path: Path) -> str:
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string").write.format("delta").partitionBy(
+        "p"
+    ).save(str(path))
+    return str(path)
+
+
+def _rows(spark: Any, uri: str) -> list[tuple[int, str]]:
+    return sorted((r.id, r.p) for r in spark.read.format("delta").load(uri).collect())
+
+
+def test_the_setting_widens_a_replace_where_and_the_engine_pins_it(delta_spark: Any, tmp_path: Path) -> None:
+    assert WRITE_SCOPE_CONFS[CHECK] == "true"
+    spark = delta_spark
+    outside = spark.createDataFrame([(9, "b")], "id long, p string")
+    spark.conf.set(CHECK, "false")
+    try:
+        # as measured: the session's own write lands in partition b although it replaces p = 'a'
+        plain = _table(spark, tmp_path / "plain")
+        outside.write.format("delta").mode("overwrite").option("replaceWhere", "p = 'a'").save(plain)
+        assert _rows(spark, plain) == [(2, "b"), (9, "b")]
+        # through the engine the setting is pinned: the row outside the predicate fails the write
+        pinned = _table(spark, tmp_path / "pinned")
+        with pytest.raises(Exception, match=r"(?i)replaceWhere|does not conform|DELTA_REPLACE_WHERE"):
+            SparkEngine(spark).write(
+                pinned, ReplaceWhereSpec(source=outside, predicate="p = 'a'"), WriteContext()
+            )
+        assert _rows(spark, pinned) == [(1, "a"), (2, "b")]
+        assert spark.conf.get(CHECK) == "false"  # the session's own setting is restored
+    finally:
+        spark.conf.unset(CHECK)
+
+
+def test_numeric_text_is_truncated_with_ansi_off_and_the_engine_reads_the_mode(
+    delta_spark: Any, tmp_path: Path
+) -> None:
+    from deltaguard.core.model import pair_verdict
+    from deltaguard.core.sql.classify import classify_sql
+    from deltaguard.engines.discovery import read_table_config
+
+    spark = delta_spark
+    uri = str(tmp_path / "ints")
+    spark.createDataFrame([(1, 10), (2, 20)], "k int, v long").write.format("delta").partitionBy("k").save(
+        uri
+    )
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        engine = SparkEngine(spark, session_per_write=False)
+        assert engine.session_ansi() is False
+        # k = '1.5' deletes the row of partition k = 1
+        spark.sql(f"DELETE FROM delta.`{uri}` WHERE k = '1.5'").collect()
+        assert sorted(r.k for r in spark.read.format("delta").load(uri).collect()) == [2]
+        profile = engine.table_profile(uri)
+        assert profile.session_ansi is False
+        first = classify_sql(f"DELETE FROM delta.`{uri}` WHERE k = '1.5'").operation
+        second = classify_sql(f"DELETE FROM delta.`{uri}` WHERE k = '1'").operation
+        assert pair_verdict(first, second, read_table_config(uri), profile).conflict
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
