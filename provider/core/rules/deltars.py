@@ -110,7 +110,7 @@ def column_mapping(ctx: TableContext) -> str | None:
     on ``None`` in the conflict checker) or fails, whatever partitions the two touch, and OPTIMIZE is
     refused. A mode not measured (any other spelling) is judged the same way.
     """
-    value: str | None = ctx.table.get_property("delta.columnMapping.mode")
+    value: str | None = table_property(ctx.table, "delta.columnMapping.mode")
     if value is None or value == "none":
         return None
     return value
