@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
+from deltaguard.core.admission import check_priority
 from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.engines.lifetime import engine_released
 from deltaguard.engines.pinned_read import judged_by_file_stats
@@ -142,8 +142,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         super().__init__(**kwargs)
         if not isinstance(table, str) or not table.strip():
             raise ValueError(f"{type(self).__name__}: 'table' must be a non-empty string")
-        if not MIN_PRIORITY <= int(priority) <= MAX_PRIORITY:
-            raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
+        check_priority(int(priority))
         self.table = table
         self.delta_conn_id = delta_conn_id
         self.engine = engine

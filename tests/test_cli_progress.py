@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from deltaguard.commands.progress import progress_bar, wanted
+from lab.progress import progress_bar, wanted
 
 
 class _Terminal(io.StringIO):
