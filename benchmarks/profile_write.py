@@ -15,7 +15,8 @@ lease keeper runs in a thread of its own). What each figure counts:
 - *functions*, *files*: distinct code objects (and their files) of the shipped package (``provider/``,
   ``operators/``, ``sensors/``) that ran; module bodies (``<module>``) are not counted.
 - *Delta log opened*: ``deltalake.DeltaTable`` constructions (each reads the log) plus ``load_as_version``
-  calls on an open one.
+  calls on an open one. ``update_incremental`` on an open handle (it reads only the commits after the
+  handle's version) is not counted.
 - *validation calls*: validation passes, i.e. calls of a validation function made while no other validation
   function is running (``validate_spec`` calling ``WriteSpec.validate`` is one pass). A validation function
   is a package function whose name starts with ``validate`` (``validate_spec``, ``validate_context``,
