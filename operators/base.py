@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
+from deltaguard.core.admission import check_priority
 from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.engines.lifetime import engine_released
 from deltaguard.engines.pinned_read import judged_by_file_stats
 from deltaguard.engines.target_reads import with_target_reads
-from deltaguard.engines.validation import validate_spec
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
@@ -75,6 +74,7 @@ class _Prepared:
     operation: Operation
     hook: Any = None  # the table hook: storage options and hook-level lineage
     read_version: int | None = None  # the version the lease request pins, with file statistics (ADR 0020)
+    snapshot: Any = None  # the open handle at read_version (delta-rs), the write's snapshot if still current
 
     @property
     def key(self) -> str:
@@ -146,8 +146,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         super().__init__(**kwargs)
         if not isinstance(table, str) or not table.strip():
             raise ValueError(f"{type(self).__name__}: 'table' must be a non-empty string")
-        if not MIN_PRIORITY <= int(priority) <= MAX_PRIORITY:
-            raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
+        check_priority(int(priority))
         self.table = table
         self.delta_conn_id = delta_conn_id
         self.engine = engine
@@ -239,10 +238,11 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
         ti = context.get("ti")
         dag_run = context.get("dag_run")
+        app_version = self._resolved_app_version(context)
         write_context = leases.write_context(
             grant,
             app_id=prepared.operation.label if self.idempotent else None,
-            app_version=self._resolved_app_version(context),
+            app_version=app_version,
             dag_id=self.dag_id,
             run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
             task_id=self.task_id,
@@ -261,6 +261,8 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                     profile=prepared.profile,
                     owner=owner,
                     lease_id=lease_id,
+                    prepared=prepared.snapshot,
+                    prepared_config=prepared.table_config,
                 )
                 if snapshot is not None:
                     pinned["snapshot"] = snapshot
@@ -269,7 +271,10 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                 result = prepared.engine.write(
                     prepared.uri,
                     prepared.spec,
-                    dataclasses.replace(write_context, fence=keeper),
+                    # validated in _prepare: the engine checks again only a table that moved on since
+                    dataclasses.replace(
+                        write_context, fence=keeper, validated_version=prepared.table_config.version
+                    ),
                     **pinned,
                 )
             except LateCommitError as exc:
@@ -289,7 +294,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             behind=wait.behind,
             lease_id=lease_id,
             app_id=prepared.operation.label,
-            app_version=self._resolved_app_version(context),
+            app_version=app_version,
             decision=decision,
         )
 
@@ -321,10 +326,11 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             )
             self.resolved_engine = engine
             self.resolved_spark_connections = spark_connections
-            table_config, read_version = hook.write_table_config(engine, uri, file_stats=self.file_stats)
+            table_config, read_version, snapshot = hook.write_table_config(
+                engine, uri, file_stats=self.file_stats
+            )
             spec = self.build_spec(table_config)
-            validate_spec(spec, table_config)  # the spec's own checks; the engine adds its own
-            engine.validate(uri, spec, table_config)
+            engine.validate(uri, spec, table_config)  # the one validation: the spec's checks and the engine's
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
@@ -333,11 +339,10 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             self.log.info("judged as reading the whole table %s: %s", uri, reads_target)
         if read_version is not None and not judged_by_file_stats(operation):
             # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
-            read_version = None
+            read_version, snapshot = None, None
             table_config = dataclasses.replace(table_config, file_stats=None)
-        return _Prepared(
-            uri, engine, table_config, engine.table_profile(uri), spec, operation, hook, read_version
-        )
+        profile = engine.table_profile(uri)
+        return _Prepared(uri, engine, table_config, profile, spec, operation, hook, read_version, snapshot)
 
     def _app_id(self, context: Context) -> str:
         return task_app_id(self.dag_id, self.task_id, context)

@@ -111,15 +111,14 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
         lease_store_url: str | None,
         unfenced_grace: float = DEFAULT_UNFENCED_GRACE,
     ) -> None:
-        from deltaguard.core.admission import MAX_PRIORITY, MIN_PRIORITY
+        from deltaguard.core.admission import check_priority
 
         if not float(unfenced_grace) >= 1:
             raise ValueError(
                 f"unfenced_grace must be at least 1 (a multiple of the TTL), got {unfenced_grace}"
             )
         self.unfenced_grace = float(unfenced_grace)
-        if not MIN_PRIORITY <= int(priority) <= MAX_PRIORITY:
-            raise ValueError(f"priority must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {priority}")
+        check_priority(int(priority))
         self.delta_tables = dict(tables) if isinstance(tables, Mapping) else tables
         self.delta_operation = operation
         self.delta_predicate = predicate

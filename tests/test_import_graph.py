@@ -106,11 +106,18 @@ def test_the_package_has_no_import_cycle() -> None:
 #: also those inside functions and under ``TYPE_CHECKING``). Packages of one layer are siblings.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"deltaguard.core"}),
-    frozenset({"deltaguard.exceptions", "deltaguard.executor_guard"}),
+    frozenset({"deltaguard.exceptions"}),
     # below Airflow: the engines, the lease store and manager, what a write task is
     frozenset({"deltaguard.engines", "deltaguard.leases", "deltaguard.writes"}),
+    # the Airflow layer begins: Airflow's configuration, its executor, its asset and lineage API
     frozenset(
-        {"deltaguard.config", "deltaguard.get_provider_info", "deltaguard.lineage", "deltaguard.conformance"}
+        {
+            "deltaguard.config",
+            "deltaguard.executor_guard",
+            "deltaguard.get_provider_info",
+            "deltaguard.lineage",
+            "deltaguard.conformance",
+        }
     ),
     frozenset({"deltaguard.hooks"}),
     frozenset({"deltaguard.triggers"}),
@@ -172,11 +179,104 @@ def test_layers_point_one_way() -> None:
     assert not violations, f"imports against the layers: {violations}"
 
 
+#: the first layer that may import Airflow
+AIRFLOW_LAYER = "deltaguard.config"
+#: modules below it that import Airflow, each only inside functions: the Spark engine reads the apache-spark
+#: provider's ``spark`` / ``spark_connect`` connections through that provider's hooks when it runs under
+#: Airflow; used elsewhere, it never imports them
+AIRFLOW_BELOW_ALLOWED = frozenset({"deltaguard.engines.spark.session"})
+
+
+def airflow_imports(path: Path) -> tuple[set[str], set[str]]:
+    """``(at module level, inside functions)``: the Airflow modules a file imports."""
+    tree = ast.parse(path.read_text())
+    nested: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            nested |= {id(inner) for inner in ast.walk(node) if inner is not node}
+
+    def names(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Import):
+            return {a.name for a in node.names}
+        if isinstance(node, ast.ImportFrom):
+            return {node.module or ""}
+        return set()
+
+    top: set[str] = set()
+    inner: set[str] = set()
+    for node in ast.walk(tree):
+        found = {m for m in names(node) if m == "airflow" or m.startswith("airflow.")}
+        (inner if id(node) in nested else top).update(found)
+    return top, inner
+
+
 def test_no_airflow_import_below_the_airflow_layer() -> None:
+    below = rank(AIRFLOW_LAYER)
+    assert below > rank("deltaguard.leases")  # the layer table still puts the Airflow layer above them
+    offenders = {}
     for name, path in modules().items():
-        if not name.startswith(("deltaguard.core", "deltaguard.leases", "deltaguard.writes")):
+        if rank(name) >= below:
             continue
-        tree = ast.parse(path.read_text())
-        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert not any(m == "airflow" or m.startswith("airflow.") for m in imported), name
+        top, inner = airflow_imports(path)
+        if top or (inner and name not in AIRFLOW_BELOW_ALLOWED):
+            offenders[name] = sorted(top | inner)
+    assert not offenders, f"Airflow imported below the Airflow layer: {offenders}"
+
+
+def test_the_airflow_check_sees_imports_inside_functions(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import os\ndef f():\n    from airflow.sdk import conf\n")
+    assert airflow_imports(module) == (set(), {"airflow.sdk"})
+    module.write_text("from airflow.providers.x import y\n")
+    assert airflow_imports(module) == ({"airflow.providers.x"}, set())
+
+
+#: calls that open a lease store or build a lease manager over one
+STORE_DOORS = frozenset(
+    {"LeaseManager", "SqliteLeaseStore", "PostgresLeaseStore", "open_bounded_store", "shared_store"}
+)
+#: the modules outside ``leases/`` that may make them: the lease hook, in its task mode and its shared
+#: (triggerer) mode; the triggers ask ``DeltaLeaseHook.pooled`` for the shared store. Commands, the UI and DAG-file parsing go through ``deltaguard.leases.open`` (and
+#: ``deltaguard.leases.admin`` for the ``deltaguard leases`` command's manager).
+STORE_DOOR_MODULES = frozenset({"deltaguard.hooks.lease", "deltaguard.hooks.lease_pool"})
+
+
+def store_doors(path: Path) -> set[str]:
+    """The :data:`STORE_DOORS` a file calls."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else ""
+            )
+            if called in STORE_DOORS:
+                found.add(called)
+    return found
+
+
+def test_only_the_lease_hook_opens_the_store_outside_leases() -> None:
+    opening = {
+        name
+        for name, path in modules().items()
+        if not name.startswith("deltaguard.leases.") and store_doors(path)
+    }
+    assert opening <= STORE_DOOR_MODULES, (
+        "open the store through the lease hook (DeltaLeaseHook, DeltaLeaseHook.pooled) or deltaguard.leases.open: "
+        f"{opening - STORE_DOOR_MODULES}"
+    )
+    assert len(STORE_DOOR_MODULES) <= 2
+
+
+def test_the_door_check_sees_a_manager_built_in_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f(url):\n    from deltaguard.leases.manager import LeaseManager\n    return LeaseManager(url)\n"
+    )
+    assert store_doors(module) == {"LeaseManager"}
+    module.write_text("from deltaguard.leases.open import open_store\nopen_store('sqlite:///x')\n")
+    assert store_doors(module) == set()

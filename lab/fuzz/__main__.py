@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="the summary on stdout (--out is JSON)"
     )
-    from deltaguard.commands.progress import add_progress_argument
+    from lab.progress import add_progress_argument
 
     add_progress_argument(parser)
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     engine = DeltaRsDifferentialEngine(file_stats=args.file_stats)
     known = tuple(_known_classes(args.save_dir))
     started = time.perf_counter()
-    from deltaguard.commands.progress import progress_bar, wanted
+    from lab.progress import progress_bar, wanted
 
     budget_s = args.minutes * 60
     with (

@@ -104,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-decisions", type=int, default=200, help="timed decisions per cell")
     parser.add_argument("--out", type=Path, default=None, help="write simulation.json and PNGs here")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    from deltaguard.commands.progress import add_progress_argument
+    from lab.progress import add_progress_argument
 
     add_progress_argument(parser)
 
@@ -234,7 +234,7 @@ def run_day(args: argparse.Namespace) -> int:
         print(f"python -m lab.simulation: {exc}")
         return EXIT_INVALID
     generated_s = time.perf_counter() - began
-    from deltaguard.commands.progress import progress_bar, wanted
+    from lab.progress import progress_bar, wanted
 
     # a minute or more at the default 200,000 writes: the bar says which step runs (stderr, a terminal only)
     with progress_bar("judging write pairs", 3 + len(sim.STRATEGIES), wanted(args.progress)) as bar:

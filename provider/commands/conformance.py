@@ -14,10 +14,25 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltaguard.commands.progress import Counter
-
 if TYPE_CHECKING:
     from deltaguard.conformance.cells import CellResult, Summary
+
+
+class Counter:
+    """``[n/N]`` in front of each line of a command that prints one line per finished item (a cell)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+
+    def next(self) -> str:
+        """Count one more item and return its prefix."""
+        self.done += 1
+        return f"[{self.done}/{self.total}]"
+
+    def skip(self) -> None:
+        """Count an item that prints no line (``--quiet``)."""
+        self.done += 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _manager(args: argparse.Namespace) -> Any:
     from deltaguard.commands import UsageError
-    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.admin import open_manager
 
     url = args.store_url
     if url is None:
@@ -53,7 +53,7 @@ def _manager(args: argparse.Namespace) -> Any:
     if not url or not url.strip():
         raise UsageError("no lease store: give --store-url or set [deltaguard] lease_store_url")
     try:
-        return LeaseManager(url)
+        return open_manager(url)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"lease store: {exc}") from None
 

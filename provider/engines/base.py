@@ -140,11 +140,15 @@ class DeltaEngine(abc.ABC):
         """
         return None
 
-    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:  # noqa: B027
+    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
         """Check a spec against the table before any lease is taken; raise ``InvalidWriteError``.
 
-        The default accepts everything; engines override it with what they can check cheaply.
+        The default runs the spec's own checks (:func:`deltaguard.engines.validation.validate_spec`), the
+        operators' one validation of a write; engines override it with what they add, and run those too.
         """
+        from deltaguard.engines.validation import validate_spec
+
+        validate_spec(spec, config)
 
     def close(self) -> None:  # noqa: B027
         """Release what this engine opened for its writes (sessions, connections); idempotent.

@@ -71,13 +71,24 @@ def read_table_config(
     :returns: the configuration; ``exists=False`` when no Delta table is at ``table_uri``.
     :raises TableAccessError: when the log exists but cannot be read (naming the URI and the cause).
     """
+    return read_table(table_uri, storage_options, file_stats)[0]
+
+
+def read_table(
+    table_uri: str, storage_options: dict[str, str] | None = None, file_stats: bool = False
+) -> tuple[TableConfig, DeltaTable | None]:
+    """:func:`read_table_config`, and the open handle it was read from (``None``: no table), for a caller
+    that goes on to use that snapshot.
+
+    :raises TableAccessError: when the log exists but cannot be read (naming the URI and the cause).
+    """
     try:
         table = DeltaTable(table_uri, storage_options=storage_options)
     except TableNotFoundError:
-        return TableConfig(exists=False, uri=table_uri)
+        return TableConfig(exists=False, uri=table_uri), None
     except (DeltaError, OSError, ValueError) as exc:
         raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
-    return config_from_table(table, table_uri, storage_options, file_stats=file_stats)
+    return config_from_table(table, table_uri, storage_options, file_stats=file_stats), table
 
 
 def config_from_table(

@@ -18,6 +18,7 @@ from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 if TYPE_CHECKING:
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
+    from deltaguard.core.table_config import TableConfig
 
 
 class Restates(Protocol):
@@ -36,6 +37,8 @@ def pinned_snapshot(
     profile: EngineProfile,
     owner: Owner,
     lease_id: str,
+    prepared: Any = None,
+    prepared_config: TableConfig | None = None,
 ) -> Any:
     """Open the snapshot the write must commit from (a deltalake handle), or ``None`` when its lease
     records no read version (the write then reads the newest version, as without statistics).
@@ -48,12 +51,23 @@ def pinned_snapshot(
     :param profile: its engine profile.
     :param owner: the lease's owner.
     :param lease_id: the granted lease.
+    :param prepared: the handle the write's lease request was read from, if still open: it is brought to
+        the newest version (reading only the commits after it) instead of opening the log again.
+    :param prepared_config: the configuration, with statistics, read from ``prepared`` at its version: used
+        again when no commit landed since, instead of reading the statistics again.
     :raises LeaseLostError: the lease is gone or expired.
     """
     from deltaguard.engines.discovery import config_from_table
 
-    latest = engine.open_table(uri)
-    config = config_from_table(latest, uri, engine.storage_options, file_stats=True)
+    if prepared is None:
+        latest = engine.open_table(uri)
+    else:
+        latest = prepared
+        latest.update_incremental()
+    if prepared_config is not None and prepared_config.version == latest.version():
+        config = prepared_config
+    else:
+        config = config_from_table(latest, uri, engine.storage_options, file_stats=True)
     claim = TableClaim(
         uri=table_key, operation=operation, profile=profile, config=config, read_version=latest.version()
     )

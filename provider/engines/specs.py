@@ -40,6 +40,9 @@ class WriteContext:
     :param max_commit_retries: how many times the engine may rebase a non-conflicting commit.
     :param fence: the writer's commit fence: the engine checks it as late before its commit as it can and
         cancels its work when the fence reports the lease lost (ADR 0018). ``None``: no lease, no fence.
+    :param validated_version: the table version this very spec was checked against by the engine's
+        ``validate`` (given that version's configuration); an engine that commits from exactly that version
+        need not check it again. ``None``: check before writing.
     """
 
     app_id: str | None = None
@@ -47,6 +50,7 @@ class WriteContext:
     commit_metadata: Mapping[str, str] = field(default_factory=dict)
     max_commit_retries: int | None = None
     fence: CommitFence | None = field(default=None, compare=False)
+    validated_version: int | None = None
 
 
 #: every spec type by its JSON name, filled by :meth:`WriteSpec.__init_subclass__`: the one list of spec types
@@ -60,8 +64,8 @@ class WriteSpec:
     A subclass that sets :attr:`json_name` is registered in :data:`SPEC_TYPES` under that name (two classes
     with one name are refused when the second is declared). Validation is not done at construction: a spec
     is built freely and checked at the one validation point,
-    :func:`deltaguard.engines.validation.validate_spec`, before any lease is taken and again before the
-    engine writes.
+    :func:`deltaguard.engines.validation.validate_spec`, before any lease is taken, and again before the
+    engine writes unless it commits from the very version it was checked against.
     """
 
     #: its name in JSON (``{"kind": "append"}``, :mod:`deltaguard.engines.spec_json`); unique

@@ -2,8 +2,10 @@
 
 :func:`validate_spec` checks what every engine needs (the table exists unless the write creates it) and
 runs the spec's own checks (:meth:`deltaguard.engines.specs.WriteSpec.validate`, helpers in
-:mod:`deltaguard.engines.spec_check`). The operators call it before a lease is taken, and each shipped
-engine calls it again before it writes (a caller may use an engine without an operator). Everything here
+:mod:`deltaguard.engines.spec_check`). The operators call it once, through the engine's ``validate``, before
+a lease is taken; each shipped engine calls it again before it writes (a caller may use an engine without an
+operator), except the delta-rs engine when the write's context names the version the spec was validated at
+and the write commits from that version. Everything here
 raises :class:`~deltaguard.engines.errors.InvalidWriteError` with a message that says what to fix.
 """
 

@@ -6,7 +6,7 @@ import copy
 import json
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from airflow.sdk import BaseHook
 
@@ -22,6 +22,19 @@ if TYPE_CHECKING:
 SPARK_EXTRAS = ("spark_conn_id", "spark_connect_conn_id")
 #: extras keys that configure deltaguard itself rather than object storage
 _RESERVED_EXTRAS = frozenset({"storage_options", "engine", AWS_CONN_EXTRA, *SPARK_EXTRAS})
+
+
+class WriteTable(NamedTuple):
+    """What a write reads of its table before asking for a lease (:meth:`DeltaTableHook.write_table_config`).
+
+    :param config: the configuration the lease request carries.
+    :param read_version: the version the write then pins (``None``: it reads the newest one).
+    :param snapshot: the open delta-rs handle ``config`` was read from when the write pins it, else ``None``.
+    """
+
+    config: TableConfig
+    read_version: int | None
+    snapshot: Any = None
 
 
 class _WithStorageOptions(Protocol):
@@ -174,10 +187,9 @@ class DeltaTableHook(BaseHook):
             self.engine_choice(name), self.engine_settings(spark_conn_id, spark_connect_conn_id)
         )
 
-    def write_table_config(
-        self, engine: DeltaEngine, uri: str, *, file_stats: bool | None
-    ) -> tuple[TableConfig, int | None]:
-        """The configuration a write's lease request carries, and the version the write then pins.
+    def write_table_config(self, engine: DeltaEngine, uri: str, *, file_stats: bool | None) -> WriteTable:
+        """The configuration a write's lease request carries, the version the write then pins and the
+        handle it was read from (the log is opened once for both).
 
         With ``file_stats``, a delta-rs write reads the table's per-file statistics and pins their version
         (ADR 0020): delta-rs only (the profile that uses them, and the engine that can write from a given
@@ -191,15 +203,17 @@ class DeltaTableHook(BaseHook):
         from deltaguard.engines.pinned_read import writes_from_snapshot
 
         if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
-            return engine.table_config(uri), None
+            return WriteTable(engine.table_config(uri), None)
         if not (file_stats if file_stats is not None else config.file_stats()):
-            return engine.table_config(uri), None
-        from deltaguard.engines.discovery import read_table_config
+            return WriteTable(engine.table_config(uri), None)
+        from deltaguard.engines.discovery import read_table
 
         # a delta-rs engine by name (one given as ``module:Class`` need not subclass DeltaRsEngine) has them
         storage_options = cast("_WithStorageOptions", engine).storage_options
-        table_config = read_table_config(uri, storage_options, file_stats=True)
-        return table_config, table_config.version if table_config.file_stats is not None else None
+        table_config, snapshot = read_table(uri, storage_options, file_stats=True)
+        if table_config.file_stats is None:
+            return WriteTable(table_config, None)
+        return WriteTable(table_config, table_config.version, snapshot)
 
     def test_connection(self) -> tuple[bool, str]:
         """Airflow's *Test* button: can the connection's Base URI be listed with its storage options?

@@ -347,9 +347,12 @@ class DeltaLeaseHook(BaseHook):
         profile: EngineProfile,
         owner: Owner,
         lease_id: str,
+        prepared: Any = None,
+        prepared_config: TableConfig | None = None,
     ) -> Any:
         """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
-        (:func:`deltaguard.engines.pinned_read.pinned_snapshot`)."""
+        (:func:`deltaguard.engines.pinned_read.pinned_snapshot`, with the handle and configuration the
+        write was prepared from)."""
         from deltaguard.engines.pinned_read import pinned_snapshot
 
         return pinned_snapshot(
@@ -361,6 +364,8 @@ class DeltaLeaseHook(BaseHook):
             profile=profile,
             owner=owner,
             lease_id=lease_id,
+            prepared=prepared,
+            prepared_config=prepared_config,
         )
 
     # --------------------------------------------------------------------------------------- holding

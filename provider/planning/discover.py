@@ -446,10 +446,11 @@ def _recorded(
     """The median recorded hold of each (task, table) pair, from the decision log; empty when unreadable."""
     from deltaguard.core.admission import Owner
     from deltaguard.leases.estimates import learned_duration
-    from deltaguard.pools.recorded import open_existing_store
+    from deltaguard.leases.open import open_existing_store
+    from deltaguard.pools.recorded import STORE_TIMEOUT_S
 
     try:
-        store = open_existing_store(store_url)
+        store = open_existing_store(store_url, STORE_TIMEOUT_S)
     except Exception as exc:  # durations fall back to declared or default ones, stated in the plan
         log.debug("deltaguard plan: no lease store: %s", exc)
         return {}

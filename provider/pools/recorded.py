@@ -18,13 +18,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from deltaguard.core.table_config import TableConfig
-
-if TYPE_CHECKING:
-    from deltaguard.leases.store import LeaseStore
 
 log = logging.getLogger(__name__)
 
@@ -62,47 +57,12 @@ def recorded_configs(keys: Sequence[str], url: str | None = None) -> dict[str, T
 
 def _read_rows(url: str, keys: Sequence[str]) -> list[tuple[str, str]]:
     """``(uri, config_json)`` of the recorded tables among ``keys``; ``[]`` when no store exists yet."""
-    store = open_existing_store(url)
+    from deltaguard.leases.open import open_existing_store
+
+    store = open_existing_store(url, STORE_TIMEOUT_S)
     if store is None:
         return []
     try:
         return [(row.uri, row.config_json) for row in store.read_tables(keys) if row.config_json]
     finally:
         store.close()
-
-
-def open_existing_store(url: str) -> LeaseStore | None:
-    """The lease store at ``url`` opened for reading with :data:`STORE_TIMEOUT_S` bounds, never creating
-    or migrating anything; ``None`` when no store exists there yet or the scheme is not a store's.
-
-    :param url: the lease store URL (SQLite or PostgreSQL).
-    """
-    from sqlalchemy.engine import make_url
-
-    scheme = url.split(":", 1)[0].lower()
-    store: LeaseStore
-    if scheme == "sqlite":
-        from deltaguard.leases.sql.sqlite import SqliteLeaseStore
-
-        database = make_url(url).database
-        # Opening an SQLite URL creates the file: a store nobody has used yet records nothing.
-        if not database or database == ":memory:" or not Path(database).is_file():
-            log.debug("deltaguard: no lease store file at %s yet", database)
-            return None
-        store = SqliteLeaseStore(url, busy_timeout_s=STORE_TIMEOUT_S, migrate=False)
-    elif scheme in ("postgresql", "postgresql+psycopg", "postgres"):
-        from deltaguard.leases.sql.postgres import PostgresLeaseStore
-
-        store = PostgresLeaseStore(
-            url,
-            pool_size=1,
-            connect_timeout_s=STORE_TIMEOUT_S,
-            lock_timeout_s=STORE_TIMEOUT_S,
-            statement_timeout_s=STORE_TIMEOUT_S,
-            keepalive_s=STORE_TIMEOUT_S,
-            migrate=False,  # never create or migrate a schema while parsing DAG files
-        )
-    else:
-        log.debug("deltaguard: unsupported lease store scheme %r", scheme)
-        return None
-    return store

@@ -86,7 +86,7 @@ class LeaseAvailableTrigger(BaseTrigger):
     async def _wait(self) -> dict[str, Any]:
         """Wait until the request is granted or closed (or the store keeps failing); return the payload."""
         from deltaguard import config
-        from deltaguard.hooks.lease_pool import shared_store
+        from deltaguard.hooks.lease import DeltaLeaseHook
 
         errors = 0
         woken = asyncio.Event()
@@ -108,7 +108,7 @@ class LeaseAvailableTrigger(BaseTrigger):
                         # the reference carries no password; the triggerer's own configuration has it
                         url = await asyncio.to_thread(config.resolve_store_reference, self.store_url)
                         settings = await asyncio.to_thread(config.lease_settings, url, deferrable=False)
-                        shared = await stack.enter_async_context(shared_store(url, settings))
+                        shared = await stack.enter_async_context(DeltaLeaseHook.pooled(url, settings))
                         manager = shared.manager()
                         if shared.listener is not None:
                             stack.callback(shared.listener.unwatch, woken)

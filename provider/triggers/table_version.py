@@ -221,14 +221,14 @@ class DeltaAdmissionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from deltaguard import config
-        from deltaguard.hooks.lease_pool import shared_store
+        from deltaguard.hooks.lease import DeltaLeaseHook
         from deltaguard.leases.waiting import Sleep, next_step
 
         # The triggerer's shared store handle (ADR 0025). A sensor's wait is no queue entry, so no
         # notification names it: this trigger polls, on either store.
         url = await asyncio.to_thread(config.resolve_store_reference, self.store_url)
         settings = await asyncio.to_thread(config.lease_settings, url, deferrable=False)
-        async with shared_store(url, settings) as shared:
+        async with DeltaLeaseHook.pooled(url, settings) as shared:
             while True:
                 assert shared.store is not None
                 admitted, reason = await shared.call(self._probe, shared.store)

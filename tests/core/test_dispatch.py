@@ -1,4 +1,4 @@
-"""Worker-slot order (:mod:`deltaguard.core.dispatch`): longest conflict chain first, and its wait bound.
+"""Worker-slot order (:mod:`lab.simulation.dispatch`): longest conflict chain first, and its wait bound.
 
 The bound is checked by replaying adversarial streams of ready writes through :func:`next_for_slot` on a
 few slots: newcomers may all outweigh a waiting write, durations and weights are drawn by hypothesis.
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
 from deltaguard.core.admission import Holder, Owner, TableView
-from deltaguard.core.dispatch import ReadyWrite, chain_weight, next_for_slot
 from deltaguard.core.model import decide
+from lab.simulation.dispatch import ReadyWrite, chain_weight, next_for_slot
 
 PROFILE = EngineProfile(EngineName.DATABRICKS, "15.4")
 CONFIG = TableConfig()

@@ -27,7 +27,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
-from deltaguard.engines.deltars.ops import RUNNERS, OpContext, check_for_delta_rs
+from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     DeltaConflictError,
@@ -125,11 +125,15 @@ class DeltaRsEngine(DeltaEngine):
         return table
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
+        """The spec's own checks against ``config`` (with its columns when it lists them, as :meth:`write`
+        checks them) and what delta-rs adds; a :class:`WriteContext` naming ``config.version`` as
+        ``validated_version`` lets :meth:`write` skip them when it commits from that version."""
         # User conditions are Spark SQL, read as the conflict model reads them; deltars_ops renders them for
         # DataFusion (ADR 0012).
-        RUNNERS.check(spec)
-        validate_spec(spec, config, dialect=SPARK)
-        check_for_delta_rs(spec)
+        runner = RUNNERS.runner(spec)  # an unsupported spec is refused first
+        columns = None if config.column_types is None else [name for name, _ in config.column_types]
+        validate_spec(spec, config, columns, dialect=SPARK)
+        check_for_delta_rs(spec, runner)
 
     def write(
         self,
@@ -143,9 +147,11 @@ class DeltaRsEngine(DeltaEngine):
 
         :param table_uri: the table.
         :param spec: what to write.
-        :param context: idempotency pair, commit metadata, retries (default: none of them).
+        :param context: idempotency pair, commit metadata, retries (default: none of them); with a
+            ``validated_version`` equal to the version written from, the spec is not checked again.
         :param snapshot: an open handle to commit from (e.g. from :meth:`open_table` at an older version);
-            default: the table's latest version. The handle advances to the version it commits.
+            default: the table's latest version. The handle is left at the table's newest version (the one
+            it committed, unless another writer committed since), read to find the commit.
         :raises InvalidWriteError: before anything is written, when the spec or context is bad (and when
             delta-rs rejects the data before committing).
         :raises DeltaConflictError: when the commit conflicts with a concurrent one.
@@ -159,18 +165,19 @@ class DeltaRsEngine(DeltaEngine):
         # A retry is recognised before the spec is checked against the table, which it may have changed
         # (a retried ADD COLUMNS would otherwise fail with "column already exists").
         if table is not None and context.app_id is not None and context.app_version is not None:
-            original = self._already_committed(table_uri, table, spec, context.app_id, context.app_version)
+            original = self._already_committed(table, runner, context.app_id, context.app_version)
             if original is not None:
                 version, info = original
-                return _result(table_uri, spec, version, info, None, started, duplicate=True)
+                return _result(table_uri, runner, version, info, None, started, duplicate=True)
 
-        config, columns = self._light_config(table_uri, table)
-        validate_spec(spec, config, columns, dialect=SPARK)
-        check_for_delta_rs(spec)
+        before = table.version() if table is not None else None
+        if context.validated_version is None or before != context.validated_version:
+            config, columns = self._light_config(table_uri, table)
+            validate_spec(spec, config, columns, dialect=SPARK)
+            check_for_delta_rs(spec, runner)
 
         commit_id = uuid.uuid4().hex
         properties = self._commit_properties(spec, context, commit_id)
-        before = table.version() if table is not None else None
         fence, trip = context.fence, FenceTrip()
         wrap = None
         if fence is not None:
@@ -201,7 +208,7 @@ class DeltaRsEngine(DeltaEngine):
             panic, metrics = exc, {}
 
         read_version = before if before is not None else -1
-        found = self._locate_commit(table_uri, commit_id, read_version)
+        found = self._locate_commit(table_uri, table, commit_id, read_version)
         if found is None and panic is not None:
             raise EnginePanicError(short_message(panic), table_uri, self.name) from panic
         if found is None:
@@ -221,7 +228,7 @@ class DeltaRsEngine(DeltaEngine):
             # commit that landed after the lease was lost, with another writer admitted, fails loudly.
             stamp = (info or {}).get("timestamp")
             after_commit(table_uri, committed_version, None if stamp is None else float(stamp) / 1000)
-        return _result(table_uri, spec, committed_version, info, metrics, started)
+        return _result(table_uri, runner, committed_version, info, metrics, started)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -232,6 +239,13 @@ class DeltaRsEngine(DeltaEngine):
             return None
         except (DeltaError, OSError, ValueError) as exc:
             raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
+
+    def _newest(self, table_uri: str, table: DeltaTable) -> DeltaTable:
+        try:
+            table.update_incremental()
+        except (DeltaError, OSError, ValueError) as exc:
+            raise TableAccessError(f"cannot read the Delta log of {table_uri}: {short_message(exc)}") from exc
+        return table
 
     def _light_config(self, table_uri: str, table: DeltaTable | None) -> tuple[TableConfig, list[str] | None]:
         """What validation needs, from the already-open handle (no extra log reads)."""
@@ -264,7 +278,7 @@ class DeltaRsEngine(DeltaEngine):
         )
 
     def _already_committed(
-        self, table_uri: str, table: DeltaTable, spec: WriteSpec, app_id: str, app_version: int
+        self, table: DeltaTable, runner: DeltaRsRunner, app_id: str, app_version: int
     ) -> tuple[int, dict[str, Any] | None] | None:
         """``(version, commitInfo)`` of the earlier commit of this ``(app_id, >= app_version)``, else ``None``."""
         recorded = table.transaction_version(app_id)
@@ -273,7 +287,7 @@ class DeltaRsEngine(DeltaEngine):
                 table, lambda info: _app_matches(info, app_id, app_version, exact=True)
             )
             return found if found is not None else (table.version(), None)
-        if not RUNNERS.runner(spec).records_app_transaction:
+        if not runner.records_app_transaction:
             # delta-rs 1.6.6 drops app transactions from OPTIMIZE commits; the commit metadata still
             # carries the pair, so a retried OPTIMIZE is recognised from the history instead.
             return self._search_history(
@@ -288,14 +302,16 @@ class DeltaRsEngine(DeltaEngine):
         return None
 
     def _locate_commit(
-        self, table_uri: str, commit_id: str, read_version: int
+        self, table_uri: str, table: DeltaTable | None, commit_id: str, read_version: int
     ) -> tuple[int, dict[str, Any] | None] | None:
         """Find our commit by its unique id; ``None`` when the write committed nothing.
 
         A commit made from ``read_version`` can only land above it, so exactly the commits since then are
-        searched -- right even when other writers committed before or after ours.
+        searched -- right even when other writers committed before or after ours. ``table``, the handle the
+        write read, is brought to the newest version (only the commits after its own are read); without
+        one (the write created the table) the log is opened.
         """
-        latest = self._load(table_uri)
+        latest = self._load(table_uri) if table is None else self._newest(table_uri, table)
         if latest is None:
             return None
         newest = latest.version()
@@ -354,7 +370,7 @@ def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: 
 
 def _result(
     table_uri: str,
-    spec: WriteSpec,
+    runner: DeltaRsRunner,
     version: int,
     info: dict[str, Any] | None,
     metrics: dict[str, Any] | None,
@@ -367,7 +383,7 @@ def _result(
     return WriteResult(
         table_uri=table_uri,
         version=version,
-        operation=str(commit.get("operation", RUNNERS.runner(spec).operation)),
+        operation=str(commit.get("operation", runner.operation)),
         metrics=metrics if metrics else dict(commit.get("operationMetrics") or {}),
         elapsed_s=time.perf_counter() - started,
         duplicate=duplicate,

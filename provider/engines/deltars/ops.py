@@ -120,14 +120,15 @@ def check_engine_sql(spec: WriteSpec) -> None:
         _engine_sql(text)
 
 
-def check_for_delta_rs(spec: WriteSpec) -> None:
+def check_for_delta_rs(spec: WriteSpec, runner: DeltaRsRunner | None = None) -> None:
     """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, and every SQL
     text renders for DataFusion (:func:`check_engine_sql`).
 
+    :param runner: the spec's runner when the caller has looked it up already.
     :raises UnsupportedWriteError: when delta-rs has no runner for the spec.
     :raises InvalidWriteError: naming what delta-rs cannot run.
     """
-    runner = RUNNERS.runner(spec)
+    runner = runner if runner is not None else RUNNERS.runner(spec)
     if runner.check is not None:
         runner.check(spec)
     check_engine_sql(spec)

@@ -33,23 +33,6 @@ def wanted(flag: bool | None, stream: TextIO | None = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-class Counter:
-    """``[n/N]`` in front of each line of a command that prints one line per finished item (a cell)."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-
-    def next(self) -> str:
-        """Count one more item and return its prefix."""
-        self.done += 1
-        return f"[{self.done}/{self.total}]"
-
-    def skip(self) -> None:
-        """Count an item that prints no line (``--quiet``)."""
-        self.done += 1
-
-
 class Bar:
     """One task's progress; without a bar (``progress=None``) it prints nothing."""
 
