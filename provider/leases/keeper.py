@@ -26,7 +26,10 @@ from deltaguard.leases.timing import LeaseTiming
 
 log = logging.getLogger("deltaguard.leases")
 
-__all__ = ["LeaseKeeper", "StoreCallTimeout", "bounded_call"]
+__all__ = ["DEFAULT_CLOCK_SKEW_S", "LeaseKeeper", "StoreCallTimeout", "bounded_call"]
+
+#: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants
+DEFAULT_CLOCK_SKEW_S = 1.0
 
 
 class LeaseKeeper:
@@ -45,6 +48,9 @@ class LeaseKeeper:
     :param fenced: the engine checks this keeper before it commits (deltaguard's own writes); ``False``
         for wrapped work, whose commit deltaguard does not make and cannot stop (ADR 0021), so a lost
         lease is reported as a possible commit outside the lease, not as a refused one.
+    :param clock_skew_s: how far the storage's clock (which times a commit's log entry) may lag the clocks
+        that stamp lease decisions; :meth:`after_commit` counts grants up to that much after the entry as
+        before it.
     """
 
     def __init__(
@@ -58,7 +64,11 @@ class LeaseKeeper:
         timing: LeaseTiming | None = None,
         clock: Callable[[], float] | None = None,
         fenced: bool = True,
+        clock_skew_s: float = DEFAULT_CLOCK_SKEW_S,
     ) -> None:
+        if clock_skew_s < 0:
+            raise ValueError("clock_skew_s must be >= 0")
+        self.clock_skew_s = clock_skew_s
         self.manager = manager
         self.fenced = fenced
         self._committed = False
@@ -172,8 +182,10 @@ class LeaseKeeper:
 
         :param table_uri: the table's lease key.
         :param version: the version the write committed.
-        :param committed_at: the commit's timestamp (seconds since the epoch, from the Delta log); ``None``:
-            now.
+        :param committed_at: when the storage wrote the commit's log entry (seconds since the epoch;
+            :func:`deltaguard.engines.log_entry_time.log_entry_written_at`), never the ``commitInfo``
+            timestamp the writer chose before it may have stopped; ``None``: now, which is after it.
+            Grants up to ``clock_skew_s`` after it count as before it.
         :raises LateCommitError: the commit may have landed while another writer held the table.
         """
         from deltaguard.exceptions import LateCommitError
@@ -182,13 +194,17 @@ class LeaseKeeper:
         reason = self.still_held()
         if reason is None:
             return
-        landed = committed_at if committed_at is not None else self.clock()
+        now = self.clock()
+        # the storage's clock and the deciders' may differ by up to clock_skew_s: a grant stamped that much
+        # after the log entry may still have preceded it (a grant is stamped when its store call starts,
+        # before it takes effect, which only errs towards flagging)
+        landed = min(committed_at, now) if committed_at is not None else now
         since = self.confirmed_at
         uris = sorted(self.fencing) or [table_uri]  # the store's keys of the lease's tables
         others: list[str] = []
         try:
             for uri in uris:
-                others += self.manager.grants_since(uri, since, self.owner, until=landed)
+                others += self.manager.grants_since(uri, since, self.owner, until=landed + self.clock_skew_s)
         except Exception as exc:  # no answer: assume the worst, the commit is already in the table
             others = [f"unknown (the decision log could not be read: {exc})"]
         if not others:

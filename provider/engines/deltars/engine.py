@@ -35,6 +35,7 @@ from deltaguard.engines.errors import (
     TableAccessError,
 )
 from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
+from deltaguard.engines.log_entry_time import log_entry_written_at
 from deltaguard.engines.specs import WriteContext, WriteSpec
 from deltaguard.engines.validation import validate_context, validate_spec
 
@@ -207,9 +208,11 @@ class DeltaRsEngine(DeltaEngine):
         after_commit = getattr(fence, "after_commit", None)
         if after_commit is not None:
             # The window from the last check to the commit cannot be closed for every write (ADR 0018): a
-            # commit that landed after the lease was lost, with another writer admitted, fails loudly.
-            stamp = (info or {}).get("timestamp")
-            after_commit(table_uri, committed_version, None if stamp is None else float(stamp) / 1000)
+            # commit that landed after the lease was lost, with another writer admitted, fails loudly. The
+            # commit is placed by when the storage wrote its log entry, never by commitInfo.timestamp,
+            # which delta-rs stamps before a writer may stop (None: unknown, the keeper takes "now").
+            landed = log_entry_written_at(table_uri, committed_version, self.storage_options)
+            after_commit(table_uri, committed_version, landed)
         return _result(table_uri, spec, committed_version, info, metrics, started)
 
     # -- helpers ---------------------------------------------------------------------------------------
