@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from deltaguard.core.admission import Owner
 from deltaguard.leases.bounded import StoreCallTimeout, bounded_call
 from deltaguard.leases.manager import LeaseError, LeaseLostError, LeaseManager
+from deltaguard.leases.store import StoreReplacedError
 from deltaguard.leases.timing import LeaseTiming
 
 log = logging.getLogger("deltaguard.leases")
@@ -78,6 +79,10 @@ class LeaseKeeper:
         self.clock = clock or manager.clock
         self.fencing = dict(fencing or {})
         self.known_expiry = expires_at
+        #: the identity of the store that granted the lease; every renewal checks the store still has it
+        self.store_id: str | None = getattr(manager.store, "store_id", None)
+        #: why the store at the lease's location is not the one that granted it, once found
+        self.store_replaced: str | None = None
         #: when the store last confirmed the lease (the grant, then each renewal)
         self.confirmed_at = self.clock()
         self.renewals = 0
@@ -202,8 +207,10 @@ class LeaseKeeper:
         since = self.confirmed_at
         uris = sorted(self.fencing) or [table_uri]  # the store's keys of the lease's tables
         others: list[str] = []
+        if self.store_replaced is not None:  # the store that could say who was granted since is gone
+            others = [f"unknown (the lease store was replaced: {self.store_replaced})"]
         try:
-            for uri in uris:
+            for uri in [] if others else uris:
                 others += self.manager.grants_since(uri, since, self.owner, until=landed + self.clock_skew_s)
         except Exception as exc:  # no answer: assume the worst, the commit is already in the table
             others = [f"unknown (the decision log could not be read: {exc})"]
@@ -293,7 +300,29 @@ class LeaseKeeper:
             # after a failed renewal, try again sooner: the stall may be over
             wait = self.timing.heartbeat_s if self.failed_renewals == 0 else self.timing.store_timeout_s
 
+    def _store_is_ours(self) -> bool:
+        """Whether the store at the manager's location is still the one that granted the lease.
+
+        A store deleted and created anew (an SQLite file unlinked with its ``-wal`` and ``-shm``) grants
+        the lease's tables to others while this process's open connections still renew the lease in the
+        deleted file; so every renewal compares the store's identity first (ADR 0018). When the store
+        does not answer, the known expiry decides as for any renewal.
+        """
+        if self.store_id is None:
+            return True
+        try:
+            bounded_call(self.manager.store.verify_identity, self.timing.store_timeout_s, self.store_id)
+        except StoreReplacedError as exc:
+            self.store_replaced = str(exc)
+            self._mark_lost(f"the lease store was replaced: {exc}")
+            return False
+        except Exception as exc:
+            log.warning("deltaguard: lease %s: could not check the store's identity: %s", self.lease_id, exc)
+        return True
+
     def _renew(self) -> None:
+        if not self._store_is_ours():
+            return
         try:
             expiry = bounded_call(
                 self.manager.heartbeat, self.timing.store_timeout_s, self.lease_id, self.owner
