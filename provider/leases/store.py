@@ -98,7 +98,13 @@ class RequestRow:
 
 @dataclass(frozen=True)
 class DecisionRow:
-    """One decision-log entry: ``grant``, ``wait``, ``release``, ``expiry``, ``abandon`` or ``refuse``."""
+    """One decision-log entry: ``grant``, ``wait``, ``release``, ``expiry``, ``abandon`` or ``refuse``.
+
+    :param at: when the deciding call started, on the decider's clock: two calls on a table can carry
+        stamps in the other order than their decisions (a release and the grant it allowed, 2 ms apart).
+    :param seq: the entry's place in the store's log (SQLite ``rowid``, PostgreSQL ``seq``), set when read
+        back: entries on one table are written under its lock, so ``seq`` orders them as they were decided.
+    """
 
     at: float
     kind: str
@@ -106,6 +112,7 @@ class DecisionRow:
     uri: str
     owner_key: str
     detail: str
+    seq: int | None = None
 
 
 @dataclass(frozen=True)

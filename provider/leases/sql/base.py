@@ -511,7 +511,8 @@ class SqlLeaseStore(LeaseStore):
             params["before"] = before
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         query = sa.text(
-            f"SELECT {_DECISION_COLS} FROM dg_decisions {where} ORDER BY at DESC, {self._log_order} DESC LIMIT :limit"
+            f"SELECT {_DECISION_COLS}, {self._log_order} FROM dg_decisions {where} "
+            f"ORDER BY at DESC, {self._log_order} DESC LIMIT :limit"
         )
         if binds:
             query = query.bindparams(*binds)
