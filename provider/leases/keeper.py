@@ -22,15 +22,25 @@ from collections.abc import Callable, Mapping
 from deltaguard.core.admission import Owner
 from deltaguard.leases.bounded import StoreCallTimeout, bounded_call
 from deltaguard.leases.manager import LeaseError, LeaseLostError, LeaseManager
+from deltaguard.leases.remote_work import FORCED_KIND
 from deltaguard.leases.store import StoreReplacedError
 from deltaguard.leases.timing import LeaseTiming
 
 log = logging.getLogger("deltaguard.leases")
 
-__all__ = ["DEFAULT_CLOCK_SKEW_S", "LeaseKeeper", "StoreCallTimeout", "bounded_call"]
+__all__ = ["DEFAULT_CLOCK_SKEW_S", "LeaseKeeper", "StoreCallTimeout", "bounded_call", "fence_app_id"]
 
 #: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants
 DEFAULT_CLOCK_SKEW_S = 1.0
+#: a lease replaces the leases on its tables that ended this long before its grant (ADR 0038)
+DEFAULT_REPLACED_HORIZON_S = 86400.0
+#: the decision-log kinds that end a lease whose holder was not seen to finish
+EXPIRY_KIND = "expiry"
+
+
+def fence_app_id(lease_id: str) -> str:
+    """The application transaction id that fences the commits of ``lease_id`` in Delta's log (ADR 0038)."""
+    return f"deltaguard.fence:{lease_id}"
 
 
 class LeaseKeeper:
@@ -49,6 +59,8 @@ class LeaseKeeper:
     :param fenced: the engine checks this keeper before it commits (deltaguard's own writes); ``False``
         for wrapped work, whose commit deltaguard does not make and cannot stop (ADR 0021), so a lost
         lease is reported as a possible commit outside the lease, not as a refused one.
+    :param replaced_horizon_s: leases on the same tables that ended (expiry, forced release) up to this
+        many seconds before the grant count as replaced by it: its commits carry their fence app ids.
     :param clock_skew_s: how far the storage's clock (which times a commit's log entry) may lag the clocks
         that stamp lease decisions; :meth:`after_commit` counts grants up to that much after the entry as
         before it.
@@ -66,6 +78,7 @@ class LeaseKeeper:
         clock: Callable[[], float] | None = None,
         fenced: bool = True,
         clock_skew_s: float = DEFAULT_CLOCK_SKEW_S,
+        replaced_horizon_s: float = DEFAULT_REPLACED_HORIZON_S,
     ) -> None:
         if clock_skew_s < 0:
             raise ValueError("clock_skew_s must be >= 0")
@@ -79,6 +92,11 @@ class LeaseKeeper:
         self.clock = clock or manager.clock
         self.fencing = dict(fencing or {})
         self.known_expiry = expires_at
+        #: the keeper is made right after the grant: leases that ended up to this instant may be replaced
+        self.granted_at = self.clock()
+        #: how far back ended leases count as replaced by this one (their holders may commit late)
+        self.replaced_horizon_s = replaced_horizon_s
+        self._fence_ids: list[str] | None = None
         #: the identity of the store that granted the lease; every renewal checks the store still has it
         self.store_id: str | None = getattr(manager.store, "store_id", None)
         #: why the store at the lease's location is not the one that granted it, once found
@@ -238,6 +256,39 @@ class LeaseKeeper:
             f"({reason}); {', '.join(others)} was granted the table before the commit landed. Check the "
             "table for lost or duplicated rows."
         )
+
+    def fence_app_ids(self) -> list[str]:
+        """The application transaction ids every commit under this lease carries (ADR 0038): its own
+        (``deltaguard.fence:<lease id>``) and those of the leases on its tables that ended while their
+        holders may still commit (reclaimed on expiry, or released by hand) before this lease was granted.
+
+        Delta's conflict checker refuses a commit when a concurrent winning commit carries an app id the
+        committing one carries (measured on delta-rs 1.6.6, ``tests/engines/test_deltars_engine_fence.py``):
+        a holder that lost its lease and commits late is refused by the engine if its successor committed
+        first, and its successor is refused if the late commit landed first while the successor's
+        snapshot predates it. Looked up by engines with ``getattr``; read once per keeper.
+        """
+        if self._fence_ids is None:
+            own = [fence_app_id(self.lease_id)]
+            replaced: list[str] = []
+            try:
+                for uri in sorted(self.fencing):
+                    rows = bounded_call(
+                        self.manager.store.decisions,
+                        self.timing.store_timeout_s,
+                        uri=uri,
+                        kinds=[EXPIRY_KIND, FORCED_KIND],
+                        since=self.granted_at - self.replaced_horizon_s,
+                        limit=1000,
+                    )
+                    # a lease of this task's own earlier try counts too: that try may commit late
+                    replaced += [r.request_id for r in rows]
+            except Exception as exc:  # the writer-side fences still hold; the engine fence is extra
+                log.warning(
+                    "deltaguard: lease %s: could not read the leases it replaced: %s", self.lease_id, exc
+                )
+            self._fence_ids = own + [fence_app_id(r) for r in sorted(set(replaced)) if r != self.lease_id]
+        return list(self._fence_ids)
 
     def remote_work(self, handle: Mapping[str, str]) -> None:
         """Record on the lease a fence handle for work the engine is about to start on a server (a Spark

@@ -30,6 +30,8 @@ from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import RUNNERS, OpContext, check_for_delta_rs
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
+    CommitFencedError,
+    ConflictKind,
     DeltaConflictError,
     InvalidWriteError,
     TableAccessError,
@@ -190,6 +192,9 @@ class DeltaRsEngine(DeltaEngine):
             translated = self._translate(exc, table_uri)
             if translated is exc:
                 raise
+            refused = _refused_by_engine_fence(translated, fence, table_uri)
+            if refused is not None:
+                raise refused from exc
             raise translated from exc
 
         read_version = before if before is not None else -1
@@ -242,17 +247,23 @@ class DeltaRsEngine(DeltaEngine):
         metadata: dict[str, Any] = dict(context.commit_metadata)
         metadata[COMMIT_ID_KEY] = commit_id
         metadata[OPERATION_KEY] = spec.operation().kind.value
-        transactions = None
+        transactions: list[Transaction] = []
+        now_ms = int(time.time() * 1000)
         if context.app_id is not None and context.app_version is not None:
             metadata[APP_ID_KEY] = context.app_id
             metadata[APP_VERSION_KEY] = context.app_version
             # The Transaction action makes a concurrent duplicate fail with ConcurrentTransaction.
-            transactions = [Transaction(context.app_id, context.app_version, int(time.time() * 1000))]
+            transactions.append(Transaction(context.app_id, context.app_version, now_ms))
+        fence_ids = getattr(context.fence, "fence_app_ids", None)
+        if fence_ids is not None:
+            # The engine fence (ADR 0038): the lease's own id and those of the leases it replaced. delta-rs
+            # refuses a commit when a concurrent winning commit carries one of the same ids.
+            transactions += [Transaction(app, 1, now_ms) for app in fence_ids()]
         retries = (
             context.max_commit_retries if context.max_commit_retries is not None else self.max_commit_retries
         )
         return CommitProperties(
-            custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions
+            custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions or None
         )
 
     def _already_committed(
@@ -326,6 +337,27 @@ class DeltaRsEngine(DeltaEngine):
         if isinstance(exc, SchemaMismatchError) or _BAD_INPUT.search(message):
             return InvalidWriteError(f"delta-rs rejected the write to {table_uri}: {message}")
         return exc
+
+
+def _refused_by_engine_fence(error: Exception, fence: Any, table_uri: str) -> CommitFencedError | None:
+    """A ``ConcurrentTransaction`` refusal of a writer whose lease is lost: the engine fence refused a
+    late commit (ADR 0038), so nothing was committed. ``None`` otherwise (a live lease: a concurrent
+    writer that replaced the same lost lease, or a duplicate of this task; the conflict stands)."""
+    if not isinstance(error, DeltaConflictError) or error.kind is not ConflictKind.CONCURRENT_TRANSACTION:
+        return None
+    still_held = getattr(fence, "still_held", None)
+    if still_held is None:
+        return None
+    try:
+        reason = still_held()
+    except Exception as exc:
+        reason = f"its state is unknown ({exc})"
+    if reason is None:
+        return None
+    return CommitFencedError(
+        f"write to {table_uri} refused by Delta's conflict checker: its lease was lost ({reason}) and a "
+        "writer that replaced it committed first; nothing was committed"
+    )
 
 
 def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: bool) -> bool:
