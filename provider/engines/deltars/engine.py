@@ -188,14 +188,16 @@ class DeltaRsEngine(DeltaEngine):
         except Exception as exc:
             if trip.error is not None:
                 raise fenced_error(trip.error, table_uri) from trip.error
-            # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
-            translated = self._translate(exc, table_uri)
-            if translated is exc:
-                raise
-            refused = _refused_by_engine_fence(translated, fence, table_uri)
-            if refused is not None:
-                raise refused from exc
-            raise translated from exc
+            if self._landed_despite(exc, table_uri, commit_id, before) is None:
+                # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
+                translated = self._translate(exc, table_uri)
+                if translated is exc:
+                    raise
+                refused = _refused_by_engine_fence(translated, fence, table_uri)
+                if refused is not None:
+                    raise refused from exc
+                raise translated from exc
+            metrics = {}
 
         read_version = before if before is not None else -1
         found = self._locate_commit(table_uri, commit_id, read_version)
@@ -321,6 +323,32 @@ class DeltaRsEngine(DeltaEngine):
             if info.get(COMMIT_ID_KEY) == commit_id:
                 return int(info["version"]), dict(info)
         return None
+
+    def _landed_despite(
+        self, exc: Exception, table_uri: str, commit_id: str, before: int | None
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """Our commit, if it is in the log although the call failed; else ``None``.
+
+        The outcome of a commit is unknown when the answer to its log-entry write is lost (an object store
+        timeout after the PUT landed): delta-rs then fails the call, or tries the commit again at the next
+        version, where a winning commit carrying the same app transaction (the lease's fence id, ADR 0038,
+        or the task's idempotency id) refuses it. Either way the log says whether the first attempt landed;
+        it is read before the error is believed, so a commit that landed is reported as committed and no
+        retry writes it again.
+        """
+        try:
+            found = self._locate_commit(table_uri, commit_id, before if before is not None else -1)
+        except Exception as read_error:  # the log cannot be read: the error stands
+            log.warning("deltaguard: could not look for commit %s after %s: %s", commit_id, exc, read_error)
+            return None
+        if found is not None:
+            log.warning(
+                "deltaguard: the write to %s failed (%s) but its commit landed as version %d; reporting it",
+                table_uri,
+                short_message(exc),
+                found[0],
+            )
+        return found
 
     def _translate(self, exc: Exception, table_uri: str) -> Exception:
         if isinstance(exc, InvalidWriteError | DeltaConflictError | TableAccessError):
