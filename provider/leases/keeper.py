@@ -221,7 +221,7 @@ class LeaseKeeper:
         # the storage's clock and the deciders' may differ by up to clock_skew_s: a grant stamped that much
         # after the log entry may still have preceded it (a grant is stamped when its store call starts,
         # before it takes effect, which only errs towards flagging)
-        landed = min(committed_at, now) if committed_at is not None else now
+        landed = committed_at if committed_at is not None else now  # a later time only flags more
         since = self.confirmed_at
         uris = sorted(self.fencing) or [table_uri]  # the store's keys of the lease's tables
         others: list[str] = []
@@ -351,33 +351,27 @@ class LeaseKeeper:
             # after a failed renewal, try again sooner: the stall may be over
             wait = self.timing.heartbeat_s if self.failed_renewals == 0 else self.timing.store_timeout_s
 
-    def _store_is_ours(self) -> bool:
-        """Whether the store at the manager's location is still the one that granted the lease.
+    def _verified_heartbeat(self) -> float:
+        """Renew the lease in the store that granted it.
 
         A store deleted and created anew (an SQLite file unlinked with its ``-wal`` and ``-shm``) grants
         the lease's tables to others while this process's open connections still renew the lease in the
-        deleted file; so every renewal compares the store's identity first (ADR 0018). When the store
-        does not answer, the known expiry decides as for any renewal.
+        deleted file; so every renewal compares the store's identity first (ADR 0018).
+
+        :raises StoreReplacedError: the store at the manager's location is not the one that granted it.
         """
-        if self.store_id is None:
-            return True
+        if self.store_id is not None:
+            self.manager.store.verify_identity(self.store_id)
+        return self.manager.heartbeat(self.lease_id, self.owner)
+
+    def _renew(self) -> None:
         try:
-            bounded_call(self.manager.store.verify_identity, self.timing.store_timeout_s, self.store_id)
+            # the store's identity first, in the same bounded call: a frozen store costs one timeout
+            expiry = bounded_call(self._verified_heartbeat, self.timing.store_timeout_s)
         except StoreReplacedError as exc:
             self.store_replaced = str(exc)
             self._mark_lost(f"the lease store was replaced: {exc}")
-            return False
-        except Exception as exc:
-            log.warning("deltaguard: lease %s: could not check the store's identity: %s", self.lease_id, exc)
-        return True
-
-    def _renew(self) -> None:
-        if not self._store_is_ours():
             return
-        try:
-            expiry = bounded_call(
-                self.manager.heartbeat, self.timing.store_timeout_s, self.lease_id, self.owner
-            )
         except LeaseError as exc:
             self._mark_lost(str(exc))
             return
