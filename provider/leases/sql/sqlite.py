@@ -53,8 +53,11 @@ class SqliteLeaseStore(SqlLeaseStore):
             # The file is created here, once, when the store is opened; the engine's connections open it
             # read-write without creating it (``mode=rw``), so a connection made after the file was deleted
             # fails instead of starting an empty store under the holders of the old one.
-            with contextlib.closing(sqlite3.connect(self.path)):
-                pass
+            try:
+                with contextlib.closing(sqlite3.connect(self.path)):
+                    pass
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(f"lease store {url} is unavailable: {exc}") from exc
         super().__init__(url, migrate=migrate)
         try:
             opened = os.stat(self.path)
