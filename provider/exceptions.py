@@ -170,6 +170,11 @@ class StoreUnavailableError(StoreError):
     """The lease store cannot be reached or opened. The message names the store (without password)."""
 
 
+class StoreReplacedError(StoreError):
+    """The store at the handle's location is no longer the store the handle opened (its file was deleted
+    or replaced, its database re-created): nothing granted in the old one holds in the new one."""
+
+
 class SnapshotChanged(StoreError):
     """A decision made from a :class:`~deltaguard.leases.store.TableSnapshot` was not committed: the tables
     changed since the snapshot was read, or the decision needed a read the snapshot cannot answer. Nothing

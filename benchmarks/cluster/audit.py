@@ -57,6 +57,10 @@ class Lease:
     granted_at: float
     ended_at: float | None  # None: never released, expired or abandoned
     end_kind: str | None
+    #: the grant's and the end's places in the store's log (``DecisionRow.seq``): what orders decisions on
+    #: one table, where the stamps (taken when a store call starts) can cross
+    granted_seq: int | None = None
+    ended_seq: int | None = None
 
 
 @dataclass
@@ -116,17 +120,24 @@ class AuditReport:
 
 
 def read_decisions(store_urls: Iterable[str]) -> list[Any]:
-    """Every decision-log row of every store, oldest first."""
+    """Every decision-log row of every store, each store's in the order of its log (its sequence), not of
+    the stamps: a release and the grant it allowed can be stamped in the other order (a call's stamp is
+    taken when it starts)."""
     from deltaguard.leases.open import open_store
 
     rows: list[Any] = []
     for url in store_urls:
         store = open_store(url)
         try:
-            rows += store.decisions(limit=100_000)
+            rows += sorted(store.decisions(limit=100_000), key=_log_place)
         finally:
             store.close()
-    return sorted(rows, key=lambda r: r.at)
+    return rows
+
+
+def _log_place(row: Any) -> tuple[float, float]:
+    seq = getattr(row, "seq", None)
+    return (seq, 0.0) if seq is not None else (float("inf"), row.at)
 
 
 def leases_from(decisions: Sequence[Any]) -> dict[tuple[str, str], Lease]:
@@ -147,9 +158,26 @@ def leases_from(decisions: Sequence[Any]) -> dict[tuple[str, str], Lease]:
             row.at,
             ended[key].at if key in ended else None,
             ended[key].kind if key in ended else None,
+            getattr(row, "seq", None),
+            getattr(ended[key], "seq", None) if key in ended else None,
         )
         for key, row in granted.items()
     }
+
+
+def held_at_once(a: Lease, b: Lease) -> bool:
+    """Whether two leases on one table were held at the same time.
+
+    By the store's log order when both carry it (one store: decisions on a table are logged under its lock,
+    in the order they were made); by the stamps only for rows without it.
+    """
+    if a.granted_seq is not None and b.granted_seq is not None:
+        a_end = a.ended_seq if a.ended_seq is not None else float("inf")
+        b_end = b.ended_seq if b.ended_seq is not None else float("inf")
+        return a.granted_seq < b_end and b.granted_seq < a_end
+    a_end_at = a.ended_at if a.ended_at is not None else float("inf")
+    b_end_at = b.ended_at if b.ended_at is not None else float("inf")
+    return a.granted_at < b_end_at and b.granted_at < a_end_at
 
 
 # -- expected rows -------------------------------------------------------------------------------------
@@ -569,17 +597,28 @@ def expired_leases(
                 "remote_handles": [{k: h.get(k) for k in ("kind", "tag")} for h in handles],
                 "release_awaiting_fence": d.request_id in awaiting,
                 "fence": ", ".join(f"{f.kind} at {f.at:.1f}: {f.detail[:300]}" for f in fenced) or "none",
-                "handed_over_after": "remote_fenced"
-                if any(f.kind == "remote_fenced" and f.at <= d.at + 1.0 for f in fenced)
-                else "remote_unfenced"
-                if fenced
-                else "no fence",
+                "handed_over_after": _handed_over_after(d, fenced, handles),
                 "commits_after_end": [
                     f"v{c.version} {c.task_id}@{c.run_id}" for c in mine if c.at.timestamp() > d.at + 1.0
                 ],
             }
         )
     return found
+
+
+def _handed_over_after(expiry: Any, fenced: Sequence[Any], handles: Sequence[Any]) -> str:
+    """What let an expired lease go (ADR 0033, "When a lease whose fence failed is handed over")."""
+    try:
+        said = json.loads(expiry.detail).get("server_work")
+    except (TypeError, ValueError, AttributeError):
+        said = None
+    if said == "fenced" or any(f.kind == "remote_fenced" and f.at <= expiry.at + 1.0 for f in fenced):
+        return "remote_fenced"
+    if fenced and not handles:
+        return "remote_unfenced, then its holder saw the work end and dropped the handle"
+    if fenced:
+        return "remote_unfenced"  # a hand-over no rule allows: the audit's expired list shows it
+    return "no fence"
 
 
 def lease_checks(
@@ -619,10 +658,8 @@ def lease_checks(
         for b, lb in held[i + 1 :]:
             if not conflicting(a, b, uri):
                 continue
-            a_end = la.ended_at if la.ended_at is not None else float("inf")
-            b_end = lb.ended_at if lb.ended_at is not None else float("inf")
             first, second = (a, b) if a.version < b.version else (b, a)
-            if la.granted_at < b_end and lb.granted_at < a_end:
+            if held_at_once(la, lb):
                 overlaps.append(
                     f"{name}: {a.task_id}@{a.run_id} (v{a.version}) and {b.task_id}@{b.run_id} (v{b.version}) "
                     "conflict but held leases at once"

@@ -513,6 +513,12 @@ def reclaim_leases(
                     "dead_owner": owner_from_text(r.owner_json).to_json(),
                     "expired_at": r.expires_at,
                     "fencing": r.fencing,
+                    # why the table may be handed over: a fence confirmed the recorded server-side work
+                    # ended, or none was outstanding (never recorded, or dropped by a holder that saw it
+                    # end) (ADR 0033)
+                    "server_work": "fenced"
+                    if fences is not None and r.lease_id in fences.confirmed
+                    else "none outstanding",
                 },
             )
             for r in dead

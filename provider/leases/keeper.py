@@ -22,11 +22,25 @@ from collections.abc import Callable, Mapping
 from deltaguard.core.admission import Owner
 from deltaguard.leases.bounded import StoreCallTimeout, bounded_call
 from deltaguard.leases.manager import LeaseError, LeaseLostError, LeaseManager
+from deltaguard.leases.remote_work import FORCED_KIND
+from deltaguard.leases.store import StoreReplacedError
 from deltaguard.leases.timing import LeaseTiming
 
 log = logging.getLogger("deltaguard.leases")
 
-__all__ = ["LeaseKeeper", "StoreCallTimeout", "bounded_call"]
+__all__ = ["DEFAULT_CLOCK_SKEW_S", "LeaseKeeper", "StoreCallTimeout", "bounded_call", "fence_app_id"]
+
+#: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants
+DEFAULT_CLOCK_SKEW_S = 1.0
+#: a lease replaces the leases on its tables that ended this long before its grant (ADR 0038)
+DEFAULT_REPLACED_HORIZON_S = 86400.0
+#: the decision-log kinds that end a lease whose holder was not seen to finish
+EXPIRY_KIND = "expiry"
+
+
+def fence_app_id(lease_id: str) -> str:
+    """The application transaction id that fences the commits of ``lease_id`` in Delta's log (ADR 0038)."""
+    return f"deltaguard.fence:{lease_id}"
 
 
 class LeaseKeeper:
@@ -45,6 +59,11 @@ class LeaseKeeper:
     :param fenced: the engine checks this keeper before it commits (deltaguard's own writes); ``False``
         for wrapped work, whose commit deltaguard does not make and cannot stop (ADR 0021), so a lost
         lease is reported as a possible commit outside the lease, not as a refused one.
+    :param replaced_horizon_s: leases on the same tables that ended (expiry, forced release) up to this
+        many seconds before the grant count as replaced by it: its commits carry their fence app ids.
+    :param clock_skew_s: how far the storage's clock (which times a commit's log entry) may lag the clocks
+        that stamp lease decisions; :meth:`after_commit` counts grants up to that much after the entry as
+        before it.
     """
 
     def __init__(
@@ -58,7 +77,12 @@ class LeaseKeeper:
         timing: LeaseTiming | None = None,
         clock: Callable[[], float] | None = None,
         fenced: bool = True,
+        clock_skew_s: float = DEFAULT_CLOCK_SKEW_S,
+        replaced_horizon_s: float = DEFAULT_REPLACED_HORIZON_S,
     ) -> None:
+        if clock_skew_s < 0:
+            raise ValueError("clock_skew_s must be >= 0")
+        self.clock_skew_s = clock_skew_s
         self.manager = manager
         self.fenced = fenced
         self._committed = False
@@ -68,6 +92,15 @@ class LeaseKeeper:
         self.clock = clock or manager.clock
         self.fencing = dict(fencing or {})
         self.known_expiry = expires_at
+        #: the keeper is made right after the grant: leases that ended up to this instant may be replaced
+        self.granted_at = self.clock()
+        #: how far back ended leases count as replaced by this one (their holders may commit late)
+        self.replaced_horizon_s = replaced_horizon_s
+        self._fence_ids: list[str] | None = None
+        #: the identity of the store that granted the lease; every renewal checks the store still has it
+        self.store_id: str | None = getattr(manager.store, "store_id", None)
+        #: why the store at the lease's location is not the one that granted it, once found
+        self.store_replaced: str | None = None
         #: when the store last confirmed the lease (the grant, then each renewal)
         self.confirmed_at = self.clock()
         self.renewals = 0
@@ -172,8 +205,10 @@ class LeaseKeeper:
 
         :param table_uri: the table's lease key.
         :param version: the version the write committed.
-        :param committed_at: the commit's timestamp (seconds since the epoch, from the Delta log); ``None``:
-            now.
+        :param committed_at: when the storage wrote the commit's log entry (seconds since the epoch;
+            :func:`deltaguard.engines.log_entry_time.log_entry_written_at`), never the ``commitInfo``
+            timestamp the writer chose before it may have stopped; ``None``: now, which is after it.
+            Grants up to ``clock_skew_s`` after it count as before it.
         :raises LateCommitError: the commit may have landed while another writer held the table.
         """
         from deltaguard.exceptions import LateCommitError
@@ -182,13 +217,19 @@ class LeaseKeeper:
         reason = self.still_held()
         if reason is None:
             return
-        landed = committed_at if committed_at is not None else self.clock()
+        now = self.clock()
+        # the storage's clock and the deciders' may differ by up to clock_skew_s: a grant stamped that much
+        # after the log entry may still have preceded it (a grant is stamped when its store call starts,
+        # before it takes effect, which only errs towards flagging)
+        landed = committed_at if committed_at is not None else now  # a later time only flags more
         since = self.confirmed_at
         uris = sorted(self.fencing) or [table_uri]  # the store's keys of the lease's tables
         others: list[str] = []
+        if self.store_replaced is not None:  # the store that could say who was granted since is gone
+            others = [f"unknown (the lease store was replaced: {self.store_replaced})"]
         try:
-            for uri in uris:
-                others += self.manager.grants_since(uri, since, self.owner, until=landed)
+            for uri in [] if others else uris:
+                others += self.manager.grants_since(uri, since, self.owner, until=landed + self.clock_skew_s)
         except Exception as exc:  # no answer: assume the worst, the commit is already in the table
             others = [f"unknown (the decision log could not be read: {exc})"]
         if not others:
@@ -215,6 +256,39 @@ class LeaseKeeper:
             f"({reason}); {', '.join(others)} was granted the table before the commit landed. Check the "
             "table for lost or duplicated rows."
         )
+
+    def fence_app_ids(self) -> list[str]:
+        """The application transaction ids every commit under this lease carries (ADR 0038): its own
+        (``deltaguard.fence:<lease id>``) and those of the leases on its tables that ended while their
+        holders may still commit (reclaimed on expiry, or released by hand) before this lease was granted.
+
+        Delta's conflict checker refuses a commit when a concurrent winning commit carries an app id the
+        committing one carries (measured on delta-rs 1.6.6, ``tests/engines/test_deltars_engine_fence.py``):
+        a holder that lost its lease and commits late is refused by the engine if its successor committed
+        first, and its successor is refused if the late commit landed first while the successor's
+        snapshot predates it. Looked up by engines with ``getattr``; read once per keeper.
+        """
+        if self._fence_ids is None:
+            own = [fence_app_id(self.lease_id)]
+            replaced: list[str] = []
+            try:
+                for uri in sorted(self.fencing):
+                    rows = bounded_call(
+                        self.manager.store.decisions,
+                        self.timing.store_timeout_s,
+                        uri=uri,
+                        kinds=[EXPIRY_KIND, FORCED_KIND],
+                        since=self.granted_at - self.replaced_horizon_s,
+                        limit=1000,
+                    )
+                    # a lease of this task's own earlier try counts too: that try may commit late
+                    replaced += [r.request_id for r in rows]
+            except Exception as exc:  # the writer-side fences still hold; the engine fence is extra
+                log.warning(
+                    "deltaguard: lease %s: could not read the leases it replaced: %s", self.lease_id, exc
+                )
+            self._fence_ids = own + [fence_app_id(r) for r in sorted(set(replaced)) if r != self.lease_id]
+        return list(self._fence_ids)
 
     def remote_work(self, handle: Mapping[str, str]) -> None:
         """Record on the lease a fence handle for work the engine is about to start on a server (a Spark
@@ -277,11 +351,27 @@ class LeaseKeeper:
             # after a failed renewal, try again sooner: the stall may be over
             wait = self.timing.heartbeat_s if self.failed_renewals == 0 else self.timing.store_timeout_s
 
+    def _verified_heartbeat(self) -> float:
+        """Renew the lease in the store that granted it.
+
+        A store deleted and created anew (an SQLite file unlinked with its ``-wal`` and ``-shm``) grants
+        the lease's tables to others while this process's open connections still renew the lease in the
+        deleted file; so every renewal compares the store's identity first (ADR 0018).
+
+        :raises StoreReplacedError: the store at the manager's location is not the one that granted it.
+        """
+        if self.store_id is not None:
+            self.manager.store.verify_identity(self.store_id)
+        return self.manager.heartbeat(self.lease_id, self.owner)
+
     def _renew(self) -> None:
         try:
-            expiry = bounded_call(
-                self.manager.heartbeat, self.timing.store_timeout_s, self.lease_id, self.owner
-            )
+            # the store's identity first, in the same bounded call: a frozen store costs one timeout
+            expiry = bounded_call(self._verified_heartbeat, self.timing.store_timeout_s)
+        except StoreReplacedError as exc:
+            self.store_replaced = str(exc)
+            self._mark_lost(f"the lease store was replaced: {exc}")
+            return
         except LeaseError as exc:
             self._mark_lost(str(exc))
             return

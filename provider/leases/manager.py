@@ -318,7 +318,10 @@ class LeaseManager:
         if outstanding:
             # The holder's server-side work was not seen ended (an interrupted Spark Connect operation may
             # still commit): freeing the table now could admit a conflicting writer before that commit.
-            return self._expire_for_fence(lease_id, owner, sorted(outstanding), now)
+            expired = self._expire_for_fence(lease_id, owner, sorted(outstanding), now)
+            if expired:
+                self._end_awaiting_fence(lease_id)
+            return expired
         known = self.memo.take_known(lease_id)
         # A request's tables never change, so the ones this manager answered need no read.
         if known is not None:
@@ -518,6 +521,39 @@ class LeaseManager:
                 ", ".join(tags),
             )
         return bool(done)
+
+    def _end_awaiting_fence(self, lease_id: str) -> None:
+        """Fence a lease this manager just expired for its outstanding server-side work, and reclaim it
+        once the fence confirmed that work ended (``remote_fenced``, then ``expiry``); a failed fence is
+        logged (``remote_unfenced``) and later decisions on its tables try again (ADR 0033).
+
+        Without it such a lease ended only when another request asked for one of its tables: on a table
+        nobody asked for again it stayed held, with no release or expiry logged, beyond the run. Best
+        effort: the release already happened, and the lease stays held (safe) if this fails.
+        """
+        try:
+            if self._reclaim_awaiting(lease_id):
+                self._reclaim_awaiting(lease_id, fenced=True)  # decide with what the fence found
+        except Exception as exc:
+            log.warning("deltaguard: lease %s awaits a fence of its server-side work: %s", lease_id, exc)
+
+    def _reclaim_awaiting(self, lease_id: str, *, fenced: bool = False) -> bool:
+        """Reclaim ``lease_id`` if a fence confirmed its work ended; else, unless ``fenced``, fence it.
+        Return whether a fence ran (the caller then decides once more)."""
+        rows = self.store.read_lease(lease_id)
+        if not rows:
+            return False
+        now = self.clock()
+        reclaimed: list[LeaseRow] = []
+        fences = self._fence_round()
+
+        def body(txn: StoreTxn) -> None:
+            reclaimed.clear()
+            reclaim_leases(txn, txn.lease_rows(lease_id), now, reclaimed, fences)
+
+        self._run(sorted({r.uri for r in rows}), body)
+        warn_reclaimed(reclaimed, now)
+        return not fenced and self._fence_pending(fences)
 
     def force_release(self, lease_id: str, reason: str, by: str) -> list[str]:
         """Release a lease whatever its owner or expiry, with a logged reason (``deltaguard leases release

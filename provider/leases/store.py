@@ -23,6 +23,7 @@ from sqlalchemy.exc import ArgumentError
 # The store errors are defined with every other error (deltaguard.exceptions) and re-exported here.
 from deltaguard.exceptions import SnapshotChanged as SnapshotChanged
 from deltaguard.exceptions import StoreError as StoreError
+from deltaguard.exceptions import StoreReplacedError as StoreReplacedError
 from deltaguard.exceptions import StoreUnavailableError as StoreUnavailableError
 
 T = TypeVar("T")
@@ -97,7 +98,13 @@ class RequestRow:
 
 @dataclass(frozen=True)
 class DecisionRow:
-    """One decision-log entry: ``grant``, ``wait``, ``release``, ``expiry``, ``abandon`` or ``refuse``."""
+    """One decision-log entry: ``grant``, ``wait``, ``release``, ``expiry``, ``abandon`` or ``refuse``.
+
+    :param at: when the deciding call started, on the decider's clock: two calls on a table can carry
+        stamps in the other order than their decisions (a release and the grant it allowed, 2 ms apart).
+    :param seq: the entry's place in the store's log (SQLite ``rowid``, PostgreSQL ``seq``), set when read
+        back: entries on one table are written under its lock, so ``seq`` orders them as they were decided.
+    """
 
     at: float
     kind: str
@@ -105,6 +112,7 @@ class DecisionRow:
     uri: str
     owner_key: str
     detail: str
+    seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -379,6 +387,24 @@ class LeaseStore(abc.ABC):
     @abc.abstractmethod
     def schema_version(self) -> int:
         """The schema version the store is at."""
+
+    @property
+    def store_id(self) -> str | None:
+        """The random id written into the store when it was created, as this handle first read it (ADR
+        0018, "A store has an identity"); ``None``: the store keeps none (a schema before 9, a test store).
+        """
+        return None
+
+    def verify_identity(self, expected: str) -> None:
+        """Return if the store at this handle's location is still the store whose id is ``expected``.
+
+        A lease holder calls it in every fence check: a store deleted and created anew at the same path
+        knows nothing of the leases granted in the old one, and grants their tables again.
+
+        :raises StoreReplacedError: the store there now is another one (or none).
+        :raises StoreUnavailableError: the store could not be read.
+        """
+        return None  # a store without an identity (``store_id`` is None) is never asked
 
     @abc.abstractmethod
     def close(self) -> None:

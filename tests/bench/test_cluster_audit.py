@@ -118,6 +118,13 @@ def test_expired_leases_say_whether_they_carried_connect_work_and_how_they_were_
     assert found["c"]["remote_handles"] == [] and found["c"]["handed_over_after"] == "no fence"
     # only expiries of the audited tables
     assert expired_leases(rows, {}, ["s3://lake/elsewhere"], commits) == []
+    # b's holder saw its work end after the failed fence and dropped the handle: that is what let it go
+    found = {e["lease"]: e for e in expired_leases(rows, {"a": handle, "b": "{}"}, [URI], commits)}
+    assert found["b"]["handed_over_after"].startswith("remote_unfenced, then its holder saw the work end")
+    # the expiry itself says a fence confirmed the work (a remote_fenced entry that could not be logged)
+    rows[6] = SimpleNamespace(**{**vars(rows[6]), "detail": '{"server_work": "fenced"}'})
+    found = {e["lease"]: e for e in expired_leases(rows, {"a": handle, "b": handle}, [URI], commits)}
+    assert found["b"]["handed_over_after"] == "remote_fenced"
 
 
 def _held_leases(url: str, clock: list[float]) -> dict[str, str]:
@@ -232,3 +239,69 @@ def test_a_commit_while_the_external_holder_held_the_table_is_an_overlap() -> No
     found = held_overlaps("customers", commits, (10.0, 100.0))
     assert len(found) == 1 and "delete" in found[0]
     assert held_overlaps("customers", commits[:1] + commits[2:], (10.0, 100.0)) == []
+
+
+def _seq_row(seq: int, at: float, kind: str, request: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        seq=seq, at=at, kind=kind, request_id=request, uri=URI, owner_key=request, detail="{}"
+    )
+
+
+def test_a_release_and_the_grant_it_allowed_are_ordered_by_the_log_not_by_their_stamps() -> None:
+    """The production-shaped run's decision log: release sequence 39 stamped .124, the next grant sequence
+    40 stamped 2 ms earlier (a stamp is taken when the store call starts). Serial by the log; the audit
+    must not report the two conflicting writes as holding leases at once."""
+    rows = [
+        _seq_row(12, 1796418790.0, "grant", "a"),
+        _seq_row(39, 1796418797.124, "release", "a"),
+        _seq_row(40, 1796418797.122, "grant", "b"),
+        _seq_row(52, 1796418805.0, "release", "b"),
+    ]
+    leases = leases_from(rows)
+    commits = [
+        _commit(7, 1796418796.0, "upsert_customers", "a", 6),
+        _commit(8, 1796418804.0, "upsert", "b", 7),
+    ]
+    assert lease_checks("customers", URI, commits, leases, lambda *_: True)[0] == []
+    # the same log with the grant before the release really is an overlap
+    rows[1], rows[2] = (
+        _seq_row(40, 1796418797.124, "release", "a"),
+        _seq_row(39, 1796418797.122, "grant", "b"),
+    )
+    overlaps = lease_checks("customers", URI, commits, leases_from(rows), lambda *_: True)[0]
+    assert len(overlaps) == 1 and "held leases at once" in overlaps[0]
+
+
+def test_the_audit_reads_a_real_stores_log_in_its_own_order(tmp_path) -> None:
+    """A real SQLite store whose deciders' stamps cross (the releasing call started 2 ms after the granting
+    one): read_decisions keeps the store's order, so the hand-over is serial."""
+    from benchmarks.cluster.audit import read_decisions
+    from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
+    from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
+    from deltaguard.leases.manager import LeaseManager
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    clock = SimpleNamespace(now=1796418790.0)
+    manager = LeaseManager(url, clock=lambda: clock.now)
+    claim = TableClaim(
+        URI,
+        Operation(OperationKind.UPDATE, predicate="id = 1"),
+        EngineProfile(EngineName.DELTA_RS, "1.6.6"),
+        TableConfig(),
+    )
+    try:
+        a = manager.acquire(LeaseRequest(claims=[claim], owner=Owner(task_id="a"), request_id="a"))
+        assert isinstance(a, Granted)
+        clock.now = 1796418797.124
+        manager.release(a.lease_id, Owner(task_id="a"))
+        clock.now = 1796418797.122  # the next call's stamp is older than the release's
+        b = manager.acquire(LeaseRequest(claims=[claim], owner=Owner(task_id="b"), request_id="b"))
+        assert isinstance(b, Granted)
+        clock.now = 1796418805.0
+        manager.release(b.lease_id, Owner(task_id="b"))
+    finally:
+        manager.store.close()
+    leases = leases_from(read_decisions([url]))
+    assert leases[("b", URI)].granted_at < leases[("a", URI)].ended_at  # the stamps cross
+    commits = [_commit(7, 1796418796.0, "update", "a", 6), _commit(8, 1796418804.0, "update", "b", 7)]
+    assert lease_checks("customers", URI, commits, leases, lambda *_: True)[0] == []

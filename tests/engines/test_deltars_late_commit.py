@@ -186,3 +186,81 @@ def test_a_commit_under_a_live_lease_passes_the_after_commit_check(tmp_path) -> 
         assert OVERRUN_KIND not in [d.kind for d in manager.decisions(uri=uri)]
     finally:
         manager.store.close()
+
+
+def _restamp_newest_commit(uri: str, stamp_ms: int) -> None:
+    """Rewrite the newest log entry's ``commitInfo.timestamp``: the stamp delta-rs took when it built the
+    commit, before the writer stopped; the entry itself is (re)written now, as a late write lands."""
+    import json
+
+    newest = max((Path(uri) / "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for line in newest.read_text().splitlines() if line.strip()]
+    for action in actions:
+        if "commitInfo" in action:
+            action["commitInfo"]["timestamp"] = stamp_ms
+    newest.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_a_commit_stamped_before_a_grant_but_written_after_it_fails_loudly(tmp_path, monkeypatch) -> None:
+    """The writer took its commit's timestamp, stopped, and its log entry landed after another writer
+    was granted the table. The commit is placed by when the storage wrote the entry, so the late commit
+    is found (LateCommitError, unfenced_overrun) although its commitInfo.timestamp precedes the grant."""
+    uri = _table(tmp_path / "sales")
+    clock = Clock(time.time() - 3600)  # lease decisions are stamped an hour before the storage's "now"
+    manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)
+    me = Owner(task_id="delete")
+    grant = manager.acquire(LeaseRequest(claims=[_claim(uri, OperationKind.DELETE)], owner=me, ttl_s=120))
+    assert isinstance(grant, Granted)
+    keeper = LeaseKeeper(
+        manager, grant.lease_id, me, expires_at=grant.expires_at, fencing=grant.fencing, clock=clock
+    )
+    real_check = keeper.check
+    stamped_at: list[float] = []
+    others: list[Any] = []
+
+    def check_then_freeze() -> None:
+        real_check()
+        stamped_at.append(clock.now)  # delta-rs stamps the commit right after the last check
+        clock.now += 300  # frozen past the TTL: the lease expires and the table is handed over
+        others.append(
+            manager.acquire(
+                LeaseRequest(claims=[_claim(uri, OperationKind.INSERT)], owner=Owner(task_id="other"))
+            )
+        )
+
+    keeper.check = check_then_freeze  # type: ignore[method-assign]
+    locate = DeltaRsEngine._locate_commit
+
+    def restamped_locate(self: DeltaRsEngine, *args: Any) -> Any:
+        _restamp_newest_commit(uri, int(stamped_at[-1] * 1000))
+        return locate(self, *args)
+
+    monkeypatch.setattr(DeltaRsEngine, "_locate_commit", restamped_locate)
+    try:
+        with pytest.raises(LateCommitError, match="was committed after lease"):
+            DeltaRsEngine().write(uri, DeleteSpec(predicate="country = 'FR'"), WriteContext(fence=keeper))
+        assert isinstance(others[0], Granted)
+        # the commit's own stamp says it came before the grant: ordering by it would miss the late commit
+        other_grant = manager.store.decisions(
+            uri=uri, kinds=["grant"], owner_keys=[Owner(task_id="other").key]
+        )
+        assert DeltaTable(uri).history(1)[0]["timestamp"] / 1000 < other_grant[0].at
+        flagged = [d for d in manager.decisions(uri=uri) if d.kind == OVERRUN_KIND]
+        assert len(flagged) == 1 and flagged[0].detail["committed_version"] == 1
+    finally:
+        manager.store.close()
+
+
+def test_the_log_entry_time_is_the_storages(tmp_path) -> None:
+    """Local tables: the later of the entry's mtime and ctime (a writer cannot choose ctime); the same
+    through a file: URI; unknown (None) for a version that does not exist."""
+    import os
+
+    from deltaguard.engines.log_entry_time import log_entry_written_at
+
+    uri = _table(tmp_path / "sales")
+    entry = os.stat(Path(uri) / "_delta_log" / f"{0:020d}.json")
+    expected = max(entry.st_mtime, entry.st_ctime)
+    assert log_entry_written_at(uri, 0) == expected
+    assert log_entry_written_at(Path(uri).as_uri(), 0) == expected
+    assert log_entry_written_at(uri, 7) is None

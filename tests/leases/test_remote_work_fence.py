@@ -209,7 +209,8 @@ def test_a_release_before_the_work_was_seen_ended_hands_the_table_over_only_afte
     assert isinstance(lease, Granted)
     manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
     assert manager.release(lease.lease_id, holder.owner) is True
-    assert next(d.kind for d in manager.decisions(uri="t1")) == "release_awaiting_fence"
+    # the release fenced at once; the fence failed, so the lease stays held and says why
+    assert [d.kind for d in manager.decisions(uri="t1")][:2] == [UNFENCED_KIND, "release_awaiting_fence"]
     writer = request("writer", ("t1", op("MERGE")))
     answer = manager.acquire(writer)
     assert isinstance(answer, Waiting) and "operation still RUNNING" in answer.reasons[0]
@@ -230,3 +231,22 @@ def test_a_release_after_the_work_was_seen_ended_frees_the_table_at_once(store, 
     assert manager.release(lease.lease_id, holder.owner) is True
     assert isinstance(manager.acquire(request("writer", ("t1", op("MERGE")))), Granted)
     assert fence.calls == []
+
+
+def test_a_lease_awaiting_a_fence_ends_without_another_request_for_its_table(store, clock: FakeClock) -> None:
+    """The releasing holder fences its own outstanding work: once the server confirms it ended, the lease
+    is reclaimed and logged (remote_fenced, expiry), though nobody asks for the table again. Before, it
+    stayed held with no release or expiry logged, beyond the run."""
+    fence = FakeFence()
+    manager = manager_with(store, clock, fence)
+    holder = request("alive", ("t1", op("MERGE")), ttl_s=60)
+    lease = manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    manager.record_remote_work(lease.lease_id, holder.owner, HANDLE)
+    assert manager.release(lease.lease_id, holder.owner) is True
+    assert [c["tag"] for c in fence.calls] == ["deltaguard-abc"]
+    assert manager.leases("t1") == [] and store.read_lease(lease.lease_id) == []
+    kinds = [d.kind for d in reversed(manager.decisions(uri="t1"))]
+    assert kinds == ["grant", "release_awaiting_fence", FENCED_KIND, "expiry"]
+    expiry = next(d for d in manager.decisions(uri="t1") if d.kind == "expiry")
+    assert expiry.detail["server_work"] == "fenced"  # the hand-over says what allowed it

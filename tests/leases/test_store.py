@@ -63,7 +63,7 @@ def test_bad_urls() -> None:
 
 
 def test_fresh_store_is_at_latest_version(store) -> None:
-    assert store.schema_version() == migrations.LATEST == 8
+    assert store.schema_version() == migrations.LATEST == 9
 
 
 def test_migration_from_version_1_keeps_data(store_url: str) -> None:

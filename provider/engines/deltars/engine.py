@@ -30,12 +30,15 @@ from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
+    CommitFencedError,
+    ConflictKind,
     DeltaConflictError,
     EnginePanicError,
     InvalidWriteError,
     TableAccessError,
 )
 from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
+from deltaguard.engines.log_entry_time import log_entry_written_at
 from deltaguard.engines.specs import WriteContext, WriteSpec
 from deltaguard.engines.validation import validate_context, validate_spec
 
@@ -194,11 +197,16 @@ class DeltaRsEngine(DeltaEngine):
         except Exception as exc:
             if trip.error is not None:
                 raise fenced_error(trip.error, table_uri) from trip.error
-            # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
-            translated = self._translate(exc, table_uri)
-            if translated is exc:
-                raise
-            raise translated from exc
+            if self._landed_despite(exc, table_uri, commit_id, before) is None:
+                # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
+                translated = self._translate(exc, table_uri)
+                if translated is exc:
+                    raise
+                refused = _refused_by_engine_fence(translated, fence, table_uri)
+                if refused is not None:
+                    raise refused from exc
+                raise translated from exc
+            metrics = {}
         except BaseException as exc:
             if not is_panic(exc):
                 raise
@@ -225,9 +233,11 @@ class DeltaRsEngine(DeltaEngine):
         after_commit = getattr(fence, "after_commit", None)
         if after_commit is not None:
             # The window from the last check to the commit cannot be closed for every write (ADR 0018): a
-            # commit that landed after the lease was lost, with another writer admitted, fails loudly.
-            stamp = (info or {}).get("timestamp")
-            after_commit(table_uri, committed_version, None if stamp is None else float(stamp) / 1000)
+            # commit that landed after the lease was lost, with another writer admitted, fails loudly. The
+            # commit is placed by when the storage wrote its log entry, never by commitInfo.timestamp,
+            # which delta-rs stamps before a writer may stop (None: unknown, the keeper takes "now").
+            landed = log_entry_written_at(table_uri, committed_version, self.storage_options)
+            after_commit(table_uri, committed_version, landed)
         return _result(table_uri, runner, committed_version, info, metrics, started)
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -264,17 +274,23 @@ class DeltaRsEngine(DeltaEngine):
         metadata: dict[str, Any] = dict(context.commit_metadata)
         metadata[COMMIT_ID_KEY] = commit_id
         metadata[OPERATION_KEY] = spec.operation().kind.value
-        transactions = None
+        transactions: list[Transaction] = []
+        now_ms = int(time.time() * 1000)
         if context.app_id is not None and context.app_version is not None:
             metadata[APP_ID_KEY] = context.app_id
             metadata[APP_VERSION_KEY] = context.app_version
             # The Transaction action makes a concurrent duplicate fail with ConcurrentTransaction.
-            transactions = [Transaction(context.app_id, context.app_version, int(time.time() * 1000))]
+            transactions.append(Transaction(context.app_id, context.app_version, now_ms))
+        fence_ids = getattr(context.fence, "fence_app_ids", None)
+        if fence_ids is not None:
+            # The engine fence (ADR 0038): the lease's own id and those of the leases it replaced. delta-rs
+            # refuses a commit when a concurrent winning commit carries one of the same ids.
+            transactions += [Transaction(app, 1, now_ms) for app in fence_ids()]
         retries = (
             context.max_commit_retries if context.max_commit_retries is not None else self.max_commit_retries
         )
         return CommitProperties(
-            custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions
+            custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions or None
         )
 
     def _already_committed(
@@ -335,6 +351,32 @@ class DeltaRsEngine(DeltaEngine):
                 return int(info["version"]), dict(info)
         return None
 
+    def _landed_despite(
+        self, exc: Exception, table_uri: str, commit_id: str, before: int | None
+    ) -> tuple[int, dict[str, Any] | None] | None:
+        """Our commit, if it is in the log although the call failed; else ``None``.
+
+        The outcome of a commit is unknown when the answer to its log-entry write is lost (an object store
+        timeout after the PUT landed): delta-rs then fails the call, or tries the commit again at the next
+        version, where a winning commit carrying the same app transaction (the lease's fence id, ADR 0038,
+        or the task's idempotency id) refuses it. Either way the log says whether the first attempt landed;
+        it is read before the error is believed, so a commit that landed is reported as committed and no
+        retry writes it again.
+        """
+        try:
+            found = self._locate_commit(table_uri, None, commit_id, before if before is not None else -1)
+        except Exception as read_error:  # the log cannot be read: the error stands
+            log.warning("deltaguard: could not look for commit %s after %s: %s", commit_id, exc, read_error)
+            return None
+        if found is not None:
+            log.warning(
+                "deltaguard: the write to %s failed (%s) but its commit landed as version %d; reporting it",
+                table_uri,
+                short_message(exc),
+                found[0],
+            )
+        return found
+
     def _translate(self, exc: Exception, table_uri: str) -> Exception:
         if isinstance(exc, InvalidWriteError | DeltaConflictError | TableAccessError):
             return exc
@@ -356,6 +398,27 @@ def is_panic(exc: BaseException) -> bool:
     """A Rust panic raised through pyo3 (``pyo3_runtime.PanicException``, not importable until one happens)."""
     kind = type(exc)
     return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def _refused_by_engine_fence(error: Exception, fence: Any, table_uri: str) -> CommitFencedError | None:
+    """A ``ConcurrentTransaction`` refusal of a writer whose lease is lost: the engine fence refused a
+    late commit (ADR 0038), so nothing was committed. ``None`` otherwise (a live lease: a concurrent
+    writer that replaced the same lost lease, or a duplicate of this task; the conflict stands)."""
+    if not isinstance(error, DeltaConflictError) or error.kind is not ConflictKind.CONCURRENT_TRANSACTION:
+        return None
+    still_held = getattr(fence, "still_held", None)
+    if still_held is None:
+        return None
+    try:
+        reason = still_held()
+    except Exception as exc:
+        reason = f"its state is unknown ({exc})"
+    if reason is None:
+        return None
+    return CommitFencedError(
+        f"write to {table_uri} refused by Delta's conflict checker: its lease was lost ({reason}) and a "
+        "writer that replaced it committed first; nothing was committed"
+    )
 
 
 def _app_matches(info: dict[str, Any], app_id: str, app_version: int, *, exact: bool) -> bool:

@@ -40,6 +40,7 @@ from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.fencing import check_fence, fenced_error
+from deltaguard.engines.log_entry_time import local_table_path, log_entry_written_at
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
 from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
@@ -434,7 +435,15 @@ class SparkEngine(DeltaEngine):
         if after_commit is not None:
             # The commit runs on the driver after the last job, unchecked (ADR 0018): a commit that landed
             # after the lease was lost, with another writer admitted, fails loudly.
-            after_commit(table_uri, commit["version"], commit["timestamp"])
+            # The commit is placed by its log entry's write time where this process can read the table's
+            # files (local paths), else by "now" (None), which is after the commit landed; never by
+            # commitInfo.timestamp, which the driver stamps before it writes the entry.
+            landed = (
+                log_entry_written_at(table_uri, commit["version"])
+                if local_table_path(table_uri) is not None
+                else None
+            )
+            after_commit(table_uri, commit["version"], landed)
         return WriteResult(table_uri, commit["version"], commit["operation"], commit["metrics"], elapsed)
 
     # -- helpers ---------------------------------------------------------------------------------------

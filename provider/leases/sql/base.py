@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ from deltaguard.leases.store import (
     LeaseStore,
     RequestRow,
     StoreError,
+    StoreReplacedError,
     StoreUnavailableError,
     TableRow,
     WaiterRow,
@@ -30,10 +32,13 @@ from deltaguard.leases.store import (
 
 T = TypeVar("T")
 
+log = logging.getLogger("deltaguard.leases")
+
 _LEASE_COLS = "lease_id, uri, owner_key, owner_json, op_json, granted_at, expires_at, fencing, ttl_s"
 _WAITER_COLS = "request_id, uri, owner_key, owner_json, op_json, rank, expires_at"
 _REQUEST_COLS = "request_id, owner_key, status, rank, enqueued_at, expires_at, payload, updated_at, last_wait"
 _DECISION_COLS = "at, kind, request_id, uri, owner_key, detail"
+_Q_STORE_ID = sa.text("SELECT MIN(store_id) FROM dg_store")
 
 
 def _in(name: str) -> sa.BindParameter[Any]:
@@ -199,8 +204,12 @@ class SqlLeaseStore(LeaseStore):
         self._spare: list[sa.Connection] = []
         try:
             self.engine = self._make_engine(url)
+            created = False
+            self._store_id: str | None = None
+            self._store_id_read = False
             if migrate:
-                self.migrate()
+                created = self._migrate_on_open()
+                self._store_id, self._store_id_read = self._read_store_id(), True
         except (
             sa_exc.SQLAlchemyError,
             migrations.SchemaTooNewError,
@@ -209,6 +218,10 @@ class SqlLeaseStore(LeaseStore):
             if hasattr(self, "engine"):
                 self.engine.dispose()
             raise StoreUnavailableError(f"lease store {self.name} is unavailable: {_cause(exc)}") from exc
+        if created:
+            # Not silent: a store created where one existed knows nothing of the leases granted there; their
+            # holders' fence checks fail on its new id (ADR 0018, "A store has an identity").
+            log.warning("deltaguard: created a new lease store at %s (store id %s)", self.name, self.store_id)
 
     # --- dialect hooks -------------------------------------------------------------------------------
 
@@ -280,6 +293,48 @@ class SqlLeaseStore(LeaseStore):
         with self.engine.begin() as conn:
             self._lock_migrations(conn)
             return migrations.migrate(conn, target, allow_breaking=allow_breaking)
+
+    def _migrate_on_open(self) -> bool:
+        """Apply the additive migration steps; return whether the schema was created (an empty database)."""
+        with self.engine.begin() as conn:
+            self._lock_migrations(conn)
+            created = migrations.current_version(conn) == 0
+            migrations.migrate(conn, migrations.LATEST, allow_breaking=False)
+        return created
+
+    @property
+    def store_id(self) -> str | None:
+        if not self._store_id_read:  # opened without migrating: read once, on first use
+            try:
+                self._store_id = self._read_store_id()
+            except sa_exc.SQLAlchemyError as exc:
+                raise StoreUnavailableError(f"lease store {self.name} is unreachable: {_cause(exc)}") from exc
+            self._store_id_read = True
+        return self._store_id
+
+    def _read_store_id(self) -> str | None:
+        with self.engine.connect() as conn:
+            conn.execution_options(**self._read_options)  # a read: never behind another writer's lock
+            if migrations.current_version(conn) < migrations.STORE_ID_VERSION:
+                return None
+            value = conn.execute(_Q_STORE_ID).scalar()
+        return None if value is None else str(value)
+
+    def verify_identity(self, expected: str) -> None:
+        try:
+            with self._connect(read_only=True) as conn:
+                found = conn.execute(_Q_STORE_ID).scalar()
+        except StoreUnavailableError:
+            raise
+        except StoreError as exc:  # no dg_store table: an empty database took the old one's place
+            raise StoreReplacedError(
+                f"lease store {self.name} is not the store this holder opened: {exc}"
+            ) from exc
+        if found != expected:
+            raise StoreReplacedError(
+                f"lease store {self.name} has store id {found}, not {expected}: it was created anew since this "
+                "holder opened it, and knows nothing of the leases granted before"
+            )
 
     def pending_migrations(self) -> list[int]:
         """The migration steps not yet applied (empty when the schema is current or newer)."""
@@ -456,7 +511,8 @@ class SqlLeaseStore(LeaseStore):
             params["before"] = before
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         query = sa.text(
-            f"SELECT {_DECISION_COLS} FROM dg_decisions {where} ORDER BY at DESC, {self._log_order} DESC LIMIT :limit"
+            f"SELECT {_DECISION_COLS}, {self._log_order} FROM dg_decisions {where} "
+            f"ORDER BY at DESC, {self._log_order} DESC LIMIT :limit"
         )
         if binds:
             query = query.bindparams(*binds)

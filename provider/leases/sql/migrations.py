@@ -176,9 +176,32 @@ MIGRATIONS: Sequence[tuple[int, Sequence[str | tuple[str, str]]]] = (
             ),
         ),
     ),
+    (
+        9,
+        (
+            # The store's identity (ADR 0018): a random id written once, when the schema is created or
+            # migrated here. A lease holder compares it in every fence check, so a store deleted and created
+            # anew at the same location cannot pass for the one that granted its lease.
+            "CREATE TABLE dg_store (store_id TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)",
+            (
+                "sqlite",
+                "INSERT INTO dg_store (store_id, created_at) "
+                "VALUES (lower(hex(randomblob(16))), (julianday('now') - 2440587.5) * 86400.0)",
+            ),
+            (
+                "postgresql",
+                "INSERT INTO dg_store (store_id, created_at) VALUES "
+                "(md5(CAST(random() AS TEXT) || CAST(clock_timestamp() AS TEXT) || CAST(pg_backend_pid() AS TEXT)), "
+                "extract(epoch from clock_timestamp()))",
+            ),
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]
+
+#: the schema version from which a store keeps its identity (``dg_store``)
+STORE_ID_VERSION = 9
 
 #: The schema version from which the rule below is stored in ``dg_schema_version.compatible_from``.
 FIRST_COMPATIBILITY_VERSION = 8
@@ -189,7 +212,7 @@ FIRST_COMPATIBILITY_VERSION = 8
 #: (``version``): it is *breaking*, opening a store never applies it, and ``deltaguard db migrate`` applies it
 #: only with ``--allow-breaking`` once every older worker and triggerer has stopped (docs/deployment.md).
 #: Every step from FIRST_COMPATIBILITY_VERSION on must be listed (tests/leases/test_migrate_command.py).
-COMPATIBLE_FROM: dict[int, int] = {8: 7}
+COMPATIBLE_FROM: dict[int, int] = {8: 7, 9: 8}
 
 
 class SchemaTooNewError(RuntimeError):

@@ -8,11 +8,14 @@ failing while another process holds the lock.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -20,7 +23,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from deltaguard.leases.sql.base import SqlLeaseStore
-from deltaguard.leases.store import StoreUnavailableError, TableRow
+from deltaguard.leases.store import StoreReplacedError, StoreUnavailableError, TableRow
 
 _Q_TABLES = sa.text(
     "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri IN :uris ORDER BY uri"
@@ -45,10 +48,46 @@ class SqliteLeaseStore(SqlLeaseStore):
             raise StoreUnavailableError(
                 f"lease store {url} is unavailable: directory {Path(database).parent} does not exist"
             )
+        self.path = os.path.abspath(database)
+        if not os.path.exists(self.path):
+            # The file is created here, once, when the store is opened; the engine's connections open it
+            # read-write without creating it (``mode=rw``), so a connection made after the file was deleted
+            # fails instead of starting an empty store under the holders of the old one.
+            try:
+                with contextlib.closing(sqlite3.connect(self.path)):
+                    pass
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(f"lease store {url} is unavailable: {exc}") from exc
         super().__init__(url, migrate=migrate)
+        try:
+            opened = os.stat(self.path)
+        except OSError as exc:
+            self.close()
+            raise StoreUnavailableError(f"lease store {self.name} is unavailable: {exc}") from exc
+        #: the file this handle opened (device, inode): its connections keep reading it even once another
+        #: file takes its path
+        self.file_id = (opened.st_dev, opened.st_ino)
+
+    def verify_identity(self, expected: str) -> None:
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError as exc:
+            raise StoreReplacedError(
+                f"lease store {self.name} was deleted: {self.path} no longer exists"
+            ) from exc
+        except OSError as exc:
+            raise StoreUnavailableError(f"lease store {self.name} is unavailable: {exc}") from exc
+        if (now.st_dev, now.st_ino) != self.file_id:
+            raise StoreReplacedError(
+                f"lease store {self.name}: {self.path} is another file than the one this holder opened "
+                "(the store was deleted or replaced)"
+            )
+        super().verify_identity(expected)
 
     def _make_engine(self, url: str) -> sa.Engine:
-        engine = sa.create_engine(url, connect_args={"timeout": 0.05})
+        # the same file, as an SQLite URI that never creates it (see __init__)
+        rw_url = f"sqlite:///file:{quote(self.path)}?mode=rw&uri=true"
+        engine = sa.create_engine(rw_url, connect_args={"timeout": 0.05})
         busy_ms = 50
 
         @event.listens_for(engine, "connect")

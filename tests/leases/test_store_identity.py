@@ -1,0 +1,135 @@
+"""A lease store has an identity that every fence check verifies (ADR 0018, "A store has an identity").
+
+Real SQLite files: the store is unlinked with its ``-wal`` and ``-shm`` while a lease is held, the next
+process opens the path, which creates an empty store, and is granted the same table. The holder's
+connections still read the unlinked file, where its lease lives on; its fence must fail all the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+from deltalake import DeltaTable, write_deltalake
+
+from deltaguard.core.admission import Granted
+from deltaguard.engines.deltars.engine import DeltaRsEngine
+from deltaguard.engines.specs import DeleteSpec, WriteContext
+from deltaguard.exceptions import (
+    CommitFencedError,
+    LateCommitError,
+    LeaseLostError,
+    StoreReplacedError,
+    StoreUnavailableError,
+)
+from deltaguard.leases.keeper import LeaseKeeper
+from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.open import open_store
+from deltaguard.leases.sql.sqlite import SqliteLeaseStore
+
+from .conftest import op, request
+
+
+def _unlink_store(path: Path) -> None:
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if name.exists():
+            os.unlink(name)
+
+
+def _holder(tmp_path: Path, uri: str) -> tuple[LeaseManager, LeaseKeeper]:
+    manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
+    me = request("holder", (uri, op("DELETE")), ttl_s=120)
+    grant = manager.acquire(me)
+    assert isinstance(grant, Granted)
+    keeper = LeaseKeeper(
+        manager, grant.lease_id, me.owner, expires_at=grant.expires_at, fencing=grant.fencing
+    )
+    return manager, keeper
+
+
+def test_a_store_deleted_under_a_holder_fails_its_next_fence_check(tmp_path: Path, caplog) -> None:
+    uri = str(tmp_path / "sales")
+    manager, keeper = _holder(tmp_path, uri)
+    keeper.check()  # the store is the one that granted the lease
+    _unlink_store(tmp_path / "leases.db")
+    # the holder's own handle does not create a store at the path when it connects again
+    manager.store.engine.dispose()  # type: ignore[attr-defined]
+    with pytest.raises(StoreUnavailableError):  # the unlinked file is not created again
+        manager.store.schema_version()
+    assert not (tmp_path / "leases.db").exists()
+    manager.store.close()
+    manager, keeper = _holder(tmp_path, uri)
+    keeper.check()
+    _unlink_store(tmp_path / "leases.db")
+    with caplog.at_level(logging.WARNING, logger="deltaguard.leases"):
+        other = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")  # the next task: a new, empty store
+    assert any("created a new lease store" in r.getMessage() for r in caplog.records)  # not silently
+    try:
+        granted = other.acquire(request("other", (uri, op("INSERT"))))
+        assert isinstance(granted, Granted)  # the new store knows nothing of the old lease
+        assert other.store.store_id != keeper.store_id
+        # the holder's connections still renew its lease in the unlinked file; the identity check does not
+        with pytest.raises(LeaseLostError, match="lease store was replaced"):
+            keeper.check()
+        assert keeper.lost and "deleted" in (keeper.lost_reason or "")
+    finally:
+        other.store.close()
+        manager.store.close()
+
+
+def test_a_holder_of_a_deleted_store_commits_nothing_and_a_late_commit_is_flagged(tmp_path: Path) -> None:
+    """The fence before the commit fails (nothing written); a commit already past its last check when the
+    store was replaced is reported late, since the old store cannot tell who was granted since."""
+    uri = str(tmp_path / "sales")
+    write_deltalake(uri, pa.table({"id": pa.array([1, 2], pa.int64()), "country": ["DE", "FR"]}))
+    manager, keeper = _holder(tmp_path, uri)
+    try:
+        _unlink_store(tmp_path / "leases.db")
+        SqliteLeaseStore(f"sqlite:///{tmp_path / 'leases.db'}").close()
+        with pytest.raises(CommitFencedError, match="lease store was replaced"):
+            DeltaRsEngine().write(uri, DeleteSpec(predicate="country = 'FR'"), WriteContext(fence=keeper))
+        assert DeltaTable(uri).version() == 0
+    finally:
+        manager.store.close()
+
+    manager, keeper = _holder(tmp_path, uri)
+    real_check = keeper.check
+
+    def check_then_store_replaced() -> None:
+        real_check()
+        _unlink_store(tmp_path / "leases.db")
+        SqliteLeaseStore(f"sqlite:///{tmp_path / 'leases.db'}").close()
+
+    keeper.check = check_then_store_replaced  # type: ignore[method-assign]
+    try:
+        with pytest.raises(LateCommitError, match="lease store was replaced"):
+            DeltaRsEngine().write(uri, DeleteSpec(predicate="country = 'FR'"), WriteContext(fence=keeper))
+        assert DeltaTable(uri).version() == 1  # in the table: the error says so
+    finally:
+        manager.store.close()
+
+
+def test_every_handle_of_a_store_reads_one_identity_and_a_new_store_another(store_url: str) -> None:
+    with open_store(store_url) as first, open_store(store_url) as second:
+        assert first.store_id is not None and first.store_id == second.store_id
+        first.verify_identity(first.store_id)
+        with pytest.raises(StoreReplacedError):
+            first.verify_identity("0" * 32)
+
+
+@pytest.mark.postgres
+def test_a_postgres_store_created_anew_fails_the_identity_check(pg_url: str) -> None:
+    """A database dropped and created again under the same name gets a new id at its first migration;
+    played here by replacing the id row, as a fresh schema would write it."""
+    with open_store(pg_url) as store:
+        assert store.store_id is not None
+        engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE dg_store SET store_id = 'another'"))
+        engine.dispose()
+        with pytest.raises(StoreReplacedError, match="another"):
+            store.verify_identity(store.store_id)
