@@ -198,7 +198,9 @@ class DeltaTableHook(BaseHook):
 
         # a delta-rs engine by name (one given as ``module:Class`` need not subclass DeltaRsEngine) has them
         storage_options = cast("_WithStorageOptions", engine).storage_options
-        table_config = read_table_config(uri, storage_options, file_stats=True)
+        from deltaguard.engines.deltars.meaning import with_oracle
+
+        table_config = with_oracle(read_table_config(uri, storage_options, file_stats=True))
         return table_config, table_config.version if table_config.file_stats is not None else None
 
     def test_connection(self) -> tuple[bool, str]:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
+from deltaguard.core.meaning import engine_refutes
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
 from deltaguard.core.sql.predicates import (
@@ -226,6 +227,27 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
     return neutral(a), neutral(b), note
 
 
+def _engine_refutes(a: OpFacts, b: OpFacts, ctx: TableContext) -> str | None:
+    """Why the engine at hand does not confirm the partitions the model keeps apart (``None``: it does, or
+    no engine is at hand and the hand-written reading decides alone, ADR 0037)."""
+    oracle = ctx.table.meaning
+    if oracle is None:
+        return None
+    return engine_refutes(a, b, ctx.table.partition_columns, oracle)
+
+
+def _engine_verdict(a: OpFacts, b: OpFacts, ctx: TableContext, refuted: str) -> PairVerdict:
+    return _verdict(
+        True,
+        f"{a.kind.value} x {b.kind.value}: the model reads their partition predicates as disjoint, but delta-rs' "
+        f"own evaluator does not confirm it: {refuted}",
+        "deltars.engine_unconfirmed",
+        ctx,
+        (DeltaException.CONCURRENT_DELETE_READ, DeltaException.CONCURRENT_APPEND),
+        ("run these writes one after the other, or select partitions with = or IN of plain values",),
+    )
+
+
 def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
     return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
@@ -279,7 +301,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             ("run the append before or after the other write; delta-rs gives no partition-level isolation",),
         )
     if roles == {Role.COMPACTION}:
-        if _partitions_disjoint(a, b, ctx):
+        if _partitions_disjoint(a, b, ctx) and (refuted := _engine_refutes(a, b, ctx)) is None:
             return _verdict(
                 False,
                 "OPTIMIZEs of provably different partitions both commit without touching each other's files",
@@ -321,6 +343,9 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         )
     # Both read and rewrite files (UPDATE, DELETE, MERGE, INSERT reading the target, REPLACE WHERE, OVERWRITE).
     if _reads_disjoint(a, b, ctx):
+        refuted = _engine_refutes(a, b, ctx)
+        if refuted is not None:
+            return _engine_verdict(a, b, ctx, refuted)
         return _verdict(
             False,
             f"{a.kind.value} and {b.kind.value} on provably different partitions both commit (delta-rs checks "
