@@ -146,7 +146,8 @@ def candidate_values(
             columns = {c.name.lower() for c in atom.find_all(exp.Column)} & set(found)
             texts: list[str] = []
             for literal in atom.find_all(exp.Literal):
-                texts.append(str(literal.this))
+                negated = isinstance(literal.parent, exp.Neg) and not literal.is_string
+                texts.append(("-" if negated else "") + str(literal.this))
             for boolean in atom.find_all(exp.Boolean):
                 texts.append("true" if boolean.this else "false")
             for column in columns:
