@@ -56,8 +56,25 @@ VALUES: dict[str, tuple[Any, ...]] = {
 }
 #: Literals written in predicates beyond the column's own values: other types and spellings (coercion).
 FOREIGN: tuple[str, ...] = (
-    "'1'", "'01'", "'1.5'", "1.5", "1", "2", "'2024-1-1'", "'2024-01-01'", "DATE '2024-01-02'", "'true'",
-    "true", "'a'", "'A'", "''", "' 1'", "-1", "'2024-01-01 00:00:00'", "10", "'10'",
+    "'1'",
+    "'01'",
+    "'1.5'",
+    "1.5",
+    "1",
+    "2",
+    "'2024-1-1'",
+    "'2024-01-01'",
+    "DATE '2024-01-02'",
+    "'true'",
+    "true",
+    "'a'",
+    "'A'",
+    "''",
+    "' 1'",
+    "-1",
+    "'2024-01-01 00:00:00'",
+    "10",
+    "'10'",
 )
 #: Names a partition column may be stored under (dotted, spaced, upper and mixed case).
 NAMES: tuple[str, ...] = ("p", "q", "P", "Region", "a.b", "my col", "DAY", "x_1")
@@ -137,7 +154,7 @@ def gen_layout(rng: random.Random) -> Layout:
     per_column = [rng.sample(VALUES[kind], min(len(VALUES[kind]), rng.randint(2, 4))) for _, kind in columns]
     rows: list[tuple[Any, ...]] = [()]
     for values in per_column:
-        rows = [row + (value,) for row in rows for value in values]
+        rows = [(*row, value) for row in rows for value in values]
     return Layout(columns, tuple(rows), tuple(rng.choice(PROPERTIES).items()))
 
 
@@ -205,10 +222,16 @@ def gen_case(rng: random.Random, layout: Layout) -> Case:
         return Case(kind, {"predicate": predicate, "updates": updates}, specs.UpdateSpec(updates, predicate))
     partition = rng.choice(layout.values)
     if kind == "append":
-        return Case(kind, {"partition": [_jsonable(v) for v in partition]}, specs.AppendSpec(_rows(layout, partition, [900])))
+        return Case(
+            kind,
+            {"partition": [_jsonable(v) for v in partition]},
+            specs.AppendSpec(_rows(layout, partition, [900])),
+        )
     if kind == "replace_where":
         conjuncts = [
-            f"{spelled(rng, name)} = {literal(value, k)}" if value is not None else f"{spelled(rng, name)} IS NULL"
+            f"{spelled(rng, name)} = {literal(value, k)}"
+            if value is not None
+            else f"{spelled(rng, name)} IS NULL"
             for (name, k), value in zip(layout.partitions, partition, strict=True)
         ]
         predicate = " AND ".join(conjuncts)
@@ -272,7 +295,8 @@ class Tables:
             return None
         table = DeltaTable(str(path))
         physical = {
-            str(f.metadata.get("delta.columnMapping.physicalName", f.name)): f.name for f in table.schema().fields
+            str(f.metadata.get("delta.columnMapping.physicalName", f.name)): f.name
+            for f in table.schema().fields
         }
         return path, self.engine.table_config(str(path)), physical
 
@@ -290,7 +314,10 @@ def touched(work: Path, version: int, layout: Layout, physical: dict[str, str]) 
         action = json.loads(line)
         for key in ("add", "remove"):
             if key in action:
-                raw = {physical.get(k, k).lower(): v for k, v in (action[key].get("partitionValues") or {}).items()}
+                raw = {
+                    physical.get(k, k).lower(): v
+                    for k, v in (action[key].get("partitionValues") or {}).items()
+                }
                 found.add(tuple(_typed(raw.get(name.lower()), kind) for name, kind in layout.partitions))
     return found
 
@@ -379,7 +406,7 @@ def _rows_of(table: Any) -> list[tuple[Any, ...]]:
     from deltalake import QueryBuilder
 
     data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
-    return sorted((tuple(str(v) for v in row.values()) for row in data.to_pylist()))
+    return sorted(tuple(str(v) for v in row.values()) for row in data.to_pylist())
 
 
 # ------------------------------------------------------------------------------------------------------ driver
@@ -449,7 +476,20 @@ def fuzz(
             summary.refused["layout not creatable"] += 1
         else:
             base, config, physical = made
-            _one(tables, summary, layout, case, base, config, physical, work, profile, confirm_candidates, root, DeleteSpec)
+            _one(
+                tables,
+                summary,
+                layout,
+                case,
+                base,
+                config,
+                physical,
+                work,
+                profile,
+                confirm_candidates,
+                root,
+                DeleteSpec,
+            )
         if progress is not None and ((index + 1) % every == 0 or index + 1 == cases):
             elapsed = time.perf_counter() - start
             progress(
@@ -463,8 +503,18 @@ def fuzz(
 
 
 def _one(
-    tables: Tables, summary: Summary, layout: Layout, case: Case, base: Path, config: Any,
-    physical: dict[str, str], work: Path, profile: Any, confirm_candidates: bool, root: Path, delete: Any,
+    tables: Tables,
+    summary: Summary,
+    layout: Layout,
+    case: Case,
+    base: Path,
+    config: Any,
+    physical: dict[str, str],
+    work: Path,
+    profile: Any,
+    confirm_candidates: bool,
+    root: Path,
+    delete: Any,
 ) -> None:
     try:
         operation = case.spec.operation()
@@ -536,8 +586,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as scratch:
         summary = fuzz(
-            args.seed, args.cases, Path(scratch), confirm_candidates=not args.no_confirm,
-            progress=lambda line: print(line, flush=True), every=args.every,
+            args.seed,
+            args.cases,
+            Path(scratch),
+            confirm_candidates=not args.no_confirm,
+            progress=lambda line: print(line, flush=True),
+            every=args.every,
         )
     report = _report(summary, args.seed)
     for line in _lines(report):
@@ -545,7 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if summary.findings:
         args.save_dir.mkdir(parents=True, exist_ok=True)
         for number, finding in enumerate(summary.findings):
-            (args.save_dir / f"seed{args.seed}-{number:04d}.json").write_text(json.dumps(finding, indent=1) + "\n")
+            (args.save_dir / f"seed{args.seed}-{number:04d}.json").write_text(
+                json.dumps(finding, indent=1) + "\n"
+            )
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
     return 1 if summary.confirmed else 0

@@ -99,10 +99,7 @@ def partition_only(p: Predicate, partition_columns: Collection[str]) -> exp.Expr
 def _partition_atom(node: exp.Expr, names: set[str]) -> bool:
     if node.find(exp.Anonymous) is not None:
         return False  # ``moved(c)`` (a value an UPDATE sets) or a function the model does not know
-    for column in node.find_all(exp.Column):
-        if column.table or column.name.lower() not in names:
-            return False
-    return True
+    return all(not column.table and column.name.lower() in names for column in node.find_all(exp.Column))
 
 
 def _neighbours(text: str) -> Iterable[str]:
@@ -190,9 +187,9 @@ def engine_refutes(
         texts: dict[str, int] = {}
         trees: list[exp.Expr] = []
         indexed: list[tuple[int, int]] = []
-        for left, right in pairs:
+        for pair in pairs:
             sides = []
-            for p in (left, right):
+            for p in pair:
                 tree = partition_only(p, partition_columns)
                 if tree is None:
                     return f"{p.sql or 'the whole table'} restricts no partition column"
@@ -206,16 +203,16 @@ def engine_refutes(
     except _Unexpressible as why:
         return f"the engine cannot be asked about {why}"
     except Exception as error:  # closed world: whatever the engine cannot answer separates nothing
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return f"the engine could not evaluate the partition predicates ({first[:200]})"
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return f"the engine could not evaluate the partition predicates ({message[:200]})"
     names = list(texts)
     for row in rows:
-        for left, right in indexed:
-            x, y = row[left], row[right]
+        for first, second in indexed:
+            x, y = row[first], row[second]
             if (x is True and y is not False) or (y is True and x is not False):
                 return (
-                    f"the engine selects one witness partition by both {_short(names[left])} and "
-                    f"{_short(names[right])}"
+                    f"the engine selects one witness partition by both {_short(names[first])} and "
+                    f"{_short(names[second])}"
                 )
     return None
 

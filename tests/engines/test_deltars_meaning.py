@@ -54,7 +54,11 @@ def test_the_engine_reads_the_table_with_its_evaluator(table: TableConfig) -> No
 
 def test_disjoint_partitions_stay_apart(table: TableConfig) -> None:
     profile = DeltaRsEngine().profile()
-    for a, b in (("s = 'a'", "s = 'b'"), ("k = 1", "k = 2"), ("s IN ('a') AND id > 1", "s = 'b' AND (k = 7 OR id = 3)")):
+    for a, b in (
+        ("s = 'a'", "s = 'b'"),
+        ("k = 1", "k = 2"),
+        ("s IN ('a') AND id > 1", "s = 'b' AND (k = 7 OR id = 3)"),
+    ):
         verdict = pair_verdict(_delete(a), _delete(b), table, profile)
         assert not verdict.conflict, (a, b, verdict.reason)
         assert verdict.rule == "deltars.disjoint_partitions"
