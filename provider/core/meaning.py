@@ -13,51 +13,30 @@ may separate two writes only through facts that were established.
 The check only ever turns a ``no_conflict`` into a ``conflict``; without an oracle (``deltaguard check``
 documents, a configuration read back from a lease store) the hand-written reading decides alone.
 
-Pure: the oracle is passed in (``TableConfig.meaning``); this module imports no engine.
+Pure: the oracle (:class:`~deltaguard.core.oracle.PredicateOracle`) is passed in (``TableConfig.meaning``);
+this module imports no engine.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.sql.predicates import DIALECT, Predicate
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
 
-#: A truth value in SQL's three-valued logic (``None``: NULL, unknown).
-Truth = bool | None
-
 #: Candidate values per partition column at most (literals and their neighbours).
 MAX_VALUES_PER_COLUMN = 48
 
 _DATE_PREFIX = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})")
-
-
-@runtime_checkable
-class PredicateOracle(Protocol):
-    """An engine's own evaluator of partition predicates on witness partition rows."""
-
-    def evaluate(
-        self, predicates: Sequence[str], candidates: Mapping[str, Sequence[str | None]]
-    ) -> Sequence[tuple[Truth, ...]]:
-        """Evaluate every predicate on every witness row.
-
-        :param predicates: Spark SQL boolean expressions over partition columns only (as the model reads
-            them; the oracle renders them for its engine).
-        :param candidates: per partition column (lower-cased), candidate values as text (``None``: NULL).
-            The oracle casts them to the column's type, drops those the type cannot hold, and adds values
-            of its own (NULL, the empty string, both booleans, ...); witness rows combine them.
-        :returns: one tuple per witness row, one truth value per predicate, in order.
-        :raises Exception: anything the engine cannot answer (the caller then refutes the claim).
-        """
-        ...  # pragma: no cover - a protocol
 
 
 class _Unexpressible(Exception):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from deltaguard.core.file_stats import FileStatsSummary
-from deltaguard.core.meaning import PredicateOracle
+from deltaguard.core.oracle import PredicateOracle
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from deltaguard.core.meaning import PredicateOracle
+from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.rules import deltars

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from deltaguard.core.meaning import Truth
+from deltaguard.core.oracle import Truth
 from deltaguard.core.sql.literals import DATAFUSION, render_sql
 from deltaguard.core.table_config import TableConfig
 
