@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.rules import deltars
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
