@@ -98,3 +98,23 @@ def test_moved_rows_count_where_they_land(table: TableConfig) -> None:
     update = Operation(OperationKind.UPDATE, predicate="s = 'a'", assignments=(("s", "'b'"),))
     verdict = pair_verdict(update, _delete("s = 'b'"), table, DeltaRsEngine().profile())
     assert verdict.conflict
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # delta-rs casts the literal to the partition type before it selects files: p = 1.5 rewrites p = 1
+        ("k = 1.5", "k = 1"),
+        ("k IN (1.5, 10)", "k = 1"),
+        ("k BETWEEN 1.5 AND 10", "k = 1"),
+    ],
+)
+def test_a_literal_delta_rs_casts_to_the_partition_type_is_caught(table: TableConfig, a: str, b: str) -> None:
+    """Found by the meaning fuzzer (seeds 202, 303): the hand reading keeps these apart, delta-rs' DELETE of
+    the first rewrites the second's partition and the stale one of the pair fails in both orders."""
+    profile = DeltaRsEngine().profile()
+    alone = pair_verdict(_delete(a), _delete(b), dataclasses.replace(table, meaning=None), profile)
+    verdict = pair_verdict(_delete(a), _delete(b), table, profile)
+    assert not alone.conflict  # what the hand reading says without the engine
+    assert verdict.conflict
+    assert verdict.rule == "deltars.engine_unconfirmed"

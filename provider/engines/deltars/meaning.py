@@ -11,6 +11,7 @@ engine renders a write's predicate before running it.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import tempfile
@@ -29,6 +30,8 @@ from deltaguard.core.table_config import TableConfig
 
 #: Witness rows at most; a question needing more is not answered (the claim is then refuted).
 MAX_ROWS = 4096
+#: The witness row id column (a partition column of the witness table).
+_ID = "__witness"
 #: Answers kept per oracle (a scheduler asks about the same running writes again and again).
 _CACHE = 512
 
@@ -132,7 +135,8 @@ class DataFusionOracle:
         if size > MAX_ROWS:
             raise ValueError(f"{size} witness rows, more than {MAX_ROWS}")
         rows = list(itertools.product(*(values for _, values in columns)))
-        data = {"__witness": pa.array(range(len(rows)), pa.int64())}
+        # ``__row``: a data column (a Delta file needs one besides its partition columns)
+        data = {_ID: pa.array(range(len(rows)), pa.int64()), "__row": pa.array(range(len(rows)), pa.int64())}
         for index, (column, _) in enumerate(columns):
             data[column] = pa.array([row[index] for row in rows], arrow_type(self.types[column.lower()]))
         rendered = [render_sql(text, DATAFUSION) for text in predicates]
@@ -140,19 +144,52 @@ class DataFusionOracle:
         where = Path(tempfile.gettempdir() if not Path("/dev/shm").is_dir() else "/dev/shm")
         path = where / f"deltaguard-witness-{uuid.uuid4().hex}"
         try:
-            write_deltalake(str(path), pa.table(data), partition_by=list(self.partition_columns))
+            # One file per witness row, its id a partition value too: a removed file names its row.
+            write_deltalake(str(path), pa.table(data), partition_by=[*self.partition_columns, _ID])
             result = pa.table(
                 QueryBuilder()
                 .register("witness", DeltaTable(str(path)))
-                .execute(f"SELECT __witness, {select} FROM witness")
+                .execute(f"SELECT {_ID}, {select} FROM witness")
                 .read_all()
             )
+            selected = [_selected_by_delete(path, text, index) for index, text in enumerate(rendered)]
         finally:
             shutil.rmtree(path, ignore_errors=True)
-        answers = [result.column(f"__p{index}").to_pylist() for index in range(len(predicates))]
         if len(result) != len(rows):
             raise ValueError(f"the engine returned {len(result)} of {len(rows)} witness rows")
-        return [tuple(column[row] for column in answers) for row in range(len(result))]
+        ids = result.column(_ID).to_pylist()
+        answers = [result.column(f"__p{index}").to_pylist() for index in range(len(predicates))]
+        return [
+            tuple(
+                True if ids[row] in selected[index] else answers[index][row]
+                for index in range(len(predicates))
+            )
+            for row in range(len(result))
+        ]
+
+
+def _selected_by_delete(base: Path, predicate: str, index: int) -> set[int]:
+    """The witness rows whose files delta-rs' own DELETE of ``predicate`` removes (rewritten or not).
+
+    A write's file selection is not the row-level value of its predicate: delta-rs casts a literal to the
+    partition column's type before pruning (``p = 1.5`` on an INT partition selects the files of ``p = 1``,
+    measured on deltalake 1.6.6), so a DELETE of the witness table is asked which files it touches.
+    """
+    work = base.with_name(f"{base.name}-{index}")
+    try:
+        shutil.copytree(base, work)
+        DeltaTable(str(work)).delete(predicate)
+        log = work / "_delta_log" / f"{1:020d}.json"
+        if not log.exists():
+            return set()
+        removed: set[int] = set()
+        for line in log.read_text().splitlines():
+            action = json.loads(line).get("remove")
+            if action is not None:
+                removed.add(int(action["partitionValues"][_ID]))
+        return removed
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _frozen(candidates: Mapping[str, Sequence[str | None]]) -> tuple[tuple[str, tuple[str | None, ...]], ...]:
