@@ -423,22 +423,31 @@ class Summary:
     findings: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: Literals that name a value of another type than an integer, boolean or date column (coercion).
+_COERCING = ("1.5", "'01'", "' 1'", "'true'", "'2024-1-1'", "'2024-01-01 00:00:00'", "'1'", "'10'", "''")
+
+
 def classify(layout: Layout, case: Case) -> str:
-    """A coarse class of a candidate, by what its table and write carry."""
+    """The features of a candidate's table and write, joined (a coarse class for the summary)."""
     names = [name for name, _ in layout.partitions]
+    kinds = {kind for _, kind in layout.partitions}
     props = {k.lower(): v for k, v in layout.properties}
-    if "delta.columnmapping.mode" in props:
-        return "column mapping"
-    if any("." in n for n in names):
-        return "dotted name"
-    if any(n != n.lower() for n in names):
-        return "upper/mixed-case name"
-    if any(" " in n for n in names):
-        return "spaced name"
     text = json.dumps(case.args)
-    if any(f in text for f in ("'1.5'", "'01'", "' 1'", "'true'", "'2024-1-1'")):
-        return "coercion"
-    return f"{case.kind} on {'/'.join(kind for _, kind in layout.partitions)}"
+    features = []
+    if any(token in text for token in _COERCING) and kinds - {"string"}:
+        features.append(f"literal of another type on {'/'.join(sorted(kinds - {'string'}))}")
+    elif "boolean" in kinds and any(ch.isdigit() for ch in text):
+        features.append("number on boolean")
+    if "delta.columnmapping.mode" in props:
+        features.append("column mapping")
+    if any("." in n for n in names):
+        features.append("dotted name")
+    if any(n != n.lower() for n in names):
+        features.append("upper/mixed-case name")
+    if any(" " in n for n in names):
+        features.append("spaced name")
+    features.append(f"{case.kind} on {'/'.join(kind for _, kind in layout.partitions)}")
+    return " + ".join(features)
 
 
 def fuzz(
