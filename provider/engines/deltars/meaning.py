@@ -1,17 +1,17 @@
 """delta-rs' own evaluator as the judge of partition predicates (ADR 0037).
 
-:class:`DataFusionOracle` implements :class:`deltaguard.core.meaning.PredicateOracle`: it writes the
-witness partition rows as a small Delta table partitioned like the real one, with the real partition
-column types (so values take the same round trip through the log as the table's own partition values:
-an empty string comes back as NULL), and asks delta-rs' DataFusion (``deltalake.QueryBuilder``) for the
-value of every predicate on every row. The predicates are rendered for DataFusion exactly as the delta-rs
-engine renders a write's predicate before running it.
+:class:`DataFusionOracle` implements :class:`deltaguard.core.oracle.PredicateOracle`: it writes the witness
+partition rows, with the table's partition column types, as one small Delta file in ``/dev/shm`` and asks
+delta-rs twice: DataFusion (``deltalake.QueryBuilder``) for the value of every predicate on every row
+(TRUE, FALSE or NULL), and delta-rs' own DELETE, on a copy, which rows the predicate selects as a write
+(delta-rs casts a literal to the column's type before it selects, which a query does not). A row a DELETE
+selects counts as TRUE. The predicates are rendered for DataFusion exactly as the delta-rs engine renders
+a write's predicate before running it.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import shutil
 import tempfile
@@ -30,7 +30,7 @@ from deltaguard.core.table_config import TableConfig
 
 #: Witness rows at most; a question needing more is not answered (the claim is then refuted).
 MAX_ROWS = 4096
-#: The witness row id column (a partition column of the witness table).
+#: The witness row id column.
 _ID = "__witness"
 #: Answers kept per oracle (a scheduler asks about the same running writes again and again).
 _CACHE = 512
@@ -135,8 +135,7 @@ class DataFusionOracle:
         if size > MAX_ROWS:
             raise ValueError(f"{size} witness rows, more than {MAX_ROWS}")
         rows = list(itertools.product(*(values for _, values in columns)))
-        # ``__row``: a data column (a Delta file needs one besides its partition columns)
-        data = {_ID: pa.array(range(len(rows)), pa.int64()), "__row": pa.array(range(len(rows)), pa.int64())}
+        data = {_ID: pa.array(range(len(rows)), pa.int64())}
         for index, (column, _) in enumerate(columns):
             data[column] = pa.array([row[index] for row in rows], arrow_type(self.types[column.lower()]))
         rendered = [render_sql(text, DATAFUSION) for text in predicates]
@@ -144,15 +143,18 @@ class DataFusionOracle:
         where = Path(tempfile.gettempdir() if not Path("/dev/shm").is_dir() else "/dev/shm")
         path = where / f"deltaguard-witness-{uuid.uuid4().hex}"
         try:
-            # One file per witness row, its id a partition value too: a removed file names its row.
-            write_deltalake(str(path), pa.table(data), partition_by=[*self.partition_columns, _ID])
+            # One file holding every witness row: what delta-rs' DELETE keeps of it names the rows it selects.
+            write_deltalake(str(path), pa.table(data))
             result = pa.table(
                 QueryBuilder()
                 .register("witness", DeltaTable(str(path)))
                 .execute(f"SELECT {_ID}, {select} FROM witness")
                 .read_all()
             )
-            selected = [_selected_by_delete(path, text, index) for index, text in enumerate(rendered)]
+            everything = set(range(len(rows)))
+            selected = [
+                everything - _kept_by_delete(path, text, index) for index, text in enumerate(rendered)
+            ]
         finally:
             shutil.rmtree(path, ignore_errors=True)
         if len(result) != len(rows):
@@ -168,26 +170,21 @@ class DataFusionOracle:
         ]
 
 
-def _selected_by_delete(base: Path, predicate: str, index: int) -> set[int]:
-    """The witness rows whose files delta-rs' own DELETE of ``predicate`` removes (rewritten or not).
+def _kept_by_delete(base: Path, predicate: str, index: int) -> set[int]:
+    """The witness rows delta-rs' own DELETE of ``predicate`` keeps.
 
-    A write's file selection is not the row-level value of its predicate: delta-rs casts a literal to the
-    partition column's type before pruning (``p = 1.5`` on an INT partition selects the files of ``p = 1``,
-    measured on deltalake 1.6.6), so a DELETE of the witness table is asked which files it touches.
+    A write's selection is not the row-level value of its predicate: delta-rs casts a literal to the
+    column's type first (``DELETE WHERE p = 1.5`` on an INT column deletes the rows of ``p = 1``, and
+    ``q >= 2`` on a BOOLEAN column those of ``q = true``; measured on deltalake 1.6.6), so a DELETE of a
+    copy of the witness table is asked which rows it selects.
     """
     work = base.with_name(f"{base.name}-{index}")
     try:
         shutil.copytree(base, work)
-        DeltaTable(str(work)).delete(predicate)
-        log = work / "_delta_log" / f"{1:020d}.json"
-        if not log.exists():
-            return set()
-        removed: set[int] = set()
-        for line in log.read_text().splitlines():
-            action = json.loads(line).get("remove")
-            if action is not None:
-                removed.add(int(action["partitionValues"][_ID]))
-        return removed
+        table = DeltaTable(str(work))
+        table.delete(predicate)
+        kept = QueryBuilder().register("witness", DeltaTable(str(work))).execute(f"SELECT {_ID} FROM witness")
+        return {int(value) for value in pa.table(kept.read_all()).column(_ID).to_pylist()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
