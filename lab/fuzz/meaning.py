@@ -258,6 +258,48 @@ def gen_case(rng: random.Random, layout: Layout) -> Case:
     )
 
 
+def layout_of(saved: dict[str, Any]) -> Layout:
+    """The layout a reproducer names (its ``layout`` field)."""
+    partitions = tuple((str(name), str(kind)) for name, kind in saved["partitions"])
+    values = tuple(
+        tuple(_from_json(v, kind) for v, (_, kind) in zip(row, partitions, strict=True))
+        for row in saved["values"]
+    )
+    return Layout(partitions, values, tuple(dict(saved["properties"]).items()))
+
+
+def case_of(write: dict[str, Any], layout: Layout) -> Case:
+    """The write a reproducer names (its ``write`` field), as :func:`gen_case` made it."""
+    from deltaguard.engines import specs
+
+    kind = write["kind"]
+    args = {k: v for k, v in write.items() if k != "kind"}
+    partition = tuple(
+        _from_json(v, k) for v, (_, k) in zip(args.get("partition", ()), layout.partitions, strict=False)
+    )
+    spec: Any
+    if kind == "delete":
+        spec = specs.DeleteSpec(predicate=args["predicate"])
+    elif kind == "update":
+        spec = specs.UpdateSpec(dict(args["updates"]), args["predicate"])
+    elif kind == "append":
+        spec = specs.AppendSpec(_rows(layout, partition, [900]))
+    elif kind == "replace_where":
+        spec = specs.ReplaceWhereSpec(source=_rows(layout, partition, [800]), predicate=args["predicate"])
+    else:
+        spec = specs.MergeSpec(
+            source=_rows(layout, partition, [1, 700]),
+            condition=args["condition"],
+            matched_update={"v": "s.v"},
+            not_matched_insert_all=bool(args["insert"]),
+        )
+    return Case(kind, args, spec)
+
+
+def _from_json(value: Any, kind: str) -> Any:
+    return dt.date.fromisoformat(value) if kind == "date" and isinstance(value, str) else value
+
+
 # ------------------------------------------------------------------------------------------- the engine side
 class Tables:
     """One created base table per layout, reused by every case on it (each case writes a fresh copy)."""
@@ -407,6 +449,32 @@ def _rows_of(table: Any) -> list[tuple[Any, ...]]:
 
     data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
     return sorted(tuple(str(v) for v in row.values()) for row in data.to_pylist())
+
+
+def replay(saved: dict[str, Any], root: Path) -> tuple[bool, bool]:
+    """Run a reproducer again: whether the write still touches its partition on delta-rs, and whether the
+    model (with the engine's evaluator, as the operators ask it) now says ``conflict`` beside that
+    partition's DELETE."""
+    from deltaguard.engines.specs import DeleteSpec
+
+    layout = layout_of(saved["layout"])
+    case = case_of(saved["write"], layout)
+    tables = Tables(root)
+    made = tables.base(layout)
+    if made is None:
+        raise RuntimeError("delta-rs can no longer create the reproducer's table")
+    base, config, physical = made
+    work = root / "work"
+    tables.run(base, work, case.spec)
+    partition = tuple(
+        _from_json(v, k) for v, (_, k) in zip(saved["partition"], layout.partitions, strict=True)
+    )
+    version = config.version if config.version is not None else 0
+    hit = partition in touched(work, version, layout, physical)
+    probe = DeleteSpec(predicate=point(layout, partition)).operation()
+    from deltaguard.core.model import pair_verdict
+
+    return hit, pair_verdict(case.spec.operation(), probe, config, tables.engine.profile()).conflict
 
 
 # ------------------------------------------------------------------------------------------------------ driver
