@@ -35,7 +35,9 @@ def _ops(n: int) -> tuple[Operation, list[Operation]]:
     base = next(_fresh) * 1000
     candidate = Operation(OperationKind.DELETE, predicate=f"s = 'c{base}' AND k = {base}")
     running = [
-        Operation(OperationKind.DELETE, predicate=f"s = 'r{base + i}' AND k IN ({base + i + 1}, {base + i + 2})")
+        Operation(
+            OperationKind.DELETE, predicate=f"s = 'r{base + i}' AND k IN ({base + i + 1}, {base + i + 2})"
+        )
         for i in range(n)
     ]
     return candidate, running
@@ -44,7 +46,9 @@ def _ops(n: int) -> tuple[Operation, list[Operation]]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         uri = str(Path(scratch) / "t")
-        data = pa.table({"s": ["a", "b"], "k": pa.array([1, 2], pa.int32()), "id": pa.array([1, 2], pa.int64())})
+        data = pa.table(
+            {"s": ["a", "b"], "k": pa.array([1, 2], pa.int32()), "id": pa.array([1, 2], pa.int64())}
+        )
         write_deltalake(uri, data, partition_by=["s", "k"])
         engine = DeltaRsEngine()
         config = engine.table_config(uri)
