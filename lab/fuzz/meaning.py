@@ -484,6 +484,7 @@ class Summary:
     executed: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     touched_pairs: int = 0
+    read_checked: int = 0
     candidates: Counter[str] = field(default_factory=Counter)
     by_class: Counter[str] = field(default_factory=Counter)
     confirmed: Counter[str] = field(default_factory=Counter)
@@ -526,6 +527,7 @@ def fuzz(
     confirm_candidates: bool = True,
     progress: Callable[[str], None] | None = None,
     every: int = 250,
+    reads: int = 0,
 ) -> Summary:
     """Run ``cases`` generated writes from ``seed``; see the module docstring.
 
@@ -534,10 +536,13 @@ def fuzz(
     :param root: a scratch directory for the tables.
     :param confirm_candidates: run each candidate stale-concurrently.
     :param progress: called with a counted progress line every ``every`` cases.
+    :param reads: per case, at most this many untouched partitions the model (with the oracle) calls
+        compatible are run stale-concurrently beside the write (what the write *read*); 0: none.
     """
     from deltaguard.engines.specs import DeleteSpec
 
     rng = random.Random(seed)
+    sampler = random.Random(seed + 1)  # reads are sampled apart, so --reads leaves the cases unchanged
     tables = Tables(root)
     layouts = [gen_layout(rng) for _ in range(16)]
     summary = Summary()
@@ -566,13 +571,16 @@ def fuzz(
                 confirm_candidates,
                 root,
                 DeleteSpec,
+                reads,
+                sampler,
             )
         if progress is not None and ((index + 1) % every == 0 or index + 1 == cases):
             elapsed = time.perf_counter() - start
             progress(
                 f"[{index + 1}/{cases}] executed {summary.executed}, candidates "
                 f"hand {summary.candidates['hand']} oracle {summary.candidates['oracle']} "
-                f"scope {summary.candidates['scope']}, {elapsed:.0f} s, "
+                f"scope {summary.candidates['scope']}, read {summary.candidates['read']} of "
+                f"{summary.read_checked} run, {elapsed:.0f} s, "
                 f"{60 * (index + 1) / max(elapsed, 1e-9):.0f} cases/min"
             )
     summary.seconds = time.perf_counter() - start
@@ -592,6 +600,8 @@ def _one(
     confirm_candidates: bool,
     root: Path,
     delete: Any,
+    reads: int = 0,
+    sampler: random.Random | None = None,
 ) -> None:
     try:
         operation = case.spec.operation()
@@ -604,7 +614,10 @@ def _one(
     version = config.version if config.version is not None else 0
     if not (work / "_delta_log" / f"{version + 1:020d}.json").exists():
         return  # nothing committed (no matching rows)
-    for partition in sorted(touched(work, version, layout, physical), key=repr):
+    hit = touched(work, version, layout, physical)
+    if reads and sampler is not None:
+        _check_reads(tables, summary, layout, case, base, config, profile, root, delete, hit, reads, sampler)
+    for partition in sorted(hit, key=repr):
         summary.touched_pairs += 1
         where = point(layout, partition)
         probe = delete(predicate=where)
@@ -642,6 +655,53 @@ def _one(
         )
 
 
+def _check_reads(
+    tables: Tables,
+    summary: Summary,
+    layout: Layout,
+    case: Case,
+    base: Path,
+    config: Any,
+    profile: Any,
+    root: Path,
+    delete: Any,
+    hit: set[tuple[Any, ...]],
+    reads: int,
+    sampler: random.Random,
+) -> None:
+    """Run the write stale-concurrently beside DELETEs of partitions it did not touch that the model (as the
+    operators ask it) calls compatible: a failure or a non-serial result means the write read the partition."""
+    others = [p for p in layout.values if tuple(None if v == "" else v for v in p) not in hit]
+    operation = case.spec.operation()
+    for partition in sampler.sample(others, min(reads, len(others))):
+        probe = delete(predicate=point(layout, partition))
+        hand, oracle = model_verdicts(operation, probe.operation(), config, profile)
+        if oracle:
+            continue
+        summary.read_checked += 1
+        try:
+            verdict = confirm(tables, base, root, case.spec, probe)
+        except BaseException as error:
+            _reraise_interrupts(error)
+            verdict = f"confirmation failed: {_error_class(error)}"
+        if not verdict.startswith("confirmed"):
+            continue
+        kind = classify(layout, case)
+        summary.candidates["read"] += 1
+        summary.confirmed[f"{kind} (read)"] += 1
+        summary.findings.append(
+            {
+                "layout": layout.describe(),
+                "write": {"kind": case.kind, **case.args},
+                "partition": [_jsonable(v) for v in partition],
+                "probe": point(layout, partition),
+                "model_allows": ["read"] + (["hand"] if not hand else []),
+                "class": kind,
+                "stale_concurrent": verdict,
+            }
+        )
+
+
 def _reraise_interrupts(error: BaseException) -> None:
     if isinstance(error, KeyboardInterrupt | SystemExit | GeneratorExit):
         raise error
@@ -658,6 +718,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--every", type=int, default=250, help="a progress line every N cases")
     parser.add_argument("--no-confirm", action="store_true", help="do not run candidates stale-concurrently")
+    parser.add_argument(
+        "--reads",
+        type=int,
+        default=0,
+        metavar="K",
+        help="per case, run up to K untouched partitions the model calls compatible stale-concurrently (slow)",
+    )
     parser.add_argument("--save-dir", type=Path, default=Path("lab/fuzz/meaning_findings"))
     parser.add_argument("--out", type=Path, default=None, help="also write the summary as JSON")
     args = parser.parse_args(argv)
@@ -669,6 +736,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             confirm_candidates=not args.no_confirm,
             progress=lambda line: print(line, flush=True),
             every=args.every,
+            reads=args.reads,
         )
     report = _report(summary, args.seed)
     for line in _lines(report):
@@ -690,6 +758,7 @@ def _report(summary: Summary, seed: int) -> dict[str, Any]:
         "cases": summary.cases,
         "executed": summary.executed,
         "touched_partitions": summary.touched_pairs,
+        "read_pairs_run": summary.read_checked,
         "seconds": round(summary.seconds, 1),
         "cases_per_minute": round(60 * summary.cases / max(summary.seconds, 1e-9)),
         "candidates": dict(summary.candidates),
