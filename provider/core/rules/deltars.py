@@ -190,6 +190,9 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
       ``0.0`` for one comparison and equal to it for the other): the column separates nothing.
     * unknown type (no ``TableConfig.column_types``): any of these, so a column compared with a number in
       any way separates nothing.
+    * BOOLEAN in a MERGE's target condition: ``ON t.id = s.id AND t.p = false`` reads every partition (a stale
+      MERGE fails with ConcurrentDeleteRead after a DELETE of ``p = true``; found by the meaning fuzzer,
+      ``lab/fuzz/meaning_regressions/boolean-merge-*.json``): the column separates nothing for that pair.
 
     :returns: both facts (unchanged when nothing is dropped) and, when columns were dropped, why.
     """
@@ -200,6 +203,13 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
     hidden: dict[str, str] = {}
     for column in sorted(partitions):
         kind = ctx.table.column_type(column)
+        if kind == "boolean" and any(
+            f.kind is OperationKind.MERGE and column in referenced_columns(f.scope) for f in (a, b)
+        ):
+            hidden[column] = (
+                "a MERGE's condition on a BOOLEAN partition, with which delta-rs reads every partition"
+            )
+            continue
         if kind in _EXACT_TYPES:
             continue
         if kind is not None and (kind.startswith("decimal") or kind in ("float", "double")):
