@@ -52,3 +52,18 @@ def test_a_scope_reading_that_drops_partitions_is_flagged(
     monkeypatch.setattr(predicates, "provably_disjoint", lambda a, b, columns: True)
     summary = meaning.fuzz(SEED, CASES, tmp_path, confirm_candidates=False)
     assert summary.candidates["scope"] > 0
+
+
+def test_the_read_check_runs_compatible_pairs_stale_concurrently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``reads``: untouched partitions the model calls compatible are run beside the write. With a planted rule
+    that keeps every rewrite pair apart and no engine to refute it, what the writes read is found."""
+    from deltaguard.core.rules import deltars
+
+    monkeypatch.setattr(deltars, "_reads_disjoint", lambda a, b, ctx: True)
+    monkeypatch.setattr(deltars, "_engine_refutes", lambda a, b, ctx: None)
+    summary = meaning.fuzz(SEED, CASES, tmp_path, confirm_candidates=False, reads=2)
+    assert summary.read_checked > 0
+    assert summary.candidates["read"] > 0
+    assert all("read" in f["model_allows"] for f in summary.findings if f["stale_concurrent"] != "not run")
