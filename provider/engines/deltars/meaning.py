@@ -12,6 +12,7 @@ a write's predicate before running it.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
 import tempfile
@@ -30,6 +31,8 @@ from deltaguard.core.table_config import TableConfig
 
 #: Witness rows at most; a question needing more is not answered (the claim is then refuted).
 MAX_ROWS = 4096
+#: Witness tables live in memory where the machine has a writable tmpfs there.
+_SHM = Path("/dev/shm")
 #: The witness row id column.
 _ID = "__witness"
 #: Answers kept per oracle (a scheduler asks about the same running writes again and again).
@@ -140,7 +143,7 @@ class DataFusionOracle:
             data[column] = pa.array([row[index] for row in rows], arrow_type(self.types[column.lower()]))
         rendered = [render_sql(text, DATAFUSION) for text in predicates]
         select = ", ".join(f"({text}) AS __p{index}" for index, text in enumerate(rendered))
-        where = Path(tempfile.gettempdir() if not Path("/dev/shm").is_dir() else "/dev/shm")
+        where = _SHM if os.access(_SHM, os.W_OK) else Path(tempfile.gettempdir())
         path = where / f"deltaguard-witness-{uuid.uuid4().hex}"
         try:
             # One file holding every witness row: what delta-rs' DELETE keeps of it names the rows it selects.
