@@ -98,12 +98,15 @@ class Layout:
     partitions: tuple[tuple[str, str], ...]
     values: tuple[tuple[Any, ...], ...]
     properties: tuple[tuple[str, str], ...]
+    #: ``(column, generation expression)`` of a generated partition column (``GENERATED ALWAYS AS``)
+    generated: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> dict[str, Any]:
         return {
             "partitions": [list(p) for p in self.partitions],
             "values": [[_jsonable(v) for v in row] for row in self.values],
             "properties": dict(self.properties),
+            "generated": [list(g) for g in self.generated],
         }
 
 
@@ -158,6 +161,13 @@ def gen_layout(rng: random.Random) -> Layout:
     return Layout(columns, tuple(rows), tuple(rng.choice(PROPERTIES).items()))
 
 
+def gen_generated_layout(rng: random.Random) -> Layout:
+    """A table partitioned by a generated column ``g = id % 3``: setting ``id`` moves rows between partitions."""
+    return Layout(
+        (("g", "long"),), ((0,), (1,), (2,)), tuple(rng.choice(PROPERTIES[:3]).items()), (("g", "id % 3"),)
+    )
+
+
 def gen_atom(rng: random.Random, layout: Layout) -> str:
     name, kind = rng.choice(layout.partitions)
     column = spelled(rng, name)
@@ -206,6 +216,15 @@ def gen_case(rng: random.Random, layout: Layout) -> Case:
     from deltaguard.engines import specs
 
     kind = rng.choices(("delete", "update", "merge", "replace_where", "append"), (4, 3, 3, 2, 1))[0]
+    if layout.generated:
+        # rows of a generated partition must follow its expression: only DELETE and UPDATE are generated
+        kind = "update" if kind != "delete" else kind
+        if kind == "update":
+            predicate = gen_predicate(rng, layout)
+            updates = {"id": str(rng.randint(1, 40))} if rng.random() < 0.6 else {"v": "'u'"}
+            return Case(
+                kind, {"predicate": predicate, "updates": updates}, specs.UpdateSpec(updates, predicate)
+            )
     if kind == "delete":
         predicate = gen_predicate(rng, layout)
         return Case(kind, {"predicate": predicate}, specs.DeleteSpec(predicate=predicate))
@@ -265,7 +284,8 @@ def layout_of(saved: dict[str, Any]) -> Layout:
         tuple(_from_json(v, kind) for v, (_, kind) in zip(row, partitions, strict=True))
         for row in saved["values"]
     )
-    return Layout(partitions, values, tuple(dict(saved["properties"]).items()))
+    generated = tuple((str(c), str(e)) for c, e in saved.get("generated", ()))
+    return Layout(partitions, values, tuple(dict(saved["properties"]).items()), generated)
 
 
 def case_of(write: dict[str, Any], layout: Layout) -> Case:
@@ -323,6 +343,8 @@ class Tables:
 
         self.count += 1
         path = self.root / f"base{self.count}"
+        if layout.generated:
+            return self._create_generated(path, layout)
         data = pa.concat_tables(
             [_rows(layout, row, [10 * i + 1, 10 * i + 2]) for i, row in enumerate(layout.values)]
         )
@@ -341,6 +363,30 @@ class Tables:
             for f in table.schema().fields
         }
         return path, self.engine.table_config(str(path)), physical
+
+    def _create_generated(self, path: Path, layout: Layout) -> tuple[Path, Any, dict[str, str]] | None:
+        from deltalake import DeltaTable, Field, Schema, write_deltalake
+
+        generated = dict(layout.generated)
+        fields = [Field("id", "long"), Field("v", "string")]
+        for name, kind in layout.partitions:
+            fields.append(Field(name, kind, metadata={"delta.generationExpression": generated[name]}))
+        ids = [value + step for (value,) in layout.values for step in (3, 6)]
+        try:
+            DeltaTable.create(
+                str(path),
+                schema=Schema(fields),
+                partition_by=[name for name, _ in layout.partitions],
+                configuration=dict(layout.properties) or None,
+            )
+            write_deltalake(
+                str(path),
+                pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([f"v{i}" for i in ids])}),
+                mode="append",
+            )
+        except Exception:
+            return None
+        return path, self.engine.table_config(str(path)), {}
 
     def run(self, base: Path, work: Path, spec: Any) -> None:
         shutil.rmtree(work, ignore_errors=True)
@@ -528,6 +574,7 @@ def fuzz(
     progress: Callable[[str], None] | None = None,
     every: int = 250,
     reads: int = 0,
+    generated: bool = False,
 ) -> Summary:
     """Run ``cases`` generated writes from ``seed``; see the module docstring.
 
@@ -538,6 +585,7 @@ def fuzz(
     :param progress: called with a counted progress line every ``every`` cases.
     :param reads: per case, at most this many untouched partitions the model (with the oracle) calls
         compatible are run stale-concurrently beside the write (what the write *read*); 0: none.
+    :param generated: add tables partitioned by a generated column (``g = id % 3``).
     """
     from deltaguard.engines.specs import DeleteSpec
 
@@ -545,6 +593,9 @@ def fuzz(
     sampler = random.Random(seed + 1)  # reads are sampled apart, so --reads leaves the cases unchanged
     tables = Tables(root)
     layouts = [gen_layout(rng) for _ in range(16)]
+    if generated:
+        # four of twenty layouts (the first sixteen stay those of the seed; the cases drawn on them differ)
+        layouts += [gen_generated_layout(random.Random(seed + 2)) for _ in range(4)]
     summary = Summary()
     start = time.perf_counter()
     work = root / "work"
@@ -719,6 +770,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=250, help="a progress line every N cases")
     parser.add_argument("--no-confirm", action="store_true", help="do not run candidates stale-concurrently")
     parser.add_argument(
+        "--generated", action="store_true", help="also tables partitioned by a generated column (g = id %% 3)"
+    )
+    parser.add_argument(
         "--reads",
         type=int,
         default=0,
@@ -737,6 +791,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=lambda line: print(line, flush=True),
             every=args.every,
             reads=args.reads,
+            generated=args.generated,
         )
     report = _report(summary, args.seed)
     for line in _lines(report):
