@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from deltaguard.core.file_stats import FileStatsSummary
+from deltaguard.core.oracle import PredicateOracle
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class TableConfig:
         array or map); ``None`` when the schema's types were not read. delta-rs compares numbers
         with partition values in ways that depend on the type (ADR 0003 fact 13): a column of unknown type
         is judged as possibly any of them.
+    :param meaning: the engine's own evaluator of partition predicates, when an engine read the table:
+        the delta-rs rules then let it confirm every pair they keep apart by partition (ADR 0037). Not
+        part of the configuration's identity, and never stored.
     """
 
     partition_columns: tuple[str, ...] = ()
@@ -60,6 +64,7 @@ class TableConfig:
     generated_columns: tuple[tuple[str, str], ...] = ()
     timestamp_columns: tuple[str, ...] = ()
     column_types: tuple[tuple[str, str], ...] | None = None
+    meaning: PredicateOracle | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Freeze the mapping so a shared configuration cannot be changed behind the cache's back.

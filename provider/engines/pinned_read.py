@@ -57,6 +57,7 @@ def pinned_snapshot(
         again when no commit landed since, instead of reading the statistics again.
     :raises LeaseLostError: the lease is gone or expired.
     """
+    from deltaguard.engines.deltars.meaning import with_oracle
     from deltaguard.engines.discovery import config_from_table
 
     if prepared is None:
@@ -67,7 +68,8 @@ def pinned_snapshot(
     if prepared_config is not None and prepared_config.version == latest.version():
         config = prepared_config
     else:
-        config = config_from_table(latest, uri, engine.storage_options, file_stats=True)
+        # Judged like the prepared configuration: delta-rs' evaluator confirms what the model keeps apart.
+        config = with_oracle(config_from_table(latest, uri, engine.storage_options, file_stats=True))
     claim = TableClaim(
         uri=table_key, operation=operation, profile=profile, config=config, read_version=latest.version()
     )

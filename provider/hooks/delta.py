@@ -210,7 +210,10 @@ class DeltaTableHook(BaseHook):
 
         # a delta-rs engine by name (one given as ``module:Class`` need not subclass DeltaRsEngine) has them
         storage_options = cast("_WithStorageOptions", engine).storage_options
+        from deltaguard.engines.deltars.meaning import with_oracle
+
         table_config, snapshot = read_table(uri, storage_options, file_stats=True)
+        table_config = with_oracle(table_config)
         if table_config.file_stats is None:
             return WriteTable(table_config, None)
         return WriteTable(table_config, table_config.version, snapshot)

@@ -52,6 +52,7 @@ from sqlglot.errors import SqlglotError
 from deltaguard.core.closed_world import table_property, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
+from deltaguard.core.meaning import engine_refutes
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
 from deltaguard.core.sql.literals import SPARK
@@ -223,6 +224,9 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
       ``0.0`` for one comparison and equal to it for the other): the column separates nothing.
     * unknown type (no ``TableConfig.column_types``): any of these, so a column compared with a number in
       any way separates nothing.
+    * BOOLEAN in a MERGE's target condition: ``ON t.id = s.id AND t.p = false`` reads every partition (a stale
+      MERGE fails with ConcurrentDeleteRead after a DELETE of ``p = true``; found by the meaning fuzzer,
+      ``lab/fuzz/meaning_regressions/boolean-merge-*.json``): the column separates nothing for that pair.
 
     :returns: both facts (unchanged when nothing is dropped) and, when columns were dropped, why.
     """
@@ -233,6 +237,13 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
     hidden: dict[str, str] = {}
     for column in sorted(partitions):
         kind = ctx.table.column_type(column)
+        if kind == "boolean" and any(
+            f.kind is OperationKind.MERGE and column in referenced_columns(f.scope) for f in (a, b)
+        ):
+            hidden[column] = (
+                "a MERGE's condition on a BOOLEAN partition, with which delta-rs reads every partition"
+            )
+            continue
         if kind in _EXACT_TYPES:
             continue
         if kind is not None and (kind.startswith("decimal") or kind in ("float", "double")):
@@ -320,6 +331,27 @@ def _numbers_for_integer_text(sql: str, columns: frozenset[str]) -> str | None:
     return rewritten.sql(dialect=SPARK) if changed else None
 
 
+def _engine_refutes(a: OpFacts, b: OpFacts, ctx: TableContext) -> str | None:
+    """Why the engine at hand does not confirm the partitions the model keeps apart (``None``: it does, or
+    no engine is at hand and the hand-written reading decides alone, ADR 0037)."""
+    oracle = ctx.table.meaning
+    if oracle is None:
+        return None
+    return engine_refutes(a, b, ctx.table.partition_columns, oracle)
+
+
+def _engine_verdict(a: OpFacts, b: OpFacts, ctx: TableContext, refuted: str) -> PairVerdict:
+    return _verdict(
+        True,
+        f"{a.kind.value} x {b.kind.value}: the model reads their partition predicates as disjoint, but delta-rs' "
+        f"own evaluator does not confirm it: {refuted}",
+        "deltars.engine_unconfirmed",
+        ctx,
+        (DeltaException.CONCURRENT_DELETE_READ, DeltaException.CONCURRENT_APPEND),
+        ("run these writes one after the other, or select partitions with = or IN of plain values",),
+    )
+
+
 def _stats_kinds(a: OpFacts, b: OpFacts) -> bool:
     return a.kind in STATS_KINDS and b.kind in STATS_KINDS
 
@@ -386,7 +418,7 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             ("run the append before or after the other write; delta-rs gives no partition-level isolation",),
         )
     if roles == {Role.COMPACTION}:
-        if _partitions_disjoint(a, b, ctx):
+        if _partitions_disjoint(a, b, ctx) and (refuted := _engine_refutes(a, b, ctx)) is None:
             return _verdict(
                 False,
                 "OPTIMIZEs of provably different partitions both commit without touching each other's files",
@@ -428,6 +460,9 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         )
     # Both read and rewrite files (UPDATE, DELETE, MERGE, INSERT reading the target, REPLACE WHERE, OVERWRITE).
     if _reads_disjoint(a, b, ctx):
+        refuted = _engine_refutes(a, b, ctx)
+        if refuted is not None:
+            return _engine_verdict(a, b, ctx, refuted)
         return _verdict(
             False,
             f"{a.kind.value} and {b.kind.value} on provably different partitions both commit (delta-rs checks "

@@ -104,7 +104,9 @@ class DeltaRsEngine(DeltaEngine):
         return DELTA_RS_TIME_ZONE
 
     def table_config(self, table_uri: str) -> TableConfig:
-        return read_table_config(table_uri, self.storage_options, file_stats=self.file_stats)
+        from deltaguard.engines.deltars.meaning import with_oracle
+
+        return with_oracle(read_table_config(table_uri, self.storage_options, file_stats=self.file_stats))
 
     def read_source_keys(
         self, source: Any, columns: Collection[str], limits: ScopeLimits

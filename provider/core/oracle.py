@@ -1,0 +1,33 @@
+"""The interface through which an engine's own evaluator answers what a partition predicate means.
+
+Kept apart from :mod:`deltaguard.core.meaning` (which uses it) so the table configuration can carry an
+oracle without importing the conflict rules. See ADR 0037.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+#: A truth value in SQL's three-valued logic (``None``: NULL, unknown).
+Truth = bool | None
+
+
+@runtime_checkable
+class PredicateOracle(Protocol):
+    """An engine's own evaluator of partition predicates on witness partition rows."""
+
+    def evaluate(
+        self, predicates: Sequence[str], candidates: Mapping[str, Sequence[str | None]]
+    ) -> Sequence[tuple[Truth, ...]]:
+        """Evaluate every predicate on every witness row.
+
+        :param predicates: Spark SQL boolean expressions over partition columns only (as the model reads
+            them; the oracle renders them for its engine).
+        :param candidates: per partition column (lower-cased), candidate values as text (``None``: NULL).
+            The oracle casts them to the column's type, drops those the type cannot hold, and adds values
+            of its own (NULL, the empty string, both booleans, ...); witness rows combine them.
+        :returns: one tuple per witness row, one truth value per predicate, in order.
+        :raises Exception: anything the engine cannot answer (the caller then refutes the claim).
+        """
+        ...  # pragma: no cover - a protocol
