@@ -28,6 +28,7 @@ from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import RUNNERS, OpContext, check_for_delta_rs
+from deltaguard.engines.deltars.plan_check import planned_texts
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     DeltaConflictError,
@@ -128,7 +129,8 @@ class DeltaRsEngine(DeltaEngine):
         # DataFusion (ADR 0012).
         RUNNERS.check(spec)
         validate_spec(spec, config, dialect=SPARK)
-        check_for_delta_rs(spec)
+        planned = config.exists and any(planned_texts(spec))  # DataFusion plans them on the table
+        check_for_delta_rs(spec, self._load(table_uri) if planned else None)
 
     def write(
         self,
@@ -165,7 +167,7 @@ class DeltaRsEngine(DeltaEngine):
 
         config, columns = self._light_config(table_uri, table)
         validate_spec(spec, config, columns, dialect=SPARK)
-        check_for_delta_rs(spec)
+        check_for_delta_rs(spec, table)
 
         commit_id = uuid.uuid4().hex
         properties = self._commit_properties(spec, context, commit_id)

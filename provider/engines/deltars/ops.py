@@ -103,9 +103,12 @@ def check_engine_sql(spec: WriteSpec) -> None:
         _engine_sql(text)
 
 
-def check_for_delta_rs(spec: WriteSpec) -> None:
-    """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, and every SQL
-    text renders for DataFusion (:func:`check_engine_sql`).
+def check_for_delta_rs(spec: WriteSpec, table: DeltaTable | None = None) -> None:
+    """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, every SQL
+    text renders for DataFusion (:func:`check_engine_sql`) and, given the table, DataFusion can plan the
+    texts that name its columns (:func:`~deltaguard.engines.deltars.plan_check.check_planned`).
+
+    :param table: the open table the write changes; ``None`` skips the planning.
 
     :raises UnsupportedWriteError: when delta-rs has no runner for the spec.
     :raises InvalidWriteError: naming what delta-rs cannot run.
@@ -114,6 +117,10 @@ def check_for_delta_rs(spec: WriteSpec) -> None:
     if runner.check is not None:
         runner.check(spec)
     check_engine_sql(spec)
+    if table is not None:
+        from deltaguard.engines.deltars.plan_check import check_planned
+
+        check_planned(table, spec, _engine_sql)
 
 
 class OpContext:
