@@ -216,7 +216,11 @@ def test_leases_release_never_shows_a_traceback(store: str, lease_id: str, reaso
 
 
 def test_a_lease_store_that_cannot_be_opened_gets_one_line_and_exit_4() -> None:
-    for store in (f"sqlite:///{_WORK}/no-such-dir/leases.db", f"sqlite:///{_GARBAGE}", "sqlite:////proc/l.db"):
+    for store in (
+        f"sqlite:///{_WORK}/no-such-dir/leases.db",
+        f"sqlite:///{_GARBAGE}",
+        "sqlite:////proc/l.db",
+    ):
         for argv in (["leases", "list", "/data/t"], ["leases", "release", "x", "--force", "--reason", "r"]):
             code, stderr = run_cli([*argv, "--store-url", store])
             assert code == 4 and stderr.startswith("deltaguard leases: ") and stderr.count("\n") == 1, stderr
