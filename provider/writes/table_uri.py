@@ -1,7 +1,8 @@
 """Table URIs: which schemes deltaguard accepts and how a relative table name joins a base URI.
 
 No Airflow, no engine, so the operators can reject a bad URI before any lease is taken; only
-:func:`local_realpath` reads the filesystem (symlinks of local tables).
+:func:`local_realpath` reads the filesystem (symlinks of local tables, also when a local table location is
+checked against the system directories).
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ def uri_scheme(uri: str) -> str | None:
     return match.group(1).lower() if match else None
 
 
-def check_table_uri(uri: str) -> str:
+def check_table_uri(uri: str, *, table_location: bool = True) -> str:
     """Return ``uri`` stripped, or raise :class:`TableUriError` if no engine could open it.
 
     :param uri: an absolute local path or a ``scheme://`` URI.
+    :param table_location: ``uri`` is where a table lives (not a base URI tables are named under): it may
+        not be a system directory or lie inside a pseudo filesystem (:func:`_check_local_location`).
     """
     text = uri.strip()
     if not text:
@@ -49,13 +52,14 @@ def check_table_uri(uri: str) -> str:
     if scheme is None:
         if not text.startswith("/"):
             raise TableUriError(f"table {text!r} is a relative path and no base URI was configured")
-        _check_local_location(text)
+        if table_location:
+            _check_local_location(text)
         return text
     if scheme not in KNOWN_SCHEMES:
         raise TableUriError(
             f"unknown table URI scheme {scheme!r} in {text!r}; known: {', '.join(sorted(KNOWN_SCHEMES))}"
         )
-    if scheme == "file":
+    if scheme == "file" and table_location:
         _check_local_location(text)
     return text
 
@@ -99,11 +103,14 @@ def resolve_table_uri(table: str, base_uri: str | None) -> str:
         raise TableUriError("the table name is empty")
     if uri_scheme(text) is not None or text.startswith("/") or not base_uri:
         return check_table_uri(text)
-    base = check_table_uri(base_uri).rstrip("/")
+    base = check_table_uri(base_uri, table_location=False).rstrip("/")
     relative = PurePosixPath(text)
     if ".." in relative.parts:
         raise TableUriError(f"table name {text!r} may not climb out of the base URI with '..'")
-    return f"{base}/{relative.as_posix().lstrip('/')}"
+    joined = f"{base}/{relative.as_posix().lstrip('/')}"
+    if uri_scheme(base) in (None, "file"):
+        _check_local_location(joined)
+    return joined
 
 
 def table_key(uri: str) -> str:

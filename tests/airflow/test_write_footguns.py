@@ -135,3 +135,15 @@ def test_a_predicate_too_large_to_parse_is_refused_before_any_lease(tmp_path, le
     predicate = " OR ".join(f"id = {i}" for i in range(20_000))
     op = DeltaDeleteOperator(task_id="delete", table=table, predicate=predicate)
     assert "too large to parse" in _refused(op, lease_store_url)
+
+
+def test_a_base_uri_may_be_a_system_directory_but_the_table_under_it_is_checked() -> None:
+    from deltaguard.exceptions import TableUriError
+    from deltaguard.writes.table_uri import resolve_table_uri
+
+    assert resolve_table_uri("sales", "/mnt") == "/mnt/sales"  # tables live under a mount point
+    assert resolve_table_uri("sales", "/tmp") == "/tmp/sales"
+    with pytest.raises(TableUriError, match="pseudo filesystem /proc"):
+        resolve_table_uri("self", "/proc")
+    with pytest.raises(TableUriError, match="system directory '/etc'"):
+        resolve_table_uri("etc", "/")
