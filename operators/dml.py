@@ -263,7 +263,8 @@ class DeltaUpdateOperator(DeltaWriteOperator):
     """``UPDATE table SET col = expr, ... WHERE predicate``.
 
     :param updates: column -> SQL expression (templated).
-    :param predicate: which rows (templated); ``None`` updates every row.
+    :param predicate: which rows (templated); ``None`` updates every row. Text that renders empty or blank
+        is refused, not read as "every row".
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "updates", "predicate")
@@ -274,14 +275,16 @@ class DeltaUpdateOperator(DeltaWriteOperator):
         self.predicate = predicate
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
-        return specs.UpdateSpec(updates=self.updates, predicate=self.predicate or None)
+        # Only None means every row: a template that rendered "" is refused by the spec's checks.
+        return specs.UpdateSpec(updates=self.updates, predicate=self.predicate)
 
 
 class DeltaDeleteOperator(DeltaWriteOperator):
     """``DELETE FROM table WHERE predicate``.
 
     :param predicate: which rows (templated). Deleting every row needs ``predicate=None`` *and*
-        ``allow_delete_all=True``, so a template that renders empty cannot wipe the table.
+        ``allow_delete_all=True``, so a template that renders empty cannot wipe the table; so does a
+        predicate that holds for every row (``1 = 1``, ``TRUE``, :func:`~deltaguard.core.sql.tautology.always_true`).
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "predicate")
@@ -292,12 +295,18 @@ class DeltaDeleteOperator(DeltaWriteOperator):
         self.allow_delete_all = allow_delete_all
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
+        from deltaguard.core.sql.tautology import always_true
         from deltaguard.engines.errors import InvalidWriteError
 
         predicate = (self.predicate or "").strip() or None
         if predicate is None and not self.allow_delete_all:
             raise InvalidWriteError(
                 "DELETE without a predicate deletes every row: pass allow_delete_all=True"
+            )
+        if predicate is not None and not self.allow_delete_all and always_true(predicate):
+            raise InvalidWriteError(
+                f"DELETE predicate {predicate!r} holds for every row, so it deletes every row: "
+                "pass allow_delete_all=True if that is meant"
             )
         return specs.DeleteSpec(predicate=predicate)
 

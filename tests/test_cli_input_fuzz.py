@@ -1,4 +1,4 @@
-"""``deltaguard db migrate`` and ``deltaguard pools sync`` meet invalid input with one line and exit 2.
+"""``deltaguard db migrate``, ``pools sync`` and ``leases list/release`` meet invalid input with one line.
 
 Fuzzed in-process through :func:`deltaguard.cli.main`: store URLs (malformed, unsupported, empty, unicode,
 SQLite files in odd places), pools files (arbitrary bytes, JSON and TOML of any shape) and stray arguments.
@@ -23,7 +23,8 @@ from deltaguard.cli import main
 
 #: what each command may answer: success, invalid input (2); db also "a step is pending" (1, with --check)
 #: and "the store cannot be reached" (4); pools also "nothing to sync" (1)
-ALLOWED = {"db": {0, 1, 2, 4}, "pools": {0, 1, 2}}
+#: leases "no such lease" (1), invalid input (2) and "the store cannot be opened or reached" (4)
+ALLOWED = {"db": {0, 1, 2, 4}, "pools": {0, 1, 2}, "leases": {0, 1, 2, 4}}
 # Derandomized: `make test` sees the same 120 inputs on every run (2,500 random ones per command passed
 # when this was written); a newly drawn input must not decide whether a build passes.
 FUZZ = settings(
@@ -121,7 +122,7 @@ def assert_clean(command: str, code: int, stderr: str) -> None:
     assert code in ALLOWED[command], (code, stderr)
     if code == 2 and stderr.startswith("usage:"):
         assert "error:" in stderr, stderr  # argparse's own refusal, with its usage lines
-    elif code == 2:
+    elif code == 2 or (command == "leases" and code != 0):
         assert stderr.startswith("deltaguard ") and stderr.count("\n") == 1, stderr
 
 
@@ -165,3 +166,62 @@ def test_the_reported_inputs_get_one_line_and_exit_2(tmp_path: Path) -> None:
         )
     code, stderr = run_cli(["pools", "sync", "--config", str(tmp_path / "missing.json"), "--dry-run"])
     assert code == 2 and "cannot read the pools file" in stderr
+
+
+#: a file that is not a database, used as a store
+_GARBAGE = _WORK / "garbage.db"
+_GARBAGE.write_bytes(b"this is not an SQLite database\n" * 8)
+
+
+@st.composite
+def lease_store_locations(draw: st.DrawFn) -> str:
+    """Store URLs (as for ``db migrate``) and SQLite stores in places no store can be opened."""
+    kind = draw(st.sampled_from(["url", "missing_dir", "unwritable", "garbage", "directory"]))
+    if kind == "url":
+        return draw(store_urls())
+    if kind == "missing_dir":
+        return f"sqlite:///{_WORK}/no-such-dir/{draw(st.sampled_from(['a', 'b/c']))}/leases.db"
+    if kind == "unwritable":  # even root cannot create a file there
+        return draw(st.sampled_from(["sqlite:////proc/leases.db", "sqlite:////sys/leases.db"]))
+    if kind == "garbage":
+        return f"sqlite:///{_GARBAGE}"
+    return f"sqlite:///{_WORK}"  # a directory, not a file
+
+
+lease_words = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12) | st.sampled_from(
+    ["", " ", "-", "--force", "/data/t", "s3://b/t", "\x00", "²"]
+)
+
+
+@FUZZ
+@given(store=lease_store_locations(), table=lease_words)
+@example(store=f"sqlite:///{_WORK}/no-such-dir/leases.db", table="/data/t")  # the reported traceback
+def test_leases_list_never_shows_a_traceback(store: str, table: str) -> None:
+    code, stderr = run_cli(["leases", "list", table, "--store-url", store])
+    assert_clean("leases", code, stderr)
+
+
+@FUZZ
+@given(
+    store=lease_store_locations(),
+    lease_id=lease_words,
+    reason=lease_words,
+    force=st.booleans(),
+)
+@example(store=f"sqlite:///{_GARBAGE}", lease_id="abc", reason="done", force=True)
+def test_leases_release_never_shows_a_traceback(store: str, lease_id: str, reason: str, force: bool) -> None:
+    argv = ["leases", "release", lease_id, "--reason", reason, "--store-url", store]
+    code, stderr = run_cli([*argv, *(["--force"] if force else [])])
+    assert_clean("leases", code, stderr)
+
+
+def test_a_lease_store_that_cannot_be_opened_gets_one_line_and_exit_4() -> None:
+    for store in (
+        f"sqlite:///{_WORK}/no-such-dir/leases.db",
+        f"sqlite:///{_GARBAGE}",
+        "sqlite:////proc/l.db",
+    ):
+        for argv in (["leases", "list", "/data/t"], ["leases", "release", "x", "--force", "--reason", "r"]):
+            code, stderr = run_cli([*argv, "--store-url", store])
+            assert code == 4 and stderr.startswith("deltaguard leases: ") and stderr.count("\n") == 1, stderr
+            assert "unavailable" in stderr, stderr

@@ -16,6 +16,8 @@ from typing import Any
 
 #: exit code when there was no such lease
 NOT_FOUND = 1
+#: exit code when the store cannot be opened or reached (as ``deltaguard db migrate``)
+UNAVAILABLE = 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +61,28 @@ def _manager(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sqlalchemy as sa
+
+    from deltaguard.commands import UsageError
+    from deltaguard.exceptions import StoreError
+
+    try:
+        return _run(args)
+    except (StoreError, sa.exc.SQLAlchemyError) as exc:
+        # A store that cannot be opened or read (a missing directory, a file that is not a database, a
+        # server that refuses): one line naming the store, and an exit code apart from "no such lease".
+        print(" ".join(f"deltaguard leases: {exc}".split()), file=sys.stderr)
+        return UNAVAILABLE
+    except UnicodeError as exc:  # a host name the IDNA codec refuses, found only when connecting
+        raise UsageError(f"lease store URL: its host name cannot be used ({exc})") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from deltaguard.commands import UsageError
+
+    named = args.table if args.leases_command == "list" else args.lease_id
+    if not named.strip():
+        raise UsageError(f"give a {'table' if args.leases_command == 'list' else 'lease id'}, not {named!r}")
     manager = _manager(args)
     try:
         if args.leases_command == "list":
@@ -66,13 +90,11 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{lease.lease_id}\t{lease.owner.describe()}\t{lease.operation.describe()}")
             return 0
         if not args.reason.strip():
-            from deltaguard.commands import UsageError
-
             raise UsageError("--reason must say why the lease may be released")
         by = getpass.getuser()
         released = manager.force_release(args.lease_id, args.reason.strip(), by=by)
         if not released:
-            print(f"no lease {args.lease_id}", file=sys.stderr)
+            print(f"deltaguard leases: no lease {args.lease_id!r}", file=sys.stderr)
             return NOT_FOUND
         print(f"released lease {args.lease_id} on {', '.join(released)} ({args.reason.strip()})")
         return 0

@@ -20,6 +20,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from deltaguard.core.sql.limits import sql_size_problem
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.sql.predicates import parse_predicate
 from deltaguard.core.table_config import TableConfig
@@ -89,8 +90,14 @@ def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | Non
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidWriteError(f"{what} is empty: it must be a non-empty SQL expression, got {text!r}")
+    too_large = sql_size_problem(text, dialect)
+    if too_large is not None:
+        raise InvalidWriteError(f"{what} {_shown(text)} is too large to parse: {too_large}")
     try:
         parsed = sqlglot.parse(text, read=dialect)
+    except RecursionError:
+        # sqlglot recurses about a dozen frames per parenthesis: refused, not a crash Airflow would retry.
+        raise InvalidWriteError(f"{what} {_shown(text)} is nested too deeply to parse") from None
     except SqlglotError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         language = "Spark SQL" if dialect == SPARK else f"{dialect} SQL"
@@ -108,6 +115,12 @@ def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | Non
             if not column.table and column.name.lower() not in known:
                 raise InvalidWriteError(f"{what} references unknown column {column.name!r}: {text!r}")
     return expression
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` for a one-line message, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
 
 
 def check_properties(properties: Mapping[str, Any]) -> None:

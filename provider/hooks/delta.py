@@ -235,7 +235,7 @@ class DeltaTableHook(BaseHook):
             engine = self.engine_choice()
             if not self.base_uri:
                 return False, "no Base URI to test: set one, or name every table by its absolute URI"
-            location = check_table_uri(self.base_uri)
+            location = check_table_uri(self.base_uri, table_location=False)
             options = self.storage_options or None
             listing = DeltaStorageHandler(location, options).get_file_info_selector(
                 FileSelector("", allow_not_found=False, recursive=False)

@@ -20,6 +20,7 @@ request.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -130,6 +131,31 @@ def _bad_request(exc: Exception) -> HTTPException:
     return HTTPException(status.HTTP_400_BAD_REQUEST, str(exc))
 
 
+#: A map index as the task-instance tab fills it: an integer in ASCII digits (``int`` alone would also take
+#: other scripts' digits, and ``str.isdigit`` takes "²", which ``int`` refuses).
+_MAP_INDEX = re.compile(r"-1|[0-9]{1,10}", re.ASCII)
+#: The largest map index (Airflow stores it as a 32-bit INTEGER).
+MAX_MAP_INDEX = 2**31 - 1
+
+
+def _page_map_index(text: str | None) -> int:
+    """The map index of the Decision page's query.
+
+    Empty, or Airflow's placeholder left unfilled (``{MAP_INDEX}``), means "not mapped" (-1), as the
+    task-instance tab of an unmapped task sends it.
+
+    :raises HTTPException: 400 for anything else that is not an integer.
+    """
+    if text is None or not text.strip() or (text.startswith("{") and text.endswith("}")):
+        return -1
+    if _MAP_INDEX.fullmatch(text.strip()) is None or int(text.strip()) > MAX_MAP_INDEX:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            f"map_index must be an integer from 0 to {MAX_MAP_INDEX} (-1 for an unmapped task), got {text!r}",
+        )
+    return int(text.strip())
+
+
 def create_app() -> FastAPI:
     """Build the app (routes are documented in FastAPI's OpenAPI at ``/deltaguard/docs``)."""
     app = FastAPI(
@@ -157,6 +183,19 @@ def create_app() -> FastAPI:
             if login:
                 return RedirectResponse(login, status_code=status.HTTP_303_SEE_OTHER)
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.middleware("http")
+    async def _refuse_nul(request: Request, call_next: Any) -> Response:
+        # No table, DAG, run, task or lease name holds a NUL character, and PostgreSQL cannot even compare
+        # text holding one (its driver raises): such a request is bad input, answered before any route runs.
+        values = (str(request.scope.get("path", "")), *request.query_params.values())
+        if any("\x00" in value for value in values):
+            return JSONResponse(
+                {"detail": "a NUL character is not allowed in the path or a query parameter"},
+                status_code=status.HTTP_400_BAD_REQUEST,
+            )
+        response: Response = await call_next(request)
+        return response
 
     from deltaguard.leases.store import StoreUnavailableError
 
@@ -202,7 +241,7 @@ def create_app() -> FastAPI:
         dag_id: str,
         run_id: str,
         task_id: str,
-        map_index: int = -1,
+        map_index: int = Query(-1, ge=-1, le=MAX_MAP_INDEX),
         try_number: int | None = Query(None, ge=0),
     ) -> dict[str, Any]:
         _require_dag(user, dag_id, "GET")
@@ -321,8 +360,7 @@ def create_app() -> FastAPI:
         map_index: str | None = None,
         try_number: int | None = Query(None, ge=0),
     ) -> HTMLResponse:
-        # The task-instance tab fills {MAP_INDEX} itself; anything but an integer means "not mapped".
-        index = int(map_index) if map_index and map_index.lstrip("-").isdigit() else -1
+        index = _page_map_index(map_index)
         query = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": index}
         data = None
         link = ""

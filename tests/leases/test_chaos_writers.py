@@ -40,7 +40,10 @@ SEED = 20261123
 WRITERS = 3
 JOBS_PER_WRITER = 7
 SEEDED = range(100_000, 100_060)  # rows the delete jobs remove, ten per job
-DEADLINE_S = 110.0
+#: The fault schedule: at most this many rounds of faults, then the writers finish undisturbed. The run is
+#: bounded by this count, not by the wall clock (a busy machine makes the writers slower, not wrong);
+#: pytest-timeout only stops a hang.
+FAULT_ROUNDS = 60
 #: the figure each kind of fault is counted in
 FIGURE_OF = {"kill": "kills", "freeze": "freezes", "outage": "store_outages"}
 WRITER_SCRIPT = Path(__file__).with_name("chaos_writer.py")
@@ -125,7 +128,7 @@ def _overlaps(entries: list[tuple[str, str, float, dict]]) -> list[str]:
 
 def _sqlite_outage(url: str, seconds: float) -> None:
     """A holder of SQLite's write lock that stopped: every decision waits behind it."""
-    holder = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, timeout=5)
+    holder = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, timeout=60)
     holder.execute("BEGIN IMMEDIATE")
     time.sleep(seconds)
     holder.execute("ROLLBACK")
@@ -160,7 +163,7 @@ def _postgres_outage(url: str, seconds: float) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(1200)  # a hang-stopper, about ten times a run on a loaded machine
 @pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_no_conflicting_commits_and_no_lost_or_duplicated_rows_under_chaos(
     tmp_path: Path, request: pytest.FixtureRequest, store: str
@@ -186,8 +189,9 @@ def test_no_conflicting_commits_and_no_lost_or_duplicated_rows_under_chaos(
     figures = {"kills": 0, "freezes": 0, "store_outages": 0}
     started = time.monotonic()
     try:
-        while any(p.poll() is None for p in procs.values()):
-            assert time.monotonic() - started < DEADLINE_S, f"chaos run took too long: {figures}"
+        for _ in range(FAULT_ROUNDS):
+            if all(p.poll() is not None for p in procs.values()):
+                break
             time.sleep(rng.uniform(0.3, 1.2))
             # Each kind of fault happens at least once, however fast the writers finish on this machine.
             forced = [kind for kind in ("kill", "freeze", "outage") if not figures[FIGURE_OF[kind]]]
@@ -209,6 +213,8 @@ def test_no_conflicting_commits_and_no_lost_or_duplicated_rows_under_chaos(
             elif action == "outage":
                 outage(url, rng.uniform(0.2, 1.2))  # within the tolerated stall (1.5 s)
                 figures["store_outages"] += 1
+        for proc in procs.values():
+            proc.wait()  # the schedule is over: the writers finish their jobs undisturbed
         for name, proc in procs.items():
             assert proc.returncode == 0, f"{name}: {proc.stderr.read().decode()[-2000:]}"
     finally:
@@ -264,7 +270,18 @@ def test_no_conflicting_commits_and_no_lost_or_duplicated_rows_under_chaos(
     assert figures["kills"] > 0 and figures["freezes"] > 0 and figures["store_outages"] > 0
 
 
-@pytest.mark.timeout(120)
+def _grants(manager: LeaseManager, table: str) -> list[object]:
+    """The grants logged for ``table``; none yet while the writer holds SQLite's write lock past this
+    reader's busy timeout (a loaded machine), which is the test's observation, not what it checks."""
+    from deltaguard.exceptions import StoreError
+
+    try:
+        return [d for d in manager.decisions(uri=table) if d.kind == "grant"]
+    except StoreError:
+        return []
+
+
+@pytest.mark.timeout(600)
 def test_a_writer_stopped_past_its_lease_does_not_commit(tmp_path: Path) -> None:
     """SIGSTOP of a writer while it reads its source, for longer than the TTL; a conflicting writer is
     granted and commits meanwhile; woken up, the first writer must refuse its commit and redo the job."""
@@ -291,9 +308,9 @@ def test_a_writer_stopped_past_its_lease_does_not_commit(tmp_path: Path) -> None
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, env={**os.environ, "CHAOS_WORK_S": "3"})
     manager = LeaseManager(url)
     try:
-        deadline = time.time() + 60
-        while not [d for d in manager.decisions(uri=table) if d.kind == "grant"]:
-            assert time.time() < deadline, "the writer never got its lease"
+        while not _grants(manager, table):
+            # however long the writer takes to start on a busy machine; it may only not die first
+            assert proc.poll() is None, "the writer ended before it was granted its lease"
             time.sleep(0.05)
         first_lease = next(d.request_id for d in manager.decisions(uri=table) if d.kind == "grant")
         os.kill(proc.pid, signal.SIGSTOP)  # inside its 3 s extract, holding the lease
@@ -310,7 +327,7 @@ def test_a_writer_stopped_past_its_lease_does_not_commit(tmp_path: Path) -> None
         DeltaTable(table).delete(spec.predicate, commit_properties=marks)
         manager.release(other.lease_id, Owner(dag_id="chaos", task_id="other"))
         os.kill(proc.pid, signal.SIGCONT)
-        assert proc.wait(60) == 0, proc.stderr.read().decode()[-2000:]
+        assert proc.wait() == 0, proc.stderr.read().decode()[-2000:]  # pytest-timeout stops a hang
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGCONT)

@@ -381,3 +381,69 @@ def test_pages_take_the_brand_colours_of_airflows_theme(
     themed = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
     assert "header{background:oklch(0.26 0.09 250)}" in themed
     assert "javascript" not in themed
+
+
+@pytest.mark.parametrize("map_index", ["²", "\u0661", "1.5", "abc", "--1", "-5", "99999999999999999999"])
+def test_a_map_index_that_is_not_an_integer_is_a_400(
+    client: Any, tokens: dict[str, str], store_of: Scenario, map_index: str
+) -> None:
+    """Unicode digits ("²" passes ``str.isdigit`` but not ``int``) are refused with a message, not a 500."""
+    from urllib.parse import quote
+
+    query = f"dag_id=daily_sales&run_id={RUN}&task_id=merge_b&map_index={quote(map_index)}"
+    page = client.get(f"/deltaguard/decision?{query}", headers=bearer(tokens["viewer"]))
+    assert page.status_code == 400 and "map_index must be an integer" in page.json()["detail"], page.text
+    answer = client.get(f"/deltaguard/api/decision?{query}", headers=bearer(tokens["viewer"]))
+    assert 400 <= answer.status_code < 500, answer.text
+
+
+#: every read route, with a NUL character in each text it takes
+NUL_ROUTES = [
+    "/deltaguard/api/table?uri=/data/t%00x",
+    "/deltaguard/table?uri=/data/t%00x",
+    "/deltaguard/api/tables?after=a%00b",
+    "/deltaguard/api/decisions?uri=/data/t%00x",
+    f"/deltaguard/api/decision?dag_id=daily%00sales&run_id={RUN}&task_id=merge_b",
+    f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}%00&task_id=merge_b",
+    "/deltaguard/api/waiting?dag_id=daily_sales&run_id=r%00",
+]
+
+
+@pytest.fixture
+def pg_store_of(pg_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenario]:
+    """The UI scenario in a fresh PostgreSQL database, made the configured lease store."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"dg_ui_nul_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    scenario = build(tmp_path, pg_server.rsplit("/", 1)[0] + f"/{name}")
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", scenario.url)
+    try:
+        yield scenario
+    finally:
+        scenario.manager.store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("route", NUL_ROUTES)
+def test_a_nul_character_is_a_400_on_postgresql(
+    client: Any, tokens: dict[str, str], pg_store_of: Scenario, route: str
+) -> None:
+    """PostgreSQL cannot take text holding NUL (its driver raises): the request is refused as bad input."""
+    answer = client.get(route, headers=bearer(tokens["viewer"]))
+    assert answer.status_code == 400 and "NUL" in answer.json()["detail"], answer.text
+
+
+@pytest.mark.postgres
+def test_a_nul_character_in_a_lease_id_is_a_400_on_postgresql(
+    client: Any, tokens: dict[str, str], pg_store_of: Scenario
+) -> None:
+    answer = client.post(
+        "/deltaguard/api/leases/x%00y/release-stale", json={}, headers=bearer(tokens["admin"])
+    )
+    assert answer.status_code == 400 and "NUL" in answer.json()["detail"], answer.text

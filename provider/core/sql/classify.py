@@ -20,6 +20,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.sql.limits import sql_size_problem
 from deltaguard.core.sql.predicates import DIALECT, PredicateError, column_text, parse_predicate
 
 _MAX_SHOWN = 120
@@ -82,6 +83,9 @@ def classify_sql(sql: str) -> ClassifiedStatement:
     """
     if not isinstance(sql, str):
         raise SqlClassificationError(f"SQL must be text, not {type(sql).__name__}")
+    too_large = sql_size_problem(sql, DIALECT)
+    if too_large is not None:
+        raise _fail(sql, f"too large to parse: {too_large}")
     tokens = _one_statement(sql)
     keyword = tokens[0].text.upper()
     handler = _HANDLERS.get(keyword)

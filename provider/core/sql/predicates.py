@@ -30,6 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from deltaguard.core.closed_world import function_name, is_deterministic
+from deltaguard.core.sql.limits import sql_size_problem
 from deltaguard.core.sql.predicate_values import (
     BOOL,
     DATE,
@@ -252,6 +253,9 @@ def tree_depth(node: exp.Expr) -> int:
 
 @functools.lru_cache(maxsize=8192)
 def _parse_cached(sql: str) -> Predicate:
+    too_large = sql_size_problem(sql, DIALECT)
+    if too_large is not None:
+        raise PredicateError(f"predicate {_shown(sql)} is too large to parse: {too_large}")
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except SqlglotError as error:

@@ -28,6 +28,7 @@ from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
+from deltaguard.engines.deltars.plan_check import planned_texts
 from deltaguard.engines.discovery import read_table_config, short_message
 from deltaguard.engines.errors import (
     CommitFencedError,
@@ -138,7 +139,8 @@ class DeltaRsEngine(DeltaEngine):
         runner = RUNNERS.runner(spec)  # an unsupported spec is refused first
         columns = None if config.column_types is None else [name for name, _ in config.column_types]
         validate_spec(spec, config, columns, dialect=SPARK)
-        check_for_delta_rs(spec, runner)
+        planned = config.exists and any(planned_texts(spec))  # DataFusion plans them on the table
+        check_for_delta_rs(spec, runner, self._load(table_uri) if planned else None)
 
     def write(
         self,
@@ -179,7 +181,7 @@ class DeltaRsEngine(DeltaEngine):
         if context.validated_version is None or before != context.validated_version:
             config, columns = self._light_config(table_uri, table)
             validate_spec(spec, config, columns, dialect=SPARK)
-            check_for_delta_rs(spec, runner)
+            check_for_delta_rs(spec, runner, table)
 
         commit_id = uuid.uuid4().hex
         properties = self._commit_properties(spec, context, commit_id)

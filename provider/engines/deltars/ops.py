@@ -120,9 +120,15 @@ def check_engine_sql(spec: WriteSpec) -> None:
         _engine_sql(text)
 
 
-def check_for_delta_rs(spec: WriteSpec, runner: DeltaRsRunner | None = None) -> None:
-    """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, and every SQL
-    text renders for DataFusion (:func:`check_engine_sql`).
+def check_for_delta_rs(
+    spec: WriteSpec, runner: DeltaRsRunner | None = None, table: DeltaTable | None = None
+) -> None:
+    """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, every SQL
+    text renders for DataFusion (:func:`check_engine_sql`) and, given the table, DataFusion can plan the
+    texts that name its columns (:func:`~deltaguard.engines.deltars.plan_check.check_planned`).
+
+    :param runner: the spec's runner when the caller has looked it up already.
+    :param table: the open table the write changes; ``None`` skips the planning.
 
     :param runner: the spec's runner when the caller has looked it up already.
     :raises UnsupportedWriteError: when delta-rs has no runner for the spec.
@@ -132,6 +138,10 @@ def check_for_delta_rs(spec: WriteSpec, runner: DeltaRsRunner | None = None) -> 
     if runner.check is not None:
         runner.check(spec)
     check_engine_sql(spec)
+    if table is not None:
+        from deltaguard.engines.deltars.plan_check import check_planned
+
+        check_planned(table, spec, _engine_sql)
 
 
 class OpContext:
