@@ -20,6 +20,11 @@ function TaskLink({ owner, tab = true }: { owner: Owner; tab?: boolean }) {
   );
 }
 
+/** The operator's app id of a write, shown on hover beside its operation kind. */
+function appIdTitle(label: string | null | undefined): string | undefined {
+  return label ? `app id ${label}` : undefined;
+}
+
 function RunLabel({ owner }: { owner: Owner }) {
   return owner.run_id ? (
     <C.Text as="span" color="fg.muted" fontSize="xs">
@@ -42,7 +47,7 @@ function Blocker({ b }: { b: any }) {
         {who ? <RunLabel owner={who} /> : null}
         <C.Text as="span" color="fg.muted">
           {" "}
-          ({b.operation}
+          (<span title={appIdTitle(b.operation_label)}>{b.operation}</span>
           {b.kind === "waiting" ? ", queued ahead" : ", holds the table"})
         </C.Text>
       </C.Text>
@@ -113,7 +118,9 @@ function Waiters({ waiting, showTable = false }: { waiting: any[]; showTable?: b
             <TaskLink owner={w.owner} />
             <C.Text as="span" color="fg.muted">
               {" "}
-              {w.operation}
+              <span title={appIdTitle(w.operation_label)} data-testid="operation">
+                {w.operation}
+              </span>
               {showTable ? ` on ${w.table}` : ""}
               {w.position ? `, position ${w.position}` : ""}
             </C.Text>
@@ -159,7 +166,9 @@ function Leases({ leases }: { leases: any[] }) {
               <TaskLink owner={l.owner} />
               <RunLabel owner={l.owner} />
             </C.Table.Cell>
-            <C.Table.Cell>{l.operation}</C.Table.Cell>
+            <C.Table.Cell title={appIdTitle(l.operation_label)} data-testid="operation">
+              {l.operation}
+            </C.Table.Cell>
             <C.Table.Cell>{Math.round(l.age_s)} s</C.Table.Cell>
             <C.Table.Cell>
               {l.stale ? (
