@@ -245,3 +245,20 @@ def test_operation_column_names_the_kind_and_keeps_the_app_id_aside(reader: UiRe
     assert "merge_a" not in blocker["why"]
     decision = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b")
     assert decision["attempts"][-1]["operations"] == {CUSTOMERS: "MERGE (t.id = s.id)"}
+
+
+def test_the_queue_says_each_cause_once_for_all_the_writes_it_holds_back(reader: UiReader) -> None:
+    customers = _table(service.tables(reader), CUSTOMERS)
+    whys = [b["why"] for w in customers["waiting"] for b in w["blockers"]]
+    causes = customers["causes"]
+    assert sorted(c["why"] for c in causes) == sorted(set(whys))
+    # every (waiter, blocker) pair is in the group of its cause, and in no other
+    for waiter in customers["waiting"]:
+        for blocker in waiter["blockers"]:
+            (group,) = [c for c in causes if c["why"] == blocker["why"]]
+            assert waiter["request_id"] in [w["request_id"] for w in group["waiters"]]
+            assert blocker["id"] in [b["id"] for b in group["blockers"]]
+    merge = next(c for c in causes if c["why"].startswith("MERGE and MERGE"))
+    assert merge["changes"] and merge["rule"] == "db.dml_dml.file"
+    run = service.waiting(reader, dag_id="daily_sales", run_id=RUN)
+    assert sorted(c["why"] for c in run["causes"]) == sorted(set(whys))
