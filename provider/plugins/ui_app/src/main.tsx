@@ -105,10 +105,111 @@ function Card({ children, ...rest }: any) {
   );
 }
 
-function Waiters({ waiting, showTable = false }: { waiting: any[]; showTable?: boolean }) {
+/** When a wait is expected to end (the admission rule's reservation over the writes' estimates). */
+function Eta({ e }: { e: any }) {
+  if (!e) return null;
+  const palette = e.state === "overdue" ? "red" : e.state === "unknown" ? "gray" : "blue";
+  const label =
+    e.state === "known"
+      ? `starts in ~${fmtSeconds(e.in_s)}`
+      : e.state === "overdue"
+        ? "overdue"
+        : e.state === "any_moment"
+          ? "any moment"
+          : "no estimate";
+  return (
+    <C.Badge colorPalette={palette} variant="subtle" ml="2" title={e.text} data-testid="eta">
+      {label}
+    </C.Badge>
+  );
+}
+
+function fmtSeconds(s: number): string {
+  if (s < 90) return `${Math.round(s)} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+/** Why writes that asked later are ahead of this one (priority, or a grant by backfilling). */
+function Overtaken({ o }: { o: any }) {
+  if (!o) return null;
+  return (
+    <C.Text fontSize="xs" color="fg.muted" ml="4" data-testid="overtaken">
+      <C.Badge colorPalette="purple" variant="subtle" size="sm" mr="1">
+        overtaken
+      </C.Badge>
+      {o.text}
+    </C.Text>
+  );
+}
+
+/** One cause, said once: the model's one line, what to change, who it holds back behind whom. */
+function Cause({ c }: { c: any }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <C.Box borderLeftWidth="3px" borderColor="orange.solid" pl="3" py="1" data-testid="cause">
+      <C.Text fontSize="sm" fontWeight="semibold" data-testid="why">
+        {c.why}
+      </C.Text>
+      <C.Text fontSize="sm" data-testid="cause-who">
+        <C.Text as="span" color="fg.muted">
+          holds back{" "}
+        </C.Text>
+        {c.waiters.map((w: any, i: number) => (
+          <Fragment key={w.request_id}>
+            {i ? ", " : ""}
+            <TaskLink owner={w.owner} />
+          </Fragment>
+        ))}
+        <C.Text as="span" color="fg.muted">
+          {" "}
+          behind{" "}
+        </C.Text>
+        {c.blockers.map((b: any, i: number) => (
+          <Fragment key={b.id || i}>
+            {i ? ", " : ""}
+            {b.who && b.who.task_id ? <TaskLink owner={b.who} /> : <C.Text as="span">{b.owner}</C.Text>}
+            <C.Text as="span" color="fg.muted" fontSize="xs">
+              {" "}
+              (<span title={appIdTitle(b.operation_label)}>{b.operation}</span>
+              {b.kind === "waiting" ? ", queued ahead" : ", holds the table"})
+            </C.Text>
+          </Fragment>
+        ))}
+      </C.Text>
+      {c.changes && c.changes.length ? (
+        <C.Stack gap="1" mt="1" data-testid="changes">
+          {c.changes.map((ch: any, i: number) => (
+            <C.HStack key={i} gap="2" alignItems="baseline">
+              <C.Badge colorPalette="green" variant="subtle" size="sm">
+                {ch.kind.replace("_", " ")}
+              </C.Badge>
+              <C.Text fontSize="sm">{ch.text}</C.Text>
+            </C.HStack>
+          ))}
+        </C.Stack>
+      ) : null}
+      {c.rule_reason ? (
+        <C.Box mt="1">
+          <C.Button size="2xs" variant="ghost" onClick={() => setOpen(!open)} data-testid="reason-toggle">
+            {open ? "hide the full reason" : "full reason"}
+          </C.Button>
+          {open ? (
+            <C.Text fontSize="xs" color="fg.muted" data-testid="reason">
+              {c.rule_reason} <C.Code size="sm">{c.rule}</C.Code>
+            </C.Text>
+          ) : null}
+        </C.Box>
+      ) : null}
+    </C.Box>
+  );
+}
+
+/** The queue: one line per waiting write, then each cause once for all the writes it holds back. */
+function Waiters({ waiting, causes, showTable = false }: { waiting: any[]; causes?: any[]; showTable?: boolean }) {
   if (!waiting.length) return <C.Text color="fg.muted">nobody waits</C.Text>;
   return (
-    <C.Stack gap="3">
+    <C.Stack gap="2">
       {waiting.map((w: any) => (
         <C.Box key={w.request_id} data-testid="waiter">
           <C.Text>
@@ -123,15 +224,25 @@ function Waiters({ waiting, showTable = false }: { waiting: any[]; showTable?: b
               </span>
               {showTable ? ` on ${w.table}` : ""}
               {w.position ? `, position ${w.position}` : ""}
+              {w.blockers.length
+                ? `, behind ${Array.from(new Set(w.blockers.map((b: any) => b.owner))).join(", ")}`
+                : ""}
             </C.Text>
+            <Eta e={w.expected_start} />
           </C.Text>
-          <C.Stack gap="2" mt="1" ml="4">
-            {w.blockers.map((b: any, i: number) => (
-              <Blocker key={i} b={b} />
-            ))}
-          </C.Stack>
+          <Overtaken o={w.overtaken} />
         </C.Box>
       ))}
+      {causes && causes.length ? (
+        <C.Stack gap="2" mt="1">
+          <C.Text fontSize="xs" color="fg.muted" textTransform="uppercase" letterSpacing="wide">
+            {causes.length === 1 ? "Cause" : `Causes (${causes.length})`}
+          </C.Text>
+          {causes.map((c: any, i: number) => (
+            <Cause key={i} c={c} />
+          ))}
+        </C.Stack>
+      ) : null}
     </C.Stack>
   );
 }
@@ -156,6 +267,7 @@ function Leases({ leases }: { leases: any[] }) {
           <C.Table.ColumnHeader>Holder</C.Table.ColumnHeader>
           <C.Table.ColumnHeader>Operation</C.Table.ColumnHeader>
           <C.Table.ColumnHeader>Held for</C.Table.ColumnHeader>
+          <C.Table.ColumnHeader>Expected to end</C.Table.ColumnHeader>
           <C.Table.ColumnHeader>Expires</C.Table.ColumnHeader>
         </C.Table.Row>
       </C.Table.Header>
@@ -170,6 +282,13 @@ function Leases({ leases }: { leases: any[] }) {
               {l.operation}
             </C.Table.Cell>
             <C.Table.Cell>{Math.round(l.age_s)} s</C.Table.Cell>
+            <C.Table.Cell title={l.expected_end ? l.expected_end.text : undefined} data-testid="lease-eta">
+              {!l.expected_end || l.expected_end.state === "unknown"
+                ? "no estimate"
+                : l.expected_end.state === "overdue"
+                  ? `overdue by ${fmtSeconds(-l.expected_end.in_s)}`
+                  : `in ~${fmtSeconds(l.expected_end.in_s)}`}
+            </C.Table.Cell>
             <C.Table.Cell>
               {l.stale ? (
                 <C.Badge colorPalette="red">expired {Math.round(-l.expires_in_s)} s ago</C.Badge>
@@ -207,7 +326,7 @@ function TableCard({ t, link = true }: { t: any; link?: boolean }) {
       <C.Heading size="sm" mt="3" mb="1">
         Waiting ({t.waiting.length})
       </C.Heading>
-      <Waiters waiting={t.waiting} />
+      <Waiters waiting={t.waiting} causes={t.causes} />
     </Card>
   );
 }
@@ -287,6 +406,12 @@ function TableView({ uri }: { uri: string }) {
       ) : (
         <Fragment>
           <TableCard t={data.table} link={false} />
+          <Card data-testid="timeline">
+            <C.Heading size="md" mb="2">
+              Timeline
+            </C.Heading>
+            <Timeline t={data.timeline} />
+          </Card>
           <Card>
             <C.Heading size="md" mb="2">
               Conflict matrix
@@ -302,6 +427,45 @@ function TableView({ uri }: { uri: string }) {
         </Fragment>
       )}
     </C.Box>
+  );
+}
+
+/** Recent writes on the table: a waiting bar then a writing bar per write, on one time axis. */
+function Timeline({ t }: { t: any }) {
+  if (!t.rows.length) return <C.Text color="fg.muted">no write in the recent decision log</C.Text>;
+  return (
+    <C.Stack gap="1">
+      <C.Text fontSize="xs" color="fg.muted">
+        {t.window.from} to {t.window.to} ({fmtSeconds(t.window.seconds)}):{" "}
+        <C.Box as="span" display="inline-block" w="3" h="2" bg="orange.solid" borderRadius="sm" /> waiting{" "}
+        <C.Box as="span" display="inline-block" w="3" h="2" bg="blue.solid" borderRadius="sm" /> writing
+      </C.Text>
+      {t.rows.map((r: any) => (
+        <C.HStack key={r.request_id} gap="2" data-testid="timeline-row">
+          <C.Box w="220px" flexShrink={0} fontSize="sm" truncate>
+            <TaskLink owner={r.owner} />
+          </C.Box>
+          <C.Box position="relative" flex="1" h="4" bg="bg.muted" borderRadius="sm">
+            {r.bars.map((b: any, i: number) => (
+              <C.Box
+                key={i}
+                position="absolute"
+                top="0.5"
+                h="3"
+                borderRadius="sm"
+                left={`${b.left}%`}
+                width={`${b.width}%`}
+                bg={b.kind === "waiting" ? "orange.solid" : "blue.solid"}
+                opacity={b.open ? 0.7 : 1}
+                title={`${b.kind} ${b.seconds} s${b.open ? " (still held)" : ""}`}
+                data-testid="timeline-bar"
+                data-kind={b.kind}
+              />
+            ))}
+          </C.Box>
+        </C.HStack>
+      ))}
+    </C.Stack>
   );
 }
 
@@ -382,24 +546,49 @@ function RunView({ dagId, runId }: any) {
   const { data, error } = useJson(apiUrl("waiting", { dag_id: dagId, run_id: runId }));
   return (
     <C.Box p="2">
-      {!data ? <Problem error={error} /> : <Waiters waiting={data.waiting} showTable />}
+      {!data ? <Problem error={error} /> : <Waiters waiting={data.waiting} causes={data.causes} showTable />}
     </C.Box>
   );
 }
 
+/** One line on Airflow's home page, so its own dashboard stays on the first screen. */
 function HomePanel() {
-  const { data } = useJson(apiUrl("waiting", { limit: 5 }));
+  const { data } = useJson(apiUrl("waiting", { limit: 50 }));
   if (!data) return null;
+  const n = data.waiting.length;
+  const tables = Array.from(new Set(data.waiting.map((w: any) => w.table)));
+  const longest = n ? Math.max(...data.waiting.map((w: any) => w.waiting_s || 0)) : 0;
   return (
-    <Card data-testid="home-panel">
-      <C.Heading size="md" mb="2">
-        <C.Link asChild colorPalette="brand">
-          <Router.Link to="/plugin/delta-leases">{NAME}</Router.Link>
-        </C.Link>
-        : {data.waiting.length ? `${data.waiting.length}${data.more ? "+" : ""} waiting` : "no write waits"}
-      </C.Heading>
-      <Waiters waiting={data.waiting} showTable />
-    </Card>
+    <C.HStack
+      gap="2"
+      px="3"
+      py="1.5"
+      mb="2"
+      borderWidth="1px"
+      borderColor="border"
+      borderRadius="md"
+      bg="bg.panel"
+      fontSize="sm"
+      data-testid="home-panel"
+    >
+      <C.Link asChild colorPalette="brand" fontWeight="semibold">
+        <Router.Link to="/plugin/delta-leases">{NAME}</Router.Link>
+      </C.Link>
+      {n ? (
+        <Fragment>
+          <C.Badge colorPalette="orange">
+            {n}
+            {data.more ? "+" : ""} waiting
+          </C.Badge>
+          <C.Text color="fg.muted" truncate>
+            on {tables.join(", ")} · longest {fmtSeconds(longest)} · {data.causes.length}{" "}
+            {data.causes.length === 1 ? "cause" : "causes"}
+          </C.Text>
+        </Fragment>
+      ) : (
+        <C.Text color="fg.muted">no write waits</C.Text>
+      )}
+    </C.HStack>
   );
 }
 
