@@ -592,10 +592,116 @@ function HomePanel() {
   );
 }
 
+/** A DAG's plan: `deltaguard plan`'s own JSON report, laid out (nothing is recomputed here). */
+function PlanView({ dagId }: { dagId: string }) {
+  const { data, error } = useJson(apiUrl("plan", { dag_id: dagId }), 60000);
+  const [showAssumptions, setShowAssumptions] = useState(false);
+  if (!data) return <C.Box p="2"><Problem error={error} /></C.Box>;
+  const m = data.makespan;
+  const schedule = m.deltaguard;
+  const span = Math.max(schedule.makespan_s, 1);
+  return (
+    <C.Box p="2" data-testid="plan">
+      <C.Text fontWeight="semibold" mb="1" data-testid="plan-headline">
+        Planned run: {fmtSeconds(m.deltaguard.makespan_s)} with deltaguard, {fmtSeconds(m.one_slot_pools.makespan_s)} with
+        one-slot pools, {fmtSeconds(m.all_at_once.makespan_s)} all at once
+        {data.all_at_once_conflicting_overlaps.length
+          ? ` (where ${data.all_at_once_conflicting_overlaps.length} conflicting writes would overlap)`
+          : ""}
+      </C.Text>
+      <C.Text fontSize="xs" color="fg.muted" mb="3">
+        the report of <C.Code size="sm">deltaguard plan --dag-id {data.dag_id}</C.Code>; lower bound{" "}
+        {fmtSeconds(data.lower_bound_s)}
+      </C.Text>
+      {data.tables.map((t: any) => (
+        <Card key={t.table} data-testid="plan-table">
+          <C.Heading size="sm">
+            {t.table.replace(/\/$/, "").split("/").pop()}{" "}
+            <C.Text as="span" fontSize="xs" color="fg.muted" fontWeight="normal">
+              {t.engine} · configuration {t.config_source} · {t.writes.length} writes
+            </C.Text>
+          </C.Heading>
+          {t.serializing.length ? (
+            <C.Stack gap="1" mt="2">
+              {t.serializing.map((p: any, i: number) => (
+                <C.Box key={i} borderLeftWidth="3px" borderColor="orange.solid" pl="3" data-testid="plan-pair">
+                  <C.Text fontSize="sm">
+                    <C.Text as="span" fontWeight="semibold">
+                      {p.a} ↔ {p.b}
+                    </C.Text>
+                    <C.Text as="span" color="fg.muted">
+                      {" "}
+                      run one after the other: {p.why}
+                    </C.Text>
+                  </C.Text>
+                  {(p.changes || []).map((ch: any, j: number) => (
+                    <C.HStack key={j} gap="2" alignItems="baseline">
+                      <C.Badge colorPalette="green" variant="subtle" size="sm">
+                        {ch.kind.replace("_", " ")}
+                      </C.Badge>
+                      <C.Text fontSize="sm">{ch.text}</C.Text>
+                    </C.HStack>
+                  ))}
+                </C.Box>
+              ))}
+            </C.Stack>
+          ) : (
+            <C.Text fontSize="sm" color="fg.muted" mt="1">
+              no pair of its writes waits for the other
+            </C.Text>
+          )}
+          {t.side_by_side.length ? (
+            <C.Text fontSize="xs" color="fg.muted" mt="1">
+              side by side: {t.side_by_side.map((p: string[]) => p.join(" + ")).join(", ")}
+            </C.Text>
+          ) : null}
+        </Card>
+      ))}
+      <Card>
+        <C.Heading size="sm" mb="2">
+          Planned run with deltaguard
+        </C.Heading>
+        <C.Stack gap="1">
+          {schedule.tasks.map((r: any) => (
+            <C.HStack key={r.task} gap="2" data-testid="plan-task">
+              <C.Box w="220px" flexShrink={0} fontSize="sm" truncate title={r.task}>
+                {r.task}
+              </C.Box>
+              <C.Box position="relative" flex="1" h="4" bg="bg.muted" borderRadius="sm">
+                <C.Box
+                  position="absolute"
+                  top="0.5"
+                  h="3"
+                  borderRadius="sm"
+                  bg="blue.solid"
+                  left={`${(100 * r.start_s) / span}%`}
+                  width={`${Math.max(0.5, (100 * (r.end_s - r.start_s)) / span)}%`}
+                  title={`${r.start_s} s to ${r.end_s} s`}
+                />
+              </C.Box>
+            </C.HStack>
+          ))}
+        </C.Stack>
+      </Card>
+      <C.Button size="2xs" variant="ghost" onClick={() => setShowAssumptions(!showAssumptions)}>
+        {showAssumptions ? "hide the assumptions" : `assumptions (${data.assumptions.length})`}
+      </C.Button>
+      {showAssumptions ? (
+        <C.Stack gap="1" fontSize="xs" color="fg.muted" data-testid="plan-assumptions">
+          {data.assumptions.map((a: string, i: number) => (
+            <C.Text key={i}>{a}</C.Text>
+          ))}
+        </C.Stack>
+      ) : null}
+    </C.Box>
+  );
+}
+
 function DeltaLeases(props: { dagId?: string; runId?: string; taskId?: string; mapIndex?: string }) {
   const [params] = Router.useSearchParams();
   if (props.taskId) return <TaskView {...props} />;
   if (props.runId) return <RunView {...props} />;
+  if (props.dagId) return <PlanView dagId={props.dagId} />;
   if (!window.location.pathname.includes("/plugin/")) return <HomePanel />;
   const table = params.get("table");
   return table ? <TableView uri={table} /> : <TablesView />;
