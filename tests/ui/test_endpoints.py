@@ -394,10 +394,10 @@ def test_plan_view_answers_deltaguard_plans_own_report(
     """The DAG tab's plan is the JSON of `deltaguard plan FILE --dag-id DAG --store STORE`, not a recomputation."""
     from deltaguard.cli import main
     from deltaguard.plugins import plans
-    from tests.ui.airflow_app import REPO
+    from tests.ui.airflow_app import REPO, register_dag
 
     dag_path = REPO / "dags_examples" / "deltaguard_daily_sales.py"
-    monkeypatch.setattr(plans, "dag_file", lambda dag_id: dag_path)
+    register_dag(dag_path)  # Airflow's database names the DAG's file, as after the DAG processor parsed it
     monkeypatch.setattr(plans, "_cache", {})
     answer = client.get(
         "/deltaguard/api/plan?dag_id=deltaguard_daily_sales", headers=bearer(tokens["viewer"])
