@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deltaguard.core.admission import TableView, expected_start
+from deltaguard.core.admission import DEFAULT_AGEING_S, TableView, expected_start
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.codec import owner_from_text, payload_duration
@@ -195,18 +195,10 @@ def overtaken(
         later = other.enqueued_at - mine.enqueued_at
         name = str(blocker.get("owner"))
         if blocker.get("kind") == "waiting":
-            theirs = _priority(other)
-            text = (
-                f"{name} asked {later:.0f} s later but ranks ahead: priority {theirs} against {my_priority} "
-                "(each priority point ranks a request ahead of those queued up to ageing_s seconds before it)"
-            )
+            text = f"{name} asked {later:.0f} s later, priority {_priority(other)} against {my_priority}"
             how = "priority"
         else:
-            text = (
-                f"{name} asked {later:.0f} s later and was granted first: it does not conflict with the "
-                "writes that held the table then, and its estimate ended before this write's expected turn "
-                "(backfilling)"
-            )
+            text = f"{name} asked {later:.0f} s later and was granted first"
             how = "backfill"
         reasons.append(
             {"id": blocker.get("id"), "owner": name, "how": how, "later_s": round(later, 1), "text": text}
@@ -215,8 +207,18 @@ def overtaken(
         return None
     was, now_at = positions.get(str(waiter["request_id"])), waiter.get("position")
     moved = f"moved from position {was} to {now_at}: " if was is not None and now_at and now_at != was else ""
-    return {
-        "position_was": was,
-        "text": moved + "; ".join(r["text"] for r in reasons),
-        "by": reasons,
-    }
+    parts = []
+    for how, why in _WHY.items():
+        mine_how = [r["text"] for r in reasons if r["how"] == how]
+        if mine_how:
+            parts.append(f"{'; '.join(mine_how)} ({why})")
+    return {"position_was": was, "text": moved + "; ".join(parts), "by": reasons}
+
+
+#: why a later write can be ahead, once per kind (ADR 0017, ADR 0009)
+_WHY = {
+    "priority": f"a priority point ranks a request ahead of those queued up to ageing_s "
+    f"({DEFAULT_AGEING_S:.0f} s by default) before it",
+    "backfill": "it conflicts with no write holding the table then, and its estimate ended before this "
+    "write's expected turn: backfilling",
+}

@@ -105,3 +105,35 @@ def build(tmp_path: Path, url: str | None = None) -> Scenario:
     assert isinstance(third, Waiting)
     clock.now += 40  # the stale lease (ttl 30) has expired; nobody asked for its table since
     return Scenario(url, clock, manager, holder, waiter, "r-stale")
+
+
+ORDERS = "file:///data/orders"
+
+
+def add_queue_jump(manager: LeaseManager, clock: Clock, uri: str = ORDERS) -> None:
+    """On ``uri``: a MERGE holds it (300 s expected); two MERGEs queue (60 s each); two later MERGEs of
+    priority 50 (20 s each) rank ahead of the second, which moves from position 2 to 4 when it asks again."""
+
+    def ask(task: str, priority: int, seconds: float) -> object:
+        return manager.acquire(
+            LeaseRequest(
+                (claim(uri, MERGE, CUSTOMERS_CONFIG, task),),
+                owner(task),
+                request_id=f"r-{task}",
+                priority=priority,
+                expected_duration_s=seconds,
+            )
+        )
+
+    assert isinstance(ask("orders_holder", 0, 300), Granted)
+    clock.now += 1
+    assert isinstance(ask("orders_first", 0, 60), Waiting)
+    clock.now += 1
+    second = ask("orders_second", 0, 60)
+    assert isinstance(second, Waiting) and second.position == 2
+    for task in ("orders_urgent_a", "orders_urgent_b"):
+        clock.now += 1
+        assert isinstance(ask(task, 50, 20), Waiting)
+    clock.now += 1
+    again = ask("orders_second", 0, 60)
+    assert isinstance(again, Waiting) and again.position == 4

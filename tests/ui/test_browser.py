@@ -22,7 +22,7 @@ import pytest
 from deltaguard.core.remedies import explain_pair
 from tests.ui.airflow_app import PASSWORDS, REPO, build_app, register_dag
 from tests.ui.live_server import serve
-from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, build
+from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, add_queue_jump, build
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -38,6 +38,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("browser")
     saved = dict(os.environ)
     scenario = build(tmp)
+    add_queue_jump(scenario.manager, scenario.clock)  # a table whose writes state durations, and a jump
     try:
         app = build_app(scenario.url)
         register_dag(REPO / "dags_examples" / "deltaguard_daily_sales.py")
@@ -72,7 +73,7 @@ def _patient_expect() -> None:
 
 
 def _page(browser: Any, site: dict[str, Any], scheme: str) -> Any:
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, color_scheme=scheme)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     context.add_cookies([{"name": "_token", "value": site["token"], "url": site["base"]}])
     page = context.new_page()
     page.set_default_timeout(120_000)
@@ -154,7 +155,18 @@ def test_tables_render_inside_airflow_and_name_the_blocking_task(browser: Any, s
                   return [getComputedStyle(e).color, want]; }"""
     )
     assert colours[0] == colours[1], colours
+    # on orders every write states its duration: each wait has an expected start, and the jump is explained
+    orders = page.locator("[data-testid=table-card]", has_text="orders").first
+    second = orders.locator("[data-testid=waiter]", has_text="orders_second")
+    expect(second.locator("[data-testid=eta]")).to_contain_text("starts in ~")
+    jump = second.locator("[data-testid=overtaken]")
+    expect(jump).to_contain_text("moved from position 2 to 4: ")
+    expect(jump).to_contain_text("daily_sales.orders_urgent_a asked")
+    expect(second.locator("[data-testid=overtaken]")).to_contain_text("priority 50 against 0")
+    expect(orders.locator("[data-testid=lease-eta]")).to_contain_text("in ~")
     _shot(page, site, "ui_tables.png")
+    orders.scroll_into_view_if_needed()
+    _shot(page, site, "ui_queue_jump.png")
     page.context.close()
 
 
@@ -165,7 +177,7 @@ def test_home_panel_is_one_line_above_airflows_dashboard(browser: Any, site: dic
         page = _page(browser, site, scheme)
         _open(page, f"{site['base']}/")
         panel = page.locator("[data-testid=home-panel]")
-        expect(panel).to_contain_text("2 waiting")
+        expect(panel).to_contain_text("6 waiting")  # 2 on customers, 4 on orders
         box = panel.bounding_box()
         assert box is not None and box["height"] <= 48, box
         _shot(page, site, f"ui_home{'_dark' if scheme == 'dark' else ''}.png")
@@ -223,7 +235,7 @@ def test_task_instance_and_run_tabs(browser: Any, site: dict[str, Any]) -> None:
     expect(tab).to_be_visible()
     expect(page.get_by_text("Logs", exact=True).first).to_be_visible()  # Airflow's own tabs around it
     top = tab.bounding_box()["y"] - 8
-    _shot(page, site, "ui_ti_tab.png", clip={"x": 0, "y": top, "width": 1360, "height": 420})
+    _shot(page, site, "ui_ti_tab.png", clip={"x": 0, "y": top, "width": 1280, "height": 420})
     _open(page, f"{site['base']}/dags/daily_sales/runs/{RUN}/plugin/delta-leases-run")
     waiters = page.locator("[data-testid=waiter]")
     expect(waiters.first).to_be_visible()
