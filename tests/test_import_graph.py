@@ -122,9 +122,11 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"deltaguard.hooks"}),
     frozenset({"deltaguard.triggers"}),
     frozenset({"deltaguard.operators"}),
-    frozenset({"deltaguard.sensors", "deltaguard.decorators", "deltaguard.pools", "deltaguard.plugins"}),
+    frozenset({"deltaguard.sensors", "deltaguard.decorators", "deltaguard.pools"}),
     # finds a DAG's writes (operators, leased tasks, the priority policy's helpers) and plans them
     frozenset({"deltaguard.planning"}),
+    # the UI shows, among the rest, a DAG's plan
+    frozenset({"deltaguard.plugins"}),
     frozenset({"deltaguard.commands"}),
     frozenset({"deltaguard.cli"}),
 )

@@ -567,6 +567,22 @@ class _Reservations:
         return value
 
 
+def expected_start(view: TableView, request_id: str, decide: DecideFn | None = None) -> float:
+    """When the queued request ``request_id`` on ``view`` is expected to start there: its reservation.
+
+    ``-inf`` when nothing it conflicts with holds or precedes it on this table, ``inf`` when a write it
+    waits for has no estimate; a time in the past means a write ahead of it ran past its estimate.
+
+    :param view: the table with its granted leases and queue (the request among ``view.waiting``).
+    :param request_id: the queued request.
+    :raises KeyError: ``request_id`` is not queued on the table.
+    """
+    waiter = next((w for w in view.waiting if w.id == request_id), None)
+    if waiter is None:
+        raise KeyError(f"request {request_id} is not queued on {view.uri}")
+    return _Reservations(view, "", decide or default_decide()).reservation(waiter)
+
+
 def _end(start: float | None, duration: float | None) -> float:
     return math.inf if start is None or duration is None else start + duration
 

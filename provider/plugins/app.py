@@ -265,6 +265,17 @@ def create_app() -> FastAPI:
             _require_dag(user, dag_id, "GET")
         return service.waiting(reader(), dag_id=dag_id, run_id=run_id, limit=limit)
 
+    @app.get("/api/plan", summary="deltaguard plan's report of one DAG (its writes, conflicts and makespans)")
+    def api_plan(user: ReadUser, dag_id: str) -> dict[str, Any]:
+        from deltaguard import config
+        from deltaguard.plugins.plans import PlanUnavailableError, plan_report
+
+        _require_dag(user, dag_id, "GET")
+        try:
+            return plan_report(dag_id, config.lease_store_url() or None)
+        except PlanUnavailableError as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
+
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
         # The React bundle Airflow's UI imports (``react_apps``): code only, no data, so no login needed

@@ -114,6 +114,10 @@ class UiReader:
         """Decision-log entries, newest first, ``limit`` at a time strictly before ``before``."""
         return self.store.decisions(uri=uri, owner_keys=owner_keys, before=before, limit=clamp_limit(limit))
 
+    def holds(self, uri: str, limit: int = 500) -> list[DecisionRow]:
+        """The table's recent ``grant`` and ``release`` entries, newest first (durations of past holds)."""
+        return self.store.decisions(uri=uri, kinds=("grant", "release"), limit=clamp_limit(limit))
+
     def overruns(self, uri: str, limit: int = 20) -> list[DecisionRow]:
         """The table's ``unfenced_overrun`` entries, newest first: writes that may have committed outside
         their lease (ADR 0021, ADR 0018)."""

@@ -8,12 +8,15 @@ from typing import Any
 
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.store import DecisionRow, LeaseRow, WaiterRow
+from deltaguard.plugins.queue_notes import annotate_queue, first_positions
 from deltaguard.plugins.reads import MAX_TRIES, UiReader, clamp_limit, owner_keys
 from deltaguard.plugins.views import (
     DEFAULT_PROFILE,
     config_from_row,
     decision_view,
     explain_blockers,
+    group_by_cause,
     latest_waits,
     matrix_view,
     profile_for_table,
@@ -51,15 +54,41 @@ def _table_profile(reader: UiReader, uri: str, leases: list[Any], waiters: list[
 
 
 def _explain_queue(
-    reader: UiReader, summary: dict[str, Any], requests: dict[str, Any], config: TableConfig | None
+    reader: UiReader,
+    summary: dict[str, Any],
+    requests: dict[str, Any],
+    config: TableConfig | None,
+    *,
+    profile: EngineProfile,
+    leases: list[LeaseRow],
+    waiters: list[WaiterRow],
+    logged: list[DecisionRow],
+    now: float,
 ) -> None:
-    """Give each queued request's blockers their identity and the model's one-line cause and changes."""
+    """Give each queued request's blockers their identity and the model's one-line cause and changes,
+    group the queue by cause, and add the expected ends of holds and waits and why a later write is ahead.
+
+    :param logged: decision-log entries of the waiters (their first logged positions).
+    """
     ids = sorted({str(b.get("id")) for w in summary["waiting"] for b in w["blockers"] if b.get("id")})
     blocker_requests = reader.requests(ids) if ids else {}
     for waiter in summary["waiting"]:
         waiter["blockers"] = explain_blockers(
             requests.get(waiter["request_id"]), waiter["blockers"], blocker_requests, {summary["uri"]: config}
         )
+    summary["causes"] = group_by_cause(summary["waiting"])
+    everyone = {**blocker_requests, **requests, **reader.requests([r.lease_id for r in leases])}
+    annotate_queue(
+        summary,
+        config=config,
+        profile=profile,
+        leases=leases,
+        waiters=waiters,
+        requests=everyone,
+        history=reader.holds(summary["uri"]) if leases or waiters else [],
+        positions=first_positions(logged),
+        now=now,
+    )
 
 
 def waiting(
@@ -78,7 +107,7 @@ def waiting(
             found.append({**waiter, "table": table["name"]})
     found.sort(key=lambda w: -(w["waiting_s"] or 0))
     size = clamp_limit(limit)
-    return {"waiting": found[:size], "more": len(found) > size}
+    return {"waiting": found[:size], "more": len(found) > size, "causes": group_by_cause(found[:size])}
 
 
 def tables(reader: UiReader, *, after: str | None = None, limit: int = 50) -> dict[str, Any]:
@@ -90,10 +119,21 @@ def tables(reader: UiReader, *, after: str | None = None, limit: int = 50) -> di
         leases = reader.leases(row.uri)
         waiters = reader.waiters(row.uri)
         requests = reader.requests([w.request_id for w in waiters])
-        waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500), requests)
+        logged = reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500)
+        waits = latest_waits(logged, requests)
         profile = _table_profile(reader, row.uri, leases, waiters)
         summary = table_summary(row, profile, leases, waiters, waits, requests, now)
-        _explain_queue(reader, summary, requests, config_from_row(row))
+        _explain_queue(
+            reader,
+            summary,
+            requests,
+            config_from_row(row),
+            profile=profile,
+            leases=leases,
+            waiters=waiters,
+            logged=logged,
+            now=now,
+        )
         out.append(summary)
     return {"tables": out, "next_after": page.next_after, "limit": clamp_limit(limit)}
 
@@ -120,11 +160,22 @@ def table_detail(
     waiters = reader.waiters(uri)
     profile = engine_override(engine, version) or _table_profile(reader, uri, leases, waiters)
     requests = reader.requests([w.request_id for w in waiters])
-    waits = latest_waits(reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500), requests)
+    logged = reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500)
+    waits = latest_waits(logged, requests)
     decisions = reader.decisions(uri=uri, before=before, limit=limit)
     size = clamp_limit(limit)
     summary = table_summary(row, profile, leases, waiters, waits, requests, now)
-    _explain_queue(reader, summary, requests, config_from_row(row))
+    _explain_queue(
+        reader,
+        summary,
+        requests,
+        config_from_row(row),
+        profile=profile,
+        leases=leases,
+        waiters=waiters,
+        logged=logged,
+        now=now,
+    )
     return {
         "table": summary,
         "matrix": matrix_view(config_from_row(row), profile),

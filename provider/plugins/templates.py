@@ -75,7 +75,7 @@ _MACROS = """
 {% macro leases_block(t) -%}
 <h3>Active leases ({{ t.leases|length }})</h3>
 {% if t.leases %}<table class="list"><colgroup><col class="task"><col class="op"><col class="age"><col><col class="age"><col></colgroup><tr><th>Owner task</th><th>Operation</th><th>Age</th><th>Expires</th><th>Fencing</th><th></th></tr>
-{% for l in t.leases %}<tr class="lease"><td>{{ owner_link(l.owner) }}</td><td>{{ l.operation }}</td><td>{{ '%.0f'|format(l.age_s) }} s</td>
+{% for l in t.leases %}<tr class="lease"><td>{{ owner_link(l.owner) }}</td><td{% if l.operation_label %} title="app id {{ l.operation_label }}"{% endif %}>{{ l.operation }}</td><td>{{ '%.0f'|format(l.age_s) }} s</td>
 <td>{% if l.stale %}<span class="tag stale">stale: expired {{ '%.0f'|format(-l.expires_in_s) }} s ago</span>{% else %}in {{ '%.0f'|format(l.expires_in_s) }} s{% endif %}</td>
 <td>#{{ l.fencing }}</td><td>{% if l.stale %}<button onclick="releaseStale('{{ l.lease_id }}')">Release stale lease</button>{% endif %}</td></tr>{% endfor %}
 </table>{% else %}<p class="muted">nobody holds this table</p>{% endif %}

@@ -33,6 +33,7 @@ NAV_ROUTE = "delta-leases"
 TASK_INSTANCE_ROUTE = "delta-leases-task"
 DAG_RUN_ROUTE = "delta-leases-run"
 DASHBOARD_ROUTE = "delta-leases-home"
+DAG_ROUTE = "delta-leases-plan"
 #: Relative to Airflow's ``<base href>``, so it also holds behind ``[api] base_url`` at a sub-path.
 BUNDLE_URL = f"{URL_PREFIX.lstrip('/')}/static/delta-leases.js"
 
@@ -50,8 +51,8 @@ def _react_app(route: str, destination: str, **extra: Any) -> dict[str, Any]:
 class DeltaguardUiPlugin(AirflowPlugin):
     """Delta leases: tables, queues, conflict matrices and per-task decisions, rendered by Airflow's UI.
 
-    One React component (``ui_app/``, built into ``static/delta-leases.js``) is registered four times: the
-    Browse menu entry, a tab on every DAG run (who waits in this run, and for whom), a tab on every task
+    One React component (``ui_app/``, built into ``static/delta-leases.js``) is registered five times: the
+    Browse menu entry, a tab on every DAG (its plan: ``deltaguard plan``'s report), a tab on every DAG run (who waits in this run, and for whom), a tab on every task
     instance (its decision), and a panel on Airflow's home page. Airflow renders it inside its own layout
     with its Chakra theme and colour mode; the component reads the JSON endpoints of the FastAPI app.
     """
@@ -59,6 +60,7 @@ class DeltaguardUiPlugin(AirflowPlugin):
     name = "deltaguard"
     react_apps = [
         _react_app(NAV_ROUTE, "nav", category="browse"),
+        _react_app(DAG_ROUTE, "dag"),
         _react_app(DAG_RUN_ROUTE, "dag_run"),
         _react_app(TASK_INSTANCE_ROUTE, "task_instance"),
         _react_app(DASHBOARD_ROUTE, "dashboard"),

@@ -8,6 +8,7 @@ conflict model (isolation level, row-level concurrency, the matrix, which rule m
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,8 +133,23 @@ def _operation(op_json: str) -> Operation | None:
 
 
 def _describe_op(op_json: str) -> str:
+    """The operation's kind and scope (``MERGE (t.id = s.id)``), without the label an operator gives it.
+
+    Operators label an operation with the task's app id for their own messages; the UI names the task
+    beside the operation already, so the label would hide which kind of write it is.
+    """
     op = _operation(op_json)
-    return op.describe() if op is not None else "unknown operation"
+    return dataclasses.replace(op, label=None).describe() if op is not None else "unknown operation"
+
+
+def _op_fields(op_json: str) -> dict[str, Any]:
+    """``operation`` (kind and scope), ``operation_kind`` and ``operation_label`` (the app id, if any)."""
+    op = _operation(op_json)
+    return {
+        "operation": _describe_op(op_json),
+        "operation_kind": op.kind.value if op is not None else None,
+        "operation_label": op.label if op is not None else None,
+    }
 
 
 def lease_view(row: LeaseRow, now: float) -> dict[str, Any]:
@@ -142,7 +158,7 @@ def lease_view(row: LeaseRow, now: float) -> dict[str, Any]:
         "lease_id": row.lease_id,
         "uri": row.uri,
         "owner": owner_view(row.owner_json),
-        "operation": _describe_op(row.op_json),
+        **_op_fields(row.op_json),
         "granted_at": iso(row.granted_at),
         "age_s": round(max(0.0, now - row.granted_at), 1),
         "expires_at": iso(row.expires_at),
@@ -192,7 +208,7 @@ def waiter_view(
         "request_id": row.request_id,
         "uri": row.uri,
         "owner": owner_view(row.owner_json),
-        "operation": _describe_op(row.op_json),
+        **_op_fields(row.op_json),
         "waiting_s": round(now - enqueued, 1) if enqueued is not None else None,
         "position": wait.get("position"),
         "blockers": list(wait.get("blockers", ())),
@@ -408,12 +424,17 @@ def _blocker_rules(
             if config is None and my_claim.get("config"):
                 config = codec.config_from_json(my_claim["config"])
             profile = codec.profile_from_json(my_claim["profile"])
-            mine_op = codec.operation_from_json(my_claim["operation"])
-            other_op = codec.operation_from_json(other_claim["operation"])
+            # without the operators' labels, so the texts name each write by its kind and scope
+            mine_op = dataclasses.replace(codec.operation_from_json(my_claim["operation"]), label=None)
+            other_full = codec.operation_from_json(other_claim["operation"])
+            other_op = dataclasses.replace(other_full, label=None)
             verdict = pair_verdict(mine_op, other_op, config or TableConfig(), profile)
             explained = explain_verdict(verdict, mine_op, other_op, config or TableConfig(), profile)
             entry.update(
                 {
+                    # the stored text names the operator's label; the kind is what the reader needs
+                    "operation": other_op.describe(),
+                    "operation_label": other_full.label,
                     "rule": verdict.rule,
                     "rule_reason": verdict.reason,
                     "rule_advice": list(verdict.advice),
@@ -518,7 +539,8 @@ def task_decision(
                 "granted_at": iso(grants[0].at) if grants else None,
                 "ended": [decision_view(e) for e in ends],
                 "operations": {
-                    uri: codec.operation_from_json(c["operation"]).describe() for uri, c in mine.items()
+                    uri: dataclasses.replace(codec.operation_from_json(c["operation"]), label=None).describe()
+                    for uri, c in mine.items()
                 },
                 "waits": wait_steps,
                 "log": [decision_view(r) for r in rows],
@@ -543,3 +565,61 @@ def task_decision(
     else:
         headline = f"not granted ({latest['request_status'] or 'unknown'})"
     return {"task": dict(task), "headline": headline, "attempts": attempts}
+
+
+def _cause_key(blocker: Mapping[str, Any]) -> str:
+    return str(
+        blocker.get("why") or blocker.get("rule_reason") or f"{blocker.get('operation', '?')} runs first"
+    )
+
+
+def group_by_cause(waiting: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The queue's blockers grouped by cause, so each cause is said once for all the writes it holds back.
+
+    A cause is the model's one-line reason (``why``) a blocker conflicts with a waiter; its group names
+    the blockers that give it and the waiters it holds back, with the changes the model checked (the same
+    for every pair of the group, since the pairs are judged alike).
+
+    :param waiting: waiter views whose blockers went through :func:`explain_blockers`.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for waiter in waiting:
+        for blocker in waiter.get("blockers", ()):
+            key = _cause_key(blocker)
+            group = groups.setdefault(
+                key,
+                {
+                    "why": key,
+                    "rule": blocker.get("rule"),
+                    "rule_reason": blocker.get("rule_reason"),
+                    "changes": list(blocker.get("changes", ())),
+                    "blockers": {},
+                    "waiters": {},
+                },
+            )
+            group["blockers"].setdefault(
+                str(blocker.get("id")),
+                {
+                    "id": blocker.get("id"),
+                    "owner": blocker.get("owner"),
+                    "who": blocker.get("who"),
+                    "kind": blocker.get("kind"),
+                    "operation": blocker.get("operation"),
+                    "operation_label": blocker.get("operation_label"),
+                    "table": short_name(str(blocker.get("table", ""))),
+                },
+            )
+            group["waiters"].setdefault(
+                str(waiter.get("request_id")),
+                {
+                    "request_id": waiter.get("request_id"),
+                    "owner": waiter.get("owner"),
+                    "operation": waiter.get("operation"),
+                },
+            )
+    out = [
+        {**g, "blockers": list(g["blockers"].values()), "waiters": list(g["waiters"].values())}
+        for g in groups.values()
+    ]
+    out.sort(key=lambda g: -len(g["waiters"]))
+    return out

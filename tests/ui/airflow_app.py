@@ -116,3 +116,15 @@ def token(client: Any, user: str, root: str = "") -> str:
     answer = client.post(f"{root}/auth/token", json={"username": user, "password": PASSWORDS[user]})
     assert answer.status_code == 201, answer.text
     return str(answer.json()["access_token"])
+
+
+def register_dag(path: Path) -> None:
+    """Record the DAGs of ``path`` in Airflow's database as the DAG processor would (``dags-folder`` bundle),
+    so Airflow's UI opens their pages and ``DagModel.fileloc`` names the file."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = DagBag(dag_folder=str(path))
+    assert not bag.import_errors, bag.import_errors
+    sync_bag_to_db(bag, "dags-folder", None)

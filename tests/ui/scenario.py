@@ -3,6 +3,7 @@ and an OPTIMIZE wait behind it, an append to ``events`` ran and was released, an
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.manager import LeaseManager
+from deltaguard.writes.task_identity import app_id
 
 CUSTOMERS = "file:///data/customers"
 EVENTS = "file:///data/events"
@@ -36,7 +38,10 @@ def owner(task_id: str, try_number: int = 1, dag_id: str = "daily_sales") -> Own
     return Owner(dag_id=dag_id, run_id=RUN, task_id=task_id, try_number=try_number)
 
 
-def claim(uri: str, op: Operation, config: TableConfig) -> TableClaim:
+def claim(uri: str, op: Operation, config: TableConfig, task_id: str | None = None) -> TableClaim:
+    """A claim whose operation carries the task's app id as its label, as deltaguard's operators send it."""
+    if task_id is not None:
+        op = dataclasses.replace(op, label=app_id("daily_sales", task_id, None, RUN))
     return TableClaim(uri=uri, operation=op, profile=PROFILE, config=config)
 
 
@@ -60,7 +65,11 @@ def build(tmp_path: Path, url: str | None = None) -> Scenario:
     clock = Clock()
     manager = LeaseManager(url, clock=clock)
     append = manager.acquire(
-        LeaseRequest((claim(EVENTS, APPEND, EVENTS_CONFIG),), owner("append_events"), request_id="r-append")
+        LeaseRequest(
+            (claim(EVENTS, APPEND, EVENTS_CONFIG, "append_events"),),
+            owner("append_events"),
+            request_id="r-append",
+        )
     )
     assert isinstance(append, Granted)
     clock.now += 5
@@ -75,18 +84,56 @@ def build(tmp_path: Path, url: str | None = None) -> Scenario:
     )
     assert isinstance(stale, Granted)
     holder = manager.acquire(
-        LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_a"), request_id="r-merge-a")
+        LeaseRequest(
+            (claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG, "merge_a"),), owner("merge_a"), request_id="r-merge-a"
+        )
     )
     assert isinstance(holder, Granted)
     clock.now += 2
     waiter = manager.acquire(
-        LeaseRequest((claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG),), owner("merge_b"), request_id="r-merge-b")
+        LeaseRequest(
+            (claim(CUSTOMERS, MERGE, CUSTOMERS_CONFIG, "merge_b"),), owner("merge_b"), request_id="r-merge-b"
+        )
     )
     assert isinstance(waiter, Waiting)
     clock.now += 1
     third = manager.acquire(
-        LeaseRequest((claim(CUSTOMERS, OPTIMIZE, CUSTOMERS_CONFIG),), owner("optimize"), request_id="r-opt")
+        LeaseRequest(
+            (claim(CUSTOMERS, OPTIMIZE, CUSTOMERS_CONFIG, "optimize"),), owner("optimize"), request_id="r-opt"
+        )
     )
     assert isinstance(third, Waiting)
     clock.now += 40  # the stale lease (ttl 30) has expired; nobody asked for its table since
     return Scenario(url, clock, manager, holder, waiter, "r-stale")
+
+
+ORDERS = "file:///data/orders"
+
+
+def add_queue_jump(manager: LeaseManager, clock: Clock, uri: str = ORDERS) -> None:
+    """On ``uri``: a MERGE holds it (300 s expected); two MERGEs queue (60 s each); two later MERGEs of
+    priority 50 (20 s each) rank ahead of the second, which moves from position 2 to 4 when it asks again."""
+
+    def ask(task: str, priority: int, seconds: float) -> object:
+        return manager.acquire(
+            LeaseRequest(
+                (claim(uri, MERGE, CUSTOMERS_CONFIG, task),),
+                owner(task),
+                request_id=f"r-{task}",
+                priority=priority,
+                expected_duration_s=seconds,
+            )
+        )
+
+    assert isinstance(ask("orders_holder", 0, 300), Granted)
+    clock.now += 1
+    assert isinstance(ask("orders_first", 0, 60), Waiting)
+    clock.now += 1
+    second = ask("orders_second", 0, 60)
+    assert isinstance(second, Waiting) and second.position == 2
+    for task in ("orders_urgent_a", "orders_urgent_b"):
+        clock.now += 1
+        assert isinstance(ask(task, 50, 20), Waiting)
+    clock.now += 1
+    again = ask("orders_second", 0, 60)
+    assert isinstance(again, Waiting) and again.position == 4

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from deltaguard.core.remedies import explain_pair
-from tests.ui.airflow_app import PASSWORDS, REPO, build_app
+from tests.ui.airflow_app import PASSWORDS, REPO, build_app, register_dag
 from tests.ui.live_server import serve
-from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, build
+from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, add_queue_jump, build
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -38,8 +38,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("browser")
     saved = dict(os.environ)
     scenario = build(tmp)
+    add_queue_jump(scenario.manager, scenario.clock)  # a table whose writes state durations, and a jump
     try:
         app = build_app(scenario.url)
+        register_dag(REPO / "dags_examples" / "deltaguard_daily_sales.py")
         with serve(app) as base:
             answer = httpx.post(
                 f"{base}/auth/token", json={"username": "admin", "password": PASSWORDS["admin"]}
@@ -71,7 +73,7 @@ def _patient_expect() -> None:
 
 
 def _page(browser: Any, site: dict[str, Any], scheme: str) -> Any:
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, color_scheme=scheme)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     context.add_cookies([{"name": "_token", "value": site["token"], "url": site["base"]}])
     page = context.new_page()
     page.set_default_timeout(120_000)
@@ -110,21 +112,32 @@ def test_tables_render_inside_airflow_and_name_the_blocking_task(browser: Any, s
 
     page = _page(browser, site, "light")
     _open(page, f"{site['base']}/plugin/delta-leases")
-    page.locator("[data-testid=blocker]").first.wait_for()  # Airflow's UI, then the plugin bundle, load
+    page.locator("[data-testid=cause]").first.wait_for()  # Airflow's UI, then the plugin bundle, load
     card = page.locator("[data-testid=table-card]", has_text="customers").first
     waiter = card.locator("[data-testid=waiter]", has_text="daily_sales.merge_b").first
-    blocker = waiter.locator("[data-testid=blocker]").first
-    expect(blocker).to_contain_text("behind daily_sales.merge_a")
-    expect(blocker).to_contain_text(f"run {RUN}")
+    expect(waiter).to_contain_text("behind daily_sales.merge_a")
+    # the operation is the write's kind; the operator's app id is on hover only
+    operation = waiter.locator("[data-testid=operation]")
+    expect(operation).to_have_text("MERGE (t.id = s.id)")
+    assert "daily_sales/merge_b" in (operation.get_attribute("title") or "")
+    expect(card.locator("[data-testid=lease] [data-testid=operation]")).to_have_text("MERGE (t.id = s.id)")
+    # each cause once, for every write it holds back
     expected = explain_pair(MERGE, MERGE, CUSTOMERS_CONFIG, PROFILE)
-    expect(blocker.locator("[data-testid=why]")).to_have_text(expected.why)
-    expect(blocker.locator("[data-testid=changes]")).to_contain_text(expected.changes[0].text)
+    whys = card.locator("[data-testid=cause] [data-testid=why]").all_inner_texts()
+    assert len(whys) == len(set(whys)) == 2 and expected.why in whys, whys
+    cause = card.locator("[data-testid=cause]", has_text=expected.why).first
+    expect(cause.locator("[data-testid=cause-who]")).to_contain_text(
+        "holds back daily_sales.merge_b behind daily_sales.merge_a"
+    )
+    expect(cause.locator("[data-testid=changes]")).to_contain_text(expected.changes[0].text)
+    # each wait says when it is expected to end (no durations in this store: "no estimate", on hover why)
+    expect(card.locator("[data-testid=waiter] [data-testid=eta]")).to_have_count(2)
     # the long reason is one click away, not on the page
-    expect(blocker.locator("[data-testid=reason]")).to_have_count(0)
-    blocker.locator("[data-testid=reason-toggle]").click()
-    expect(blocker.locator("[data-testid=reason]")).to_contain_text(expected.reason[:60])
+    expect(cause.locator("[data-testid=reason]")).to_have_count(0)
+    cause.locator("[data-testid=reason-toggle]").click()
+    expect(cause.locator("[data-testid=reason]")).to_contain_text(expected.reason[:60])
     # the blocking task links to its own Delta leases tab inside Airflow (a router link, no new site)
-    href = blocker.locator("[data-testid=task-link]").first.get_attribute("href") or ""
+    href = cause.locator("[data-testid=task-link]", has_text="merge_a").first.get_attribute("href") or ""
     assert href == f"/dags/daily_sales/runs/{RUN}/tasks/merge_a/plugin/delta-leases-task"
     # Airflow's page around it: its navigation, no iframe, no header of the plugin's own
     assert (
@@ -135,15 +148,40 @@ def test_tables_render_inside_airflow_and_name_the_blocking_task(browser: Any, s
     ).to_be_visible()
     expect(page.locator("[data-testid=title]")).to_have_text("Delta leases")
     # links take Airflow's brand token (the theme an [api] theme changes), not a colour of the plugin's own
-    colours = blocker.locator("[data-testid=task-link]").first.evaluate(
+    colours = cause.locator("[data-testid=task-link]").first.evaluate(
         """e => { const probe = document.createElement('span');
                   probe.style.color = 'var(--chakra-colors-brand-fg)'; document.body.appendChild(probe);
                   const want = getComputedStyle(probe).color; probe.remove();
                   return [getComputedStyle(e).color, want]; }"""
     )
     assert colours[0] == colours[1], colours
+    # on orders every write states its duration: each wait has an expected start, and the jump is explained
+    orders = page.locator("[data-testid=table-card]", has_text="orders").first
+    second = orders.locator("[data-testid=waiter]", has_text="orders_second")
+    expect(second.locator("[data-testid=eta]")).to_contain_text("starts in ~")
+    jump = second.locator("[data-testid=overtaken]")
+    expect(jump).to_contain_text("moved from position 2 to 4: ")
+    expect(jump).to_contain_text("daily_sales.orders_urgent_a asked")
+    expect(second.locator("[data-testid=overtaken]")).to_contain_text("priority 50 against 0")
+    expect(orders.locator("[data-testid=lease-eta]")).to_contain_text("in ~")
     _shot(page, site, "ui_tables.png")
+    orders.scroll_into_view_if_needed()
+    _shot(page, site, "ui_queue_jump.png")
     page.context.close()
+
+
+def test_home_panel_is_one_line_above_airflows_dashboard(browser: Any, site: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    for scheme in ("light", "dark"):
+        page = _page(browser, site, scheme)
+        _open(page, f"{site['base']}/")
+        panel = page.locator("[data-testid=home-panel]")
+        expect(panel).to_contain_text("6 waiting")  # 2 on customers, 4 on orders
+        box = panel.bounding_box()
+        assert box is not None and box["height"] <= 48, box
+        _shot(page, site, f"ui_home{'_dark' if scheme == 'dark' else ''}.png")
+        page.context.close()
 
 
 def test_dark_mode_follows_airflow(browser: Any, site: dict[str, Any]) -> None:
@@ -151,7 +189,7 @@ def test_dark_mode_follows_airflow(browser: Any, site: dict[str, Any]) -> None:
     for scheme in ("light", "dark"):
         page = _page(browser, site, scheme)
         _open(page, f"{site['base']}/plugin/delta-leases")
-        page.locator("[data-testid=blocker]").first.wait_for()
+        page.locator("[data-testid=cause]").first.wait_for()
         backgrounds[scheme] = _card_background(page)
         if scheme == "dark":
             _shot(page, site, "ui_tables_dark.png")
@@ -171,6 +209,13 @@ def test_table_view_with_the_models_matrix(browser: Any, site: dict[str, Any]) -
     assert CUSTOMERS in page.url.replace("%3A", ":").replace("%2F", "/")
     cell = page.locator("td[title*='[rule ']").first
     expect(cell).to_be_visible()
+    # the timeline of the table's writes: merge_a writing, merge_b and the OPTIMIZE waiting
+    rows = page.locator("[data-testid=timeline] [data-testid=timeline-row]")
+    expect(rows).to_have_count(3)
+    expect(rows.filter(has_text="merge_a").locator("[data-kind=writing]")).to_have_count(1)
+    expect(rows.filter(has_text="merge_b").locator("[data-kind=waiting]")).to_have_count(1)
+    page.get_by_role("heading", name="Timeline").scroll_into_view_if_needed()
+    _shot(page, site, "ui_table_timeline.png")
     page.get_by_role("heading", name="Conflict matrix").scroll_into_view_if_needed()
     _shot(page, site, "ui_table.png")
     page.context.close()
@@ -190,10 +235,30 @@ def test_task_instance_and_run_tabs(browser: Any, site: dict[str, Any]) -> None:
     expect(tab).to_be_visible()
     expect(page.get_by_text("Logs", exact=True).first).to_be_visible()  # Airflow's own tabs around it
     top = tab.bounding_box()["y"] - 8
-    _shot(page, site, "ui_ti_tab.png", clip={"x": 0, "y": top, "width": 1360, "height": 420})
+    _shot(page, site, "ui_ti_tab.png", clip={"x": 0, "y": top, "width": 1280, "height": 420})
     _open(page, f"{site['base']}/dags/daily_sales/runs/{RUN}/plugin/delta-leases-run")
     waiters = page.locator("[data-testid=waiter]")
     expect(waiters.first).to_be_visible()
     expect(waiters.filter(has_text="daily_sales.merge_b").first).to_contain_text("behind daily_sales.merge_a")
-    expect(waiters.filter(has_text="daily_sales.optimize").first).to_contain_text("queued ahead")
+    expect(waiters.filter(has_text="daily_sales.optimize").first).to_contain_text(
+        "behind daily_sales.merge_a"
+    )
+    expect(page.locator("[data-testid=cause]", has_text="queued ahead").first).to_be_visible()
     page.context.close()
+
+
+def test_plan_tab_of_a_dag_shows_deltaguard_plans_report(browser: Any, site: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    for scheme in ("light", "dark"):
+        page = _page(browser, site, scheme)
+        _open(page, f"{site['base']}/dags/deltaguard_daily_sales/plugin/delta-leases-plan")
+        headline = page.locator("[data-testid=plan-headline]")
+        expect(headline).to_contain_text("with deltaguard")
+        expect(page.locator("[data-testid=plan-table]", has_text="customers")).to_have_count(1)
+        expect(
+            page.locator("[data-testid=plan-pair]", has_text="upsert_customers ↔ update_customer_tiers")
+        ).to_have_count(1)
+        expect(page.locator("[data-testid=plan-task]").first).to_be_visible()
+        _shot(page, site, f"ui_plan{'_dark' if scheme == 'dark' else ''}.png")
+        page.context.close()

@@ -78,7 +78,8 @@ def test_plugin_is_registered_once_through_its_entry_point(client: Any, tokens: 
     assert "airflow-provider-deltaguard" in mine[0]["source"]
     # one name everywhere, rendered by Airflow's UI (react_apps), no iframe views left
     apps = {a["destination"]: a for a in mine[0]["react_apps"]}
-    assert set(apps) == {"nav", "dag_run", "task_instance", "dashboard"}
+    assert set(apps) == {"nav", "dag", "dag_run", "task_instance", "dashboard"}
+    assert apps["dag"]["url_route"] == "delta-leases-plan"
     assert {a["name"] for a in apps.values()} == {"Delta leases"} and mine[0]["external_views"] == []
     assert apps["nav"]["category"] == "browse" and apps["task_instance"]["url_route"] == "delta-leases-task"
     bundle = client.get("/" + apps["nav"]["bundle_url"])
@@ -447,3 +448,47 @@ def test_a_nul_character_in_a_lease_id_is_a_400_on_postgresql(
         "/deltaguard/api/leases/x%00y/release-stale", json={}, headers=bearer(tokens["admin"])
     )
     assert answer.status_code == 400 and "NUL" in answer.json()["detail"], answer.text
+
+
+def test_plan_view_answers_deltaguard_plans_own_report(
+    client: Any,
+    tokens: dict[str, str],
+    store_of: Scenario,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The DAG tab's plan is the JSON of `deltaguard plan FILE --dag-id DAG --store STORE`, not a recomputation."""
+    from deltaguard.cli import main
+    from deltaguard.plugins import plans
+    from tests.ui.airflow_app import REPO, register_dag
+
+    dag_path = REPO / "dags_examples" / "deltaguard_daily_sales.py"
+    register_dag(dag_path)  # Airflow's database names the DAG's file, as after the DAG processor parsed it
+    monkeypatch.setattr(plans, "_cache", {})
+    answer = client.get(
+        "/deltaguard/api/plan?dag_id=deltaguard_daily_sales", headers=bearer(tokens["viewer"])
+    )
+    assert answer.status_code == 200, answer.text
+    capsys.readouterr()
+    code = main(
+        [
+            "plan",
+            str(dag_path),
+            "--dag-id",
+            "deltaguard_daily_sales",
+            "--store",
+            store_of.url,
+            "--format",
+            "json",
+        ]
+    )
+    command = json.loads(capsys.readouterr().out)
+    assert code == 0 and answer.json() == command
+    assert command["tables"] and command["makespan"]["deltaguard"]["makespan_s"] > 0
+
+
+def test_plan_view_of_an_unknown_dag_is_a_404(
+    client: Any, tokens: dict[str, str], store_of: Scenario
+) -> None:
+    answer = client.get("/deltaguard/api/plan?dag_id=no_such_dag", headers=bearer(tokens["admin"]))
+    assert answer.status_code == 404 and "no_such_dag" in answer.json()["detail"]

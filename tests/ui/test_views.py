@@ -229,3 +229,36 @@ def test_a_possible_write_outside_a_lease_is_flagged_on_the_table_page(scenario,
     page = render("table", data=data, base="/deltaguard", user=None)
     assert "Possibly written outside a lease" in page
     assert "the wrapped work ended after its lease was lost" in page
+
+
+def test_operation_column_names_the_kind_and_keeps_the_app_id_aside(reader: UiReader) -> None:
+    """Operators label a write with the task's app id; the Operation column shows MERGE / OPTIMIZE."""
+    customers = _table(service.tables(reader), CUSTOMERS)
+    lease = customers["leases"][0]
+    assert lease["operation"] == "MERGE (t.id = s.id)" and lease["operation_kind"] == "MERGE"
+    assert lease["operation_label"] and "merge_a" in lease["operation_label"]
+    waiting = {w["owner"]["task_id"]: w for w in customers["waiting"]}
+    assert waiting["optimize"]["operation"] == "OPTIMIZE"
+    assert waiting["optimize"]["operation_label"] and "optimize" in waiting["optimize"]["operation_label"]
+    blocker = waiting["merge_b"]["blockers"][0]
+    assert blocker["operation"] == "MERGE (t.id = s.id)" and "merge_a" in blocker["operation_label"]
+    assert "merge_a" not in blocker["why"]
+    decision = service.task_instance_decision(reader, dag_id="daily_sales", run_id=RUN, task_id="merge_b")
+    assert decision["attempts"][-1]["operations"] == {CUSTOMERS: "MERGE (t.id = s.id)"}
+
+
+def test_the_queue_says_each_cause_once_for_all_the_writes_it_holds_back(reader: UiReader) -> None:
+    customers = _table(service.tables(reader), CUSTOMERS)
+    whys = [b["why"] for w in customers["waiting"] for b in w["blockers"]]
+    causes = customers["causes"]
+    assert sorted(c["why"] for c in causes) == sorted(set(whys))
+    # every (waiter, blocker) pair is in the group of its cause, and in no other
+    for waiter in customers["waiting"]:
+        for blocker in waiter["blockers"]:
+            (group,) = [c for c in causes if c["why"] == blocker["why"]]
+            assert waiter["request_id"] in [w["request_id"] for w in group["waiters"]]
+            assert blocker["id"] in [b["id"] for b in group["blockers"]]
+    merge = next(c for c in causes if c["why"].startswith("MERGE and MERGE"))
+    assert merge["changes"] and merge["rule"] == "db.dml_dml.file"
+    run = service.waiting(reader, dag_id="daily_sales", run_id=RUN)
+    assert sorted(c["why"] for c in run["causes"]) == sorted(set(whys))

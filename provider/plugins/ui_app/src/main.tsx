@@ -20,6 +20,11 @@ function TaskLink({ owner, tab = true }: { owner: Owner; tab?: boolean }) {
   );
 }
 
+/** The operator's app id of a write, shown on hover beside its operation kind. */
+function appIdTitle(label: string | null | undefined): string | undefined {
+  return label ? `app id ${label}` : undefined;
+}
+
 function RunLabel({ owner }: { owner: Owner }) {
   return owner.run_id ? (
     <C.Text as="span" color="fg.muted" fontSize="xs">
@@ -42,7 +47,7 @@ function Blocker({ b }: { b: any }) {
         {who ? <RunLabel owner={who} /> : null}
         <C.Text as="span" color="fg.muted">
           {" "}
-          ({b.operation}
+          (<span title={appIdTitle(b.operation_label)}>{b.operation}</span>
           {b.kind === "waiting" ? ", queued ahead" : ", holds the table"})
         </C.Text>
       </C.Text>
@@ -100,10 +105,111 @@ function Card({ children, ...rest }: any) {
   );
 }
 
-function Waiters({ waiting, showTable = false }: { waiting: any[]; showTable?: boolean }) {
+/** When a wait is expected to end (the admission rule's reservation over the writes' estimates). */
+function Eta({ e }: { e: any }) {
+  if (!e) return null;
+  const palette = e.state === "overdue" ? "red" : e.state === "unknown" ? "gray" : "blue";
+  const label =
+    e.state === "known"
+      ? `starts in ~${fmtSeconds(e.in_s)}`
+      : e.state === "overdue"
+        ? "overdue"
+        : e.state === "any_moment"
+          ? "any moment"
+          : "no estimate";
+  return (
+    <C.Badge colorPalette={palette} variant="subtle" ml="2" title={e.text} data-testid="eta">
+      {label}
+    </C.Badge>
+  );
+}
+
+function fmtSeconds(s: number): string {
+  if (s < 90) return `${Math.round(s)} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+/** Why writes that asked later are ahead of this one (priority, or a grant by backfilling). */
+function Overtaken({ o }: { o: any }) {
+  if (!o) return null;
+  return (
+    <C.Text fontSize="xs" color="fg.muted" ml="4" data-testid="overtaken">
+      <C.Badge colorPalette="purple" variant="subtle" size="sm" mr="1">
+        overtaken
+      </C.Badge>
+      {o.text}
+    </C.Text>
+  );
+}
+
+/** One cause, said once: the model's one line, what to change, who it holds back behind whom. */
+function Cause({ c }: { c: any }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <C.Box borderLeftWidth="3px" borderColor="orange.solid" pl="3" py="1" data-testid="cause">
+      <C.Text fontSize="sm" fontWeight="semibold" data-testid="why">
+        {c.why}
+      </C.Text>
+      <C.Text fontSize="sm" data-testid="cause-who">
+        <C.Text as="span" color="fg.muted">
+          holds back{" "}
+        </C.Text>
+        {c.waiters.map((w: any, i: number) => (
+          <Fragment key={w.request_id}>
+            {i ? ", " : ""}
+            <TaskLink owner={w.owner} />
+          </Fragment>
+        ))}
+        <C.Text as="span" color="fg.muted">
+          {" "}
+          behind{" "}
+        </C.Text>
+        {c.blockers.map((b: any, i: number) => (
+          <Fragment key={b.id || i}>
+            {i ? ", " : ""}
+            {b.who && b.who.task_id ? <TaskLink owner={b.who} /> : <C.Text as="span">{b.owner}</C.Text>}
+            <C.Text as="span" color="fg.muted" fontSize="xs">
+              {" "}
+              (<span title={appIdTitle(b.operation_label)}>{b.operation}</span>
+              {b.kind === "waiting" ? ", queued ahead" : ", holds the table"})
+            </C.Text>
+          </Fragment>
+        ))}
+      </C.Text>
+      {c.changes && c.changes.length ? (
+        <C.Stack gap="1" mt="1" data-testid="changes">
+          {c.changes.map((ch: any, i: number) => (
+            <C.HStack key={i} gap="2" alignItems="baseline">
+              <C.Badge colorPalette="green" variant="subtle" size="sm">
+                {ch.kind.replace("_", " ")}
+              </C.Badge>
+              <C.Text fontSize="sm">{ch.text}</C.Text>
+            </C.HStack>
+          ))}
+        </C.Stack>
+      ) : null}
+      {c.rule_reason ? (
+        <C.Box mt="1">
+          <C.Button size="2xs" variant="ghost" onClick={() => setOpen(!open)} data-testid="reason-toggle">
+            {open ? "hide the full reason" : "full reason"}
+          </C.Button>
+          {open ? (
+            <C.Text fontSize="xs" color="fg.muted" data-testid="reason">
+              {c.rule_reason} <C.Code size="sm">{c.rule}</C.Code>
+            </C.Text>
+          ) : null}
+        </C.Box>
+      ) : null}
+    </C.Box>
+  );
+}
+
+/** The queue: one line per waiting write, then each cause once for all the writes it holds back. */
+function Waiters({ waiting, causes, showTable = false }: { waiting: any[]; causes?: any[]; showTable?: boolean }) {
   if (!waiting.length) return <C.Text color="fg.muted">nobody waits</C.Text>;
   return (
-    <C.Stack gap="3">
+    <C.Stack gap="2">
       {waiting.map((w: any) => (
         <C.Box key={w.request_id} data-testid="waiter">
           <C.Text>
@@ -113,18 +219,30 @@ function Waiters({ waiting, showTable = false }: { waiting: any[]; showTable?: b
             <TaskLink owner={w.owner} />
             <C.Text as="span" color="fg.muted">
               {" "}
-              {w.operation}
+              <span title={appIdTitle(w.operation_label)} data-testid="operation">
+                {w.operation}
+              </span>
               {showTable ? ` on ${w.table}` : ""}
               {w.position ? `, position ${w.position}` : ""}
+              {w.blockers.length
+                ? `, behind ${Array.from(new Set(w.blockers.map((b: any) => b.owner))).join(", ")}`
+                : ""}
             </C.Text>
+            <Eta e={w.expected_start} />
           </C.Text>
-          <C.Stack gap="2" mt="1" ml="4">
-            {w.blockers.map((b: any, i: number) => (
-              <Blocker key={i} b={b} />
-            ))}
-          </C.Stack>
+          <Overtaken o={w.overtaken} />
         </C.Box>
       ))}
+      {causes && causes.length ? (
+        <C.Stack gap="2" mt="1">
+          <C.Text fontSize="xs" color="fg.muted" textTransform="uppercase" letterSpacing="wide">
+            {causes.length === 1 ? "Cause" : `Causes (${causes.length})`}
+          </C.Text>
+          {causes.map((c: any, i: number) => (
+            <Cause key={i} c={c} />
+          ))}
+        </C.Stack>
+      ) : null}
     </C.Stack>
   );
 }
@@ -149,6 +267,7 @@ function Leases({ leases }: { leases: any[] }) {
           <C.Table.ColumnHeader>Holder</C.Table.ColumnHeader>
           <C.Table.ColumnHeader>Operation</C.Table.ColumnHeader>
           <C.Table.ColumnHeader>Held for</C.Table.ColumnHeader>
+          <C.Table.ColumnHeader>Expected to end</C.Table.ColumnHeader>
           <C.Table.ColumnHeader>Expires</C.Table.ColumnHeader>
         </C.Table.Row>
       </C.Table.Header>
@@ -159,8 +278,17 @@ function Leases({ leases }: { leases: any[] }) {
               <TaskLink owner={l.owner} />
               <RunLabel owner={l.owner} />
             </C.Table.Cell>
-            <C.Table.Cell>{l.operation}</C.Table.Cell>
+            <C.Table.Cell title={appIdTitle(l.operation_label)} data-testid="operation">
+              {l.operation}
+            </C.Table.Cell>
             <C.Table.Cell>{Math.round(l.age_s)} s</C.Table.Cell>
+            <C.Table.Cell title={l.expected_end ? l.expected_end.text : undefined} data-testid="lease-eta">
+              {!l.expected_end || l.expected_end.state === "unknown"
+                ? "no estimate"
+                : l.expected_end.state === "overdue"
+                  ? `overdue by ${fmtSeconds(-l.expected_end.in_s)}`
+                  : `in ~${fmtSeconds(l.expected_end.in_s)}`}
+            </C.Table.Cell>
             <C.Table.Cell>
               {l.stale ? (
                 <C.Badge colorPalette="red">expired {Math.round(-l.expires_in_s)} s ago</C.Badge>
@@ -198,7 +326,7 @@ function TableCard({ t, link = true }: { t: any; link?: boolean }) {
       <C.Heading size="sm" mt="3" mb="1">
         Waiting ({t.waiting.length})
       </C.Heading>
-      <Waiters waiting={t.waiting} />
+      <Waiters waiting={t.waiting} causes={t.causes} />
     </Card>
   );
 }
@@ -278,6 +406,12 @@ function TableView({ uri }: { uri: string }) {
       ) : (
         <Fragment>
           <TableCard t={data.table} link={false} />
+          <Card data-testid="timeline">
+            <C.Heading size="md" mb="2">
+              Timeline
+            </C.Heading>
+            <Timeline t={data.timeline} />
+          </Card>
           <Card>
             <C.Heading size="md" mb="2">
               Conflict matrix
@@ -293,6 +427,45 @@ function TableView({ uri }: { uri: string }) {
         </Fragment>
       )}
     </C.Box>
+  );
+}
+
+/** Recent writes on the table: a waiting bar then a writing bar per write, on one time axis. */
+function Timeline({ t }: { t: any }) {
+  if (!t.rows.length) return <C.Text color="fg.muted">no write in the recent decision log</C.Text>;
+  return (
+    <C.Stack gap="1">
+      <C.Text fontSize="xs" color="fg.muted">
+        {t.window.from} to {t.window.to} ({fmtSeconds(t.window.seconds)}):{" "}
+        <C.Box as="span" display="inline-block" w="3" h="2" bg="orange.solid" borderRadius="sm" /> waiting{" "}
+        <C.Box as="span" display="inline-block" w="3" h="2" bg="blue.solid" borderRadius="sm" /> writing
+      </C.Text>
+      {t.rows.map((r: any) => (
+        <C.HStack key={r.request_id} gap="2" data-testid="timeline-row">
+          <C.Box w="220px" flexShrink={0} fontSize="sm" truncate>
+            <TaskLink owner={r.owner} />
+          </C.Box>
+          <C.Box position="relative" flex="1" h="4" bg="bg.muted" borderRadius="sm">
+            {r.bars.map((b: any, i: number) => (
+              <C.Box
+                key={i}
+                position="absolute"
+                top="0.5"
+                h="3"
+                borderRadius="sm"
+                left={`${b.left}%`}
+                width={`${b.width}%`}
+                bg={b.kind === "waiting" ? "orange.solid" : "blue.solid"}
+                opacity={b.open ? 0.7 : 1}
+                title={`${b.kind} ${b.seconds} s${b.open ? " (still held)" : ""}`}
+                data-testid="timeline-bar"
+                data-kind={b.kind}
+              />
+            ))}
+          </C.Box>
+        </C.HStack>
+      ))}
+    </C.Stack>
   );
 }
 
@@ -373,24 +546,154 @@ function RunView({ dagId, runId }: any) {
   const { data, error } = useJson(apiUrl("waiting", { dag_id: dagId, run_id: runId }));
   return (
     <C.Box p="2">
-      {!data ? <Problem error={error} /> : <Waiters waiting={data.waiting} showTable />}
+      {!data ? <Problem error={error} /> : <Waiters waiting={data.waiting} causes={data.causes} showTable />}
     </C.Box>
   );
 }
 
+/** One line on Airflow's home page, so its own dashboard stays on the first screen. */
 function HomePanel() {
-  const { data } = useJson(apiUrl("waiting", { limit: 5 }));
+  const { data } = useJson(apiUrl("waiting", { limit: 50 }));
   if (!data) return null;
+  const n = data.waiting.length;
+  const tables = Array.from(new Set(data.waiting.map((w: any) => w.table)));
+  const longest = n ? Math.max(...data.waiting.map((w: any) => w.waiting_s || 0)) : 0;
   return (
-    <Card data-testid="home-panel">
-      <C.Heading size="md" mb="2">
-        <C.Link asChild colorPalette="brand">
-          <Router.Link to="/plugin/delta-leases">{NAME}</Router.Link>
-        </C.Link>
-        : {data.waiting.length ? `${data.waiting.length}${data.more ? "+" : ""} waiting` : "no write waits"}
-      </C.Heading>
-      <Waiters waiting={data.waiting} showTable />
-    </Card>
+    <C.HStack
+      gap="2"
+      px="3"
+      py="1.5"
+      mb="2"
+      borderWidth="1px"
+      borderColor="border"
+      borderRadius="md"
+      bg="bg.panel"
+      fontSize="sm"
+      data-testid="home-panel"
+    >
+      <C.Link asChild colorPalette="brand" fontWeight="semibold">
+        <Router.Link to="/plugin/delta-leases">{NAME}</Router.Link>
+      </C.Link>
+      {n ? (
+        <Fragment>
+          <C.Badge colorPalette="orange">
+            {n}
+            {data.more ? "+" : ""} waiting
+          </C.Badge>
+          <C.Text color="fg.muted" truncate>
+            on {tables.join(", ")} · longest {fmtSeconds(longest)} · {data.causes.length}{" "}
+            {data.causes.length === 1 ? "cause" : "causes"}
+          </C.Text>
+        </Fragment>
+      ) : (
+        <C.Text color="fg.muted">no write waits</C.Text>
+      )}
+    </C.HStack>
+  );
+}
+
+/** A DAG's plan: `deltaguard plan`'s own JSON report, laid out (nothing is recomputed here). */
+function PlanView({ dagId }: { dagId: string }) {
+  const { data, error } = useJson(apiUrl("plan", { dag_id: dagId }), 60000);
+  const [showAssumptions, setShowAssumptions] = useState(false);
+  if (!data) return <C.Box p="2"><Problem error={error} /></C.Box>;
+  const m = data.makespan;
+  const schedule = m.deltaguard;
+  const span = Math.max(schedule.makespan_s, 1);
+  return (
+    <C.Box p="2" data-testid="plan">
+      <C.Text fontWeight="semibold" mb="1" data-testid="plan-headline">
+        Planned run: {fmtSeconds(m.deltaguard.makespan_s)} with deltaguard, {fmtSeconds(m.one_slot_pools.makespan_s)} with
+        one-slot pools, {fmtSeconds(m.all_at_once.makespan_s)} all at once
+        {data.all_at_once_conflicting_overlaps.length
+          ? ` (where ${data.all_at_once_conflicting_overlaps.length} conflicting writes would overlap)`
+          : ""}
+      </C.Text>
+      <C.Text fontSize="xs" color="fg.muted" mb="3">
+        the report of <C.Code size="sm">deltaguard plan --dag-id {data.dag_id}</C.Code>; lower bound{" "}
+        {fmtSeconds(data.lower_bound_s)}
+      </C.Text>
+      {data.tables.map((t: any) => (
+        <Card key={t.table} data-testid="plan-table">
+          <C.Heading size="sm">
+            {t.table.replace(/\/$/, "").split("/").pop()}{" "}
+            <C.Text as="span" fontSize="xs" color="fg.muted" fontWeight="normal">
+              {t.engine} · configuration {t.config_source} · {t.writes.length} writes
+            </C.Text>
+          </C.Heading>
+          {t.serializing.length ? (
+            <C.Stack gap="1" mt="2">
+              {t.serializing.map((p: any, i: number) => (
+                <C.Box key={i} borderLeftWidth="3px" borderColor="orange.solid" pl="3" data-testid="plan-pair">
+                  <C.Text fontSize="sm">
+                    <C.Text as="span" fontWeight="semibold">
+                      {p.a} ↔ {p.b}
+                    </C.Text>
+                    <C.Text as="span" color="fg.muted">
+                      {" "}
+                      run one after the other: {p.why}
+                    </C.Text>
+                  </C.Text>
+                  {(p.changes || []).map((ch: any, j: number) => (
+                    <C.HStack key={j} gap="2" alignItems="baseline">
+                      <C.Badge colorPalette="green" variant="subtle" size="sm">
+                        {ch.kind.replace("_", " ")}
+                      </C.Badge>
+                      <C.Text fontSize="sm">{ch.text}</C.Text>
+                    </C.HStack>
+                  ))}
+                </C.Box>
+              ))}
+            </C.Stack>
+          ) : (
+            <C.Text fontSize="sm" color="fg.muted" mt="1">
+              no pair of its writes waits for the other
+            </C.Text>
+          )}
+          {t.side_by_side.length ? (
+            <C.Text fontSize="xs" color="fg.muted" mt="1">
+              side by side: {t.side_by_side.map((p: string[]) => p.join(" + ")).join(", ")}
+            </C.Text>
+          ) : null}
+        </Card>
+      ))}
+      <Card>
+        <C.Heading size="sm" mb="2">
+          Planned run with deltaguard
+        </C.Heading>
+        <C.Stack gap="1">
+          {schedule.tasks.map((r: any) => (
+            <C.HStack key={r.task} gap="2" data-testid="plan-task">
+              <C.Box w="220px" flexShrink={0} fontSize="sm" truncate title={r.task}>
+                {r.task}
+              </C.Box>
+              <C.Box position="relative" flex="1" h="4" bg="bg.muted" borderRadius="sm">
+                <C.Box
+                  position="absolute"
+                  top="0.5"
+                  h="3"
+                  borderRadius="sm"
+                  bg="blue.solid"
+                  left={`${(100 * r.start_s) / span}%`}
+                  width={`${Math.max(0.5, (100 * (r.end_s - r.start_s)) / span)}%`}
+                  title={`${r.start_s} s to ${r.end_s} s`}
+                />
+              </C.Box>
+            </C.HStack>
+          ))}
+        </C.Stack>
+      </Card>
+      <C.Button size="2xs" variant="ghost" onClick={() => setShowAssumptions(!showAssumptions)}>
+        {showAssumptions ? "hide the assumptions" : `assumptions (${data.assumptions.length})`}
+      </C.Button>
+      {showAssumptions ? (
+        <C.Stack gap="1" fontSize="xs" color="fg.muted" data-testid="plan-assumptions">
+          {data.assumptions.map((a: string, i: number) => (
+            <C.Text key={i}>{a}</C.Text>
+          ))}
+        </C.Stack>
+      ) : null}
+    </C.Box>
   );
 }
 
@@ -398,6 +701,7 @@ function DeltaLeases(props: { dagId?: string; runId?: string; taskId?: string; m
   const [params] = Router.useSearchParams();
   if (props.taskId) return <TaskView {...props} />;
   if (props.runId) return <RunView {...props} />;
+  if (props.dagId) return <PlanView dagId={props.dagId} />;
   if (!window.location.pathname.includes("/plugin/")) return <HomePanel />;
   const table = params.get("table");
   return table ? <TableView uri={table} /> : <TablesView />;
