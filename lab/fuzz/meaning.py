@@ -497,10 +497,10 @@ def _rows_of(table: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(str(v) for v in row.values()) for row in data.to_pylist())
 
 
-def replay(saved: dict[str, Any], root: Path) -> tuple[bool, bool]:
-    """Run a reproducer again: whether the write still touches its partition on delta-rs, and whether the
-    model (with the engine's evaluator, as the operators ask it) now says ``conflict`` beside that
-    partition's DELETE."""
+def replay(saved: dict[str, Any], root: Path) -> tuple[bool | None, bool]:
+    """Run a reproducer again: whether the write still touches its partition on delta-rs (``None``: the
+    engine now refuses the write as invalid before any lease), and whether the model (with the engine's
+    evaluator, as the operators ask it) now says ``conflict`` beside that partition's DELETE."""
     from deltaguard.engines.specs import DeleteSpec
 
     layout = layout_of(saved["layout"])
@@ -510,13 +510,20 @@ def replay(saved: dict[str, Any], root: Path) -> tuple[bool, bool]:
     if made is None:
         raise RuntimeError("delta-rs can no longer create the reproducer's table")
     base, config, physical = made
+    from deltaguard.engines.errors import InvalidWriteError
+
     work = root / "work"
-    tables.run(base, work, case.spec)
     partition = tuple(
         _from_json(v, k) for v, (_, k) in zip(saved["partition"], layout.partitions, strict=True)
     )
-    version = config.version if config.version is not None else 0
-    hit = partition in touched(work, version, layout, physical)
+    hit: bool | None
+    try:
+        tables.run(base, work, case.spec)
+    except InvalidWriteError:
+        hit = None  # refused before any lease now: the write can no longer run beside anything
+    else:
+        version = config.version if config.version is not None else 0
+        hit = partition in touched(work, version, layout, physical)
     probe = DeleteSpec(predicate=point(layout, partition)).operation()
     from deltaguard.core.model import pair_verdict
 

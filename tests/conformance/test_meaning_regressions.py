@@ -24,6 +24,11 @@ def test_there_are_reproducers() -> None:
 def test_the_model_refuses_what_delta_rs_touches(path: Path, tmp_path: Path) -> None:
     saved = json.loads(path.read_text())
     touched, conflict = meaning.replay(saved, tmp_path)
+    if touched is None:
+        # The write's text is refused before any lease now (DataFusion cannot plan it on the table), so it
+        # never runs beside another write; the model's verdict must still not separate the pair.
+        assert conflict
+        return
     if "read" not in saved.get("model_allows", ()):
         assert touched  # delta-rs still touches the partition (else the reproducer proves nothing)
     assert conflict

@@ -97,7 +97,10 @@ def test_the_smallest_partitioning_is_offered_first() -> None:
 def test_engine_decides_which_alternatives_are_offered() -> None:
     # file statistics that keep writes apart depend on the files a table will hold: not checkable, not offered
     assert ChangeKind.FILE_STATISTICS not in kinds(explain_pair(MERGE, UPDATE, TableConfig(), RS))
-    dbr = kinds(explain_pair(MERGE, UPDATE, TableConfig(), DBR))
+    # row-level concurrency needs the columns' types (ADR 0036): a table whose schema was not read gets none
+    assert ChangeKind.LIQUID_CLUSTERING not in kinds(explain_pair(MERGE, UPDATE, TableConfig(), DBR))
+    typed = TableConfig(column_types=(("id", "long"), ("event_date", "date"), ("amount", "double")))
+    dbr = kinds(explain_pair(MERGE, UPDATE, typed, DBR))
     assert ChangeKind.LIQUID_CLUSTERING in dbr
     # deletion vectors alone leave the MERGE reading the whole table: the model still says conflict
     assert ChangeKind.DELETION_VECTORS not in dbr

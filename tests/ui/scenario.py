@@ -21,7 +21,12 @@ STALE = "file:///data/stale_table"
 RUN = "manual__2026-11-21"
 PROFILE = EngineProfile(EngineName.DATABRICKS, "14.3")
 CUSTOMERS_CONFIG = TableConfig(partition_columns=("country",), version=3)
-EVENTS_CONFIG = TableConfig(properties={"delta.enableDeletionVectors": "true"}, version=1)
+# the columns' types as the engine reads them: row-level concurrency needs them (ADR 0036)
+EVENTS_CONFIG = TableConfig(
+    properties={"delta.enableDeletionVectors": "true"},
+    version=1,
+    column_types=(("id", "long"), ("kind", "string"), ("ts", "timestamp")),
+)
 
 
 class Clock:
