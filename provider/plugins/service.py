@@ -8,7 +8,7 @@ from typing import Any
 
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.leases.store import DecisionRow, LeaseRow, WaiterRow
+from deltaguard.leases.store import DecisionRow, LeaseRow, TableRow, WaiterRow
 from deltaguard.plugins.queue_notes import annotate_queue, first_positions
 from deltaguard.plugins.reads import MAX_TRIES, UiReader, clamp_limit, owner_keys
 from deltaguard.plugins.views import (
@@ -118,24 +118,35 @@ def tables(reader: UiReader, *, after: str | None = None, limit: int = 50) -> di
     for row in page.tables:
         leases = reader.leases(row.uri)
         waiters = reader.waiters(row.uri)
-        requests = reader.requests([w.request_id for w in waiters])
-        logged = reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500)
-        waits = latest_waits(logged, requests)
         profile = _table_profile(reader, row.uri, leases, waiters)
-        summary = table_summary(row, profile, leases, waiters, waits, requests, now)
-        _explain_queue(
-            reader,
-            summary,
-            requests,
-            config_from_row(row),
-            profile=profile,
-            leases=leases,
-            waiters=waiters,
-            logged=logged,
-            now=now,
-        )
-        out.append(summary)
+        out.append(_summary_with_queue(reader, row, profile, leases, waiters, now))
     return {"tables": out, "next_after": page.next_after, "limit": clamp_limit(limit)}
+
+
+def _summary_with_queue(
+    reader: UiReader,
+    row: TableRow,
+    profile: EngineProfile,
+    leases: list[LeaseRow],
+    waiters: list[WaiterRow],
+    now: float,
+) -> dict[str, Any]:
+    """A table's summary with its queue explained: causes, expected starts and queue jumps."""
+    requests = reader.requests([w.request_id for w in waiters])
+    logged = reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500)
+    summary = table_summary(row, profile, leases, waiters, latest_waits(logged, requests), requests, now)
+    _explain_queue(
+        reader,
+        summary,
+        requests,
+        config_from_row(row),
+        profile=profile,
+        leases=leases,
+        waiters=waiters,
+        logged=logged,
+        now=now,
+    )
+    return summary
 
 
 def table_detail(
@@ -159,23 +170,9 @@ def table_detail(
     leases = reader.leases(uri)
     waiters = reader.waiters(uri)
     profile = engine_override(engine, version) or _table_profile(reader, uri, leases, waiters)
-    requests = reader.requests([w.request_id for w in waiters])
-    logged = reader.decisions(owner_keys=[w.owner_key for w in waiters], limit=500)
-    waits = latest_waits(logged, requests)
     decisions = reader.decisions(uri=uri, before=before, limit=limit)
     size = clamp_limit(limit)
-    summary = table_summary(row, profile, leases, waiters, waits, requests, now)
-    _explain_queue(
-        reader,
-        summary,
-        requests,
-        config_from_row(row),
-        profile=profile,
-        leases=leases,
-        waiters=waiters,
-        logged=logged,
-        now=now,
-    )
+    summary = _summary_with_queue(reader, row, profile, leases, waiters, now)
     return {
         "table": summary,
         "matrix": matrix_view(config_from_row(row), profile),
