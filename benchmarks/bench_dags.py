@@ -81,10 +81,16 @@ def _deltaguard_task(
     # rows are produced when the task runs, not when the DAG file is parsed
     source = functools.partial(_source, dag_id, write.id)
     if write.kind == "append":
-        return DeltaInsertOperator(source=source, partition_values=dict(spec.partition_values), **common)
+        return DeltaInsertOperator(
+            source=source,
+            source_reads_target=False,  # generated rows, never read from the table
+            partition_values=dict(spec.partition_values),
+            **common,
+        )
     if write.kind in ("merge", "merge_all"):
         return DeltaMergeOperator(
             source=source,
+            source_reads_target=False,
             condition=spec.condition,
             target_partition_values=dict(spec.target_partition_values),
             matched_update=dict(spec.matched_update),

@@ -77,6 +77,7 @@ with DAG(
             task_id=f"merge_sales_{country.lower()}",
             table=TABLES["sales_fact"],
             source=slow_source("sales", country),
+            source_reads_target=False,  # the source reads staging data, never this table
             condition="t.date = s.date AND t.country = s.country AND t.sku = s.sku",
             # The explicit partition values are what tell the model two countries never touch the same files.
             target_partition_values={"date": DAY, "country": country},
@@ -91,6 +92,7 @@ with DAG(
             task_id=f"log_events_{source}",
             table=TABLES["events"],
             source=slow_source("events", source),
+            source_reads_target=False,  # the source reads staging data, never this table
         )
         for source in EVENT_SOURCES
     ]
@@ -101,6 +103,7 @@ with DAG(
             task_id="upsert_customers",
             table=TABLES["customers"],
             source=slow_source("customers", "crm"),
+            source_reads_target=False,  # the source reads staging data, never this table
             condition=CUSTOMER_MERGE_CONDITION,
             matched_update=CUSTOMER_MERGE_UPDATE,
             not_matched_insert=CUSTOMER_MERGE_INSERT,

@@ -77,7 +77,12 @@ with DAG(
     catchup=False,
     tags=["deltaguard", "example", "assets"],
 ):
-    append = DeltaInsertOperator(task_id="append_orders", table=ORDERS, source=new_orders)
+    append = DeltaInsertOperator(
+        task_id="append_orders",
+        table=ORDERS,
+        source=new_orders,
+        source_reads_target=False,  # new_orders builds rows in memory, it never reads the orders table
+    )
 
     @task.delta_write(tables=ORDERS_AUDIT, operation="INSERT")
     def append_audit() -> None:

@@ -169,6 +169,7 @@ with DAG(
             table=TABLES["sales_fact"],
             **SPARK_WRITES,
             source=SparkSource(DailySales(country)),
+            source_reads_target=False,  # the source reads staging data, never this table
             condition="t.date = s.date AND t.country = s.country AND t.sku = s.sku",
             # The explicit partition values are what tell the model two countries never touch the same files.
             target_partition_values={"date": DAY, "country": country},
@@ -182,6 +183,7 @@ with DAG(
             table=TABLES["events"],
             **SPARK_WRITES,
             source=SparkSource(DailyEvents(source)),
+            source_reads_target=False,  # the source reads staging data, never this table
         )
         for source in EVENT_SOURCES
     ]

@@ -118,6 +118,11 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     :param file_stats: with the delta-rs engine, read the table's per-file statistics for the lease request
         and write from exactly that snapshot, so rewrites the statistics keep apart run side by side
         (ADR 0020). ``None`` (default): ``[deltaguard] file_stats``; ``False`` opts this task out.
+    :param source_reads_target: whether the write's source reads the table it writes. ``None`` (default):
+        a source computed as the write runs (a callable, a lazy DataFrame) may read it, so the write is
+        judged as reading the whole table; a path or URI source is compared with the table. ``False``: the
+        author states that a computed source does not read the table (a path or URI source is still
+        compared). ``True``: judged as reading the whole table whatever the source.
     """
 
     template_fields: Sequence[str] = ("table", "delta_conn_id", "spark_conn_id", "spark_connect_conn_id")
@@ -141,6 +146,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         lease_store_url: str | None = None,
         emit_asset: bool = True,
         file_stats: bool | None = None,
+        source_reads_target: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -168,6 +174,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         self.app_version = app_version
         self.lease_store_url = lease_store_url
         self.file_stats = file_stats
+        if source_reads_target not in (None, True, False):
+            raise ValueError(f"source_reads_target must be True, False or None, got {source_reads_target!r}")
+        self.source_reads_target = source_reads_target
         self.resolved_engine: DeltaEngine | None = None
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
         self._declare_table_outlet(emit_asset)
@@ -334,7 +343,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
-        operation, reads_target = with_target_reads(operation, spec, uri, engine.relation_location)
+        operation, reads_target = with_target_reads(
+            operation, spec, uri, engine.relation_location, self.source_reads_target
+        )
         if reads_target is not None:
             self.log.info("judged as reading the whole table %s: %s", uri, reads_target)
         if read_version is not None and not judged_by_file_stats(operation):

@@ -47,12 +47,15 @@ def location_reads_target(location: str, table_uri: str) -> bool:
     return _overlaps(table_key(location.removeprefix(DELTA_PREFIX)), table_key(table_uri))
 
 
-def source_reads_target(source: Any, table_uri: str) -> str | None:
+def source_reads_target(source: Any, table_uri: str, *, declared_apart: bool = False) -> str | None:
     """Why ``source`` may read the table at ``table_uri`` while the write runs, or ``None`` when it
     provably does not.
 
     :param source: a spec's source (possibly held in a :class:`~deltaguard.engines.held_sources.CallableSource`).
     :param table_uri: the target table.
+    :param declared_apart: the task's author states that the source does not read the target
+        (``source_reads_target=False``): a source computed as the write runs is taken at its author's word,
+        while a location is still compared with the target, since that needs no one's word.
     """
     raw = unwrap_source(source)
     if raw is None or isinstance(raw, pa.Table) or _is_pandas(raw):
@@ -62,8 +65,13 @@ def source_reads_target(source: Any, table_uri: str) -> str | None:
         if location_reads_target(raw, table_uri):
             return f"its source {raw!r} is the target table (or inside it)"
         return None
+    if declared_apart:
+        return None
     kind = type(raw).__name__
-    return f"its source (a {kind}) is computed as the write runs and may read the target table"
+    return (
+        f"its source (a {kind}) is computed as the write runs and may read the target table "
+        "(source_reads_target=False says it does not)"
+    )
 
 
 def sql_reads_target(
@@ -127,6 +135,7 @@ def with_target_reads(
     spec: WriteSpec,
     table_uri: str,
     locate: Callable[[str], str | None] | None = None,
+    declared: bool | None = None,
 ) -> tuple[Operation, str | None]:
     """``operation`` marked as reading its own table when the spec's source (or SQL) may read it, and why.
 
@@ -134,15 +143,24 @@ def with_target_reads(
     :param spec: the write.
     :param table_uri: the table it writes.
     :param locate: the engine's catalog lookup (:meth:`~deltaguard.engines.base.DeltaEngine.relation_location`).
+    :param declared: the task's ``source_reads_target``: ``True`` marks the write whatever its source,
+        ``False`` takes a computed source at its author's word (:func:`source_reads_target`), ``None``
+        assumes a computed source may read the target.
     :returns: the operation to judge, and the reason it was marked (``None``: unchanged).
     """
     if operation.reads_target:
         return operation, None
+    if declared is True:
+        return dataclasses.replace(operation, reads_target=True), "the task says its source reads the target"
     if isinstance(spec, SqlSpec):
         why = sql_reads_target(spec.sql, table_uri, locate)
     else:
         source = getattr(spec, "source", None)
-        why = None if source is None else source_reads_target(source, table_uri)
+        why = (
+            None
+            if source is None
+            else source_reads_target(source, table_uri, declared_apart=declared is False)
+        )
     if why is None:
         return operation, None
     return dataclasses.replace(operation, reads_target=True), why

@@ -75,8 +75,15 @@ def task_operation(task: Any, config: TableConfig) -> Operation | None:
     be known at parse time (a templated field, an operator that cannot say): it then conflicts with all."""
     if _templated(task):
         return None
+    from deltaguard.engines.target_reads import with_target_reads
+
     try:
-        operation: Operation | None = task.conflict_operation(task.build_spec(config))
+        spec = task.build_spec(config)
+        operation: Operation | None = task.conflict_operation(spec)
+        if operation is not None:
+            # judged as the operator will judge it: a source that may read the table reads all of it
+            declared = getattr(task, "source_reads_target", None)
+            operation, _ = with_target_reads(operation, spec, str(task.table), None, declared)
         return operation
     except Exception:  # a guess only: an operator that cannot say counts as conflicting with all
         return None

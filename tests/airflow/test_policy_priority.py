@@ -239,3 +239,27 @@ def test_writes_started_together_rank_by_phase_at_the_lease_manager(tmp_path: An
         assert isinstance(ask("merge_a"), Granted)  # beside merge_b, ahead of both queued OPTIMIZEs
     finally:
         manager.store.close()
+
+
+def test_the_policy_and_the_plan_judge_a_computed_source_as_the_operator_does() -> None:
+    """``task_operation`` (the priority policy's and ``deltaguard plan``'s reading of a task) marks a write
+    whose callable source may read its table, as the operator's own preparation does."""
+    import pyarrow as pa
+
+    from deltaguard.operators.dml import DeltaMergeOperator
+    from deltaguard.pools.priority import task_operation
+
+    def merge(**extra: Any) -> DeltaMergeOperator:
+        return DeltaMergeOperator(
+            task_id="m",
+            table="/lake/sales",
+            source=lambda: pa.table({"id": [1], "country": ["DE"]}),
+            condition="t.id = s.id",
+            target_partition_values={"country": "DE"},
+            matched_update={"country": "s.country"},
+            **extra,
+        )
+
+    config = TableConfig(partition_columns=("country",))
+    assert task_operation(merge(), config).reads_target  # type: ignore[union-attr]
+    assert not task_operation(merge(source_reads_target=False), config).reads_target  # type: ignore[union-attr]

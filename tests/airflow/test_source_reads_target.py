@@ -40,3 +40,20 @@ def test_an_append_of_its_own_table_has_merge_concurrency(tmp_path: Path) -> Non
     table = sales_table(str(tmp_path / "sales"))
     prepared = DeltaInsertOperator(task_id="i", table=table, source=table + "/")._prepare(task_context("i"))
     assert prepared.operation.reads_target
+
+
+def test_source_reads_target_false_takes_a_callable_at_its_authors_word(tmp_path: Path) -> None:
+    table = sales_table(str(tmp_path / "sales"))
+    rows = lambda: pa.table({"id": [1], "country": ["DE"], "amount": [5]})  # noqa: E731
+    stated = DeltaMergeOperator(
+        task_id="m",
+        table=table,
+        source=rows,
+        source_reads_target=False,
+        condition="t.id = s.id",
+        target_partition_values={"country": "DE"},
+        matched_update={"amount": "s.amount"},
+    )
+    assert not stated._prepare(task_context("m")).operation.reads_target
+    with pytest.raises(ValueError, match="source_reads_target"):
+        DeltaInsertOperator(task_id="i", table=table, source=rows, source_reads_target="no")  # type: ignore[arg-type]

@@ -128,6 +128,21 @@ def test_an_append_of_a_callable_source_reads_the_target(tmp_path: Path) -> None
     assert judged.reads_target and why
 
 
+def test_the_authors_word_frees_a_computed_source_but_never_a_location(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    computed = AppendSpec(source=lambda: pa.table({"id": [1]}), partition_values={"p": "b"})
+    judged, why = with_target_reads(computed.operation(), computed, uri, declared=False)
+    assert not judged.reads_target and why is None
+    # the target's own location reads the target whatever the author says
+    itself = AppendSpec(source=uri + "/", partition_values={"p": "b"})
+    judged, why = with_target_reads(itself.operation(), itself, uri, declared=False)
+    assert judged.reads_target and why
+    # and True marks even data already in memory
+    rows = AppendSpec(source=pa.table({"id": [1]}), partition_values={"p": "b"})
+    judged, why = with_target_reads(rows.operation(), rows, uri, declared=True)
+    assert judged.reads_target and why
+
+
 def test_catalog_names_are_resolved_by_the_engines_catalog(tmp_path: Path) -> None:
     uri = _table(tmp_path / "t")
     located = {"`db`.`alias_of_t`": "file:" + uri, "`db`.`staging`": str(tmp_path / "staging")}
