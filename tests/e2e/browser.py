@@ -144,7 +144,7 @@ class UiVisit:
             expect(row).to_be_visible()
             expect(row).to_contain_text(f"behind {blocker}")
             # the queue's causes are said once per card, each with whom it holds back and why
-            expect(card.locator("[data-testid=blocker]", has_text=blocker).first).to_be_visible()
+            expect(card.locator("[data-testid=cause]", has_text=blocker).first).to_be_visible()
             expect(card.locator("[data-testid=why]").first).not_to_be_empty()
             assert page.locator("iframe").count() == 0
             _shot(page, self.out, "ui_tables.png")
