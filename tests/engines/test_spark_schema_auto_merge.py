@@ -9,8 +9,6 @@ a DataFrame write with ``mergeSchema=false`` fails with DELTA_METADATA_MISMATCH 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from deltaguard.core.sql.classify import classify_sql
@@ -19,39 +17,11 @@ from deltaguard.engines.spark import ops
 from deltaguard.engines.spark.runners import execute
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import SqlSpec, WriteContext
+from tests.engines.fake_spark import FakeSpark
 
 AUTO = ops.SCHEMA_AUTO_MERGE_CONF
 TARGET = SparkTarget.parse("/data/sales")
 MERGE = "MERGE INTO delta.`/data/sales` t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-
-
-class FakeConf:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = dict(values)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-    def unset(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
-class FakeSpark:
-    """Records each statement with the autoMerge setting it ran under."""
-
-    def __init__(self, **conf: str) -> None:
-        self.conf = FakeConf(conf)
-        self.ran: list[tuple[str, str | None]] = []
-
-    def sql(self, statement: str) -> Any:
-        self.ran.append((statement, self.conf.values.get(AUTO)))
-        return self
-
-    def collect(self) -> list[Any]:
-        return []
 
 
 def _spec(sql: str) -> SqlSpec:
@@ -64,7 +34,7 @@ def _spec(sql: str) -> SqlSpec:
     ids=["merge", "insert"],
 )
 def test_a_statement_the_conf_may_evolve_unjudged_is_refused_before_it_runs(sql: str) -> None:
-    spark = FakeSpark(**{AUTO: "True"})
+    spark = FakeSpark(AUTO, **{AUTO: "True"})
     with pytest.raises(InvalidWriteError, match=r"schema\.autoMerge\.enabled=true.*WITH SCHEMA EVOLUTION"):
         execute(spark, TARGET, _spec(sql), WriteContext(), None)  # type: ignore[arg-type]
     assert spark.ran == []
@@ -72,7 +42,7 @@ def test_a_statement_the_conf_may_evolve_unjudged_is_refused_before_it_runs(sql:
 
 def test_a_statement_judged_as_evolving_runs_under_auto_merge() -> None:
     sql = MERGE.replace("MERGE INTO", "MERGE WITH SCHEMA EVOLUTION INTO")
-    spark = FakeSpark(**{AUTO: "true"})
+    spark = FakeSpark(AUTO, **{AUTO: "true"})
     execute(spark, TARGET, _spec(sql), WriteContext(), None)  # type: ignore[arg-type]
     assert [statement for statement, _ in spark.ran] == [sql]
     assert spark.conf.values[AUTO] == "true"  # the conf's own setting is restored
@@ -80,15 +50,15 @@ def test_a_statement_judged_as_evolving_runs_under_auto_merge() -> None:
 
 def test_statements_that_cannot_evolve_and_confs_without_auto_merge_run() -> None:
     update = "UPDATE delta.`/data/sales` SET v = 1 WHERE id = 2"
-    with_auto = FakeSpark(**{AUTO: "true"})
+    with_auto = FakeSpark(AUTO, **{AUTO: "true"})
     execute(with_auto, TARGET, _spec(update), WriteContext(), None)  # type: ignore[arg-type]
-    without = FakeSpark()
+    without = FakeSpark(AUTO)
     execute(without, TARGET, _spec(MERGE), WriteContext(), None)  # type: ignore[arg-type]
     assert [s for s, _ in with_auto.ran] == [update] and [s for s, _ in without.ran] == [MERGE]
 
 
 def test_the_specs_own_statements_run_with_auto_merge_off() -> None:
-    spark = FakeSpark(**{AUTO: "true"})
+    spark = FakeSpark(AUTO, **{AUTO: "true"})
     run = ops.under_txn_confs(lambda spark, target, spec, ready: spark.sql("MERGE ...").collect())
     run(spark, TARGET, None, WriteContext(), None)  # type: ignore[arg-type]
     assert spark.ran == [("MERGE ...", "false")]

@@ -8,53 +8,28 @@ restored after.
 
 from __future__ import annotations
 
-from typing import Any
-
 from deltaguard.engines.spark import ops
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext
+from tests.engines.fake_spark import FakeSpark
 
 CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 TARGET = SparkTarget.parse("/data/sales")
 
 
-class FakeConf:
-    def __init__(self, values: dict[str, str]) -> None:
-        self.values = dict(values)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-    def unset(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
-class FakeSpark:
-    def __init__(self, **conf: str) -> None:
-        self.conf = FakeConf(conf)
-        self.seen: list[str | None] = []
-
-    def sql(self, statement: str) -> Any:
-        self.seen.append(self.conf.values.get(CHECK))
-        return self
-
-    def collect(self) -> list[Any]:
-        return []
-
-
 def test_statements_run_with_the_replace_where_check_on() -> None:
-    spark = FakeSpark(**{CHECK: "false"})
+    spark = FakeSpark(CHECK, **{CHECK: "false"})
     run = ops.under_txn_confs(lambda spark, target, spec, ready: spark.sql("INSERT ...").collect())
     run(spark, TARGET, None, WriteContext(), None)  # type: ignore[arg-type]
-    assert spark.seen == ["true"]
+    assert [value for _, value in spark.ran] == ["true"]
     assert spark.conf.values[CHECK] == "false"
 
 
 def test_dataframe_writes_pin_it_on_the_frames_own_session_too() -> None:
-    engine_session, caller_session = FakeSpark(**{CHECK: "false"}), FakeSpark(**{CHECK: "false"})
+    engine_session, caller_session = (
+        FakeSpark(CHECK, **{CHECK: "false"}),
+        FakeSpark(CHECK, **{CHECK: "false"}),
+    )
     seen: list[tuple[str | None, str | None]] = []
 
     class Writer:
