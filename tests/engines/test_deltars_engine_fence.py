@@ -21,15 +21,13 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import CommitProperties, Transaction
 
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
-from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.table_config import TableConfig
+from deltaguard.core.operations import OperationKind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.specs import AppendSpec, OverwriteSpec, WriteContext
 from deltaguard.exceptions import CommitFencedError, DeltaConflictError, LateCommitError
 from deltaguard.leases.keeper import LeaseKeeper, fence_app_id
 from deltaguard.leases.manager import LeaseManager
+from tests.engines.leased import Clock, leased_keeper
 
 ROW = pa.table({"id": pa.array([9], pa.int64())})
 
@@ -96,32 +94,6 @@ def test_delta_rs_drops_app_transactions_from_optimize_commits(tmp_path) -> None
 # -- the fence end to end --------------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _claim(uri: str, kind: OperationKind) -> TableClaim:
-    return TableClaim(uri, Operation(kind), EngineProfile(EngineName.DELTA_RS, "1.6.6"), TableConfig())
-
-
-def _keeper(manager: LeaseManager, uri: str, kind: OperationKind, name: str) -> LeaseKeeper:
-    owner = Owner(task_id=name)
-    grant = manager.acquire(LeaseRequest(claims=[_claim(uri, kind)], owner=owner, ttl_s=120))
-    assert isinstance(grant, Granted), grant
-    return LeaseKeeper(
-        manager,
-        grant.lease_id,
-        owner,
-        expires_at=grant.expires_at,
-        fencing=grant.fencing,
-        clock=manager.clock,
-    )
-
-
 def _freeze_after_check(keeper: LeaseKeeper, clock: Clock, then: Any, last: int = 2) -> None:
     """The keeper's ``last`` check passes (a staged append or overwrite checks twice: before delta-rs
     starts and before the commit), then the writer "stops" past its TTL and ``then`` runs meanwhile."""
@@ -150,11 +122,11 @@ def test_a_late_overwrite_is_refused_by_the_engine_when_its_successor_committed_
     clock = Clock(time.time())
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)
     engine = DeltaRsEngine()
-    late = _keeper(manager, uri, OperationKind.OVERWRITE, "overwrite")
+    late = leased_keeper(manager, uri, OperationKind.OVERWRITE, "overwrite")
     successor: list[LeaseKeeper] = []
 
     def successor_commits() -> None:
-        successor.append(_keeper(manager, uri, OperationKind.INSERT, "append"))
+        successor.append(leased_keeper(manager, uri, OperationKind.INSERT, "append"))
         assert fence_app_id(late.lease_id) in successor[0].fence_app_ids()
         engine.write(uri, AppendSpec(source=ROW), WriteContext(fence=successor[0]))
 
@@ -180,11 +152,11 @@ def test_a_successor_reading_before_a_late_commit_is_refused_by_the_engine(tmp_p
     clock = Clock(time.time() - 3600)  # lease decisions an hour before the storage's clock: the grant
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)  # precedes the late commit
     engine = DeltaRsEngine()
-    late = _keeper(manager, uri, OperationKind.INSERT, "append")
+    late = leased_keeper(manager, uri, OperationKind.INSERT, "append")
     successor: list[Any] = []
 
     def successor_reads() -> None:
-        keeper = _keeper(manager, uri, OperationKind.OVERWRITE, "overwrite")
+        keeper = leased_keeper(manager, uri, OperationKind.OVERWRITE, "overwrite")
         successor.append((keeper, engine.open_table(uri)))  # its snapshot predates the late append
 
     _freeze_after_check(late, clock, successor_reads)
@@ -209,8 +181,8 @@ def test_compatible_leased_writers_do_not_refuse_each_other(tmp_path) -> None:
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
     engine = DeltaRsEngine()
     try:
-        first = _keeper(manager, uri, OperationKind.INSERT, "append_a")
-        second = _keeper(manager, uri, OperationKind.INSERT, "append_b")
+        first = leased_keeper(manager, uri, OperationKind.INSERT, "append_a")
+        second = leased_keeper(manager, uri, OperationKind.INSERT, "append_b")
         snapshot = engine.open_table(uri)
         engine.write(uri, AppendSpec(source=ROW), WriteContext(fence=first))
         result = engine.write(uri, AppendSpec(source=ROW), WriteContext(fence=second), snapshot=snapshot)

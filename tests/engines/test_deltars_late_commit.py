@@ -18,15 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
-from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.table_config import TableConfig
+from deltaguard.core.admission import Granted, LeaseRequest, Owner
+from deltaguard.core.operations import OperationKind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.specs import AppendSpec, DeleteSpec, OverwriteSpec, WriteContext
 from deltaguard.exceptions import CommitFencedError, LateCommitError, LeaseLostError
-from deltaguard.leases.keeper import LeaseKeeper
 from deltaguard.leases.manager import OVERRUN_KIND, LeaseManager
+from tests.engines.leased import Clock, claim, leased_keeper
 
 ROWS = 5000
 
@@ -120,18 +118,6 @@ def test_a_staged_append_commits_the_rows_with_their_statistics(tmp_path) -> Non
     assert staged and not [f for p in staged for f in (p / "_delta_log").glob("*") if f.is_file()]
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _claim(uri: str, kind: OperationKind) -> TableClaim:
-    return TableClaim(uri, Operation(kind), EngineProfile(EngineName.DELTA_RS, "1.6.6"), TableConfig())
-
-
 def test_a_commit_that_lands_after_the_lease_was_lost_fails_loudly_and_flags_the_table(tmp_path) -> None:
     """DELETE has no split in deltalake 1.6.6: the writer "freezes" after its last check, its lease
     expires and another writer is granted the table, then the DELETE commits. The write fails with
@@ -140,12 +126,7 @@ def test_a_commit_that_lands_after_the_lease_was_lost_fails_loudly_and_flags_the
     # the lease clock runs in the past, so every grant it logs precedes the commit's real timestamp
     clock = Clock(time.time() - 3600)
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)
-    me = Owner(task_id="delete")
-    grant = manager.acquire(LeaseRequest(claims=[_claim(uri, OperationKind.DELETE)], owner=me, ttl_s=120))
-    assert isinstance(grant, Granted)
-    keeper = LeaseKeeper(
-        manager, grant.lease_id, me, expires_at=grant.expires_at, fencing=grant.fencing, clock=clock
-    )
+    keeper = leased_keeper(manager, uri, OperationKind.DELETE, "delete")
     real_check = keeper.check
     others: list[Any] = []
 
@@ -154,7 +135,7 @@ def test_a_commit_that_lands_after_the_lease_was_lost_fails_loudly_and_flags_the
         clock.now += 300  # frozen past the TTL: the lease expires
         others.append(
             manager.acquire(
-                LeaseRequest(claims=[_claim(uri, OperationKind.INSERT)], owner=Owner(task_id="other"))
+                LeaseRequest(claims=[claim(uri, OperationKind.INSERT)], owner=Owner(task_id="other"))
             )
         )
 
@@ -174,10 +155,7 @@ def test_a_commit_that_lands_after_the_lease_was_lost_fails_loudly_and_flags_the
 def test_a_commit_under_a_live_lease_passes_the_after_commit_check(tmp_path) -> None:
     uri = _table(tmp_path / "sales")
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
-    me = Owner(task_id="delete")
-    grant = manager.acquire(LeaseRequest(claims=[_claim(uri, OperationKind.DELETE)], owner=me, ttl_s=120))
-    assert isinstance(grant, Granted)
-    keeper = LeaseKeeper(manager, grant.lease_id, me, expires_at=grant.expires_at, fencing=grant.fencing)
+    keeper = leased_keeper(manager, uri, OperationKind.DELETE, "delete")
     try:
         result = DeltaRsEngine().write(
             uri, DeleteSpec(predicate="country = 'FR'"), WriteContext(fence=keeper)
@@ -208,12 +186,7 @@ def test_a_commit_stamped_before_a_grant_but_written_after_it_fails_loudly(tmp_p
     uri = _table(tmp_path / "sales")
     clock = Clock(time.time() - 3600)  # lease decisions are stamped an hour before the storage's "now"
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)
-    me = Owner(task_id="delete")
-    grant = manager.acquire(LeaseRequest(claims=[_claim(uri, OperationKind.DELETE)], owner=me, ttl_s=120))
-    assert isinstance(grant, Granted)
-    keeper = LeaseKeeper(
-        manager, grant.lease_id, me, expires_at=grant.expires_at, fencing=grant.fencing, clock=clock
-    )
+    keeper = leased_keeper(manager, uri, OperationKind.DELETE, "delete")
     real_check = keeper.check
     stamped_at: list[float] = []
     others: list[Any] = []
@@ -224,7 +197,7 @@ def test_a_commit_stamped_before_a_grant_but_written_after_it_fails_loudly(tmp_p
         clock.now += 300  # frozen past the TTL: the lease expires and the table is handed over
         others.append(
             manager.acquire(
-                LeaseRequest(claims=[_claim(uri, OperationKind.INSERT)], owner=Owner(task_id="other"))
+                LeaseRequest(claims=[claim(uri, OperationKind.INSERT)], owner=Owner(task_id="other"))
             )
         )
 
