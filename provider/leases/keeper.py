@@ -194,7 +194,9 @@ class LeaseKeeper:
             self._mark_lost("its known expiry passed without a confirmed renewal")
         return self.lost_reason if self.lost else None
 
-    def after_commit(self, table_uri: str, version: int, committed_at: float | None) -> None:
+    def after_commit(
+        self, table_uri: str, version: int, committed_at: float | Callable[[], float | None] | None
+    ) -> None:
         """Fail loudly if a commit may have landed after the lease was lost (ADR 0018).
 
         The fence's last check came before the commit; a writer that stopped in between (a frozen process)
@@ -208,7 +210,8 @@ class LeaseKeeper:
         :param committed_at: when the storage wrote the commit's log entry (seconds since the epoch;
             :func:`deltaguard.engines.log_entry_time.log_entry_written_at`), never the ``commitInfo``
             timestamp the writer chose before it may have stopped; ``None``: now, which is after it.
-            Grants up to ``clock_skew_s`` after it count as before it.
+            Grants up to ``clock_skew_s`` after it count as before it. A callable is asked only when the
+            lease is no longer held, so a commit under a live lease reads nothing from the storage.
         :raises LateCommitError: the commit may have landed while another writer held the table.
         """
         from deltaguard.exceptions import LateCommitError
@@ -217,6 +220,14 @@ class LeaseKeeper:
         reason = self.still_held()
         if reason is None:
             return
+        if callable(committed_at):
+            try:
+                committed_at = committed_at()
+            except Exception as exc:  # unknown: "now" below, which is after the commit and only flags more
+                log.warning(
+                    "deltaguard: could not read when version %d of %s landed: %s", version, table_uri, exc
+                )
+                committed_at = None
         now = self.clock()
         # the storage's clock and the deciders' may differ by up to clock_skew_s: a grant stamped that much
         # after the log entry may still have preceded it (a grant is stamped when its store call starts,
@@ -266,7 +277,8 @@ class LeaseKeeper:
         committing one carries (measured on delta-rs 1.6.6, ``tests/engines/test_deltars_engine_fence.py``):
         a holder that lost its lease and commits late is refused by the engine if its successor committed
         first, and its successor is refused if the late commit landed first while the successor's
-        snapshot predates it. Looked up by engines with ``getattr``; read once per keeper.
+        snapshot predates it. The lease's own id comes first. Looked up by engines with ``getattr``; read
+        once per keeper.
         """
         if self._fence_ids is None:
             own = [fence_app_id(self.lease_id)]

@@ -192,3 +192,32 @@ def test_compatible_leased_writers_do_not_refuse_each_other(tmp_path) -> None:
         assert table.transaction_version(fence_app_id(second.lease_id)) == 1
     finally:
         manager.store.close()
+
+
+class _Fence:
+    """A fence that always passes and carries ``ids`` (its own first), as a keeper does."""
+
+    def __init__(self, *ids: str) -> None:
+        self.ids = list(ids)
+
+    def check(self) -> None:
+        return None
+
+    def fence_app_ids(self) -> list[str]:
+        return list(self.ids)
+
+
+def test_a_replaced_id_already_in_the_snapshot_is_not_carried_again(tmp_path) -> None:
+    """Once a commit carrying a lost lease's id has landed, the lost holder's late commit meets it; two
+    compatible writers started after it must not both carry that id, or the second is refused."""
+    uri = _table(tmp_path / "sales")
+    engine = DeltaRsEngine()
+    lost = fence_app_id("lost-lease")
+    engine.write(uri, AppendSpec(source=ROW), WriteContext(fence=_Fence(fence_app_id("first"), lost)))
+    snapshot = engine.open_table(uri)  # holds the lost lease's id
+    engine.write(uri, AppendSpec(source=ROW), WriteContext(fence=_Fence(fence_app_id("a"), lost)))
+    result = engine.write(
+        uri, AppendSpec(source=ROW), WriteContext(fence=_Fence(fence_app_id("b"), lost)), snapshot=snapshot
+    )
+    assert result.version == 3
+    assert DeltaTable(uri).transaction_version(fence_app_id("b")) == 1

@@ -184,7 +184,7 @@ class DeltaRsEngine(DeltaEngine):
             check_for_delta_rs(spec, runner, table)
 
         commit_id = uuid.uuid4().hex
-        properties = self._commit_properties(spec, context, commit_id)
+        properties = self._commit_properties(spec, context, commit_id, table)
         fence, trip = context.fence, FenceTrip()
         wrap = None
         if fence is not None:
@@ -239,8 +239,10 @@ class DeltaRsEngine(DeltaEngine):
             # The window from the last check to the commit cannot be closed for every write (ADR 0018): a
             # commit that landed after the lease was lost, with another writer admitted, fails loudly. The
             # commit is placed by when the storage wrote its log entry, never by commitInfo.timestamp,
-            # which delta-rs stamps before a writer may stop (None: unknown, the keeper takes "now").
-            landed = log_entry_written_at(table_uri, committed_version, self.storage_options)
+            # which delta-rs stamps before a writer may stop; read only if the lease turns out lost.
+            landed = functools.partial(
+                log_entry_written_at, table_uri, committed_version, self.storage_options
+            )
             after_commit(table_uri, committed_version, landed)
         return _result(table_uri, runner, committed_version, info, metrics, started)
 
@@ -274,7 +276,9 @@ class DeltaRsEngine(DeltaEngine):
             partition_columns=partitions, exists=True, version=table.version(), uri=table_uri
         ), columns
 
-    def _commit_properties(self, spec: WriteSpec, context: WriteContext, commit_id: str) -> CommitProperties:
+    def _commit_properties(
+        self, spec: WriteSpec, context: WriteContext, commit_id: str, table: DeltaTable | None
+    ) -> CommitProperties:
         metadata: dict[str, Any] = dict(context.commit_metadata)
         metadata[COMMIT_ID_KEY] = commit_id
         metadata[OPERATION_KEY] = spec.operation().kind.value
@@ -288,8 +292,15 @@ class DeltaRsEngine(DeltaEngine):
         fence_ids = getattr(context.fence, "fence_app_ids", None)
         if fence_ids is not None:
             # The engine fence (ADR 0038): the lease's own id and those of the leases it replaced. delta-rs
-            # refuses a commit when a concurrent winning commit carries one of the same ids.
-            transactions += [Transaction(app, 1, now_ms) for app in fence_ids()]
+            # refuses a commit when a concurrent winning commit carries one of the same ids. A replaced id
+            # the snapshot read already holds is left out: a commit carrying it landed at or before that
+            # snapshot, after the lost lease's read, so that lease's late commit already meets it; carrying it
+            # again would only make compatible writers that started after it refuse each other.
+            own, *replaced = fence_ids()
+            already = {
+                app for app in replaced if table is not None and table.transaction_version(app) is not None
+            }
+            transactions += [Transaction(app, 1, now_ms) for app in (own, *replaced) if app not in already]
         retries = (
             context.max_commit_retries if context.max_commit_retries is not None else self.max_commit_retries
         )

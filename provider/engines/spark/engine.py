@@ -439,7 +439,7 @@ class SparkEngine(DeltaEngine):
             # files (local paths), else by "now" (None), which is after the commit landed; never by
             # commitInfo.timestamp, which the driver stamps before it writes the entry.
             landed = (
-                log_entry_written_at(table_uri, commit["version"])
+                functools.partial(log_entry_written_at, table_uri, commit["version"])
                 if local_table_path(table_uri) is not None
                 else None
             )
