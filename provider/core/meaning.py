@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from deltaguard.core.closed_world import is_deterministic
 from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.sql.predicates import DIALECT, Predicate
 
@@ -78,7 +79,10 @@ def partition_only(p: Predicate, partition_columns: Collection[str]) -> exp.Expr
 def _partition_atom(node: exp.Expr, names: set[str]) -> bool:
     if node.find(exp.Anonymous) is not None:
         return False  # ``moved(c)`` (a value an UPDATE sets) or a function the model does not know
-    return all(not column.table and column.name.lower() in names for column in node.find_all(exp.Column))
+    if any(not is_deterministic(call) for call in node.find_all(exp.Func)):
+        return False  # ``rand() < 0.5`` would answer differently on the witnesses than on the table
+    columns = list(node.find_all(exp.Column))
+    return bool(columns) and all(not column.table and column.name.lower() in names for column in columns)
 
 
 def _neighbours(text: str) -> Iterable[str]:
@@ -185,6 +189,9 @@ def engine_refutes(
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return f"the engine could not evaluate the partition predicates ({message[:200]})"
     names = list(texts)
+    if not rows or any(len(row) != len(names) for row in rows):
+        # closed world: an answer not of the shape asked for confirms nothing
+        return f"the engine answered {len(rows)} witness rows not of {len(names)} values each"
     for row in rows:
         for first, second in indexed:
             x, y = row[first], row[second]

@@ -418,7 +418,10 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             ("run the append before or after the other write; delta-rs gives no partition-level isolation",),
         )
     if roles == {Role.COMPACTION}:
-        if _partitions_disjoint(a, b, ctx) and (refuted := _engine_refutes(a, b, ctx)) is None:
+        if _partitions_disjoint(a, b, ctx):
+            refuted = _engine_refutes(a, b, ctx)
+            if refuted is not None:
+                return _engine_verdict(a, b, ctx, refuted)
             return _verdict(
                 False,
                 "OPTIMIZEs of provably different partitions both commit without touching each other's files",
