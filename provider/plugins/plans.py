@@ -88,7 +88,9 @@ def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
         # a DAG file's prints and Airflow's parse logs go to standard error, as with the command
         with contextlib.redirect_stdout(sys.stderr):
             (dag,) = load_dags(path, dag_id)
-            tasks, settings, assumptions = discover(dag, {}, store_url=store_url)
+            # the api-server reads no table: the configurations the lease manager recorded, else stated
+            # assumptions (no storage credentials, no Delta log read per page view)
+            tasks, settings, assumptions = discover(dag, {}, read_tables=False, store_url=store_url)
     except PlanInputError as exc:
         raise PlanUnavailableError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in the DAG

@@ -457,7 +457,8 @@ def test_plan_view_answers_deltaguard_plans_own_report(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The DAG tab's plan is the JSON of `deltaguard plan FILE --dag-id DAG --store STORE`, not a recomputation."""
+    """The DAG tab's plan is the JSON of `deltaguard plan FILE --dag-id DAG --store STORE --no-read`, not a
+    recomputation: the api-server reads no Delta log."""
     from deltaguard.cli import main
     from deltaguard.plugins import plans
     from tests.ui.airflow_app import REPO, register_dag
@@ -478,6 +479,7 @@ def test_plan_view_answers_deltaguard_plans_own_report(
             "deltaguard_daily_sales",
             "--store",
             store_of.url,
+            "--no-read",
             "--format",
             "json",
         ]
