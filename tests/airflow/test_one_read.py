@@ -51,7 +51,7 @@ def test_a_merge_opens_the_log_twice_and_checks_its_spec_once(
     assert result["version"] == 1
     # prepare (configuration and statistics, kept as the write's snapshot), and the lineage read of the
     # committed version; the commit is found by bringing the write's own handle up to date
-    assert counted["log"] <= 2, counted
+    assert 1 <= counted["log"] <= 2, counted  # 0 would mean the count no longer sees the reads
     assert counted["stats"] == 1, counted
     assert counted["spec"] == 1, counted
     assert [r["amount"] for r in rows(table)] == [10, 21, 30, 40]

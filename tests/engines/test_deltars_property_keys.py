@@ -60,8 +60,8 @@ def test_only_the_exact_key_is_read(tmp_path: Path, key: str, honoured: bool) ->
         read_table_config(str(base)),
         PROFILE,
     )
-    # Sound: whenever the engine fails the pair, the model says conflict.
-    assert verdict.conflict or not fails
+    # Sound, and as precise as measured: the model says conflict exactly when the engine fails the pair.
+    assert verdict.conflict == fails, verdict.reason
     if not honoured:
         assert key in verdict.reason
 

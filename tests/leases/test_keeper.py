@@ -70,7 +70,7 @@ def test_bounded_call_abandons_a_call_that_hangs() -> None:
             bounded_call(released.wait, 0.2)
     finally:
         released.set()
-    assert bounded_call(lambda x: x + 1, 1, 41) == 42
+    assert bounded_call(lambda x: x + 1, 60, 41) == 42  # generous: only a hang may fail it
 
 
 def test_check_renews_a_live_lease(store_url: str) -> None:
