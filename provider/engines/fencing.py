@@ -46,7 +46,8 @@ class CommitFence(Protocol):
         """Call ``cancel`` (once, from another thread) if the lease is lost; return an unregister function."""
 
     # Optional: ``after_commit(table_uri, version, committed_at)``, called by an engine once its commit
-    # landed; raises ``LateCommitError`` when the commit may have landed after the lease was lost with
+    # landed, ``committed_at`` the storage's write time of the log entry, a zero-argument callable that
+    # reads it, or None (unknown); raises ``LateCommitError`` when the commit may have landed after the lease was lost with
     # another writer admitted (the keeper implements it; engines look it up with ``getattr``).
 
 
