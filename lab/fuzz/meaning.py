@@ -331,6 +331,16 @@ class Tables:
         self.engine = DeltaRsEngine()
         self.bases: dict[Layout, tuple[Path, Any, dict[str, str]] | None] = {}
         self.count = 0
+        self._runner: Any = None
+
+    def runner(self) -> Any:
+        """The conformance runner the candidates are confirmed with (its copies under ``root/runs``)."""
+        from deltaguard.conformance.runner import GroupRunner
+
+        if self._runner is None:
+            (self.root / "runs").mkdir(parents=True, exist_ok=True)
+            self._runner = GroupRunner(self.root / "runs")
+        return self._runner
 
     def base(self, layout: Layout) -> tuple[Path, Any, dict[str, str]] | None:
         """The base table's path, its configuration as the operators read it and its physical names."""
@@ -348,15 +358,20 @@ class Tables:
         data = pa.concat_tables(
             [_rows(layout, row, [10 * i + 1, 10 * i + 2]) for i, row in enumerate(layout.values)]
         )
+        partition_by = [name for name, _ in layout.partitions]
         try:
             write_deltalake(
-                str(path),
-                data,
-                partition_by=[name for name, _ in layout.partitions],
-                configuration=dict(layout.properties) or None,
+                str(path), data, partition_by=partition_by, configuration=dict(layout.properties) or None
             )
-        except Exception:  # the engine cannot create this layout: no case runs on it
-            return None
+        except Exception:  # deltalake refuses keys it cannot parse: stored afterwards, as spelled
+            shutil.rmtree(path, ignore_errors=True)
+            try:
+                write_deltalake(str(path), data, partition_by=partition_by)
+                DeltaTable(str(path)).alter.set_table_properties(
+                    dict(layout.properties), raise_if_not_exists=False
+                )
+            except Exception:  # the engine cannot create this layout: no case runs on it
+                return None
         table = DeltaTable(str(path))
         physical = {
             str(f.metadata.get("delta.columnMapping.physicalName", f.name)): f.name
@@ -456,37 +471,38 @@ def scope_touches(op: Any, config: Any, partition_predicate: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- confirmation
+@dataclass(frozen=True)
+class FuzzWrite:
+    """A write of a pair to confirm: its role and its spec at a table location (a source may name it)."""
+
+    role: str
+    make: Callable[[str], Any]
+
+    def spec_at(self, uri: str) -> Any:
+        return self.make(uri)
+
+
 def confirm(tables: Tables, base: Path, root: Path, spec: Any, probe_spec: Any) -> str:
     """Run the write and the partition's DELETE stale-concurrently, both orders: how delta-rs ends."""
-    from deltalake import DeltaTable
+    return confirm_pair(
+        tables, base, FuzzWrite("A", lambda _uri: spec), FuzzWrite("B", lambda _uri: probe_spec)
+    )
 
-    outcomes = []
-    for first, second in ((spec, probe_spec), (probe_spec, spec)):
-        work = root / "confirm"
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(base, work)
-        winner = tables.engine.open_table(str(work))
-        stale = tables.engine.open_table(str(work))
-        tables.engine.write(str(work), first, snapshot=winner)
-        try:
-            tables.engine.write(str(work), second, snapshot=stale)
-        except BaseException as error:  # a conflict, or a panic (a BaseException): no concurrency
-            _reraise_interrupts(error)
-            outcomes.append(f"fails ({type(error).__name__})")
-            continue
-        both = _rows_of(DeltaTable(str(work)))
-        serial = []
-        for a, b in ((spec, probe_spec), (probe_spec, spec)):
-            shutil.rmtree(work, ignore_errors=True)
-            shutil.copytree(base, work)
-            tables.engine.write(str(work), a)
-            tables.engine.write(str(work), b)
-            serial.append(_rows_of(DeltaTable(str(work))))
-        outcomes.append("serial" if both in serial else "corrupt")
-    if any(o.startswith("fails") for o in outcomes):
-        return "confirmed: " + "; ".join(outcomes)
-    if "corrupt" in outcomes:
-        return "confirmed: both commit into a state no serial order gives"
+
+def confirm_pair(tables: Tables, base: Path, first: FuzzWrite, second: FuzzWrite) -> str:
+    """Run two writes stale-concurrently on copies of ``base``, both orders, with the conformance runner
+    (:class:`deltaguard.conformance.runner.GroupRunner`): confirmed when a stale commit fails otherwise than
+    it fails serially, or both commit into a state no serial order gives."""
+    from deltaguard.conformance.cells import HARMFUL, Observed
+
+    runner = tables.runner()
+    serial = {"A,B": runner.serial(base, first, second), "B,A": runner.serial(base, second, first)}
+    orders = (runner.concurrent(base, first, second, serial), runner.concurrent(base, second, first, serial))
+    said = "; ".join(f"{o.order}: {o.observed.value}{f' ({o.kind})' if o.kind else ''}" for o in orders)
+    if any(o.observed in HARMFUL for o in orders):
+        return "confirmed: " + said
+    if any(o.observed is Observed.NOT_RUN for o in orders):
+        return "not confirmed: not run: " + said
     return "not confirmed: both orders commit and match a serial order"
 
 
@@ -543,6 +559,14 @@ class Summary:
     confirmed: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     findings: list[dict[str, Any]] = field(default_factory=list)
+    #: cases per generator family
+    families: Counter[str] = field(default_factory=Counter)
+    #: source cases whose source the engine could read (judged against the truth)
+    source_checked: int = 0
+    #: precision: cases judged more strictly than the engine needs (a source read as the target that is not)
+    cautious: Counter[str] = field(default_factory=Counter)
+    #: pairs the model allowed that were run stale-concurrently (property spellings)
+    allowed_run: int = 0
 
 
 #: Literals that name a value of another type than an integer, boolean or date column (coercion).
@@ -582,6 +606,7 @@ def fuzz(
     every: int = 250,
     reads: int = 0,
     generated: bool = False,
+    families: Sequence[str] = ("partitions",),
 ) -> Summary:
     """Run ``cases`` generated writes from ``seed``; see the module docstring.
 
@@ -593,8 +618,15 @@ def fuzz(
     :param reads: per case, at most this many untouched partitions the model (with the oracle) calls
         compatible are run stale-concurrently beside the write (what the write *read*); 0: none.
     :param generated: add tables partitioned by a generated column (``g = id % 3``).
+    :param families: the generators each case is drawn from (:data:`FAMILIES`), evenly; ``partitions``
+        alone draws exactly the cases of earlier runs of the seed.
     """
     from deltaguard.engines.specs import DeleteSpec
+
+    unknown = set(families) - set(FAMILIES)
+    if unknown or not families:
+        raise ValueError(f"families must be among {', '.join(FAMILIES)}, not {sorted(unknown) or 'none'}")
+    families = tuple(dict.fromkeys(families))
 
     rng = random.Random(seed)
     sampler = random.Random(seed + 1)  # reads are sampled apart, so --reads leaves the cases unchanged
@@ -607,42 +639,139 @@ def fuzz(
     start = time.perf_counter()
     work = root / "work"
     profile = tables.engine.profile()
+    others = _Families(seed, families)
     for index in range(cases):
-        layout = rng.choice(layouts)
-        case = gen_case(rng, layout)
+        family = families[0] if len(families) == 1 else others.picker.choice(families)
         summary.cases += 1
-        made = tables.base(layout)
-        if made is None:
-            summary.refused["layout not creatable"] += 1
+        summary.families[family] += 1
+        if family != "partitions":
+            others.run(family, tables, summary, root, confirm_candidates)
         else:
-            base, config, physical = made
-            _one(
-                tables,
-                summary,
-                layout,
-                case,
-                base,
-                config,
-                physical,
-                work,
-                profile,
-                confirm_candidates,
-                root,
-                DeleteSpec,
-                reads,
-                sampler,
-            )
+            layout = rng.choice(layouts)
+            case = gen_case(rng, layout)
+            made = tables.base(layout)
+            if made is None:
+                summary.refused["layout not creatable"] += 1
+            else:
+                base, config, physical = made
+                _one(
+                    tables,
+                    summary,
+                    layout,
+                    case,
+                    base,
+                    config,
+                    physical,
+                    work,
+                    profile,
+                    confirm_candidates,
+                    root,
+                    DeleteSpec,
+                    reads,
+                    sampler,
+                )
         if progress is not None and ((index + 1) % every == 0 or index + 1 == cases):
             elapsed = time.perf_counter() - start
             progress(
                 f"[{index + 1}/{cases}] executed {summary.executed}, candidates "
-                f"hand {summary.candidates['hand']} oracle {summary.candidates['oracle']} "
-                f"scope {summary.candidates['scope']}, read {summary.candidates['read']} of "
-                f"{summary.read_checked} run, {elapsed:.0f} s, "
+                f"{dict(summary.candidates) or 'none'}, confirmed {sum(summary.confirmed.values())}, "
+                f"read {summary.read_checked} run, {elapsed:.0f} s, "
                 f"{60 * (index + 1) / max(elapsed, 1e-9):.0f} cases/min"
             )
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+#: The generators of cases: partition predicates (the first), sources that read the target, property
+#: spellings, engine versions never measured, session settings.
+FAMILIES: tuple[str, ...] = ("partitions", "sources", "properties", "versions", "settings")
+
+
+class _Families:
+    """The generators other than ``partitions``, each drawing from its own random stream of the seed."""
+
+    def __init__(self, seed: int, families: Sequence[str]) -> None:
+        from lab.fuzz import meaning_properties, meaning_sources
+
+        self.picker = random.Random(f"{seed}-families")
+        self.rngs = {family: random.Random(f"{seed}-{family}") for family in FAMILIES}
+        self.source_layouts = [meaning_sources.gen_source_layout(self.rngs["sources"]) for _ in range(8)]
+        self.property_layouts = [
+            meaning_properties.gen_property_layout(self.rngs["properties"]) for _ in range(12)
+        ]
+        self.pairs: list[tuple[Any, Any, Any]] | None = None
+
+    def run(self, family: str, tables: Tables, summary: Summary, root: Path, confirm: bool) -> None:
+        from lab.fuzz import meaning_properties, meaning_settings, meaning_sources
+
+        rng = self.rngs[family]
+        if family == "sources":
+            layout = rng.choice(self.source_layouts)
+            case = meaning_sources.gen_source_case(rng, len(layout.values))
+            meaning_sources.check_source_case(tables, summary, layout, case, root, confirm)
+        elif family == "properties":
+            layout = rng.choice(self.property_layouts)
+            meaning_properties.check_property_case(
+                tables, summary, layout, meaning_properties.gen_property_case(rng), root, confirm
+            )
+        elif family == "versions":
+            version = meaning_settings.gen_version_case(rng)
+            problems, cautious = meaning_settings.check_version(version, self._pairs(tables))
+            if cautious:
+                summary.cautious[f"version {version.family} {version.version!r}"] += 1
+            self._report(summary, "version", f"version {version.family}", version.describe(), problems)
+        else:
+            settings = meaning_settings.gen_settings_case(rng)
+            problems = meaning_settings.check_settings(settings)
+            self._report(summary, "setting", f"settings {settings.family}", settings.describe(), problems)
+
+    def _pairs(self, tables: Tables) -> list[tuple[Any, Any, Any]]:
+        """Pairs the measured delta-rs profile allows, on property tables: DELETEs of two partitions and
+        the property cases' pairs (the versions' verdicts are compared on them)."""
+        from deltaguard.core.model import pair_verdict
+        from deltaguard.engines.specs import DeleteSpec
+        from lab.fuzz import meaning_properties
+
+        if self.pairs is None:
+            self.pairs = []
+            for layout in self.property_layouts[:4]:
+                made = tables.base(layout)
+                if made is None:
+                    continue
+                config = dataclasses.replace(made[1], meaning=None)
+                candidates = [
+                    (DeleteSpec(predicate="p = 'a'").operation(), DeleteSpec(predicate="p = 'b'").operation())
+                ]
+                for pair in meaning_properties.PAIRS:
+                    first, second = meaning_properties.pair_specs(
+                        meaning_properties.PropertyCase(pair, "a", "b"), layout
+                    )
+                    candidates.append((first.operation(), second.operation()))
+                for a, b in candidates:
+                    for profile in (tables.engine.profile(),):
+                        if not pair_verdict(a, b, config, profile).conflict:
+                            self.pairs.append((a, b, config))
+            if not self.pairs:  # a table no property spoils: two DELETEs of different partitions
+                from deltaguard.core.table_config import TableConfig
+
+                self.pairs.append(
+                    (
+                        DeleteSpec(predicate="p = 'a'").operation(),
+                        DeleteSpec(predicate="p = 'b'").operation(),
+                        TableConfig(partition_columns=("p",), column_types=(("p", "string"),)),
+                    )
+                )
+        return self.pairs
+
+    @staticmethod
+    def _report(summary: Summary, flag: str, label: str, case: dict[str, Any], problems: list[str]) -> None:
+        if not problems:
+            return
+        summary.candidates[flag] += 1
+        summary.by_class[label] += 1
+        summary.findings.append(
+            {"write": case, "model_allows": [flag], "class": label, "problems": problems[:3]}
+        )
 
 
 def _one(
@@ -786,6 +915,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="K",
         help="per case, run up to K untouched partitions the model calls compatible stale-concurrently (slow)",
     )
+    parser.add_argument(
+        "--families",
+        default="partitions",
+        help=f"comma-separated generators, each case drawn evenly from them ({', '.join(FAMILIES)})",
+    )
     parser.add_argument("--save-dir", type=Path, default=Path("lab/fuzz/meaning_findings"))
     parser.add_argument("--out", type=Path, default=None, help="also write the summary as JSON")
     args = parser.parse_args(argv)
@@ -799,6 +933,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             every=args.every,
             reads=args.reads,
             generated=args.generated,
+            families=tuple(f.strip() for f in args.families.split(",") if f.strip()),
         )
     report = _report(summary, args.seed)
     for line in _lines(report):
@@ -827,6 +962,10 @@ def _report(summary: Summary, seed: int) -> dict[str, Any]:
         "by_class": dict(summary.by_class),
         "confirmed": dict(summary.confirmed),
         "refused": dict(summary.refused.most_common(12)),
+        "families": dict(summary.families),
+        "source_cases_judged": summary.source_checked,
+        "allowed_pairs_run": summary.allowed_run,
+        "more_cautious_than_needed": dict(summary.cautious),
     }
 
 

@@ -104,7 +104,7 @@ def short_detail(text: str, limit: int = DETAIL_LIMIT) -> str:
 
 
 def judge_order(
-    order: str, outcome: Outcome, serial: dict[str, Outcome], error: Exception | None
+    order: str, outcome: Outcome, serial: dict[str, Outcome], error: BaseException | None
 ) -> OrderResult:
     """The result of one commit order whose second write did not raise a conflict.
 

@@ -3,10 +3,16 @@
 Work is grouped by (pair, layout): the two serial executions (A then B, B then A) do not depend on the
 isolation spelling, so they run once per group and every spelling's concurrent runs are compared with them.
 Groups run in worker processes (``spawn``, so no delta-rs runtime is inherited across a fork).
+
+:class:`GroupRunner`'s serial and stale-concurrent executions are also what the meaning fuzzer
+(``lab/fuzz/meaning.py``) confirms its candidates with: any write that says its spec for a table location
+(:class:`PairWrite`) can be run, and the stale write's source is read at its snapshot, before the other
+commit lands, as a write that reads its source and then commits does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import tempfile
@@ -15,8 +21,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any, Protocol
 
-from deltalake import DeltaTable, write_deltalake
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from deltaguard.conformance.cells import (
@@ -32,6 +40,7 @@ from deltaguard.conformance.scenarios import (
     AddConstraintSpec,
     Layout,
     ProbeOp,
+    ProbeSpec,
     ProbeWrite,
     build_write,
     seed_batches,
@@ -46,10 +55,21 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.specs import AppendSpec, CreateSpec
+from deltaguard.engines.sources import materialize, resolve_source
+from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, OverwriteSpec, ReplaceWhereSpec
 
 #: the model under test: ``pair_verdict(a, b, table, profile)``; must be picklable (a module-level function)
 Predictor = Callable[[Operation, Operation, TableConfig, EngineProfile], PairVerdict]
+
+
+class PairWrite(Protocol):
+    """One write of a pair the runner executes: its role (``A``/``B``) and its spec at a table location
+    (each execution runs on its own copy of the table, and a source may name the table's location)."""
+
+    @property
+    def role(self) -> str: ...
+
+    def spec_at(self, uri: str) -> ProbeSpec: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +99,10 @@ def group_cells(cells: Sequence[Cell]) -> list[Group]:
 def read_state(uri: str) -> TableState:
     """The table's rows, columns and properties, read fresh from its log."""
     table = DeltaTable(uri)
-    data = table.to_pyarrow_table()
+    try:
+        data = table.to_pyarrow_table()
+    except Exception:  # deltalake's pyarrow reader refuses some reader features its query engine reads
+        data = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
     # The initial table's isolation property is the only thing that differs between the per-spelling tables and the
     # spelling-free table the serial executions run on; no probe write touches it.
     properties = {k: v for k, v in table.metadata().configuration.items() if k != "delta.isolationLevel"}
@@ -92,14 +115,16 @@ class _Executor:
     def __init__(self, engine: DeltaRsEngine) -> None:
         self.engine = engine
 
-    def run(self, uri: str, write: ProbeWrite, handle: DeltaTable | None) -> None:
+    def run(
+        self, uri: str, write: PairWrite, handle: DeltaTable | None, spec: ProbeSpec | None = None
+    ) -> None:
         """Execute one write; conflicts surface as :class:`DeltaConflictError`.
 
         ADD CONSTRAINT has no engine spec, and the engine's CREATE OR REPLACE always starts from the latest
         version (it takes the URI), so both run here with the same deltalake calls on the stale handle to
         measure what delta-rs does when another commit lands between its read and its commit.
         """
-        spec = write.spec
+        spec = write.spec_at(uri) if spec is None else spec
         try:
             if isinstance(spec, AddConstraintSpec):
                 target = handle if handle is not None else DeltaTable(uri)
@@ -117,6 +142,26 @@ class _Executor:
         except CommitFailedError as exc:
             raise DeltaConflictError(parse_conflict_kind(str(exc)), str(exc), uri, self.engine.name) from exc
         self.engine.write(uri, spec, snapshot=handle)
+
+
+def _reraise_interrupts(error: BaseException) -> None:
+    """deltalake's ``PanicException`` is a ``BaseException``: it is an outcome, an interrupt is not."""
+    if isinstance(error, KeyboardInterrupt | SystemExit | GeneratorExit):
+        raise error
+
+
+def read_source_now(spec: ProbeSpec) -> ProbeSpec:
+    """``spec`` with its source read now (the engine's own reader), when it is not data in memory already.
+
+    A write reads its source while it runs and commits afterwards: run stale, its source is read at its
+    snapshot, before the concurrent commit lands (a source reading the target then sees the old rows).
+    """
+    if not isinstance(spec, AppendSpec | MergeSpec | ReplaceWhereSpec | OverwriteSpec | CreateSpec):
+        return spec
+    source: Any = spec.source
+    if source is None or isinstance(source, pa.Table):
+        return spec
+    return dataclasses.replace(spec, source=materialize(resolve_source(source)))
 
 
 def _seed(engine: DeltaRsEngine, uri: str, layout: Layout, isolation: str | None) -> None:
@@ -155,7 +200,7 @@ class GroupRunner:
             _seed(self.engine, str(path), layout, isolation)
         return path
 
-    def serial(self, template: Path, first: ProbeWrite, second: ProbeWrite) -> Outcome:
+    def serial(self, template: Path, first: PairWrite, second: PairWrite) -> Outcome:
         """Run ``first`` then ``second``, each from the latest version, on a fresh copy."""
         uri = self._copy(template)
         committed: set[str] = set()
@@ -163,34 +208,38 @@ class GroupRunner:
             try:
                 self.executor.run(uri, write, None)
                 committed.add(write.role)
-            except Exception:  # a write that fails serially is part of the serial outcome
-                pass
+            except BaseException as exc:  # a write that fails serially (a panic too) is part of the outcome
+                _reraise_interrupts(exc)
         outcome = Outcome(frozenset(committed), read_state(uri))
         shutil.rmtree(uri, ignore_errors=True)
         return outcome
 
     def concurrent(
-        self, template: Path, first: ProbeWrite, second: ProbeWrite, serial: dict[str, Outcome]
+        self, template: Path, first: PairWrite, second: PairWrite, serial: dict[str, Outcome]
     ) -> OrderResult:
-        """Open two handles at the same version, commit ``first`` through one, ``second`` through the other."""
+        """Open two handles at the same version, read ``second``'s source, commit ``first`` through one
+        handle, then ``second`` through the other."""
         uri = self._copy(template)
         order = f"{first.role},{second.role}"
         try:
             winner, stale = self.engine.open_table(uri), self.engine.open_table(uri)
             try:
+                late = read_source_now(second.spec_at(uri))
                 self.executor.run(uri, first, winner)
-            except Exception as exc:  # recorded, the cell is inconclusive
+            except BaseException as exc:  # recorded, the cell is inconclusive
+                _reraise_interrupts(exc)
                 return OrderResult(order, Observed.NOT_RUN, type(exc).__name__, short_detail(str(exc)))
             committed = {first.role}
             try:
-                self.executor.run(uri, second, stale)
+                self.executor.run(uri, second, stale, late)
                 committed.add(second.role)
             except DeltaConflictError as exc:
                 return OrderResult(
                     order, Observed.CONFLICT, exc.kind.value, short_detail(exc.original_message)
                 )
-            except Exception as exc:  # judged against the serial executions below
-                error: Exception | None = exc
+            except BaseException as exc:  # judged against the serial executions below (a panic too)
+                _reraise_interrupts(exc)
+                error: BaseException | None = exc
             else:
                 error = None
             outcome = Outcome(frozenset(committed), read_state(uri))

@@ -131,6 +131,10 @@ class ProbeWrite:
     spec: ProbeSpec
     operation: Operation
 
+    def spec_at(self, uri: str) -> ProbeSpec:
+        """The spec to run on the table at ``uri`` (the same at every location: its data is in memory)."""
+        return self.spec
+
 
 def rows(
     ids: tuple[int, ...] | list[int], p: str, v: int | None = None, extra: dict[str, Any] | None = None
