@@ -743,10 +743,10 @@ class _Families:
                     (DeleteSpec(predicate="p = 'a'").operation(), DeleteSpec(predicate="p = 'b'").operation())
                 ]
                 for pair in meaning_properties.PAIRS:
-                    first, second = meaning_properties.pair_specs(
+                    _, second, told = meaning_properties.pair_specs(
                         meaning_properties.PropertyCase(pair, "a", "b"), layout
                     )
-                    candidates.append((first.operation(), second.operation()))
+                    candidates.append((told, second.operation()))
                 for a, b in candidates:
                     for profile in (tables.engine.profile(),):
                         if not pair_verdict(a, b, config, profile).conflict:

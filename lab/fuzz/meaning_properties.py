@@ -73,8 +73,11 @@ def gen_property_case(rng: random.Random) -> PropertyCase:
     return PropertyCase(rng.choice(PAIRS), partition, other)
 
 
-def pair_specs(case: PropertyCase, layout: Any) -> tuple[Any, Any]:
-    """The two writes of the case."""
+def pair_specs(case: PropertyCase, layout: Any) -> tuple[Any, Any, Any]:
+    """The two writes of the case, and what the model is told about the first (an insert-if-absent is
+    the INSERT reading its table that SQL's ``INSERT ... WHERE NOT EXISTS`` is classified as, as in the
+    conformance harness's ``INSERT_READING_TARGET``)."""
+    from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.engines import specs
     from lab.fuzz.meaning import _rows
 
@@ -95,7 +98,11 @@ def pair_specs(case: PropertyCase, layout: Any) -> tuple[Any, Any]:
     else:
         write = specs.DeleteSpec(predicate=f"p = '{case.partition}'")
         append = specs.DeleteSpec(predicate=f"p = '{case.other}'")
-    return write, append
+    if case.pair == "insert-if-absent":
+        told = Operation(OperationKind.INSERT, predicate=f"p = '{case.partition}'", reads_target=True)
+    else:
+        told = write.operation()
+    return write, append, told
 
 
 def check_property_case(
@@ -110,8 +117,8 @@ def check_property_case(
         summary.refused["layout not creatable"] += 1
         return
     base, config, _ = made
-    first, second = pair_specs(case, layout)
-    hand, oracle = model_verdicts(first.operation(), second.operation(), config, tables.engine.profile())
+    first, second, told = pair_specs(case, layout)
+    hand, oracle = model_verdicts(told, second.operation(), config, tables.engine.profile())
     if oracle or not confirm:
         return
     summary.allowed_run += 1
