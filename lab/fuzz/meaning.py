@@ -516,8 +516,15 @@ def _rows_of(table: Any) -> list[tuple[Any, ...]]:
 def replay(saved: dict[str, Any], root: Path) -> tuple[bool | None, bool]:
     """Run a reproducer again: whether the write still touches its partition on delta-rs (``None``: the
     engine now refuses the write as invalid before any lease), and whether the model (with the engine's
-    evaluator, as the operators ask it) now says ``conflict`` beside that partition's DELETE."""
+    evaluator, as the operators ask it) now says ``conflict`` beside that partition's DELETE. A source
+    reproducer (:mod:`lab.fuzz.meaning_sources`) says whether its source still reads the table and whether
+    the model now refuses the write beside its mirror."""
     from deltaguard.engines.specs import DeleteSpec
+
+    if saved["write"].get("kind") == "source":
+        from lab.fuzz.meaning_sources import replay_source
+
+        return replay_source(saved, root)
 
     layout = layout_of(saved["layout"])
     case = case_of(saved["write"], layout)

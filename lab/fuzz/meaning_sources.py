@@ -341,26 +341,39 @@ def gen_source_layout(rng: random.Random) -> Any:
     return Layout(((name, kind),), tuple((v,) for v in values), tuple(properties.items()))
 
 
-def check_source_case(
-    tables: Any, summary: Any, layout: Any, case: SourceCase, root: Path, confirm: bool
-) -> None:
-    """Judge one source case as the operators would, find what the engine reads, and confirm a candidate.
+@dataclass
+class Judged:
+    """A source case as the operators judge it and as the engine reads it.
 
-    :param tables: the fuzzer's tables (:class:`lab.fuzz.meaning.Tables`).
-    :param summary: the run's summary (:class:`lab.fuzz.meaning.Summary`).
-    :param layout: the table.
-    :param case: the case.
-    :param root: the scratch directory.
-    :param confirm: run the pair stale-concurrently when the model lets it run at once.
+    :param write: the write at a table location.
+    :param mirror: its mirror at a table location.
+    :param base: the table before any write.
+    :param reads_target: whether the model is told the write reads its table.
+    :param why: why it is (``None``: it is not).
+    :param verdict: the model's verdict on the write beside its mirror.
+    :param truth: whether the engine's reader reads the table through the source (``None``: it cannot
+        read the source at all).
     """
+
+    write: Callable[[str], Any]
+    mirror: Callable[[str], Any]
+    base: Path
+    reads_target: bool
+    why: str | None
+    verdict: Any
+    truth: bool | None
+
+
+def judge(tables: Any, layout: Any, case: SourceCase, root: Path) -> Judged | str:
+    """Judge one source case as the operators would and find what the engine reads; a string says why the
+    case could not be judged (the layout, the spec or the source refused)."""
     from deltaguard.core.model import pair_verdict
     from deltaguard.engines.target_reads import with_target_reads
-    from lab.fuzz.meaning import FuzzWrite, _error_class, _jsonable, _rows, confirm_pair
+    from lab.fuzz.meaning import _error_class, _rows
 
     made = tables.base(layout)
     if made is None:
-        summary.refused["layout not creatable"] += 1
-        return
+        return "layout not creatable"
     base, config, _ = made
     if not hasattr(tables, "places"):
         tables.places = Places(root / "places")
@@ -370,8 +383,7 @@ def check_source_case(
         write = make_spec(case, layout, places, dirs, base)
         mirror = make_spec(case, layout, places, dirs, base, mirror=True)
     except Exception:  # rows in memory the engine cannot read from this spelling
-        summary.refused[f"source not readable ({case.spelling})"] += 1
-        return
+        return f"source not readable ({case.spelling})"
     work = root / "source-work"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(base, work)
@@ -382,22 +394,56 @@ def check_source_case(
         mirrored, _ = with_target_reads(other.operation(), other, uri)
         verdict = pair_verdict(operation, mirrored, config, tables.engine.profile())
     except Exception as error:  # a write the model or spec refuses runs nowhere
-        summary.refused[_error_class(error)] += 1
-        return
+        return _error_class(error)
     marker = _rows(layout, layout.values[case.source_row], [99_999])
     truth = reads_target(write, work, marker)
     shutil.rmtree(work, ignore_errors=True)
-    if truth is None:
+    return Judged(write, mirror, base, operation.reads_target, why, verdict, truth)
+
+
+def replay_source(saved: dict[str, Any], root: Path) -> tuple[bool | None, bool]:
+    """Run a source reproducer again: whether the engine still reads the table through the source
+    (``None``: it cannot read the source), and whether the model now says ``conflict`` for the write
+    beside its mirror."""
+    from lab.fuzz.meaning import Tables, layout_of
+
+    judged = judge(Tables(root), layout_of(saved["layout"]), source_case_of(saved["write"]), root)
+    if isinstance(judged, str):
+        raise RuntimeError(f"the reproducer can no longer be judged: {judged}")
+    return judged.truth, bool(judged.verdict.conflict)
+
+
+def check_source_case(
+    tables: Any, summary: Any, layout: Any, case: SourceCase, root: Path, confirm: bool
+) -> None:
+    """Judge one source case (:func:`judge`), count it, and confirm a candidate stale-concurrently.
+
+    :param tables: the fuzzer's tables (:class:`lab.fuzz.meaning.Tables`).
+    :param summary: the run's summary (:class:`lab.fuzz.meaning.Summary`).
+    :param layout: the table.
+    :param case: the case.
+    :param root: the scratch directory.
+    :param confirm: run the pair stale-concurrently when the model lets it run at once.
+    """
+    from lab.fuzz.meaning import FuzzWrite, _error_class, _jsonable, confirm_pair
+
+    judged = judge(tables, layout, case, root)
+    if isinstance(judged, str):
+        summary.refused[judged] += 1
+        return
+    if judged.truth is None:
         summary.refused[f"source not readable ({case.spelling})"] += 1
         return
+    truth, verdict, why, base = judged.truth, judged.verdict, judged.why, judged.base
+    write, mirror = judged.write, judged.mirror
     summary.source_checked += 1
     label = f"source {case.shape}: {case.spelling} via {case.carrier}"
     if not truth:
-        if operation.reads_target:
+        if judged.reads_target:
             summary.cautious[label] += 1  # precision: judged as reading a table it does not read
         return
     flags = []
-    if not operation.reads_target:
+    if not judged.reads_target:
         flags.append("source")
     if not verdict.conflict:
         flags.append("source pair")

@@ -17,6 +17,7 @@ that the rules turn into ``conflict`` (or, for row-level concurrency, into the f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from typing import Protocol
 
@@ -242,11 +243,28 @@ def _padded(version: tuple[int, ...]) -> tuple[int, ...]:
     return (*version, 0, 0, 0)[: max(3, len(version))]
 
 
+#: How a release's version is spelled: dotted numbers for deltalake and delta-spark; a runtime's
+#: ``major.minor``, optionally as a cluster's ``spark_version`` (``14.3.x-scala2.12``,
+#: ``15.4.x-photon-scala2.12``) or with ``LTS``, for Databricks. Anything else -- a release candidate
+#: (``1.6.6rc1``), a post-release (``1.6.6-1``), a local or snapshot build (``1.6.6+local``,
+#: ``4.4.0-SNAPSHOT``, ``14.3.x-snapshot-scala2.12``) -- is not the release that was measured, although its
+#: leading numbers are.
+_RELEASE: Mapping[EngineName, re.Pattern[str]] = {
+    EngineName.DELTA_RS: re.compile(r"\d+(?:\.\d+)*"),
+    EngineName.DELTA_SPARK: re.compile(r"\d+(?:\.\d+)*"),
+    EngineName.DATABRICKS: re.compile(r"\d+\.\d+(?:\.x-(?:[a-z0-9]+-)*scala\d+\.\d+| LTS)?", re.IGNORECASE),
+}
+
+
 def is_measured(profile: EngineProfile) -> bool:
-    """Whether the profile's version lies in :data:`MEASURED_VERSIONS` for its engine.
+    """Whether the profile's version is a release (:data:`_RELEASE`) in :data:`MEASURED_VERSIONS` for its
+    engine.
 
     :param profile: the engine profile.
     """
+    text = profile.version.strip()
+    if not _RELEASE[profile.name].fullmatch(text) or "snapshot" in text.lower():
+        return False
     low, high = MEASURED_VERSIONS[profile.name]
     version = _padded(profile.version_tuple)
     return (low is None or version >= _padded(low)) and (high is None or version <= _padded(high))

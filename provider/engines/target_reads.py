@@ -9,7 +9,8 @@ MERGE's concurrency). The model sees that only if it is told (``Operation.reads_
 Closed world: a source is known not to read the target only when it is data already in memory (a
 ``pyarrow.Table``, a pandas ``DataFrame``) or a location that is neither the target nor inside it nor
 around it, compared by :func:`deltaguard.writes.table_uri.table_key` (symlinks, ``file:`` spellings,
-``..`` segments, trailing slashes, object-store scheme aliases). A callable, a Spark or other lazy
+``..`` segments, trailing slashes, object-store scheme aliases); a relative path, read from whatever
+directory the write runs in, may be the target. A callable, a Spark or other lazy
 DataFrame, a reader or a stream may read anything, the target included.
 """
 
@@ -29,7 +30,7 @@ from deltaguard.core.operations import Operation
 from deltaguard.engines.held_sources import unwrap_source
 from deltaguard.engines.sources import DELTA_PREFIX
 from deltaguard.engines.specs import SqlSpec, WriteSpec
-from deltaguard.writes.table_uri import table_key
+from deltaguard.writes.table_uri import table_key, uri_scheme
 
 
 def _overlaps(first: str, second: str) -> bool:
@@ -41,10 +42,22 @@ def _overlaps(first: str, second: str) -> bool:
 def location_reads_target(location: str, table_uri: str) -> bool:
     """Whether reading ``location`` reads files of the table at ``table_uri``.
 
+    A relative path may be the target: the engine reads it from the working directory of the process that
+    runs the write (deltalake and pyarrow open ``lake/t`` there; measured on deltalake 1.6.6 with the
+    meaning fuzzer's sources), which is not known where the write is judged, so it cannot be placed.
+
     :param location: a source path or URI (``delta+`` prefix allowed).
     :param table_uri: the target table.
     """
+    if _is_relative(location):
+        return True
     return _overlaps(table_key(location.removeprefix(DELTA_PREFIX)), table_key(table_uri))
+
+
+def _is_relative(location: str) -> bool:
+    """A local path without a leading ``/`` (nor a scheme): it names a place only with a working directory."""
+    text = location.removeprefix(DELTA_PREFIX).strip()
+    return uri_scheme(text) is None and not text.startswith("/")
 
 
 def source_reads_target(source: Any, table_uri: str, *, declared_apart: bool = False) -> str | None:
@@ -62,6 +75,8 @@ def source_reads_target(source: Any, table_uri: str, *, declared_apart: bool = F
         return None
     if isinstance(raw, str | os.PathLike):
         raw = os.fspath(raw)
+        if _is_relative(raw):
+            return f"its source {raw!r} is a relative path, read from the working directory: it may be the target"
         if location_reads_target(raw, table_uri):
             return f"its source {raw!r} is the target table (or inside it)"
         return None

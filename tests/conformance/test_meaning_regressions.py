@@ -1,7 +1,8 @@
 """Every saved meaning-fuzzer reproducer (``lab/fuzz/meaning_regressions``) stays judged as a conflict.
 
 Each one is a delta-rs write that touched (or, for ``read`` findings, read) a partition the model called
-untouched, confirmed stale-concurrently when it was found.
+untouched, or whose source read its table while the model said it read nothing of it (``source`` findings:
+the write and its mirror were let run at once), confirmed stale-concurrently when it was found.
 """
 
 from __future__ import annotations

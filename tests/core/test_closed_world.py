@@ -120,6 +120,48 @@ class TestUnmeasuredEngineVersions:
         assert "delta-spark 5.0 was never measured" in found.reason
         assert "never measured" not in verdict(a, b, table, SPARK).reason
 
+    @pytest.mark.parametrize(
+        ("name", "version"),
+        [
+            (EngineName.DELTA_RS, "1.6.6rc1"),
+            (EngineName.DELTA_RS, "1.6.6-1"),
+            (EngineName.DELTA_RS, "1.6.6+local"),
+            (EngineName.DELTA_SPARK, "4.4.0-SNAPSHOT"),
+            (EngineName.DELTA_SPARK, "4.4.0rc1"),
+            (EngineName.DATABRICKS, "14.3.x-snapshot-scala2.12"),
+        ],
+    )
+    def test_a_build_of_the_measured_version_is_not_the_measured_release(
+        self, name: EngineName, version: str
+    ) -> None:
+        """A release candidate, post-release, local or snapshot build starts with the measured numbers but
+        is another build (found by the meaning fuzzer's version generator)."""
+        table = TableConfig(properties={"delta.isolationLevel": "snapshotIsolation"})
+        a, b = Operation(K.DELETE, "id = 1"), Operation(K.DELETE, "id = 2")
+        found = verdict(reading_insert(), Operation(K.INSERT), table, EngineProfile(name, version))
+        assert found.conflict
+        assert "never" in found.reason
+        allowed = verdict(a, b, TableConfig(partition_columns=("id",)), EngineProfile(name, version))
+        assert allowed.conflict or "never" in allowed.reason
+
+    @pytest.mark.parametrize(
+        ("name", "version"),
+        [
+            (EngineName.DELTA_RS, "1.6.6"),
+            (EngineName.DELTA_RS, " 1.6.6 "),
+            (EngineName.DELTA_SPARK, "4.4.0"),
+            (EngineName.DATABRICKS, "14.3.x-scala2.12"),
+            (EngineName.DATABRICKS, "15.4.x-photon-scala2.12"),
+            (EngineName.DATABRICKS, "13.3 LTS"),
+        ],
+    )
+    def test_the_measured_releases_as_engines_report_them_stay_measured(
+        self, name: EngineName, version: str
+    ) -> None:
+        from deltaguard.core.closed_world import version_caveat
+
+        assert version_caveat(EngineProfile(name, version)) is None
+
     def test_databricks_runtime_the_page_does_not_cover_gets_no_row_level_concurrency(self) -> None:
         old = EngineProfile(EngineName.DATABRICKS, "12.2")
         found = verdict(Operation(K.DELETE, "id = 1"), Operation(K.DELETE, "id = 2"), ROW_LEVEL, old)

@@ -94,6 +94,24 @@ def test_every_spelling_of_the_target_is_the_target(tmp_path: Path) -> None:
     assert source_reads_target("delta+" + other, uri) is None
 
 
+def test_a_relative_path_may_be_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """deltalake reads a relative source from the working directory: there ``t`` is the target (found by the
+    meaning fuzzer's source generator; the two MERGEs through it swap values like any other spelling)."""
+    uri = _table(tmp_path / "t")
+    monkeypatch.chdir(tmp_path)
+    from deltaguard.engines.sources import resolve_source
+
+    assert resolve_source("t").num_rows == DeltaTable(uri).to_pyarrow_table().num_rows  # the engine reads it
+    for spelling in ("t", "./t", "t/p=a", "delta+t", "../" + tmp_path.name + "/t"):
+        assert location_reads_target(spelling, uri), spelling
+        assert "relative path" in (source_reads_target(spelling, uri) or ""), spelling
+    config, profile = read_table_config(uri), DeltaRsEngine().profile()
+    judged = [
+        with_target_reads(spec.operation(), spec, uri)[0] for spec in (_copy("a", "t"), _copy("b", "t"))
+    ]
+    assert pair_verdict(judged[0], judged[1], config, profile).conflict
+
+
 def test_only_data_in_memory_is_known_not_to_read_the_target(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     assert source_reads_target(pa.table({"id": [1]}), uri) is None
