@@ -16,7 +16,11 @@ keep rather than an engine's run (ADR 0036):
   may have any value on the cluster, so the verdict must be at least as strict as under every concrete value
   it may take, for each of the two writes' sessions. ``parse_ansi``, the engine's reading of the setting's
   text, must never read as on a text Spark does not read as on (``String.trim`` then a case-insensitive
-  ``true``/``false``; anything else is refused by Spark).
+  ``true``/``false``; anything else is refused by Spark). The settings that change which rows a write
+  touches (``replaceWhere.constraintCheck.enabled``, ``replaceWhere.dataColumns.enabled``) and schema
+  auto-merge are not model inputs: the Spark engine pins them for each statement to the value the model
+  assumes. Each case sets them in a stand-in session (unset, or a generated text) and checks that the
+  statement runs with the pinned values and that the session gets its own back.
 """
 
 from __future__ import annotations
@@ -184,12 +188,17 @@ def settings_table() -> Any:
     )
 
 
+#: Texts the write-scope settings may hold in a session (``None``: unset).
+PIN_TEXTS: tuple[str | None, ...] = (None, "false", "FALSE", " false", "true", "0", "no")
+
+
 @dataclass(frozen=True)
 class SettingsCase:
     family: str
     sessions: tuple[Session, Session]
     predicates: tuple[str, str]
     ansi_text: str
+    pins: tuple[str | None, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -198,6 +207,7 @@ class SettingsCase:
             "sessions": [dataclasses.asdict(s) for s in self.sessions],
             "predicates": list(self.predicates),
             "ansi_text": self.ansi_text,
+            "pins": list(self.pins),
         }
 
 
@@ -210,6 +220,7 @@ def gen_settings_case(rng: random.Random) -> SettingsCase:
         (sessions[0], sessions[1]),
         (first, second),
         rng.choice(ANSI_TEXTS),
+        tuple(rng.choice(PIN_TEXTS) for _ in range(3)),
     )
 
 
@@ -225,7 +236,7 @@ def check_settings(case: SettingsCase) -> list[str]:
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.engines.spark.session import parse_ansi
 
-    problems = []
+    problems = check_pins(case.pins)
     read = parse_ansi(case.ansi_text)
     if read is not None and read != spark_reads_ansi(case.ansi_text):
         problems.append(f"spark.sql.ansi.enabled = {case.ansi_text!r} read as {read}")
@@ -250,4 +261,52 @@ def check_settings(case: SettingsCase) -> list[str]:
                 f"allowed with sessions {case.sessions}, refused with {meanings}: {concrete.reason}"
             )
             break
+    return problems
+
+
+class _Session:
+    """A stand-in Spark session: its runtime conf, and the conf each statement ran with."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = dict(values)
+        self.conf = self
+        self.ran: list[dict[str, str]] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        self.values.pop(key, None)
+
+    def sql(self, _statement: str) -> _Session:
+        self.ran.append(dict(self.values))
+        return self
+
+    def collect(self) -> list[Any]:
+        return []
+
+
+def check_pins(texts: tuple[str | None, ...]) -> list[str]:
+    """Where a statement of the Spark engine runs with a write-scope setting other than the model assumes,
+    or leaves the session's own value changed (empty: nowhere)."""
+    from deltaguard.engines.spark import ops
+    from deltaguard.engines.spark.target import SparkTarget
+    from deltaguard.engines.specs import WriteContext
+
+    assumed = {**ops.WRITE_SCOPE_CONFS, ops.SCHEMA_AUTO_MERGE_CONF: "false"}
+    before = {key: text for key, text in zip(assumed, texts, strict=False) if text is not None}
+    session = _Session(before)
+    run = ops.under_txn_confs(lambda spark, target, spec, ready: spark.sql("UPDATE ...").collect())
+    run(session, SparkTarget.parse("/data/t"), None, WriteContext(), None)  # type: ignore[arg-type]
+    problems = [
+        f"{key} = {session.ran[0].get(key)!r} while the statement ran (session: {before.get(key)!r})"
+        for key, value in assumed.items()
+        if session.ran[0].get(key) != value
+    ]
+    restored = {key: session.values.get(key) for key in assumed if key in session.values}
+    if restored != before:
+        problems.append(f"the session's settings {before} became {restored}")
     return problems

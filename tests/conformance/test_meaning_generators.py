@@ -111,3 +111,15 @@ def test_the_ansi_text_reading_is_checked_against_spark() -> None:
     assert meaning_settings.check_settings(case) == []
     assert meaning_settings.spark_reads_ansi(" TRUE\n") is True
     assert meaning_settings.spark_reads_ansi("yes") is None
+
+
+def test_a_spark_engine_that_does_not_pin_the_write_scope_settings_is_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plant a Spark engine whose statements run with the session's replaceWhere and auto-merge settings."""
+    from deltaguard.engines.spark import ops
+
+    monkeypatch.setattr(ops, "_txn_confs", lambda context, user_metadata: {})
+    summary = meaning.fuzz(SEED, CASES, tmp_path, families=("settings",))
+    assert summary.candidates["setting"] > 0
+    assert any("while the statement ran" in f["problems"][0] for f in summary.findings)
