@@ -982,7 +982,7 @@ def _lines(report: dict[str, Any]) -> Iterator[str]:
         f"{report['touched_partitions']} touched partitions) in {report['seconds']} s = "
         f"{report['cases_per_minute']} cases/min"
     )
-    yield f"candidates (model calls a touched partition untouched): {report['candidates'] or 'none'}"
+    yield f"candidates: {report['candidates'] or 'none'}"
     yield f"by class: {report['by_class'] or 'none'}"
     yield f"confirmed stale-concurrently: {report['confirmed'] or 'none'}"
     yield f"refused writes: {report['refused'] or 'none'}"
