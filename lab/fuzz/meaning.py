@@ -14,6 +14,11 @@ disjointness (``oracle``, ADR 0037). It also reports where the model's own scope
 touched partition untouched (``scope``). Each candidate is then run stale-concurrently (both orders) and
 counts as confirmed when a commit fails or both commit into a state no serial order gives.
 
+With ``--families`` the cases are drawn from more generators (ADR 0037): sources that read the target
+(:mod:`lab.fuzz.meaning_sources`), property spellings (:mod:`lab.fuzz.meaning_properties`), engine versions
+never measured and session settings (:mod:`lab.fuzz.meaning_settings`). Every candidate is confirmed with the
+conformance runner's serial and stale-concurrent executions (:func:`confirm_pair`).
+
 Prints counted progress lines (also when not on a terminal) and a summary; saves every candidate as a
 JSON reproducer under ``--save-dir``.
 """

@@ -8,8 +8,9 @@ doubled slash, ``file://`` and ``file:`` URIs, ``..`` and ``.`` segments, a path
 directory, percent-encoding, the ``delta+`` prefix, a symlink to the table, to its parent, a chain of
 symlinks, a partition directory inside it) and carries it in every way a source may come (the string itself,
 a callable reading it, a lazy frame exporting an Arrow stream, a
-frame with ``toArrow()``). Two controls read something else: a copy of the table beside it, and rows read
-from it into memory before the write.
+frame with ``toArrow()``, a Spark SQL statement reading it as ``delta.`<location>```, through a catalog name
+the catalog places there -- an alias of the table -- or through a view). Two controls read something else: a
+copy of the table beside it, and rows read from it into memory before the write.
 
 The truth is the engine's: the source is resolved with the engine's own reader
 (:func:`deltaguard.engines.sources.resolve_source`) before and after a marker row is appended to the
@@ -24,6 +25,7 @@ serial order gives.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import random
@@ -55,6 +57,11 @@ SPELLINGS: tuple[str, ...] = (
 )
 #: How the source is carried (``in memory``: rows read before the write, the control).
 CARRIERS: tuple[str, ...] = ("path", "callable", "lazy frame", "toArrow frame", "in memory")
+#: Carriers of a Spark SQL statement reading the source as a relation: ``delta.`<location>``` (``parquet.``
+#: for a partition directory), a catalog name the catalog places at the location (an alias of the table),
+#: a view over it (the catalog gives no location). delta-rs cannot run these statements: the model judges
+#: the statement, the engine's truth and confirmation come from the same write with the location as a path.
+SQL_CARRIERS: tuple[str, ...] = ("SQL path", "SQL catalog name", "SQL view")
 #: How the operator names the table it writes.
 TARGET_SPELLINGS: tuple[str, ...] = ("exact", "file URI", "trailing slash")
 #: Spellings whose reading does not carry the partition column (the files of one partition directory).
@@ -130,7 +137,10 @@ def gen_source_case(rng: random.Random, rows: int) -> SourceCase:
     source_row, target_row = rng.sample(range(rows), 2)
     spelling = rng.choice(SPELLINGS)
     shape = "merge" if spelling in _WITHOUT_PARTITION or rng.random() < 0.6 else "append"
-    carrier = "path" if spelling in _WITHOUT_PARTITION else rng.choice(CARRIERS)
+    if spelling in _WITHOUT_PARTITION:
+        carrier = rng.choice(("path", "SQL path"))
+    else:
+        carrier = rng.choice(CARRIERS + SQL_CARRIERS)
     return SourceCase(shape, spelling, carrier, rng.choice(TARGET_SPELLINGS), source_row, target_row)
 
 
@@ -288,6 +298,57 @@ def make_spec(
     return at
 
 
+#: The catalog name a ``SQL catalog name`` or ``SQL view`` case reads.
+ALIAS = "lake.orders_alias"
+
+
+def sql_spec(
+    case: SourceCase, layout: Any, table: Path, location: str, mirror: bool = False
+) -> tuple[Any, Callable[[str], str | None]]:
+    """The case as a Spark SQL statement reading ``location`` (as the ``path`` case spells it), classified
+    as the SQL operator classifies it, and the engine's catalog lookup the statement is judged with.
+
+    :param case: the case (a :data:`SQL_CARRIERS` carrier).
+    :param layout: the table.
+    :param table: where the statement writes.
+    :param location: the source's location as spelled.
+    :param mirror: the mirror write.
+    """
+    from deltaguard.core.sql.classify import classify_sql
+    from deltaguard.engines.specs import SqlSpec
+    from lab.fuzz.meaning import literal, quote
+
+    (name, kind) = layout.partitions[0]
+    source_row, target_row = (
+        (case.target_row, case.source_row) if mirror else (case.source_row, case.target_row)
+    )
+    path = location.removeprefix("delta+")
+    if case.carrier == "SQL path":
+        relation = f"{'parquet' if case.spelling in _WITHOUT_PARTITION else 'delta'}.`{path}`"
+    else:
+        relation = ALIAS
+    column = quote(name)
+    if case.shape == "append":
+        sql = f"INSERT INTO delta.`{table}` SELECT * FROM {relation}"
+    else:
+        condition = f"t.id = s.id + {10 * (target_row - source_row)}"
+        if case.spelling not in _WITHOUT_PARTITION:
+            condition += f" AND s.{column} = {literal(layout.values[source_row][0], kind)}"
+        condition += f" AND t.{column} = {literal(layout.values[target_row][0], kind)}"
+        sql = (
+            f"MERGE INTO delta.`{table}` AS t USING {relation} AS s ON {condition} "
+            "WHEN MATCHED THEN UPDATE SET v = s.v"
+        )
+    names = {f"`{part}`" for part in ALIAS.split(".")}
+
+    def locate(reference: str) -> str | None:
+        if case.carrier != "SQL catalog name" or set(reference.split(".")) != names:
+            return None  # a view, or a name this catalog does not hold
+        return path
+
+    return SqlSpec(sql=sql, classified=classify_sql(sql).operation), locate
+
+
 def partition_directories(table: Path, layout: Any) -> dict[int, str]:
     """Each layout row's partition directory, as the table's first commit wrote it."""
     import json
@@ -379,9 +440,11 @@ def judge(tables: Any, layout: Any, case: SourceCase, root: Path) -> Judged | st
         tables.places = Places(root / "places")
     places = tables.places
     dirs = partition_directories(base, layout)
+    sql = case.carrier in SQL_CARRIERS
+    executed = dataclasses.replace(case, carrier="path") if sql else case
     try:
-        write = make_spec(case, layout, places, dirs, base)
-        mirror = make_spec(case, layout, places, dirs, base, mirror=True)
+        write = make_spec(executed, layout, places, dirs, base)
+        mirror = make_spec(executed, layout, places, dirs, base, mirror=True)
     except Exception:  # rows in memory the engine cannot read from this spelling
         return f"source not readable ({case.spelling})"
     work = root / "source-work"
@@ -390,8 +453,14 @@ def judge(tables: Any, layout: Any, case: SourceCase, root: Path) -> Judged | st
     uri = target_uri(case.target, work)
     try:
         spec, other = write(str(work)), mirror(str(work))
-        operation, why = with_target_reads(spec.operation(), spec, uri)
-        mirrored, _ = with_target_reads(other.operation(), other, uri)
+        locate = None
+        if sql:
+            (spec, located), (other, _) = (
+                sql_spec(case, layout, work, str(spec.source), mirror=m) for m in (False, True)
+            )
+            locate = located
+        operation, why = with_target_reads(spec.operation(), spec, uri, locate)
+        mirrored, _ = with_target_reads(other.operation(), other, uri, locate)
         verdict = pair_verdict(operation, mirrored, config, tables.engine.profile())
     except Exception as error:  # a write the model or spec refuses runs nowhere
         return _error_class(error)

@@ -123,3 +123,15 @@ def test_a_spark_engine_that_does_not_pin_the_write_scope_settings_is_flagged(
     summary = meaning.fuzz(SEED, CASES, tmp_path, families=("settings",))
     assert summary.candidates["setting"] > 0
     assert any("while the statement ran" in f["problems"][0] for f in summary.findings)
+
+
+def test_a_model_that_reads_sql_relations_by_their_text_is_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plant a model that places a statement's relations only by how they are written (no filesystem, no
+    catalog): a symlink or another spelling of the target read through SQL is flagged."""
+    from deltaguard.engines import target_reads
+
+    monkeypatch.setattr(target_reads, "sql_reads_target", lambda *args, **kwargs: None)
+    summary = meaning.fuzz(SEED, 80, tmp_path, families=("sources",))
+    assert any("via SQL" in key for key in summary.by_class), summary.by_class
