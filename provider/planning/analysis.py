@@ -237,12 +237,12 @@ def build_plan(
     def at_once(job: str, running: Sequence[str]) -> Sequence[str]:
         return ()
 
-    weights, bonuses = _policy_priorities(jobs, writes_on, settings)
+    start_order, bonuses = _policy_priorities(jobs, writes_on, settings)
     schedules = {
         "one_slot_pools": simulate(jobs, one_slot, workers),
         "all_at_once": simulate(jobs, at_once, workers),
         "deltaguard": simulate_leased(
-            _leased_writes(dag_id, tasks, settings, weights, bonuses),
+            _leased_writes(dag_id, tasks, settings, start_order, bonuses),
             {table: TableRules(s.config, s.profile) for table, s in settings.items()},
             decide,
             workers=workers,

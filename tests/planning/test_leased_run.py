@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from deltaguard.core.admission import Owner
+from deltaguard.core.admission import DecideFn, Owner
 from deltaguard.core.decision import Decision, Verdict
 from deltaguard.core.durations import write_duration
 from deltaguard.core.operations import Operation, OperationKind
@@ -21,7 +21,7 @@ PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 RULES = {"t": TableRules(TableConfig(uri="t"), PROFILE), "u": TableRules(TableConfig(uri="u"), PROFILE)}
 
 
-def model(*pairs: tuple[str, str]) -> object:
+def model(*pairs: tuple[str, str]) -> DecideFn:
     """A conflict model in which exactly the named pairs of labels conflict."""
     conflicting = {frozenset(p) for p in pairs}
 
@@ -62,17 +62,17 @@ EXCLUSIVE = model(("x", "z"), ("x", "m1"), ("x", "m2"), ("z", "m1"), ("z", "m2")
 def test_a_higher_lease_priority_is_granted_ahead_of_an_earlier_request() -> None:
     # Airflow starts x, then z, then the MERGEs (weights); the MERGEs' phase bonus ranks them ahead of z
     writes = [write("x", 10, 4), write("z", 10, 3, 0), write("m1", 10, 2, 2), write("m2", 10, 1, 2)]
-    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0)  # type: ignore[arg-type]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0)
     assert schedule.starts == {"x": 0, "m1": 10, "m2": 10, "z": 20}
     # without the bonus the queue is first come, first served: z goes before the MERGEs
     plain = [write("x", 10, 4), write("z", 10, 3), write("m1", 10, 2), write("m2", 10, 1)]
-    schedule = simulate_leased(plain, RULES, EXCLUSIVE, handoff_s=0)  # type: ignore[arg-type]
+    schedule = simulate_leased(plain, RULES, EXCLUSIVE, handoff_s=0)
     assert schedule.starts == {"x": 0, "z": 10, "m1": 20, "m2": 20}
 
 
 def test_a_grant_out_of_the_queue_pays_the_hand_off_and_a_first_ask_does_not() -> None:
     writes = [write("x", 10, 4), write("m1", 10, 2), write("other", 5, 1, table="u")]
-    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=3)  # type: ignore[arg-type]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=3)
     assert schedule.starts == {"x": 0, "other": 0, "m1": 13}
     assert schedule.makespan_s == 23
     assert schedule.critical_path[-1].because is Because.CONFLICT and schedule.critical_path[-1].after == "x"
@@ -89,11 +89,11 @@ def test_granted_writes_wait_for_a_worker_slot() -> None:
         write("long", 30, 3, table="u"),
         write("longer", 25, 2, table="u"),
     ]
-    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=3, handoff_s=1)  # type: ignore[arg-type]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=3, handoff_s=1)
     assert schedule.starts == {"x": 0, "long": 0, "longer": 0, "m1": 11, "m2": 22}
     m2 = next(step for step in schedule.critical_path if step.job == "m2")
     assert m2.because is Because.WORKER and m2.after == "m1"
-    unbounded = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=1)  # type: ignore[arg-type]
+    unbounded = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=1)
     assert unbounded.starts["m2"] == 11
 
 
@@ -111,7 +111,7 @@ def test_only_a_request_with_an_estimate_backfills() -> None:
             write("w", 10, 2, estimate=est(10)),
             write("s", 10, 1, estimate=est(10)),
         ]
-        return simulate_leased(writes, RULES, decide, handoff_s=0).starts  # type: ignore[arg-type]
+        return simulate_leased(writes, RULES, decide, handoff_s=0).starts
 
     assert run(estimates=True) == {"x": 0, "s": 0, "w": 30}
     assert run(estimates=False) == {"x": 0, "w": 30, "s": 40}
@@ -128,7 +128,7 @@ def test_dependencies_and_plain_tasks() -> None:
         owner=Owner(name="a"),
     )
     report = LeasedWrite("report", 2, ("a",), weight=1)
-    schedule = simulate_leased([setup, a, report], RULES, model(), handoff_s=3)  # type: ignore[arg-type]
+    schedule = simulate_leased([setup, a, report], RULES, model(), handoff_s=3)
     assert schedule.starts == {"setup": 0, "a": 0, "report": 5} and schedule.makespan_s == 7
     assert schedule.critical_path[-1].because is Because.DEPENDENCY
 
@@ -143,15 +143,15 @@ def test_dependencies_and_plain_tasks() -> None:
 )
 def test_bad_parameters_are_refused(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        simulate_leased([write("x", 1, 1)], RULES, model(), **kwargs)  # type: ignore[arg-type]
+        simulate_leased([write("x", 1, 1)], RULES, model(), **kwargs)
 
 
 def test_a_write_on_an_unknown_table_or_a_cycle_is_refused() -> None:
     with pytest.raises(ValueError, match="no rules"):
-        simulate_leased([write("x", 1, 1, table="v")], RULES, model())  # type: ignore[arg-type]
+        simulate_leased([write("x", 1, 1, table="v")], RULES, model())
     cycle = [LeasedWrite("a", 1, ("b",)), LeasedWrite("b", 1, ("a",))]
     with pytest.raises(ValueError, match="cycle"):
-        simulate_leased(cycle, RULES, model())  # type: ignore[arg-type]
+        simulate_leased(cycle, RULES, model())
 
 
 def test_one_duration_rule_declared_then_recorded_then_none() -> None:
