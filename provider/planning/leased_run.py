@@ -192,14 +192,24 @@ def simulate_leased(
     def grant(job: str, holder: Holder, now: float) -> None:
         state.leases[job] = (now, holder.id)
 
-    def readmit(now: float, after: str | None) -> None:
+    def readmit(now: float) -> None:
         for job in sorted(state.asked, key=lambda j: (state.asked[j].rank, state.asked[j].id)):
             holder = state.asked[job]
             if decide_for(job, holder, now):
                 del state.asked[job]
                 grant(job, holder, now)
                 state.to_resume[job] = now
-                state.granted_after[job] = after
+                state.granted_after[job] = released_on(job, now)
+
+    def released_on(job: str, now: float) -> str | None:
+        """The write on one of ``job``'s tables whose release just now let it be granted."""
+        mine = _tables(by_id[job])
+        ended_now = [
+            other
+            for other, end in state.ends.items()
+            if end == now and other not in state.in_slot and mine & _tables(by_id[other])
+        ]
+        return max(ended_now, key=lambda other: position[other], default=None)
 
     def start(job: str, at: float, because: Because, after: str | None) -> None:
         state.in_slot.add(job)
@@ -270,7 +280,7 @@ def simulate_leased(
                     up in state.ends and up not in state.in_slot for up in write.upstream
                 ):
                     state.ready_since[write.id] = now
-            readmit(now, ended)
+            readmit(now)
             fill_slots(now, ended)
             if not finish(now):
                 break

@@ -166,3 +166,20 @@ def test_one_duration_rule_declared_then_recorded_then_none() -> None:
     assert (chosen.seconds, chosen.source, reads) == (13.0, "recorded", ["read"])
     nothing = write_duration(None, lambda: None)
     assert (nothing.seconds, nothing.source, nothing.planning_s) == (None, "default", DEFAULT_EXPECTED_S)
+
+
+def test_the_critical_path_names_the_release_on_the_write_s_own_table() -> None:
+    # two tables whose first holders end at the same instant: b was let in by y's release, not x's
+    decide = model(("x", "a"), ("y", "b"))
+    writes = [
+        write("y", 10, 4, table="u"),
+        write("x", 10, 3),
+        write("b", 12, 2, table="u"),
+        write("a", 10, 1),
+    ]
+    schedule = simulate_leased(writes, RULES, decide, handoff_s=1)
+    assert schedule.starts == {"y": 0, "x": 0, "b": 11, "a": 11}
+    assert [(s.job, s.because, s.after) for s in schedule.critical_path] == [
+        ("y", Because.START, None),
+        ("b", Because.CONFLICT, "y"),
+    ]
