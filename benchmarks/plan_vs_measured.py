@@ -3,7 +3,7 @@
 For each seed of a recorded sweep (``benchmarks/results/orchestration_sweep.json``, written by
 ``python -m benchmarks.bench_orchestration --seeds 0-4``), the same workload is generated, its tables
 created, and ``deltaguard plan`` is run on the deltaguard strategy's DAG with the sweep's worker
-parallelism (``--workers``) and no lease store, so durations are the DAG's declared ``expected_duration``
+parallelism (``--workers``), the plan's default hand-off (``--handoff-s``) and no lease store, so durations are the DAG's declared ``expected_duration``
 (each the true duration times a seeded factor in [0.7, 1.3], as the operators are told). The planned
 makespans under one-slot pools and deltaguard are set beside the measured ones, with the relative error.
 
@@ -23,12 +23,15 @@ from typing import Any
 from benchmarks.bench_dags import STRATEGIES, dag_id_for
 from benchmarks.bench_orchestration import DAG_FILE
 from benchmarks.workload_tables import BENCH_DIR_ENV, create_tables, write_plan
+from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
 from lab.simulation.workload import generate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def planned(seed: int, shape: dict[str, Any], parallelism: int, work: Path) -> dict[str, Any]:
+def planned(
+    seed: int, shape: dict[str, Any], parallelism: int, work: Path, handoff_s: float
+) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
 
@@ -44,7 +47,19 @@ def planned(seed: int, shape: dict[str, Any], parallelism: int, work: Path) -> d
     os.environ[BENCH_DIR_ENV] = str(work)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["plan", str(dags), "--format", "json", "--no-store", "--workers", str(parallelism)])
+        code = main(
+            [
+                "plan",
+                str(dags),
+                "--format",
+                "json",
+                "--no-store",
+                "--workers",
+                str(parallelism),
+                "--handoff-s",
+                str(handoff_s),
+            ]
+        )
     if code != 0:
         raise RuntimeError(f"deltaguard plan failed for seed {seed} ({code})")
     document: dict[str, Any] = json.loads(out.getvalue())
@@ -56,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", type=Path, default=RESULTS / "orchestration_sweep.json")
     parser.add_argument("--out", type=Path, default=RESULTS / "plan_vs_measured.json")
     parser.add_argument("--parallelism", type=int, default=8, help="the sweep's worker parallelism")
+    parser.add_argument(
+        "--handoff-s",
+        type=float,
+        default=DEFAULT_HANDOFF_S,
+        help="the plan's hand-off from a grant out of the lease queue to the write (default: the plan's)",
+    )
     parser.add_argument(
         "--true-durations",
         action="store_true",
@@ -75,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if not run.get("valid"):
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            document = planned(run["seed"], shape, args.parallelism, Path(tmp))
+            document = planned(run["seed"], shape, args.parallelism, Path(tmp), args.handoff_s)
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
             plan_s = document["makespan"][policy]["makespan_s"]
@@ -101,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         else str(args.sweep),
         "sweep_command": sweep.get("command"),
         "parallelism": args.parallelism,
+        "handoff_s": args.handoff_s,
         "durations": (
             "true durations"
             if args.true_durations

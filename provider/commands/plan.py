@@ -34,7 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="lease store URL for recorded durations and configurations (default: [deltaguard] lease_store_url)",
     )
     parser.add_argument("--no-store", action="store_true", help="read no lease store")
-    parser.add_argument("--workers", type=int, help="tasks that run at once at most (default: unbounded)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="tasks that run at once at most (default: the smaller of [core] parallelism and the DAG's "
+        "max_active_tasks, 32 and 16 by Airflow's defaults; give a smaller pool's size here)",
+    )
+    parser.add_argument(
+        "--handoff-s",
+        type=float,
+        default=None,
+        help="seconds from a lease granted out of the queue to the write's first byte (default 3.36, the "
+        "median measured under the real scheduler)",
+    )
     parser.add_argument(
         "--mapped-instances",
         type=int,
@@ -66,15 +78,17 @@ def _store_url(args: argparse.Namespace) -> str | None:
 
 
 def _plans(args: argparse.Namespace) -> list[Any]:
-    from deltaguard.planning.analysis import build_plan
+    from deltaguard.planning.analysis import build_plan, plan_limits
     from deltaguard.planning.discover import (
         DEFAULT_MAPPED_INSTANCES,
         DEFAULT_OTHER_S,
         PlanInputError,
+        deployment_workers,
         discover,
         load_dags,
         load_table_documents,
     )
+    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
 
     mapped = DEFAULT_MAPPED_INSTANCES if args.mapped_instances is None else args.mapped_instances
     other = DEFAULT_OTHER_S if args.other_seconds is None else args.other_seconds
@@ -84,6 +98,9 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         raise UsageError(f"--other-seconds must be >= 0, got {other}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    handoff = DEFAULT_HANDOFF_S if args.handoff_s is None else args.handoff_s
+    if not 0 <= handoff < float("inf"):
+        raise UsageError(f"--handoff-s must be a finite number >= 0, got {args.handoff_s}")
     try:
         documents = load_table_documents(args.tables)
         dags = load_dags(args.path, args.dag_id)
@@ -100,7 +117,11 @@ def _plans(args: argparse.Namespace) -> list[Any]:
             )
             if store is None:
                 assumptions.append("no lease store read: no recorded durations")
-            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, args.workers))
+            workers, where = (
+                (args.workers, "--workers") if args.workers is not None else deployment_workers(dag)
+            )
+            assumptions.append(plan_limits(workers, where, handoff))
+            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, workers, handoff))
     except PlanInputError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in a DAG

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from deltaguard.core.durations import write_duration
 from deltaguard.exceptions import (
     LeaseLostError,
     LeaseWaitTimeout,
@@ -121,8 +122,9 @@ class DeltaLeaseHook(BaseHook):
         :param read_version: the version the write pins (``table_config`` then carries that snapshot's file
             statistics, ADR 0020); ``None``: not pinned.
         """
-        if expected_duration_s is None:
-            expected_duration_s = self.learned_duration(owner, table_key)
+        expected_duration_s = write_duration(
+            expected_duration_s, lambda: self.learned_duration(owner, table_key)
+        ).seconds
         request = lease_request(
             table_key=table_key,
             operation=operation,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from deltaguard.core.admission import Owner
 from deltaguard.core.chains import heaviest_clique
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.model import decide, pair_verdict
@@ -22,6 +23,13 @@ from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
+from deltaguard.planning.leased_run import (
+    DEFAULT_HANDOFF_S,
+    UNKNOWN_OPERATION,
+    LeasedWrite,
+    TableRules,
+    simulate_leased,
+)
 from deltaguard.planning.schedule import Job, Schedule, downstream_sums, simulate
 
 #: the policies the plan compares, in the order they are shown
@@ -57,6 +65,7 @@ class PlannedTask:
     :param duration_source: where the duration comes from (``recorded``, ``declared``, ``default``).
     :param upstream: ids of the instances that must end before it starts.
     :param map_index: the instance's map index (``None``: not mapped).
+    :param lease_priority: its author's lease queue priority (0: the one the ``dag_policy`` gives it).
     """
 
     id: str
@@ -66,6 +75,12 @@ class PlannedTask:
     duration_source: str
     upstream: tuple[str, ...] = ()
     map_index: int | None = None
+    lease_priority: int = 0
+
+    @property
+    def estimate_s(self) -> float | None:
+        """The expected duration its lease request carries (``None``: none, only the default stood in)."""
+        return self.duration_s if self.duration_source in ("declared", "recorded") else None
 
 
 @dataclass(frozen=True)
@@ -176,6 +191,7 @@ def build_plan(
     settings: dict[str, TableSetting],
     assumptions: Sequence[str] = (),
     workers: int | None = None,
+    handoff_s: float = DEFAULT_HANDOFF_S,
 ) -> Plan:
     """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
 
@@ -184,6 +200,8 @@ def build_plan(
     :param settings: each written table's configuration (every target's table must have one).
     :param assumptions: what the caller assumed, carried into the plan.
     :param workers: how many tasks run at once at most (``None``: unbounded).
+    :param handoff_s: under deltaguard, seconds from a grant out of the lease queue to the write
+        (:mod:`deltaguard.planning.leased_run`).
     :raises ValueError: on a target whose table has no setting, or bad dependencies.
     """
     by_id = {task.id: task for task in tasks}
@@ -219,22 +237,17 @@ def build_plan(
     def at_once(job: str, running: Sequence[str]) -> Sequence[str]:
         return ()
 
-    def deltaguard(job: str, running: Sequence[str]) -> Sequence[str]:
-        # a table named by a template may be any table: such a write is judged beside every write
-        if any(t.table.startswith(TEMPLATED_TABLE) for t in targets[job]):
-            return [other for other in running if targets[other]]
-        blockers: dict[str, None] = dict.fromkeys(
-            other for other in running if any(t.table.startswith(TEMPLATED_TABLE) for t in targets[other])
-        )
-        for target in targets[job]:
-            on_table = [(other, t) for other in running for t in targets[other] if t.table == target.table]
-            blockers.update(dict.fromkeys(_decide(target, on_table, settings[target.table])))
-        return list(blockers)
-
+    start_order, bonuses = _policy_priorities(jobs, writes_on, settings)
     schedules = {
         "one_slot_pools": simulate(jobs, one_slot, workers),
         "all_at_once": simulate(jobs, at_once, workers),
-        "deltaguard": simulate(jobs, deltaguard, workers, _policy_priorities(jobs, writes_on, settings)),
+        "deltaguard": simulate_leased(
+            _leased_writes(dag_id, tasks, settings, start_order, bonuses),
+            {table: TableRules(s.config, s.profile) for table, s in settings.items()},
+            decide,
+            workers=workers,
+            handoff_s=handoff_s,
+        ),
     }
     free = schedules["all_at_once"]
     overlaps = tuple(
@@ -252,15 +265,25 @@ def build_plan(
     return Plan(dag_id, tuple(tasks), tuple(reports), schedules, lower, tuple(assumptions), overlaps)
 
 
+def plan_limits(workers: int | None, where: str, handoff_s: float) -> str:
+    """The assumption a plan states about the deployment: its worker slots and the lease hand-off."""
+    slots = "no limit on tasks running at once" if workers is None else f"at most {workers} tasks run at once"
+    return (
+        f"{slots} ({where}); under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
+        "after its grant or the worker slot it then waited for (the hand-off)"
+    )
+
+
 def _policy_priorities(
     jobs: Sequence[Job], writes_on: dict[str, list[tuple[str, Target]]], settings: dict[str, TableSetting]
-) -> dict[str, float]:
-    """The order Airflow starts the run's ready tasks in under deltaguard: the priority policy's weights
-    (:func:`~deltaguard.core.priority.table_priorities`, what ``dag_policy`` gives each write), 1 for any
-    other task (Airflow's default), each summed over the task and everything downstream of it (Airflow's
-    default weight rule)."""
+) -> tuple[dict[str, float], dict[str, int]]:
+    """What the priority policy gives the run's tasks (:func:`~deltaguard.core.priority.table_priorities`,
+    as ``dag_policy`` does): the order Airflow starts ready tasks in (each task's weight, 1 for a task that
+    is not a write, summed over the task and everything downstream of it: Airflow's default weight rule),
+    and each write's phase bonus (its lease queue priority; the highest of its tables')."""
     durations = {job.id: job.duration_s for job in jobs}
     own: dict[str, float] = dict.fromkeys(durations, 1.0)
+    bonus: dict[str, int] = {}
     for table, members in writes_on.items():
         setting = settings[table]
         ranked = table_priorities(
@@ -269,9 +292,48 @@ def _policy_priorities(
             setting.config,
             setting.profile,
         )
-        for (job, _), weight in zip(members, ranked.weights, strict=True):
+        for (job, _), weight, phase in zip(members, ranked.weights, ranked.phase_bonus, strict=True):
             own[job] = max(own[job], float(weight))
-    return downstream_sums(jobs, own)
+            bonus[job] = max(bonus.get(job, phase), phase)
+    return downstream_sums(jobs, own), bonus
+
+
+def _leased_writes(
+    dag_id: str,
+    tasks: Sequence[PlannedTask],
+    settings: dict[str, TableSetting],
+    weights: dict[str, float],
+    bonuses: dict[str, int],
+) -> list[LeasedWrite]:
+    """The run's tasks as the lease manager sees them. An operation not known before the run is judged as
+    a metadata change (kept apart from every write on its table); a table named by a template may be any
+    table, so such a write claims every table of the plan."""
+    known_tables = sorted(t for t in settings if not t.startswith(TEMPLATED_TABLE))
+    found = []
+    for task in tasks:
+        claims: dict[str, Operation] = {}
+        for target in task.targets:
+            if target.table.startswith(TEMPLATED_TABLE):
+                claims.update(dict.fromkeys([*known_tables, target.table], UNKNOWN_OPERATION))
+            else:
+                claims.setdefault(target.table, target.operation or UNKNOWN_OPERATION)
+        found.append(
+            LeasedWrite(
+                id=task.id,
+                duration_s=task.duration_s,
+                upstream=task.upstream,
+                claims=tuple(sorted(claims.items())),
+                estimate_s=task.estimate_s,
+                lease_priority=task.lease_priority or bonuses.get(task.id, 0),
+                weight=weights[task.id],
+                owner=Owner(
+                    dag_id=dag_id,
+                    task_id=task.task_id,
+                    map_index=-1 if task.map_index is None else task.map_index,
+                ),
+            )
+        )
+    return found
 
 
 def _conflict_test(
@@ -281,17 +343,6 @@ def _conflict_test(
         return verdicts[(table, ids[i], ids[j])].conflict
 
     return conflicts
-
-
-def _decide(target: Target, running: Sequence[tuple[str, Target]], setting: TableSetting) -> list[str]:
-    """The running jobs that keep ``target`` from starting: the lease manager's own decision."""
-    if not running:
-        return []
-    if target.operation is None or any(t.operation is None for _, t in running):
-        return [job for job, _ in running]  # an operation not known before the run: judged as conflicting
-    operations = [t.operation for _, t in running if t.operation is not None]
-    decision = decide(target.operation, operations, setting.config, setting.profile)
-    return [running[index][0] for index in decision.conflicts_with]
 
 
 def _pair(table: str, a: tuple[str, Target], b: tuple[str, Target], setting: TableSetting) -> PairReport:

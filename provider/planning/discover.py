@@ -13,9 +13,11 @@ A table's configuration comes from, in this order: the table itself (its Delta l
 when the URI is absolute and a table is there), a declared table document (``{"<table>": <the table
 object of a deltaguard check document>}``), the lease store's last decision on it, else an assumption
 stated in the plan: the table exists, unpartitioned, without table properties (default isolation level),
-the strictest reading of a plain table. Durations: the median of the task's recorded holds from the
-decision log (:mod:`deltaguard.leases.estimates`) when a lease store is there and has them, else the
-declared ``expected_duration``, else :data:`~deltaguard.core.priority.DEFAULT_EXPECTED_S`.
+the strictest reading of a plain table. Durations:
+the declared ``expected_duration``, else the median of the task's recorded holds from the decision log
+(:mod:`deltaguard.leases.estimates`) when a lease store is there and has them, else
+:data:`~deltaguard.core.priority.DEFAULT_EXPECTED_S`: the lease hook's order
+(:func:`~deltaguard.core.durations.write_duration`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from deltaguard.core.check_request import RequestError, parse_table
+from deltaguard.core.durations import write_duration
 from deltaguard.core.operations import Operation
 from deltaguard.core.priority import DEFAULT_EXPECTED_S
 from deltaguard.core.table_config import TableConfig
@@ -281,6 +284,7 @@ def discover(
                 source,
                 upstream(write.task.task_id),
                 write.map_index,
+                int(getattr(write.task, "priority", 0) or 0),
             )
         )
     for task_id, _task in others:
@@ -296,6 +300,34 @@ def discover(
     order = {task.task_id: i for i, task in enumerate(dag.tasks)}
     tasks.sort(key=lambda t: (order[t.task_id], t.map_index or 0))
     return tasks, settings, assumptions
+
+
+#: Airflow's defaults the worker-slot limit falls back to: ``[core] parallelism`` and a DAG's
+#: ``max_active_tasks`` (``[core] max_active_tasks_per_dag``)
+AIRFLOW_PARALLELISM = 32
+AIRFLOW_MAX_ACTIVE_TASKS = 16
+
+
+def deployment_workers(dag: Any) -> tuple[int, str]:
+    """How many of ``dag``'s tasks run at once at most in one run, and where that comes from: the smaller
+    of ``[core] parallelism`` (the executor's slots) and the DAG's ``max_active_tasks``, as the Airflow
+    configuration of this process gives them (Airflow's defaults: 32 and 16). A pool smaller than both
+    (``default_pool``'s size is kept in the metadata database, not read here) is given with ``--workers``.
+    """
+    try:
+        from airflow.configuration import conf
+
+        parallelism = conf.getint("core", "parallelism", fallback=AIRFLOW_PARALLELISM)
+    except Exception:  # no Airflow configuration here: Airflow's default
+        parallelism = AIRFLOW_PARALLELISM
+    per_dag = int(getattr(dag, "max_active_tasks", None) or AIRFLOW_MAX_ACTIVE_TASKS)
+    if parallelism <= 0:  # 0: unlimited executor slots
+        return per_dag, f"the DAG's max_active_tasks ({per_dag})"
+    workers = min(parallelism, per_dag)
+    return (
+        workers,
+        f"the smaller of [core] parallelism ({parallelism}) and the DAG's max_active_tasks ({per_dag})",
+    )
 
 
 def _run_rendered(value: Any) -> Any:
@@ -423,20 +455,19 @@ def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:
 
 
 def _durations(dag_id: str, writes: Sequence[_Write], store_url: str | None) -> dict[str, tuple[float, str]]:
+    """Each write's expected seconds and their source, chosen as the lease hook chooses them
+    (:func:`~deltaguard.core.durations.write_duration`: declared, else recorded, else the default)."""
+    undeclared = [w for w in writes if getattr(w.task, "expected_duration_s", None) is None]
     recorded: dict[tuple[str, str], float | None] = {}
-    if store_url:
-        recorded = _recorded(dag_id, {(w.task.task_id, key) for w in writes for key in w.tables}, store_url)
+    if store_url and undeclared:
+        pairs = {(w.task.task_id, key) for w in undeclared for key in w.tables}
+        recorded = _recorded(dag_id, pairs, store_url)
     found: dict[str, tuple[float, str]] = {}
     for write in writes:
         learned = [recorded.get((write.task.task_id, key)) for key in write.tables]
-        known = [value for value in learned if value is not None]
-        declared = getattr(write.task, "expected_duration_s", None)
-        if known:
-            found[write.id] = (max(known), "recorded")
-        elif declared is not None:
-            found[write.id] = (float(declared), "declared")
-        else:
-            found[write.id] = (DEFAULT_EXPECTED_S, "default")
+        known = max((value for value in learned if value is not None), default=None)
+        chosen = write_duration(getattr(write.task, "expected_duration_s", None), lambda: known)  # noqa: B023 - called at once
+        found[write.id] = (chosen.planning_s, chosen.source)
     return found
 
 

@@ -80,8 +80,9 @@ def plan_report(
 
 
 def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
-    from deltaguard.planning.analysis import build_plan
-    from deltaguard.planning.discover import PlanInputError, discover, load_dags
+    from deltaguard.planning.analysis import build_plan, plan_limits
+    from deltaguard.planning.discover import PlanInputError, deployment_workers, discover, load_dags
+    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
     from deltaguard.planning.report import plan_json
 
     try:
@@ -97,4 +98,6 @@ def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
         raise PlanUnavailableError(f"cannot plan: {' '.join(str(exc).split())}") from None
     if store_url is None:
         assumptions.append("no lease store read: no recorded durations")
-    return plan_json(build_plan(dag.dag_id, tasks, settings, assumptions))
+    workers, where = deployment_workers(dag)  # this api-server's Airflow configuration
+    assumptions.append(plan_limits(workers, where, DEFAULT_HANDOFF_S))
+    return plan_json(build_plan(dag.dag_id, tasks, settings, assumptions, workers))

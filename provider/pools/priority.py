@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from deltaguard.core.durations import write_duration
 from deltaguard.core.operations import Operation
 from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
@@ -141,7 +142,8 @@ def dag_policy(dag: Any) -> None:
         try:
             ranked = table_priorities(
                 [task_operation(task, config) for task in tasks],
-                [task.expected_duration_s for task in tasks],
+                # the policy reads no decision log at parse time: declared durations, else the default
+                [write_duration(task.expected_duration_s).seconds for task in tasks],
                 config,
                 tasks_profile(tasks),
             )

@@ -1,0 +1,185 @@
+"""The planned run under deltaguard (pure): the lease manager's admission rule with its queue ranks and
+estimates, Airflow's start order, worker slots and the hand-off of a grant out of the queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from deltaguard.core.admission import DecideFn, Owner
+from deltaguard.core.decision import Decision, Verdict
+from deltaguard.core.durations import write_duration
+from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.priority import DEFAULT_EXPECTED_S
+from deltaguard.core.profiles import EngineName, EngineProfile
+from deltaguard.core.table_config import TableConfig
+from deltaguard.planning.leased_run import LeasedWrite, TableRules, simulate_leased
+from deltaguard.planning.schedule import Because
+
+PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
+RULES = {"t": TableRules(TableConfig(uri="t"), PROFILE), "u": TableRules(TableConfig(uri="u"), PROFILE)}
+
+
+def model(*pairs: tuple[str, str]) -> DecideFn:
+    """A conflict model in which exactly the named pairs of labels conflict."""
+    conflicting = {frozenset(p) for p in pairs}
+
+    def decide(
+        candidate: Operation, running: Sequence[Operation], table: TableConfig, profile: EngineProfile
+    ) -> Decision:
+        hit = tuple(
+            i for i, op in enumerate(running) if frozenset((candidate.label, op.label)) in conflicting
+        )
+        return Decision(Verdict.CONFLICT if hit else Verdict.NO_CONFLICT, conflicts_with=hit)
+
+    return decide
+
+
+def write(
+    name: str,
+    seconds: float,
+    weight: float,
+    priority: int = 0,
+    table: str = "t",
+    estimate: float | None = None,
+) -> LeasedWrite:
+    return LeasedWrite(
+        id=name,
+        duration_s=seconds,
+        claims=((table, Operation(OperationKind.UPDATE, label=name)),),
+        estimate_s=estimate,
+        lease_priority=priority,
+        weight=weight,
+        owner=Owner(dag_id="d", task_id=name),
+    )
+
+
+# an exclusive first holder, then a Z-order-like write and two compatible MERGE-like writes queued behind it
+EXCLUSIVE = model(("x", "z"), ("x", "m1"), ("x", "m2"), ("z", "m1"), ("z", "m2"))
+
+
+def test_a_higher_lease_priority_is_granted_ahead_of_an_earlier_request() -> None:
+    # Airflow starts x, then z, then the MERGEs (weights); the MERGEs' phase bonus ranks them ahead of z
+    writes = [write("x", 10, 4), write("z", 10, 3, 0), write("m1", 10, 2, 2), write("m2", 10, 1, 2)]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0)
+    assert schedule.starts == {"x": 0, "m1": 10, "m2": 10, "z": 20}
+    # without the bonus the queue is first come, first served: z goes before the MERGEs
+    plain = [write("x", 10, 4), write("z", 10, 3), write("m1", 10, 2), write("m2", 10, 1)]
+    schedule = simulate_leased(plain, RULES, EXCLUSIVE, handoff_s=0)
+    assert schedule.starts == {"x": 0, "z": 10, "m1": 20, "m2": 20}
+
+
+def test_a_grant_out_of_the_queue_pays_the_hand_off_and_a_first_ask_does_not() -> None:
+    writes = [write("x", 10, 4), write("m1", 10, 2), write("other", 5, 1, table="u")]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=3)
+    assert schedule.starts == {"x": 0, "other": 0, "m1": 13}
+    assert schedule.makespan_s == 23
+    assert schedule.critical_path[-1].because is Because.CONFLICT and schedule.critical_path[-1].after == "x"
+
+
+def test_granted_writes_wait_for_a_worker_slot() -> None:
+    # three slots: the MERGEs ask while x runs and defer (freeing their slots), two long writes on another
+    # table take the slots; at x's release both MERGEs are granted, one slot is free, and the second MERGE
+    # resumes (one hand-off later) when the first MERGE's slot frees
+    writes = [
+        write("x", 10, 6),
+        write("m1", 10, 5),
+        write("m2", 10, 4),
+        write("long", 30, 3, table="u"),
+        write("longer", 25, 2, table="u"),
+    ]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=3, handoff_s=1)
+    assert schedule.starts == {"x": 0, "long": 0, "longer": 0, "m1": 11, "m2": 22}
+    m2 = next(step for step in schedule.critical_path if step.job == "m2")
+    assert m2.because is Because.WORKER and m2.after == "m1"
+    unbounded = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=1)
+    assert unbounded.starts["m2"] == 11
+
+
+def test_only_a_request_with_an_estimate_backfills() -> None:
+    # x holds the table for 30 s; w (conflicting with x and s) queues first; s conflicts only with w: with
+    # estimates it ends (10 s) before w's reservation (x's end) and backfills; without, it waits behind w
+    decide = model(("x", "w"), ("w", "s"))
+
+    def run(estimates: bool) -> dict[str, float]:
+        def est(seconds: float) -> float | None:
+            return seconds if estimates else None
+
+        writes = [
+            write("x", 30, 3, estimate=est(30)),
+            write("w", 10, 2, estimate=est(10)),
+            write("s", 10, 1, estimate=est(10)),
+        ]
+        return simulate_leased(writes, RULES, decide, handoff_s=0).starts
+
+    assert run(estimates=True) == {"x": 0, "s": 0, "w": 30}
+    assert run(estimates=False) == {"x": 0, "w": 30, "s": 40}
+
+
+def test_dependencies_and_plain_tasks() -> None:
+    setup = LeasedWrite("setup", 0.0, weight=10)
+    a = LeasedWrite(
+        "a",
+        5,
+        ("setup",),
+        (("t", Operation(OperationKind.UPDATE, label="a")),),
+        weight=2,
+        owner=Owner(name="a"),
+    )
+    report = LeasedWrite("report", 2, ("a",), weight=1)
+    schedule = simulate_leased([setup, a, report], RULES, model(), handoff_s=3)
+    assert schedule.starts == {"setup": 0, "a": 0, "report": 5} and schedule.makespan_s == 7
+    assert schedule.critical_path[-1].because is Because.DEPENDENCY
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workers": 0}, "workers"),
+        ({"handoff_s": -1}, "handoff_s"),
+        ({"handoff_s": float("inf")}, "handoff_s"),
+    ],
+)
+def test_bad_parameters_are_refused(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        simulate_leased([write("x", 1, 1)], RULES, model(), **kwargs)
+
+
+def test_a_write_on_an_unknown_table_or_a_cycle_is_refused() -> None:
+    with pytest.raises(ValueError, match="no rules"):
+        simulate_leased([write("x", 1, 1, table="v")], RULES, model())
+    cycle = [LeasedWrite("a", 1, ("b",)), LeasedWrite("b", 1, ("a",))]
+    with pytest.raises(ValueError, match="cycle"):
+        simulate_leased(cycle, RULES, model())
+
+
+def test_one_duration_rule_declared_then_recorded_then_none() -> None:
+    reads: list[str] = []
+
+    def recorded() -> float | None:
+        reads.append("read")
+        return 13.0
+
+    assert write_duration(30, recorded) == write_duration(30.0) and reads == []  # declared: no log read
+    chosen = write_duration(None, recorded)
+    assert (chosen.seconds, chosen.source, reads) == (13.0, "recorded", ["read"])
+    nothing = write_duration(None, lambda: None)
+    assert (nothing.seconds, nothing.source, nothing.planning_s) == (None, "default", DEFAULT_EXPECTED_S)
+
+
+def test_the_critical_path_names_the_release_on_the_write_s_own_table() -> None:
+    # two tables whose first holders end at the same instant: b was let in by y's release, not x's
+    decide = model(("x", "a"), ("y", "b"))
+    writes = [
+        write("y", 10, 4, table="u"),
+        write("x", 10, 3),
+        write("b", 12, 2, table="u"),
+        write("a", 10, 1),
+    ]
+    schedule = simulate_leased(writes, RULES, decide, handoff_s=1)
+    assert schedule.starts == {"y": 0, "x": 0, "b": 11, "a": 11}
+    assert [(s.job, s.because, s.after) for s in schedule.critical_path] == [
+        ("y", Because.START, None),
+        ("b", Because.CONFLICT, "y"),
+    ]
