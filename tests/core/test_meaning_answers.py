@@ -72,3 +72,19 @@ def test_a_pass_memo_keeps_the_hand_reading_apart_from_the_engines() -> None:
         judged = decide(DE, [FR], engine, RS)
     assert judged.verdict.value == "conflict"
     assert "deltars.engine_unconfirmed" in judged.rules
+
+
+class SparkSays(Overlapping):
+    """Another engine's evaluator that would confirm every separation."""
+
+    engine = "delta-spark"
+
+    def evaluate(self, predicates: Sequence[str], rows: Any) -> list[tuple[bool, ...]]:
+        return [(False,) * len(predicates)]
+
+
+def test_the_delta_rs_rules_take_no_other_engines_evaluator() -> None:
+    assert not pair_verdict(DE, FR, _table(Answers([[False, False]])), RS).conflict  # one that says nothing
+    verdict = pair_verdict(DE, FR, _table(SparkSays()), RS)  # type: ignore[arg-type]
+    assert verdict.conflict and verdict.rule == "deltars.engine_unconfirmed"
+    assert "delta-spark's, not delta-rs'" in verdict.reason
