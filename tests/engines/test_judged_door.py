@@ -147,3 +147,24 @@ def test_the_door_prefers_the_engines_own_evaluator(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(_Custom, "predicate_oracle", lambda self, c: own)
     assert attach_oracle(config, _Custom()).meaning is own
     assert attach_oracle(TableConfig()).meaning is None  # nothing to judge by partition
+
+
+def managers_without_evaluator(path: Path, tree: ast.Module) -> list[str]:
+    """``LeaseManager(...)`` calls without an ``oracle_loader``."""
+    return [
+        f"{path}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and _called_name(node) == "LeaseManager"
+        and not any(k.arg == "oracle_loader" for k in node.keywords)
+    ]
+
+
+def test_the_airflow_hooks_open_lease_managers_with_the_evaluator() -> None:
+    """A waiting request the task or the triggerer decides again from the store is judged with the engine's
+    evaluator (ADR 0037): every lease manager the hooks open is given one."""
+    hooks = {p: t for p, t in _sources().items() if p.parts[:2] == ("provider", "hooks")}
+    opened = [p for p, t in hooks.items() if "LeaseManager(" in ast.unparse(t)]
+    assert len(opened) >= 2  # the task's hook and the triggerer's shared store
+    found = [line for path in opened for line in managers_without_evaluator(path, hooks[path])]
+    assert not found, "lease managers opened without oracle_loader:\n" + "\n".join(found)
