@@ -333,7 +333,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
     def _claims(self, context: Context) -> list[TableClaim]:
         """The lease claims of the declared tables. Raises :class:`InvalidTaskInputError` on bad input."""
         from deltaguard.core.admission import TableClaim
-        from deltaguard.engines.discovery import read_table_config
+        from deltaguard.engines.judged import read_judged_config
         from deltaguard.hooks.delta import DeltaTableHook
         from deltaguard.leases.targets import unreadable_config
         from deltaguard.operators.wrapped_engine import judged_profile, wrapped_coordination
@@ -349,7 +349,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
             for target in targets:
                 uri = hook.table_uri(target.table)
                 try:
-                    table_config = read_table_config(uri, hook.storage_options or None)
+                    table_config = read_judged_config(uri, hook.storage_options or None)
                 except Exception as exc:  # no credentials for it here: every writer on it is serialized
                     self.log.warning(
                         "deltaguard: cannot read %s (%s); treating its configuration as unknown", uri, exc

@@ -78,6 +78,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
 
         :raises InvalidTaskInputError: the table, predicate or configuration cannot work on any try.
         """
+        from deltaguard.engines.judged import engine_table_config
         from deltaguard.hooks.delta import DeltaTableHook
 
         try:
@@ -94,7 +95,13 @@ class DeltaAdmissionSensor(BaseSensorOperator):
         except ValueError as exc:
             raise InvalidTaskInputError(str(exc)) from exc
         try:
-            return store, table_key(uri), operation, engine.table_config(uri), engine.table_profile(uri)
+            return (
+                store,
+                table_key(uri),
+                operation,
+                engine_table_config(engine, uri),
+                engine.table_profile(uri),
+            )
         finally:
             close_engine(engine)  # a Spark session opened to read the configuration is not kept
 

@@ -55,6 +55,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
+from deltaguard.engines.judged import engine_table_config
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, OverwriteSpec, ReplaceWhereSpec
 
@@ -248,7 +249,7 @@ class GroupRunner:
         return judge_order(order, outcome, serial, error)
 
     def predict(self, template: Path, a: ProbeWrite, b: ProbeWrite) -> tuple[TableConfig, Prediction]:
-        config = self.engine.table_config(str(template))
+        config = engine_table_config(self.engine, str(template))
         try:
             verdict = self.predictor(a.operation, b.operation, config, self.engine.profile())
         except Exception as exc:  # a model that raises is reported, never hidden

@@ -44,6 +44,7 @@ from deltaguard.conformance.scenarios import (
 from deltaguard.conformance.state import Outcome
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.errors import DeltaConflictError
+from deltaguard.engines.judged import engine_table_config
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.spark.errors import to_conflict_error
 from deltaguard.engines.spark.sources import SparkSource
@@ -296,7 +297,7 @@ class SparkGroupRunner:
         return judge_order(order, state, serial, error)
 
     def predict(self, template: Path, a: ProbeWrite, b: ProbeWrite) -> Prediction:
-        config = self.engine.table_config(str(template))
+        config = engine_table_config(self.engine, str(template))
         try:
             verdict = pair_verdict(a.operation, b.operation, config, self.engine.profile())
         except Exception as exc:  # a model that raises is reported, never hidden

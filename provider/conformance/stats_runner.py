@@ -37,6 +37,7 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
+from deltaguard.engines.judged import engine_table_config
 from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.replace_scope import scoped_replace_where
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
@@ -154,7 +155,7 @@ class StatsRunner:
     def run(self, cell: StatsCell) -> StatsResult:
         day_a, day_b = cell.scopes.days()
         template = self.template(cell.layout)
-        config = self.engine.table_config(str(template))
+        config = engine_table_config(self.engine, str(template))
         a = self.as_operator_builds(build(cell.a, day_a, "A"), config)
         b = self.as_operator_builds(build(cell.b, day_b, "B"), config)
         try:

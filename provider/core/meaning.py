@@ -33,6 +33,7 @@ from deltaguard.core.sql.predicates import DIALECT, Predicate
 
 if TYPE_CHECKING:
     from deltaguard.core.facts import OpFacts
+    from deltaguard.core.table_config import TableConfig
 
 #: Candidate values per partition column at most (literals and their neighbours).
 MAX_VALUES_PER_COLUMN = 48
@@ -201,6 +202,16 @@ def engine_refutes(
                     f"{_short(names[second])}"
                 )
     return None
+
+
+def judged_by_partition_types(config: TableConfig) -> bool:
+    """Whether an engine's evaluator can judge ``config``'s partition predicates: the table exists, is
+    partitioned and the type of every partition column is known (delta-rs' evaluator needs no more)."""
+    return (
+        config.exists
+        and bool(config.partition_columns)
+        and all(config.column_type(column) is not None for column in config.partition_columns)
+    )
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -274,7 +274,7 @@ class _TableMemo:
 class _PassMemo:
     """What :func:`pair_memo` keeps while a pass is open.
 
-    :ivar tables: per (table, profile), its :class:`_TableMemo`.
+    :ivar tables: per (table, profile, the table's oracle), its :class:`_TableMemo`.
     :ivar canonical: per operation object (by identity, the object kept alive with it), the first operation
         seen equal to it (labels aside): grouping a decision's running operations then costs an identity
         lookup per operation, not an operation hash and comparison.
@@ -311,13 +311,19 @@ def pair_memo() -> Iterator[None]:
 
 def _table_memo(passed: _PassMemo | None, table: TableConfig, profile: EngineProfile) -> _TableMemo:
     """The open pass's memo of ``table`` under ``profile`` (a fresh one when no pass is open, or when the
-    two cannot key a map). Looked up once per decide() call: a table configuration hashes all its fields."""
+    two cannot key a map). Looked up once per decide() call: a table configuration hashes all its fields.
+
+    The engine's evaluator the configuration carries (``TableConfig.meaning``, ADR 0037) is part of the key
+    although not of the configuration's equality: a verdict the hand reading reached alone is not the
+    verdict with the engine's check, which may refute it, so the two never share a memo. The oracle object
+    itself keys it (by identity unless it says otherwise), kept alive by the key."""
     if passed is None:
         return _TableMemo()
+    key = (table, profile, table.meaning)
     try:
-        found = passed.tables.get((table, profile))
+        found = passed.tables.get(key)
         if found is None:
-            found = passed.tables[(table, profile)] = _TableMemo()
+            found = passed.tables[key] = _TableMemo()
         return found
     except TypeError:  # an unhashable configuration: no memo, every pair is judged
         return _TableMemo()

@@ -31,3 +31,22 @@ class PredicateOracle(Protocol):
         :raises Exception: anything the engine cannot answer (the caller then refutes the claim).
         """
         ...  # pragma: no cover - a protocol
+
+
+class Unconfirmed:
+    """An engine's evaluator that is not at hand: it answers no question, so every partition separation it
+    is asked to confirm is refused with ``why`` (closed world, ADR 0036). Stands in for the evaluator of a
+    configuration read back where the engine's cannot be had (a lease store read by another process,
+    ADR 0037).
+
+    :param why: what the refusal says.
+    """
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def evaluate(
+        self, predicates: Sequence[str], candidates: Mapping[str, Sequence[str | None]]
+    ) -> Sequence[tuple[Truth, ...]]:
+        """Refuse: :raises LookupError: always, with ``why``."""
+        raise LookupError(self.why)

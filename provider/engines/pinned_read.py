@@ -57,8 +57,7 @@ def pinned_snapshot(
         again when no commit landed since, instead of reading the statistics again.
     :raises LeaseLostError: the lease is gone or expired.
     """
-    from deltaguard.engines.deltars.meaning import with_oracle
-    from deltaguard.engines.discovery import config_from_table
+    from deltaguard.engines.judged import judged_config_from_table
 
     if prepared is None:
         latest = engine.open_table(uri)
@@ -69,7 +68,7 @@ def pinned_snapshot(
         config = prepared_config
     else:
         # Judged like the prepared configuration: delta-rs' evaluator confirms what the model keeps apart.
-        config = with_oracle(config_from_table(latest, uri, engine.storage_options, file_stats=True))
+        config = judged_config_from_table(latest, uri, engine.storage_options, engine=engine, file_stats=True)
     claim = TableClaim(
         uri=table_key, operation=operation, profile=profile, config=config, read_version=latest.version()
     )

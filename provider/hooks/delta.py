@@ -200,20 +200,16 @@ class DeltaTableHook(BaseHook):
         :param file_stats: the task's ``file_stats`` choice; ``None``: ``[deltaguard] file_stats``.
         """
         from deltaguard import config
+        from deltaguard.engines.judged import engine_table_config, read_judged_table
         from deltaguard.engines.pinned_read import writes_from_snapshot
 
         if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
-            return WriteTable(engine.table_config(uri), None)
+            return WriteTable(engine_table_config(engine, uri), None)
         if not (file_stats if file_stats is not None else config.file_stats()):
-            return WriteTable(engine.table_config(uri), None)
-        from deltaguard.engines.discovery import read_table
-
+            return WriteTable(engine_table_config(engine, uri), None)
         # a delta-rs engine by name (one given as ``module:Class`` need not subclass DeltaRsEngine) has them
         storage_options = cast("_WithStorageOptions", engine).storage_options
-        from deltaguard.engines.deltars.meaning import with_oracle
-
-        table_config, snapshot = read_table(uri, storage_options, file_stats=True)
-        table_config = with_oracle(table_config)
+        table_config, snapshot = read_judged_table(uri, storage_options, engine=engine, file_stats=True)
         if table_config.file_stats is None:
             return WriteTable(table_config, None)
         return WriteTable(table_config, table_config.version, snapshot)

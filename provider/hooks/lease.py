@@ -66,6 +66,7 @@ class DeltaLeaseHook(BaseHook):
     @property
     def manager(self) -> LeaseManager:
         if self._manager is None:
+            from deltaguard.engines.judged import attach_oracle
             from deltaguard.engines.remote_work import default_remote_fence
             from deltaguard.leases.bounded import open_bounded_store
             from deltaguard.leases.manager import LeaseManager
@@ -74,8 +75,12 @@ class DeltaLeaseHook(BaseHook):
             # cannot hang the try (ADR 0018)
             store = open_bounded_store(self.settings.store_url, self.settings.lease_timing)
             # expired leases of Spark Connect work are fenced before they are reclaimed (ADR 0033)
+            # a waiting request decided again from the store is judged with the engine's evaluator (ADR 0037)
             self._manager = LeaseManager(
-                store, retention_s=self.settings.retention_s, remote_fence=default_remote_fence()
+                store,
+                retention_s=self.settings.retention_s,
+                remote_fence=default_remote_fence(),
+                oracle_loader=attach_oracle,
             )
         return self._manager
 

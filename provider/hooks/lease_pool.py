@@ -94,6 +94,7 @@ class SharedStore:
 
     def manager(self) -> LeaseManager:
         """A lease manager over the shared store (its caches are the caller's own)."""
+        from deltaguard.engines.judged import attach_oracle
         from deltaguard.engines.remote_work import default_remote_fence
         from deltaguard.leases.manager import LeaseManager
 
@@ -104,6 +105,8 @@ class SharedStore:
             retention_s=self.settings.retention_s,
             remote_fence=default_remote_fence(),
             fence_memory=self.fences,
+            # a waiting request decided again from the store is judged with the engine's evaluator (ADR 0037)
+            oracle_loader=attach_oracle,
         )
 
 

@@ -30,6 +30,7 @@ from deltaguard.core.admission import (
     queue_rank,
 )
 from deltaguard.core.operations import Operation
+from deltaguard.core.oracle import Unconfirmed
 from deltaguard.core.table_config import TableConfig
 from deltaguard.exceptions import LeaseLostError, LeaseOwnershipError, RequestClosedError
 from deltaguard.leases import codec
@@ -226,10 +227,11 @@ def resolve_configs(
             txn.set_table(uri, tables[uri].fencing, mine_cfg.version, config_texts[uri])
             configs[uri] = mine_cfg
         elif stored is not None and stored_text is not None:
-            # The stored text carries no file statistics: the request's own copy of the same snapshot does.
+            # The stored text carries no file statistics and no engine evaluator (ADR 0037): the request's
+            # own copy of the same snapshot may.
             same = (
                 mine_cfg is not None
-                and mine_cfg.file_stats is not None
+                and (mine_cfg.file_stats is not None or _evaluated(mine_cfg))
                 and mine_cfg.version == stored.version
             )
             configs[uri] = mine_cfg if same and mine_cfg is not None else stored
@@ -239,6 +241,11 @@ def resolve_configs(
                 f"no table configuration known for {uri}: pass TableClaim.config or a config_loader"
             )
     return configs, config_texts
+
+
+def _evaluated(config: TableConfig) -> bool:
+    """Whether ``config`` carries an engine's evaluator that can answer (not a stand-in that refuses)."""
+    return config.meaning is not None and not isinstance(config.meaning, Unconfirmed)
 
 
 def write_grant(txn: StoreTxn, ask: Ask, rank: float, enqueued_at: float, *, queued: bool) -> Granted:

@@ -52,7 +52,7 @@ from deltaguard.leases.decide import (
     warn_reclaimed,
     withdraw,
 )
-from deltaguard.leases.memo import ConfigLoader, DecisionMemo
+from deltaguard.leases.memo import ConfigLoader, DecisionMemo, OracleLoader
 from deltaguard.leases.open import open_store
 from deltaguard.leases.readmit import Readmission, readmit_locked
 from deltaguard.leases.remote_work import (
@@ -120,6 +120,11 @@ class LeaseManager:
     :param config_ttl_s: how long a loaded table configuration is reused without reloading.
     :param config_loader: loads a table's configuration when a request carries none (or the cached one is
         older than ``config_ttl_s``).
+    :param oracle_loader: attaches the engine's evaluator of partition predicates to a configuration read
+        back from the store (a waiting request decided again, the table's stored copy), as the writer's own
+        process had it (ADR 0037); the Airflow hooks pass :func:`deltaguard.engines.judged.attach_oracle`.
+        ``None``: no partition separation of such a configuration is granted unconfirmed
+        (:meth:`DecisionMemo.read_back <deltaguard.leases.memo.DecisionMemo.read_back>`).
     :param remote_fence: stops a holder's server-side work (Spark Connect) and confirms it ended, before an
         expired lease that recorded such work is reclaimed (ADR 0033). ``None``: such a lease stays held
         until a manager with a fence confirms it, or an operator releases it by hand.
@@ -142,6 +147,7 @@ class LeaseManager:
         prune_every_s: float = 60.0,
         config_ttl_s: float = 30.0,
         config_loader: ConfigLoader | None = None,
+        oracle_loader: OracleLoader | None = None,
         remote_fence: RemoteWorkFence | None = None,
         fence_timeout_s: float = 60.0,
         fence_retry_s: float = 10.0,
@@ -159,7 +165,7 @@ class LeaseManager:
         self.max_overtake_s = max_overtake_s
         self.retention_s = retention_s
         self.prune_every_s = prune_every_s
-        self.memo = DecisionMemo(config_ttl_s, config_loader)
+        self.memo = DecisionMemo(config_ttl_s, config_loader, oracle_loader)
         self._last_prune = float("-inf")
         #: lease id -> tags of server-side work this manager recorded and did not see end (ADR 0033)
         self._outstanding_work: dict[str, set[str]] = {}
@@ -208,7 +214,8 @@ class LeaseManager:
                 return cached
             try:
                 # Its own queue entry keeps the tables busy: the one-step grant cannot apply.
-                return self._evaluate(codec.request_from_payload(request_id, row.payload), fast=False)
+                stored = self.memo.read_back_request(codec.request_from_payload(request_id, row.payload))
+                return self._evaluate(stored, fast=False)
             except RequestClosedError:
                 pass
             row = self.store.read_request(request_id) or row

@@ -14,19 +14,33 @@ Every map is bounded: past 10 000 entries it is cleared, which costs only a stor
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from deltaguard.core.admission import LeaseRequest, TableClaim, Waiting
+from deltaguard.core.meaning import judged_by_partition_types
+from deltaguard.core.oracle import Unconfirmed
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases import codec
 from deltaguard.leases.store import LeaseRow, WaiterRow
 from deltaguard.leases.wait_texts import WaitShape, wait_shape
 
+log = logging.getLogger("deltaguard.leases")
+
 #: Loads a table's current configuration (e.g. from its Delta log).
 ConfigLoader = Callable[[str], TableConfig]
+#: Attaches an engine's evaluator of partition predicates to a configuration read back from the store
+#: (:func:`deltaguard.engines.judged.attach_oracle`; the lease layer cannot make one itself, ADR 0037).
+OracleLoader = Callable[[TableConfig], TableConfig]
+#: What a read-back configuration's partition separations are refused with when no evaluator can be had.
+NO_EVALUATOR = (
+    "no evaluator of the engine's where this configuration was read back from the lease store, so no "
+    "partition separation is confirmed"
+)
 #: (operation text, configuration text, profile): the exact question a verdict answered
 VerdictKey = tuple[str, str, EngineProfile]
 #: past this many entries a map is cleared (bounded memory for managers that see many tables)
@@ -59,13 +73,23 @@ class DecisionMemo:
 
     :param config_ttl_s: how long a loaded table configuration is reused without reloading.
     :param config_loader: loads a table's configuration when a request carries none.
+    :param oracle_loader: attaches the engine's evaluator to a configuration read back from the store;
+        ``None``: none can be had here (see :meth:`read_back`).
     """
 
-    def __init__(self, config_ttl_s: float = 30.0, config_loader: ConfigLoader | None = None) -> None:
+    def __init__(
+        self,
+        config_ttl_s: float = 30.0,
+        config_loader: ConfigLoader | None = None,
+        oracle_loader: OracleLoader | None = None,
+    ) -> None:
         self.config_ttl_s = config_ttl_s
         self.config_loader = config_loader
+        self.oracle_loader = oracle_loader
         self.loaded: dict[str, tuple[TableConfig, float]] = {}  # uri -> (config, loaded_at)
         self._parsed: dict[tuple[str, str], TableConfig] = {}  # (uri, stored json) -> config
+        # (uri, config read back) -> it with its evaluator: one evaluator, and its answers, per configuration
+        self._read_back: dict[tuple[str | None, TableConfig], TableConfig] = {}
         self._lock = threading.Lock()
         # request id -> (its tables, those whose metadata it changes, granted?), for requests answered here
         self._known_tables: dict[str, tuple[list[str], list[str], bool]] = {}
@@ -107,11 +131,48 @@ class DecisionMemo:
         key = (uri, text)
         config = self._parsed.get(key)
         if config is None:
-            config = codec.config_from_json(json.loads(text))
+            config = self.read_back(codec.config_from_json(json.loads(text)))
             if len(self._parsed) > MAX_ENTRIES:
                 self._parsed.clear()
             self._parsed[key] = config
         return config
+
+    def read_back(self, config: TableConfig) -> TableConfig:
+        """A configuration read back from the store (its text carries no evaluator), as a decision may judge
+        it: with the engine's evaluator from :attr:`oracle_loader`; where none can be had and one could judge
+        the table (partitioned, partition types known), with an :class:`~deltaguard.core.oracle.Unconfirmed`
+        one, so a partition separation the engine never confirmed does not grant (ADR 0036, 0037): such a
+        decision is never less conservative than the one the writer's own process made with the evaluator.
+        """
+        if config.meaning is not None:
+            return config
+        key = (config.uri, config)
+        with self._lock:
+            found = self._read_back.get(key)
+        if found is not None:
+            return found
+        judged, why = config, NO_EVALUATOR
+        if self.oracle_loader is not None:
+            try:
+                judged = self.oracle_loader(config)
+            except Exception as exc:  # closed world: an evaluator that cannot be made confirms nothing
+                log.warning("no evaluator for %s (%s); its partitions are not told apart", config.uri, exc)
+                judged, why = config, f"the engine's evaluator could not be made ({exc})"
+        if judged.meaning is None and judged_by_partition_types(config):
+            judged = dataclasses.replace(config, meaning=Unconfirmed(why))
+        with self._lock:
+            if len(self._read_back) > MAX_ENTRIES:
+                self._read_back.clear()
+            self._read_back[key] = judged
+        return judged
+
+    def read_back_request(self, request: LeaseRequest) -> LeaseRequest:
+        """A request decoded from its stored payload, each claim's configuration :meth:`read_back`."""
+        claims = tuple(
+            c if c.config is None else dataclasses.replace(c, config=self.read_back(c.config))
+            for c in request.claims
+        )
+        return dataclasses.replace(request, claims=claims)
 
     def forget_config(self, uri: str) -> None:
         """Drop the table's remembered configuration (a released write changed its metadata)."""

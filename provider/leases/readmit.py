@@ -514,7 +514,7 @@ class _Pass:
         status = self.crowd.request(row.request_id)
         if status is None or status.status != "waiting" or status.expires_at <= self.now:
             return None
-        request = codec.request_from_payload(row.request_id, status.payload)
+        request = self.memo.read_back_request(codec.request_from_payload(row.request_id, status.payload))
         if request.uris != (self.uri,):
             return None  # its other tables are not locked here: its own check decides
         if status.last_wait:

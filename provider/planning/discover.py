@@ -442,11 +442,11 @@ def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:
         return None, "", "named relative to a connection, not resolved by the plan"
     if not read_tables:
         return None, "", "not read (--no-read)"
-    from deltaguard.engines.discovery import read_table_config
     from deltaguard.engines.errors import TableAccessError
+    from deltaguard.engines.judged import read_judged_config
 
     try:
-        config = read_table_config(key)
+        config = read_judged_config(key)
     except (TableAccessError, OSError, ValueError) as exc:
         return None, "", f"not reachable ({' '.join(str(exc).split())[:160]})"
     if not config.exists:

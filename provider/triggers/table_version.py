@@ -207,6 +207,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
     def _probe(self, store: LeaseStore | None = None) -> tuple[bool, str]:
         """The sensor's answer, over ``store`` (the shared handle) or a store opened for this one call."""
         from deltaguard.config import resolve_store_reference
+        from deltaguard.engines.judged import attach_oracle
         from deltaguard.leases import codec
         from deltaguard.leases.sensor_checks import admission_probe
 
@@ -214,7 +215,8 @@ class DeltaAdmissionTrigger(BaseTrigger):
             store if store is not None else resolve_store_reference(self.store_url),
             self.table_key,
             codec.operation_from_json(self.operation),
-            codec.config_from_json(self.table_config),
+            # the JSON carries no evaluator: the sensor's own check had delta-rs', so has this one (ADR 0037)
+            attach_oracle(codec.config_from_json(self.table_config)),
             codec.profile_from_json(self.profile),
             include_waiting=self.include_waiting,
         )

@@ -466,3 +466,33 @@ def test_a_leased_task_must_say_what_work_it_runs() -> None:
 
     with pytest.raises(TypeError, match="abstract"):
         Incomplete(task_id="incomplete")
+
+
+def test_a_leased_claim_is_judged_with_the_engines_evaluator(tmp_path, lease_store_url) -> None:
+    """The wrapper reads its table through the one door (``deltaguard.engines.judged``): on an INT partition
+    a DELETE of ``k = 1.5`` rewrites ``k = 1`` on delta-rs, which the hand reading alone keeps apart."""
+    import dataclasses
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from deltaguard.core.model import pair_verdict
+    from deltaguard.operators.leased import with_delta_lease
+
+    path = str(tmp_path / "ints")
+    write_deltalake(path, pa.table({"k": pa.array([1, 2], pa.int32()), "v": [1, 2]}), partition_by=["k"])
+    wrapper = with_delta_lease(
+        Probe(task_id="w", store_url="", keys=[]),
+        tables=path,
+        operation=Operation(OperationKind.DELETE, predicate="k = 1.5"),
+        engine="delta-rs",
+    )
+    (claim,) = wrapper._claims(task_context(wrapper.task_id))
+    assert claim.config is not None
+    other = Operation(OperationKind.DELETE, predicate="k = 1")
+    hand = pair_verdict(
+        claim.operation, other, dataclasses.replace(claim.config, meaning=None), claim.profile
+    )
+    assert not hand.conflict  # what the lease would have granted without the engine
+    verdict = pair_verdict(claim.operation, other, claim.config, claim.profile)
+    assert verdict.conflict and verdict.rule == "deltars.engine_unconfirmed", verdict.reason

@@ -50,3 +50,41 @@ def test_optimizes_the_engine_does_not_keep_apart_are_said_so() -> None:
     b = Operation(OperationKind.OPTIMIZE, predicate="k = 'b'")
     verdict = pair_verdict(a, b, _table(Answers([])), RS)
     assert verdict.conflict and verdict.rule == "deltars.engine_unconfirmed", verdict.rule
+
+
+class Overlapping:
+    """An engine that finds every predicate true on its one witness row (it refutes every separation)."""
+
+    def evaluate(self, predicates: Sequence[str], rows: Any) -> list[tuple[bool, ...]]:
+        return [(True,) * len(predicates)]
+
+
+def test_a_pass_memo_keeps_the_hand_reading_apart_from_the_engines() -> None:
+    """Equal configurations, one without the engine's evaluator: judged in that order in one pass, the
+    second must get the engine's answer, not the hand reading's memoised one."""
+    from deltaguard.core.model import decide, pair_memo
+
+    hand = TableConfig(partition_columns=("k",), column_types=(("k", "string"),))
+    engine = TableConfig(partition_columns=("k",), column_types=(("k", "string"),), meaning=Overlapping())
+    assert hand == engine  # the oracle is not part of the configuration's identity
+    with pair_memo():
+        assert decide(DE, [FR], hand, RS).verdict.value == "no_conflict"
+        judged = decide(DE, [FR], engine, RS)
+    assert judged.verdict.value == "conflict"
+    assert "deltars.engine_unconfirmed" in judged.rules
+
+
+class SparkSays(Overlapping):
+    """Another engine's evaluator that would confirm every separation."""
+
+    engine = "delta-spark"
+
+    def evaluate(self, predicates: Sequence[str], rows: Any) -> list[tuple[bool, ...]]:
+        return [(False,) * len(predicates)]
+
+
+def test_the_delta_rs_rules_take_no_other_engines_evaluator() -> None:
+    assert not pair_verdict(DE, FR, _table(Answers([[False, False]])), RS).conflict  # one that says nothing
+    verdict = pair_verdict(DE, FR, _table(SparkSays()), RS)  # type: ignore[arg-type]
+    assert verdict.conflict and verdict.rule == "deltars.engine_unconfirmed"
+    assert "delta-spark's, not delta-rs'" in verdict.reason

@@ -118,3 +118,17 @@ def test_a_literal_delta_rs_casts_to_the_partition_type_is_caught(table: TableCo
     assert not alone.conflict  # what the hand reading says without the engine
     assert verdict.conflict
     assert verdict.rule == "deltars.engine_unconfirmed"
+
+
+def test_a_pass_memo_does_not_hand_the_hand_readings_verdict_to_the_engine(table: TableConfig) -> None:
+    """In one :func:`pair_memo` pass, the configuration without the evaluator judged first must not answer
+    for the equal one with it: ``k = 1.5`` rewrites ``k = 1`` on delta-rs."""
+    from deltaguard.core.model import decide, pair_memo
+
+    profile = DeltaRsEngine().profile()
+    hand = dataclasses.replace(table, meaning=None)
+    with pair_memo():
+        assert not decide(_delete("k = 1.5"), [_delete("k = 1")], hand, profile).conflicts_with
+        judged = decide(_delete("k = 1.5"), [_delete("k = 1")], table, profile)
+    assert judged.conflicts_with == (0,)
+    assert "deltars.engine_unconfirmed" in judged.rules

@@ -253,6 +253,35 @@ def test_check_catches_a_new_serializing_pair_and_a_longer_plan(
     assert code == 1 and "makespan 45 s is longer than the baseline's 30 s" in err
 
 
+CAST_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from deltaguard.operators.dml import DeltaDeleteOperator
+
+with DAG("casts", schedule=None, start_date=datetime(2026, 1, 1)):
+    DeltaDeleteOperator(task_id="purge_cast", table="{table}", predicate="k = 1.5")
+    DeltaDeleteOperator(task_id="purge_one", table="{table}", predicate="k = 1")
+"""
+
+
+def test_a_table_the_plan_reads_is_judged_with_the_engines_evaluator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On an INT partition delta-rs' DELETE of ``k = 1.5`` rewrites ``k = 1``: the hand reading keeps the
+    two apart, the plan (which reads the table through the engines' door) must not."""
+    table = str(tmp_path / "ints")
+    write_deltalake(table, pa.table({"k": pa.array([1, 2], pa.int32()), "v": [1, 2]}), partition_by=["k"])
+    dag_file = tmp_path / "casts.py"
+    dag_file.write_text(CAST_DAG.format(table=table))
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    assert code == 0, err
+    (only,) = found["tables"]
+    assert only["config_source"] == "table"
+    (pair,) = only["serializing"]
+    assert {pair["a"], pair["b"]} == {"purge_cast", "purge_one"}
+    assert pair["rule"] == "deltars.engine_unconfirmed", pair
+
+
 def test_the_chart_is_written_as_svg_or_png(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -54,6 +54,7 @@ from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overlap
 from deltaguard.core.meaning import engine_refutes
 from deltaguard.core.operations import OperationKind
+from deltaguard.core.profiles import EngineName
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.sql.predicates import (
@@ -337,6 +338,10 @@ def _engine_refutes(a: OpFacts, b: OpFacts, ctx: TableContext) -> str | None:
     oracle = ctx.table.meaning
     if oracle is None:
         return None
+    speaks_for = getattr(oracle, "engine", None)
+    if speaks_for is not None and speaks_for != EngineName.DELTA_RS.value:
+        # closed world: another engine's evaluator says nothing of how delta-rs selects partitions
+        return f"the evaluator at hand is {speaks_for}'s, not delta-rs'"
     return engine_refutes(a, b, ctx.table.partition_columns, oracle)
 
 

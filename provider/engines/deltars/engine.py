@@ -21,6 +21,7 @@ from deltalake.transaction import CommitProperties, Transaction
 
 from deltaguard.core.delta_history import consistent_history
 from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
+from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
@@ -29,7 +30,7 @@ from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
 from deltaguard.engines.deltars.plan_check import planned_texts
-from deltaguard.engines.discovery import read_table_config, short_message
+from deltaguard.engines.discovery import short_message
 from deltaguard.engines.errors import (
     CommitFencedError,
     ConflictKind,
@@ -105,9 +106,15 @@ class DeltaRsEngine(DeltaEngine):
         return DELTA_RS_TIME_ZONE
 
     def table_config(self, table_uri: str) -> TableConfig:
-        from deltaguard.engines.deltars.meaning import with_oracle
+        from deltaguard.engines.judged import read_judged_config
 
-        return with_oracle(read_table_config(table_uri, self.storage_options, file_stats=self.file_stats))
+        return read_judged_config(table_uri, self.storage_options, engine=self, file_stats=self.file_stats)
+
+    def predicate_oracle(self, config: TableConfig) -> PredicateOracle | None:
+        """delta-rs' own evaluator (:class:`~deltaguard.engines.deltars.meaning.DataFusionOracle`)."""
+        from deltaguard.engines.deltars.meaning import DataFusionOracle
+
+        return DataFusionOracle.for_table(config)
 
     def read_source_keys(
         self, source: Any, columns: Collection[str], limits: ScopeLimits

@@ -91,6 +91,9 @@ class DataFusionOracle:
     :param types: the Delta type of each partition column (lower-cased names).
     """
 
+    #: the engine whose meaning it gives (the delta-rs rules use no other engine's evaluator)
+    engine = "delta-rs"
+
     def __init__(self, partition_columns: Sequence[str], types: Mapping[str, str]) -> None:
         self.partition_columns = tuple(partition_columns)
         self.types = {column.lower(): types[column.lower()] for column in partition_columns}
@@ -194,12 +197,3 @@ def _kept_by_delete(base: Path, predicate: str, index: int) -> set[int]:
 
 def _frozen(candidates: Mapping[str, Sequence[str | None]]) -> tuple[tuple[str, tuple[str | None, ...]], ...]:
     return tuple(sorted((column, tuple(values)) for column, values in candidates.items()))
-
-
-def with_oracle(config: TableConfig) -> TableConfig:
-    """``config`` with delta-rs' evaluator attached as its ``meaning`` (when the table is partitioned and its
-    partition types are known)."""
-    import dataclasses
-
-    oracle = DataFusionOracle.for_table(config)
-    return config if oracle is None else dataclasses.replace(config, meaning=oracle)

@@ -286,18 +286,24 @@ class SparkEngine(DeltaEngine):
     # -- table configuration -----------------------------------------------------------------------------
 
     def table_config(self, table_uri: str) -> TableConfig:
-        """Path-based tables: the Delta log (:func:`deltaguard.engines.discovery.read_table_config`), falling
-        back to Spark when deltalake cannot read the location; catalog names: ``DESCRIBE DETAIL``.
+        """Path-based tables: the Delta log (:func:`deltaguard.engines.judged.read_judged_config`), falling
+        back to Spark when deltalake cannot read the location; catalog names: ``DESCRIBE DETAIL``. Either
+        way with the evaluators of :func:`deltaguard.engines.judged.attach_oracle` (ADR 0037).
 
         Checks the Spark setup first, so a missing-jars error surfaces before any lease.
         """
+        from deltaguard.engines.judged import attach_oracle
+
+        return attach_oracle(self._read_config(table_uri), self)
+
+    def _read_config(self, table_uri: str) -> TableConfig:
         spark = self.session()
         target = SparkTarget.parse(table_uri)
         if target.path is not None:
-            from deltaguard.engines.discovery import read_table_config
+            from deltaguard.engines.judged import read_judged_config
 
             try:
-                return read_table_config(target.path, self._storage_options or None)
+                return read_judged_config(target.path, self._storage_options or None, engine=self)
             except TableAccessError:
                 pass  # e.g. s3a:// or abfss:// through Hadoop: ask Spark
             if not table_exists(spark, target):

@@ -127,10 +127,11 @@ class SparkSubmitEngine(DeltaEngine):
         return parse_ansi(str(self._conf.get(ANSI_CONF) or ""))
 
     def table_config(self, table_uri: str) -> TableConfig:
-        """From the Delta log (path-based tables only: no session here to ask a catalog)."""
-        from deltaguard.engines.discovery import read_table_config
+        """From the Delta log (path-based tables only: no session here to ask a catalog), with the evaluators
+        of :func:`deltaguard.engines.judged.attach_oracle`."""
+        from deltaguard.engines.judged import read_judged_config
 
-        return read_table_config(table_uri, self._storage_options or None)
+        return read_judged_config(table_uri, self._storage_options or None, engine=self)
 
     def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
         validate_spec(spec, config)
