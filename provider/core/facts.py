@@ -460,7 +460,11 @@ def coercion_neutral(
 
 
 def may_overlap(
-    a: OpFacts, b: OpFacts, columns: Collection[str] | None, conjuncts_only: bool = False
+    a: OpFacts,
+    b: OpFacts,
+    columns: Collection[str] | None,
+    conjuncts_only: bool = False,
+    text: Collection[str] = (),
 ) -> bool:
     """Whether one operation may add, remove or read rows the other reads, reasoning only over ``columns``
     (``None``: any column).
@@ -473,10 +477,12 @@ def may_overlap(
         rules).
     :param conjuncts_only: the engine narrows what a reader read only by its top-level conjuncts on
         ``columns`` (delta-spark, see :func:`~deltaguard.core.sql.predicates.partition_conjuncts`).
+    :param text: the columns the table's schema says are STRINGs (``TableConfig.string_columns``), compared
+        with string literals as text; others compare ``'01'`` as possibly the number 1.
     """
     read_a, read_b = _read_scope(a, columns, conjuncts_only), _read_scope(b, columns, conjuncts_only)
     pairs = [(read_a, read_b), *((w, read_b) for w in a.writes), *((read_a, w) for w in b.writes)]
-    return any(_scopes_overlap(x, y, columns) for x, y in pairs)
+    return any(_scopes_overlap(x, y, columns, text) for x, y in pairs)
 
 
 def _read_scope(f: OpFacts, columns: Collection[str] | None, conjuncts_only: bool) -> Predicate:
@@ -486,10 +492,12 @@ def _read_scope(f: OpFacts, columns: Collection[str] | None, conjuncts_only: boo
     return f.scope
 
 
-def _scopes_overlap(x: Predicate, y: Predicate, columns: Collection[str] | None) -> bool:
+def _scopes_overlap(
+    x: Predicate, y: Predicate, columns: Collection[str] | None, text: Collection[str]
+) -> bool:
     if x.is_everything or y.is_everything:
         return True
-    return not provably_disjoint(x, y, columns)
+    return not provably_disjoint(x, y, columns, text)
 
 
 def is_dml(kind: OperationKind) -> bool:

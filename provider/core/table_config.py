@@ -90,6 +90,14 @@ class TableConfig:
         return None
 
     @property
+    def string_columns(self) -> frozenset[str]:
+        """The lower-cased columns the schema says are STRINGs (empty when the types were not read): Spark
+        and delta-rs compare them with a string literal as text, so ``'01'`` and ``'1'`` are two values."""
+        return frozenset(
+            name.lower() for name, kind in self.column_types or () if kind.strip().lower() == "string"
+        )
+
+    @property
     def is_partitioned(self) -> bool:
         return bool(self.partition_columns)
 

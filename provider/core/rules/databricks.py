@@ -266,11 +266,13 @@ def _overlaps(a: OpFacts, b: OpFacts, ctx: TableContext, row_level: bool) -> boo
     from deltaguard.core.facts import may_overlap
 
     if row_level:
-        return bool(may_overlap(a, b, None))
+        return bool(may_overlap(a, b, None, text=ctx.table.string_columns))
     if not ctx.table.is_partitioned:
         return True
     # Databricks records a transaction's partition reads as delta-spark does: top-level conjuncts only.
-    return bool(may_overlap(a, b, ctx.table.partition_columns, conjuncts_only=True))
+    return bool(
+        may_overlap(a, b, ctx.table.partition_columns, conjuncts_only=True, text=ctx.table.string_columns)
+    )
 
 
 def reads_appended_rows(reader: OpFacts, append: OpFacts, ctx: TableContext) -> bool:

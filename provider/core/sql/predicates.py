@@ -10,7 +10,8 @@ A predicate is reduced to disjunctive normal form (DNF) over understood atoms. T
 rather than giving up on the whole predicate. Conjuncts are expanded in the order they appear, so appending a
 conjunct to a predicate can never turn "disjoint" into "may overlap".
 
-Known limits (types and schemas are not known here): a qualified name ``x.y`` may be a struct field, so it
+Known limits (column types are not known here, except the STRING columns a caller names from the table's
+schema, with which a string literal compares as text): a qualified name ``x.y`` may be a struct field, so it
 restricts nothing (callers strip the target's own qualifiers first, ADR 0012); string comparisons assume
 Spark's default binary collation, not a case-insensitive column collation; see
 :mod:`deltaguard.core.sql.predicate_values` for how literals of unknown column type are compared.
@@ -184,20 +185,26 @@ class Predicate:
     is_everything: bool
     tree: exp.Expr | None = field(default=None, compare=False, repr=False)
     unknown: str | None = field(default=None, compare=False)
-    _terms: dict[frozenset[str] | None, tuple[_Compiled, ...]] = field(
+    _terms: dict[tuple[frozenset[str] | None, frozenset[str]], tuple[_Compiled, ...]] = field(
         default_factory=dict, compare=False, repr=False, hash=False
     )
 
-    def terms_over(self, columns: frozenset[str] | None) -> tuple[_Compiled, ...]:
-        """The satisfiable DNF terms of this predicate, restricted to ``columns`` (cached per column set)."""
-        cached = self._terms.get(columns)
+    def terms_over(
+        self, columns: frozenset[str] | None, text: frozenset[str] = frozenset()
+    ) -> tuple[_Compiled, ...]:
+        """The satisfiable DNF terms of this predicate, restricted to ``columns`` (cached per column set).
+
+        :param columns: the lower-cased columns whose conditions restrict (``None``: every column).
+        :param text: lower-cased columns known to be STRINGs, compared with string literals as text.
+        """
+        cached = self._terms.get((columns, text))
         if cached is None:
             try:
-                dnf = _TRUE if self.tree is None else _dnf(self.tree, False, columns)
+                dnf = _TRUE if self.tree is None else _dnf(self.tree, False, columns, text)
             except RecursionError:
                 dnf = _TRUE  # restricts nothing: sound
             cached = tuple(term for term in (_compile(t) for t in dnf) if term is not None)
-            self._terms[columns] = cached
+            self._terms[(columns, text)] = cached
         return cached
 
 
@@ -351,20 +358,21 @@ def _dedupe(terms: Iterable[_Term]) -> _Dnf:
     return tuple(dict.fromkeys(terms))
 
 
-def _dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None) -> _Dnf:
-    """The DNF of ``node`` (of ``NOT node`` when ``negated``), over ``columns`` only (all when ``None``)."""
+def _dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None, text: frozenset[str]) -> _Dnf:
+    """The DNF of ``node`` (of ``NOT node`` when ``negated``), over ``columns`` only (all when ``None``);
+    string literals compared with a ``text`` column are read as text."""
     if isinstance(node, exp.Paren):
-        return _dnf(node.this, negated, columns)
+        return _dnf(node.this, negated, columns, text)
     if isinstance(node, exp.Not):
-        return _dnf(node.this, not negated, columns)
+        return _dnf(node.this, not negated, columns, text)
     if isinstance(node, exp.And | exp.Or):
         # De Morgan holds in SQL's three-valued logic, so NOT can be pushed down to the atoms.
         conjunctive = isinstance(node, exp.And) != negated
-        operands = (_dnf(child, negated, columns) for child in _flatten(node, type(node)))
+        operands = (_dnf(child, negated, columns, text) for child in _flatten(node, type(node)))
         return _conjoin(operands) if conjunctive else _disjoin(operands)
     if isinstance(node, exp.Boolean):
         return _TRUE if bool(node.this) != negated else _FALSE
-    return _atom_dnf(node, negated, columns)
+    return _atom_dnf(node, negated, columns, text)
 
 
 def _column_name(node: exp.Expr) -> str | None:
@@ -397,9 +405,9 @@ _NEGATED = {
 }
 
 
-def _atom_dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None) -> _Dnf:
+def _atom_dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None, text: frozenset[str]) -> _Dnf:
     """A single understood atom as a DNF; ``TRUE`` when not understood or outside ``columns``."""
-    dnf = _understood_atom(node, negated)
+    dnf = _understood_atom(node, negated, text)
     if dnf is None:
         return _TRUE
     if columns is not None and any(atom.column not in columns for term in dnf for atom in term):
@@ -468,7 +476,7 @@ def _like_prefix(node: exp.Like) -> _Dnf | None:
     return _single(column, DAY, Domain(low=Bound(start.isoformat(), True), high=Bound(end.isoformat(), True)))
 
 
-def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
+def _understood_atom(node: exp.Expr, negated: bool, text: frozenset[str]) -> _Dnf | None:
     op = type(node)
     if op in _FLIPPED and isinstance(node, exp.Binary):
         for year_side, other in ((node.left, node.right), (node.right, node.left)):
@@ -478,9 +486,9 @@ def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
                 return _year_comparison(
                     year_column, _NEGATED[year_op] if negated else year_op, literal_value(other)
                 )
-        column, literal = _column_name(node.left), literal_value(node.right)
+        column, literal = _column_literal(node.left, node.right, text)
         if column is None:
-            column, literal = _column_name(node.right), literal_value(node.left)
+            column, literal = _column_literal(node.right, node.left, text)
             op = _FLIPPED[op]
         if column is None or literal is None:
             return None
@@ -488,14 +496,14 @@ def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
     if isinstance(node, exp.Like) and not negated:
         return _like_prefix(node)
     if isinstance(node, exp.NullSafeEQ) and not negated:
-        column, literal = _column_name(node.left), literal_value(node.right)
+        column, literal = _column_literal(node.left, node.right, text)
         if column is None:
-            column, literal = _column_name(node.right), literal_value(node.left)
+            column, literal = _column_literal(node.right, node.left, text)
         return None if column is None or literal is None else _comparison(column, exp.EQ, *literal)
     if isinstance(node, exp.In):
-        return _in_list(node, negated)
+        return _in_list(node, negated, text)
     if isinstance(node, exp.Between):
-        return _between(node, negated)
+        return _between(node, negated, text)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         column = _column_name(node.this)
         return None if column is None else (frozenset({_Atom(column, null=not negated)}),)
@@ -503,6 +511,16 @@ def _understood_atom(node: exp.Expr, negated: bool) -> _Dnf | None:
     if column is not None:  # A bare boolean column: "WHERE is_active".
         return _comparison(column, exp.EQ, BOOL, not negated)
     return None
+
+
+def _column_literal(
+    side: exp.Expr, other: exp.Expr, text: frozenset[str]
+) -> tuple[str | None, tuple[str, Value] | None]:
+    """The column ``side`` names and the literal ``other`` is, read as text when the column is in ``text``."""
+    column = _column_name(side)
+    if column is None:
+        return None, None
+    return column, literal_value(other, column in text)
 
 
 def _single(column: str, kind: str, domain: Domain) -> _Dnf:
@@ -525,7 +543,7 @@ def _comparison(column: str, op: type[exp.Expr], kind: str, value: Value) -> _Dn
     return _single(column, kind, Domain(low=Bound(value, op is exp.GTE)))
 
 
-def _in_list(node: exp.In, negated: bool) -> _Dnf | None:
+def _in_list(node: exp.In, negated: bool, text: frozenset[str]) -> _Dnf | None:
     column = _column_name(node.this)
     items = node.expressions
     if (
@@ -535,7 +553,7 @@ def _in_list(node: exp.In, negated: bool) -> _Dnf | None:
         or not items
     ):
         return None
-    literals = [literal_value(item) for item in items]
+    literals = [literal_value(item, column in text) for item in items]
     kinds = {literal[0] for literal in literals if literal is not None}
     if any(literal is None for literal in literals) or len(kinds) != 1:
         return None
@@ -548,9 +566,10 @@ def _in_list(node: exp.In, negated: bool) -> _Dnf | None:
     return _single(column, kind, Domain(excluded=values)) if kind in EXCLUDABLE_KINDS else None
 
 
-def _between(node: exp.Between, negated: bool) -> _Dnf | None:
+def _between(node: exp.Between, negated: bool, text: frozenset[str]) -> _Dnf | None:
     column = _column_name(node.this)
-    low, high = literal_value(node.args["low"]), literal_value(node.args["high"])
+    as_text = column is not None and column in text
+    low, high = literal_value(node.args["low"], as_text), literal_value(node.args["high"], as_text)
     if column is None or low is None or high is None or low[0] != high[0] or low[0] not in ORDERED_KINDS:
         return None
     if node.args.get("symmetric"):
@@ -637,20 +656,28 @@ def _columns_disjoint(first: _ColumnConstraint, second: _ColumnConstraint) -> bo
     return False
 
 
-def provably_disjoint(a: Predicate, b: Predicate, columns: Collection[str] | None) -> bool:
+def provably_disjoint(
+    a: Predicate, b: Predicate, columns: Collection[str] | None, text: Collection[str] = ()
+) -> bool:
     """True only if no row (no file, when ``columns`` are the partition columns) can match both predicates.
 
     :param a: one predicate.
     :param b: the other predicate (the answer is symmetric).
     :param columns: only conjuncts on these columns restrict (e.g. the partition columns for file-level
         rules); ``None`` lets every column restrict (row-level concurrency). Case-insensitive.
+    :param text: columns the table's schema says are STRINGs (case-insensitive): a string literal compared
+        with one is its text (``'01'`` is not ``'1'`` there). A column of another or unknown type is not
+        named here: ``'01'`` may be the number 1 on it.
     """
     key = None if columns is None else frozenset(column.lower() for column in columns)
-    terms_a, terms_b = a.terms_over(key), b.terms_over(key)
+    text_key = frozenset(column.lower() for column in text)
+    terms_a, terms_b = a.terms_over(key, text_key), b.terms_over(key, text_key)
     return all(_terms_disjoint(x, y) for x in terms_a for y in terms_b)
 
 
-def null_widened_terms(p: Predicate, columns: Collection[str]) -> tuple[_Compiled, ...]:
+def null_widened_terms(
+    p: Predicate, columns: Collection[str], text: Collection[str] = ()
+) -> tuple[_Compiled, ...]:
     """The DNF terms of ``p`` over ``columns``, each widened to what an engine keeps when it prunes files on
     partition values whose NULL compares as *unknown*: every comparison on a column also admits NULL, and a
     null test (``IS NULL``, ``IS NOT NULL``) restricts nothing.
@@ -664,9 +691,10 @@ def null_widened_terms(p: Predicate, columns: Collection[str]) -> tuple[_Compile
 
     :param p: the reader's predicate.
     :param columns: the partition columns (case-insensitive).
+    :param text: the columns known to be STRINGs (see :func:`provably_disjoint`).
     """
     key = frozenset(column.lower() for column in columns)
-    terms = p.terms_over(key)
+    terms = p.terms_over(key, frozenset(column.lower() for column in text))
     widened: list[_Compiled] = []
     for term in terms:
         found: _Compiled = {}
