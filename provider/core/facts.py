@@ -26,24 +26,20 @@ from enum import StrEnum
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.operations import DML, Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
+from deltaguard.core.sql.literal_columns import ZonedLiterals, zoned_literals
+from deltaguard.core.sql.merge_target import merge_target_predicate
 from deltaguard.core.sql.predicates import (
     EVERYTHING,
-    SUBQUERY,
     Predicate,
     PredicateError,
-    ZonedLiterals,
-    assigned_column,
-    column_text,
     conjoin,
-    merge_target_predicate,
     parse_predicate,
     partition_conjuncts,
     project_out,
     provably_disjoint,
-    referenced_columns,
-    row_level_limitations,
-    zoned_literals,
 )
+from deltaguard.core.sql.row_level import SUBQUERY, row_level_limitations
 from deltaguard.core.table_config import TableConfig
 
 
@@ -426,7 +422,7 @@ def coercion_neutral(
     With ``spark.sql.ansi.enabled`` off, Spark casts text compared with a numeric column leniently:
     ``k = '1.5'`` on an INT partition selects ``k = 1`` (measured on delta-spark 4.4.0). Unless every Spark
     engine that commits one of the two is known to run with ANSI on (where such a cast fails the write),
-    the columns compared with such text (:func:`~deltaguard.core.sql.predicates.coercible_text_columns`)
+    the columns compared with such text (:func:`~deltaguard.core.sql.literal_columns.coercible_text_columns`)
     are dropped from both, unless the table's schema says they hold text.
 
     :param a: one operation.
@@ -436,7 +432,7 @@ def coercion_neutral(
     :returns: both facts (unchanged when nothing depends on the mode) and, when columns were dropped, why.
     """
     from deltaguard.core.profiles import EngineName
-    from deltaguard.core.sql.predicates import coercible_text_columns
+    from deltaguard.core.sql.literal_columns import coercible_text_columns
 
     unsure = [p for p in profiles if p.name is not EngineName.DELTA_RS and p.session_ansi is not True]
     if not unsure:

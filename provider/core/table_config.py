@@ -123,7 +123,7 @@ class TableConfig:
         :param assigned: the columns an UPDATE or MERGE sets.
         :returns: ``(column, expression)`` pairs, in the table's order.
         """
-        from deltaguard.core.sql.predicates import assigned_column, expression_columns
+        from deltaguard.core.sql.columns import assigned_column, expression_columns
 
         names = {name for column in assigned for name in assigned_column(column).names}
         if not names:

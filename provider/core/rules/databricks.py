@@ -21,7 +21,8 @@ from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
-from deltaguard.core.sql.predicates import parse_predicate, referenced_columns
+from deltaguard.core.sql.columns import referenced_columns
+from deltaguard.core.sql.predicates import parse_predicate
 from deltaguard.core.table_config import TableConfig
 
 ROW = "Isolation levels and write conflicts, Write conflicts with row-level concurrency"

@@ -55,16 +55,15 @@ from deltaguard.core.facts import IsolationLevel, Role, TableContext, may_overla
 from deltaguard.core.meaning import engine_refutes
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
+from deltaguard.core.sql.columns import referenced_columns
+from deltaguard.core.sql.literal_columns import numeric_columns, numeric_order_columns
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.sql.predicates import (
     Predicate,
     null_widened_terms,
-    numeric_columns,
-    numeric_order_columns,
     parse_predicate,
     project_out,
     provably_disjoint_terms,
-    referenced_columns,
 )
 
 if TYPE_CHECKING:
