@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from deltaguard.core.decision import PairVerdict
-from deltaguard.core.operations import DML, Operation, OperationKind
+from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
 from deltaguard.core.sql.literal_columns import ZonedLiterals, zoned_literals
@@ -494,7 +494,3 @@ def _scopes_overlap(
     if x.is_everything or y.is_everything:
         return True
     return not provably_disjoint(x, y, columns, text)
-
-
-def is_dml(kind: OperationKind) -> bool:
-    return kind in DML
