@@ -9,8 +9,12 @@ from __future__ import annotations
 import datetime as dt
 
 from deltaguard.core.sql.classify import classify_sql
-from deltaguard.core.sql.merge_target import merge_target_predicate
-from deltaguard.core.sql.predicates import _parse_cached, parse_predicate, provably_disjoint
+from deltaguard.core.sql.predicates import (
+    _parse_cached,
+    merge_target_predicate,
+    parse_predicate,
+    provably_disjoint,
+)
 
 RUNNING = 1000
 DAY = dt.date(2024, 1, 1)

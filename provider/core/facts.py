@@ -28,12 +28,12 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
 from deltaguard.core.sql.literal_columns import ZonedLiterals, zoned_literals
-from deltaguard.core.sql.merge_target import merge_target_predicate
 from deltaguard.core.sql.predicates import (
     EVERYTHING,
     Predicate,
     PredicateError,
     conjoin,
+    merge_target_predicate,
     parse_predicate,
     partition_conjuncts,
     project_out,

@@ -18,7 +18,7 @@ from deltaguard.core.merge_scope import (
     values_outside,
 )
 from deltaguard.core.sql.literals import merge_condition_with_partitions
-from deltaguard.core.sql.merge_target import merge_target_predicate
+from deltaguard.core.sql.predicates import merge_target_predicate
 from deltaguard.engines.errors import InvalidWriteError
 
 if TYPE_CHECKING:

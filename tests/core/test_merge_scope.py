@@ -26,8 +26,7 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.sql.literals import DATAFUSION, column_equals
-from deltaguard.core.sql.merge_target import merge_target_predicate
-from deltaguard.core.sql.predicates import parse_predicate, provably_disjoint
+from deltaguard.core.sql.predicates import merge_target_predicate, parse_predicate, provably_disjoint
 from deltaguard.core.table_config import TableConfig
 
 LIMITS = ScopeLimits(max_in_values=3, max_range_values=10)

@@ -17,8 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltaguard.core.sql.merge_target import merge_target_predicate
-from deltaguard.core.sql.predicates import parse_predicate, provably_disjoint
+from deltaguard.core.sql.predicates import merge_target_predicate, parse_predicate, provably_disjoint
 
 COLUMNS = ("a", "b")
 LITERALS = [Fraction(n, 2) for n in range(-2, 11)]  # -1 .. 5 in steps of 0.5

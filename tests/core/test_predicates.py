@@ -6,8 +6,13 @@ import pytest
 
 from deltaguard.core.sql.columns import referenced_columns
 from deltaguard.core.sql.dnf import MAX_TERMS
-from deltaguard.core.sql.merge_target import merge_target_predicate
-from deltaguard.core.sql.predicates import EVERYTHING, PredicateError, parse_predicate, provably_disjoint
+from deltaguard.core.sql.predicates import (
+    EVERYTHING,
+    PredicateError,
+    merge_target_predicate,
+    parse_predicate,
+    provably_disjoint,
+)
 from deltaguard.core.sql.row_level import COMPLEX_TYPE, CORRELATED_SUBQUERY, SUBQUERY, row_level_limitations
 
 

@@ -6,8 +6,7 @@ import pytest
 
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.sql.classify import ClassifiedStatement, SqlClassificationError, classify_sql
-from deltaguard.core.sql.merge_target import merge_target_predicate
-from deltaguard.core.sql.predicates import parse_predicate, provably_disjoint
+from deltaguard.core.sql.predicates import merge_target_predicate, parse_predicate, provably_disjoint
 
 K = OperationKind
 
