@@ -102,6 +102,7 @@ def compile_term(term: Term) -> Compiled | None:
 
 
 def terms_disjoint(a: Compiled, b: Compiled) -> bool:
+    """Whether two compiled terms exclude each other: some column both constrain has no value in common."""
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     for column, first in small.items():
         second = large.get(column)
