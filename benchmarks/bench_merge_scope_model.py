@@ -17,7 +17,7 @@ from deltaguard.core.merge_scope import KeySummary, ScopeLimits, plan_merge_scop
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql import predicates
+from deltaguard.core.sql import columns, literal_columns, predicates, row_level
 from deltaguard.core.table_config import TableConfig
 
 TABLE = TableConfig(partition_columns=("date",))
@@ -51,9 +51,10 @@ def main() -> None:
         cold, warm = [], []
         for k in range(PAIRS):
             a, b = _merge(k * 3 * count, count), _merge(k * 3 * count + count, count)
-            for name in dir(predicates):
-                if name.endswith("_cached"):
-                    getattr(predicates, name).cache_clear()
+            for module in (predicates, columns, literal_columns, row_level):
+                for name in dir(module):
+                    if name.endswith("_cached"):
+                        getattr(module, name).cache_clear()
             started = time.perf_counter()
             verdict = pair_verdict(a, b, TABLE, PROFILE)
             cold.append(time.perf_counter() - started)

@@ -1,6 +1,6 @@
 """Measure what a Spark Connect server says about an interrupted operation (ADR 0033).
 
-Starts the project's own Connect server (:class:`~deltaguard.engines.spark.connect_server.LocalConnectServer`),
+Starts the project's own Connect server (:class:`~benchmarks.harness.connect_server.LocalConnectServer`),
 runs a Delta append held in a sleeping UDF under an operation tag on one client, joins that client's
 session from a second client (``sc://…/;session_id=<id>``), and prints with timestamps: the session's
 operations (``GetStatus``), what ``interruptTag`` returns (twice), the operation's state until it ends,
@@ -111,7 +111,7 @@ def interrupted_write(url: str, hold_s: float, tmp: Path) -> None:
 def restarted(port: int, tmp: Path) -> None:
     from pyspark.sql.connect.session import SparkSession as Remote
 
-    from deltaguard.engines.spark.connect_server import LocalConnectServer
+    from benchmarks.harness.connect_server import LocalConnectServer
 
     first = LocalConnectServer(port, log_file=tmp / "first.log")
     first.start()
@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--restart", action="store_true", help="measure a restarted server instead")
     parser.add_argument("--hold", type=float, default=40.0, help="seconds the write sleeps in its UDF")
     args = parser.parse_args()
-    from deltaguard.engines.spark.connect_server import LocalConnectServer, free_port
+    from benchmarks.harness.connect_server import LocalConnectServer, free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="connect-fence-probe-"))
     if args.restart:

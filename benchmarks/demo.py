@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchmarks.harness.airflow_api import TaskInstanceRecord
 from benchmarks.harness.airflow_runner import AirflowHome, AirflowStack, default_dags_folder, prepare_home
+from benchmarks.harness.connect_server import free_port
 from benchmarks.harness.run_analysis import (
     PairCheck,
     WriteRecord,
@@ -43,7 +44,6 @@ from benchmarks.harness.run_analysis import (
 )
 from benchmarks.harness.spark_connect import BackgroundConnectServer, connection_env
 from benchmarks.harness.story import StoryPrinter, StoryReader
-from deltaguard.engines.spark.connect_server import free_port
 
 DELTAGUARD_DAG = "deltaguard_daily_sales"
 SPARK_DAG = "pyspark_daily_sales"

@@ -6,7 +6,7 @@ most users run them: every write uses ``engine="spark"`` and reaches a Spark Con
 ``spark_connect`` connection :data:`SPARK_CONNECT_CONN_ID` (define it, for example, with
 ``AIRFLOW_CONN_DELTAGUARD_EXAMPLE_SPARK_CONNECT='{"conn_type": "spark_connect", "host": "127.0.0.1",
 "port": 15002}'``). The server needs Delta's jars, SQL extension and catalog; ``make demo`` and the
-end-to-end test start one with :class:`~deltaguard.engines.spark.connect_server.LocalConnectServer`.
+end-to-end test start one with :class:`~benchmarks.harness.connect_server.LocalConnectServer`.
 
 The MERGE and append sources are :class:`~deltaguard.engines.spark.sources.SparkSource` builders whose
 PySpark transformations (a join of the day's SKUs with a price list, computed columns) run on the engine's

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deltaguard.engines.spark.connect_server import group_members
+from benchmarks.harness.connect_server import group_members
 
 #: environment variable every cluster process carries (value: the cluster's home directory)
 MARKER_ENV = "DELTAGUARD_CLUSTER_HOME"

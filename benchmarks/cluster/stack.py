@@ -44,7 +44,7 @@ from benchmarks.cluster.procs import (
     port_open,
 )
 from benchmarks.harness.airflow_runner import AirflowHome, default_dags_folder, prepare_home, repo_root
-from deltaguard.engines.spark.connect_server import free_port
+from benchmarks.harness.connect_server import free_port
 
 BUCKET = "lake"
 #: where the example DAGs keep their tables on the object store (``DELTAGUARD_EXAMPLE_TABLE_ROOT``)
@@ -385,7 +385,7 @@ class ClusterStack:
         return conf
 
     def _connect(self) -> Service:
-        from deltaguard.engines.spark.connect_server import LocalConnectServer
+        from benchmarks.harness.connect_server import LocalConnectServer
 
         server = LocalConnectServer(
             self.ports.connect,

@@ -1,6 +1,6 @@
 """The Spark Connect server the example Spark DAG (``pyspark_daily_sales``) writes through.
 
-A :class:`~deltaguard.engines.spark.connect_server.LocalConnectServer` (Delta's jars, extension and catalog)
+A :class:`~benchmarks.harness.connect_server.LocalConnectServer` (Delta's jars, extension and catalog)
 stands in for a cluster's Connect endpoint. Its JVM start-up takes tens of seconds on a busy machine, so
 :class:`BackgroundConnectServer` starts it in a thread while Airflow starts; its port is chosen up front, so
 the ``spark_connect`` connection can go into the Airflow components' environment before it answers.
@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from deltaguard.engines.spark.connect_server import LocalConnectServer
+from benchmarks.harness.connect_server import LocalConnectServer
 
 #: The ``spark_connect`` connection of ``dags_examples/pyspark_daily_sales.py`` (``SPARK_CONNECT_CONN_ID``
 #: there), defined through Airflow's ``AIRFLOW_CONN_<ID>`` environment variable.

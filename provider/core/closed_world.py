@@ -11,7 +11,7 @@ that the rules turn into ``conflict`` (or, for row-level concurrency, into the f
 * :func:`version_caveat` says when the engine version was never measured (:data:`MEASURED_VERSIONS`): the
   rule modules then judge with the strictest profile of the engine's family;
 * :func:`is_deterministic` says whether a function of a condition is known to be deterministic (the
-  row-level limitations of :func:`~deltaguard.core.sql.predicates.row_level_limitations` ask it);
+  row-level limitations of :func:`~deltaguard.core.sql.row_level.row_level_limitations` ask it);
 * :func:`untyped_columns` lists the columns of a condition whose type is complex or not known.
 """
 

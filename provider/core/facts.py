@@ -24,26 +24,22 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from deltaguard.core.decision import PairVerdict
-from deltaguard.core.operations import DML, Operation, OperationKind
+from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
+from deltaguard.core.sql.literal_columns import ZonedLiterals, zoned_literals
 from deltaguard.core.sql.predicates import (
     EVERYTHING,
-    SUBQUERY,
     Predicate,
     PredicateError,
-    ZonedLiterals,
-    assigned_column,
-    column_text,
     conjoin,
     merge_target_predicate,
     parse_predicate,
     partition_conjuncts,
     project_out,
     provably_disjoint,
-    referenced_columns,
-    row_level_limitations,
-    zoned_literals,
 )
+from deltaguard.core.sql.row_level import SUBQUERY, row_level_limitations
 from deltaguard.core.table_config import TableConfig
 
 
@@ -426,7 +422,7 @@ def coercion_neutral(
     With ``spark.sql.ansi.enabled`` off, Spark casts text compared with a numeric column leniently:
     ``k = '1.5'`` on an INT partition selects ``k = 1`` (measured on delta-spark 4.4.0). Unless every Spark
     engine that commits one of the two is known to run with ANSI on (where such a cast fails the write),
-    the columns compared with such text (:func:`~deltaguard.core.sql.predicates.coercible_text_columns`)
+    the columns compared with such text (:func:`~deltaguard.core.sql.literal_columns.coercible_text_columns`)
     are dropped from both, unless the table's schema says they hold text.
 
     :param a: one operation.
@@ -436,7 +432,7 @@ def coercion_neutral(
     :returns: both facts (unchanged when nothing depends on the mode) and, when columns were dropped, why.
     """
     from deltaguard.core.profiles import EngineName
-    from deltaguard.core.sql.predicates import coercible_text_columns
+    from deltaguard.core.sql.literal_columns import coercible_text_columns
 
     unsure = [p for p in profiles if p.name is not EngineName.DELTA_RS and p.session_ansi is not True]
     if not unsure:
@@ -460,7 +456,11 @@ def coercion_neutral(
 
 
 def may_overlap(
-    a: OpFacts, b: OpFacts, columns: Collection[str] | None, conjuncts_only: bool = False
+    a: OpFacts,
+    b: OpFacts,
+    columns: Collection[str] | None,
+    conjuncts_only: bool = False,
+    text: Collection[str] = (),
 ) -> bool:
     """Whether one operation may add, remove or read rows the other reads, reasoning only over ``columns``
     (``None``: any column).
@@ -473,10 +473,12 @@ def may_overlap(
         rules).
     :param conjuncts_only: the engine narrows what a reader read only by its top-level conjuncts on
         ``columns`` (delta-spark, see :func:`~deltaguard.core.sql.predicates.partition_conjuncts`).
+    :param text: the columns the table's schema says are STRINGs (``TableConfig.string_columns``), compared
+        with string literals as text; others compare ``'01'`` as possibly the number 1.
     """
     read_a, read_b = _read_scope(a, columns, conjuncts_only), _read_scope(b, columns, conjuncts_only)
     pairs = [(read_a, read_b), *((w, read_b) for w in a.writes), *((read_a, w) for w in b.writes)]
-    return any(_scopes_overlap(x, y, columns) for x, y in pairs)
+    return any(_scopes_overlap(x, y, columns, text) for x, y in pairs)
 
 
 def _read_scope(f: OpFacts, columns: Collection[str] | None, conjuncts_only: bool) -> Predicate:
@@ -486,11 +488,9 @@ def _read_scope(f: OpFacts, columns: Collection[str] | None, conjuncts_only: boo
     return f.scope
 
 
-def _scopes_overlap(x: Predicate, y: Predicate, columns: Collection[str] | None) -> bool:
+def _scopes_overlap(
+    x: Predicate, y: Predicate, columns: Collection[str] | None, text: Collection[str]
+) -> bool:
     if x.is_everything or y.is_everything:
         return True
-    return not provably_disjoint(x, y, columns)
-
-
-def is_dml(kind: OperationKind) -> bool:
-    return kind in DML
+    return not provably_disjoint(x, y, columns, text)

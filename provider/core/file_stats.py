@@ -358,22 +358,10 @@ def file_interval(stats: ColumnStats) -> Interval | None:
     return Interval(stats.min, True, stats.max, True)
 
 
-def may_match(file: FileStats, wanted: Constraints) -> bool:
-    """Whether the engine's statistics pruning may keep ``file`` for a predicate with these constraints
-    (``True`` unless some constrained column's recorded range provably misses the interval)."""
-    for column, interval in wanted.items():
-        stats = file.by_column.get(column)
-        if stats is None:
-            continue
-        rng = file_interval(stats)
-        if rng is not None and not rng.overlaps(interval):
-            return False
-    return True
-
-
 def touched(summary: FileStatsSummary, wanted: Constraints) -> frozenset[str]:
     """Paths of the files a write with this read predicate may read, remove or rewrite: those
-    :func:`may_match` keeps, found through a per-column index (a decision may compare a thousand running
+    the engine's statistics pruning may keep (no constrained column's recorded range provably misses its
+    interval), found through a per-column index (a decision may compare a thousand running
     writes against a snapshot of many thousand files)."""
     key = ("touched", tuple(sorted(wanted.items())))
     found = summary.memo.get(key)

@@ -506,7 +506,7 @@ def values_outside(
 
 def _restricted_columns(declared: Predicate, columns: Collection[str]) -> list[str]:
     """Key columns ``declared`` restricts: those for which some value is provably excluded by it."""
-    from deltaguard.core.sql.predicates import referenced_columns
+    from deltaguard.core.sql.columns import referenced_columns
 
     names = {c.lower() for c in referenced_columns(declared)}
     return [c for c in columns if c.lower() in names]

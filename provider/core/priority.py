@@ -33,26 +33,6 @@ DEFAULT_EXPECTED_S = 60.0
 MAX_JUDGED_WRITES = 60
 
 
-def serial_work_s(
-    operations: Sequence[Operation | None],
-    expected_s: Sequence[float | None],
-    table: TableConfig,
-    profile: EngineProfile,
-) -> float:
-    """Seconds of the heaviest set of pairwise-conflicting writes among ``operations`` on one table.
-
-    :param operations: the writes; ``None`` for one whose operation is not known (conflicts with all).
-    :param expected_s: each write's expected duration; ``None``: :data:`DEFAULT_EXPECTED_S`.
-    :param table: the table's configuration, as far as it is known.
-    :param profile: the engine whose rules judge the pairs.
-    :raises ValueError: when the two sequences differ in length.
-    """
-    weights, conflicts = _graph(operations, expected_s, table, profile)
-    if len(operations) > MAX_JUDGED_WRITES:
-        return sum(weights)
-    return heaviest_clique(weights, conflicts)[0]
-
-
 class TablePriorities(NamedTuple):
     """What the priority policy gives the writes of one table, in the order of the writes."""
 
@@ -60,6 +40,9 @@ class TablePriorities(NamedTuple):
     weights: list[int]
     #: lease queue priority: the phase bonus alone (earlier phases rank ahead, bounded by ageing)
     phase_bonus: list[int]
+    #: seconds of the heaviest set of pairwise-conflicting writes that contains the write; the largest is
+    #: the table's serial work (its heaviest chain)
+    chains_s: list[float]
 
 
 def table_priorities(
@@ -69,11 +52,11 @@ def table_priorities(
     profile: EngineProfile,
 ) -> TablePriorities:
     """The worker-slot weights and lease queue priorities of one table's writes (one judgement of the
-    table's pairs for both). The parameters are those of :func:`serial_work_s`.
+    table's pairs for both).
 
-    Weights: for each write, the seconds of the heaviest set of pairwise-conflicting writes that contains
-    it (see :func:`chain_through_s`), plus its phase bonus, so that writes which can run together ask
-    first together.
+    Chains: for each write, the seconds of the heaviest set of pairwise-conflicting writes that contains
+    it: the write itself and the heaviest chain among the writes it conflicts with. Weights: the chain,
+    plus the write's phase bonus, so that writes which can run together ask first together.
 
     Phases: writes in descending expected duration, each put in the first phase whose writes are all
     compatible with it; phase ``k`` of ``n`` has the bonus ``n - 1 - k``. Writes that start within seconds
@@ -83,15 +66,20 @@ def table_priorities(
     A table whose writes are not judged (more than :data:`MAX_JUDGED_WRITES`) counts all its work as
     serial and has one phase.
 
+    :param operations: the writes; ``None`` for one whose operation is not known (conflicts with all).
+    :param expected_s: each write's expected duration; ``None``: :data:`DEFAULT_EXPECTED_S`.
+    :param table: the table's configuration, as far as it is known.
+    :param profile: the engine whose rules judge the pairs.
     :raises ValueError: when the two sequences differ in length.
     """
     weights, conflicts = _graph(operations, expected_s, table, profile)
     count = len(operations)
     if count > MAX_JUDGED_WRITES:
-        return TablePriorities([max(1, round(sum(weights)))] * count, [0] * count)
+        total = sum(weights)
+        return TablePriorities([max(1, round(total))] * count, [0] * count, [total] * count)
     chains = [_chain_through(i, weights, conflicts) for i in range(count)]
     bonus = _phase_bonus(weights, conflicts)
-    return TablePriorities([max(1, round(chains[i]) + bonus[i]) for i in range(count)], bonus)
+    return TablePriorities([max(1, round(chains[i]) + bonus[i]) for i in range(count)], bonus, chains)
 
 
 def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> list[int]:
@@ -108,27 +96,6 @@ def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]
             phases.append([i])
     # a lease priority: within MAX_PRIORITY already, since at most MAX_JUDGED_WRITES writes are phased
     return [min(MAX_PRIORITY, len(phases) - 1 - phase_of[i]) for i in range(len(weights))]
-
-
-def chain_through_s(
-    operations: Sequence[Operation | None],
-    expected_s: Sequence[float | None],
-    table: TableConfig,
-    profile: EngineProfile,
-) -> list[float]:
-    """For each write, the seconds of the heaviest set of pairwise-conflicting writes that contains it:
-    the write itself and the heaviest chain among the writes it conflicts with. The table's
-    :func:`serial_work_s` is the largest of them. The parameters are those of :func:`serial_work_s`.
-
-    :raises ValueError: when the two sequences differ in length.
-    """
-    weights, conflicts = _graph(operations, expected_s, table, profile)
-    count = len(operations)
-    return (
-        [sum(weights)] * count
-        if count > MAX_JUDGED_WRITES
-        else [_chain_through(i, weights, conflicts) for i in range(count)]
-    )
 
 
 def _chain_through(i: int, weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> float:

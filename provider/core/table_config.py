@@ -90,6 +90,14 @@ class TableConfig:
         return None
 
     @property
+    def string_columns(self) -> frozenset[str]:
+        """The lower-cased columns the schema says are STRINGs (empty when the types were not read): Spark
+        and delta-rs compare them with a string literal as text, so ``'01'`` and ``'1'`` are two values."""
+        return frozenset(
+            name.lower() for name, kind in self.column_types or () if kind.strip().lower() == "string"
+        )
+
+    @property
     def is_partitioned(self) -> bool:
         return bool(self.partition_columns)
 
@@ -115,7 +123,7 @@ class TableConfig:
         :param assigned: the columns an UPDATE or MERGE sets.
         :returns: ``(column, expression)`` pairs, in the table's order.
         """
-        from deltaguard.core.sql.predicates import assigned_column, expression_columns
+        from deltaguard.core.sql.columns import assigned_column, expression_columns
 
         names = {name for column in assigned for name in assigned_column(column).names}
         if not names:

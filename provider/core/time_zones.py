@@ -88,7 +88,7 @@ def zone_mismatch(first: str | None, second: str | None, local_times: Iterable[d
     :param first: the session time zone of one write (``None``: unknown).
     :param second: the other write's.
     :param local_times: the local times their literals name (see
-        :class:`deltaguard.core.sql.predicates.ZonedLiterals`).
+        :class:`deltaguard.core.sql.literal_columns.ZonedLiterals`).
     """
     a, b = canonical_zone(first), canonical_zone(second)
     if a is None or b is None:

@@ -85,8 +85,8 @@ def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngi
 
     Each setting goes to the constructor parameter of the same meaning when the constructor has it and the
     setting is given: ``storage_options`` to any engine; the Spark connections (``conn_id``,
-    ``connect_conn_id``) only to engines named ``spark`` (:class:`~deltaguard.engines.spark.SparkEngine`,
-    ``SparkSubmitEngine``), since another engine's ``conn_id`` would mean something else.
+    ``connect_conn_id``) only to engines named ``spark`` (:class:`~deltaguard.engines.spark.SparkEngine` and
+    engines of users built on it), since another engine's ``conn_id`` would mean something else.
 
     :param name: an engine name, alias or ``module:Class`` path.
     :param settings: the resolved settings; ``None`` builds the engine with its defaults.
@@ -105,8 +105,8 @@ def _accepted_parameters(cls: type) -> set[str]:
     """The named parameters ``cls(...)`` takes. A subclass whose ``__init__`` passes ``**kwargs`` on (a timed
     or instrumented engine) also takes what the classes up its MRO name, up to the first whose ``__init__``
     takes no ``**kwargs``; reading only its own signature would silently drop the Spark Connect connection
-    and build a local Spark session instead. ``**kwargs`` that go elsewhere (``SparkSubmitEngine``'s hook
-    arguments) gain nothing: only named parameters count."""
+    and build a local Spark session instead. ``**kwargs`` that go elsewhere (to a hook, say) gain nothing:
+    only named parameters count."""
     named: set[str] = set()
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")

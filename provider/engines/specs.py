@@ -1,11 +1,11 @@
 """Engine-neutral descriptions of the writes an engine executes.
 
-A spec is what an operator (or the spark-submit job module) hands to an engine. Each spec knows the
+A spec is what an operator hands to an engine. Each spec knows the
 :class:`~deltaguard.core.operations.Operation` it is for the conflict model, so the lease manager and the
 engine can never disagree about what is being written.
 
-Each spec type is declared once, here: its class carries its JSON name (:attr:`WriteSpec.json_name`, the
-key :mod:`deltaguard.engines.spec_json` writes for spark-submit jobs), what it is called in messages
+Each spec type is declared once, here: its class carries its name (:attr:`WriteSpec.json_name`, its key in
+:data:`SPEC_TYPES`), what it is called in messages
 (:attr:`WriteSpec.described_as`), whether it may create its table, and its checks (:meth:`WriteSpec.validate`,
 run at the one validation point :func:`deltaguard.engines.validation.validate_spec`). Declaring the class
 registers it (:data:`SPEC_TYPES`); engines only register how they run it (:mod:`deltaguard.engines.runners`).
@@ -68,7 +68,7 @@ class WriteSpec:
     engine writes unless it commits from the very version it was checked against.
     """
 
-    #: its name in JSON (``{"kind": "append"}``, :mod:`deltaguard.engines.spec_json`); unique
+    #: its name (``"append"``), its key in :data:`SPEC_TYPES`; unique
     json_name: ClassVar[str]
     #: what the write is called in messages to DAG authors: the statement it is, never the class name
     described_as: ClassVar[str] = "this write"

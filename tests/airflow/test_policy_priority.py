@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.priority import DEFAULT_EXPECTED_S, chain_through_s, serial_work_s, table_priorities
+from deltaguard.core.priority import DEFAULT_EXPECTED_S, table_priorities
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 
@@ -17,6 +18,25 @@ SPARK = EngineProfile(EngineName.DELTA_SPARK, "3.0.0")
 
 def update(day: str) -> Operation:
     return Operation(OperationKind.UPDATE, predicate=f"day = '{day}'")
+
+
+def chain_through_s(
+    ops: Sequence[Operation | None],
+    expected: Sequence[float | None],
+    table: TableConfig,
+    profile: EngineProfile,
+) -> list[float]:
+    return table_priorities(ops, expected, table, profile).chains_s
+
+
+def serial_work_s(
+    ops: Sequence[Operation | None],
+    expected: Sequence[float | None],
+    table: TableConfig,
+    profile: EngineProfile,
+) -> float:
+    """The table's serial work: its heaviest chain of pairwise-conflicting writes."""
+    return max(chain_through_s(ops, expected, table, profile))
 
 
 def test_serial_work_is_the_heaviest_chain_of_conflicting_writes() -> None:

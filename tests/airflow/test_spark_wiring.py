@@ -84,11 +84,18 @@ def test_build_engine_hands_spark_connections_to_spark_engines_only() -> None:
     assert spark._storage_options == {"timeout": "5"}  # type: ignore[attr-defined]
     deltars = build_engine("delta-rs", settings)
     assert deltars.name == "delta-rs"
-    # spark-submit has a conn_id (with its own default) but no Spark Connect
-    submit = build_engine("deltaguard.engines.spark.submit:SparkSubmitEngine", settings)
+    # an engine named spark with a conn_id (and its own default) but no Spark Connect
+    submit = build_engine(f"{__name__}:_SubmitLikeEngine", settings)
     assert submit._conn_id == "s"  # type: ignore[attr-defined]
-    default_submit = build_engine("deltaguard.engines.spark.submit:SparkSubmitEngine", EngineSettings())
+    default_submit = build_engine(f"{__name__}:_SubmitLikeEngine", EngineSettings())
     assert default_submit._conn_id == "spark_default"  # type: ignore[attr-defined]
+
+
+class _SubmitLikeEngine(SparkEngine):
+    """A user's Spark engine that takes a ``spark`` connection only (no Spark Connect)."""
+
+    def __init__(self, conn_id: str = "spark_default", **hook_kwargs: object) -> None:
+        self._conn_id = conn_id
 
 
 class _InstrumentedSparkEngine(SparkEngine):

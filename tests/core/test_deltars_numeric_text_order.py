@@ -12,7 +12,8 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
 from deltaguard.core.operations import OperationKind as K
 from deltaguard.core.profiles import EngineName, EngineProfile
-from deltaguard.core.sql.predicates import numeric_columns, numeric_order_columns, parse_predicate
+from deltaguard.core.sql.literal_columns import numeric_columns, numeric_order_columns
+from deltaguard.core.sql.predicates import parse_predicate
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.codec import config_from_json, config_to_json
 

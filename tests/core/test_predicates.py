@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from deltaguard.core.sql.columns import referenced_columns
+from deltaguard.core.sql.dnf import MAX_TERMS
 from deltaguard.core.sql.predicates import (
-    COMPLEX_TYPE,
-    CORRELATED_SUBQUERY,
     EVERYTHING,
-    MAX_TERMS,
-    SUBQUERY,
     PredicateError,
     merge_target_predicate,
     parse_predicate,
     provably_disjoint,
-    referenced_columns,
-    row_level_limitations,
 )
+from deltaguard.core.sql.row_level import COMPLEX_TYPE, CORRELATED_SUBQUERY, SUBQUERY, row_level_limitations
 
 
 def disjoint(a: str | None, b: str | None, columns: list[str] | None = None) -> bool:

@@ -36,6 +36,7 @@ from benchmarks.harness.airflow_runner import (
     prepare_home,
     stack_processes,
 )
+from benchmarks.harness.connect_server import group_members
 from benchmarks.harness.run_analysis import (
     PairCheck,
     WriteRecord,
@@ -46,7 +47,6 @@ from benchmarks.harness.run_analysis import (
 )
 from benchmarks.harness.spark_connect import BackgroundConnectServer
 from deltaguard.core.admission import Owner
-from deltaguard.engines.spark.connect_server import group_members
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.views import DecisionInfo
 from tests.e2e.shared import (

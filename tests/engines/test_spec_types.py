@@ -1,4 +1,4 @@
-"""Each spec type is declared once: its class carries its JSON name and checks, engines register runners."""
+"""Each spec type is declared once: its class carries its name and checks, engines register runners."""
 
 from __future__ import annotations
 
@@ -20,11 +20,10 @@ from deltaguard.engines.runners import Runners, Unsupported
 from deltaguard.engines.spark.runners import RUNNERS as SPARK_RUNNERS
 from deltaguard.engines.spark.runners import validate_spec as spark_validate
 from deltaguard.engines.spec_check import SpecCheck
-from deltaguard.engines.spec_json import spec_from_json, spec_to_json
 from deltaguard.engines.validation import validate_spec
 from tests.engines.helpers import rows
 
-#: every engine the package ships, by the runner table it registers (SparkSubmitEngine shares Spark's)
+#: every engine the package ships, by the runner table it registers
 SHIPPED: dict[str, Runners[object]] = {"delta-rs": DELTA_RS_RUNNERS, "spark": SPARK_RUNNERS}  # type: ignore[dict-item]
 
 
@@ -36,13 +35,6 @@ def test_the_registry_is_built_from_the_classes() -> None:
     assert all(specs.SPEC_TYPES[cls.json_name] is cls for cls in declared - {specs.WriteSpec})
 
 
-def test_json_kind_is_the_carried_name() -> None:
-    spec = specs.DeleteSpec(predicate="p = 1")
-    payload = spec_to_json(spec)
-    assert payload["kind"] == specs.DeleteSpec.json_name == "delete"
-    assert spec_from_json(payload) == spec
-
-
 def test_a_second_class_cannot_take_a_json_name() -> None:
     with pytest.raises(TypeError, match="taken by DeleteSpec"):
 
@@ -51,15 +43,6 @@ def test_a_second_class_cannot_take_a_json_name() -> None:
             json_name: ClassVar[str] = "delete"
 
     assert specs.SPEC_TYPES["delete"] is specs.DeleteSpec
-
-
-def test_a_subclass_of_a_spec_is_not_sent_as_its_parent() -> None:
-    @dataclasses.dataclass(frozen=True)
-    class Timed(specs.DeleteSpec):
-        pass
-
-    with pytest.raises(InvalidWriteError, match="unknown spec type Timed"):
-        spec_to_json(Timed(predicate="id = 1"))
 
 
 @pytest.mark.parametrize("engine", sorted(SHIPPED))
@@ -110,13 +93,6 @@ def truncate() -> Iterator[type[specs.WriteSpec]]:
         yield TruncateSpec
     finally:
         del specs.SPEC_TYPES["truncate_for_test"]
-
-
-def test_a_new_spec_type_is_serialized_by_its_declaration_alone(truncate: type[specs.WriteSpec]) -> None:
-    spec = truncate(keep_days=3)  # type: ignore[call-arg]
-    payload = spec_to_json(spec)
-    assert payload == {"kind": "truncate_for_test", "keep_days": 3}
-    assert spec_from_json(payload) == spec
 
 
 def test_a_new_spec_type_is_validated_by_its_own_checks(truncate: type[specs.WriteSpec]) -> None:

@@ -28,7 +28,6 @@ from deltaguard.core.profiles import EngineName  # noqa: E402
 from deltaguard.core.table_config import TableConfig  # noqa: E402
 from deltaguard.engines.deltars.engine import DeltaRsEngine  # noqa: E402
 from deltaguard.engines.errors import ConflictKind, SparkSetupError  # noqa: E402
-from deltaguard.engines.spark import job as spark_job  # noqa: E402
 from deltaguard.engines.spark.engine import SparkEngine  # noqa: E402
 from deltaguard.engines.spark.errors import conflict_kind  # noqa: E402
 from deltaguard.engines.spark.ops import session_conf  # noqa: E402
@@ -198,16 +197,6 @@ def test_missing_jars_from_a_session_factory_too(spark: SparkSession) -> None:
     with pytest.raises(SparkSetupError):
         engine.check_setup()
     assert calls == [1]  # the factory runs once; the check runs until it passes
-
-
-def test_spark_job_exits_3_on_missing_jars(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = spark_job.build_args(str(tmp_path / "t"), DeleteSpec(predicate="id = 1"))
-    # The job builds its session with getOrCreate: here it finds the module's jar-less session.
-    assert spark_job.run(argv) == spark_job.EXIT_SETUP
-    assert "spark.jars.packages=" in capsys.readouterr().err
-    assert not (tmp_path / "t").exists()
 
 
 def test_profile_reads_databricks_cluster_tags_from_the_session(

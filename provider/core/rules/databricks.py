@@ -21,7 +21,8 @@ from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
-from deltaguard.core.sql.predicates import parse_predicate, referenced_columns
+from deltaguard.core.sql.columns import referenced_columns
+from deltaguard.core.sql.predicates import parse_predicate
 from deltaguard.core.table_config import TableConfig
 
 ROW = "Isolation levels and write conflicts, Write conflicts with row-level concurrency"
@@ -266,11 +267,13 @@ def _overlaps(a: OpFacts, b: OpFacts, ctx: TableContext, row_level: bool) -> boo
     from deltaguard.core.facts import may_overlap
 
     if row_level:
-        return bool(may_overlap(a, b, None))
+        return bool(may_overlap(a, b, None, text=ctx.table.string_columns))
     if not ctx.table.is_partitioned:
         return True
     # Databricks records a transaction's partition reads as delta-spark does: top-level conjuncts only.
-    return bool(may_overlap(a, b, ctx.table.partition_columns, conjuncts_only=True))
+    return bool(
+        may_overlap(a, b, ctx.table.partition_columns, conjuncts_only=True, text=ctx.table.string_columns)
+    )
 
 
 def reads_appended_rows(reader: OpFacts, append: OpFacts, ctx: TableContext) -> bool:

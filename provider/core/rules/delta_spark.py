@@ -222,7 +222,9 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
             rule="spark.no_shared_files",
         )
     table = ctx.table
-    overlap = not table.is_partitioned or may_overlap(a, b, table.partition_columns, conjuncts_only=True)
+    overlap = not table.is_partitioned or may_overlap(
+        a, b, table.partition_columns, conjuncts_only=True, text=table.string_columns
+    )
     if not overlap:
         return PairVerdict(
             conflict=False,

@@ -56,16 +56,15 @@ from deltaguard.core.meaning import engine_refutes
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineName
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
+from deltaguard.core.sql.columns import referenced_columns
+from deltaguard.core.sql.literal_columns import numeric_columns, numeric_order_columns
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.sql.predicates import (
     Predicate,
     null_widened_terms,
-    numeric_columns,
-    numeric_order_columns,
     parse_predicate,
     project_out,
     provably_disjoint_terms,
-    referenced_columns,
 )
 
 if TYPE_CHECKING:
@@ -178,7 +177,7 @@ def _is_reading_insert(f: OpFacts) -> bool:
 def _partitions_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     """Both scopes name provably different partitions (never on an unpartitioned table)."""
     columns = ctx.table.partition_columns
-    return bool(columns) and not may_overlap(a, b, columns)
+    return bool(columns) and not may_overlap(a, b, columns, text=ctx.table.string_columns)
 
 
 def _reads_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
@@ -196,11 +195,11 @@ def _reads_disjoint(a: OpFacts, b: OpFacts, ctx: TableContext) -> bool:
     columns = ctx.table.partition_columns
     if not _partitions_disjoint(a, b, ctx):
         return False
-    key = frozenset(column.lower() for column in columns)
+    key, text = frozenset(column.lower() for column in columns), ctx.table.string_columns
     for reader, remover in ((a, b), (b, a)):
-        read = null_widened_terms(reader.scope, key)
+        read = null_widened_terms(reader.scope, key, text)
         removed = remover.scope
-        if removed.is_everything or not provably_disjoint_terms(read, removed.terms_over(key)):
+        if removed.is_everything or not provably_disjoint_terms(read, removed.terms_over(key, text)):
             return False
     return True
 

@@ -20,8 +20,9 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.sql.columns import column_text
 from deltaguard.core.sql.limits import sql_size_problem
-from deltaguard.core.sql.predicates import DIALECT, PredicateError, column_text, parse_predicate
+from deltaguard.core.sql.predicates import DIALECT, PredicateError, parse_predicate
 
 _MAX_SHOWN = 120
 

@@ -24,6 +24,11 @@ Kinds:
 - ``numstr``: strings that Spark could cast to a number (``'01'``). ``'01'`` and ``'1'`` are the same row on
   an integer column but different rows on a string column, and text order differs from numeric order, so
   only positive equality/``IN`` is understood, compared numerically.
+
+Where the caller knows a column is a STRING (``text=True`` in :func:`literal_value`), Spark and DataFusion
+compare it with a string literal as text whatever the text spells, so every string literal but a canonical
+date (kept ``datestr``, which compares as text too and also meets ``day``) is ``str`` with its exact text:
+``'01'`` and ``'1'`` are then two values.
 - ``bool``: ``TRUE``/``FALSE``.
 
 Anything else (other date-like text, strings with time parts, ``NULL``) is "not understood" and the atom
@@ -86,13 +91,14 @@ _TIMESTAMP_TYPES = frozenset(
 )
 
 
-def literal_value(node: exp.Expr) -> tuple[str, Value] | None:
+def literal_value(node: exp.Expr, text: bool = False) -> tuple[str, Value] | None:
     """The ``(kind, value)`` of a literal expression, or ``None`` if it is not an understood literal.
 
     :param node: a sqlglot expression (a column, function, ... simply yields ``None``).
+    :param text: the literal is compared with a column known to be a STRING: a string literal is its text.
     """
     if isinstance(node, exp.Paren):
-        return literal_value(node.this)
+        return literal_value(node.this, text)
     if isinstance(node, exp.Boolean):
         return BOOL, bool(node.this)
     if isinstance(node, exp.Neg):
@@ -102,7 +108,7 @@ def literal_value(node: exp.Expr) -> tuple[str, Value] | None:
         return None
     if isinstance(node, exp.Literal):
         if node.is_string:
-            return _string_value(node.this)
+            return _text_value(node.this) if text else _string_value(node.this)
         number = _number(node.this)
         return None if number is None else (NUM, number)
     if isinstance(node, exp.Cast | exp.TryCast) and isinstance(node.this, exp.Literal):
@@ -173,6 +179,12 @@ def _string_value(text: str) -> tuple[str, Value] | None:
     if _could_cast_to_non_string(text):
         return None
     return STR, text
+
+
+def _text_value(text: str) -> tuple[str, Value]:
+    """A string literal compared with a STRING column: its exact text (a canonical date stays ``datestr``)."""
+    date = _parse_date(text) if _CANONICAL_DATE.fullmatch(text) else None
+    return (DATESTR, date) if date is not None else (STR, text)
 
 
 def _could_cast_to_non_string(text: str) -> bool:

@@ -15,7 +15,7 @@ carrying one is reclaimed, the lease manager calls :meth:`SparkConnectFence.fenc
    (``CANCELLED``, ``FAILED``, and ``SUCCEEDED``: a commit that landed before the interrupt landed before
    the table is handed over).
 
-Measured on the project's own server (:class:`~deltaguard.engines.spark.connect_server.LocalConnectServer`,
+Measured on the project's own server (:class:`~benchmarks.harness.connect_server.LocalConnectServer`,
 PySpark 4.2 client; ``benchmarks/connect_fence_probe.py``): a write held in a sleeping UDF is reported
 ``RUNNING`` for 0.3 to 1 s after ``interruptTag`` returned its operation id, then ``CANCELLED``; the
 holder's call then fails with ``OPERATION_CANCELED`` and the Delta log has no new version. A second

@@ -2,8 +2,7 @@
 
 Spec types are declared in :mod:`deltaguard.engines.specs`; here Spark registers, per spec class, how it
 runs it (:mod:`deltaguard.engines.spark.ops`), the Delta log operation names its commit may carry, and what
-Spark checks beyond the spec's own checks (:mod:`deltaguard.engines.spark.specs`). ``SparkEngine`` and
-``SparkSubmitEngine`` (and the spark-submit job) share this table.
+Spark checks beyond the spec's own checks (:mod:`deltaguard.engines.spark.specs`).
 """
 
 from __future__ import annotations

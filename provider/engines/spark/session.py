@@ -1,29 +1,24 @@
 """Reach Spark through the apache-airflow-providers-apache-spark connections (no new connection type).
 
-Three ways, one per connection type of that provider:
+Two ways, one per connection type of that provider:
 
 * ``spark`` connection -> a SparkSession created in the worker (:func:`worker_session`), with the
   connection's master (``local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://...``);
-* ``spark`` connection -> ``spark-submit`` of :mod:`deltaguard.engines.spark.job` through the provider's
-  ``SparkSubmitHook`` (:func:`submit_hook`);
 * ``spark_connect`` connection -> a Spark Connect session (:func:`connect_session`), URL built by the
   provider's ``SparkConnectHook``.
 
-Airflow is imported lazily so the module also works inside a spark-submit job without Airflow.
+Airflow is imported lazily so the module also works where a Spark session runs without Airflow.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.engines.errors import SparkSetupError
 from deltaguard.engines.spark.setup import (
-    DELTA_JARS_ENV,
-    delta_jars_from_env,
     delta_session_conf,
     with_delta_jars,
 )
@@ -220,68 +215,3 @@ def connect_session(
     for key, value in (conf or {}).items():
         session.conf.set(key, value)
     return session
-
-
-def job_application() -> str:
-    """The file spark-submit runs: :mod:`deltaguard.engines.spark.job`, shipped inside deltaguard.
-
-    Located without importing it: the job module imports the session engine, which imports this module.
-    """
-    spec = importlib.util.find_spec("deltaguard.engines.spark.job")
-    if spec is None or spec.origin is None:  # pragma: no cover - only for exotic zip imports
-        raise SparkSetupError("cannot locate deltaguard.engines.spark.job on disk for spark-submit")
-    return spec.origin
-
-
-def submit_hook(
-    job_args: Sequence[str],
-    *,
-    conn_id: str = "spark_default",
-    conf: Mapping[str, str] | None = None,
-    packages: str | None = None,
-    py_files: str | None = None,
-    name: str = "deltaguard-write",
-    **hook_kwargs: Any,
-) -> Any:
-    """A ``SparkSubmitHook`` that runs :mod:`deltaguard.engines.spark.job` with ``job_args``.
-
-    Delta's jars: ``packages`` (for example the coordinate from
-    :func:`deltaguard.engines.spark.setup.delta_maven_coordinate`) or the jars of ``DELTAGUARD_DELTA_JARS``
-    (``--jars``); with neither, the cluster must provide them (Databricks does). The Delta SQL extension
-    and catalog are always added to ``--conf``. The job module imports deltaguard, so the cluster's Python
-    must have it installed, or pass a zip of it as ``py_files``.
-
-    :param job_args: the job module's arguments (see :func:`deltaguard.engines.spark.job.build_args`).
-    :param conn_id: the ``spark`` connection.
-    :param conf: extra ``--conf`` settings.
-    :param packages: ``--packages`` value.
-    :param py_files: ``--py-files`` value.
-    :param name: the Spark application name.
-    :param hook_kwargs: passed to ``SparkSubmitHook`` unchanged.
-    """
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-    # Jars of DELTAGUARD_DELTA_JARS on this machine go through --jars (spark-submit ships them); the
-    # variable itself is not passed on, since the folder need not exist on the cluster.
-    jars = [j for j in (hook_kwargs.pop("jars", None) or "").split(",") if j] + delta_jars_from_env()
-    # the jars travel as --jars; the conf carries only Delta's extension and catalog
-    settings = delta_session_conf(conf, environ={DELTA_JARS_ENV: "none"})
-    settings.setdefault(SESSION_TIME_ZONE_CONF, DEFAULT_SESSION_TIME_ZONE)
-    return SparkSubmitHook(
-        conf=settings,
-        conn_id=conn_id,
-        jars=",".join(jars) or None,
-        packages=packages,
-        py_files=py_files,
-        name=name,
-        application_args=list(job_args),
-        **hook_kwargs,
-    )
-
-
-def submit_command(hook: Any) -> list[str]:
-    """The spark-submit command line ``hook`` would run for the job module (nothing is started).
-
-    :param hook: a hook from :func:`submit_hook`.
-    """
-    return list(hook._build_spark_submit_command(job_application()))

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
+from benchmarks.harness.connect_server import LocalConnectServer, group_members
 from deltaguard.conformance.spark_runner import Gate
-from deltaguard.engines.spark.connect_server import LocalConnectServer, group_members
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, UpdateSpec, WriteContext
 
