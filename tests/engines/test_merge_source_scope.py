@@ -114,14 +114,29 @@ def test_merges_of_disjoint_source_dates_are_admitted_and_commit_side_by_side(
     }[first_source]
     pq.write_table(rows_a, tmp_path / "a.parquet")
     a = _scoped(engine, uri, _upsert(source_a))
-    b = _scoped(engine, uri, _upsert(_source([2, 20, 21], ["2024-01-02", "2024-01-02", None])))
+    b = _scoped(engine, uri, _upsert(_source([2, 20], ["2024-01-02", "2024-01-02"])))
     assert a.scope_conjunct() == "t.date IN ('2024-01-01')"
     with open_store(f"sqlite:///{tmp_path / 'leases.db'}") as store:
         manager = LeaseManager(store)
         assert isinstance(_ask(manager, engine, uri, "a", a), Granted)
         assert isinstance(_ask(manager, engine, uri, "b", b), Granted)  # side by side
     _interleave(engine, uri, a, b)
-    assert _dates(uri) == {1: "2024-01-01", 10: "2024-01-01", 2: "2024-01-02", 20: "2024-01-02", 21: None}
+    assert _dates(uri) == {1: "2024-01-01", 10: "2024-01-01", 2: "2024-01-02", 20: "2024-01-02"}
+
+
+def test_a_source_row_with_a_null_partition_value_is_not_separated_unconfirmed(tmp_path: Path) -> None:
+    """The second MERGE inserts into the NULL partition. The engine's evaluator counts a comparison that is
+    unknown on a NULL partition as reading it (ADR 0003 fact 11, ADR 0037), so the pair is not kept apart
+    on the hand reading alone: the lease manager queues it with the engine's reason."""
+    engine, uri = DeltaRsEngine(), _table(tmp_path)
+    a = _scoped(engine, uri, _upsert(_source([1, 10], ["2024-01-01", "2024-01-01"])))
+    b = _scoped(engine, uri, _upsert(_source([2, 20, 21], ["2024-01-02", "2024-01-02", None])))
+    verdict = pair_verdict(a.operation(), b.operation(), engine.table_config(uri), engine.profile())
+    assert verdict.conflict and verdict.rule == "deltars.engine_unconfirmed", verdict
+    with open_store(f"sqlite:///{tmp_path / 'leases.db'}") as store:
+        manager = LeaseManager(store)
+        assert isinstance(_ask(manager, engine, uri, "a", a), Granted)
+        assert isinstance(_ask(manager, engine, uri, "b", b), Waiting)
 
 
 def test_without_the_conjunct_in_the_executed_condition_the_claim_stays_whole_table(tmp_path: Path) -> None:
