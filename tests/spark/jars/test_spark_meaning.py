@@ -44,7 +44,8 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                     "id": ids,
                     "d": pa.array([dt.date(2024, 1, 1), dt.date(2024, 1, 2), None]),
                     "ts": pa.array(
-                        [dt.datetime(2024, 1, 1, 5), dt.datetime(2024, 1, 1), None], pa.timestamp("us", tz="UTC")
+                        [dt.datetime(2024, 1, 1, 5), dt.datetime(2024, 1, 1), None],
+                        pa.timestamp("us", tz="UTC"),
                     ),
                 }
             ),
@@ -82,7 +83,9 @@ def _delete(predicate: str) -> Operation:
     return Operation(OperationKind.DELETE, predicate=predicate)
 
 
-def _verdict(engine: SparkEngine, uri: str, a: str, b: str, *, believed_ansi: bool | None = None) -> PairVerdict:
+def _verdict(
+    engine: SparkEngine, uri: str, a: str, b: str, *, believed_ansi: bool | None = None
+) -> PairVerdict:
     config = engine.table_config(uri)
     profile = engine.table_profile(uri)
     if believed_ansi is not None:
