@@ -254,17 +254,33 @@ class SparkEngine(DeltaEngine):
         return spark_coordination(table_uri, databricks=False, conf=setting, driver=driver)
 
     def session_time_zone(self) -> str | None:
-        """The session's ``spark.sql.session.timeZone`` (the constructor's conf first); ``None`` if unreadable.
+        """``spark.sql.session.timeZone`` as this engine's writes run with it; ``None`` if unreadable.
 
         Spark reads a ``TIMESTAMP`` literal without zone in it (ADR 0001). Sessions deltaguard builds pin it
-        (:data:`deltaguard.engines.spark.session.SMALL_SESSION_CONF`); one it was given is asked.
+        (:data:`deltaguard.engines.spark.session.SMALL_SESSION_CONF`); see :meth:`_write_setting`.
         """
-        zone = str(self._conf.get(SESSION_TIME_ZONE_CONF) or "").strip()
-        if zone:
-            return zone
+        return self._write_setting(SESSION_TIME_ZONE_CONF) or None
+
+    def _write_setting(self, key: str) -> str:
+        """A SQL setting as the session a write runs on has it (``""`` if unreadable).
+
+        A classic session's writes run on its ``newSession()``, which starts from the context's settings and
+        the session's initial options, not from settings changed at run time on the session it came from
+        (measured on Spark 4.2: ``spark.conf.set`` of the ANSI mode or the zone on the parent is not seen by
+        ``newSession()``), so that session is asked. A Connect write session gets the engine's conf, as the
+        engine's own session did. Before any session exists, the engine's conf answers (Databricks without a
+        session here).
+        """
+        configured = str(self._conf.get(key) or "").strip()
+        if configured and self._session is None:
+            return configured
+        value = ""
         with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
-            zone = conf_get(self.session(), SESSION_TIME_ZONE_CONF).strip()
-        return zone or None
+            session = self.session()
+            if self._session_per_write and not _is_connect(session):
+                session = session.newSession()
+            value = conf_get(session, key).strip()
+        return value or configured
 
     def relation_location(self, name: str) -> str | None:
         """The ``Location`` ``DESCRIBE TABLE EXTENDED`` gives a table; ``None`` for a view or on any error."""
@@ -278,12 +294,9 @@ class SparkEngine(DeltaEngine):
         return details.get("Location") or None
 
     def session_ansi(self) -> bool | None:
-        """The session's ``spark.sql.ansi.enabled`` (the constructor's conf first); ``None`` if unreadable."""
-        value = str(self._conf.get(ANSI_CONF) or "").strip()
-        if not value:
-            with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
-                value = conf_get(self.session(), ANSI_CONF).strip()
-        return parse_ansi(value)
+        """``spark.sql.ansi.enabled`` as this engine's writes run with it (see :meth:`_write_setting`);
+        ``None`` if unreadable."""
+        return parse_ansi(self._write_setting(ANSI_CONF))
 
     # -- table configuration -----------------------------------------------------------------------------
 

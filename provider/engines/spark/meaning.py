@@ -1,10 +1,11 @@
 """Spark's own analyzer as the judge of partition predicates (ADR 0037).
 
 :class:`SparkOracle` implements :class:`deltaguard.core.oracle.PredicateOracle` with the writer's own Spark
-session, through DataFrame calls that classic PySpark and Spark Connect both have: per partition column a
-small frame of the candidate values as text, cast by Spark (``try_cast`` to the column's type, under the
-session's time zone), the values the type cannot hold dropped; the witness rows are their cross product;
-every predicate is one ``F.expr`` column of one ``select``, collected in one job. Spark resolves the
+session, through calls that classic PySpark and Spark Connect both have: the witness rows are the cross
+product of each partition column's candidate values as text, one inline table cast by Spark (``try_cast`` to
+the column's type, under the session's time zone), rows holding a value the type cannot hold dropped; every
+predicate is one ``F.expr`` column of one ``select``, collected at once (a frame of literals: Spark's
+optimizer evaluates it in the driver, no job reads it). Spark resolves the
 predicate's names (case, backticks, dots) and coerces its literals (``spark.sql.ansi.enabled``) exactly as
 it does for a write of that session, so the answer is about the write that will run, not about the model's
 reading of Spark SQL.
@@ -18,16 +19,14 @@ on a witness row is what a write selects there (unlike delta-rs, whose DELETE ca
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deltaguard.core.oracle import Truth
 from deltaguard.core.table_config import TableConfig
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 #: Witness rows at most; a question needing more is not answered (the claim is then refuted).
 MAX_ROWS = 4096
@@ -91,32 +90,43 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def witness_frame(spark: SparkSession, columns: Sequence[tuple[str, str, Sequence[str | None]]]) -> DataFrame:
-    """The witness rows: per column its texts cast by Spark, what the type cannot hold dropped, crossed.
+def _text(value: str | None) -> str:
+    """A SQL expression of the text ``value`` that no parser setting reads differently: its UTF-8 bytes as a
+    hexadecimal binary literal, cast to STRING (``spark.sql.parser.escapedStringLiterals`` changes how a
+    quoted literal's backslashes are read)."""
+    if value is None:
+        return "CAST(NULL AS STRING)"
+    return f"CAST(X'{value.encode('utf-8').hex().upper()}' AS STRING)"
 
-    Nothing runs here: the frame is evaluated with the predicates, in one job.
 
-    :param spark: the session whose settings cast the texts (time zone).
+def witness_sql(columns: Sequence[tuple[str, str, Sequence[str | None]]]) -> str:
+    """The query of the witness rows: the cross product of each column's texts as an inline table, each cast
+    to its column's type by Spark (``try_cast``, in the session's time zone) and named as the table names it;
+    a row holding a text its type cannot hold is dropped (``try_cast`` gives NULL for it whatever the ANSI
+    mode, while the NULL text stays the NULL partition value).
+
+    An inline table of literals is evaluated by Spark's analyzer and optimizer in the driver: no Spark job
+    reads it.
+
     :param columns: ``(name, type, texts)`` per partition column (see :func:`witness_texts`).
+    :raises ValueError: without columns, for more than :data:`MAX_ROWS` rows, or for a type without witnesses.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    frame: DataFrame | None = None
-    for index, (name, kind, texts) in enumerate(columns):
-        raw = f"__text{index}"
-        values = spark.createDataFrame(
-            [(text,) for text in texts], StructType([StructField(raw, StringType(), True)])
-        )
-        typed = F.expr(f"try_cast({_quote(raw)} AS {spark_type(kind)})")
-        # try_cast gives NULL for a text the type cannot hold (whatever the ANSI mode): such a row is dropped,
-        # and the NULL text stays the NULL partition value.
-        one = values.select(typed.alias(name), F.col(raw)).where(F.col(raw).isNull() | typed.isNotNull())
-        one = one.select(F.col(_quote(name)))
-        frame = one if frame is None else frame.crossJoin(one)
-    if frame is None:
+    if not columns:
         raise ValueError("no partition columns to build witness rows of")
-    return frame
+    size = 1
+    for _, _, texts in columns:
+        size *= len(texts)
+    if size > MAX_ROWS:
+        raise ValueError(f"{size} witness rows, more than {MAX_ROWS}")
+    raw = [f"__text{index}" for index in range(len(columns))]
+    typed = [f"try_cast({raw[i]} AS {spark_type(kind)})" for i, (_, kind, _) in enumerate(columns)]
+    rows = ", ".join(
+        "(" + ", ".join(_text(value) for value in row) + ")"
+        for row in itertools.product(*(texts for _, _, texts in columns))
+    )
+    select = ", ".join(f"{typed[i]} AS {_quote(name)}" for i, (name, _, _) in enumerate(columns))
+    keep = " AND ".join(f"({raw[i]} IS NULL OR {typed[i]} IS NOT NULL)" for i in range(len(columns)))
+    return f"SELECT {select} FROM VALUES {rows} AS __witness({', '.join(raw)}) WHERE {keep}"
 
 
 class SparkOracle:
@@ -186,14 +196,12 @@ class SparkOracle:
             )
             for column in self.partition_columns
         ]
+        query = witness_sql(columns)
         with self._sessions() as spark:
-            frame = witness_frame(spark, columns)
-            answers = frame.select(
+            answers = spark.sql(query).select(
                 *(F.expr(text).alias(f"__p{index}") for index, text in enumerate(predicates))
             )
-            rows = answers.limit(MAX_ROWS + 1).collect()
-        if len(rows) > MAX_ROWS:
-            raise ValueError(f"more than {MAX_ROWS} witness rows")
+            rows = answers.collect()
         return [tuple(_truth(value) for value in row) for row in rows]
 
 

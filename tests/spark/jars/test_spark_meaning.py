@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -124,22 +123,14 @@ def test_numeric_text_under_ansi_off_selects_the_truncated_partition(
     assert not apart.conflict and apart.rule == "spark.disjoint_partitions"
 
 
-def test_the_oracle_answers_what_the_write_does(
-    engines: dict[tuple[bool, str], SparkEngine], tables: dict[str, str], tmp_path: Path
+def test_with_ansi_on_the_write_fails_as_the_oracle_does(
+    engines: dict[tuple[bool, str], SparkEngine], tables: dict[str, str]
 ) -> None:
-    """The same predicate as a delta-spark DELETE, in the same session: ANSI off deletes partition 1,
-    ANSI on fails before writing."""
-    import shutil
-
-    copy = tmp_path / "ints"
-    shutil.copytree(tables["ints"], copy)
+    """The same predicate as a delta-spark DELETE, in the same session: with ANSI on it fails before writing
+    (with ANSI off it deletes partition 1: ``test_session_settings_spark.py``)."""
     on = engines[(True, "UTC")].session()
     with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
-        on.sql(f"DELETE FROM delta.`{copy}` WHERE k = '1.5'").collect()
-    off = engines[(False, "UTC")].session()
-    off.sql(f"DELETE FROM delta.`{copy}` WHERE k = '1.5'").collect()
-    left = sorted((r.k is None, r.k) for r in off.read.format("delta").load(str(copy)).collect())
-    assert left == [(False, 2), (True, None)]
+        on.sql(f"DELETE FROM delta.`{tables['ints']}` WHERE k = '1.5'").collect()
 
 
 @pytest.mark.usefixtures("planted")
@@ -190,3 +181,20 @@ def test_a_table_without_partition_types_gets_no_oracle(
     config = TableConfig(partition_columns=("k",), exists=True, uri="/nowhere")
     assert engine.predicate_oracle(config) is None
     assert isinstance(engine.predicate_oracle(config, {"k": "int"}), SparkOracle)
+
+
+def test_the_settings_the_model_reads_are_those_writes_run_with(delta_spark: Any) -> None:
+    """A classic session's writes run on its ``newSession()``, which does not see settings changed at run
+    time on it: the engine reports what the write session has, as the oracle evaluates there."""
+    given = delta_spark.newSession()
+    given.conf.set(SESSION_TIME_ZONE_CONF, "America/New_York")
+    given.conf.set(ANSI_CONF, "false")
+    write_session = given.newSession()
+    assert write_session.conf.get(SESSION_TIME_ZONE_CONF) != "America/New_York"  # as measured
+    assert write_session.conf.get(ANSI_CONF) == "true"
+    per_write = SparkEngine(given)
+    assert per_write.session_time_zone() == write_session.conf.get(SESSION_TIME_ZONE_CONF)
+    assert per_write.session_ansi() is True
+    shared = SparkEngine(given, session_per_write=False)
+    assert shared.session_time_zone() == "America/New_York"
+    assert shared.session_ansi() is False
