@@ -4,7 +4,7 @@
 session, through calls that classic PySpark and Spark Connect both have: the witness rows are the cross
 product of each partition column's candidate values as text, one inline table cast by Spark (``try_cast`` to
 the column's type, under the session's time zone), rows holding a value the type cannot hold dropped; every
-predicate is one ``F.expr`` column of one ``select``, collected at once (a frame of literals: Spark's
+predicate is one expression of one ``selectExpr``, collected at once (a frame of literals: Spark's
 optimizer evaluates it in the driver, no job reads it). Spark resolves the
 predicate's names (case, backticks, dots) and coerces its literals (``spark.sql.ansi.enabled``) exactly as
 it does for a write of that session, so the answer is about the write that will run, not about the model's
@@ -186,8 +186,6 @@ class SparkOracle:
     def _evaluate(
         self, predicates: tuple[str, ...], given: Mapping[str, Sequence[str | None]]
     ) -> list[tuple[Truth, ...]]:
-        from pyspark.sql import functions as F
-
         columns = [
             (
                 column,
@@ -197,11 +195,11 @@ class SparkOracle:
             for column in self.partition_columns
         ]
         query = witness_sql(columns)
+        names = [f"__p{index}" for index in range(len(predicates))]
         with self._sessions() as spark:
-            answers = spark.sql(query).select(
-                *(F.expr(text).alias(f"__p{index}") for index, text in enumerate(predicates))
-            )
-            rows = answers.collect()
+            # selectExpr, not F.expr: pyspark.sql.functions builds the columns of the mode the process runs
+            # in, and the engine may hold a Connect session beside a classic context
+            rows = spark.sql(query).selectExpr(*predicates).toDF(*names).collect()
         return [tuple(_truth(value) for value in row) for row in rows]
 
 
