@@ -152,19 +152,28 @@ def _atoms(node: exp.Expr) -> Iterable[exp.Expr]:
 
 
 def engine_refutes(
-    a: OpFacts, b: OpFacts, partition_columns: Sequence[str], oracle: PredicateOracle
+    a: OpFacts,
+    b: OpFacts,
+    partition_columns: Sequence[str],
+    oracle: PredicateOracle,
+    *,
+    unknown_selects: bool = True,
 ) -> str | None:
     """Why the engine does not confirm that ``a`` and ``b`` touch different partitions (``None``: confirmed).
 
     Compared like :func:`~deltaguard.core.facts.may_overlap`: each read scope with the other's read scope
     and with every place the other writes rows to. A pair is apart on a witness row unless one of them is
     ``TRUE`` there and the other is not ``FALSE`` (a NULL partition counts as read by a comparison that is
-    unknown on it, as delta-rs prunes a stale write's read files, ADR 0003).
+    unknown on it, as delta-rs prunes a stale write's read files, ADR 0003), or, without
+    ``unknown_selects``, unless both are ``TRUE`` there.
 
     :param a: one write's facts.
     :param b: the other's.
     :param partition_columns: the table's partition columns.
     :param oracle: the engine's evaluator.
+    :param unknown_selects: a predicate that is NULL on a partition selects its files (delta-rs); ``False``
+        where the engine keeps only the files its predicate is ``TRUE`` on (delta-spark's ``filterFileList``
+        is a DataFrame filter).
     """
     try:
         pairs = [(a.scope, b.scope), *((w, b.scope) for w in a.writes), *((a.scope, w) for w in b.writes)]
@@ -196,6 +205,8 @@ def engine_refutes(
     for row in rows:
         for first, second in indexed:
             x, y = row[first], row[second]
+            if not unknown_selects:
+                x, y = x is True, y is True
             if (x is True and y is not False) or (y is True and x is not False):
                 return (
                     f"the engine selects one witness partition by both {_short(names[first])} and "

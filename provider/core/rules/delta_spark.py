@@ -43,13 +43,15 @@ commit orders:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deltaguard.core.closed_world import table_property, version_caveat
 from deltaguard.core.decision import DeltaException, PairVerdict
 from deltaguard.core.facts import IsolationLevel, OpFacts, Role, TableContext, may_overlap
+from deltaguard.core.meaning import engine_refutes
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.sql.predicates import partition_conjuncts
 from deltaguard.core.table_config import TableConfig
 
 SOURCE = "delta-spark ConflictChecker"
@@ -196,6 +198,27 @@ def _one_order(winner: OpFacts, loser: OpFacts, ctx: TableContext) -> set[DeltaE
     return found
 
 
+def _engine_refutes(a: OpFacts, b: OpFacts, ctx: TableContext) -> str | None:
+    """Why the engine at hand does not confirm the partitions the model keeps apart (``None``: it does, or
+    no engine is at hand and the hand-written reading decides alone, ADR 0037).
+
+    Asked about what the ConflictChecker compares: a reader's top-level partition-only conjuncts (as
+    :func:`~deltaguard.core.facts.may_overlap` reads them here), an append's rows and every write scope.
+    """
+    oracle = ctx.table.meaning
+    if oracle is None:
+        return None
+    columns = ctx.table.partition_columns
+
+    def checked(f: OpFacts) -> OpFacts:
+        if f.role is Role.APPEND:
+            return f
+        return replace(f, scope=partition_conjuncts(f.scope, columns))
+
+    # delta-spark keeps the files a predicate is TRUE on (DeltaLog.filterFileList filters a DataFrame)
+    return engine_refutes(checked(a), checked(b), columns, oracle, unknown_selects=False)
+
+
 def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
     """Whether the ConflictChecker could fail one of the two, in either commit order.
 
@@ -226,6 +249,18 @@ def pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict:
         a, b, table.partition_columns, conjuncts_only=True, text=table.string_columns
     )
     if not overlap:
+        refuted = _engine_refutes(a, b, ctx)
+        if refuted is not None:
+            return PairVerdict(
+                conflict=True,
+                exceptions=ordered(exceptions),
+                reason=f"{SOURCE}: {names}: the model reads their partition predicates as disjoint, but the "
+                f"engine's own evaluator does not confirm it: {refuted}",
+                advice=(
+                    "run these writes one after the other, or select partitions with = or IN of plain values",
+                ),
+                rule="spark.engine_unconfirmed",
+            )
         return PairVerdict(
             conflict=False,
             reason=f"{SOURCE}: {names} touch provably different partitions "

@@ -24,6 +24,7 @@ Conflicts (Python classes from ``delta.exceptions``, Py4J or Spark Connect wrapp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -34,6 +35,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.core.delta_history import consistent_history
+from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
@@ -252,17 +254,33 @@ class SparkEngine(DeltaEngine):
         return spark_coordination(table_uri, databricks=False, conf=setting, driver=driver)
 
     def session_time_zone(self) -> str | None:
-        """The session's ``spark.sql.session.timeZone`` (the constructor's conf first); ``None`` if unreadable.
+        """``spark.sql.session.timeZone`` as this engine's writes run with it; ``None`` if unreadable.
 
         Spark reads a ``TIMESTAMP`` literal without zone in it (ADR 0001). Sessions deltaguard builds pin it
-        (:data:`deltaguard.engines.spark.session.SMALL_SESSION_CONF`); one it was given is asked.
+        (:data:`deltaguard.engines.spark.session.SMALL_SESSION_CONF`); see :meth:`_write_setting`.
         """
-        zone = str(self._conf.get(SESSION_TIME_ZONE_CONF) or "").strip()
-        if zone:
-            return zone
+        return self._write_setting(SESSION_TIME_ZONE_CONF) or None
+
+    def _write_setting(self, key: str) -> str:
+        """A SQL setting as the session a write runs on has it (``""`` if unreadable).
+
+        A classic session's writes run on its ``newSession()``, which starts from the context's settings and
+        the session's initial options, not from settings changed at run time on the session it came from
+        (measured on Spark 4.2: ``spark.conf.set`` of the ANSI mode or the zone on the parent is not seen by
+        ``newSession()``), so that session is asked. A Connect write session gets the engine's conf, as the
+        engine's own session did. Before any session exists, the engine's conf answers (Databricks without a
+        session here).
+        """
+        configured = str(self._conf.get(key) or "").strip()
+        if configured and self._session is None:
+            return configured
+        value = ""
         with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
-            zone = conf_get(self.session(), SESSION_TIME_ZONE_CONF).strip()
-        return zone or None
+            session = self.session()
+            if self._session_per_write and not _is_connect(session):
+                session = session.newSession()
+            value = conf_get(session, key).strip()
+        return value or configured
 
     def relation_location(self, name: str) -> str | None:
         """The ``Location`` ``DESCRIBE TABLE EXTENDED`` gives a table; ``None`` for a view or on any error."""
@@ -276,12 +294,9 @@ class SparkEngine(DeltaEngine):
         return details.get("Location") or None
 
     def session_ansi(self) -> bool | None:
-        """The session's ``spark.sql.ansi.enabled`` (the constructor's conf first); ``None`` if unreadable."""
-        value = str(self._conf.get(ANSI_CONF) or "").strip()
-        if not value:
-            with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
-                value = conf_get(self.session(), ANSI_CONF).strip()
-        return parse_ansi(value)
+        """``spark.sql.ansi.enabled`` as this engine's writes run with it (see :meth:`_write_setting`);
+        ``None`` if unreadable."""
+        return parse_ansi(self._write_setting(ANSI_CONF))
 
     # -- table configuration -----------------------------------------------------------------------------
 
@@ -310,9 +325,45 @@ class SparkEngine(DeltaEngine):
                 return TableConfig(exists=False, uri=table_uri)
         elif not spark.catalog.tableExists(target.name or ""):
             return TableConfig(exists=False, uri=table_uri)
-        return self._describe_detail(spark, target)
+        config, partition_types = self._describe_detail(spark, target)
+        return self._with_oracle(config, partition_types)
 
-    def _describe_detail(self, spark: SparkSession, target: SparkTarget) -> TableConfig:
+    def predicate_oracle(
+        self, config: TableConfig, partition_types: Mapping[str, str] | None = None
+    ) -> PredicateOracle | None:
+        """Spark's own evaluator of ``config``'s partition predicates (ADR 0037), ``None`` when the table is
+        not partitioned or a partition column's type is unknown.
+
+        It evaluates on a session made as each write's is (:meth:`_oracle_session`), so ANSI mode, time zone
+        and name resolution are those of the write that will run.
+
+        :param config: the table's configuration.
+        :param partition_types: partition column types (lower-cased names) where ``config`` has none.
+        """
+        from deltaguard.engines.spark.meaning import SparkOracle
+
+        return SparkOracle.for_table(config, self._oracle_session, partition_types)
+
+    def _with_oracle(
+        self, config: TableConfig, partition_types: Mapping[str, str] | None = None
+    ) -> TableConfig:
+        oracle = self.predicate_oracle(config, partition_types)
+        return config if oracle is None else dataclasses.replace(config, meaning=oracle)
+
+    @contextlib.contextmanager
+    def _oracle_session(self) -> Iterator[SparkSession]:
+        """A session with the settings this engine's writes run with, for one oracle question.
+
+        Made as :meth:`_write_session` makes a write's, without taking the shared session's lock: a question
+        only reads a frame of literals and sets no conf, and a decision must not wait for a write.
+        """
+        with self._session_like_a_write(self.session(), exclusive=False) as spark:
+            yield spark
+
+    def _describe_detail(
+        self, spark: SparkSession, target: SparkTarget
+    ) -> tuple[TableConfig, dict[str, str]]:
+        """The configuration ``DESCRIBE DETAIL`` gives, and the partition columns' types from the schema."""
         from deltaguard.core.closed_world import KNOWN_TABLE_FEATURES, is_known_property
         from deltaguard.engines.discovery import schema_columns
 
@@ -342,8 +393,11 @@ class SparkEngine(DeltaEngine):
             (f.name, f.dataType.simpleString(), dict(f.metadata)) for f in schema.fields
         )
         version = self._latest_version(spark, target)
-        return TableConfig(
-            partition_columns=tuple(detail.get("partitionColumns") or ()),
+        partitions = tuple(detail.get("partitionColumns") or ())
+        named = {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
+        partition_types = {c.lower(): named[c.lower()] for c in partitions if c.lower() in named}
+        config = TableConfig(
+            partition_columns=partitions,
             properties={str(k): str(v) for k, v in properties.items()},
             clustering_columns=tuple(detail.get("clusteringColumns") or ()),
             identity_columns=identity,
@@ -359,6 +413,7 @@ class SparkEngine(DeltaEngine):
             unknown=unknown,
             uri=target.uri,
         )
+        return config, partition_types
 
     def read_source_keys(
         self, source: Any, columns: Collection[str], limits: ScopeLimits
@@ -456,21 +511,29 @@ class SparkEngine(DeltaEngine):
 
     @contextlib.contextmanager
     def _write_session(self, spark: SparkSession) -> Iterator[SparkSession]:
-        """The session one write runs on: its own (see ``session_per_write``), else the shared one, locked.
+        """The session one write runs on: its own (see ``session_per_write``), else the shared one, locked."""
+        with self._session_like_a_write(spark, exclusive=True) as own:
+            yield own
+
+    @contextlib.contextmanager
+    def _session_like_a_write(self, spark: SparkSession, *, exclusive: bool) -> Iterator[SparkSession]:
+        """A session made as a write's: its own (see ``session_per_write``), else the shared one, locked when
+        ``exclusive``.
 
         A classic session's ``newSession()`` shares the SparkContext (no new JVM) but has its own SQL confs,
         temporary views and UDFs. Spark Connect sessions cannot make siblings (``newSession`` is not
         supported there); a new session on the same server URL can, and is released after the write.
         """
+        shared = self._lock if exclusive else contextlib.nullcontext()
         if not self._session_per_write:
-            with self._lock:
+            with shared:
                 yield spark
             return
         if not _is_connect(spark):
             yield spark.newSession()
             return
         if self._connect_url is None:
-            with self._lock:  # a Connect session handed in: its URL is unknown, share it
+            with shared:  # a Connect session handed in: its URL is unknown, share it
                 yield spark
             return
         from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
