@@ -26,7 +26,13 @@ held, and the successor read it), ``detected`` (it landed late and the task fail
 ``LateCommitFailure`` or the lease-lost reason), or ``landed silently`` (it landed late and the task
 succeeded). The successor's outcome is recorded beside it.
 
-    nice .venv/bin/python -m benchmarks.bench_frozen_writer --runs 24 --out benchmarks/results/frozen_writer.json
+    for op in append overwrite merge update delete; do  # about 80 s each on the shared 2-core machine
+        nice .venv/bin/python -m benchmarks.bench_frozen_writer --runs 24 --ops $op \
+            --out benchmarks/results/frozen_writer.json
+    done
+
+Runs of other operations already in ``--out`` (same deltalake, runs and fence setting) are kept.
+``--no-engine-fence`` makes the workers' commits carry no lease fence ids, for the comparison.
 
 Needs a C compiler (``cc``) and Linux (``/proc``, ``LD_PRELOAD``).
 """
@@ -63,6 +69,8 @@ SUCCESSOR = {
 #: lease timing of both workers (seconds): short, so a run takes a few seconds
 TTL_S, HEARTBEAT_S, STORE_TIMEOUT_S, COMMIT_MARGIN_S = 3.0, 0.5, 0.5, 0.5
 RESULT = "@@result "
+#: set to "1" in the workers' environment by ``--no-engine-fence``
+NO_ENGINE_FENCE = "FROZEN_WRITER_NO_ENGINE_FENCE"
 SHIM_SOURCE = Path(__file__).with_name("frozen_stops.c")
 
 
@@ -136,6 +144,9 @@ def worker(shim_path: str) -> int:
             signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
     LeaseKeeper.check = check  # type: ignore[method-assign]
+    if os.environ.get(NO_ENGINE_FENCE) == "1":
+        # the writer-side fences of ADR 0018 alone: commits carry no lease fence ids (engines use getattr)
+        LeaseKeeper.fence_app_ids = None  # type: ignore[assignment,method-assign]
     for line in sys.stdin:
         job = json.loads(line)
         state.update(checks=0, stop_after=job.get("stop_after_check"), stopped=False)
@@ -394,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ops", nargs="*", default=list(OPERATIONS), choices=OPERATIONS)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-engine-fence", action="store_true", help="commits carry no lease fence ids")
     parser.add_argument("--logs", type=Path, default=None, help="keep the workers' logs in this folder")
     parser.add_argument("--worker", metavar="SHIM", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -403,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="frozen-writer-") as tmp:
         root = Path(tmp)
         shim = _build_shim(root)
-        env = _environment(root)
+        env = {**_environment(root), NO_ENGINE_FENCE: "1" if args.no_engine_fence else "0"}
         late, successor = Worker("late", env, shim, root), Worker("successor", env, shim, root)
         try:
             checks = _calibrate([late, successor], root)
@@ -451,12 +463,14 @@ def main(argv: list[str] | None = None) -> int:
         if (
             earlier.get("deltalake") == deltalake.__version__
             and earlier.get("runs_per_operation") == args.runs
+            and earlier.get("engine_fence", True) == (not args.no_engine_fence)
         ):
             figures = {**earlier.get("figures", {}), **figures}
     result = {
         "deltalake": deltalake.__version__,
-        "command": "nice .venv/bin/python -m benchmarks.bench_frozen_writer --runs 24 --ops OP --out FILE, once per operation",
+        "command": "nice .venv/bin/python -m benchmarks.bench_frozen_writer --runs N --ops OP --out FILE, per OP",
         "runs_per_operation": args.runs,
+        "engine_fence": not args.no_engine_fence,
         "points": list(POINTS),
         "orders": list(ORDERS),
         "lease_timing_s": {
