@@ -20,6 +20,10 @@ twice.
 
     nice .venv/bin/python -m benchmarks.bench_dropped_response --runs 10 --out benchmarks/results/dropped_response.json
     nice .venv/bin/python -m benchmarks.bench_dropped_response --runs 4 --mode raw
+    nice .venv/bin/python -m benchmarks.bench_dropped_response --runs 5 --staged --ops append overwrite
+
+``--staged`` loses the answer to the first log entry of the staging table a staged append or overwrite
+writes its data files through (``deltaguard.engines.deltars.staged``) instead.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,6 +57,8 @@ KEYS = {
 }
 #: the log entry whose answer is lost: the first commit after the table's creation
 ENTRY = "_delta_log/00000000000000000001.json"
+#: ``--staged``: the first log entry of the staging table a staged append or overwrite writes its files with
+STAGING_ENTRY = "_delta_log/00000000000000000000.json"
 
 
 @contextlib.contextmanager
@@ -184,11 +191,14 @@ def one_run(
     proxy: ProxyControl,
     moto_options: dict[str, str],
     proxy_options: dict[str, str],
+    staged: bool = False,
 ) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    name = f"{mode}-{op}-{n}"
+    from deltaguard.engines.deltars import staged as staging
+
+    name = f"{mode}-{'staged-' if staged else ''}{op}-{n}"
     uri = f"s3://{BUCKET}/{BASE}/{name}"
     run_id = f"run-{name}"
     write_deltalake(
@@ -198,7 +208,12 @@ def one_run(
     )
     entry = f"/{BUCKET}/{BASE}/{name}/{ENTRY}"
     before = len(proxy.state()["requests"])
-    proxy.arm(entry)
+    if staged:
+        # the staging table's only log entry; its directory's name ends in a fresh uuid4
+        entry = f"/{BUCKET}/{BASE}/{name}/{staging.STAGING_PREFIX}[0-9a-f]{{32}}/{STAGING_ENTRY}"
+        proxy.arm(entry, pattern=True)
+    else:
+        proxy.arm(entry)
     tries: list[str] = []
     started = time.monotonic()
     for try_number in (1, 2):
@@ -224,12 +239,17 @@ def one_run(
     missing = sum(max(0, count - ids.get(key, 0)) for key, count in expected.items())
     state = proxy.state()
     entry_puts = [
-        {"entry": seen["path"].rsplit("/", 1)[1], **{k: seen[k] for k in ("status", "dropped", "conditions")}}
+        {
+            "entry": seen["path"].split(f"/{name}/", 1)[1],
+            **{k: seen[k] for k in ("status", "dropped", "conditions")},
+        }
         for seen in state["requests"][before:]
-        if seen["method"] == "PUT" and seen["path"].startswith(f"/{BUCKET}/{BASE}/{name}/_delta_log/")
+        if seen["method"] == "PUT"
+        and "/_delta_log/" in seen["path"]
+        and seen["path"].startswith(f"/{BUCKET}/{BASE}/{name}/")
     ]
     return {
-        "dropped": entry in state["dropped"],
+        "dropped": bool(state["dropped"]) and re.fullmatch(entry, state["dropped"][-1]) is not None,
         "tries": tries,
         "commits": commits,
         "duplicated_rows": duplicated,
@@ -257,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="runs per operation")
     parser.add_argument("--ops", nargs="*", default=list(OPERATIONS), choices=OPERATIONS)
     parser.add_argument("--mode", default="leased", choices=MODES)
+    parser.add_argument(
+        "--staged",
+        action="store_true",
+        help="lose the answer to the staging table's log entry instead (append and overwrite only)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -300,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                 counts: Counter[str] = Counter()
                 runs = []
                 for n in range(args.runs):
-                    run = one_run(op, n, args.mode, proxy, moto_options, proxy_options)
+                    run = one_run(op, n, args.mode, proxy, moto_options, proxy_options, args.staged)
                     run["classified"] = classify(run)
                     counts[run["classified"]] += 1
                     runs.append(run)
@@ -321,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "deltalake": deltalake.__version__,
         "mode": args.mode,
+        "lost_answer": "the staging table's log entry" if args.staged else f"the table's {ENTRY}",
         "runs_per_operation": args.runs,
         "elapsed_s": round(time.monotonic() - started, 1),
         "load_average_before": [round(x, 2) for x in load_before],

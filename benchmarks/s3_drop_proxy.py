@@ -18,7 +18,7 @@ a caller can say what the client sent and tried again.
 deltalake holds the GIL in some calls (``DeltaTable.history`` waited 180 s for an in-process S3 server), so
 a writer in Python must not share its process with the proxy: ``python -m benchmarks.s3_drop_proxy
 --upstream URL`` serves it alone, prints ``listening <url>``, and answers ``POST /__drop_proxy/arm``
-(the body: the path) and ``GET /__drop_proxy/state`` (the dropped paths and the requests, as JSON);
+(the body: the path; ``/arm_pattern`` for a regular expression) and ``GET /__drop_proxy/state`` (the dropped paths and the requests, as JSON);
 :class:`ProxyControl` talks to it.
 """
 
@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import re
 import socket
 import threading
 from dataclasses import asdict, dataclass, field
@@ -68,7 +69,7 @@ class DropProxy:
         if parts.scheme != "http" or parts.hostname is None:
             raise ValueError(f"upstream must be http://host:port, got {upstream!r}")
         self.upstream = (parts.hostname, parts.port or 80)
-        self._armed: list[str] = []
+        self._armed: list[tuple[str, bool]] = []
         self._lock = threading.Lock()
         self.requests: list[Seen] = []
         self.dropped: list[str] = []
@@ -96,20 +97,28 @@ class DropProxy:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def arm(self, path: str) -> None:
-        """Lose the answer to the next PUT of ``path`` (``/bucket/key``, no query string)."""
+    def arm(self, path: str, *, pattern: bool = False) -> None:
+        """Lose the answer to the next PUT of ``path`` (``/bucket/key``, no query string).
+
+        :param pattern: ``path`` is a regular expression the whole path must match (a key with a random
+            part, such as a staging directory's uuid).
+        """
         with self._lock:
-            self._armed.append(path)
+            self._armed.append((path, pattern))
 
     def armed(self) -> list[str]:
         with self._lock:
-            return list(self._armed)
+            return [path for path, _ in self._armed]
 
     def _take(self, method: str, path: str) -> bool:
         with self._lock:
-            if method == "PUT" and path in self._armed:
-                self._armed.remove(path)
-                return True
+            for armed in self._armed:
+                wanted, pattern = armed
+                if method == "PUT" and (
+                    re.fullmatch(wanted, path) is not None if pattern else path == wanted
+                ):
+                    self._armed.remove(armed)
+                    return True
             return False
 
     def _record(self, seen: Seen) -> None:
@@ -142,8 +151,8 @@ class DropProxy:
                 return self.rfile.read(length) if length else b""
 
             def _control(self, path: str, body: bytes) -> None:
-                if path == f"{CONTROL}/arm":
-                    proxy.arm(body.decode())
+                if path in (f"{CONTROL}/arm", f"{CONTROL}/arm_pattern"):
+                    proxy.arm(body.decode(), pattern=path.endswith("_pattern"))
                     payload = b"{}"
                 else:
                     with proxy._lock:
@@ -215,9 +224,9 @@ class ProxyControl:
         finally:
             connection.close()
 
-    def arm(self, path: str) -> None:
-        """Lose the answer to the next PUT of ``path``."""
-        self._call("POST", "arm", path.encode())
+    def arm(self, path: str, *, pattern: bool = False) -> None:
+        """Lose the answer to the next PUT of ``path`` (a regular expression with ``pattern``)."""
+        self._call("POST", "arm_pattern" if pattern else "arm", path.encode())
 
     def state(self) -> dict[str, Any]:
         """``{"dropped": [path, ...], "requests": [{method, path, status, conditions, dropped}, ...]}``."""

@@ -101,3 +101,14 @@ def test_other_paths_and_methods_are_relayed(proxy: tuple[DropProxy, dict[str, b
     assert _request(drop, "GET", ENTRY)[0] == 404
     assert drop.dropped == [] and drop.armed() == [ENTRY]
     assert stored == {staged: b"staged", ENTRY + ".tmp": b"x"}
+
+
+def test_a_pattern_arms_a_key_with_a_random_part(proxy: tuple[DropProxy, dict[str, bytes]]) -> None:
+    drop, stored = proxy
+    drop.arm("/lake/t/deltaguard-staged-[0-9a-f]{32}/_delta_log/00000000000000000000.json", pattern=True)
+    other = "/lake/t/deltaguard-staged-xyz/_delta_log/00000000000000000000.json"
+    assert _request(drop, "PUT", other, b"a")[0] == 200
+    staged = f"/lake/t/deltaguard-staged-{'ab' * 16}/_delta_log/00000000000000000000.json"
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        _request(drop, "PUT", staged, b"b")
+    assert drop.dropped == [staged] and stored[staged] == b"b"
