@@ -80,15 +80,48 @@ def test_delta_rs_refuses_a_commit_whose_app_id_a_concurrent_winner_carries(tmp_
     assert deltalake.__version__ == "1.6.6"  # the measurement is of this version
 
 
-def test_delta_rs_drops_app_transactions_from_optimize_commits(tmp_path) -> None:
+@pytest.mark.parametrize("how", ["compact", "z_order"])
+def test_delta_rs_drops_app_transactions_from_optimize_commits(tmp_path, how) -> None:
     """So OPTIMIZE commits carry no fence: OPTIMIZE stays fenced on the writer's side only."""
     uri = _table(tmp_path / "t")
     for i in range(3):
         write_deltalake(uri, pa.table({"id": pa.array([10 + i], pa.int64())}), mode="append")
-    DeltaTable(uri).optimize.compact(commit_properties=_props("L1"))
+    optimize = DeltaTable(uri).optimize
+    if how == "compact":
+        optimize.compact(commit_properties=_props("L1"))
+    else:
+        optimize.z_order(["id"], commit_properties=_props("L1"))
     table = DeltaTable(uri)
     assert table.history(1)[0]["operation"] == "OPTIMIZE"
     assert table.transaction_version("L1") is None
+
+
+@pytest.mark.parametrize("how", ["compact", "z_order"])
+@pytest.mark.parametrize(
+    ("winner", "refused", "ids"),
+    [("delete", True, [10, 12]), ("overwrite", True, [9]), ("append", False, [9, 10, 11, 12])],
+)
+def test_a_stale_optimize_is_refused_where_a_winner_removed_what_it_read(
+    tmp_path, how, winner, refused, ids
+) -> None:
+    """Without a fence, what keeps a late OPTIMIZE from losing rows is delta-rs' own check: a winner that
+    removed files the OPTIMIZE read refuses it (ConcurrentDeleteRead); beside an append it commits and
+    loses nothing (it rewrites only the files it read)."""
+    uri = _table(tmp_path / "t", [10])
+    for i in (11, 12):
+        write_deltalake(uri, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    stale, fresh = DeltaTable(uri), DeltaTable(uri)
+    if winner == "delete":
+        fresh.delete("id = 11")
+    else:
+        _write(fresh, winner)
+    try:
+        stale.optimize.compact() if how == "compact" else stale.optimize.z_order(["id"])
+    except CommitFailedError as exc:
+        assert refused and "concurrent transaction deleted data this operation read" in str(exc)
+    else:
+        assert not refused
+    assert sorted(DeltaTable(uri).to_pyarrow_table()["id"].to_pylist()) == ids
 
 
 # -- the fence end to end --------------------------------------------------------------------------------
