@@ -137,17 +137,26 @@ class DeltaRsEngine(DeltaEngine):
             raise TableAccessError(f"no Delta table at {table_uri}")
         return table
 
-    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
+    def validate(
+        self, table_uri: str, spec: WriteSpec, config: TableConfig, *, snapshot: DeltaTable | None = None
+    ) -> None:
         """The spec's own checks against ``config`` (with its columns when it lists them, as :meth:`write`
         checks them) and what delta-rs adds; a :class:`WriteContext` naming ``config.version`` as
-        ``validated_version`` lets :meth:`write` skip them when it commits from that version."""
+        ``validated_version`` lets :meth:`write` skip them when it commits from that version.
+
+        :param snapshot: the open handle ``config`` was read from, if the caller holds one: DataFusion plans
+            an UPDATE's, a DELETE's or a replaceWhere's texts on it instead of on a handle opened here (an
+            open reads the Delta log).
+        """
         # User conditions are Spark SQL, read as the conflict model reads them; deltars_ops renders them for
         # DataFusion (ADR 0012).
         runner = RUNNERS.runner(spec)  # an unsupported spec is refused first
         columns = None if config.column_types is None else [name for name, _ in config.column_types]
         validate_spec(spec, config, columns, dialect=SPARK)
-        planned = config.exists and any(planned_texts(spec))  # DataFusion plans them on the table
-        check_for_delta_rs(spec, runner, self._load(table_uri) if planned else None)
+        table = None
+        if config.exists and any(planned_texts(spec)):  # DataFusion plans them on the table
+            table = snapshot if snapshot is not None else self._load(table_uri)
+        check_for_delta_rs(spec, runner, table)
 
     def write(
         self,
