@@ -92,19 +92,20 @@ def judged_by_file_stats(operation: Operation) -> bool:
 
 def writes_from_snapshot(engine: Any) -> bool:
     """Whether the engine's ``write`` takes the snapshot to commit from (a subclass may not pass it on)."""
-    return _takes_snapshot(engine.write)
+    import inspect
+
+    try:
+        return "snapshot" in inspect.signature(engine.write).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def checks_on_snapshot(engine: Any) -> bool:
     """Whether the engine's ``validate`` takes the open handle the write's configuration was read from (so
     that checking the write does not open the Delta log again)."""
-    return _takes_snapshot(engine.validate)
-
-
-def _takes_snapshot(method: Any) -> bool:
     import inspect
 
     try:
-        return "snapshot" in inspect.signature(method).parameters
+        return "snapshot" in inspect.signature(engine.validate).parameters
     except (TypeError, ValueError):
         return False
