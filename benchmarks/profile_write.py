@@ -2,6 +2,9 @@
 
 Run: ``nice -n 15 .venv/bin/python -m benchmarks.profile_write`` (``--cold`` profiles the first write of the
 process, imports included; ``--json`` prints the figures as JSON; ``--list`` prints every function counted).
+The MERGE's figures are printed in full; an UPDATE (``DeltaUpdateOperator``) and a DELETE
+(``DeltaDeleteOperator``) on a table of their own are profiled the same way after it, and their figures are
+under ``by_operation`` (``--operations merge`` profiles only the MERGE).
 
 The operator runs as the Airflow-layer tests run it (``tests/airflow/helpers.task_context``: no scheduler,
 no metadata database), with a real SQLite lease store in a temporary directory and
@@ -140,8 +143,27 @@ def _merge(table: str, task_id: str) -> Any:
     return DeltaMergeOperator(task_id=task_id, table=table, source=source, condition="t.id = s.id")
 
 
-def profile(cold: bool) -> dict[str, Any]:
-    """Run (and count) one MERGE; with ``cold=False`` one unprofiled MERGE on another table first."""
+def _update(table: str, task_id: str) -> Any:
+    from deltaguard.operators.dml import DeltaUpdateOperator
+
+    return DeltaUpdateOperator(
+        task_id=task_id, table=table, updates={"amount": "amount + 1"}, predicate="id = 2"
+    )
+
+
+def _delete(table: str, task_id: str) -> Any:
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    return DeltaDeleteOperator(task_id=task_id, table=table, predicate="id = 3")
+
+
+#: The operations profiled, by name: each builds its operator for a table and a task id.
+OPERATIONS = {"merge": _merge, "update": _update, "delete": _delete}
+
+
+def profile(cold: bool, operation: str = "merge") -> dict[str, Any]:
+    """Run (and count) one write of ``operation``; with ``cold=False`` one unprofiled MERGE on another table
+    first."""
     from tests.airflow.helpers import sales_table, task_context
 
     with tempfile.TemporaryDirectory(prefix="deltaguard-profile-write-") as tmp:
@@ -150,8 +172,8 @@ def profile(cold: bool) -> dict[str, Any]:
             warm = sales_table(f"{tmp}/warm")
             _merge(warm, "warm").execute(task_context("warm"))
         table = sales_table(f"{tmp}/sales")
-        op = _merge(table, "merge")
-        context = task_context("merge")
+        op = OPERATIONS[operation](table, operation)
+        context = task_context(operation)
         with CallCounter() as counter:
             result = op.execute(context)
         assert result["version"] == 1, result
@@ -163,7 +185,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cold", action="store_true", help="profile the first write, imports included")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--list", action="store_true", help="print every package function that ran")
+    parser.add_argument(
+        "--operations",
+        default=",".join(OPERATIONS),
+        help="comma-separated operations to profile, the first printed in full (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
+    operations = [name.strip() for name in args.operations.split(",") if name.strip()]
+    unknown = sorted(set(operations) - set(OPERATIONS))
+    if not operations or unknown:
+        parser.error(f"--operations: unknown {unknown}, known: {', '.join(OPERATIONS)}")
     with tempfile.TemporaryDirectory(prefix="deltaguard-profile-home-") as home:
         # a private Airflow home, as tests/airflow/conftest.py makes one: nothing reads ~/airflow
         os.environ["AIRFLOW_HOME"] = home
@@ -171,8 +202,14 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
         os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
         os.environ["AIRFLOW__DELTAGUARD__FILE_STATS"] = "True"
-        figures = profile(cold=args.cold)
+        by_operation = {name: profile(cold=args.cold, operation=name) for name in operations}
+    figures = dict(by_operation[operations[0]])
     listing = figures.pop("function_list")
+    if len(operations) > 1:
+        figures["by_operation"] = {
+            name: {key: value for key, value in each.items() if key != "function_list"}
+            for name, each in by_operation.items()
+        }
     if args.json:
         print(json.dumps(figures, indent=2, sort_keys=True))
     else:
@@ -180,6 +217,12 @@ def main(argv: list[str] | None = None) -> None:
             if key == "validation_breakdown":
                 for name, n in sorted(value.items()):
                     print(f"    {n:3d}  {name}")
+            elif key == "by_operation":
+                for name, each in value.items():
+                    print(
+                        f"{name:8s} Delta log opened {each['delta_log_opened']}, validation calls "
+                        f"{each['validation_calls']}, {each['functions']} functions in {each['files']} files"
+                    )
             else:
                 print(f"{key:26s} {value}")
     if args.list:

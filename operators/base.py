@@ -26,7 +26,7 @@ from airflow.sdk import BaseOperator
 from deltaguard.core.admission import check_priority
 from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
 from deltaguard.engines.lifetime import engine_released
-from deltaguard.engines.pinned_read import judged_by_file_stats
+from deltaguard.engines.pinned_read import checks_on_snapshot, judged_by_file_stats
 from deltaguard.engines.target_reads import with_target_reads
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
@@ -339,7 +339,11 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                 engine, uri, file_stats=self.file_stats
             )
             spec = self.build_spec(table_config)
-            engine.validate(uri, spec, table_config)  # the one validation: the spec's checks and the engine's
+            # the one validation: the spec's checks and the engine's, on the handle just read when it takes one
+            on_snapshot = (
+                {"snapshot": snapshot} if snapshot is not None and checks_on_snapshot(engine) else {}
+            )
+            engine.validate(uri, spec, table_config, **on_snapshot)
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
         operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))

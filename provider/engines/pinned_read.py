@@ -98,3 +98,14 @@ def writes_from_snapshot(engine: Any) -> bool:
         return "snapshot" in inspect.signature(engine.write).parameters
     except (TypeError, ValueError):
         return False
+
+
+def checks_on_snapshot(engine: Any) -> bool:
+    """Whether the engine's ``validate`` takes the open handle the write's configuration was read from (so
+    that checking the write does not open the Delta log again)."""
+    import inspect
+
+    try:
+        return "snapshot" in inspect.signature(engine.validate).parameters
+    except (TypeError, ValueError):
+        return False

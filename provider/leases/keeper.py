@@ -368,13 +368,12 @@ class LeaseKeeper:
 
         A store deleted and created anew (an SQLite file unlinked with its ``-wal`` and ``-shm``) grants
         the lease's tables to others while this process's open connections still renew the lease in the
-        deleted file; so every renewal compares the store's identity first (ADR 0018).
+        deleted file; so every renewal compares the store's identity, in the renewal's own first read of
+        the lease (ADR 0018).
 
         :raises StoreReplacedError: the store at the manager's location is not the one that granted it.
         """
-        if self.store_id is not None:
-            self.manager.store.verify_identity(self.store_id)
-        return self.manager.heartbeat(self.lease_id, self.owner)
+        return self.manager.heartbeat(self.lease_id, self.owner, store_id=self.store_id)
 
     def _renew(self) -> None:
         try:

@@ -278,13 +278,16 @@ class LeaseManager:
             return self.readmit(uri, budget_s)  # fenced: decide again (reclaimed, or with why not)
         return result
 
-    def heartbeat(self, lease_id: str, owner: Owner) -> float:
+    def heartbeat(self, lease_id: str, owner: Owner, *, store_id: str | None = None) -> float:
         """Extend a lease by its ttl; return the new expiry.
 
+        :param store_id: the identity of the store that granted the lease (ADR 0018), checked in the
+            renewal's first read; ``None``: not checked.
         :raises LeaseLostError: the lease is gone or already expired (an expired lease is reclaimed now).
         :raises LeaseOwnershipError: the lease belongs to another owner.
+        :raises StoreReplacedError: the store is not the one whose id is ``store_id``.
         """
-        rows = self.store.read_lease(lease_id)
+        rows = self.store.read_lease_in(lease_id, store_id)
         if not rows:
             raise LeaseLostError(f"lease {lease_id} does not exist (released, or expired and reclaimed)")
         now = self.clock()

@@ -327,6 +327,19 @@ class LeaseStore(abc.ABC):
     def read_lease(self, lease_id: str) -> list[LeaseRow]:
         """A lease's rows (one per table), without locking."""
 
+    def read_lease_in(self, lease_id: str, store_id: str | None) -> list[LeaseRow]:
+        """:meth:`read_lease`, in the store whose id is ``store_id``: a renewal's first read, which checks
+        the store's identity (:meth:`verify_identity`) as it reads the lease's rows. ``None``: no check.
+
+        The default checks, then reads; a store that can answer both in one read does.
+
+        :raises StoreReplacedError: the store there now is another one (or none).
+        :raises StoreUnavailableError: the store could not be read.
+        """
+        if store_id is not None:
+            self.verify_identity(store_id)
+        return self.read_lease(lease_id)
+
     @abc.abstractmethod
     def list_leases(self, uri: str) -> list[LeaseRow]:
         """Lease rows on one table (including expired ones not yet reclaimed)."""

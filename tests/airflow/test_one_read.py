@@ -55,3 +55,48 @@ def test_a_merge_opens_the_log_twice_and_checks_its_spec_once(
     assert counted["stats"] == 1, counted
     assert counted["spec"] == 1, counted
     assert [r["amount"] for r in rows(table)] == [10, 21, 30, 40]
+
+
+def _update(table: str) -> Any:
+    from deltaguard.operators.dml import DeltaUpdateOperator
+
+    return DeltaUpdateOperator(
+        task_id="write", table=table, updates={"amount": "amount + 1"}, predicate="id = 2", file_stats=True
+    )
+
+
+def _delete(table: str) -> Any:
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    return DeltaDeleteOperator(task_id="write", table=table, predicate="id = 3", file_stats=True)
+
+
+def _replace_where(table: str) -> Any:
+    from deltaguard.operators.dml import DeltaReplaceWhereOperator
+
+    def source() -> pa.Table:
+        return pa.table({"id": [3], "country": ["FR"], "amount": [33]})
+
+    return DeltaReplaceWhereOperator(
+        task_id="write", table=table, source=source, predicate="country = 'FR'", file_stats=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "amounts"),
+    [(_update, [10, 21, 30]), (_delete, [10, 20]), (_replace_where, [10, 20, 33])],
+    ids=["update", "delete", "replace_where"],
+)
+def test_a_write_whose_texts_datafusion_plans_opens_the_log_at_most_twice(
+    tmp_path: Any, lease_store_url: str, counted: dict[str, int], build: Any, amounts: list[int]
+) -> None:
+    """DataFusion plans an UPDATE's, a DELETE's or a replaceWhere's texts before the lease, on the handle the
+    write read its configuration from: no open of its own, as a MERGE."""
+    table = sales_table(str(tmp_path / "sales"))
+    counted.update(log=0, stats=0, spec=0)
+
+    result = build(table).execute(task_context("write"))
+    assert result["version"] == 1
+    assert 1 <= counted["log"] <= 2, counted
+    assert counted["spec"] == 1, counted
+    assert [r["amount"] for r in rows(table)] == amounts

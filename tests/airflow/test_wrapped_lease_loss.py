@@ -74,10 +74,10 @@ def _block_heartbeats(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
     blocked = {"on": True}
     real = LeaseManager.heartbeat
 
-    def stalled(self: LeaseManager, lease_id: str, owner: Owner) -> float:
+    def stalled(self: LeaseManager, lease_id: str, owner: Owner, **kwargs: Any) -> float:
         if blocked["on"]:
             raise StoreError("the lease store does not answer (blocked by the test)")
-        return real(self, lease_id, owner)
+        return real(self, lease_id, owner, **kwargs)
 
     monkeypatch.setattr(LeaseManager, "heartbeat", stalled)
     return blocked

@@ -120,6 +120,28 @@ def test_what_delta_rs_cannot_plan_is_refused_before_any_lease(
     assert DeltaTable(table).version() == 0
 
 
+@pytest.mark.parametrize("kind", ["delete", "update"])
+def test_what_delta_rs_cannot_plan_is_refused_on_the_handle_the_write_read(
+    tmp_path, lease_store_url, kind
+) -> None:
+    """With file statistics the write keeps the handle its configuration was read from, and DataFusion plans
+    its texts on that handle: the same refusal."""
+    from deltaguard.operators.dml import DeltaDeleteOperator, DeltaUpdateOperator
+
+    table = sales_table(str(tmp_path / "sales"))
+    predicate = "pg_sleep(5) = 1"
+    op = (
+        DeltaDeleteOperator(task_id=kind, table=table, predicate=predicate, file_stats=True)
+        if kind == "delete"
+        else DeltaUpdateOperator(
+            task_id=kind, table=table, updates={"amount": "0"}, predicate=predicate, file_stats=True
+        )
+    )
+    message = _refused(op, lease_store_url)
+    assert "Invalid function 'pg_sleep'" in message, message
+    assert DeltaTable(table).version() == 0
+
+
 def test_an_update_expression_with_an_unknown_function_is_refused(tmp_path, lease_store_url) -> None:
     from deltaguard.operators.dml import DeltaUpdateOperator
 

@@ -119,3 +119,34 @@ def test_a_write_that_failed_before_its_commit_still_fails(tmp_path, monkeypatch
             uri, AppendSpec(source=NEW), WriteContext(app_id="a", app_version=0, fence=Holds())
         )
     assert DeltaTable(uri).version() == 0
+
+
+def test_a_commit_that_landed_but_raised_is_looked_for_with_one_read_of_the_log(
+    tmp_path, monkeypatch
+) -> None:
+    """After the failed call, its commit is looked for once and the one found is reported: the log is not
+    opened again (the write's own handle is brought up to date) and its history is read once."""
+    uri = _table(tmp_path / "sales")
+    commit = DeltaTable.create_write_transaction
+    counts = {"opened": 0, "history": 0}
+
+    def landed_then_lost(self: DeltaTable, *args: Any, **kwargs: Any) -> Any:
+        commit(self, *args, **kwargs)
+        counts.update(opened=0, history=0)  # what the write reads from here on
+        raise OSError("Generic S3 error: error sending request: operation timed out")
+
+    def counting(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", landed_then_lost)
+    monkeypatch.setattr(DeltaTable, "__init__", counting("opened", DeltaTable.__init__))
+    monkeypatch.setattr(DeltaTable, "history", counting("history", DeltaTable.history))
+    result = DeltaRsEngine().write(uri, AppendSpec(source=NEW), WriteContext(fence=Holds()))
+    assert result.committed and result.version == 1 and not result.duplicate
+    assert counts == {"opened": 0, "history": 1}, counts
+    monkeypatch.undo()
+    assert _ids(uri) == [1, 2, 3, 100, 101, 102]

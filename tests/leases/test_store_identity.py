@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -133,3 +135,46 @@ def test_a_postgres_store_created_anew_fails_the_identity_check(pg_url: str) -> 
         engine.dispose()
         with pytest.raises(StoreReplacedError, match="another"):
             store.verify_identity(store.store_id)
+
+
+def _statements(store: object, run: Callable[[], object]) -> list[str]:
+    """The SQL statements ``run`` sends through the store's SQLAlchemy engine (PostgreSQL's locked
+    transaction runs as one psycopg pipeline beside it, the same with or without the identity check)."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    engine = store.engine  # type: ignore[attr-defined]
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        run()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    return seen
+
+
+def test_a_renewal_checks_the_store_identity_in_its_own_read(store_url: str) -> None:
+    """The identity check costs a renewal no statement of its own: a keeper's renewal sends as many
+    statements as a heartbeat that checks nothing, one of them reading the store's id; and a store whose id
+    changed fails the renewal all the same."""
+    manager = LeaseManager(store_url)
+    try:
+        me = request("holder", ("/t/sales", op("DELETE")), ttl_s=120)
+        grant = manager.acquire(me)
+        assert isinstance(grant, Granted)
+        keeper = LeaseKeeper(
+            manager, grant.lease_id, me.owner, expires_at=grant.expires_at, fencing=grant.fencing
+        )
+        assert keeper.store_id is not None
+        unchecked = _statements(manager.store, lambda: manager.heartbeat(grant.lease_id, me.owner))
+        renewal = _statements(manager.store, keeper._renew)
+        assert keeper.renewals == 1 and not keeper.lost
+        assert len(renewal) == len(unchecked), (renewal, unchecked)
+        assert any("dg_store" in s for s in renewal) and not any("dg_store" in s for s in unchecked)
+        with manager.store.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(sa.text("UPDATE dg_store SET store_id = 'another'"))
+        keeper._renew()
+        assert keeper.lost and keeper.store_replaced is not None and "another" in keeper.store_replaced
+    finally:
+        manager.store.close()

@@ -137,17 +137,26 @@ class DeltaRsEngine(DeltaEngine):
             raise TableAccessError(f"no Delta table at {table_uri}")
         return table
 
-    def validate(self, table_uri: str, spec: WriteSpec, config: TableConfig) -> None:
+    def validate(
+        self, table_uri: str, spec: WriteSpec, config: TableConfig, *, snapshot: DeltaTable | None = None
+    ) -> None:
         """The spec's own checks against ``config`` (with its columns when it lists them, as :meth:`write`
         checks them) and what delta-rs adds; a :class:`WriteContext` naming ``config.version`` as
-        ``validated_version`` lets :meth:`write` skip them when it commits from that version."""
+        ``validated_version`` lets :meth:`write` skip them when it commits from that version.
+
+        :param snapshot: the open handle ``config`` was read from, if the caller holds one: DataFusion plans
+            an UPDATE's, a DELETE's or a replaceWhere's texts on it instead of on a handle opened here (an
+            open reads the Delta log).
+        """
         # User conditions are Spark SQL, read as the conflict model reads them; deltars_ops renders them for
         # DataFusion (ADR 0012).
         runner = RUNNERS.runner(spec)  # an unsupported spec is refused first
         columns = None if config.column_types is None else [name for name, _ in config.column_types]
         validate_spec(spec, config, columns, dialect=SPARK)
-        planned = config.exists and any(planned_texts(spec))  # DataFusion plans them on the table
-        check_for_delta_rs(spec, runner, self._load(table_uri) if planned else None)
+        table = None
+        if config.exists and any(planned_texts(spec)):  # DataFusion plans them on the table
+            table = snapshot if snapshot is not None else self._load(table_uri)
+        check_for_delta_rs(spec, runner, table)
 
     def write(
         self,
@@ -200,6 +209,7 @@ class DeltaRsEngine(DeltaEngine):
             check_fence(fence, table_uri)
             wrap = functools.partial(fenced_source, fence=fence, trip=trip)
         panic: BaseException | None = None
+        landed_anyway: tuple[int, dict[str, Any] | None] | None = None  # found although the call failed
         try:
             metrics = runner.run(
                 spec,
@@ -208,7 +218,8 @@ class DeltaRsEngine(DeltaEngine):
         except Exception as exc:
             if trip.error is not None:
                 raise fenced_error(trip.error, table_uri) from trip.error
-            if self._landed_despite(exc, table_uri, commit_id, before) is None:
+            landed_anyway = self._landed_despite(exc, table_uri, commit_id, before, table=table)
+            if landed_anyway is None:
                 # deltalake errors become deltaguard's typed errors; anything else propagates untouched.
                 translated = self._translate(exc, table_uri)
                 if translated is exc:
@@ -227,7 +238,10 @@ class DeltaRsEngine(DeltaEngine):
             panic, metrics = exc, {}
 
         read_version = before if before is not None else -1
-        found = self._locate_commit(table_uri, table, commit_id, read_version)
+        # a failed call's commit was looked for already: the log is not read again for it
+        found = landed_anyway
+        if found is None:
+            found = self._locate_commit(table_uri, table, commit_id, read_version)
         if found is None and panic is not None:
             raise EnginePanicError(short_message(panic), table_uri, self.name) from panic
         if found is None:
@@ -374,9 +388,16 @@ class DeltaRsEngine(DeltaEngine):
         return None
 
     def _landed_despite(
-        self, exc: Exception, table_uri: str, commit_id: str, before: int | None
+        self,
+        exc: Exception,
+        table_uri: str,
+        commit_id: str,
+        before: int | None,
+        *,
+        table: DeltaTable | None = None,
     ) -> tuple[int, dict[str, Any] | None] | None:
-        """Our commit, if it is in the log although the call failed; else ``None``.
+        """Our commit (``(version, commitInfo)``, as :meth:`_locate_commit` finds it), if it is in the log
+        although the call failed; else ``None``. The caller reports the commit found: the log is read once.
 
         The outcome of a commit is unknown when the answer to its log-entry write is lost (an object store
         timeout after the PUT landed): delta-rs then fails the call, or tries the commit again at the next
@@ -384,9 +405,12 @@ class DeltaRsEngine(DeltaEngine):
         or the task's idempotency id) refuses it. Either way the log says whether the first attempt landed;
         it is read before the error is believed, so a commit that landed is reported as committed and no
         retry writes it again.
+
+        :param table: the handle the write read (``None``: the write created the table, the log is opened);
+            it is brought to the newest version, reading only the commits after its own.
         """
         try:
-            found = self._locate_commit(table_uri, None, commit_id, before if before is not None else -1)
+            found = self._locate_commit(table_uri, table, commit_id, before if before is not None else -1)
         except Exception as read_error:  # the log cannot be read: the error stands
             log.warning("deltaguard: could not look for commit %s after %s: %s", commit_id, exc, read_error)
             return None

@@ -68,6 +68,12 @@ _Q_TABLES_IN = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri IN :uris 
 _Q_TABLES = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables ORDER BY uri LIMIT :limit")
 _Q_TABLES_AFTER = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri > :after ORDER BY uri LIMIT :limit")
 _Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
+#: the store's id and a lease's rows in one read: one row with NULL lease columns when there are none
+_Q_LEASE_IN_STORE = sa.text(
+    "SELECT s.store_id, "
+    + ", ".join(f"l.{column.strip()}" for column in _LEASE_COLS.split(","))
+    + " FROM (SELECT MIN(store_id) AS store_id FROM dg_store) s LEFT JOIN dg_leases l ON l.lease_id = :id"
+)
 _Q_LEASES_OF = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri = :uri ORDER BY granted_at")
 _Q_WAITERS_OF = sa.text(f"SELECT {_WAITER_COLS} FROM dg_queue WHERE uri = :uri ORDER BY rank, request_id")
 _DEL_LEASE = sa.text("DELETE FROM dg_leases WHERE lease_id = :id AND uri IN :uris").bindparams(_in("uris"))
@@ -321,15 +327,33 @@ class SqlLeaseStore(LeaseStore):
         return None if value is None else str(value)
 
     def verify_identity(self, expected: str) -> None:
+        with self._identity_read() as conn:
+            found = conn.execute(_Q_STORE_ID).scalar()
+        self._check_identity(found, expected)
+
+    def read_lease_in(self, lease_id: str, store_id: str | None) -> list[LeaseRow]:
+        if store_id is None:
+            return self.read_lease(lease_id)
+        with self._identity_read() as conn:  # the identity in the renewal's own read, not a read of its own
+            result = conn.execute(_Q_LEASE_IN_STORE, {"id": lease_id}).all()
+            conn.rollback()
+        self._check_identity(result[0][0] if result else None, store_id)
+        return [LeaseRow(*r[1:]) for r in result if r[1] is not None]
+
+    @contextlib.contextmanager
+    def _identity_read(self) -> Iterator[sa.Connection]:
+        """An unlocked read of the store's identity; a store without ``dg_store`` is another store."""
         try:
             with self._connect(read_only=True) as conn:
-                found = conn.execute(_Q_STORE_ID).scalar()
+                yield conn
         except StoreUnavailableError:
             raise
         except StoreError as exc:  # no dg_store table: an empty database took the old one's place
             raise StoreReplacedError(
                 f"lease store {self.name} is not the store this holder opened: {exc}"
             ) from exc
+
+    def _check_identity(self, found: object, expected: str) -> None:
         if found != expected:
             raise StoreReplacedError(
                 f"lease store {self.name} has store id {found}, not {expected}: it was created anew since this "

@@ -23,7 +23,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from deltaguard.leases.sql.base import SqlLeaseStore
-from deltaguard.leases.store import StoreReplacedError, StoreUnavailableError, TableRow
+from deltaguard.leases.store import LeaseRow, StoreReplacedError, StoreUnavailableError, TableRow
 
 _Q_TABLES = sa.text(
     "SELECT uri, fencing, config_version, config_json FROM dg_tables WHERE uri IN :uris ORDER BY uri"
@@ -69,6 +69,17 @@ class SqliteLeaseStore(SqlLeaseStore):
         self.file_id = (opened.st_dev, opened.st_ino)
 
     def verify_identity(self, expected: str) -> None:
+        self._verify_file()
+        super().verify_identity(expected)
+
+    def read_lease_in(self, lease_id: str, store_id: str | None) -> list[LeaseRow]:
+        if store_id is not None:
+            self._verify_file()
+        return super().read_lease_in(lease_id, store_id)
+
+    def _verify_file(self) -> None:
+        """The file at the store's path is the one this handle opened (its connections keep reading an
+        unlinked file, whose store id is the old one)."""
         try:
             now = os.stat(self.path)
         except FileNotFoundError as exc:
@@ -82,7 +93,6 @@ class SqliteLeaseStore(SqlLeaseStore):
                 f"lease store {self.name}: {self.path} is another file than the one this holder opened "
                 "(the store was deleted or replaced)"
             )
-        super().verify_identity(expected)
 
     def _make_engine(self, url: str) -> sa.Engine:
         # the same file, as an SQLite URI that never creates it (see __init__)
