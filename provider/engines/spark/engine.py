@@ -420,9 +420,11 @@ class SparkEngine(DeltaEngine):
             if fence_txn is None
             else dataclasses.replace(context, app_id=fence_txn.app_id, app_version=fence_txn.version)
         )
-        user_metadata = (
-            json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
-        )
+        metadata = dict(context.commit_metadata)
+        if fence_txn is not None:
+            # A fenced write's commit must be told from a successor's: delta-spark may skip it silently.
+            metadata[engine_fence.COMMIT_ID_KEY] = uuid.uuid4().hex
+        user_metadata = json.dumps(metadata, sort_keys=True) if metadata else None
         with (
             self._write_session(spark) as write_spark,
             _cancelled_when_lost(write_spark, context, self._connect_url, self._connect_conn_id) as lost,

@@ -39,6 +39,9 @@ from deltaguard.engines.specs import (
 )
 from deltaguard.exceptions import CommitFencedError, ConflictKind, DeltaConflictError
 
+#: the ``userMetadata`` key of a fenced commit's unique id: without it the engine finds its commit by the
+#: operation name, which a successor's commit can share
+COMMIT_ID_KEY = "deltaguard.commit_id"
 #: specs whose delta-spark command reads and records the write's app transaction (see the module text)
 FENCED_SPECS = (AppendSpec, OverwriteSpec, ReplaceWhereSpec, DeleteSpec, UpdateSpec, MergeSpec)
 
