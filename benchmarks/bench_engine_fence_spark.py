@@ -156,7 +156,8 @@ def one_run(spark: Any, root: Path, op: str, point: str, template: Path) -> str:
     uri = str(root / "t")
     shutil.copytree(template, uri)
     engine = SparkEngine(spark)
-    clock = _Clock(time.time())
+    # decisions stamped an hour before the storage's clock, so the grant precedes the late commit's entry
+    clock = _Clock(time.time() - 3600)
     manager = LeaseManager(f"sqlite:///{root / 'leases.db'}", clock=clock)
     late = _keeper(manager, uri, kind, "late")
     successor_spec = ReplaceWhereSpec(source=_rows([3], "d2"), predicate="day = 'd2'")
