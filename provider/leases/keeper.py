@@ -36,6 +36,9 @@ DEFAULT_CLOCK_SKEW_S = 1.0
 DEFAULT_REPLACED_HORIZON_S = 86400.0
 #: the decision-log kinds that end a lease whose holder was not seen to finish
 EXPIRY_KIND = "expiry"
+#: a fence app transaction's version is the lease's fencing token on the table times this, plus the number
+#: of the commit under the lease (ADR 0038, delta-spark)
+FENCE_VERSION_STRIDE = 1_000_000
 
 
 def fence_app_id(lease_id: str) -> str:
@@ -97,6 +100,7 @@ class LeaseKeeper:
         #: how far back ended leases count as replaced by this one (their holders may commit late)
         self.replaced_horizon_s = replaced_horizon_s
         self._fence_ids: list[str] | None = None
+        self._fence_commits = 0
         #: the identity of the store that granted the lease; every renewal checks the store still has it
         self.store_id: str | None = getattr(manager.store, "store_id", None)
         #: why the store at the lease's location is not the one that granted it, once found
@@ -301,6 +305,30 @@ class LeaseKeeper:
                 )
             self._fence_ids = own + [fence_app_id(r) for r in sorted(set(replaced)) if r != self.lease_id]
         return list(self._fence_ids)
+
+    def fence_txn_version(self, table_uri: str) -> int | None:
+        """The version of the fence app transaction of this lease's next commit to ``table_uri``; ``None``
+        when the lease holds no fencing token for it.
+
+        delta-spark skips a write whose app transaction version is at or below the one its snapshot holds
+        for the app id (an idempotent write), so the version must grow with every writer of the id: it is
+        the lease's fencing token on the table (the store counts grants of a table up) times
+        :data:`FENCE_VERSION_STRIDE`, plus the number of this commit under the lease. A successor's version
+        is then above every version its replaced lease can carry, and a lease's own commits go up one by
+        one. Looked up by engines with ``getattr`` (ADR 0038).
+
+        :param table_uri: the table as the engine names it; matched against the lease's tables, and a lease
+            of one table is that table's.
+        """
+        token = self.fencing.get(table_uri)
+        if token is None and len(self.fencing) == 1:
+            token = next(iter(self.fencing.values()))
+        if token is None:
+            return None
+        with self._lock:
+            self._fence_commits += 1
+            count = self._fence_commits
+        return int(token) * FENCE_VERSION_STRIDE + count
 
     def remote_work(self, handle: Mapping[str, str]) -> None:
         """Record on the lease a fence handle for work the engine is about to start on a server (a Spark

@@ -17,6 +17,10 @@ read from the Delta log (``deltalake``'s ``transaction_version``); when the log 
 (for example ``s3a://`` paths) delta-spark's own check still skips the commit, and the missing commit is
 reported as a duplicate.
 
+Leased commits without an idempotency pair carry the lease's fence app transaction in that one place
+instead (ADR 0038, :mod:`deltaguard.engines.spark.engine_fence`): delta-spark then refuses a stale writer
+whose lease was handed to a conflicting writer, and a write it skipped fails instead of passing as a no-op.
+
 Conflicts (Python classes from ``delta.exceptions``, Py4J or Spark Connect wrappers) become
 :class:`~deltaguard.engines.errors.DeltaConflictError` through :mod:`deltaguard.engines.spark.errors`.
 """
@@ -43,6 +47,7 @@ from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
 from deltaguard.engines.fencing import check_fence, fenced_error
 from deltaguard.engines.log_entry_time import local_table_path, log_entry_written_at
+from deltaguard.engines.spark import engine_fence
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
 from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
@@ -464,9 +469,22 @@ class SparkEngine(DeltaEngine):
                     time.monotonic() - started,
                     duplicate=True,
                 )
-        user_metadata = (
-            json.dumps(dict(context.commit_metadata), sort_keys=True) if context.commit_metadata else None
+        fence_txn = None
+        if not idempotent and before is not None and context.fence is not None:
+            fence_txn = engine_fence.choose(
+                context.fence, table_uri, spec, lambda apps: self._recorded_txn_versions(spark, target, apps)
+            )
+        # the fence travels in the one app transaction place of the write's options or session confs
+        run_context = (
+            context
+            if fence_txn is None
+            else dataclasses.replace(context, app_id=fence_txn.app_id, app_version=fence_txn.version)
         )
+        metadata = dict(context.commit_metadata)
+        if fence_txn is not None:
+            # A fenced write's commit must be told from a successor's: delta-spark may skip it silently.
+            metadata[engine_fence.COMMIT_ID_KEY] = uuid.uuid4().hex
+        user_metadata = json.dumps(metadata, sort_keys=True) if metadata else None
         with (
             self._write_session(spark) as write_spark,
             _cancelled_when_lost(write_spark, context, self._connect_url, self._connect_conn_id) as lost,
@@ -474,7 +492,7 @@ class SparkEngine(DeltaEngine):
             try:
                 if context.fence is not None:
                     check_fence(context.fence, table_uri)
-                execute(write_spark, target, spec, context, user_metadata)
+                execute(write_spark, target, spec, run_context, user_metadata)
             except Exception as exc:
                 if lost.is_set():
                     raise fenced_error(exc, table_uri) from exc
@@ -483,10 +501,23 @@ class SparkEngine(DeltaEngine):
                     raise InvalidWriteError(f"{refused}; nothing was written to {table_uri}") from exc
                 conflict = to_conflict_error(exc, table_uri, engine=self.name)
                 if conflict is not None:
-                    raise conflict from exc
+                    fenced = (
+                        None
+                        if fence_txn is None
+                        else engine_fence.refused_error(conflict, context.fence, table_uri)
+                    )
+                    raise (fenced or conflict) from exc
                 raise
         elapsed = time.monotonic() - started
         commit = self._find_commit(spark, target, before, user_metadata, expected)
+        if commit is None and fence_txn is not None:
+            # delta-spark skips a write, silently, when the log holds its fence id at its version or above
+            recorded = (self._recorded_txn_versions(spark, target, [fence_txn.app_id]) or {}).get(
+                fence_txn.app_id
+            )
+            skipped = engine_fence.skipped_error(fence_txn, recorded, context.fence, table_uri)
+            if skipped is not None:
+                raise skipped
         if commit is None:
             # Nothing committed: delta-spark skipped an already-applied (app_id, app_version), or the write
             # was a no-op (OPTIMIZE with nothing to compact).
@@ -593,6 +624,13 @@ class SparkEngine(DeltaEngine):
 
     def _recorded_txn_version(self, spark: SparkSession, target: SparkTarget, app_id: str) -> int | None:
         """The ``txn`` version the log holds for ``app_id`` (``None``: none, or the log is unreadable here)."""
+        return (self._recorded_txn_versions(spark, target, [app_id]) or {}).get(app_id)
+
+    def _recorded_txn_versions(
+        self, spark: SparkSession, target: SparkTarget, app_ids: Collection[str]
+    ) -> dict[str, int | None] | None:
+        """The ``txn`` version the log holds for each of ``app_ids`` (``None``: none); ``None`` when the log
+        cannot be read here."""
         location = target.path
         if location is None:
             with contextlib.suppress(Exception):
@@ -603,12 +641,11 @@ class SparkEngine(DeltaEngine):
         try:
             from deltalake import DeltaTable as RsTable
 
-            version = RsTable(location, storage_options=self._storage_options or None).transaction_version(
-                app_id
-            )
+            table = RsTable(location, storage_options=self._storage_options or None)
+            found = {app: table.transaction_version(app) for app in app_ids}
         except Exception:  # deltalake cannot read every Hadoop location; delta-spark still checks
             return None
-        return None if version is None else int(version)
+        return {app: None if version is None else int(version) for app, version in found.items()}
 
     def _find_commit(
         self,

@@ -308,3 +308,47 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     assert asked and asked[0] < kinds.index("grant", asked[0]), kinds
     holder_manager.store.close()
     writer_manager.store.close()
+
+
+def test_the_engine_fence_travels_over_spark_connect(connect_engine: SparkEngine, tmp_path: Path) -> None:
+    """ADR 0038 over Connect: a successor's DELETE (session confs) carries the lost lease's fence id, and
+    the lost lease's append (writer options), frozen after its last check, is skipped by delta-spark and
+    fails instead of passing as a write that changed nothing."""
+    import time
+
+    from deltalake import write_deltalake
+
+    from deltaguard.core.operations import OperationKind
+    from deltaguard.exceptions import CommitFencedError
+    from deltaguard.leases.keeper import FENCE_VERSION_STRIDE, fence_app_id
+    from deltaguard.leases.manager import LeaseManager
+    from tests.engines.leased import Clock, leased_keeper
+
+    engine, uri = connect_engine, str(tmp_path / "t")
+    write_deltalake(uri, rows([1, 2], "d1"), partition_by=["day"])  # version 0, without a Spark job
+    clock = Clock(time.time())
+    manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}", clock=clock)
+    late = leased_keeper(manager, uri, OperationKind.INSERT, "late")
+    # its server-side work is ADR 0033's concern (tested above): here the table is handed over at once
+    late.remote_work = None  # type: ignore[assignment,method-assign]
+    real_check, checks, successor = late.check, [0], []
+
+    def check_then_freeze() -> None:
+        real_check()
+        checks[0] += 1
+        if checks[0] == 2:
+            clock.now += 300
+            successor.append(leased_keeper(manager, uri, OperationKind.OVERWRITE, "successor"))
+            successor[0].remote_work = None  # type: ignore[assignment,method-assign]
+            engine.write(uri, DeleteSpec(predicate="id = 1"), WriteContext(fence=successor[0]))
+
+    late.check = check_then_freeze  # type: ignore[method-assign]
+    try:
+        with pytest.raises(CommitFencedError, match="delta-spark skipped the write"):
+            engine.write(uri, AppendSpec(source=rows([9], "d1")), WriteContext(fence=late))
+        table = RsTable(uri)
+        token = next(iter(successor[0].fencing.values()))
+        assert table.transaction_version(fence_app_id(late.lease_id)) == token * FENCE_VERSION_STRIDE + 1
+        assert [r[0] for r in content(uri)] == [2]  # the DELETE landed, the append did not
+    finally:
+        manager.store.close()
