@@ -307,7 +307,8 @@ class FaultInjector:
                 if (
                     self._wait_for(
                         lambda _: (
-                            self._writer_queued() or self._held_lease(holder_task, holder_run) != found[-1][2]
+                            self._writer_queued(writer.split("@", 1)[1])
+                            or self._held_lease(holder_task, holder_run) != found[-1][2]
                         ),
                         # the holder's end also ends this wait: the writer may need minutes to reach a slot
                         window_s=3 * self.window_s,
@@ -421,8 +422,12 @@ class FaultInjector:
         self.triggered.append((dag_id, run_id, FIRST_DAY))
         return f"{dag_id}@{run_id}"
 
-    def _writer_queued(self) -> bool:
-        """Whether the conflicting writer's request waits in the lease store's queue (``dg_queue``)."""
+    def _writer_queued(self, run_id: str = "") -> bool:
+        """Whether the conflicting writer's request waits in the lease store's queue (``dg_queue``).
+
+        :param run_id: that writer's run: a writer brought for an earlier freeze, whose task died with a
+            killed worker, may still have a live queue entry, and it is not the one this freeze waits for.
+        """
         import sqlalchemy as sa
 
         from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX
@@ -430,8 +435,11 @@ class FaultInjector:
         with self._store_engine().connect() as connection:
             return (
                 connection.execute(
-                    sa.text("SELECT count(*) FROM dg_queue WHERE owner_key LIKE :p AND expires_at > :now"),
-                    {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "now": time.time()},
+                    sa.text(
+                        "SELECT count(*) FROM dg_queue WHERE owner_key LIKE :p AND owner_key LIKE :r "
+                        "AND expires_at > :now"
+                    ),
+                    {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "r": f"%{run_id}%", "now": time.time()},
                 ).scalar_one()
                 > 0
             )

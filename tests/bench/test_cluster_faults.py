@@ -160,13 +160,17 @@ def test_the_freeze_waits_for_the_conflicting_writers_queued_request(tmp_path: P
         c.execute(sa.text("INSERT INTO dg_queue VALUES (:o, :e)"), {"o": other, "e": time.time() + 60})
     injector = FaultInjector(SimpleNamespace(lease_store_url=url), (), 0, dict)  # type: ignore[arg-type]
     assert not injector._writer_queued()  # the pipeline's own OPTIMIZE is not the writer brought
-    writer = json.dumps({"dag_id": "pyspark_optimize_sales_on_worker2", "task_id": "optimize_sales"})
+    writer = json.dumps(
+        {"dag_id": "pyspark_optimize_sales_on_worker2", "run_id": "manual__2", "task_id": "optimize_sales"}
+    )
     with engine.begin() as c:
         c.execute(sa.text("INSERT INTO dg_queue VALUES (:o, :e)"), {"o": writer, "e": time.time() - 1})
     assert not injector._writer_queued()  # an expired queue entry waits for nothing
     with engine.begin() as c:
         c.execute(sa.text("UPDATE dg_queue SET expires_at = :e"), {"e": time.time() + 60})
     assert injector._writer_queued()
+    # a writer brought for an earlier freeze is not the one this freeze waits for
+    assert injector._writer_queued("manual__2") and not injector._writer_queued("manual__3")
     injector.stop()
     engine.dispose()
 
