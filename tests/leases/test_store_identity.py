@@ -141,7 +141,7 @@ def test_a_connection_the_server_dropped_is_not_a_replaced_store(pg_url: str) ->
     """A lease store's PostgreSQL restarted (fast shutdown) drops every connection: "terminating connection
     due to administrator command". The same store answers again after it, so the identity check reports
     it unavailable (the renewal is retried), never replaced (every holder would lose its lease: measured in
-    the production-shaped run, where one restart failed seven writes so). Played here by terminating the
+    the production-shaped run, where the restarts failed six writes so). Played here by terminating the
     store's backends."""
     with open_store(pg_url) as store:
         store_id = store.store_id
