@@ -128,6 +128,8 @@ with DAG(
             task_id="add_loyalty_column",
             table=TABLES["customers"],
             add_columns={NEW_CUSTOMER_COLUMN[0]: NEW_CUSTOMER_COLUMN[1]},
+            # runs for other dates may overlap: the first adds the column, the others find it there
+            if_not_exists=True,
         ),
         # [END howto_operator_delta_alter]
     ]

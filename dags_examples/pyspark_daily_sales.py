@@ -207,6 +207,8 @@ with DAG(
             table=TABLES["customers"],
             **SPARK_WRITES,
             add_columns={NEW_CUSTOMER_COLUMN[0]: NEW_CUSTOMER_COLUMN[1]},
+            # runs for other dates may overlap: the first adds the column, the others find it there
+            if_not_exists=True,
         ),
     ]
 

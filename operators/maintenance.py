@@ -54,6 +54,9 @@ class DeltaAlterTableOperator(DeltaWriteOperator):
 
     :param set_properties: table properties to set (templated).
     :param add_columns: column name -> Spark SQL type (``string``, ``bigint``, ``decimal(10,2)``).
+    :param if_not_exists: add only the columns the table lacks when the write runs (read under its lease)
+        and commit nothing when it has them all, instead of failing with ``InvalidWriteError``: for
+        pipelines whose runs may overlap or repeat.
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "set_properties")
@@ -63,6 +66,7 @@ class DeltaAlterTableOperator(DeltaWriteOperator):
         *,
         set_properties: Mapping[str, str] | None = None,
         add_columns: Mapping[str, str] | None = None,
+        if_not_exists: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -71,10 +75,11 @@ class DeltaAlterTableOperator(DeltaWriteOperator):
             raise ValueError("DeltaAlterTableOperator needs exactly one of set_properties or add_columns")
         self.set_properties = dict(set_properties or {})
         self.add_columns = dict(add_columns or {})
+        self.if_not_exists = bool(if_not_exists)
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
         if self.set_properties:
             return specs.SetPropertiesSpec(
                 properties={str(k): str(v) for k, v in self.set_properties.items()}
             )
-        return specs.AddColumnsSpec(columns=self.add_columns)
+        return specs.AddColumnsSpec(columns=self.add_columns, if_not_exists=self.if_not_exists)

@@ -1,8 +1,12 @@
-"""A seeded, bounded schedule of faults injected into the running stack while DAG runs are in flight.
+"""A seeded schedule of faults injected into the running stack while DAG runs are in flight.
 
-Each fault waits (at most ``window_s``) for the moment it is meant for — a task running, a task deferred, a
-Spark write running — then breaks one part and brings it back. What was done, when, and to which process
-is recorded for the results file and the audit.
+The schedule does not depend on the machine's speed: every fault kind is planned ``repeats`` times, each at a
+point of the run itself, "once the lease store's decision log holds its Nth grant" (N drawn from the seed,
+:func:`plan_faults`), never at a wall-clock offset. Past its point a fault waits for the moment it is meant
+for (a task running, a task deferred, a PySpark MERGE holding its lease, a writer queued behind a holder)
+and tries again, window after window, until it fired or the run stops the injector; the run keeps DAG
+runs coming until every planned fault fired (``benchmarks/cluster/run.py``). What was planned, what fired,
+when and to which process is recorded for the results file and the audit.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ KINDS: tuple[str, ...] = (
     # SIGSTOP a Celery worker for longer than the lease TTL, then SIGCONT; with Spark in the run, the worker
     # running a PySpark MERGE over Spark Connect (the Connect fence's case, ADR 0033)
     "stop_worker_past_lease",
+    # SIGSTOP the lease store's PostgreSQL (every backend) while a writer waits in the queue behind a holder,
+    # so the holder's release and the waiter's grant (the hand-off) meet a frozen store; then SIGCONT
+    "freeze_lease_store",
 )
 CHEAP_KINDS: tuple[str, ...] = ("kill_celery_worker", "restart_triggerer")
 
@@ -47,15 +54,46 @@ class FaultRecord:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault of the schedule: its kind, which of that kind's repeats it is, and its point in the run."""
+
+    kind: str
+    occurrence: int  # 0 for a kind's first fault, 1 for its second, ...
+    after_grants: int  # injected once the lease store's decision log holds this many grants
+
+
+def plan_faults(kinds: Sequence[str], seed: int, repeats: int = 2) -> list[PlannedFault]:
+    """Every kind ``repeats`` times, in a seeded order, each at a seeded grant count (increasing).
+
+    The first fault waits for 2-5 grants (the first writes have their leases), each next one for 2-6 more:
+    points of the run, the same whatever the machine's speed.
+    """
+    rng = random.Random(seed)
+    order = [(kind, i) for i in range(repeats) for kind in kinds]
+    rng.shuffle(order)
+    # a kind's repeats keep their numbering in the order they come
+    seen: dict[str, int] = {}
+    planned: list[PlannedFault] = []
+    grants = rng.randint(2, 5)
+    for kind, _ in order:
+        planned.append(PlannedFault(kind, seen.get(kind, 0), grants))
+        seen[kind] = seen.get(kind, 0) + 1
+        grants += rng.randint(2, 6)
+    return planned
+
+
 @dataclass
 class FaultInjector:
-    """Run ``kinds`` in a seeded order, one at a time, in a background thread.
+    """Run the planned faults (:func:`plan_faults`), one at a time, in a background thread.
 
     :param stack: the running stack.
-    :param kinds: the faults to inject (each once).
-    :param seed: random seed: order, targets and pauses.
+    :param kinds: the fault kinds to inject (each ``repeats`` times).
+    :param seed: random seed: order, points, targets and pauses.
     :param activity: returns the live task-instance states (``{task_id@run: state}``) of the runs.
-    :param window_s: longest wait for a fault's moment; a fault whose moment never comes is skipped.
+    :param window_s: longest wait for a fault's moment before it looks again (it is never skipped: only
+        :meth:`stop` ends the wait, and the fault then counts as planned but not fired).
+    :param repeats: faults of each kind.
     """
 
     stack: ClusterStack
@@ -74,6 +112,14 @@ class FaultInjector:
     frozen_holder: tuple[str, str] | None = None
     #: the lease store's engine for :meth:`_holds_lease`, opened on first use and disposed by :meth:`stop`
     _engine: Any = None
+    repeats: int = 2
+    #: the schedule (set at construction from ``kinds``, ``seed`` and ``repeats``)
+    planned: list[PlannedFault] = field(default_factory=list)
+    #: which of its kind's repeats the fault being injected is
+    _occurrence: int = 0
+
+    def __post_init__(self) -> None:
+        self.planned = plan_faults(self.kinds, self.seed, self.repeats)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="faults", daemon=True)
@@ -99,19 +145,43 @@ class FaultInjector:
             or (self._thread is not None and not self._thread.is_alive())
         )
 
+    def all_fired(self) -> bool:
+        """Whether every planned fault was injected (a figure is valid only then)."""
+        return len(self.records) >= len(self.planned) and self.done()
+
+    def _grants(self) -> int:
+        """Grants in the lease store's decision log so far."""
+        import sqlalchemy as sa
+
+        with self._store_engine().connect() as connection:
+            return int(
+                connection.execute(
+                    sa.text("SELECT count(*) FROM dg_decisions WHERE kind = 'grant'")
+                ).scalar_one()
+            )
+
     def _run(self) -> None:
-        rng = random.Random(self.seed)
-        order = list(self.kinds)
-        rng.shuffle(order)
-        for i, kind in enumerate(order):
-            if self._stop.wait(rng.uniform(2.0, 8.0)):
-                self.skipped += order[i:]
+        rng = random.Random(self.seed + 1)
+        for i, fault in enumerate(self.planned):
+            # the fault's point: its Nth grant (a store being restarted answers later)
+            while not self._stop.is_set():
+                try:
+                    if self._grants() >= fault.after_grants:
+                        break
+                except Exception:
+                    pass
+                self._stop.wait(2.0)
+            self._occurrence = fault.occurrence
+            fired = False
+            while not fired and not self._stop.is_set():
+                try:
+                    fired = bool(getattr(self, f"_{fault.kind}")(rng))
+                except Exception as exc:
+                    self.errors.append(f"{fault.kind}: {type(exc).__name__}: {exc}")
+                    self._stop.wait(5.0)
+            if not fired:
+                self.skipped += [f.kind for f in self.planned[i:]]
                 return
-            try:
-                if not getattr(self, f"_{kind}")(rng):
-                    self.skipped.append(kind)
-            except Exception as exc:
-                self.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
 
     def _wait_for(self, wanted: Callable[[dict[str, str]], bool], window_s: float | None = None) -> bool:
         deadline = time.monotonic() + (self.window_s if window_s is None else window_s)
@@ -130,10 +200,19 @@ class FaultInjector:
     # -- the faults -------------------------------------------------------------------------------
 
     def _kill_celery_worker(self, rng: random.Random) -> bool:
-        if not self._wait_for(_writing):
-            return False
-        time.sleep(rng.uniform(1.0, 4.0))  # into the write
-        target = self._busiest_worker(rng)
+        """SIGKILL a Celery worker mid-write; with Spark, the first of them the worker whose task runs a
+        PySpark MERGE holding its lease (the Connect session's work outlives its client)."""
+        note = ""
+        if self._occurrence == 0 and "spark-connect" in self.stack.services:
+            found: list[tuple[str, str, str]] = []
+            if not self._wait_for(lambda a: self._spark_merge_on_a_worker(a, found)):
+                return False
+            target, note = found[-1][0], f"during PySpark MERGE {found[-1][1]} (lease {found[-1][2]}); "
+        else:
+            if not self._wait_for(_writing):
+                return False
+            time.sleep(rng.uniform(1.0, 4.0))  # into the write
+            target = self._busiest_worker(rng)
         at = time.time()
         # the machine is lost: the worker and every task process it started (they have groups of their own)
         service = self.stack.services[target]
@@ -141,7 +220,7 @@ class FaultInjector:
         service.kill()
         time.sleep(3.0)
         self.stack.services[target].start()
-        self._record("kill_celery_worker", target, at, time.time() - at, self._running_note())
+        self._record("kill_celery_worker", target, at, time.time() - at, note + self._running_note())
         return True
 
     def _restart_triggerer(self, rng: random.Random) -> bool:
@@ -211,22 +290,12 @@ class FaultInjector:
         """
         target, note = None, "any write"
         found: list[tuple[str, str, str]] = []
+        writer = ""
         if "spark-connect" in self.stack.services:
 
             def spark_merge_on_a_worker(activity: dict[str, str]) -> bool:
-                for key, state in activity.items():
-                    task_id, variant, run_id = key.split("@", 2)
-                    if state != "running" or variant != "pyspark" or not task_id.startswith("merge_sales_"):
-                        continue
-                    lease_id = self._held_lease(task_id, run_id)
-                    if lease_id is not None:
-                        worker = self._worker_running(task_id, run_id)
-                        if worker is not None:
-                            found.append((worker, key, lease_id))
-                            return True
-                return False
+                return self._spark_merge_on_a_worker(activity, found)
 
-            writer = ""
             # a longer window than other faults': measured (2026-11-28, load 20-25), the PySpark run's first
             # MERGE was granted 5 minutes after the faults started, after the 240 s window had ended
             if self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
@@ -238,7 +307,8 @@ class FaultInjector:
                 if (
                     self._wait_for(
                         lambda _: (
-                            self._writer_queued() or self._held_lease(holder_task, holder_run) != found[-1][2]
+                            self._writer_queued(writer.split("@", 1)[1])
+                            or self._held_lease(holder_task, holder_run) != found[-1][2]
                         ),
                         # the holder's end also ends this wait: the writer may need minutes to reach a slot
                         window_s=3 * self.window_s,
@@ -288,6 +358,59 @@ class FaultInjector:
         )
         return True
 
+    def _freeze_lease_store(self, rng: random.Random) -> bool:
+        """SIGSTOP the lease store's PostgreSQL while a writer waits behind a live holder of its table, so
+        the hand-off (the holder's release, the waiter's grant) meets a frozen store; SIGCONT after 3-8 s
+        (seeded), well inside the lease TTL: store calls time out and fail closed, no lease may expire."""
+        waiting: list[str] = []
+        if not self._wait_for(lambda _: self._handoff_pending(waiting)):
+            return False
+        service = self.stack.services["pg-leases"]
+        at = time.time()
+        service.signal(signal.SIGSTOP)
+        stopped = _tree_signal(service.pid, signal.SIGSTOP)
+        time.sleep(rng.uniform(3.0, 8.0))
+        _tree_signal(service.pid, signal.SIGCONT, stopped)
+        service.signal(signal.SIGCONT)
+        self._record(
+            "freeze_lease_store",
+            "pg-leases",
+            at,
+            time.time() - at,
+            f"{len(stopped)} processes; queued behind a holder: {', '.join(waiting)}",
+        )
+        return True
+
+    def _handoff_pending(self, waiting: list[str]) -> bool:
+        """Whether a live request waits in ``dg_queue`` on a table a live lease holds (its tables listed)."""
+        import sqlalchemy as sa
+
+        with self._store_engine().connect() as connection:
+            rows = connection.execute(
+                sa.text(
+                    "SELECT DISTINCT q.uri FROM dg_queue q JOIN dg_leases l ON l.uri = q.uri "
+                    "WHERE q.expires_at > :now AND l.expires_at > :now"
+                ),
+                {"now": time.time()},
+            ).all()
+        waiting[:] = [str(r[0]) for r in rows]
+        return bool(rows)
+
+    def _spark_merge_on_a_worker(self, activity: dict[str, str], found: list[tuple[str, str, str]]) -> bool:
+        """Whether a PySpark ``merge_sales_*`` task runs holding its lease on a Celery worker; appends
+        ``(worker, task key, lease id)`` to ``found`` when one does."""
+        for key, state in activity.items():
+            task_id, variant, run_id = key.split("@", 2)
+            if state != "running" or variant != "pyspark" or not task_id.startswith("merge_sales_"):
+                continue
+            lease_id = self._held_lease(task_id, run_id)
+            if lease_id is not None:
+                worker = self._worker_running(task_id, run_id)
+                if worker is not None:
+                    found.append((worker, key, lease_id))
+                    return True
+        return False
+
     def _bring_conflicting_writer(self, frozen: str) -> str:
         """Trigger the whole-table OPTIMIZE on a Celery worker other than ``frozen``; return ``dag@run``."""
         from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX, FIRST_DAY
@@ -299,8 +422,12 @@ class FaultInjector:
         self.triggered.append((dag_id, run_id, FIRST_DAY))
         return f"{dag_id}@{run_id}"
 
-    def _writer_queued(self) -> bool:
-        """Whether the conflicting writer's request waits in the lease store's queue (``dg_queue``)."""
+    def _writer_queued(self, run_id: str = "") -> bool:
+        """Whether the conflicting writer's request waits in the lease store's queue (``dg_queue``).
+
+        :param run_id: that writer's run: a writer brought for an earlier freeze, whose task died with a
+            killed worker, may still have a live queue entry, and it is not the one this freeze waits for.
+        """
         import sqlalchemy as sa
 
         from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX
@@ -308,8 +435,11 @@ class FaultInjector:
         with self._store_engine().connect() as connection:
             return (
                 connection.execute(
-                    sa.text("SELECT count(*) FROM dg_queue WHERE owner_key LIKE :p AND expires_at > :now"),
-                    {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "now": time.time()},
+                    sa.text(
+                        "SELECT count(*) FROM dg_queue WHERE owner_key LIKE :p AND owner_key LIKE :r "
+                        "AND expires_at > :now"
+                    ),
+                    {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "r": f"%{run_id}%", "now": time.time()},
                 ).scalar_one()
                 > 0
             )

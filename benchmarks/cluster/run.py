@@ -151,6 +151,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         seed=int(args.seed),
         split_store=bool(args.no_leases),
         lease_ttl=float(args.lease_ttl),
+        fault_repeats=1 if short else 2,
     )
     result["command"] = (
         "python -m benchmarks.cluster run"
@@ -173,6 +174,12 @@ def run_cluster(args: argparse.Namespace) -> int:
         # a clean audit of a run that wrote nothing proves nothing (2026-11-28: every write of a short run at
         # lease_ttl 30 failed closed with StoreCallTimeout, and the audit found nothing wrong)
         print("nothing was written: the audit is vacuous", file=sys.stderr)
+        return 1
+    if not result.get("faults_all_fired", True):
+        print(
+            f"{result['faults_fired']} of {len(result['faults_planned'])} planned faults fired: invalid figure",
+            file=sys.stderr,
+        )
         return 1
     return 0 if result["audit_passed"] and not result["leftover_processes"] else 1
 
@@ -201,9 +208,10 @@ def run(
     seed: int,
     split_store: bool = False,
     write_seconds: float = 8.0,
-    run_timeout: float = 1500.0,
+    run_timeout: float = 2700.0,
     lease_ttl: float = 90.0,
     external_hold: bool | None = None,
+    fault_repeats: int = 1,
 ) -> dict[str, Any]:
     """Start the stack, run the pipelines under the faults, audit, stop; return the results document.
 
@@ -287,21 +295,32 @@ def run(
         stack.timings["tables and DAGs ready"] = round(time.monotonic() - began - up_s, 1)
         pipeline_began = time.monotonic()
         # the faults' own runs (the freeze's conflicting writer) join ``triggered``: waited for and audited
-        injector = FaultInjector(stack, kinds, seed, activity, triggered=triggered)
+        injector = FaultInjector(stack, kinds, seed, activity, triggered=triggered, repeats=fault_repeats)
         injector.start()
         deadline = time.monotonic() + run_timeout
         states: dict[str, str] = {}
+        next_day = {dag_id: sum(1 for d, _ in planned if d == dag_id) for dag_id, _ in planned}
+        extra_runs = 0
         while time.monotonic() < deadline:
             try:
                 states = {run_id: str(api.dag_run(d, run_id).get("state")) for d, run_id, _ in triggered}
             except Exception:
                 time.sleep(5)
                 continue
-            if all(s in TERMINAL for s in states.values()):
-                # every fault waits for a task running or deferred: once the runs ended none can come,
-                # so a fault still waiting is skipped now rather than after its whole window
+            if injector.done() and all(s in TERMINAL for s in states.values()):
                 break
+            if not injector.done():
+                # the faults' points are events of the run (grants, writes running, writers queued): while
+                # some planned fault has not fired, every pipeline gets a new run (the next business date)
+                # once its runs ended, so the points keep coming whatever the machine's speed
+                for dag_id in next_day:
+                    if all(states.get(r) in TERMINAL for d, r, _ in triggered if d == dag_id):
+                        day = (date.fromisoformat(FIRST_DAY) + timedelta(days=next_day[dag_id])).isoformat()
+                        next_day[dag_id] += 1
+                        triggered.append((dag_id, api.trigger(dag_id, {"date": day}), day))
+                        extra_runs += 1
             time.sleep(3)
+        # past the cap, a fault still waiting counts as planned and not fired: the figure is then invalid
         injector.stop()
         if holder is not None:
             holder.stop()
@@ -395,6 +414,14 @@ def run(
                 )
             },
             "faults": injector.summary(),
+            "faults_planned": [
+                {"kind": f.kind, "occurrence": f.occurrence, "after_grants": f.after_grants}
+                for f in injector.planned
+            ],
+            "faults_fired": len(injector.records),
+            # a figure is valid only if every planned fault fired
+            "faults_all_fired": injector.all_fired(),
+            "extra_runs_for_faults": extra_runs,
             "fault_log": [f.__dict__ for f in injector.records],
             "faults_skipped": injector.skipped,
             "external_hold": None

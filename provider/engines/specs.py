@@ -16,7 +16,7 @@ URI string (Parquet/CSV/Delta), resolved by :mod:`deltaguard.engines.sources`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -428,9 +428,20 @@ class AddColumnsSpec(WriteSpec):
     described_as: ClassVar[str] = "ALTER TABLE ADD COLUMNS"
     #: column name -> Spark SQL type name (``string``, ``bigint``, ``decimal(10,2)``, ...)
     columns: Mapping[str, str]
+    #: add only the columns the table lacks when the write runs (read under its lease), and commit nothing
+    #: when it has them all: overlapping runs of one pipeline then agree instead of failing on "already
+    #: exists". Still a metadata change to the conflict model (exclusive), whatever it finds.
+    if_not_exists: bool = False
 
     def operation(self) -> Operation:
         return Operation(OperationKind.ADD_COLUMNS)
+
+    def missing(self, existing: Collection[str]) -> dict[str, str]:
+        """The columns to add to a table with ``existing`` columns (all of them unless ``if_not_exists``)."""
+        if not self.if_not_exists:
+            return dict(self.columns)
+        present = {c.lower() for c in existing}
+        return {name: kind for name, kind in self.columns.items() if name.lower() not in present}
 
     def validate(self, check: SpecCheck) -> None:
         # the type names are each engine's to read (its runner checks them: Spark knows more than delta-rs)
@@ -440,7 +451,7 @@ class AddColumnsSpec(WriteSpec):
         for name in self.columns:
             if not isinstance(name, str) or not name.strip():
                 raise InvalidWriteError(f"column names must be non-empty strings, got {name!r}")
-            if name.lower() in known:
+            if name.lower() in known and not self.if_not_exists:
                 raise InvalidWriteError(f"column {name!r} already exists")
 
 

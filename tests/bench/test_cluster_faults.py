@@ -160,12 +160,92 @@ def test_the_freeze_waits_for_the_conflicting_writers_queued_request(tmp_path: P
         c.execute(sa.text("INSERT INTO dg_queue VALUES (:o, :e)"), {"o": other, "e": time.time() + 60})
     injector = FaultInjector(SimpleNamespace(lease_store_url=url), (), 0, dict)  # type: ignore[arg-type]
     assert not injector._writer_queued()  # the pipeline's own OPTIMIZE is not the writer brought
-    writer = json.dumps({"dag_id": "pyspark_optimize_sales_on_worker2", "task_id": "optimize_sales"})
+    writer = json.dumps(
+        {"dag_id": "pyspark_optimize_sales_on_worker2", "run_id": "manual__2", "task_id": "optimize_sales"}
+    )
     with engine.begin() as c:
         c.execute(sa.text("INSERT INTO dg_queue VALUES (:o, :e)"), {"o": writer, "e": time.time() - 1})
     assert not injector._writer_queued()  # an expired queue entry waits for nothing
     with engine.begin() as c:
         c.execute(sa.text("UPDATE dg_queue SET expires_at = :e"), {"e": time.time() + 60})
     assert injector._writer_queued()
+    # a writer brought for an earlier freeze is not the one this freeze waits for
+    assert injector._writer_queued("manual__2") and not injector._writer_queued("manual__3")
     injector.stop()
     engine.dispose()
+
+
+def test_the_schedule_plans_every_kind_twice_at_increasing_grant_counts() -> None:
+    from benchmarks.cluster.faults import KINDS, plan_faults
+
+    planned = plan_faults(KINDS, seed=7, repeats=2)
+    assert len(planned) == 2 * len(KINDS) >= 12
+    assert sorted((f.kind, f.occurrence) for f in planned) == sorted((k, i) for k in KINDS for i in (0, 1))
+    points = [f.after_grants for f in planned]
+    assert points == sorted(set(points)) and points[0] >= 2
+    # the seed decides the schedule, and nothing else does
+    assert plan_faults(KINDS, seed=7, repeats=2) == planned
+    assert plan_faults(KINDS, seed=8, repeats=2) != planned
+    assert "freeze_lease_store" in KINDS
+
+
+def test_a_fault_waits_for_its_grant_and_is_retried_until_it_fires(tmp_path: Path) -> None:
+    """A fault fires only once the decision log holds its Nth grant, whatever the time; a fault whose
+    moment did not come is tried again, not skipped; all_fired only once every planned fault fired."""
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("CREATE TABLE dg_decisions (at REAL, kind TEXT, request_id TEXT)"))
+    injector = FaultInjector(
+        SimpleNamespace(lease_store_url=url),  # type: ignore[arg-type]
+        ("restart_scheduler",),
+        3,
+        dict,
+        repeats=2,
+    )
+    tries: list[int] = []
+
+    def fault(rng: object) -> bool:
+        tries.append(len(tries))
+        if len(tries) == 1:
+            return False  # its moment did not come in the window
+        injector._record("restart_scheduler", "scheduler", time.time(), 0.0)
+        return True
+
+    injector._restart_scheduler = fault  # type: ignore[method-assign]
+    injector.start()
+    time.sleep(3.0)
+    assert tries == [] and not injector.all_fired(), "no fault before its grant"
+    first, second = (f.after_grants for f in injector.planned)
+    with engine.begin() as c:
+        for i in range(first):
+            c.execute(sa.text("INSERT INTO dg_decisions VALUES (1, 'grant', :r)"), {"r": str(i)})
+    deadline = time.monotonic() + 60
+    while len(injector.records) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert tries == [0, 1] and len(injector.records) == 1 and not injector.all_fired()
+    with engine.begin() as c:
+        for i in range(first, second):
+            c.execute(sa.text("INSERT INTO dg_decisions VALUES (1, 'grant', :r)"), {"r": str(i)})
+    injector._thread.join(60)  # type: ignore[union-attr]
+    assert injector.all_fired() and len(injector.records) == 2
+    injector.stop()
+    engine.dispose()
+
+
+def test_a_stopped_injector_counts_its_unfired_faults_as_not_fired(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("CREATE TABLE dg_decisions (at REAL, kind TEXT, request_id TEXT)"))
+    engine.dispose()
+    injector = FaultInjector(
+        SimpleNamespace(lease_store_url=url),  # type: ignore[arg-type]
+        ("restart_scheduler",),
+        3,
+        dict,
+        repeats=2,
+    )
+    injector.start()
+    injector.stop()
+    assert not injector.all_fired() and injector.skipped == ["restart_scheduler", "restart_scheduler"]

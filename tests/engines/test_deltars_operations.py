@@ -245,6 +245,23 @@ def test_add_columns(engine: DeltaRsEngine, partitioned: str) -> None:
         engine.write(partitioned, AddColumnsSpec({"NOTE": "string"}))
 
 
+def test_add_columns_if_not_exists_overlapping_runs(engine: DeltaRsEngine, partitioned: str) -> None:
+    """Two runs of one pipeline add the same column: the first commits, the second (its own app id, as a
+    run for another date has) finds the column there and commits nothing instead of failing; a spec naming
+    a present and an absent column adds only the absent one."""
+    spec = AddColumnsSpec({"note": "string"}, if_not_exists=True)
+    first = engine.write(partitioned, spec, WriteContext(app_id="dag.add@run1", app_version=1))
+    assert first.committed and first.operation == "ADD COLUMN"
+    second = engine.write(partitioned, spec, WriteContext(app_id="dag.add@run2", app_version=1))
+    assert (second.committed, second.version) == (False, first.version)
+    assert DeltaTable(partitioned).version() == first.version
+    both = engine.write(
+        partitioned, AddColumnsSpec({"NOTE": "string", "price": "bigint"}, if_not_exists=True)
+    )
+    assert both.committed and both.version == first.version + 1
+    assert [f.name for f in DeltaTable(partitioned).schema().fields] == ["id", "day", "v", "note", "price"]
+
+
 def test_commit_metadata_in_history(engine: DeltaRsEngine, partitioned: str) -> None:
     context = WriteContext(
         app_id="dag.task", app_version=7, commit_metadata={"airflow.run_id": "r1", "lease": "L9"}

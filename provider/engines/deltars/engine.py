@@ -51,6 +51,9 @@ COMMIT_ID_KEY = "deltaguard.commit_id"
 APP_ID_KEY = "deltaguard.app_id"
 APP_VERSION_KEY = "deltaguard.app_version"
 OPERATION_KEY = "deltaguard.operation"
+#: the fence app id of the lease a commit was made under (ADR 0038): tells a fellow successor's commit from
+#: the lost lease's own late one
+FENCE_ID_KEY = "deltaguard.fence_id"
 
 #: deltalake messages that mean "this write is wrong", not "the table is unreachable" or "a conflict".
 _BAD_INPUT = re.compile(
@@ -227,6 +230,10 @@ class DeltaRsEngine(DeltaEngine):
                 refused = _refused_by_engine_fence(translated, fence, table_uri)
                 if refused is not None:
                     raise refused from exc
+                if self._refused_by_a_fellow_successor(translated, fence, table_uri, table):
+                    # nothing committed, and no conflict stands: write again from the table as it is now,
+                    # which holds the replaced ids, so this commit no longer carries them (ADR 0038)
+                    return self.write(table_uri, spec, context)
                 raise translated from exc
             metrics = {}
         except BaseException as exc:
@@ -318,6 +325,7 @@ class DeltaRsEngine(DeltaEngine):
             # snapshot, after the lost lease's read, so that lease's late commit already meets it; carrying it
             # again would only make compatible writers that started after it refuse each other.
             own, *replaced = fence_ids()
+            metadata[FENCE_ID_KEY] = own
             already = {
                 app for app in replaced if table is not None and table.transaction_version(app) is not None
             }
@@ -328,6 +336,36 @@ class DeltaRsEngine(DeltaEngine):
         return CommitProperties(
             custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions or None
         )
+
+    def _refused_by_a_fellow_successor(
+        self, error: Exception, fence: Any, table_uri: str, read: DeltaTable | None
+    ) -> bool:
+        """Whether a live lease's ``ConcurrentTransaction`` refusal came only from a fellow successor.
+
+        Compatible writers granted together after one lease ended both carry its id; read from the same
+        snapshot, the second to commit meets the first's commit carrying that id and delta-rs refuses it,
+        though the two may run side by side (measured in the production-shaped run: three MERGEs into other
+        partitions, granted after two leases on their table expired, refused each other). It is that case
+        when the table now holds a replaced id the snapshot ``read`` did not, and every commit since ``read``
+        was made under another live lease (its ``deltaguard.fence_id``): none under this lease (a duplicate)
+        nor under a replaced one (the lost holder's late commit: that refusal stands, and the task's retry
+        reads the table again).
+        """
+        if not isinstance(error, DeltaConflictError) or error.kind is not ConflictKind.CONCURRENT_TRANSACTION:
+            return False
+        fence_ids = getattr(fence, "fence_app_ids", None)
+        if fence_ids is None or read is None:
+            return False
+        own, *replaced = fence_ids()
+        unread = [app for app in replaced if read.transaction_version(app) is None]
+        now = self._load(table_uri)
+        if not unread or now is None or now.transaction_version(own) is not None:
+            return False
+        if not any(now.transaction_version(app) is not None for app in unread):
+            return False
+        _, winners = consistent_history(now, since=read.version())
+        fenced_by = [info.get(FENCE_ID_KEY) for info in winners]
+        return bool(fenced_by) and all(f is not None and f != own and f not in replaced for f in fenced_by)
 
     def _already_committed(
         self, table: DeltaTable, runner: DeltaRsRunner, app_id: str, app_version: int

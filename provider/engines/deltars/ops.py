@@ -363,10 +363,15 @@ def run_set_properties(spec: SetPropertiesSpec, ctx: OpContext) -> Metrics:
 
 
 def run_add_columns(spec: AddColumnsSpec, ctx: OpContext) -> Metrics:
+    table = ctx.require_table()
+    # the table as loaded for this write (under its lease, when leased): what it lacks is added
+    columns = spec.missing(table.schema().to_arrow().names)
+    if not columns:
+        return None  # every column is there (``if_not_exists``): nothing to commit
     fields = [
-        Field(name, spark_type_to_delta(type_name), nullable=True) for name, type_name in spec.columns.items()
+        Field(name, spark_type_to_delta(type_name), nullable=True) for name, type_name in columns.items()
     ]
-    ctx.require_table().alter.add_columns(fields, commit_properties=ctx.commit)
+    table.alter.add_columns(fields, commit_properties=ctx.commit)
     return None
 
 

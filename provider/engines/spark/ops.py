@@ -365,8 +365,11 @@ def run_set_properties(
 def run_add_columns(
     spark: SparkSession, target: SparkTarget, spec: AddColumnsSpec, ready: Callable[[], None]
 ) -> None:
+    columns = spec.missing(spark.sql(f"SELECT * FROM {target.sql_reference()} LIMIT 0").columns)
     ready()
-    spark.sql(f"ALTER TABLE {target.sql_reference()} ADD COLUMNS ({columns_sql(spec.columns)})")
+    if not columns:
+        return  # every column is there (``if_not_exists``): nothing to commit
+    spark.sql(f"ALTER TABLE {target.sql_reference()} ADD COLUMNS ({columns_sql(columns)})")
 
 
 def run_create(spark: SparkSession, target: SparkTarget, spec: CreateSpec, ready: Callable[[], None]) -> None:

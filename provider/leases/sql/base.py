@@ -348,7 +348,14 @@ class SqlLeaseStore(LeaseStore):
                 yield conn
         except StoreUnavailableError:
             raise
-        except StoreError as exc:  # no dg_store table: an empty database took the old one's place
+        except StoreError as exc:
+            if not _names_missing_store_table(exc):
+                # a connection the server dropped (a restart's "terminating connection due to administrator
+                # command", AdminShutdown) says nothing of which store answers next: the renewal fails
+                # and is tried again, the known expiry holds (read as a replacement, every holder of a
+                # restarted store lost its lease)
+                raise StoreUnavailableError(f"lease store {self.name} is unavailable: {exc}") from exc
+            # no dg_store table: an empty database took the old one's place
             raise StoreReplacedError(
                 f"lease store {self.name} is not the store this holder opened: {exc}"
             ) from exc
@@ -592,3 +599,12 @@ def _cause(exc: BaseException) -> str:
     inner = getattr(exc, "orig", None) or exc
     text = str(inner).strip().splitlines()
     return f"{type(inner).__name__}: {text[0] if text else ''}"
+
+
+def _names_missing_store_table(exc: BaseException) -> bool:
+    """Whether a store error is the database's "no such table" for ``dg_store`` (PostgreSQL's
+    ``UndefinedTable``, SQLite's ``no such table``, MySQL's ``doesn't exist``), not a lost connection."""
+    text = f"{exc} {exc.__cause__}".lower()
+    return "dg_store" in text and any(
+        words in text for words in ("does not exist", "no such table", "doesn't exist", "undefined")
+    )
