@@ -11,7 +11,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import deltalake
@@ -213,6 +213,8 @@ class DeltaRsEngine(DeltaEngine):
             wrap = functools.partial(fenced_source, fence=fence, trip=trip)
         panic: BaseException | None = None
         landed_anyway: tuple[int, dict[str, Any] | None] | None = None  # found although the call failed
+        # taken before the call: a failed commit brings the handle to the newest version (_landed_despite)
+        unread = _replaced_ids_unread(fence, table)
         try:
             metrics = runner.run(
                 spec,
@@ -230,7 +232,7 @@ class DeltaRsEngine(DeltaEngine):
                 refused = _refused_by_engine_fence(translated, fence, table_uri)
                 if refused is not None:
                     raise refused from exc
-                if self._refused_by_a_fellow_successor(translated, fence, table_uri, table):
+                if self._refused_by_a_fellow_successor(translated, fence, table_uri, before, unread):
                     # nothing committed, and no conflict stands: write again from the table as it is now,
                     # which holds the replaced ids, so this commit no longer carries them (ADR 0038)
                     return self.write(table_uri, spec, context)
@@ -338,7 +340,12 @@ class DeltaRsEngine(DeltaEngine):
         )
 
     def _refused_by_a_fellow_successor(
-        self, error: Exception, fence: Any, table_uri: str, read: DeltaTable | None
+        self,
+        error: Exception,
+        fence: Any,
+        table_uri: str,
+        read_version: int | None,
+        unread: Sequence[str],
     ) -> bool:
         """Whether a live lease's ``ConcurrentTransaction`` refusal came only from a fellow successor.
 
@@ -346,24 +353,26 @@ class DeltaRsEngine(DeltaEngine):
         snapshot, the second to commit meets the first's commit carrying that id and delta-rs refuses it,
         though the two may run side by side (measured in the production-shaped run: three MERGEs into other
         partitions, granted after two leases on their table expired, refused each other). It is that case
-        when the table now holds a replaced id the snapshot ``read`` did not, and every commit since ``read``
-        was made under another live lease (its ``deltaguard.fence_id``): none under this lease (a duplicate)
-        nor under a replaced one (the lost holder's late commit: that refusal stands, and the task's retry
-        reads the table again).
+        when the table now holds a replaced id the write's snapshot did not, and every commit since that
+        snapshot was made under another live lease (its ``deltaguard.fence_id``): none under this lease (a
+        duplicate) nor under a replaced one (the lost holder's late commit: that refusal stands, and the task's
+        retry reads the table again).
+
+        :param read_version: the version the write read (``None``: it created the table).
+        :param unread: the replaced leases' ids its snapshot did not hold (:func:`_replaced_ids_unread`).
         """
         if not isinstance(error, DeltaConflictError) or error.kind is not ConflictKind.CONCURRENT_TRANSACTION:
             return False
         fence_ids = getattr(fence, "fence_app_ids", None)
-        if fence_ids is None or read is None:
+        if fence_ids is None or read_version is None or not unread:
             return False
         own, *replaced = fence_ids()
-        unread = [app for app in replaced if read.transaction_version(app) is None]
         now = self._load(table_uri)
-        if not unread or now is None or now.transaction_version(own) is not None:
+        if now is None or now.transaction_version(own) is not None:
             return False
         if not any(now.transaction_version(app) is not None for app in unread):
             return False
-        _, winners = consistent_history(now, since=read.version())
+        _, winners = consistent_history(now, since=read_version)
         fenced_by = [info.get(FENCE_ID_KEY) for info in winners]
         return bool(fenced_by) and all(f is not None and f != own and f not in replaced for f in fenced_by)
 
@@ -482,6 +491,15 @@ def is_panic(exc: BaseException) -> bool:
     """A Rust panic raised through pyo3 (``pyo3_runtime.PanicException``, not importable until one happens)."""
     kind = type(exc)
     return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def _replaced_ids_unread(fence: Any, table: DeltaTable | None) -> tuple[str, ...]:
+    """The fence ids of the leases this write's lease replaced that its snapshot ``table`` does not hold."""
+    fence_ids = getattr(fence, "fence_app_ids", None)
+    if fence_ids is None or table is None:
+        return ()
+    _, *replaced = fence_ids()
+    return tuple(app for app in replaced if table.transaction_version(app) is None)
 
 
 def _refused_by_engine_fence(error: Exception, fence: Any, table_uri: str) -> CommitFencedError | None:
