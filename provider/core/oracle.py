@@ -6,7 +6,8 @@ oracle without importing the conflict rules. See ADR 0037.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 #: A truth value in SQL's three-valued logic (``None``: NULL, unknown).
@@ -50,3 +51,42 @@ class Unconfirmed:
     ) -> Sequence[tuple[Truth, ...]]:
         """Refuse: :raises LookupError: always, with ``why``."""
         raise LookupError(self.why)
+
+
+#: Answers an oracle keeps at most (a decision asks a handful; the set is dropped when full).
+_CACHE = 512
+
+
+class AnswerCache:
+    """The answers one oracle gave, per question (predicates and candidates), shared by threads.
+
+    An engine's oracle keeps one: a scheduler that re-checks a queue asks the same questions again, and an
+    answer is a function of the question and the table's partition types, which the oracle fixes.
+    """
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[object, ...], Sequence[tuple[Truth, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def answer(
+        self,
+        predicates: Sequence[str],
+        candidates: Mapping[str, Sequence[str | None]],
+        ask: Callable[[tuple[str, ...], Mapping[str, Sequence[str | None]]], Sequence[tuple[Truth, ...]]],
+    ) -> Sequence[tuple[Truth, ...]]:
+        """The kept answer to the question, else ``ask(predicates, candidates)``'s, kept.
+
+        :param predicates: as :meth:`PredicateOracle.evaluate`.
+        :param candidates: as :meth:`PredicateOracle.evaluate`.
+        :param ask: the engine's evaluation.
+        """
+        key = (tuple(predicates), tuple(sorted((c, tuple(v)) for c, v in candidates.items())))
+        with self._lock:
+            found = self._answers.get(key)
+        if found is None:
+            found = ask(tuple(predicates), candidates)
+            with self._lock:
+                if len(self._answers) >= _CACHE:
+                    self._answers.clear()
+                self._answers[key] = found
+        return found

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import tempfile
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from deltaguard.core.oracle import Truth
+from deltaguard.core.oracle import AnswerCache, Truth
 from deltaguard.core.sql.literals import DATAFUSION, render_sql
 from deltaguard.core.table_config import TableConfig
 
@@ -35,8 +34,6 @@ MAX_ROWS = 4096
 _SHM = Path("/dev/shm")
 #: The witness row id column.
 _ID = "__witness"
-#: Answers kept per oracle (a scheduler asks about the same running writes again and again).
-_CACHE = 512
 
 _DECIMAL = re.compile(r"decimal\((\d+)\s*,\s*(\d+)\)")
 _ARROW_TYPES: dict[str, pa.DataType] = {
@@ -97,8 +94,7 @@ class DataFusionOracle:
     def __init__(self, partition_columns: Sequence[str], types: Mapping[str, str]) -> None:
         self.partition_columns = tuple(partition_columns)
         self.types = {column.lower(): types[column.lower()] for column in partition_columns}
-        self._answers: dict[tuple[object, ...], list[tuple[Truth, ...]]] = {}
-        self._lock = threading.Lock()
+        self._answers = AnswerCache()
 
     @classmethod
     def for_table(cls, config: TableConfig) -> DataFusionOracle | None:
@@ -117,16 +113,7 @@ class DataFusionOracle:
         self, predicates: Sequence[str], candidates: Mapping[str, Sequence[str | None]]
     ) -> Sequence[tuple[Truth, ...]]:
         """See :meth:`deltaguard.core.meaning.PredicateOracle.evaluate` (answers are cached)."""
-        key = (tuple(predicates), _frozen(candidates))
-        with self._lock:
-            found = self._answers.get(key)
-        if found is None:
-            found = self._evaluate(tuple(predicates), candidates)
-            with self._lock:
-                if len(self._answers) >= _CACHE:
-                    self._answers.clear()
-                self._answers[key] = found
-        return found
+        return self._answers.answer(predicates, candidates, self._evaluate)
 
     def _evaluate(
         self, predicates: tuple[str, ...], given: Mapping[str, Sequence[str | None]]
@@ -193,7 +180,3 @@ def _kept_by_delete(base: Path, predicate: str, index: int) -> set[int]:
         return {int(value) for value in pa.table(kept.read_all()).column(_ID).to_pylist()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _frozen(candidates: Mapping[str, Sequence[str | None]]) -> tuple[tuple[str, tuple[str | None, ...]], ...]:
-    return tuple(sorted((column, tuple(values)) for column, values in candidates.items()))

@@ -21,17 +21,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from deltaguard.core.oracle import Truth
+from deltaguard.core.oracle import AnswerCache, Truth
 from deltaguard.core.table_config import TableConfig
 
 #: Witness rows at most; a question needing more is not answered (the claim is then refuted).
 MAX_ROWS = 4096
-#: Answers kept per oracle (a scheduler asks about the same running writes again and again).
-_CACHE = 512
 #: Partition types whose values a text can be cast to (Delta's names; Spark's parser reads them all).
 _SIMPLE_TYPES = frozenset(
     {
@@ -147,8 +144,7 @@ class SparkOracle:
         self.partition_columns = tuple(partition_columns)
         self.types = {column.lower(): types[column.lower()] for column in partition_columns}
         self._sessions = sessions
-        self._answers: dict[tuple[object, ...], list[tuple[Truth, ...]]] = {}
-        self._lock = threading.Lock()
+        self._answers = AnswerCache()
 
     @classmethod
     def for_table(
@@ -175,16 +171,7 @@ class SparkOracle:
         self, predicates: Sequence[str], candidates: Mapping[str, Sequence[str | None]]
     ) -> Sequence[tuple[Truth, ...]]:
         """See :meth:`deltaguard.core.oracle.PredicateOracle.evaluate` (answers are cached)."""
-        key = (tuple(predicates), _frozen(candidates))
-        with self._lock:
-            found = self._answers.get(key)
-        if found is None:
-            found = self._evaluate(tuple(predicates), candidates)
-            with self._lock:
-                if len(self._answers) >= _CACHE:
-                    self._answers.clear()
-                self._answers[key] = found
-        return found
+        return self._answers.answer(predicates, candidates, self._evaluate)
 
     def _evaluate(
         self, predicates: tuple[str, ...], given: Mapping[str, Sequence[str | None]]
@@ -211,7 +198,3 @@ def _truth(value: object) -> Truth:
         return value
     # closed world: a predicate that is no boolean selects nothing the model may rely on
     raise ValueError(f"a partition predicate evaluated to {type(value).__name__}, not a boolean")
-
-
-def _frozen(candidates: Mapping[str, Sequence[str | None]]) -> tuple[tuple[str, tuple[str | None, ...]], ...]:
-    return tuple(sorted((column, tuple(values)) for column, values in candidates.items()))
