@@ -220,8 +220,8 @@ def test_a_fault_waits_for_its_grant_and_is_retried_until_it_fires(tmp_path: Pat
     with engine.begin() as c:
         for i in range(first):
             c.execute(sa.text("INSERT INTO dg_decisions VALUES (1, 'grant', :r)"), {"r": str(i)})
-    deadline = time.monotonic() + 60
-    while len(injector.records) < 1 and time.monotonic() < deadline:
+    # no deadline of its own: a hang is pytest's timeout, a busy machine only a longer wait
+    while len(injector.records) < 1:
         time.sleep(0.2)
     assert tries == [0, 1] and len(injector.records) == 1 and not injector.all_fired()
     with engine.begin() as c:
