@@ -2,7 +2,8 @@
 
 moto's S3 server (the project's stand-in for Amazon S3) runs behind :class:`benchmarks.s3_drop_proxy.DropProxy`,
 which forwards every request but closes the connection without an answer for the one PUT of the table's
-next log entry, ``_delta_log/00000000000000000001.json``, once moto has stored it. The write is a
+next log entry, ``_delta_log/00000000000000000001.json`` (``create``: the table's first,
+``..00000.json``, of an append into a table that does not exist yet), once moto has stored it. The write is a
 deltaguard operator's ``execute`` (``DeltaInsertOperator`` append and overwrite, ``DeltaMergeOperator``,
 ``DeltaUpdateOperator``, ``DeltaDeleteOperator``) through a ``delta`` connection whose storage options
 point at the proxy, under a SQLite lease store; when a try fails with an error Airflow retries, the probe
@@ -48,7 +49,8 @@ from benchmarks.s3_drop_proxy import ProxyControl
 
 BUCKET = "lake"
 BASE = "warehouse"
-OPERATIONS = ("append", "overwrite", "merge", "update", "delete")
+#: ``create`` is an append into a table that does not exist yet: the answer lost is the one to its creation
+OPERATIONS = ("append", "overwrite", "merge", "update", "delete", "create")
 MODES = ("leased", "unfenced", "raw")
 KEYS = {
     "AWS_ACCESS_KEY_ID": "deltaguard",
@@ -57,6 +59,8 @@ KEYS = {
 }
 #: the log entry whose answer is lost: the first commit after the table's creation
 ENTRY = "_delta_log/00000000000000000001.json"
+#: ``create``: the log entry that creates the table
+CREATE_ENTRY = "_delta_log/00000000000000000000.json"
 #: ``--staged``: the first log entry of the staging table a staged append or overwrite writes its files with
 STAGING_ENTRY = "_delta_log/00000000000000000000.json"
 
@@ -129,8 +133,8 @@ def _operator(op: str, table: str, *, idempotent: bool) -> Any:
         "deferrable": False,
         "idempotent": idempotent,
     }
-    if op in ("append", "overwrite"):
-        return DeltaInsertOperator(source=_rows, mode=op, **common)
+    if op in ("append", "overwrite", "create"):
+        return DeltaInsertOperator(source=_rows, mode="append" if op == "create" else op, **common)
     if op == "merge":
         return DeltaMergeOperator(source=_merge_source, condition="t.id = s.id", **common)
     if op == "update":
@@ -143,8 +147,9 @@ def _raw(op: str, uri: str, options: dict[str, str], run_id: str) -> None:
     from deltalake.transaction import CommitProperties
 
     props = CommitProperties(custom_metadata={"airflow.run_id": run_id})
-    if op in ("append", "overwrite"):
-        write_deltalake(uri, _rows(), mode=op, storage_options=options, commit_properties=props)
+    if op in ("append", "overwrite", "create"):
+        mode = "append" if op == "create" else op
+        write_deltalake(uri, _rows(), mode=mode, storage_options=options, commit_properties=props)
         return
     table = DeltaTable(uri, storage_options=options)
     if op == "merge":
@@ -181,6 +186,7 @@ def _expected_rows(op: str) -> dict[int, int]:
         "merge": {1: 1, 2: 1, 3: 1, 4: 1},
         "update": {1: 1, 2: 1, 3: 1},
         "delete": {2: 1, 3: 1},
+        "create": {100: 1, 101: 1},
     }[op]
 
 
@@ -201,12 +207,13 @@ def one_run(
     name = f"{mode}-{'staged-' if staged else ''}{op}-{n}"
     uri = f"s3://{BUCKET}/{BASE}/{name}"
     run_id = f"run-{name}"
-    write_deltalake(
-        uri,
-        pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]}),
-        storage_options=moto_options,
-    )
-    entry = f"/{BUCKET}/{BASE}/{name}/{ENTRY}"
+    if op != "create":
+        write_deltalake(
+            uri,
+            pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]}),
+            storage_options=moto_options,
+        )
+    entry = f"/{BUCKET}/{BASE}/{name}/{CREATE_ENTRY if op == 'create' else ENTRY}"
     before = len(proxy.state()["requests"])
     if staged:
         # the staging table's only log entry; its directory's name ends in a fresh uuid4
@@ -238,6 +245,10 @@ def one_run(
     duplicated = sum(max(0, count - expected.get(key, 0)) for key, count in ids.items())
     missing = sum(max(0, count - ids.get(key, 0)) for key, count in expected.items())
     state = proxy.state()
+    # Two commits of one write may add the same data files (a retried commit re-sends its actions): the
+    # protocol keeps one file per path, so the rows are not doubled, but the log holds the write twice.
+    added = [_added_paths(moto_options, name, version) for version in commits]
+    re_added = len(set.intersection(*added)) if len(added) > 1 else 0
     entry_puts = [
         {
             "entry": seen["path"].split(f"/{name}/", 1)[1],
@@ -254,9 +265,27 @@ def one_run(
         "commits": commits,
         "duplicated_rows": duplicated,
         "missing_rows": missing,
+        "files_added_by_more_than_one_commit": re_added,
         "log_entry_puts": entry_puts,
         "elapsed_s": round(elapsed, 2),
     }
+
+
+def _added_paths(options: dict[str, str], name: str, version: int) -> set[str]:
+    """The data files the log entry ``version`` of the run's table adds."""
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=options["AWS_ENDPOINT_URL"],
+        aws_access_key_id=KEYS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"],
+        region_name=KEYS["AWS_REGION"],
+    )
+    key = f"{BASE}/{name}/_delta_log/{version:020d}.json"
+    text = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
+    actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return {a["add"]["path"] for a in actions if "add" in a}
 
 
 def classify(run: dict[str, Any]) -> str:
@@ -269,7 +298,12 @@ def classify(run: dict[str, Any]) -> str:
         else (f", {run['duplicated_rows']} rows duplicated, {run['missing_rows']} missing")
     )
     outcome = "first try succeeded" if run["tries"][0] == "succeeded" else f"{len(run['tries'])} tries"
-    return f"{commits} commit{'s' if commits != 1 else ''}, {outcome}{rows}"
+    again = (
+        f", {run['files_added_by_more_than_one_commit']} files added again"
+        if run.get("files_added_by_more_than_one_commit")
+        else ""
+    )
+    return f"{commits} commit{'s' if commits != 1 else ''}, {outcome}{rows}{again}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -346,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "deltalake": deltalake.__version__,
         "mode": args.mode,
-        "lost_answer": "the staging table's log entry" if args.staged else f"the table's {ENTRY}",
+        "lost_answer": "the staging table's log entry"
+        if args.staged
+        else f"the table's {ENTRY} ({CREATE_ENTRY} for create)",
         "runs_per_operation": args.runs,
         "elapsed_s": round(time.monotonic() - started, 1),
         "load_average_before": [round(x, 2) for x in load_before],

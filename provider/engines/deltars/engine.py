@@ -335,6 +335,12 @@ class DeltaRsEngine(DeltaEngine):
         retries = (
             context.max_commit_retries if context.max_commit_retries is not None else self.max_commit_retries
         )
+        if table is None:
+            # A write that creates the table has no snapshot to rebase on: delta-rs' retry after "version 0
+            # exists" re-sends the same actions as version 1, so a lost answer to the creation left the
+            # write in the log twice (measured on deltalake 1.6.6 with moto behind a dropping proxy). With
+            # no retry the call fails and the write's own commit is looked for in the log instead.
+            retries = 0
         return CommitProperties(
             custom_metadata=metadata, max_commit_retries=retries, app_transactions=transactions or None
         )
