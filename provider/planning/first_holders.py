@@ -34,7 +34,7 @@ class RaceRange:
 
     :param best: the fastest play.
     :param worst: the slowest play.
-    :param best_first: the writes asking first in the fastest play (empty: the nominal order).
+    :param best_first: the writes asking first in the fastest play (empty: Airflow's start order).
     :param worst_first: the writes asking first in the slowest play.
     :param candidates: per table whose first question is a race, the writes that may ask first.
     :param plays: how many runs were played (the nominal one included).
@@ -88,13 +88,9 @@ def first_holder_range(play: Play, nominal: Schedule, tables_of: Mapping[str, Co
         winners = [frozenset(c) for c in itertools.product(*choices)] if choices else []
     else:
         winners = [frozenset((job,)) for racing in choices for job in racing]
-    best = worst = (nominal, ())
-    plays = 1
-    for first in winners:
-        played = play(first)
-        plays += 1
-        if played.makespan_s < best[0].makespan_s:
-            best = (played, tuple(sorted(first)))
-        if played.makespan_s > worst[0].makespan_s:
-            worst = (played, tuple(sorted(first)))
-    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, plays, exhaustive)
+    # the nominal run is one of the combinations when all are played; else it stands beside them
+    played: list[tuple[Schedule, tuple[str, ...]]] = [] if exhaustive and winners else [(nominal, ())]
+    played += [(play(first), tuple(sorted(first))) for first in winners]
+    best = min(played, key=lambda p: p[0].makespan_s)
+    worst = max(played, key=lambda p: p[0].makespan_s)
+    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive)

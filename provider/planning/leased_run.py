@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from deltaguard.core.admission import (
     DEFAULT_AGEING_S,
     DEFAULT_MAX_OVERTAKE_S,
+    Admission,
+    Blocker,
     DecideFn,
     Holder,
     Owner,
@@ -46,6 +48,13 @@ from deltaguard.core.admission import (
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.imminent import (
+    IMMINENT_POLL_S,
+    IMMINENT_S,
+    expected_wait_s,
+    imminent_limit_s,
+    is_imminent,
+)
 from deltaguard.planning.schedule import Because, Schedule, Step
 
 #: Seconds from a grant out of the queue to the write's first byte: the median release-to-first-byte
@@ -53,9 +62,12 @@ from deltaguard.planning.schedule import Because, Schedule, Step
 #: LocalExecutor, 8 slots: 3.36 s, of which 0.4 s release to grant and 2.88 s grant to first byte).
 DEFAULT_HANDOFF_S = 3.36
 
-#: A write's time in its worker slot outside its write (:class:`SlotTimes`), measured once under the real
-#: scheduler on a workload none of the benchmark's comparisons uses (see docs/plan.md).
-DEFAULT_SLOT_TIMES_S = (0.0, 0.0)
+#: A write's time in its worker slot outside its write (:class:`SlotTimes`: before its lease question, after
+#: its commit), measured once under the real scheduler on a workload no comparison of the plan uses: the
+#: orchestration benchmark at seed 5 with 12 writes of 10-15 s on 4 tables, 8 LocalExecutor slots
+#: (``python -m benchmarks.slot_times``; medians over the 12 writes: 1.1 s from the task's start to its
+#: question, 0.07 s from its commit to its end; docs/plan.md).
+DEFAULT_SLOT_TIMES_S = (1.1, 0.07)
 
 #: What a write whose operation or table is not known before the run is judged as: a metadata change,
 #: which the admission rule keeps apart from every write on the table, both ways.
@@ -146,8 +158,8 @@ class PlayedLeaseManager:
         #: granted leases by job: (granted at, lease id)
         self.leases: dict[str, tuple[float, str]] = {}
 
-    def ask(self, job: str, now: float) -> bool:
-        """``job``'s first question at ``now``: granted (``True``) or queued."""
+    def ask(self, job: str, now: float) -> Admission:
+        """``job``'s first question at ``now``: granted, or queued (with what it waits for)."""
         write = self._writes[job]
         self._asks += 1
         holder = Holder(
@@ -159,11 +171,34 @@ class PlayedLeaseManager:
             since=now,
             expected_duration_s=write.estimate_s,
         )
-        if self._admit(job, holder, now):
+        verdict = self._admit(job, holder, now)
+        if verdict.granted:
             self.leases[job] = (now, holder.id)
-            return True
-        self.asked[job] = holder
-        return False
+        else:
+            self.asked[job] = holder
+        return verdict
+
+    def wait_in_worker_until(self, job: str, now: float, startup_s: float) -> float | None:
+        """Whether queued ``job`` waits in its worker rather than deferring, as the lease hook decides it
+        (:mod:`deltaguard.leases.imminent`: every blocker a granted lease expected to end within the limit
+        its own start-up sets): until when that stands (a blocker overdue by more than
+        :data:`~deltaguard.leases.imminent.IMMINENT_S` counts as unknown again), or ``None``: it defers."""
+        verdict = self._admit(job, self.asked[job], now)
+        if verdict.granted:  # pragma: no cover - the queue is asked again at every release
+            return now
+        by_lease = {lease_id: other for other, (_, lease_id) in self.leases.items()}
+
+        def ends(blocker: Blocker) -> float | None:
+            other = by_lease.get(blocker.id)
+            if other is None or self._writes[other].estimate_s is None:
+                return None
+            return self.leases[other][0] + float(self._writes[other].estimate_s or 0.0)
+
+        wait = expected_wait_s(verdict.blockers, ends, now)
+        if not is_imminent(wait, imminent_limit_s(startup_s)):
+            return None
+        latest = max(end for end in (ends(b) for b in verdict.blockers) if end is not None)
+        return latest + IMMINENT_S
 
     def readmit(self, now: float) -> list[str]:
         """Ask the queue again in rank order, each decision seeing the grants before it (as the
@@ -171,7 +206,7 @@ class PlayedLeaseManager:
         granted = []
         for job in sorted(self.asked, key=lambda j: (self.asked[j].rank, self.asked[j].id)):
             holder = self.asked[job]
-            if self._admit(job, holder, now):
+            if self._admit(job, holder, now).granted:
                 del self.asked[job]
                 self.leases[job] = (now, holder.id)
                 granted.append(job)
@@ -181,9 +216,9 @@ class PlayedLeaseManager:
         """``job`` released its lease (it committed)."""
         self.leases.pop(job, None)
 
-    def _admit(self, job: str, holder: Holder, now: float) -> bool:
+    def _admit(self, job: str, holder: Holder, now: float) -> Admission:
         write = self._writes[job]
-        verdict = admit(
+        return admit(
             holder.id,
             holder.rank,
             [self._view(table, operation) for table, operation in write.claims],
@@ -192,7 +227,6 @@ class PlayedLeaseManager:
             expected_duration_s=write.estimate_s,
             max_overtake_s=self._max_overtake_s,
         )
-        return verdict.granted
 
     def _view(self, table: str, operation: Operation) -> TableView:
         def on_table(other: str) -> Operation:
@@ -227,6 +261,7 @@ class PlayedLeaseManager:
 class _State:
     ready_since: dict[str, float] = field(default_factory=dict)
     asking: dict[str, float] = field(default_factory=dict)  # in a slot, starting up: asks at
+    in_worker: dict[str, tuple[float, float]] = field(default_factory=dict)  # waits in its slot: asked at, until
     first_ask: dict[str, float] = field(default_factory=dict)
     to_resume: dict[str, float] = field(default_factory=dict)  # granted, waiting for a slot: since
     commits: dict[str, float] = field(default_factory=dict)  # writing: commits (and releases) at
@@ -291,8 +326,20 @@ def simulate_leased(
 
     def readmit(now: float) -> None:
         for job in manager.readmit(now):
+            after = released_on(job, now)
+            if job in state.in_worker:
+                # it asks again every poll interval in its worker and writes at the first one after the grant
+                asked_at, _ = state.in_worker.pop(job)
+                polls = math.ceil(round((now - asked_at) / IMMINENT_POLL_S, 9))
+                first_byte = asked_at + polls * IMMINENT_POLL_S
+                write_from(job, first_byte, first_byte, Because.CONFLICT, after)
+                continue
             state.to_resume[job] = now
-            state.granted_after[job] = released_on(job, now)
+            state.granted_after[job] = after
+        for job, (asked_at, until) in list(state.in_worker.items()):
+            if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
+                del state.in_worker[job]  # its blockers are late or changed: it defers after all
+                state.in_slot.discard(job)
 
     def released_on(job: str, now: float) -> str | None:
         """The write on one of ``job``'s tables whose release just now let it be granted."""
@@ -357,8 +404,12 @@ def simulate_leased(
             slot_start = state.asking.pop(job) - slot_times.start_s
             state.first_ask[job] = now
             because, after = state.cause[job]
-            if manager.ask(job, now):
+            if manager.ask(job, now).granted:
                 write_from(job, now, slot_start, because, after)
+                continue
+            until = manager.wait_in_worker_until(job, now, slot_times.start_s)
+            if until is not None:
+                state.in_worker[job] = (now, until)  # waits for an imminent release in its slot
             else:
                 state.in_slot.discard(job)  # deferred: the slot is free again at once
         return bool(due)
@@ -398,8 +449,9 @@ def simulate_leased(
                 break
         pending = [
             *state.asking.values(),
+            *(until for _, until in state.in_worker.values()),
             *(c for j, c in state.commits.items() if j not in state.released_at),
-            *(state.ends[j] for j in state.in_slot if j in state.ends),
+            *(state.ends[j] for j in state.in_slot if j in state.ends and state.ends[j] > now),
         ]
         if not pending:
             if len(state.ends) == len(writes) and not state.in_slot:

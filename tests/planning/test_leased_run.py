@@ -223,3 +223,28 @@ def test_bad_slot_times_are_refused() -> None:
         SlotTimes(start_s=-1)
     with pytest.raises(ValueError, match="end_s"):
         SlotTimes(end_s=float("nan"))
+
+
+def test_a_write_whose_blocker_ends_soon_waits_in_its_worker_instead_of_deferring() -> None:
+    # m1's blocker x is expected to end within the lease hook's imminent limit (15 s): m1 waits in its slot
+    # and writes at its first question after the release, with no hand-off
+    near = [write("x", 10, 4, estimate=10), write("m1", 10, 2, estimate=10)]
+    schedule = simulate_leased(near, RULES, EXCLUSIVE, handoff_s=3)
+    assert schedule.starts == {"x": 0, "m1": 10} and schedule.makespan_s == 20
+    # a blocker expected to hold the table longer, or of unknown length, is waited for in the triggerer
+    far = [write("x", 30, 4, estimate=30), write("m1", 10, 2, estimate=10)]
+    assert simulate_leased(far, RULES, EXCLUSIVE, handoff_s=3).starts["m1"] == 33
+    unknown = [write("x", 10, 4), write("m1", 10, 2, estimate=10)]
+    assert simulate_leased(unknown, RULES, EXCLUSIVE, handoff_s=3).starts["m1"] == 13
+
+
+def test_a_write_waiting_in_its_worker_defers_once_its_blocker_is_overdue() -> None:
+    # x was expected to take 10 s but takes 40: m1 waits in its slot until x is 15 s overdue (25), then
+    # defers, freeing the slot for the other table's write; granted at x's release, it resumes a hand-off later
+    writes = [
+        write("x", 40, 4, estimate=10),
+        write("m1", 10, 3, estimate=10),
+        write("other", 5, 1, table="u"),
+    ]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=3)
+    assert schedule.starts == {"x": 0, "other": 25, "m1": 43}
