@@ -141,9 +141,7 @@ def _plans(args: argparse.Namespace) -> list[Any]:
                 (args.workers, "--workers") if args.workers is not None else deployment_workers(dag)
             )
             assumptions.append(plan_limits(workers, where, handoff, slot_times))
-            plans.append(
-                build_plan(dag.dag_id, tasks, settings, assumptions, workers, handoff, slot_times)
-            )
+            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, workers, handoff, slot_times))
     except PlanInputError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in a DAG

@@ -236,7 +236,9 @@ def build_plan(
         )
     # in a pool's slot or beside everything, a write's task also starts up and ends around its write
     around = slot_times.start_s + slot_times.end_s
-    jobs = [Job(task.id, task.duration_s + (around if task.targets else 0.0), task.upstream) for task in tasks]
+    jobs = [
+        Job(task.id, task.duration_s + (around if task.targets else 0.0), task.upstream) for task in tasks
+    ]
     targets = {task.id: task.targets for task in tasks}
 
     def one_slot(job: str, running: Sequence[str]) -> Sequence[str]:

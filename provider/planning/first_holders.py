@@ -61,7 +61,11 @@ def racing_first_askers(
     """
     found: dict[str, tuple[str, ...]] = {}
     for table in sorted({t for tables in tables_of.values() for t in tables}):
-        asks = {job: nominal.asks[job] for job, tables in tables_of.items() if table in tables and job in nominal.asks}
+        asks = {
+            job: nominal.asks[job]
+            for job, tables in tables_of.items()
+            if table in tables and job in nominal.asks
+        }
         if not asks:
             continue
         first = min(asks.values())

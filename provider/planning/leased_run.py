@@ -15,15 +15,23 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 * **Estimates**: a write's request carries the estimate :func:`deltaguard.core.durations.write_duration`
   chose (``None`` when it has none: no backfilling), and holds its lease for its planned seconds.
 * **Worker slots**: ``workers`` tasks run at once at most (Airflow's ``parallelism``, the DAG's
-  ``max_active_tasks``, its pool). A write asks for its lease when it gets a slot; granted, it writes at
-  once; queued, it defers and frees the slot (a deferred task holds none). Granted later, it needs a slot
-  again to resume.
-* **Hand-off**: a write granted from the queue writes its first byte ``handoff_s`` after it was granted
-  or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker start,
-  opening the table).
+  ``max_active_tasks``, its pool). A write's task holds its slot ``slot_times.start_s`` before it asks for
+  its lease (process start, DAG parse, the operator's checks); granted, it writes at once; queued, it defers
+  and frees the slot (a deferred task holds none). Granted later, it needs a slot again to resume. Its lease
+  is released at its commit; it leaves its slot ``slot_times.end_s`` later.
+* **Waiting in the worker**: a queued write whose blockers are all granted leases expected to end within the
+  lease hook's limit keeps its slot and asks again every poll interval (:mod:`deltaguard.leases.imminent`,
+  the functions the hook calls); granted, it writes at its next question. A blocker overdue by more than
+  :data:`~deltaguard.leases.imminent.IMMINENT_S` makes it defer after all.
+* **Hand-off**: a write granted from the queue after deferring writes its first byte ``handoff_s`` after it
+  was granted or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker
+  start, opening the table).
+* **The race of first questions**: questions asked at the same instant are answered in Airflow's start
+  order, except that ``ask_first`` writes go first (:mod:`deltaguard.planning.first_holders` plays each).
 
-Not modelled: a write that waits in its worker for an imminent grant instead of deferring
-(:mod:`deltaguard.leases.imminent`), the triggerer's poll interval, retries, scheduler-loop latency.
+Everything the lease manager decides is played by :class:`PlayedLeaseManager`, in one place.
+
+Not modelled: the triggerer's poll interval, retries, scheduler-loop latency, start-ups slowed by each other.
 """
 
 from __future__ import annotations
@@ -261,7 +269,9 @@ class PlayedLeaseManager:
 class _State:
     ready_since: dict[str, float] = field(default_factory=dict)
     asking: dict[str, float] = field(default_factory=dict)  # in a slot, starting up: asks at
-    in_worker: dict[str, tuple[float, float]] = field(default_factory=dict)  # waits in its slot: asked at, until
+    in_worker: dict[str, tuple[float, float]] = field(
+        default_factory=dict
+    )  # waits in its slot: asked at, until
     first_ask: dict[str, float] = field(default_factory=dict)
     to_resume: dict[str, float] = field(default_factory=dict)  # granted, waiting for a slot: since
     commits: dict[str, float] = field(default_factory=dict)  # writing: commits (and releases) at
@@ -336,7 +346,7 @@ def simulate_leased(
                 continue
             state.to_resume[job] = now
             state.granted_after[job] = after
-        for job, (asked_at, until) in list(state.in_worker.items()):
+        for job, (_, until) in list(state.in_worker.items()):
             if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
                 del state.in_worker[job]  # its blockers are late or changed: it defers after all
                 state.in_slot.discard(job)
@@ -345,13 +355,13 @@ def simulate_leased(
         """The write on one of ``job``'s tables whose release just now let it be granted."""
         mine = _tables(by_id[job])
         released_now = [
-            other
-            for other, at in state.released_at.items()
-            if at == now and mine & _tables(by_id[other])
+            other for other, at in state.released_at.items() if at == now and mine & _tables(by_id[other])
         ]
         return max(released_now, key=lambda other: position[other], default=None)
 
-    def write_from(job: str, first_byte: float, slot_start: float, because: Because, after: str | None) -> None:
+    def write_from(
+        job: str, first_byte: float, slot_start: float, because: Because, after: str | None
+    ) -> None:
         """``job`` holds its lease and writes from ``first_byte``; its stint in the slot began at
         ``slot_start``."""
         commit = first_byte + by_id[job].duration_s

@@ -25,7 +25,9 @@ TABLES_OF = {w.id: {"t"} for w in WRITES if w.claims}
 
 
 def play(ask_first: Collection[str] = ()) -> Schedule:
-    return simulate_leased(WRITES, RULES, DECIDE, handoff_s=2, slot_times=SlotTimes(1, 0), ask_first=ask_first)
+    return simulate_leased(
+        WRITES, RULES, DECIDE, handoff_s=2, slot_times=SlotTimes(1, 0), ask_first=ask_first
+    )
 
 
 def test_every_write_asking_at_the_table_s_first_instant_is_played_first() -> None:

@@ -213,7 +213,9 @@ def test_the_race_of_questions_asked_at_once_decides_the_first_holder() -> None:
     # x and z ask at the same instant; Airflow's start order lets x ask first, but either may win the race
     writes = [write("x", 10, 2), write("z", 20, 1)]
     nominal = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0, slot_times=SlotTimes(1, 0))
-    raced = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0, slot_times=SlotTimes(1, 0), ask_first={"z"})
+    raced = simulate_leased(
+        writes, RULES, EXCLUSIVE, handoff_s=0, slot_times=SlotTimes(1, 0), ask_first={"z"}
+    )
     assert nominal.starts == {"x": 0, "z": 11}
     assert raced.starts == {"z": 0, "x": 21}
 
