@@ -469,6 +469,8 @@ def simulate_leased(
             if manager.asked or state.to_resume:  # pragma: no cover - the earliest-ranked waiter is grantable
                 raise RuntimeError("requests still wait although no write runs")
             raise ValueError("the jobs' dependencies form a cycle")
+        if min(pending) <= now:  # pragma: no cover - everything due at `now` was settled above
+            raise RuntimeError(f"the play stands still at {now:g} s")
         now = min(pending)
         finish(now)
     return Schedule(state.starts, state.ends, _critical_path(state), dict(state.first_ask))
