@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--start-s",
         type=float,
         default=None,
-        help="seconds a write's task holds its worker slot before its lease question: process start, DAG "
-        "parse, the operator's checks (default: measured under the real scheduler, docs/plan.md)",
+        help="seconds a write's task holds its worker slot before its lease question: from its start as "
+        "Airflow logs it through the operator's checks (default: measured under the real scheduler, docs/plan.md)",
     )
     parser.add_argument(
         "--end-s",

@@ -16,7 +16,7 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
   chose (``None`` when it has none: no backfilling), and holds its lease for its planned seconds.
 * **Worker slots**: ``workers`` tasks run at once at most (Airflow's ``parallelism``, the DAG's
   ``max_active_tasks``, its pool). A write's task holds its slot ``slot_times.start_s`` before it asks for
-  its lease (process start, DAG parse, the operator's checks); granted, it writes at once; queued, it defers
+  its lease (the operator's checks, the request); granted, it writes at once; queued, it defers
   and frees the slot (a deferred task holds none). Granted later, it needs a slot again to resume. Its lease
   is released at its commit; it leaves its slot ``slot_times.end_s`` later.
 * **Waiting in the worker**: a queued write whose blockers are all granted leases expected to end within the
@@ -118,9 +118,9 @@ class TableRules:
 class SlotTimes:
     """The seconds a deltaguard write's task holds its worker slot outside its write.
 
-    :param start_s: from taking a slot to its lease question (the task process's start, the DAG file's
-        parse, the operator's checks of its input, the request itself); a write granted at that question
-        writes at once.
+    :param start_s: from taking a slot to its lease question (from the task's start as Airflow logs it,
+        after its DAG parse, through the operator's checks of its input and the request itself); a write
+        granted at that question writes at once.
     :param end_s: from its commit to leaving the slot (the release, the task's end).
     """
 
