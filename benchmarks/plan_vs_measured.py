@@ -7,6 +7,10 @@ parallelism (``--workers``), the plan's default hand-off (``--handoff-s``) and n
 (each the true duration times a seeded factor in [0.7, 1.3], as the operators are told). The planned
 makespans under one-slot pools and deltaguard are set beside the measured ones, with the relative error.
 
+Under deltaguard the plan also gives a range: the fastest and slowest runs over which write asks first for
+each table whose first question is a race (:mod:`deltaguard.planning.first_holders`). The measured run is
+compared with that range too: ``range_error`` is 0 inside it, else the relative distance to its nearer end.
+
 Run: ``python -m benchmarks.plan_vs_measured`` (about a minute; no Airflow stack is started).
 """
 
@@ -23,14 +27,19 @@ from typing import Any
 from benchmarks.bench_dags import STRATEGIES, dag_id_for
 from benchmarks.bench_orchestration import DAG_FILE
 from benchmarks.workload_tables import BENCH_DIR_ENV, create_tables, write_plan
-from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
+from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
 from lab.simulation.workload import generate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def planned(
-    seed: int, shape: dict[str, Any], parallelism: int, work: Path, handoff_s: float
+    seed: int,
+    shape: dict[str, Any],
+    parallelism: int,
+    work: Path,
+    handoff_s: float,
+    slot_times: tuple[float, float],
 ) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
@@ -58,12 +67,25 @@ def planned(
                 str(parallelism),
                 "--handoff-s",
                 str(handoff_s),
+                "--start-s",
+                str(slot_times[0]),
+                "--end-s",
+                str(slot_times[1]),
             ]
         )
     if code != 0:
         raise RuntimeError(f"deltaguard plan failed for seed {seed} ({code})")
     document: dict[str, Any] = json.loads(out.getvalue())
     return document
+
+
+def range_error(best_s: float, worst_s: float, measured_s: float) -> float:
+    """0 when ``measured_s`` lies in ``[best_s, worst_s]``, else the signed relative distance from the
+    measured run to the range's nearer end (negative: the range is short)."""
+    if best_s <= measured_s <= worst_s:
+        return 0.0
+    nearer = worst_s if measured_s > worst_s else best_s
+    return round((nearer - measured_s) / measured_s, 3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +98,18 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=DEFAULT_HANDOFF_S,
         help="the plan's hand-off from a grant out of the lease queue to the write (default: the plan's)",
+    )
+    parser.add_argument(
+        "--start-s",
+        type=float,
+        default=DEFAULT_SLOT_TIMES.start_s,
+        help="a write's seconds in its worker slot before its lease question (default: the plan's)",
+    )
+    parser.add_argument(
+        "--end-s",
+        type=float,
+        default=DEFAULT_SLOT_TIMES.end_s,
+        help="a write's seconds in its worker slot after its commit (default: the plan's)",
     )
     parser.add_argument(
         "--true-durations",
@@ -96,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         if not run.get("valid"):
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            document = planned(run["seed"], shape, args.parallelism, Path(tmp), args.handoff_s)
+            document = planned(
+                run["seed"], shape, args.parallelism, Path(tmp), args.handoff_s, (args.start_s, args.end_s)
+            )
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
             plan_s = document["makespan"][policy]["makespan_s"]
@@ -106,6 +142,18 @@ def main(argv: list[str] | None = None) -> int:
                 "measured_s": measured,
                 "error": round((plan_s - measured) / measured, 3),
             }
+        race = document["deltaguard_range"]
+        measured = float(run["deltaguard_s"])
+        row["deltaguard_range"] = {
+            "best_s": race["best_s"],
+            "worst_s": race["worst_s"],
+            "measured_s": measured,
+            "range_error": range_error(race["best_s"], race["worst_s"], measured),
+            # the benchmark's tables by name (the plan's keys are the temporary copies' paths)
+            "first_to_ask": {Path(t).name: w for t, w in race["first_to_ask"].items()},
+            "plays": race["plays"],
+            "exhaustive": race["exhaustive"],
+        }
         rows.append(row)
         print(json.dumps(row))
     summary = {
@@ -115,6 +163,20 @@ def main(argv: list[str] | None = None) -> int:
         }
         for policy in ("one_slot_pools", "deltaguard")
     }
+    summary["deltaguard_range"] = {
+        "mean_abs_error": round(sum(abs(r["deltaguard_range"]["range_error"]) for r in rows) / len(rows), 3),
+        "worst_abs_error": max(abs(r["deltaguard_range"]["range_error"]) for r in rows),
+        "measured_within_range": sum(1 for r in rows if r["deltaguard_range"]["range_error"] == 0),
+        "mean_width": round(
+            sum(
+                (r["deltaguard_range"]["worst_s"] - r["deltaguard_range"]["best_s"])
+                / r["deltaguard_range"]["measured_s"]
+                for r in rows
+            )
+            / len(rows),
+            3,
+        ),
+    }
     result = {
         "command": "python -m benchmarks.plan_vs_measured",
         "sweep": str(args.sweep.relative_to(RESULTS.parent.parent))
@@ -123,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         "sweep_command": sweep.get("command"),
         "parallelism": args.parallelism,
         "handoff_s": args.handoff_s,
+        "slot_times": {"start_s": args.start_s, "end_s": args.end_s},
         "durations": (
             "true durations"
             if args.true_durations

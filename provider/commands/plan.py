@@ -48,6 +48,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "median measured under the real scheduler)",
     )
     parser.add_argument(
+        "--start-s",
+        type=float,
+        default=None,
+        help="seconds a write's task holds its worker slot before its lease question: from its start as "
+        "Airflow logs it through the operator's checks (default: measured under the real scheduler, docs/plan.md)",
+    )
+    parser.add_argument(
+        "--end-s",
+        type=float,
+        default=None,
+        help="seconds a write's task holds its worker slot after its commit: release, task end (default: "
+        "measured under the real scheduler)",
+    )
+    parser.add_argument(
         "--mapped-instances",
         type=int,
         default=None,
@@ -88,7 +102,7 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         load_dags,
         load_table_documents,
     )
-    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
+    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES, SlotTimes
 
     mapped = DEFAULT_MAPPED_INSTANCES if args.mapped_instances is None else args.mapped_instances
     other = DEFAULT_OTHER_S if args.other_seconds is None else args.other_seconds
@@ -101,6 +115,12 @@ def _plans(args: argparse.Namespace) -> list[Any]:
     handoff = DEFAULT_HANDOFF_S if args.handoff_s is None else args.handoff_s
     if not 0 <= handoff < float("inf"):
         raise UsageError(f"--handoff-s must be a finite number >= 0, got {args.handoff_s}")
+    start_s = DEFAULT_SLOT_TIMES.start_s if args.start_s is None else args.start_s
+    end_s = DEFAULT_SLOT_TIMES.end_s if args.end_s is None else args.end_s
+    for flag, value in (("--start-s", start_s), ("--end-s", end_s)):
+        if not 0 <= value < float("inf"):
+            raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
+    slot_times = SlotTimes(start_s, end_s)
     try:
         documents = load_table_documents(args.tables)
         dags = load_dags(args.path, args.dag_id)
@@ -120,8 +140,8 @@ def _plans(args: argparse.Namespace) -> list[Any]:
             workers, where = (
                 (args.workers, "--workers") if args.workers is not None else deployment_workers(dag)
             )
-            assumptions.append(plan_limits(workers, where, handoff))
-            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, workers, handoff))
+            assumptions.append(plan_limits(workers, where, handoff, slot_times))
+            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, workers, handoff, slot_times))
     except PlanInputError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in a DAG

@@ -10,7 +10,7 @@ The Airflow side (finding the writes, reading the tables) is :mod:`deltaguard.pl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -23,10 +23,13 @@ from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
+from deltaguard.planning.first_holders import RaceRange, first_holder_range
 from deltaguard.planning.leased_run import (
     DEFAULT_HANDOFF_S,
+    DEFAULT_SLOT_TIMES,
     UNKNOWN_OPERATION,
     LeasedWrite,
+    SlotTimes,
     TableRules,
     simulate_leased,
 )
@@ -180,6 +183,8 @@ class Plan:
     assumptions: tuple[str, ...] = ()
     #: running everything at once: the conflicting pairs that would overlap (and fail, or worse)
     unsafe_overlaps: tuple[tuple[str, str, str], ...] = field(default=())
+    #: under deltaguard, the fastest and slowest runs over which write asks first for each table
+    race: RaceRange | None = None
 
     def makespan_s(self, policy: str) -> float:
         return self.schedules[policy].makespan_s
@@ -192,6 +197,7 @@ def build_plan(
     assumptions: Sequence[str] = (),
     workers: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
+    slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
 ) -> Plan:
     """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
 
@@ -202,6 +208,7 @@ def build_plan(
     :param workers: how many tasks run at once at most (``None``: unbounded).
     :param handoff_s: under deltaguard, seconds from a grant out of the lease queue to the write
         (:mod:`deltaguard.planning.leased_run`).
+    :param slot_times: a write's time in its worker slot outside its write, under every policy.
     :raises ValueError: on a target whose table has no setting, or bad dependencies.
     """
     by_id = {task.id: task for task in tasks}
@@ -227,7 +234,11 @@ def build_plan(
                 table, setting, tuple(ids), tuple(pairs), Chain(tuple(ids[i] for i in chosen), seconds, exact)
             )
         )
-    jobs = [Job(task.id, task.duration_s, task.upstream) for task in tasks]
+    # in a pool's slot or beside everything, a write's task also starts up and ends around its write
+    around = slot_times.start_s + slot_times.end_s
+    jobs = [
+        Job(task.id, task.duration_s + (around if task.targets else 0.0), task.upstream) for task in tasks
+    ]
     targets = {task.id: task.targets for task in tasks}
 
     def one_slot(job: str, running: Sequence[str]) -> Sequence[str]:
@@ -237,18 +248,31 @@ def build_plan(
     def at_once(job: str, running: Sequence[str]) -> Sequence[str]:
         return ()
 
-    start_order, bonuses = _policy_priorities(jobs, writes_on, settings)
-    schedules = {
-        "one_slot_pools": simulate(jobs, one_slot, workers),
-        "all_at_once": simulate(jobs, at_once, workers),
-        "deltaguard": simulate_leased(
-            _leased_writes(dag_id, tasks, settings, start_order, bonuses),
-            {table: TableRules(s.config, s.profile) for table, s in settings.items()},
+    start_order, bonuses = _policy_priorities(
+        [Job(task.id, task.duration_s, task.upstream) for task in tasks], writes_on, settings
+    )
+    leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses)
+    rules = {table: TableRules(s.config, s.profile) for table, s in settings.items()}
+
+    def play(ask_first: Collection[str] = ()) -> Schedule:
+        return simulate_leased(
+            leased,
+            rules,
             decide,
             workers=workers,
             handoff_s=handoff_s,
-        ),
+            slot_times=slot_times,
+            ask_first=ask_first,
+        )
+
+    schedules = {
+        "one_slot_pools": simulate(jobs, one_slot, workers),
+        "all_at_once": simulate(jobs, at_once, workers),
+        "deltaguard": play(),
     }
+    race = first_holder_range(
+        play, schedules["deltaguard"], {w.id: {table for table, _ in w.claims} for w in leased if w.claims}
+    )
     free = schedules["all_at_once"]
     overlaps = tuple(
         sorted(
@@ -262,15 +286,20 @@ def build_plan(
     )
     chain_bound = max((report.chain.seconds for report in reports if report.chain.exact), default=0.0)
     lower = max(free.makespan_s if workers is None else 0.0, chain_bound)
-    return Plan(dag_id, tuple(tasks), tuple(reports), schedules, lower, tuple(assumptions), overlaps)
+    return Plan(dag_id, tuple(tasks), tuple(reports), schedules, lower, tuple(assumptions), overlaps, race)
 
 
-def plan_limits(workers: int | None, where: str, handoff_s: float) -> str:
-    """The assumption a plan states about the deployment: its worker slots and the lease hand-off."""
+def plan_limits(
+    workers: int | None, where: str, handoff_s: float, slot_times: SlotTimes = DEFAULT_SLOT_TIMES
+) -> str:
+    """The assumption a plan states about the deployment: its worker slots, the lease hand-off and a
+    write's time in its slot outside its write."""
     slots = "no limit on tasks running at once" if workers is None else f"at most {workers} tasks run at once"
     return (
         f"{slots} ({where}); under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
-        "after its grant or the worker slot it then waited for (the hand-off)"
+        "after its grant or the worker slot it then waited for (the hand-off); a write's task holds its "
+        f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
+        "after its commit (release, task end)"
     )
 
 

@@ -15,27 +15,37 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 * **Estimates**: a write's request carries the estimate :func:`deltaguard.core.durations.write_duration`
   chose (``None`` when it has none: no backfilling), and holds its lease for its planned seconds.
 * **Worker slots**: ``workers`` tasks run at once at most (Airflow's ``parallelism``, the DAG's
-  ``max_active_tasks``, its pool). A write asks for its lease when it gets a slot; granted, it writes at
-  once; queued, it defers and frees the slot (a deferred task holds none). Granted later, it needs a slot
-  again to resume.
-* **Hand-off**: a write granted from the queue writes its first byte ``handoff_s`` after it was granted
-  or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker start,
-  opening the table).
+  ``max_active_tasks``, its pool). A write's task holds its slot ``slot_times.start_s`` before it asks for
+  its lease (the operator's checks, the request); granted, it writes at once; queued, it defers
+  and frees the slot (a deferred task holds none). Granted later, it needs a slot again to resume. Its lease
+  is released at its commit; it leaves its slot ``slot_times.end_s`` later.
+* **Waiting in the worker**: a queued write whose blockers are all granted leases expected to end within the
+  lease hook's limit keeps its slot and asks again every poll interval (:mod:`deltaguard.leases.imminent`,
+  the functions the hook calls); granted, it writes at its next question. A blocker overdue by more than
+  :data:`~deltaguard.leases.imminent.IMMINENT_S` makes it defer after all.
+* **Hand-off**: a write granted from the queue after deferring writes its first byte ``handoff_s`` after it
+  was granted or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker
+  start, opening the table).
+* **The race of first questions**: questions asked at the same instant are answered in Airflow's start
+  order, except that ``ask_first`` writes go first (:mod:`deltaguard.planning.first_holders` plays each).
 
-Not modelled: a write that waits in its worker for an imminent grant instead of deferring
-(:mod:`deltaguard.leases.imminent`), the triggerer's poll interval, retries, scheduler-loop latency.
+Everything the lease manager decides is played by :class:`PlayedLeaseManager`, in one place.
+
+Not modelled: the triggerer's poll interval, retries, scheduler-loop latency, start-ups slowed by each other.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from deltaguard.core.admission import (
     DEFAULT_AGEING_S,
     DEFAULT_MAX_OVERTAKE_S,
+    Admission,
+    Blocker,
     DecideFn,
     Holder,
     Owner,
@@ -46,12 +56,26 @@ from deltaguard.core.admission import (
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
+from deltaguard.leases.imminent import (
+    IMMINENT_POLL_S,
+    IMMINENT_S,
+    expected_wait_s,
+    imminent_limit_s,
+    is_imminent,
+)
 from deltaguard.planning.schedule import Because, Schedule, Step
 
 #: Seconds from a grant out of the queue to the write's first byte: the median release-to-first-byte
 #: hand-off of the real-scheduler sweep (``benchmarks/results/orchestration_sweep.json``, seeds 0-4,
 #: LocalExecutor, 8 slots: 3.36 s, of which 0.4 s release to grant and 2.88 s grant to first byte).
 DEFAULT_HANDOFF_S = 3.36
+
+#: A write's time in its worker slot outside its write (:class:`SlotTimes`: before its lease question, after
+#: its commit), measured once under the real scheduler on a workload no comparison of the plan uses: the
+#: orchestration benchmark at seed 5 with 12 writes of 10-15 s on 4 tables, 8 LocalExecutor slots
+#: (``python -m benchmarks.slot_times``; medians over the 12 writes: 1.1 s from the task's start to its
+#: question, 0.07 s from its commit to its end; docs/plan.md).
+DEFAULT_SLOT_TIMES_S = (1.1, 0.07)
 
 #: What a write whose operation or table is not known before the run is judged as: a metadata change,
 #: which the admission rule keeps apart from every write on the table, both ways.
@@ -90,12 +114,168 @@ class TableRules:
     profile: EngineProfile
 
 
+@dataclass(frozen=True)
+class SlotTimes:
+    """The seconds a deltaguard write's task holds its worker slot outside its write.
+
+    :param start_s: from taking a slot to its lease question (from the task's start as Airflow logs it,
+        after its DAG parse, through the operator's checks of its input and the request itself); a write
+        granted at that question writes at once.
+    :param end_s: from its commit to leaving the slot (the release, the task's end).
+    """
+
+    start_s: float = 0.0
+    end_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("start_s", "end_s"):
+            value = getattr(self, name)
+            if value < 0 or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+class PlayedLeaseManager:
+    """The lease manager's side of a planned run: its queued requests, its grants and every admission
+    decision, each made by the functions the lease manager itself calls (:func:`~deltaguard.core.admission.
+    queue_rank`, :func:`~deltaguard.core.admission.admit`). Whatever else the lease manager weighs before
+    a grant is played here, in one place.
+
+    :param writes: the run's task instances by id.
+    :param tables: every claimed table's rules.
+    :param decide: the conflict model.
+    :param ageing_s: seconds of waiting worth one priority level.
+    :param max_overtake_s: the longest wait that later requests may backfill past.
+    """
+
+    def __init__(
+        self,
+        writes: Mapping[str, LeasedWrite],
+        tables: Mapping[str, TableRules],
+        decide: DecideFn,
+        ageing_s: float,
+        max_overtake_s: float,
+    ) -> None:
+        self._writes = writes
+        self._tables = tables
+        self._decide = decide
+        self._ageing_s = ageing_s
+        self._max_overtake_s = max_overtake_s
+        self._asks = 0  # ask sequence: ties of rank go to the earlier ask, as enqueue times would
+        #: queued requests by job
+        self.asked: dict[str, Holder] = {}
+        #: granted leases by job: (granted at, lease id)
+        self.leases: dict[str, tuple[float, str]] = {}
+
+    def ask(self, job: str, now: float) -> Admission:
+        """``job``'s first question at ``now``: granted, or queued (with what it waits for)."""
+        write = self._writes[job]
+        self._asks += 1
+        holder = Holder(
+            id=f"{self._asks:08d}:{job}",
+            owner=_owner(write),
+            operation=write.claims[0][1],
+            granted=False,
+            rank=queue_rank(now, write.lease_priority, self._ageing_s),
+            since=now,
+            expected_duration_s=write.estimate_s,
+        )
+        verdict = self._admit(job, holder, now)
+        if verdict.granted:
+            self.leases[job] = (now, holder.id)
+        else:
+            self.asked[job] = holder
+        return verdict
+
+    def wait_in_worker_until(self, job: str, now: float, startup_s: float) -> float | None:
+        """Whether queued ``job`` waits in its worker rather than deferring, as the lease hook decides it
+        (:mod:`deltaguard.leases.imminent`: every blocker a granted lease expected to end within the limit
+        its own start-up sets): until when that stands (a blocker overdue by more than
+        :data:`~deltaguard.leases.imminent.IMMINENT_S` counts as unknown again), or ``None``: it defers."""
+        verdict = self._admit(job, self.asked[job], now)
+        if verdict.granted:  # pragma: no cover - the queue is asked again at every release
+            return now
+        by_lease = {lease_id: other for other, (_, lease_id) in self.leases.items()}
+
+        def ends(blocker: Blocker) -> float | None:
+            other = by_lease.get(blocker.id)
+            if other is None or self._writes[other].estimate_s is None:
+                return None
+            return self.leases[other][0] + float(self._writes[other].estimate_s or 0.0)
+
+        wait = expected_wait_s(verdict.blockers, ends, now)
+        if not is_imminent(wait, imminent_limit_s(startup_s)):
+            return None
+        latest = max(end for end in (ends(b) for b in verdict.blockers) if end is not None)
+        return latest + IMMINENT_S
+
+    def readmit(self, now: float) -> list[str]:
+        """Ask the queue again in rank order, each decision seeing the grants before it (as the
+        re-admission after a release does); the jobs granted, in that order."""
+        granted = []
+        for job in sorted(self.asked, key=lambda j: (self.asked[j].rank, self.asked[j].id)):
+            holder = self.asked[job]
+            if self._admit(job, holder, now).granted:
+                del self.asked[job]
+                self.leases[job] = (now, holder.id)
+                granted.append(job)
+        return granted
+
+    def release(self, job: str) -> None:
+        """``job`` released its lease (it committed)."""
+        self.leases.pop(job, None)
+
+    def _admit(self, job: str, holder: Holder, now: float) -> Admission:
+        write = self._writes[job]
+        return admit(
+            holder.id,
+            holder.rank,
+            [self._view(table, operation) for table, operation in write.claims],
+            self._decide,
+            now=now,
+            expected_duration_s=write.estimate_s,
+            max_overtake_s=self._max_overtake_s,
+        )
+
+    def _view(self, table: str, operation: Operation) -> TableView:
+        def on_table(other: str) -> Operation:
+            return next(op for t, op in self._writes[other].claims if t == table)
+
+        return TableView(
+            uri=table,
+            operation=operation,
+            config=self._tables[table].config,
+            profile=self._tables[table].profile,
+            granted=[
+                Holder(
+                    id=lease_id,
+                    owner=_owner(self._writes[other]),
+                    operation=on_table(other),
+                    granted=True,
+                    since=granted_at,
+                    expected_duration_s=self._writes[other].estimate_s,
+                )
+                for other, (granted_at, lease_id) in self.leases.items()
+                if table in _tables(self._writes[other])
+            ],
+            waiting=[
+                dataclasses.replace(holder, operation=on_table(other))
+                for other, holder in self.asked.items()
+                if table in _tables(self._writes[other])
+            ],
+        )
+
+
 @dataclass
 class _State:
     ready_since: dict[str, float] = field(default_factory=dict)
-    asked: dict[str, Holder] = field(default_factory=dict)  # queued requests by job
-    leases: dict[str, tuple[float, str]] = field(default_factory=dict)  # job -> (granted at, lease id)
+    asking: dict[str, float] = field(default_factory=dict)  # in a slot, starting up: asks at
+    in_worker: dict[str, tuple[float, float]] = field(
+        default_factory=dict
+    )  # waits in its slot: asked at, until
+    first_ask: dict[str, float] = field(default_factory=dict)
     to_resume: dict[str, float] = field(default_factory=dict)  # granted, waiting for a slot: since
+    commits: dict[str, float] = field(default_factory=dict)  # writing: commits (and releases) at
+    released_at: dict[str, float] = field(default_factory=dict)
     in_slot: set[str] = field(default_factory=set)
     starts: dict[str, float] = field(default_factory=dict)
     ends: dict[str, float] = field(default_factory=dict)
@@ -110,16 +290,24 @@ def simulate_leased(
     *,
     workers: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
+    slot_times: SlotTimes = SlotTimes(),
+    ask_first: Collection[str] = (),
     ageing_s: float = DEFAULT_AGEING_S,
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
 ) -> Schedule:
     """Play one run of ``writes`` under the lease manager in virtual time (see the module docstring).
+
+    A task's start is when it takes its worker slot for the stint in which it writes (a write granted out
+    of the queue: its first byte, the hand-off before it); its end is when it leaves the slot.
 
     :param writes: the run's task instances (ids unique; tasks without claims are plain tasks).
     :param tables: every claimed table's rules.
     :param decide: the conflict model (:func:`deltaguard.core.model.decide`).
     :param workers: tasks that hold a worker slot at once at most (``None``: unbounded).
     :param handoff_s: seconds from a grant out of the queue (or the slot it then waited for) to the write.
+    :param slot_times: a write's time in its slot outside its write (default: none).
+    :param ask_first: writes that win the race of questions asked at the same instant (the others keep
+        Airflow's start order behind them).
     :param ageing_s: the lease manager's seconds of waiting worth one priority level.
     :param max_overtake_s: the lease manager's longest wait that later requests may backfill past.
     :raises ValueError: on duplicate ids, unknown upstream ids or tables, a negative duration or hand-off,
@@ -142,79 +330,44 @@ def simulate_leased(
             if table not in tables:
                 raise ValueError(f"no rules for table {table!r}")
     position = {w.id: i for i, w in enumerate(writes)}
+    first = frozenset(ask_first)
     state = _State()
-    asks = [0]  # ask sequence: ties of rank go to the earlier ask, as enqueue times would
-
-    def request_id(job: str) -> str:
-        return f"{asks[0]:08d}:{job}"
-
-    def view(job: str, table: str, operation: Operation) -> TableView:
-        def on_table(other: str) -> Operation:
-            return next(op for t, op in by_id[other].claims if t == table)
-
-        return TableView(
-            uri=table,
-            operation=operation,
-            config=tables[table].config,
-            profile=tables[table].profile,
-            granted=[
-                Holder(
-                    id=lease_id,
-                    owner=_owner(by_id[other]),
-                    operation=on_table(other),
-                    granted=True,
-                    since=granted_at,
-                    expected_duration_s=by_id[other].estimate_s,
-                )
-                for other, (granted_at, lease_id) in state.leases.items()
-                if table in _tables(by_id[other])
-            ],
-            waiting=[
-                dataclasses.replace(holder, operation=on_table(other))
-                for other, holder in state.asked.items()
-                if table in _tables(by_id[other])
-            ],
-        )
-
-    def decide_for(job: str, holder: Holder, now: float) -> bool:
-        write = by_id[job]
-        verdict = admit(
-            holder.id,
-            holder.rank,
-            [view(job, table, operation) for table, operation in write.claims],
-            decide,
-            now=now,
-            expected_duration_s=write.estimate_s,
-            max_overtake_s=max_overtake_s,
-        )
-        return verdict.granted
-
-    def grant(job: str, holder: Holder, now: float) -> None:
-        state.leases[job] = (now, holder.id)
+    manager = PlayedLeaseManager(by_id, tables, decide, ageing_s, max_overtake_s)
 
     def readmit(now: float) -> None:
-        for job in sorted(state.asked, key=lambda j: (state.asked[j].rank, state.asked[j].id)):
-            holder = state.asked[job]
-            if decide_for(job, holder, now):
-                del state.asked[job]
-                grant(job, holder, now)
-                state.to_resume[job] = now
-                state.granted_after[job] = released_on(job, now)
+        for job in manager.readmit(now):
+            after = released_on(job, now)
+            if job in state.in_worker:
+                # it asks again every poll interval in its worker and writes at the first one after the grant
+                asked_at, _ = state.in_worker.pop(job)
+                polls = math.ceil(round((now - asked_at) / IMMINENT_POLL_S, 9))
+                first_byte = asked_at + polls * IMMINENT_POLL_S
+                write_from(job, first_byte, first_byte, Because.CONFLICT, after)
+                continue
+            state.to_resume[job] = now
+            state.granted_after[job] = after
+        for job, (_, until) in list(state.in_worker.items()):
+            if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
+                del state.in_worker[job]  # its blockers are late or changed: it defers after all
+                state.in_slot.discard(job)
 
     def released_on(job: str, now: float) -> str | None:
         """The write on one of ``job``'s tables whose release just now let it be granted."""
         mine = _tables(by_id[job])
-        ended_now = [
-            other
-            for other, end in state.ends.items()
-            if end == now and other not in state.in_slot and mine & _tables(by_id[other])
+        released_now = [
+            other for other, at in state.released_at.items() if at == now and mine & _tables(by_id[other])
         ]
-        return max(ended_now, key=lambda other: position[other], default=None)
+        return max(released_now, key=lambda other: position[other], default=None)
 
-    def start(job: str, at: float, because: Because, after: str | None) -> None:
-        state.in_slot.add(job)
-        state.starts[job] = at
-        state.ends[job] = at + by_id[job].duration_s
+    def write_from(
+        job: str, first_byte: float, slot_start: float, because: Because, after: str | None
+    ) -> None:
+        """``job`` holds its lease and writes from ``first_byte``; its stint in the slot began at
+        ``slot_start``."""
+        commit = first_byte + by_id[job].duration_s
+        state.starts[job] = slot_start
+        state.commits[job] = commit
+        state.ends[job] = commit + slot_times.end_s
         state.cause[job] = (because, after)
 
     def fill_slots(now: float, freed_by: str | None) -> None:
@@ -222,56 +375,75 @@ def simulate_leased(
             candidates = [j for j in state.to_resume] + [
                 j
                 for j in state.ready_since
-                if j not in state.starts and j not in state.asked and j not in state.leases
+                if j not in state.starts
+                and j not in state.asking
+                and j not in manager.asked
+                and j not in manager.leases
             ]
             if not candidates:
                 return
             job = min(candidates, key=lambda j: (-by_id[j].weight, position[j]))
             write = by_id[job]
+            state.in_slot.add(job)
             if job in state.to_resume:
                 granted_at = state.to_resume.pop(job)
                 waited_slot = now > granted_at
-                start(
+                first_byte = now + handoff_s
+                write_from(
                     job,
-                    now + handoff_s,
+                    first_byte,
+                    first_byte,
                     Because.WORKER if waited_slot else Because.CONFLICT,
                     freed_by if waited_slot else state.granted_after.get(job),
                 )
                 continue
-            because, after = _ready_cause(write, state, now, freed_by)
+            state.cause[job] = _ready_cause(write, state, now, freed_by)
             if not write.claims:
-                start(job, now, because, after)
+                state.starts[job] = now
+                state.ends[job] = now + write.duration_s
                 continue
-            asks[0] += 1
-            holder = Holder(
-                id=request_id(job),
-                owner=_owner(write),
-                operation=write.claims[0][1],
-                granted=False,
-                rank=queue_rank(now, write.lease_priority, ageing_s),
-                since=now,
-                expected_duration_s=write.estimate_s,
-            )
-            if decide_for(job, holder, now):
-                grant(job, holder, now)
-                start(job, now, because, after)
+            state.asking[job] = now + slot_times.start_s
+
+    def ask_due(now: float) -> bool:
+        """The questions due at ``now``, the race's winners first, then in Airflow's start order."""
+        due = sorted(
+            (j for j, at in state.asking.items() if at <= now),
+            key=lambda j: (j not in first, -by_id[j].weight, position[j]),
+        )
+        for job in due:
+            slot_start = state.asking.pop(job) - slot_times.start_s
+            state.first_ask[job] = now
+            because, after = state.cause[job]
+            if manager.ask(job, now).granted:
+                write_from(job, now, slot_start, because, after)
+                continue
+            until = manager.wait_in_worker_until(job, now, slot_times.start_s)
+            if until is not None:
+                state.in_worker[job] = (now, until)  # waits for an imminent release in its slot
             else:
-                state.asked[job] = holder  # deferred: the slot is free again at once
-                state.cause[job] = (because, after)
+                state.in_slot.discard(job)  # deferred: the slot is free again at once
+        return bool(due)
 
     now = 0.0
     ended: str | None = None
 
     def finish(at: float) -> bool:
         nonlocal ended
+        committed = sorted(
+            (j for j, commit in state.commits.items() if commit <= at and j not in state.released_at),
+            key=lambda j: (state.commits[j], position[j]),
+        )
+        for job in committed:
+            manager.release(job)  # released: the next readmission sees the table free
+            state.released_at[job] = state.commits[job]
         done = sorted(
-            (j for j in state.in_slot if state.ends[j] <= at), key=lambda j: (state.ends[j], position[j])
+            (j for j in state.in_slot if j in state.ends and state.ends[j] <= at),
+            key=lambda j: (state.ends[j], position[j]),
         )
         for job in done:
             state.in_slot.discard(job)
-            state.leases.pop(job, None)  # released: the next readmission sees the table free
             ended = job
-        return bool(done)
+        return bool(committed or done)
 
     while True:
         while True:  # settle at `now`: a task of 0 s ends at once and may make others ready
@@ -282,17 +454,26 @@ def simulate_leased(
                     state.ready_since[write.id] = now
             readmit(now)
             fill_slots(now, ended)
-            if not finish(now):
+            asked = ask_due(now)
+            if not (finish(now) or asked):
                 break
-        if not state.in_slot:
-            if len(state.ends) == len(writes):
+        pending = [
+            *state.asking.values(),
+            *(until for _, until in state.in_worker.values()),
+            *(c for j, c in state.commits.items() if j not in state.released_at),
+            *(state.ends[j] for j in state.in_slot if j in state.ends and state.ends[j] > now),
+        ]
+        if not pending:
+            if len(state.ends) == len(writes) and not state.in_slot:
                 break
-            if state.asked or state.to_resume:  # pragma: no cover - the earliest-ranked waiter is grantable
+            if manager.asked or state.to_resume:  # pragma: no cover - the earliest-ranked waiter is grantable
                 raise RuntimeError("requests still wait although no write runs")
             raise ValueError("the jobs' dependencies form a cycle")
-        now = min(state.ends[j] for j in state.in_slot)
+        if min(pending) <= now:  # pragma: no cover - everything due at `now` was settled above
+            raise RuntimeError(f"the play stands still at {now:g} s")
+        now = min(pending)
         finish(now)
-    return Schedule(state.starts, state.ends, _critical_path(state))
+    return Schedule(state.starts, state.ends, _critical_path(state), dict(state.first_ask))
 
 
 def _owner(write: LeasedWrite) -> Owner:
@@ -328,3 +509,7 @@ def _critical_path(state: _State) -> tuple[Step, ...]:
         steps.append(Step(current, state.starts[current], state.ends[current], because, after))
         current = after
     return tuple(reversed(steps))
+
+
+#: the default :class:`SlotTimes` (:data:`DEFAULT_SLOT_TIMES_S`)
+DEFAULT_SLOT_TIMES = SlotTimes(*DEFAULT_SLOT_TIMES_S)

@@ -98,6 +98,22 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "makespan": {policy: _schedule_json(plan.schedules[policy]) for policy in POLICIES},
         "lower_bound_s": round(plan.lower_bound_s, 3),
         "all_at_once_conflicting_overlaps": [list(item) for item in plan.unsafe_overlaps],
+        "deltaguard_range": _range_json(plan),
+    }
+
+
+def _range_json(plan: Plan) -> dict[str, Any] | None:
+    race = plan.race
+    if race is None:
+        return None
+    return {
+        "best_s": round(race.best.makespan_s, 3),
+        "worst_s": round(race.worst.makespan_s, 3),
+        "first_to_ask": {table: list(writes) for table, writes in race.candidates.items()},
+        "best_first": list(race.best_first),
+        "worst_first": list(race.worst_first),
+        "plays": race.plays,
+        "exhaustive": race.exhaustive,
     }
 
 
@@ -157,6 +173,14 @@ def render_text(plan: Plan) -> str:
         shown = ", ".join(f"{a} + {b}" for _, a, b in plan.unsafe_overlaps[:5])
         more = f" and {len(plan.unsafe_overlaps) - 5} more" if len(plan.unsafe_overlaps) > 5 else ""
         lines.append(f"    (everything at once would overlap conflicting writes: {shown}{more})")
+    race = plan.race
+    if race is not None and race.candidates:
+        racing = "; ".join(f"{table}: {', '.join(writes)}" for table, writes in race.candidates.items())
+        every = "" if race.exhaustive else ", one table at a time"
+        lines.append(
+            f"    deltaguard, whichever write asks first for a table ({racing}): "
+            f"{race.best.makespan_s:g}-{race.worst.makespan_s:g} s ({race.plays} plays{every})"
+        )
     lines.append(f"  lower bound (dependencies, heaviest conflict chain): {plan.lower_bound_s:g} s")
     lines.append("Critical path under deltaguard:")
     for step in plan.schedules["deltaguard"].critical_path:

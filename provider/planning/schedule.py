@@ -64,6 +64,8 @@ class Schedule:
     starts: dict[str, float] = field(default_factory=dict)
     ends: dict[str, float] = field(default_factory=dict)
     critical_path: tuple[Step, ...] = ()
+    #: when each write first asked for its lease (the play under the lease manager only)
+    asks: dict[str, float] = field(default_factory=dict)
 
     @property
     def makespan_s(self) -> float:

@@ -14,7 +14,7 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.priority import DEFAULT_EXPECTED_S
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.planning.leased_run import LeasedWrite, TableRules, simulate_leased
+from deltaguard.planning.leased_run import LeasedWrite, SlotTimes, TableRules, simulate_leased
 from deltaguard.planning.schedule import Because
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
@@ -183,3 +183,70 @@ def test_the_critical_path_names_the_release_on_the_write_s_own_table() -> None:
         ("y", Because.START, None),
         ("b", Because.CONFLICT, "y"),
     ]
+
+
+def test_a_write_holds_its_slot_before_its_question_and_after_its_commit() -> None:
+    # x asks 2 s after taking its slot and is granted: it writes 2-12 and leaves its slot at 13; its lease
+    # is released at its commit (12), so m1, queued behind it, writes one hand-off (3 s) later
+    writes = [write("x", 10, 4), write("m1", 10, 2)]
+    times = SlotTimes(start_s=2, end_s=1)
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=3, slot_times=times)
+    assert schedule.asks == {"x": 2, "m1": 2}
+    assert (schedule.starts["x"], schedule.ends["x"]) == (0, 13)
+    assert (schedule.starts["m1"], schedule.ends["m1"]) == (15, 26)
+    assert schedule.makespan_s == 26
+
+
+def test_a_deferred_write_frees_its_slot_only_after_its_start_up() -> None:
+    # one slot: m1 takes it after x ends (13), asks at 15, is granted (x has released) and writes 15-25
+    writes = [write("x", 10, 4), write("m1", 10, 2)]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=1, handoff_s=3, slot_times=SlotTimes(2, 1))
+    assert schedule.asks == {"x": 2, "m1": 15}
+    assert schedule.starts["m1"] == 13 and schedule.makespan_s == 26
+    # two slots: the other table's write waits for the slot m1 frees when it defers at its question (2 s)
+    writes = [write("x", 10, 4), write("m1", 10, 3), write("other", 5, 1, table="u")]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=3, slot_times=SlotTimes(2, 1))
+    assert schedule.starts["other"] == 2 and schedule.asks["other"] == 4
+
+
+def test_the_race_of_questions_asked_at_once_decides_the_first_holder() -> None:
+    # x and z ask at the same instant; Airflow's start order lets x ask first, but either may win the race
+    writes = [write("x", 10, 2), write("z", 20, 1)]
+    nominal = simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0, slot_times=SlotTimes(1, 0))
+    raced = simulate_leased(
+        writes, RULES, EXCLUSIVE, handoff_s=0, slot_times=SlotTimes(1, 0), ask_first={"z"}
+    )
+    assert nominal.starts == {"x": 0, "z": 11}
+    assert raced.starts == {"z": 0, "x": 21}
+
+
+def test_bad_slot_times_are_refused() -> None:
+    with pytest.raises(ValueError, match="start_s"):
+        SlotTimes(start_s=-1)
+    with pytest.raises(ValueError, match="end_s"):
+        SlotTimes(end_s=float("nan"))
+
+
+def test_a_write_whose_blocker_ends_soon_waits_in_its_worker_instead_of_deferring() -> None:
+    # m1's blocker x is expected to end within the lease hook's imminent limit (15 s): m1 waits in its slot
+    # and writes at its first question after the release, with no hand-off
+    near = [write("x", 10, 4, estimate=10), write("m1", 10, 2, estimate=10)]
+    schedule = simulate_leased(near, RULES, EXCLUSIVE, handoff_s=3)
+    assert schedule.starts == {"x": 0, "m1": 10} and schedule.makespan_s == 20
+    # a blocker expected to hold the table longer, or of unknown length, is waited for in the triggerer
+    far = [write("x", 30, 4, estimate=30), write("m1", 10, 2, estimate=10)]
+    assert simulate_leased(far, RULES, EXCLUSIVE, handoff_s=3).starts["m1"] == 33
+    unknown = [write("x", 10, 4), write("m1", 10, 2, estimate=10)]
+    assert simulate_leased(unknown, RULES, EXCLUSIVE, handoff_s=3).starts["m1"] == 13
+
+
+def test_a_write_waiting_in_its_worker_defers_once_its_blocker_is_overdue() -> None:
+    # x was expected to take 10 s but takes 40: m1 waits in its slot until x is 15 s overdue (25), then
+    # defers, freeing the slot for the other table's write; granted at x's release, it resumes a hand-off later
+    writes = [
+        write("x", 40, 4, estimate=10),
+        write("m1", 10, 3, estimate=10),
+        write("other", 5, 1, table="u"),
+    ]
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=3)
+    assert schedule.starts == {"x": 0, "other": 25, "m1": 43}

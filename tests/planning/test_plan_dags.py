@@ -15,7 +15,10 @@ import pytest
 from deltalake import write_deltalake
 
 from deltaguard.cli import main
-from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
+from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
+
+#: a write's time in its worker slot around its write (start-up before the question, end after the commit)
+AROUND = DEFAULT_SLOT_TIMES.start_s + DEFAULT_SLOT_TIMES.end_s
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "dags_examples"
@@ -124,9 +127,10 @@ def test_daily_sales_read_from_its_tables(example_data: Path, capsys: pytest.Cap
     spans = {policy: found["makespan"][policy]["makespan_s"] for policy in found["makespan"]}
     # one-slot pools run the four MERGEs (and then the OPTIMIZE) one by one; deltaguard runs them together,
     # and the customers table's chain of four hands its lease on three times
-    assert spans["one_slot_pools"] == 300 and spans["deltaguard"] == pytest.approx(
-        240 + 3 * DEFAULT_HANDOFF_S
-    )
+    # (each write's task also holds its slot before its lease question and after its commit)
+    assert spans["one_slot_pools"] == pytest.approx(300 + 5 * AROUND) and spans[
+        "deltaguard"
+    ] == pytest.approx(240 + 3 * DEFAULT_HANDOFF_S + AROUND)
     path = [step["task"] for step in found["makespan"]["deltaguard"]["critical_path"]]
     assert len(path) == 4 and path[-1] == "add_loyalty_column"  # the customers table's chain of four
     assert any("60 s each" in a for a in found["assumptions"])
@@ -237,7 +241,7 @@ def test_check_catches_a_new_serializing_pair_and_a_longer_plan(
     dag_file = tmp_path / "guarded.py"
     dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=30))
     code, baseline, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
-    assert code == 0 and baseline["makespan"]["deltaguard"]["makespan_s"] == 30
+    assert code == 0 and baseline["makespan"]["deltaguard"]["makespan_s"] == pytest.approx(30 + AROUND)
     saved = tmp_path / "baseline.json"
     saved.write_text(json.dumps(baseline))
     assert plan(capsys, str(dag_file), "--no-store", "--check", str(saved))[0] == 0
@@ -250,7 +254,8 @@ def test_check_catches_a_new_serializing_pair_and_a_longer_plan(
     assert plan(capsys, str(dag_file), "--no-store", "--check", str(saved))[0] == 0
     dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=45))
     code, _, err = plan(capsys, str(dag_file), "--no-store", "--check", str(saved))
-    assert code == 1 and "makespan 45 s is longer than the baseline's 30 s" in err
+    longer = f"makespan {round(45 + AROUND, 3):g} s is longer than the baseline's {round(30 + AROUND, 3):g} s"
+    assert code == 1 and longer in err
 
 
 CAST_DAG = """
@@ -292,7 +297,9 @@ def test_the_chart_is_written_as_svg_or_png(
     assert plan(capsys, str(dag_file), "--no-store", "--out", str(svg))[0] == 0
     text = svg.read_text()
     assert (
-        text.startswith("<svg") and "purge_a" in text and f"deltaguard: {60 + DEFAULT_HANDOFF_S:g} s" in text
+        text.startswith("<svg")
+        and "purge_a" in text
+        and f"deltaguard: {round(60 + DEFAULT_HANDOFF_S + AROUND, 3):g} s" in text
     )
     png = tmp_path / "plan.png"
     pytest.importorskip("matplotlib")
@@ -415,8 +422,8 @@ def test_a_table_named_by_a_template_is_planned_beside_every_write(
     code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
     assert code == 0, err
     # the template may name the same table: the two DELETEs are not planned to overlap
-    assert found["makespan"]["deltaguard"]["makespan_s"] == pytest.approx(50 + DEFAULT_HANDOFF_S)
-    assert found["makespan"]["all_at_once"]["makespan_s"] == 30
+    assert found["makespan"]["deltaguard"]["makespan_s"] == pytest.approx(50 + DEFAULT_HANDOFF_S + AROUND)
+    assert found["makespan"]["all_at_once"]["makespan_s"] == pytest.approx(30 + AROUND)
     assert any("named by a template" in a for a in found["assumptions"])
 
 
@@ -427,6 +434,8 @@ def test_a_table_named_by_a_template_is_planned_beside_every_write(
         (["/no/such/dags", "--out", "plan.txt"], "--out writes a .svg or .png chart"),
         (["/no/such/dags", "--workers", "0"], "--workers must be at least 1"),
         (["/no/such/dags", "--mapped-instances", "0"], "--mapped-instances must be at least 1"),
+        (["/no/such/dags", "--start-s", "-1"], "--start-s must be a finite number >= 0"),
+        (["/no/such/dags", "--end-s", "inf"], "--end-s must be a finite number >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -450,3 +459,27 @@ def test_a_bad_table_document_or_baseline_is_refused(
     baseline.write_text(json.dumps({"format": 1, "dag_id": "another"}))
     code, _, err = plan(capsys, str(dag_file), "--no-store", "--check", str(baseline))
     assert code == 2 and "the baseline plans DAG 'another'" in err
+
+
+def test_the_race_for_a_table_s_first_lease_is_played_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "guarded.py"
+    # both DELETEs purge partition a: they serialize, and Airflow starts them together, so either may ask
+    # for the table first
+    dag_file.write_text(CHECK_DAG.format(table=table, b="a", a_s=10))
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    assert code == 0, err
+    race = found["deltaguard_range"]
+    assert (
+        race["first_to_ask"] == {table: ["purge_a", "purge_b"]} and race["plays"] == 3 and race["exhaustive"]
+    )
+    # purge_a (10 s) first: purge_b waits in its worker for the imminent release and writes at once;
+    # purge_b (30 s) first: purge_a defers and comes back one hand-off after the release
+    assert race["best_s"] == pytest.approx(40 + AROUND)
+    assert race["worst_s"] == pytest.approx(40 + DEFAULT_HANDOFF_S + AROUND)
+    assert race["best_first"] == ["purge_a"] and race["worst_first"] == ["purge_b"]
+    assert found["makespan"]["deltaguard"]["makespan_s"] in (race["best_s"], race["worst_s"])
+    code, text, _ = plan(capsys, str(dag_file), "--no-store")
+    assert code == 0 and "whichever write asks first for a table" in text

@@ -1,0 +1,100 @@
+"""Which write asks first for a table: a race the plan plays every way it can go.
+
+Airflow starts together the ready tasks it has worker slots for, highest ``priority_weight`` first, and each
+asks for its lease when its own process gets there (start-up, DAG parse, the operator's checks). Tasks
+started in the same scheduler loop therefore ask in an order no plan can know, and the first to ask for a
+table holds it first: a Z-order OPTIMIZE that asks before the MERGEs on its table makes them wait for it,
+after them it waits for them.
+
+The plan's nominal run asks in Airflow's start order. Then, for every table, each write that asks for it at
+the same instant as the table's first question in the nominal run is played as the first to ask (the
+others keep the nominal order behind it). The fastest and slowest of these plays bound what the race can
+do to the run: the plan's range. With more combinations than :data:`MAX_PLAYS`, each table's first asker is
+varied alone, the other tables keeping the nominal one, and the range is marked as not exhaustive.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from deltaguard.planning.schedule import Schedule
+
+#: most plays of the race before only one table at a time is varied
+MAX_PLAYS = 64
+
+#: plays one run with the given writes winning the race of simultaneous questions
+Play = Callable[[Collection[str]], Schedule]
+
+
+@dataclass(frozen=True)
+class RaceRange:
+    """The planned makespan over the plausible first askers of each table.
+
+    :param best: the fastest play.
+    :param worst: the slowest play.
+    :param best_first: the writes asking first in the fastest play (empty: Airflow's start order).
+    :param worst_first: the writes asking first in the slowest play.
+    :param candidates: per table whose first question is a race, the writes that may ask first.
+    :param plays: how many runs were played (the nominal one included).
+    :param exhaustive: every combination of first askers was played.
+    """
+
+    best: Schedule
+    worst: Schedule
+    best_first: tuple[str, ...]
+    worst_first: tuple[str, ...]
+    candidates: dict[str, tuple[str, ...]]
+    plays: int
+    exhaustive: bool
+
+
+def racing_first_askers(
+    nominal: Schedule, tables_of: Mapping[str, Collection[str]]
+) -> dict[str, tuple[str, ...]]:
+    """Per table, the writes that ask for it at the instant of its first question in ``nominal`` (only
+    tables where two or more do).
+
+    :param nominal: the nominal play (its ``asks``).
+    :param tables_of: each write's tables.
+    """
+    found: dict[str, tuple[str, ...]] = {}
+    for table in sorted({t for tables in tables_of.values() for t in tables}):
+        asks = {
+            job: nominal.asks[job]
+            for job, tables in tables_of.items()
+            if table in tables and job in nominal.asks
+        }
+        if not asks:
+            continue
+        first = min(asks.values())
+        racing = tuple(sorted(job for job, at in asks.items() if at == first))
+        if len(racing) > 1:
+            found[table] = racing
+    return found
+
+
+def first_holder_range(play: Play, nominal: Schedule, tables_of: Mapping[str, Collection[str]]) -> RaceRange:
+    """Play the run once per plausible combination of first askers and keep the fastest and slowest.
+
+    :param play: plays one run with the given writes asking first.
+    :param nominal: the run played in Airflow's start order.
+    :param tables_of: each write's tables.
+    """
+    candidates = racing_first_askers(nominal, tables_of)
+    choices = list(candidates.values())
+    combinations = 1
+    for racing in choices:
+        combinations *= len(racing)
+    exhaustive = combinations <= MAX_PLAYS
+    if exhaustive:
+        winners = [frozenset(c) for c in itertools.product(*choices)] if choices else []
+    else:
+        winners = [frozenset((job,)) for racing in choices for job in racing]
+    # the nominal run is one of the combinations when all are played; else it stands beside them
+    played: list[tuple[Schedule, tuple[str, ...]]] = [] if exhaustive and winners else [(nominal, ())]
+    played += [(play(first), tuple(sorted(first))) for first in winners]
+    best = min(played, key=lambda p: p[0].makespan_s)
+    worst = max(played, key=lambda p: p[0].makespan_s)
+    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive)

@@ -1,0 +1,63 @@
+"""The race of first questions: the writes that ask for a table at the same instant, each played first."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import pytest
+
+from deltaguard.planning import first_holders
+from deltaguard.planning.first_holders import first_holder_range, racing_first_askers
+from deltaguard.planning.leased_run import LeasedWrite, SlotTimes, simulate_leased
+from deltaguard.planning.schedule import Schedule
+from tests.planning.test_leased_run import EXCLUSIVE, RULES, model, write
+
+# a long Z-order-like write and two short MERGE-like writes that conflict with it but not with each other;
+# a report follows the first MERGE
+WRITES = [
+    write("m1", 10, 3),
+    write("m2", 10, 2),
+    write("z", 30, 1),
+    LeasedWrite("report", 5, ("m1",), weight=0.5),
+]
+DECIDE = model(("z", "m1"), ("z", "m2"))
+TABLES_OF = {w.id: {"t"} for w in WRITES if w.claims}
+
+
+def play(ask_first: Collection[str] = ()) -> Schedule:
+    return simulate_leased(
+        WRITES, RULES, DECIDE, handoff_s=2, slot_times=SlotTimes(1, 0), ask_first=ask_first
+    )
+
+
+def test_every_write_asking_at_the_table_s_first_instant_is_played_first() -> None:
+    nominal = play()
+    assert racing_first_askers(nominal, TABLES_OF) == {"t": ("m1", "m2", "z")}
+    race = first_holder_range(play, nominal, TABLES_OF)
+    # a MERGE first: both MERGEs write 1-11, z after them (11 + 2 + 30), the report 11-16; z first: the
+    # MERGEs wait for it (31 + 2 + 10) and the report ends last
+    assert nominal.makespan_s == 43 and race.best.makespan_s == 43
+    assert race.worst_first == ("z",) and race.worst.makespan_s == 43 + 5
+    assert race.plays == 4 and race.exhaustive
+
+
+def test_a_write_asking_later_is_not_in_the_race() -> None:
+    # one slot: the writes ask one after another, so the first question is Airflow's start order's
+    nominal = simulate_leased(WRITES, RULES, DECIDE, workers=1, handoff_s=2, slot_times=SlotTimes(1, 0))
+    assert racing_first_askers(nominal, TABLES_OF) == {}
+    race = first_holder_range(play, nominal, TABLES_OF)
+    assert race.plays == 1 and race.best is race.worst is nominal
+
+
+def test_too_many_combinations_vary_one_table_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    writes = [write(f"{t}{i}", 10, 10 - i, table=t) for t in ("t", "u") for i in range(3)]
+    tables_of = {w.id: {w.claims[0][0]} for w in writes}
+
+    def played(ask_first: Collection[str] = ()) -> Schedule:
+        return simulate_leased(writes, RULES, EXCLUSIVE, handoff_s=0, ask_first=ask_first)
+
+    nominal = played()
+    assert first_holder_range(played, nominal, tables_of).plays == 1 + 9
+    monkeypatch.setattr(first_holders, "MAX_PLAYS", 8)
+    race = first_holder_range(played, nominal, tables_of)
+    assert race.plays == 1 + 6 and not race.exhaustive
