@@ -11,6 +11,7 @@ when and to which process is recorded for the results file and the audit.
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import threading
@@ -109,7 +110,10 @@ class FaultInjector:
     #: runs the faults trigger (``(dag_id, run_id, business date)``), appended to; the run passes its own list
     triggered: list[tuple[str, str, str]] = field(default_factory=list)
     #: ``(run_id, task_id)`` of the PySpark MERGE the freeze froze while it held its lease, if it found one
+    #: (the last one)
     frozen_holder: tuple[str, str] | None = None
+    #: every PySpark MERGE a freeze froze holding its lease, in order: the audit checks the fence of each
+    frozen_holders: list[tuple[str, str]] = field(default_factory=list)
     #: the lease store's engine for :meth:`_holds_lease`, opened on first use and disposed by :meth:`stop`
     _engine: Any = None
     repeats: int = 2
@@ -307,7 +311,7 @@ class FaultInjector:
                 if (
                     self._wait_for(
                         lambda _: (
-                            self._writer_queued(writer.split("@", 1)[1])
+                            self._writer_blocked_by(writer.split("@", 1)[1], found[-1][2])
                             or self._held_lease(holder_task, holder_run) != found[-1][2]
                         ),
                         # the holder's end also ends this wait: the writer may need minutes to reach a slot
@@ -317,7 +321,9 @@ class FaultInjector:
                 ):
                     target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
                 else:
-                    note = f"any write (the PySpark MERGE {found[-1][1]} ended before {writer} was queued)"
+                    note = (
+                        f"any write (the PySpark MERGE {found[-1][1]} ended before {writer} waited behind it)"
+                    )
             else:
                 note = "any write (no PySpark MERGE found on a worker in the window)"
         if target is None:
@@ -336,6 +342,7 @@ class FaultInjector:
             task_id, _, run_id = found[-1][1].split("@", 2)
             lease_id = found[-1][2]
             self.frozen_holder = (run_id, task_id)
+            self.frozen_holders.append((run_id, task_id))
         began = time.monotonic()
         fenced = False
         while not freeze_over(time.monotonic() - began, self.stack.lease_ttl, lease_id is not None, fenced):
@@ -443,6 +450,33 @@ class FaultInjector:
                 ).scalar_one()
                 > 0
             )
+
+    def _writer_blocked_by(self, run_id: str, lease_id: str) -> bool:
+        """Whether the conflicting writer of ``run_id`` waits in the store with ``lease_id`` among the blockers
+        of its last wait answer (``dg_requests.last_wait``): only then does its next decision meet the frozen
+        lease and fence it. Being queued is not enough: measured, a writer queued behind another holder of the
+        table (an earlier freeze's writer, a lease awaiting its fence) never asked for the frozen lease."""
+        import sqlalchemy as sa
+
+        from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX
+
+        with self._store_engine().connect() as connection:
+            rows = connection.execute(
+                sa.text(
+                    "SELECT last_wait FROM dg_requests WHERE status = 'waiting' AND owner_key LIKE :p "
+                    "AND owner_key LIKE :r AND expires_at > :now"
+                ),
+                {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "r": f"%{run_id}%", "now": time.time()},
+            ).all()
+        for (last_wait,) in rows:
+            try:
+                blockers = json.loads(last_wait or "{}").get("blockers") or []
+            except (ValueError, AttributeError):
+                continue
+            # a blocker is ``[table, id, owner, kind, operation]`` (``deltaguard.leases.wait_texts``)
+            if any(isinstance(b, list) and len(b) > 1 and b[1] == lease_id for b in blockers):
+                return True
+        return False
 
     def _fence_decided(self, lease_id: str) -> bool:
         """Whether the decision log holds a fence decision (``remote_fenced``/``remote_unfenced``) on ``lease_id``."""

@@ -358,7 +358,7 @@ def run(
                     dag_of_run={r: d for d, r, _ in ours},
                     external_holds={"customers": held} if held and variant == "deltaguard" else None,
                     fence_expected=froze_with_spark and variant == "pyspark",
-                    frozen_holder=injector.frozen_holder,
+                    frozen_holders=injector.frozen_holders,
                 )
         finally:
             conflicts.close()

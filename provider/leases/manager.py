@@ -58,6 +58,7 @@ from deltaguard.leases.readmit import Readmission, readmit_locked
 from deltaguard.leases.remote_work import (
     FENCED_KIND,
     FORCED_KIND,
+    INTERRUPTED_KIND,
     RELEASE_AWAITING_FENCE_KIND,
     UNFENCED_KIND,
     FenceMemory,
@@ -65,7 +66,9 @@ from deltaguard.leases.remote_work import (
     Handle,
     RemoteWorkFence,
     blocked_reason,
+    describe_work,
     handles_in,
+    interrupted_by_server,
     with_handle,
     without_handle,
 )
@@ -97,6 +100,10 @@ __all__ = [
 #: the decision-log kind of a write that may have committed outside its lease (a wrapped operator that
 #: lost its lease, a commit that landed after the lease was lost)
 OVERRUN_KIND = "unfenced_overrun"
+#: how long a lease whose server closed its holder's session stays held after a fence first saw that, before
+#: it is handed over as ``remote_interrupted`` (ADR 0033): above the longest an interrupted Spark Connect
+#: operation was seen running on in the production-shaped run (about 260 s, ``benchmarks/results/cluster.json``)
+DEFAULT_INTERRUPTED_GRACE_S = 300.0
 
 log = logging.getLogger("deltaguard.leases")
 
@@ -133,6 +140,9 @@ class LeaseManager:
         again (decisions in between keep it held without calling the server).
     :param fence_memory: fence outcomes shared with other managers of the process (default: this
         manager's own).
+    :param interrupted_grace_s: how long after a fence first answered that the server itself ended a
+        holder's work (its Connect session closed on the server that ran it) the lease is handed over,
+        logged ``remote_interrupted`` (ADR 0033).
     """
 
     def __init__(
@@ -152,9 +162,11 @@ class LeaseManager:
         fence_timeout_s: float = 60.0,
         fence_retry_s: float = 10.0,
         fence_memory: FenceMemory | None = None,
+        interrupted_grace_s: float = DEFAULT_INTERRUPTED_GRACE_S,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         self.remote_fence = remote_fence
+        self.interrupted_grace_s = interrupted_grace_s
         self.fence_timeout_s = fence_timeout_s
         self.fence_retry_s = fence_retry_s
         #: expired leases whose server-side work a fence confirmed ended, the last failure per lease
@@ -169,6 +181,8 @@ class LeaseManager:
         self._last_prune = float("-inf")
         #: lease id -> tags of server-side work this manager recorded and did not see end (ADR 0033)
         self._outstanding_work: dict[str, set[str]] = {}
+        #: lease id -> when :meth:`_retry_awaiting` last tried it
+        self._last_retry: dict[str, float] = {}
 
     @property
     def decide(self) -> DecideFn:
@@ -209,6 +223,7 @@ class LeaseManager:
                 return granted(request_id, leases)
             return Closed(request_id, "expired", "the lease was not renewed before it expired")
         if row.status == "waiting":
+            self._retry_awaiting()
             cached = self._still_blocked(row)
             if cached is not None:
                 return cached
@@ -323,6 +338,12 @@ class LeaseManager:
 
         :raises LeaseOwnershipError: the lease belongs to another owner (the refusal is logged).
         """
+        try:
+            return self._release(lease_id, owner)
+        finally:
+            self._retry_awaiting()
+
+    def _release(self, lease_id: str, owner: Owner) -> bool:
         now = self.clock()
         outstanding = self._outstanding_work.pop(lease_id, None)
         if outstanding:
@@ -552,6 +573,7 @@ class LeaseManager:
         Return whether a fence ran (the caller then decides once more)."""
         rows = self.store.read_lease(lease_id)
         if not rows:
+            self.fence_memory.forget(lease_id)  # ended elsewhere (reclaimed, released by hand)
             return False
         now = self.clock()
         reclaimed: list[LeaseRow] = []
@@ -612,11 +634,23 @@ class LeaseManager:
             try:
                 how = [self._fence_one(h) for h in handles]
             except Exception as exc:
+                if interrupted_by_server(exc) and self._interrupted_long_enough(
+                    lease_id, owner, handles, exc
+                ):
+                    newly = True
+                    continue
                 error = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
                 self.fence_memory.fail(lease_id, error)
                 text = blocked_reason(owner.describe(), handles[0] if handles else {}, error)
                 log.error("deltaguard: lease %s stays held: %s", lease_id, text)
-                self._log_fence(lease_id, owner, UNFENCED_KIND, {"reason": text})
+                detail: dict[str, Any] = {"reason": text}
+                if interrupted_by_server(exc):
+                    since = self.fence_memory.interrupted_since(lease_id, self.clock())
+                    detail["interrupted_by_server"] = {
+                        "first_seen": since,
+                        "hand_over_at": since + self.interrupted_grace_s,
+                    }
+                self._log_fence(lease_id, owner, UNFENCED_KIND, detail)
                 newly = True
                 continue
             self.fence_memory.confirm(lease_id)
@@ -626,6 +660,46 @@ class LeaseManager:
             )
             self._log_fence(lease_id, owner, FENCED_KIND, {"confirmed": how})
         return newly
+
+    def _interrupted_long_enough(
+        self, lease_id: str, owner: Owner, handles: Sequence[Handle], exc: Exception
+    ) -> bool:
+        """Hand ``lease_id`` over (``remote_interrupted``) once ``interrupted_grace_s`` passed since a fence
+        first answered that its server ended the work; return whether it did."""
+        now = self.clock()
+        since = self.fence_memory.interrupted_since(lease_id, now)
+        if now - since < self.interrupted_grace_s:
+            return False
+        self.fence_memory.confirm(lease_id, interrupted=True)
+        text = " ".join(str(exc).split())[:500]
+        log.warning(
+            "deltaguard: lease %s handed over: its server ended its work %.0f s ago, end not observed: %s",
+            lease_id,
+            now - since,
+            text,
+        )
+        self._log_fence(
+            lease_id,
+            owner,
+            INTERRUPTED_KIND,
+            {
+                "reason": text,
+                "work": describe_work(handles[0] if handles else {}),
+                "first_seen": since,
+                "grace_s": self.interrupted_grace_s,
+                "confirmed": False,
+            },
+        )
+        return True
+
+    def _retry_awaiting(self) -> None:
+        """Fence again, unasked, the leases this process's fences could not confirm yet (at most once per
+        ``fence_retry_s`` each): a lease nobody asks a table of would otherwise stay held beyond its end."""
+        for lease_id in self.fence_memory.awaiting():
+            if self.clock() - self._last_retry.get(lease_id, float("-inf")) < self.fence_retry_s:
+                continue
+            self._last_retry[lease_id] = self.clock()
+            self._end_awaiting_fence(lease_id)
 
     def _fence_one(self, handle: Handle) -> str:
         from deltaguard.leases.bounded import bounded_call
