@@ -15,9 +15,11 @@ manager remembers between calls is :mod:`~deltaguard.leases.memo`'s, the stored 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -143,6 +145,8 @@ class LeaseManager:
     :param interrupted_grace_s: how long after a fence first answered that the server itself ended a
         holder's work (its Connect session closed on the server that ran it) the lease is handed over,
         logged ``remote_interrupted`` (ADR 0033).
+    :param sweep_every_s: how often the managers of a process end the store's expired leases nobody asked
+        for (:meth:`end_expired`), from their releases and checks.
     """
 
     def __init__(
@@ -163,10 +167,12 @@ class LeaseManager:
         fence_retry_s: float = 10.0,
         fence_memory: FenceMemory | None = None,
         interrupted_grace_s: float = DEFAULT_INTERRUPTED_GRACE_S,
+        sweep_every_s: float = 60.0,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         self.remote_fence = remote_fence
         self.interrupted_grace_s = interrupted_grace_s
+        self.sweep_every_s = sweep_every_s
         self.fence_timeout_s = fence_timeout_s
         self.fence_retry_s = fence_retry_s
         #: expired leases whose server-side work a fence confirmed ended, the last failure per lease
@@ -667,7 +673,9 @@ class LeaseManager:
         """Hand ``lease_id`` over (``remote_interrupted``) once ``interrupted_grace_s`` passed since a fence
         first answered that its server ended the work; return whether it did."""
         now = self.clock()
-        since = self.fence_memory.interrupted_since(lease_id, now)
+        since = min(
+            self.fence_memory.interrupted_since(lease_id, now), self._first_interrupted(lease_id, owner)
+        )
         if now - since < self.interrupted_grace_s:
             return False
         self.fence_memory.confirm(lease_id, interrupted=True)
@@ -692,14 +700,58 @@ class LeaseManager:
         )
         return True
 
+    def _first_interrupted(self, lease_id: str, owner: Owner) -> float:
+        """When a fence first logged that ``lease_id``'s server ended its work (any process's fence: a
+        ``remote_unfenced`` entry with ``interrupted_by_server``), so that the grace does not start again in
+        each process; ``inf`` when none is logged."""
+        try:
+            rows = self.store.decisions(owner_key=owner.key, kinds=[UNFENCED_KIND], limit=1000)
+        except Exception:
+            return math.inf
+        firsts = []
+        for row in rows:
+            if row.request_id != lease_id:
+                continue
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                first = json.loads(row.detail).get("interrupted_by_server", {}).get("first_seen")
+                if isinstance(first, (int, float)):
+                    firsts.append(float(first))
+        return min(firsts, default=math.inf)
+
     def _retry_awaiting(self) -> None:
         """Fence again, unasked, the leases this process's fences could not confirm yet (at most once per
-        ``fence_retry_s`` each): a lease nobody asks a table of would otherwise stay held beyond its end."""
+        ``fence_retry_s`` each), and every ``sweep_every_s`` the store's expired leases (:meth:`end_expired`):
+        a lease nobody asks a table of would otherwise stay held beyond its end. Best effort."""
+        now = self.clock()
+        if self.fence_memory.claim_sweep(now, self.sweep_every_s):
+            try:
+                self.end_expired()
+            except Exception as exc:
+                log.warning("deltaguard: could not end the store's expired leases: %s", exc)
+            return
         for lease_id in self.fence_memory.awaiting():
             if self.clock() - self._last_retry.get(lease_id, float("-inf")) < self.fence_retry_s:
                 continue
             self._last_retry[lease_id] = self.clock()
             self._end_awaiting_fence(lease_id)
+
+    def end_expired(self, limit: int = 100) -> dict[str, str]:
+        """End the store's expired leases that no request reclaimed (any table): each is reclaimed (logged
+        ``expiry``) unless it carries server-side work not confirmed stopped, which is fenced first (ADR
+        0033) and stays held, with why, when the fence cannot confirm it yet. ``deltaguard leases sweep``
+        runs it; managers run it every ``sweep_every_s`` on their own.
+
+        :param limit: at most this many leases.
+        :returns: lease id -> ``reclaimed`` or why it is still held.
+        """
+        outcome: dict[str, str] = {}
+        for lease_id in self.store.expired_lease_ids(self.clock(), limit):
+            self._end_awaiting_fence(lease_id)
+            if self.store.read_lease(lease_id):
+                outcome[lease_id] = self.fence_memory.round().failures.get(lease_id, "held")
+            else:
+                outcome[lease_id] = "reclaimed"
+        return outcome
 
     def _fence_one(self, handle: Handle) -> str:
         from deltaguard.leases.bounded import bounded_call

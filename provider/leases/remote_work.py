@@ -139,6 +139,7 @@ class FenceMemory:
         self._tried: dict[str, float] = {}
         #: lease id -> when a fence first answered that its server ended the work (:class:`WorkInterruptedByServer`)
         self._interrupted_since: dict[str, float] = {}
+        self._last_sweep: float | None = None
 
     def round(self) -> FenceRound:
         with self._lock:
@@ -157,6 +158,17 @@ class FenceMemory:
         """Leases a fence of this process tried and could not confirm yet (to try again unasked)."""
         with self._lock:
             return sorted(set(self.failures) - self.confirmed)
+
+    def claim_sweep(self, now: float, every_s: float) -> bool:
+        """Whether the caller may sweep the store's expired leases now (then the sweep is marked at ``now``);
+        the first sweep of a process waits ``every_s`` too, so short-lived processes (one task) do not sweep."""
+        with self._lock:
+            if self._last_sweep is None:
+                self._last_sweep = now
+            if now - self._last_sweep < every_s:
+                return False
+            self._last_sweep = now
+            return True
 
     def claim(self, lease_id: str, now: float, retry_s: float) -> bool:
         """Whether the caller may fence ``lease_id`` now (then it is marked tried at ``now``)."""
