@@ -487,7 +487,7 @@ class FaultInjector:
                 connection.execute(
                     sa.text(
                         "SELECT count(*) FROM dg_decisions WHERE request_id = :l "
-                        "AND kind IN ('remote_fenced', 'remote_unfenced')"
+                        "AND kind IN ('remote_fenced', 'remote_unfenced', 'remote_interrupted')"
                     ),
                     {"l": lease_id},
                 ).scalar_one()

@@ -146,7 +146,7 @@ class LeaseManager:
         holder's work (its Connect session closed on the server that ran it) the lease is handed over,
         logged ``remote_interrupted`` (ADR 0033).
     :param sweep_every_s: how often the managers of a process end the store's expired leases nobody asked
-        for (:meth:`end_expired`), from their releases and checks.
+        for (:meth:`end_expired`), from their checks of waiting requests.
     """
 
     def __init__(
@@ -344,12 +344,6 @@ class LeaseManager:
 
         :raises LeaseOwnershipError: the lease belongs to another owner (the refusal is logged).
         """
-        try:
-            return self._release(lease_id, owner)
-        finally:
-            self._retry_awaiting()
-
-    def _release(self, lease_id: str, owner: Owner) -> bool:
         now = self.clock()
         outstanding = self._outstanding_work.pop(lease_id, None)
         if outstanding:
@@ -721,7 +715,9 @@ class LeaseManager:
     def _retry_awaiting(self) -> None:
         """Fence again, unasked, the leases this process's fences could not confirm yet (at most once per
         ``fence_retry_s`` each), and every ``sweep_every_s`` the store's expired leases (:meth:`end_expired`):
-        a lease nobody asks a table of would otherwise stay held beyond its end. Best effort."""
+        a lease nobody asks a table of would otherwise stay held beyond its end. Best effort. Run from the
+        checks of waiting requests (the triggerer's), never from a release: a fence may take up to
+        ``fence_timeout_s``, which a finishing task should not wait for."""
         now = self.clock()
         if self.fence_memory.claim_sweep(now, self.sweep_every_s):
             try:
