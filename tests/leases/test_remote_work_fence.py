@@ -334,3 +334,32 @@ def test_work_on_an_unreachable_server_is_never_handed_over_by_time(store, clock
         clock.advance(3600)
     assert store.read_lease(lease.lease_id) != []
     assert not [d for d in manager.decisions(uri="t1") if d.kind in (INTERRUPTED_KIND, "expiry")]
+
+
+def test_the_cli_sweep_reclaims_expired_leases_and_lists_the_ones_its_fence_cannot_end(
+    tmp_path, capsys
+) -> None:
+    from deltaguard.cli import main
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    clock = FakeClock(__import__("time").time() - 60)  # granted a minute ago, ttl 10 s: expired now
+    manager = LeaseManager(url, clock=clock)
+    try:
+        dead = manager.acquire(request("dead", ("t2", op("MERGE")), ttl_s=10))
+        assert isinstance(dead, Granted)
+        frozen = request("frozen", ("t1", op("MERGE")), ttl_s=10)
+        held = manager.acquire(frozen)
+        assert isinstance(held, Granted)
+        # a closed local port: the sweep's fence cannot reach the server, so that lease stays held
+        manager.record_remote_work(held.lease_id, frozen.owner, {**HANDLE, "endpoint": "sc://127.0.0.1:1"})
+    finally:
+        manager.store.close()
+    assert main(["leases", "sweep", "--store-url", url]) == 0
+    lines = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines[dead.lease_id] == "reclaimed"
+    assert "could not be read" in lines[held.lease_id] or "127.0.0.1:1" in lines[held.lease_id], lines
+    check = LeaseManager(url)
+    try:
+        assert check.store.read_lease(dead.lease_id) == [] and check.store.read_lease(held.lease_id) != []
+    finally:
+        check.store.close()
