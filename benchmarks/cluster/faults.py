@@ -287,8 +287,8 @@ class FaultInjector:
         request is queued in the store while the holder still holds its lease; the freeze then lasts until
         the store logged a fence decision on the frozen lease (:func:`freeze_over`), so the hand-over
         happens while the holder is still frozen, as it would for a machine that is gone. A MERGE that
-        ends before the writer is queued is not frozen (the busiest worker is, and the audit reports the
-        fence as not exercised).
+        ends before a writer waits behind it is not frozen: the next running one is tried (three in all), and
+        only then the busiest worker is frozen (the audit checks the fence of every holder frozen).
         Without Spark, or when no such MERGE is found in the window, it freezes the busiest worker during any
         write for ``lease_ttl + 10`` s (the note says which case it was).
         """
@@ -302,30 +302,53 @@ class FaultInjector:
 
             # a longer window than other faults': measured (2026-11-28, load 20-25), the PySpark run's first
             # MERGE was granted 5 minutes after the faults started, after the 240 s window had ended
-            if self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
-                # the conflicting writer first, on the other worker; the freeze only once it is queued behind
-                # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7 minutes
-                # to reach a free slot of its worker, and the capped freeze had ended long before it asked
-                writer = self._bring_conflicting_writer(found[-1][0])
+            writers: list[str] = []
+            ended: list[str] = []
+            # A MERGE may end before the writer waits behind it (measured 2026-12-06: the second freeze of a
+            # run fell back to "any write" so); then the next running MERGE is tried, up to three
+            for _ in range(3):
+                if not self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
+                    break
+                # the conflicting writer first, on the other worker; the freeze only once it waits behind
+                # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7
+                # minutes to reach a free slot of its worker, and the capped freeze had ended long before
+                # it asked. A writer brought for an earlier MERGE that still waits is kept.
+                # (only one on another worker than the holder's: that worker is the one to freeze)
+                worker = found[-1][0].rsplit("-", 1)[-1]
+                usable = [
+                    w
+                    for w in writers
+                    if not w.split("@", 1)[0].endswith(worker) and self._writer_queued(w.split("@", 1)[1])
+                ]
+                if not usable:
+                    writers.append(self._bring_conflicting_writer(found[-1][0]))
+                    usable = [writers[-1]]
                 holder_task, _, holder_run = found[-1][1].split("@", 2)
+                lease_id = found[-1][2]
                 if (
                     self._wait_for(
-                        lambda _: (
-                            self._writer_blocked_by(writer.split("@", 1)[1], found[-1][2])
-                            or self._held_lease(holder_task, holder_run) != found[-1][2]
+                        lambda _, lease_id=lease_id, task=holder_task, run=holder_run, usable=usable: (
+                            any(self._writer_blocked_by(w.split("@", 1)[1], lease_id) for w in usable)
+                            or self._held_lease(task, run) != lease_id
                         ),
                         # the holder's end also ends this wait: the writer may need minutes to reach a slot
                         window_s=3 * self.window_s,
                     )
-                    and self._held_lease(holder_task, holder_run) == found[-1][2]
+                    and self._held_lease(holder_task, holder_run) == lease_id
                 ):
                     target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
-                else:
-                    note = (
-                        f"any write (the PySpark MERGE {found[-1][1]} ended before {writer} waited behind it)"
+                    writer = next(
+                        (w for w in usable if self._writer_blocked_by(w.split("@", 1)[1], lease_id)),
+                        usable[-1],
                     )
-            else:
-                note = "any write (no PySpark MERGE found on a worker in the window)"
+                    break
+                ended.append(found[-1][1])
+            if target is None:
+                note = (
+                    f"any write (the PySpark MERGEs {', '.join(ended)} ended before a writer waited behind them)"
+                    if ended
+                    else "any write (no PySpark MERGE found on a worker in the window)"
+                )
         if target is None:
             found.clear()
             if not self._wait_for(_writing):
