@@ -645,7 +645,7 @@ class LeaseManager:
                 log.error("deltaguard: lease %s stays held: %s", lease_id, text)
                 detail: dict[str, Any] = {"reason": text}
                 if interrupted_by_server(exc):
-                    since = self.fence_memory.interrupted_since(lease_id, self.clock())
+                    since = self._interrupted_since(lease_id, owner)
                     detail["interrupted_by_server"] = {
                         "first_seen": since,
                         "hand_over_at": since + self.interrupted_grace_s,
@@ -667,9 +667,7 @@ class LeaseManager:
         """Hand ``lease_id`` over (``remote_interrupted``) once ``interrupted_grace_s`` passed since a fence
         first answered that its server ended the work; return whether it did."""
         now = self.clock()
-        since = min(
-            self.fence_memory.interrupted_since(lease_id, now), self._first_interrupted(lease_id, owner)
-        )
+        since = self._interrupted_since(lease_id, owner)
         if now - since < self.interrupted_grace_s:
             return False
         self.fence_memory.confirm(lease_id, interrupted=True)
@@ -693,6 +691,14 @@ class LeaseManager:
             },
         )
         return True
+
+    def _interrupted_since(self, lease_id: str, owner: Owner) -> float:
+        """When a fence (of this process, or logged by any) first answered that ``lease_id``'s server ended
+        its work."""
+        return min(
+            self.fence_memory.interrupted_since(lease_id, self.clock()),
+            self._first_interrupted(lease_id, owner),
+        )
 
     def _first_interrupted(self, lease_id: str, owner: Owner) -> float:
         """When a fence first logged that ``lease_id``'s server ended its work (any process's fence: a

@@ -319,8 +319,12 @@ def test_a_sweep_ends_such_a_lease_nobody_asks_for_and_the_grace_does_not_restar
     assert another_process().end_expired() != {lease.lease_id: "reclaimed"}  # 60 s of 120: still held
     clock.advance(61)
     assert another_process().end_expired() == {lease.lease_id: "reclaimed"}
-    kinds = [d.kind for d in reversed(another_process().decisions(uri="t1"))]
+    log = list(reversed(another_process().decisions(uri="t1")))
+    kinds = [d.kind for d in log]
     assert kinds[-2:] == [INTERRUPTED_KIND, "expiry"] and kinds.count(UNFENCED_KIND) == 2
+    # every process counts the grace from the first fence that saw the session gone
+    firsts = {d.detail["interrupted_by_server"]["first_seen"] for d in log if d.kind == UNFENCED_KIND}
+    assert firsts == {log[kinds.index(INTERRUPTED_KIND)].detail["first_seen"]}
 
 
 def test_work_on_an_unreachable_server_is_never_handed_over_by_time(store, clock: FakeClock) -> None:
