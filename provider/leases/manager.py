@@ -627,12 +627,17 @@ class LeaseManager:
         failure in the wait reasons (a fence runs at most once per ``fence_retry_s`` per lease, so that
         second decision runs none)."""
         newly = False
-        for lease_id, (owner_json, handles) in fences.pending.items():
-            if not self.fence_memory.claim(lease_id, self.clock(), self.fence_retry_s):
-                continue
+        claimed = [
+            (lease_id, owner_json, handles)
+            for lease_id, (owner_json, handles) in fences.pending.items()
+            if self.fence_memory.claim(lease_id, self.clock(), self.fence_retry_s)
+        ]
+        for lease_id, owner_json, handles, outcome in self._fence_all(claimed):
             owner = owner_from_text(owner_json)
             try:
-                how = [self._fence_one(h) for h in handles]
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                how = outcome
             except Exception as exc:
                 if interrupted_by_server(exc) and self._interrupted_long_enough(
                     lease_id, owner, handles, exc
@@ -660,6 +665,33 @@ class LeaseManager:
             )
             self._log_fence(lease_id, owner, FENCED_KIND, {"confirmed": how})
         return newly
+
+    def _fence_all(
+        self, claimed: Sequence[tuple[str, str, Sequence[Handle]]]
+    ) -> list[tuple[str, str, Sequence[Handle], list[str] | Exception]]:
+        """Fence each claimed lease's handles, the leases side by side (each under ``fence_timeout_s``): one
+        lease whose interrupted operations take long must not delay the hand-over of the others (measured in
+        the production-shaped run: two such leases, 45 s each, one after the other, held a third past its
+        holder's freeze). Returns each lease's confirmations, or the exception of its first failed handle."""
+
+        def one(handles: Sequence[Handle]) -> list[str] | Exception:
+            try:
+                return [self._fence_one(h) for h in handles]
+            except Exception as exc:
+                return exc
+
+        if len(claimed) <= 1:
+            return [(lease_id, owner, handles, one(handles)) for lease_id, owner, handles in claimed]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(
+            max_workers=min(len(claimed), 8), thread_name_prefix="deltaguard-fence"
+        ) as pool:
+            futures = [pool.submit(one, handles) for _, _, handles in claimed]
+            return [
+                (lease_id, owner, handles, f.result())
+                for (lease_id, owner, handles), f in zip(claimed, futures, strict=True)
+            ]
 
     def _interrupted_long_enough(
         self, lease_id: str, owner: Owner, handles: Sequence[Handle], exc: Exception

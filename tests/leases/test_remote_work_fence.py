@@ -367,3 +367,41 @@ def test_the_cli_sweep_reclaims_expired_leases_and_lists_the_ones_its_fence_cann
         assert check.store.read_lease(dead.lease_id) == [] and check.store.read_lease(held.lease_id) != []
     finally:
         check.store.close()
+
+
+class WaitsForTheOther(FakeFence):
+    """Confirms the work of tag ``slow`` only once the fence of tag ``quick`` has been called: fences run one
+    after another never get there (``slow`` then runs into the manager's fence timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.quick_called = threading.Event()
+
+    def fence(self, handle: dict[str, str]) -> str:
+        self.calls.append(dict(handle))
+        if handle["tag"] == "quick":
+            self.quick_called.set()
+        elif not self.quick_called.wait(
+            10.0
+        ):  # past the manager's 2 s fence timeout: what it sees is its own
+            raise ConnectionError("the other lease was not fenced meanwhile")
+        return f"interrupted tag {handle['tag']}; every operation ended"
+
+
+def test_the_expired_leases_of_one_decision_are_fenced_side_by_side(store, clock: FakeClock) -> None:
+    """A lease whose fence takes long no longer delays the fence (and hand-over) of another lease on the same
+    table: in the production-shaped run two slow ones held a frozen holder's lease past the freeze."""
+    fence = WaitsForTheOther()
+    manager = LeaseManager(store, clock=clock, remote_fence=fence, fence_retry_s=5.0, fence_timeout_s=2.0)
+    for name, tag in (("slow", "slow"), ("quick", "quick")):
+        holder = request(name, ("t1", op("INSERT")), ttl_s=10)
+        lease = manager.acquire(holder)
+        assert isinstance(lease, Granted)
+        manager.record_remote_work(lease.lease_id, holder.owner, {**HANDLE, "tag": tag})
+    clock.advance(11)
+    answer = manager.acquire(request("writer", ("t1", op("MERGE"))))
+    assert isinstance(answer, Granted), answer  # both fenced in the same decision, neither timed out
+    kinds = [d.kind for d in manager.decisions(uri="t1")]
+    assert kinds.count(FENCED_KIND) == 2 and UNFENCED_KIND not in kinds
