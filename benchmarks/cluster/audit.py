@@ -296,7 +296,7 @@ def audit(
     dag_of_run: Mapping[str, str] | None = None,
     external_holds: Mapping[str, tuple[float, float]] | None = None,
     fence_expected: bool = False,
-    frozen_holder: tuple[str, str] | None = None,
+    frozen_holders: Sequence[tuple[str, str]] = (),
 ) -> AuditReport:
     """Judge one variant's runs (one DAG, several runs, one set of tables).
 
@@ -315,7 +315,7 @@ def audit(
     :param external_holds: ``table name -> (granted, released)`` of exclusive leases held from outside
         Airflow (:mod:`benchmarks.cluster.holder`): a commit of the table in between is an overlap.
     :param fence_expected: the freeze fault ran with Spark: require the fence decision (:func:`fence_checks`).
-    :param frozen_holder: ``(run_id, task_id)`` of the PySpark MERGE it froze holding its lease (``None``:
+    :param frozen_holders: ``(run_id, task_id)`` of every PySpark MERGE it froze holding its lease (none:
         it found none, which fails the check when ``fence_expected``).
     """
     report = AuditReport()
@@ -343,7 +343,7 @@ def audit(
         if name in (external_holds or {}):
             report.overlaps += held_overlaps(name, commits, (external_holds or {})[name])
     if fence_expected:
-        report.missing_fences, report.fence = fence_checks(decisions, frozen_holder)
+        report.missing_fences, report.fence = fence_checks(decisions, frozen_holders)
 
     expired_ids = {d.request_id for d in decisions if d.kind == "expiry"}
     payloads = request_payloads(store_urls, expired_ids) if expired_ids else {}
@@ -418,7 +418,26 @@ def held_overlaps(name: str, commits: Sequence[Commit], held: tuple[float, float
     ]
 
 
-def fence_checks(decisions: Sequence[Any], holder: tuple[str, str] | None) -> tuple[list[str], list[str]]:
+#: the decision-log kinds of a fence's outcome (ADR 0033)
+_FENCE_KINDS = ("remote_fenced", "remote_unfenced", "remote_interrupted")
+
+
+def fence_checks(decisions: Sequence[Any], holders: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """:func:`fence_check` of every frozen holder (none: the Connect fence was not exercised)."""
+    if not holders:
+        return [
+            "the freeze found no PySpark MERGE holding its lease: the Connect fence was not exercised"
+        ], []
+    problems: list[str] = []
+    log: list[str] = []
+    for holder in holders:
+        p, entries = fence_check(decisions, holder)
+        problems += p
+        log += [f"{holder[1]}@{holder[0]}: {e}" for e in entries]
+    return problems, log
+
+
+def fence_check(decisions: Sequence[Any], holder: tuple[str, str] | None) -> tuple[list[str], list[str]]:
     """Whether the store fenced the frozen holder's lease for the conflicting writer: (problems, fence log).
 
     Passes when the decision log holds, for a lease of ``holder`` (``(run_id, task_id)``, matched on the
@@ -450,7 +469,7 @@ def fence_checks(decisions: Sequence[Any], holder: tuple[str, str] | None) -> tu
     for lease_id, uri in sorted(leases):
         own = [d for d in decisions if d.request_id == lease_id and _same(d.uri, uri)]
         log += [f"{d.kind} at {d.at:.1f}: {d.detail[:300]}" for d in own if d.kind != "grant"]
-        fences = [d for d in own if d.kind in ("remote_fenced", "remote_unfenced")]
+        fences = [d for d in own if d.kind in _FENCE_KINDS]
         first_fence = fences[0].at if fences else float("inf")
         if any(d.kind == "expiry" and d.at < first_fence for d in own):
             problems.append(
@@ -461,14 +480,12 @@ def fence_checks(decisions: Sequence[Any], holder: tuple[str, str] | None) -> tu
                 f"no fence decision on lease {lease_id} of {task_id}@{run_id}: no conflicting writer asked "
                 "for the table while it was frozen past its lease"
             )
-        elif fences[0].kind == "remote_fenced":
+        elif any(f.kind in ("remote_fenced", "remote_interrupted") for f in fences):
+            ended = next(f for f in fences if f.kind in ("remote_fenced", "remote_interrupted"))
             handed = [
                 d
                 for d in decisions
-                if d.kind == "grant"
-                and _same(d.uri, uri)
-                and d.request_id != lease_id
-                and d.at >= fences[0].at
+                if d.kind == "grant" and _same(d.uri, uri) and d.request_id != lease_id and d.at >= ended.at
             ]
             if not handed:
                 problems.append(
@@ -575,7 +592,7 @@ def expired_leases(
     fences: dict[str, list[Any]] = {}
     awaiting: set[str] = set()
     for d in decisions:
-        if d.kind in ("remote_fenced", "remote_unfenced"):
+        if d.kind in _FENCE_KINDS:
             fences.setdefault(d.request_id, []).append(d)
         elif d.kind == "release_awaiting_fence":
             awaiting.add(d.request_id)
@@ -608,12 +625,18 @@ def expired_leases(
 
 def _handed_over_after(expiry: Any, fenced: Sequence[Any], handles: Sequence[Any]) -> str:
     """What let an expired lease go (ADR 0033, "When a lease whose fence failed is handed over")."""
+    from deltaguard.leases.remote_work import SERVER_WORK_INTERRUPTED
+
     try:
         said = json.loads(expiry.detail).get("server_work")
     except (TypeError, ValueError, AttributeError):
         said = None
     if said == "fenced" or any(f.kind == "remote_fenced" and f.at <= expiry.at + 1.0 for f in fenced):
         return "remote_fenced"
+    if said == SERVER_WORK_INTERRUPTED or any(f.kind == "remote_interrupted" for f in fenced):
+        # the server closed the holder's session (interrupting its operations) and the grace passed: a
+        # hand-over of its own, named so, never counted as a confirmed fence
+        return "remote_interrupted"
     if fenced and not handles:
         return "remote_unfenced, then its holder saw the work end and dropped the handle"
     if fenced:

@@ -11,6 +11,7 @@ when and to which process is recorded for the results file and the audit.
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import threading
@@ -109,7 +110,10 @@ class FaultInjector:
     #: runs the faults trigger (``(dag_id, run_id, business date)``), appended to; the run passes its own list
     triggered: list[tuple[str, str, str]] = field(default_factory=list)
     #: ``(run_id, task_id)`` of the PySpark MERGE the freeze froze while it held its lease, if it found one
+    #: (the last one)
     frozen_holder: tuple[str, str] | None = None
+    #: every PySpark MERGE a freeze froze holding its lease, in order: the audit checks the fence of each
+    frozen_holders: list[tuple[str, str]] = field(default_factory=list)
     #: the lease store's engine for :meth:`_holds_lease`, opened on first use and disposed by :meth:`stop`
     _engine: Any = None
     repeats: int = 2
@@ -283,8 +287,8 @@ class FaultInjector:
         request is queued in the store while the holder still holds its lease; the freeze then lasts until
         the store logged a fence decision on the frozen lease (:func:`freeze_over`), so the hand-over
         happens while the holder is still frozen, as it would for a machine that is gone. A MERGE that
-        ends before the writer is queued is not frozen (the busiest worker is, and the audit reports the
-        fence as not exercised).
+        ends before a writer waits behind it is not frozen: the next running one is tried (three in all), and
+        only then the busiest worker is frozen (the audit checks the fence of every holder frozen).
         Without Spark, or when no such MERGE is found in the window, it freezes the busiest worker during any
         write for ``lease_ttl + 10`` s (the note says which case it was).
         """
@@ -298,28 +302,53 @@ class FaultInjector:
 
             # a longer window than other faults': measured (2026-11-28, load 20-25), the PySpark run's first
             # MERGE was granted 5 minutes after the faults started, after the 240 s window had ended
-            if self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
-                # the conflicting writer first, on the other worker; the freeze only once it is queued behind
-                # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7 minutes
-                # to reach a free slot of its worker, and the capped freeze had ended long before it asked
-                writer = self._bring_conflicting_writer(found[-1][0])
+            writers: list[str] = []
+            ended: list[str] = []
+            # A MERGE may end before the writer waits behind it (measured 2026-12-06: the second freeze of a
+            # run fell back to "any write" so); then the next running MERGE is tried, up to three
+            for _ in range(3):
+                if not self._wait_for(spark_merge_on_a_worker, window_s=3 * self.window_s):
+                    break
+                # the conflicting writer first, on the other worker; the freeze only once it waits behind
+                # the holder: measured (2026-11-28, load 20), the writer triggered at the freeze took 7
+                # minutes to reach a free slot of its worker, and the capped freeze had ended long before
+                # it asked. A writer brought for an earlier MERGE that still waits is kept.
+                # (only one on another worker than the holder's: that worker is the one to freeze)
+                worker = found[-1][0].rsplit("-", 1)[-1]
+                usable = [
+                    w
+                    for w in writers
+                    if not w.split("@", 1)[0].endswith(worker) and self._writer_queued(w.split("@", 1)[1])
+                ]
+                if not usable:
+                    writers.append(self._bring_conflicting_writer(found[-1][0]))
+                    usable = [writers[-1]]
                 holder_task, _, holder_run = found[-1][1].split("@", 2)
+                lease_id = found[-1][2]
                 if (
                     self._wait_for(
-                        lambda _: (
-                            self._writer_queued(writer.split("@", 1)[1])
-                            or self._held_lease(holder_task, holder_run) != found[-1][2]
+                        lambda _, lease_id=lease_id, task=holder_task, run=holder_run, usable=usable: (
+                            any(self._writer_blocked_by(w.split("@", 1)[1], lease_id) for w in usable)
+                            or self._held_lease(task, run) != lease_id
                         ),
                         # the holder's end also ends this wait: the writer may need minutes to reach a slot
                         window_s=3 * self.window_s,
                     )
-                    and self._held_lease(holder_task, holder_run) == found[-1][2]
+                    and self._held_lease(holder_task, holder_run) == lease_id
                 ):
                     target, note = found[-1][0], f"PySpark MERGE {found[-1][1]}"
-                else:
-                    note = f"any write (the PySpark MERGE {found[-1][1]} ended before {writer} was queued)"
-            else:
-                note = "any write (no PySpark MERGE found on a worker in the window)"
+                    writer = next(
+                        (w for w in usable if self._writer_blocked_by(w.split("@", 1)[1], lease_id)),
+                        usable[-1],
+                    )
+                    break
+                ended.append(found[-1][1])
+            if target is None:
+                note = (
+                    f"any write (the PySpark MERGEs {', '.join(ended)} ended before a writer waited behind them)"
+                    if ended
+                    else "any write (no PySpark MERGE found on a worker in the window)"
+                )
         if target is None:
             found.clear()
             if not self._wait_for(_writing):
@@ -336,6 +365,7 @@ class FaultInjector:
             task_id, _, run_id = found[-1][1].split("@", 2)
             lease_id = found[-1][2]
             self.frozen_holder = (run_id, task_id)
+            self.frozen_holders.append((run_id, task_id))
         began = time.monotonic()
         fenced = False
         while not freeze_over(time.monotonic() - began, self.stack.lease_ttl, lease_id is not None, fenced):
@@ -444,6 +474,33 @@ class FaultInjector:
                 > 0
             )
 
+    def _writer_blocked_by(self, run_id: str, lease_id: str) -> bool:
+        """Whether the conflicting writer of ``run_id`` waits in the store with ``lease_id`` among the blockers
+        of its last wait answer (``dg_requests.last_wait``): only then does its next decision meet the frozen
+        lease and fence it. Being queued is not enough: measured, a writer queued behind another holder of the
+        table (an earlier freeze's writer, a lease awaiting its fence) never asked for the frozen lease."""
+        import sqlalchemy as sa
+
+        from benchmarks.cluster.run import CONFLICTING_WRITER_PREFIX
+
+        with self._store_engine().connect() as connection:
+            rows = connection.execute(
+                sa.text(
+                    "SELECT last_wait FROM dg_requests WHERE status = 'waiting' AND owner_key LIKE :p "
+                    "AND owner_key LIKE :r AND expires_at > :now"
+                ),
+                {"p": f"%{CONFLICTING_WRITER_PREFIX}%", "r": f"%{run_id}%", "now": time.time()},
+            ).all()
+        for (last_wait,) in rows:
+            try:
+                blockers = json.loads(last_wait or "{}").get("blockers") or []
+            except (ValueError, AttributeError):
+                continue
+            # a blocker is ``[table, id, owner, kind, operation]`` (``deltaguard.leases.wait_texts``)
+            if any(isinstance(b, list) and len(b) > 1 and b[1] == lease_id for b in blockers):
+                return True
+        return False
+
     def _fence_decided(self, lease_id: str) -> bool:
         """Whether the decision log holds a fence decision (``remote_fenced``/``remote_unfenced``) on ``lease_id``."""
         import sqlalchemy as sa
@@ -453,7 +510,7 @@ class FaultInjector:
                 connection.execute(
                     sa.text(
                         "SELECT count(*) FROM dg_decisions WHERE request_id = :l "
-                        "AND kind IN ('remote_fenced', 'remote_unfenced')"
+                        "AND kind IN ('remote_fenced', 'remote_unfenced', 'remote_interrupted')"
                     ),
                     {"l": lease_id},
                 ).scalar_one()

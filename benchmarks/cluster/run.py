@@ -122,6 +122,34 @@ class Conflicts:
             store.close()
 
 
+def sweep_expired_leases(store_url: str, every_s: float = 30.0) -> list[dict[str, str]]:
+    """What a deployment's scheduled ``deltaguard leases sweep`` does once the runs ended: end the expired
+    leases no request asked a table of, each fenced first when it carries Spark Connect work (ADR 0033).
+    Repeated every ``every_s`` while some stays held, up to the grace of a session its server closed plus
+    two retries, so a lease of a killed holder ends within its bound; one that still stays held (its
+    server cannot be reached) is left for the audit to report. Returns each pass's outcome."""
+    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.leases.admin import open_manager
+    from deltaguard.leases.manager import DEFAULT_INTERRUPTED_GRACE_S
+
+    passes: list[dict[str, str]] = []
+    deadline = time.monotonic() + DEFAULT_INTERRUPTED_GRACE_S + 2 * every_s
+    while True:
+        manager = open_manager(store_url, remote_fence=default_remote_fence())
+        try:
+            outcome = manager.end_expired()
+        except Exception as exc:
+            outcome = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            manager.store.close()
+        passes.append(outcome)
+        print(f"leases sweep: {outcome or 'nothing expired'}", flush=True)
+        held = [k for k, v in outcome.items() if v != "reclaimed"]
+        if not held or time.monotonic() >= deadline:
+            return passes
+        time.sleep(every_s)
+
+
 def _airflow_leftovers(stack: ClusterStack) -> list[str]:
     """Trigger rows still in Airflow's database (a deferred task nobody will resume)."""
     import psycopg
@@ -325,9 +353,12 @@ def run(
         if holder is not None:
             holder.stop()
         stack.timings["runs and faults"] = round(time.monotonic() - pipeline_began, 1)
-        audit_began = time.monotonic()
         # the triggerer and store settle: releases after the last task are logged by then
         time.sleep(5)
+        sweep_began = time.monotonic()
+        sweep_expired_leases(stack.lease_store_url)
+        stack.timings["leases sweep"] = round(time.monotonic() - sweep_began, 1)
+        audit_began = time.monotonic()
         tis = {(d, r): api.task_instances(d, r) for d, r, _ in triggered}
         xcoms = {(r, ti.task_id): api.xcom(d, r, ti.task_id) for (d, r), v in tis.items() for ti in v}
         leftovers_af = _airflow_leftovers(stack)
@@ -358,7 +389,7 @@ def run(
                     dag_of_run={r: d for d, r, _ in ours},
                     external_holds={"customers": held} if held and variant == "deltaguard" else None,
                     fence_expected=froze_with_spark and variant == "pyspark",
-                    frozen_holder=injector.frozen_holder,
+                    frozen_holders=injector.frozen_holders,
                 )
         finally:
             conflicts.close()

@@ -4,7 +4,10 @@
 their holder's Spark Connect work is not confirmed stopped (ADR 0033). ``deltaguard leases release --force
 LEASE_ID --reason TEXT`` releases a lease whatever its owner or expiry and logs the reason (decision-log
 kind ``force_release``): the way out when a fence cannot reach the server and an operator has made sure
-the work ended (the Connect server was restarted, the session was killed there).
+the work ended (the Connect server was restarted, the session was killed there). ``deltaguard leases
+sweep`` ends the expired leases no request asked a table of since: each is reclaimed, or fenced first when
+its holder's Spark Connect work is not confirmed stopped (ADR 0033), and what stays held is printed with
+why; run it from a scheduled job so such a lease ends even when nobody asks for its tables.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="release it whatever its owner or expiry (required: the holder's work must be known to have ended)",
     )
     release.add_argument("--reason", required=True, help="why; kept in the decision log")
-    for each in (listing, release):
+    sweep = sub.add_parser("sweep", help="end the expired leases nobody asked for (fenced first if needed)")
+    for each in (listing, release, sweep):
         each.add_argument(
             "--store-url",
             default=None,
@@ -54,8 +58,13 @@ def _manager(args: argparse.Namespace) -> Any:
         url = config.lease_store_url()
     if not url or not url.strip():
         raise UsageError("no lease store: give --store-url or set [deltaguard] lease_store_url")
+    fence = None
+    if args.leases_command == "sweep":
+        from deltaguard.engines.remote_work import default_remote_fence
+
+        fence = default_remote_fence()
     try:
-        return open_manager(url)
+        return open_manager(url, remote_fence=fence)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"lease store: {exc}") from None
 
@@ -80,11 +89,19 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from deltaguard.commands import UsageError
 
-    named = args.table if args.leases_command == "list" else args.lease_id
-    if not named.strip():
-        raise UsageError(f"give a {'table' if args.leases_command == 'list' else 'lease id'}, not {named!r}")
+    if args.leases_command != "sweep":
+        named = args.table if args.leases_command == "list" else args.lease_id
+        if not named.strip():
+            raise UsageError(
+                f"give a {'table' if args.leases_command == 'list' else 'lease id'}, not {named!r}"
+            )
     manager = _manager(args)
     try:
+        if args.leases_command == "sweep":
+            outcome = manager.end_expired()
+            for lease_id, what in sorted(outcome.items()):
+                print(f"{lease_id}\t{what}")
+            return 0
         if args.leases_command == "list":
             for lease in manager.leases(args.table):
                 print(f"{lease.lease_id}\t{lease.owner.describe()}\t{lease.operation.describe()}")

@@ -523,9 +523,7 @@ def reclaim_leases(
                     # why the table may be handed over: a fence confirmed the recorded server-side work
                     # ended, or none was outstanding (never recorded, or dropped by a holder that saw it
                     # end) (ADR 0033)
-                    "server_work": "fenced"
-                    if fences is not None and r.lease_id in fences.confirmed
-                    else "none outstanding",
+                    "server_work": (fences or FenceRound()).server_work(r.lease_id),
                 },
             )
             for r in dead

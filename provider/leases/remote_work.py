@@ -30,10 +30,37 @@ UNFENCED_KIND = "remote_unfenced"
 #: the decision-log kind of a release whose server-side work was not seen ended: the lease is expired instead
 #: of freed, so the table is handed over only once a fence confirmed that work stopped
 RELEASE_AWAITING_FENCE_KIND = "release_awaiting_fence"
+#: the decision-log kind of a lease handed over because the server itself ended the holder's work (it
+#: closed the session and interrupted its operations) and that end was not observed for the grace after
+#: which it is taken as ended (ADR 0033): a hand-over of its own, never logged as ``remote_fenced``
+INTERRUPTED_KIND = "remote_interrupted"
 #: the decision-log kind of a lease released by hand (``deltaguard leases release --force``)
 FORCED_KIND = "force_release"
+#: what an ``expiry`` entry says let the table go (``server_work``)
+SERVER_WORK_FENCED = "fenced"
+SERVER_WORK_INTERRUPTED = "interrupted by its server, end not observed"
+SERVER_WORK_NONE = "none outstanding"
 
 Handle = Mapping[str, str]
+
+
+class WorkInterruptedByServer(RuntimeError):
+    """A fence's answer that the server itself ended the holder's work without the fence seeing the end:
+    the session the work ran in no longer exists on the server that ran it (released or expired there,
+    which interrupts every operation of the session), so nothing of it can be asked about any more.
+
+    Not a confirmation: the lease manager keeps the lease held for its ``interrupted_grace_s`` from the
+    first such answer, then hands it over logged as ``remote_interrupted`` (ADR 0033). A fence that cannot
+    import this class (the engines import nothing of the leases) marks its own exception with a true
+    ``interrupted_by_server`` attribute instead (:func:`interrupted_by_server`).
+    """
+
+    interrupted_by_server = True
+
+
+def interrupted_by_server(exc: BaseException) -> bool:
+    """Whether a fence's exception says the server ended the work itself (:class:`WorkInterruptedByServer`)."""
+    return bool(getattr(exc, "interrupted_by_server", False))
 
 
 class RemoteWorkFence(Protocol):
@@ -42,6 +69,8 @@ class RemoteWorkFence(Protocol):
     def fence(self, handle: Handle) -> str:
         """Stop the work ``handle`` names and return once it has certainly ended, with how that was known.
 
+        :raises WorkInterruptedByServer: the server ended the work itself (closed its session) and its end
+            cannot be observed any more; the lease is handed over after a grace, logged as such.
         :raises Exception: the end could not be confirmed (server unreachable, an error, a timeout); the
             lease stays held.
         """
@@ -104,12 +133,42 @@ class FenceMemory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.confirmed: set[str] = set()
+        #: the confirmed leases whose work was ended by its server, not seen ended (``remote_interrupted``)
+        self.interrupted: set[str] = set()
         self.failures: dict[str, str] = {}
         self._tried: dict[str, float] = {}
+        #: lease id -> when a fence first answered that its server ended the work (:class:`WorkInterruptedByServer`)
+        self._interrupted_since: dict[str, float] = {}
+        self._last_sweep: float | None = None
 
     def round(self) -> FenceRound:
         with self._lock:
-            return FenceRound(confirmed=frozenset(self.confirmed), failures=dict(self.failures))
+            return FenceRound(
+                confirmed=frozenset(self.confirmed),
+                failures=dict(self.failures),
+                interrupted=frozenset(self.interrupted),
+            )
+
+    def interrupted_since(self, lease_id: str, now: float) -> float:
+        """When a fence first answered that ``lease_id``'s server ended its work (``now`` if this is the first)."""
+        with self._lock:
+            return self._interrupted_since.setdefault(lease_id, now)
+
+    def awaiting(self) -> list[str]:
+        """Leases a fence of this process tried and could not confirm yet (to try again unasked)."""
+        with self._lock:
+            return sorted(set(self.failures) - self.confirmed)
+
+    def claim_sweep(self, now: float, every_s: float) -> bool:
+        """Whether the caller may sweep the store's expired leases now (then the sweep is marked at ``now``);
+        the first sweep of a process waits ``every_s`` too, so short-lived processes (one task) do not sweep."""
+        with self._lock:
+            if self._last_sweep is None:
+                self._last_sweep = now
+            if now - self._last_sweep < every_s:
+                return False
+            self._last_sweep = now
+            return True
 
     def claim(self, lease_id: str, now: float, retry_s: float) -> bool:
         """Whether the caller may fence ``lease_id`` now (then it is marked tried at ``now``)."""
@@ -119,10 +178,18 @@ class FenceMemory:
             self._tried[lease_id] = now
             return True
 
-    def confirm(self, lease_id: str) -> None:
+    def confirm(self, lease_id: str, *, interrupted: bool = False) -> None:
         with self._lock:
             self.confirmed.add(lease_id)
+            if interrupted:
+                self.interrupted.add(lease_id)
             self.failures.pop(lease_id, None)
+
+    def forget(self, lease_id: str) -> None:
+        """Drop what is known of a lease that ended (its rows are gone)."""
+        with self._lock:
+            self.failures.pop(lease_id, None)
+            self._interrupted_since.pop(lease_id, None)
 
     def fail(self, lease_id: str, error: str) -> None:
         with self._lock:
@@ -133,7 +200,8 @@ class FenceMemory:
 class FenceRound:
     """What one decision learns about expired leases with fence handles (one per decision call).
 
-    :param confirmed: lease ids whose work a fence confirmed ended (they may be reclaimed).
+    :param confirmed: lease ids whose work a fence confirmed ended (they may be reclaimed), or whose server
+        ended it and the grace passed (``interrupted``).
     :param failures: the last reason, per lease id, why its work could not be confirmed stopped.
     :param pending: filled by the decision: expired leases kept held, with their handles and owner text,
         for the manager to fence after the transaction.
@@ -141,7 +209,14 @@ class FenceRound:
 
     confirmed: frozenset[str] = frozenset()
     failures: Mapping[str, str] = field(default_factory=dict)
+    interrupted: frozenset[str] = frozenset()
     pending: dict[str, tuple[str, Sequence[Handle]]] = field(default_factory=dict)
+
+    def server_work(self, lease_id: str) -> str:
+        """What the ``expiry`` of a reclaimed lease says let its table go."""
+        if lease_id in self.interrupted:
+            return SERVER_WORK_INTERRUPTED
+        return SERVER_WORK_FENCED if lease_id in self.confirmed else SERVER_WORK_NONE
 
     def reason(self, lease_id: str, owner: str) -> str | None:
         """The wait reason for a kept lease (``None``: not kept by this round)."""

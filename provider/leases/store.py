@@ -344,6 +344,21 @@ class LeaseStore(abc.ABC):
     def list_leases(self, uri: str) -> list[LeaseRow]:
         """Lease rows on one table (including expired ones not yet reclaimed)."""
 
+    def expired_lease_ids(self, now: float, limit: int = 100) -> list[str]:
+        """Ids of leases with a row expired at ``now`` and not reclaimed yet (any table, no lock): the
+        leases no request asked a table of since, some kept for their holder's server-side work (ADR 0033).
+        This default walks the tables; the SQL stores ask once."""
+        found: list[str] = []
+        after: str | None = None
+        while len(found) < limit:
+            tables = self.list_tables(after=after, limit=100)
+            if not tables:
+                break
+            for table in tables:
+                found += [r.lease_id for r in self.list_leases(table.uri) if r.expires_at <= now]
+            after = tables[-1].uri
+        return sorted(set(found))[:limit]
+
     @abc.abstractmethod
     def list_waiters(self, uri: str) -> list[WaiterRow]:
         """Queued requests on one table, earliest rank first."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
@@ -194,9 +195,9 @@ def test_a_fenced_hand_over_of_the_frozen_holder_passes() -> None:
         _decision(120, "expiry", "h", HOLDER_KEY),
         _decision(121, "grant", "w"),
     ]
-    problems, fence = fence_checks(log, HOLDER)
+    problems, fence = fence_checks(log, [HOLDER])
     assert problems == []
-    assert any(f.startswith("remote_fenced") for f in fence) and any("granted to w" in f for f in fence)
+    assert any(": remote_fenced" in f for f in fence) and any("granted to w" in f for f in fence)
 
 
 def test_an_unfenced_decision_with_its_reason_passes_and_without_one_fails() -> None:
@@ -204,9 +205,9 @@ def test_an_unfenced_decision_with_its_reason_passes_and_without_one_fails() -> 
         _decision(10, "grant", "h", HOLDER_KEY),
         _decision(120, "remote_unfenced", "h", HOLDER_KEY, "timeout"),
     ]
-    assert fence_checks(log, HOLDER)[0] == []
+    assert fence_checks(log, [HOLDER])[0] == []
     log[1] = _decision(120, "remote_unfenced", "h", HOLDER_KEY, " ")
-    assert "without a reason" in fence_checks(log, HOLDER)[0][0]
+    assert "without a reason" in fence_checks(log, [HOLDER])[0][0]
 
 
 def test_no_fence_a_reclaim_without_one_a_fence_without_hand_over_or_no_frozen_holder_fail() -> None:
@@ -214,24 +215,24 @@ def test_no_fence_a_reclaim_without_one_a_fence_without_hand_over_or_no_frozen_h
     # nobody asked for the table while the holder was frozen: nothing was fenced
     assert (
         "no fence decision"
-        in fence_checks([granted, _decision(20, "release", "h", HOLDER_KEY)], HOLDER)[0][0]
+        in fence_checks([granted, _decision(20, "release", "h", HOLDER_KEY)], [HOLDER])[0][0]
     )
     # the store reclaimed the lease before any fence decision
     reclaimed = [granted, _decision(100, "expiry", "h", HOLDER_KEY), _decision(100, "grant", "w")]
-    assert "without a fence" in fence_checks(reclaimed, HOLDER)[0][0]
+    assert "without a fence" in fence_checks(reclaimed, [HOLDER])[0][0]
     # fenced, but the waiting writer never got the table
     fenced = [
         granted,
         _decision(120, "remote_fenced", "h", HOLDER_KEY),
         _decision(120, "expiry", "h", HOLDER_KEY),
     ]
-    assert "never granted" in fence_checks(fenced, HOLDER)[0][0]
+    assert "never granted" in fence_checks(fenced, [HOLDER])[0][0]
     # another task's grant is not the holder's
     assert (
         "no grant"
-        in fence_checks([_decision(10, "grant", "x", '{"run_id": "r1", "task_id": "other"}')], HOLDER)[0][0]
+        in fence_checks([_decision(10, "grant", "x", '{"run_id": "r1", "task_id": "other"}')], [HOLDER])[0][0]
     )
-    assert "not exercised" in fence_checks([granted], None)[0][0]
+    assert "not exercised" in fence_checks([granted], [])[0][0]
 
 
 def test_a_commit_while_the_external_holder_held_the_table_is_an_overlap() -> None:
@@ -305,3 +306,31 @@ def test_the_audit_reads_a_real_stores_log_in_its_own_order(tmp_path) -> None:
     assert leases[("b", URI)].granted_at < leases[("a", URI)].ended_at  # the stamps cross
     commits = [_commit(7, 1796418796.0, "update", "a", 6), _commit(8, 1796418804.0, "update", "b", 7)]
     assert lease_checks("customers", URI, commits, leases, lambda *_: True)[0] == []
+
+
+def test_every_frozen_holder_needs_its_fence_not_only_the_last() -> None:
+    first = ("r0", "merge_sales_de")
+    first_key = json.dumps({"run_id": first[0], "task_id": first[1]})
+    log = [
+        _decision(5, "grant", "f", first_key),
+        _decision(10, "grant", "h", HOLDER_KEY),
+        _decision(120, "remote_fenced", "h", HOLDER_KEY, "interrupted and confirmed"),
+        _decision(120, "expiry", "h", HOLDER_KEY),
+        _decision(121, "grant", "w"),
+    ]
+    # the last frozen holder was fenced; the first one never was
+    assert fence_checks(log, [HOLDER])[0] == []
+    problems = fence_checks(log, [first, HOLDER])[0]
+    assert len(problems) == 1 and "no fence decision" in problems[0] and "merge_sales_de" in problems[0]
+
+
+def test_a_hand_over_after_the_server_closed_the_session_passes_as_interrupted() -> None:
+    log = [
+        _decision(10, "grant", "h", HOLDER_KEY),
+        _decision(120, "remote_unfenced", "h", HOLDER_KEY, "session closed by the server"),
+        _decision(420, "remote_interrupted", "h", HOLDER_KEY, "session closed by the server"),
+        _decision(420, "expiry", "h", HOLDER_KEY),
+        _decision(421, "grant", "w"),
+    ]
+    problems, fence = fence_checks(log, [HOLDER])
+    assert problems == [] and any("granted to w" in f for f in fence)

@@ -7,7 +7,13 @@ import pytest
 
 from deltaguard.core.admission import Granted, Owner, Waiting
 from deltaguard.leases.manager import LeaseLostError, LeaseManager
-from deltaguard.leases.remote_work import FENCED_KIND, FORCED_KIND, UNFENCED_KIND
+from deltaguard.leases.remote_work import (
+    FENCED_KIND,
+    FORCED_KIND,
+    INTERRUPTED_KIND,
+    SERVER_WORK_INTERRUPTED,
+    UNFENCED_KIND,
+)
 
 from .conftest import FakeClock, op, request
 
@@ -250,3 +256,152 @@ def test_a_lease_awaiting_a_fence_ends_without_another_request_for_its_table(sto
     assert kinds == ["grant", "release_awaiting_fence", FENCED_KIND, "expiry"]
     expiry = next(d for d in manager.decisions(uri="t1") if d.kind == "expiry")
     assert expiry.detail["server_work"] == "fenced"  # the hand-over says what allowed it
+
+
+class ClosedSessionFence(FakeFence):
+    """Answers like the Spark Connect fence for a session its server closed (``SessionClosedByServer``)."""
+
+    def fence(self, handle: dict[str, str]) -> str:
+        self.calls.append(dict(handle))
+        error = ConnectionError("session 5d3c was closed by the server that ran it (application local-1)")
+        error.interrupted_by_server = True  # type: ignore[attr-defined]
+        raise error
+
+
+def test_a_lease_whose_server_closed_its_session_ends_after_the_grace_named_as_interrupted(
+    store, clock: FakeClock
+) -> None:
+    """Before, such a lease answered remote_unfenced forever and blocked its table until a forced release."""
+    fence = ClosedSessionFence()
+    manager = LeaseManager(
+        store,
+        clock=clock,
+        retention_s=3600.0,
+        remote_fence=fence,
+        fence_retry_s=5.0,
+        interrupted_grace_s=120.0,
+    )
+    lease = holder_with_work(manager, clock)
+    writer = request("writer", ("t1", op("MERGE")))
+    assert isinstance(manager.acquire(writer), Waiting)
+    first = [d for d in manager.decisions(uri="t1") if d.kind == UNFENCED_KIND]
+    assert len(first) == 1 and first[0].detail["interrupted_by_server"]["hand_over_at"] == clock() + 120.0
+    # inside the grace the table stays held, however often the writer asks
+    clock.advance(119)
+    assert isinstance(manager.check(writer.request_id), Waiting)
+    assert store.read_lease(lease.lease_id) != []
+    clock.advance(6)  # past the grace and the fence's retry interval: the next fence hands it over
+    assert isinstance(manager.check(writer.request_id), Granted)
+    log = list(reversed(manager.decisions(uri="t1")))
+    kinds = [d.kind for d in log]
+    assert INTERRUPTED_KIND in kinds and FENCED_KIND not in kinds  # never logged as a confirmed fence
+    assert kinds.index(INTERRUPTED_KIND) < kinds.index("expiry") < len(kinds) - 1 - kinds[::-1].index("grant")
+    interrupted = next(d for d in log if d.kind == INTERRUPTED_KIND)
+    assert interrupted.detail["confirmed"] is False and "closed by the server" in interrupted.detail["reason"]
+    expiry = next(d for d in log if d.kind == "expiry")
+    assert expiry.detail["server_work"] == SERVER_WORK_INTERRUPTED
+
+
+def test_a_sweep_ends_such_a_lease_nobody_asks_for_and_the_grace_does_not_restart_per_process(
+    store, clock: FakeClock
+) -> None:
+    fence = ClosedSessionFence()
+
+    def another_process() -> LeaseManager:
+        return LeaseManager(
+            store, clock=clock, remote_fence=fence, fence_retry_s=5.0, interrupted_grace_s=120.0
+        )
+
+    lease = holder_with_work(another_process(), clock)
+    swept = another_process().end_expired()
+    assert list(swept) == [lease.lease_id] and "closed by the server" in swept[lease.lease_id]
+    clock.advance(60)
+    assert another_process().end_expired() != {lease.lease_id: "reclaimed"}  # 60 s of 120: still held
+    clock.advance(61)
+    assert another_process().end_expired() == {lease.lease_id: "reclaimed"}
+    log = list(reversed(another_process().decisions(uri="t1")))
+    kinds = [d.kind for d in log]
+    assert kinds[-2:] == [INTERRUPTED_KIND, "expiry"] and kinds.count(UNFENCED_KIND) == 2
+    # every process counts the grace from the first fence that saw the session gone
+    firsts = {d.detail["interrupted_by_server"]["first_seen"] for d in log if d.kind == UNFENCED_KIND}
+    assert firsts == {log[kinds.index(INTERRUPTED_KIND)].detail["first_seen"]}
+
+
+def test_work_on_an_unreachable_server_is_never_handed_over_by_time(store, clock: FakeClock) -> None:
+    fence = FakeFence(error="server unreachable")
+    manager = LeaseManager(
+        store, clock=clock, remote_fence=fence, fence_retry_s=5.0, interrupted_grace_s=120.0
+    )
+    lease = holder_with_work(manager, clock)
+    for _ in range(3):
+        assert manager.end_expired() == {lease.lease_id: "ConnectionError: server unreachable"}
+        clock.advance(3600)
+    assert store.read_lease(lease.lease_id) != []
+    assert not [d for d in manager.decisions(uri="t1") if d.kind in (INTERRUPTED_KIND, "expiry")]
+
+
+def test_the_cli_sweep_reclaims_expired_leases_and_lists_the_ones_its_fence_cannot_end(
+    tmp_path, capsys
+) -> None:
+    from deltaguard.cli import main
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    clock = FakeClock(__import__("time").time() - 60)  # granted a minute ago, ttl 10 s: expired now
+    manager = LeaseManager(url, clock=clock)
+    try:
+        dead = manager.acquire(request("dead", ("t2", op("MERGE")), ttl_s=10))
+        assert isinstance(dead, Granted)
+        frozen = request("frozen", ("t1", op("MERGE")), ttl_s=10)
+        held = manager.acquire(frozen)
+        assert isinstance(held, Granted)
+        # a closed local port: the sweep's fence cannot reach the server, so that lease stays held
+        manager.record_remote_work(held.lease_id, frozen.owner, {**HANDLE, "endpoint": "sc://127.0.0.1:1"})
+    finally:
+        manager.store.close()
+    assert main(["leases", "sweep", "--store-url", url]) == 0
+    lines = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines[dead.lease_id] == "reclaimed"
+    assert "could not be read" in lines[held.lease_id] or "127.0.0.1:1" in lines[held.lease_id], lines
+    check = LeaseManager(url)
+    try:
+        assert check.store.read_lease(dead.lease_id) == [] and check.store.read_lease(held.lease_id) != []
+    finally:
+        check.store.close()
+
+
+class WaitsForTheOther(FakeFence):
+    """Confirms the work of tag ``slow`` only once the fence of tag ``quick`` has been called: fences run one
+    after another never get there (``slow`` then runs into the manager's fence timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.quick_called = threading.Event()
+
+    def fence(self, handle: dict[str, str]) -> str:
+        self.calls.append(dict(handle))
+        if handle["tag"] == "quick":
+            self.quick_called.set()
+        elif not self.quick_called.wait(
+            10.0
+        ):  # past the manager's 2 s fence timeout: what it sees is its own
+            raise ConnectionError("the other lease was not fenced meanwhile")
+        return f"interrupted tag {handle['tag']}; every operation ended"
+
+
+def test_the_expired_leases_of_one_decision_are_fenced_side_by_side(store, clock: FakeClock) -> None:
+    """A lease whose fence takes long no longer delays the fence (and hand-over) of another lease on the same
+    table: in the production-shaped run two slow ones held a frozen holder's lease past the freeze."""
+    fence = WaitsForTheOther()
+    manager = LeaseManager(store, clock=clock, remote_fence=fence, fence_retry_s=5.0, fence_timeout_s=2.0)
+    for name, tag in (("slow", "slow"), ("quick", "quick")):
+        holder = request(name, ("t1", op("INSERT")), ttl_s=10)
+        lease = manager.acquire(holder)
+        assert isinstance(lease, Granted)
+        manager.record_remote_work(lease.lease_id, holder.owner, {**HANDLE, "tag": tag})
+    clock.advance(11)
+    answer = manager.acquire(request("writer", ("t1", op("MERGE"))))
+    assert isinstance(answer, Granted), answer  # both fenced in the same decision, neither timed out
+    kinds = [d.kind for d in manager.decisions(uri="t1")]
+    assert kinds.count(FENCED_KIND) == 2 and UNFENCED_KIND not in kinds

@@ -23,8 +23,9 @@ holder's call then fails with ``OPERATION_CANCELED`` and the Delta log has no ne
 whole session's operations rather than relying on the ids the interrupt returned.
 
 When the session is not found (``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED``): Spark's
-``ExecuteHolder.close`` does not wait for a closed session's operations to finish, so a missing session on
-the *same* server proves nothing, and the fence fails. A server whose ``spark.app.id`` differs from the one
+``ExecuteHolder.close`` interrupts a closed session's operations but does not wait for them to finish, so a
+missing session on the *same* server is not a confirmation: the fence raises :class:`SessionClosedByServer`
+(the lease manager hands the lease over after its ``interrupted_grace_s``, logged ``remote_interrupted``). A server whose ``spark.app.id`` differs from the one
 recorded is another server process: the old one, which ran the operation, is gone (measured: a restarted
 local server reports the old session as not found and a new application id); that counts as confirmed.
 """
@@ -48,6 +49,17 @@ _SESSION_GONE = ("SESSION_NOT_FOUND", "SESSION_CLOSED")
 
 class RemoteWorkNotStopped(RuntimeError):
     """The fence could not confirm that the holder's Spark Connect work ended."""
+
+
+class SessionClosedByServer(RemoteWorkNotStopped):
+    """The holder's session no longer exists on the server that ran it: the server closed it (a
+    ``ReleaseSession`` or its idle expiry), which interrupts every operation of the session
+    (``ExecuteHolder.close``) but does not wait for them, so their end cannot be observed any more.
+
+    Marked ``interrupted_by_server`` for the lease manager (``deltaguard.leases.remote_work``; the engines
+    import nothing of the leases)."""
+
+    interrupted_by_server = True
 
 
 def endpoint_of(url: str) -> str:
@@ -237,7 +249,13 @@ class SparkConnectFence:
                 f"the Spark Connect server at {handle['endpoint']} was restarted (application {recorded}, now "
                 f"{current}): the process that ran the work is gone"
             )
+        if recorded and current == recorded:
+            raise SessionClosedByServer(
+                f"session {handle['session_id']} was closed by the server that ran it (application {current}), "
+                f"which interrupted its operations; Spark does not wait for them, so their end was not "
+                f"observed ({cause})"
+            )
         raise RemoteWorkNotStopped(
-            f"session {handle['session_id']} no longer exists on the same server (application {current}): "
-            f"Spark closes a session's operations without waiting for them, so their end is unknown ({cause})"
+            f"session {handle['session_id']} no longer exists and the application that ran it is unknown "
+            f"(recorded {recorded or 'none'}, now {current or 'unknown'}): {cause}"
         )

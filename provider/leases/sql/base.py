@@ -75,6 +75,9 @@ _Q_LEASE_IN_STORE = sa.text(
     + " FROM (SELECT MIN(store_id) AS store_id FROM dg_store) s LEFT JOIN dg_leases l ON l.lease_id = :id"
 )
 _Q_LEASES_OF = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE uri = :uri ORDER BY granted_at")
+_Q_EXPIRED_LEASES = sa.text(
+    "SELECT DISTINCT lease_id FROM dg_leases WHERE expires_at <= :now ORDER BY lease_id LIMIT :limit"
+)
 _Q_WAITERS_OF = sa.text(f"SELECT {_WAITER_COLS} FROM dg_queue WHERE uri = :uri ORDER BY rank, request_id")
 _DEL_LEASE = sa.text("DELETE FROM dg_leases WHERE lease_id = :id AND uri IN :uris").bindparams(_in("uris"))
 _INS_LEASE = sa.text(
@@ -497,6 +500,9 @@ class SqlLeaseStore(LeaseStore):
             rows = [LeaseRow(*r) for r in conn.execute(_Q_LEASES_OF, {"uri": uri})]
             conn.rollback()
             return rows
+
+    def expired_lease_ids(self, now: float, limit: int = 100) -> list[str]:
+        return [str(r[0]) for r in self._read(_Q_EXPIRED_LEASES, {"now": now, "limit": int(limit)})]
 
     def list_waiters(self, uri: str) -> list[WaiterRow]:
         with self._connect(read_only=True) as conn:

@@ -310,6 +310,149 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     writer_manager.store.close()
 
 
+@pytest.mark.slow
+def test_a_lease_whose_connect_session_the_server_closed_ends_named_as_interrupted(
+    connect_engine: SparkEngine, server: LocalConnectServer, tmp_path: Path
+) -> None:
+    """ADR 0033 on a real Connect server: a holder's write sleeps in a UDF under a short lease, its keeper
+    stops renewing (a frozen worker), and its Connect session is closed on the server (``ReleaseSession``,
+    as when the worker's process is torn down). The fence then finds the session gone on the same
+    application: not a confirmation. The lease stays held for the grace, then ends logged as
+    ``remote_interrupted`` (never ``remote_fenced``) and the waiting writer is granted. Before, such a
+    lease answered ``remote_unfenced`` forever and held its table until an operator released it by hand.
+    """
+    import time
+    import uuid
+
+    from deltalake import write_deltalake
+    from pyspark.sql.connect.client import SparkConnectClient
+
+    from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.core.table_config import TableConfig
+    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.leases.keeper import LeaseKeeper
+    from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.remote_work import (
+        FENCED_KIND,
+        INTERRUPTED_KIND,
+        SERVER_WORK_INTERRUPTED,
+        UNFENCED_KIND,
+        handles_in,
+    )
+    from deltaguard.leases.timing import LeaseTiming
+
+    engine, uri = connect_engine, str(tmp_path / "t")
+    write_deltalake(uri, rows([1, 2], "d1"))  # version 0, without a Spark job
+    store = f"sqlite:///{tmp_path / 'leases.db'}"
+    merge = Operation(OperationKind.MERGE, merge_condition="t.id = s.id")
+    profile = engine.profile()
+
+    def ask(task: str, ttl_s: float) -> LeaseRequest:
+        return LeaseRequest(
+            claims=(TableClaim(uri, merge, profile, TableConfig(version=0, uri=uri)),),
+            owner=Owner(dag_id="dag", task_id=task),
+            ttl_s=ttl_s,
+            request_id=f"{task}-{uuid.uuid4().hex[:8]}",
+        )
+
+    grace_s = 5.0
+    holder_manager = LeaseManager(store)
+    writer_manager = LeaseManager(
+        store, remote_fence=default_remote_fence(), fence_retry_s=1.0, interrupted_grace_s=grace_s
+    )
+    timing = LeaseTiming(ttl_s=8.0, heartbeat_s=1.0, store_timeout_s=1.0, commit_margin_s=1.0)
+    holder = ask("closed", timing.ttl_s)
+    lease = holder_manager.acquire(holder)
+    assert isinstance(lease, Granted)
+    keeper = LeaseKeeper(
+        holder_manager,
+        lease.lease_id,
+        holder.owner,
+        expires_at=lease.expires_at,
+        fencing=lease.fencing,
+        timing=timing,
+    )
+    keeper.start()
+
+    def slow_rows(spark: Any) -> Any:
+        from pyspark.sql.connect import functions as F
+        from pyspark.sql.connect.functions import udf
+        from pyspark.sql.types import LongType
+
+        @udf(LongType())
+        def hold(x: int) -> int:
+            import time as clock
+
+            clock.sleep(25)
+            return x
+
+        return spark.range(10, 12, 1, 1).select(
+            hold("id").alias("id"), F.lit("d1").alias("day"), F.lit(9.0).alias("v")
+        )
+
+    outcome: dict[str, Any] = {}
+
+    def write() -> None:
+        try:
+            outcome["result"] = engine.write(uri, AppendSpec(source=slow_rows), WriteContext(fence=keeper))
+        except BaseException as exc:  # the outcome is asserted below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    handles: list[dict[str, str]] = []
+    while not handles:  # the engine records its handle before its write's first operation
+        assert thread.is_alive(), outcome
+        handles = handles_in(holder_manager.store.read_request(lease.lease_id).payload)  # type: ignore[union-attr]
+        time.sleep(0.2)
+    time.sleep(2)  # the operation runs on the server
+    keeper._stop.set()  # frozen: no more renewals, and on_lost never runs
+    # the server closes the holder's session while its write runs
+    handle = handles[0]
+    params = f"session_id={handle['session_id']}" + (
+        f";user_id={handle['user_id']}" if handle.get("user_id") else ""
+    )
+    closer = SparkConnectClient(f"{server.url}/;{params}")
+    closer.release_session()
+    closer.close()
+    thread.join(120)
+    assert not thread.is_alive() and "error" in outcome, outcome  # the server interrupted the write
+    expires_at = max(r.expires_at for r in holder_manager.store.read_lease(lease.lease_id))  # last renewal
+    while time.time() < expires_at + 1:
+        time.sleep(0.5)
+
+    writer = ask("writer", 120.0)
+    answer = writer_manager.acquire(writer)
+    assert isinstance(answer, Waiting), answer  # the session is gone: nothing confirmed, the table held
+    first = [d for d in writer_manager.decisions(uri=uri) if d.kind == UNFENCED_KIND]
+    assert first and "closed by the server that ran it" in first[0].detail["reason"], first
+    assert first[0].detail["interrupted_by_server"]["hand_over_at"] == pytest.approx(
+        first[0].detail["interrupted_by_server"]["first_seen"] + grace_s
+    )
+    while not isinstance(answer, Granted):  # the grace is this test's own; each check may fence again
+        assert isinstance(answer, Waiting), answer
+        time.sleep(0.5)
+        answer = writer_manager.check(writer.request_id)
+    log = list(reversed(writer_manager.decisions(uri=uri)))
+    kinds = [d.kind for d in log]
+    assert FENCED_KIND not in kinds, kinds  # never handed over as if a fence had confirmed it
+    ended = next(d for d in log if d.kind == INTERRUPTED_KIND)
+    assert ended.detail["confirmed"] is False and "interrupted its operations" in ended.detail["reason"]
+    assert ended.at - first[0].detail["interrupted_by_server"]["first_seen"] >= grace_s
+    expiry = next(d for d in log if d.kind == "expiry")
+    assert expiry.detail["server_work"] == SERVER_WORK_INTERRUPTED
+    assert (
+        kinds.index(INTERRUPTED_KIND)
+        < kinds.index("expiry")
+        < max(i for i, k in enumerate(kinds) if k == "grant")
+    )
+    # the closed session's write never committed: the log still ends at the table's creation
+    assert [h["version"] for h in RsTable(uri).history()] == [0]
+    holder_manager.store.close()
+    writer_manager.store.close()
+
+
 def test_the_engine_fence_travels_over_spark_connect(connect_engine: SparkEngine, tmp_path: Path) -> None:
     """ADR 0038 over Connect: a successor's DELETE (session confs) carries the lost lease's fence id, and
     the lost lease's append (writer options), frozen after its last check, is skipped by delta-spark and
