@@ -98,6 +98,26 @@ def test_a_run_with_per_write_times_gets_the_measured_bound_and_its_ratio() -> N
     assert fields["lower_bound_measured"]["durations_from"] == "one_slot_pools"
 
 
+def test_the_bound_over_the_deltaguard_runs_own_times_is_given_beside() -> None:
+    # the pools run's first write slow (a server warming up), the deltaguard run's not
+    results = {
+        "deltaguard": {
+            "makespan_s": 90.0,
+            "engine_write_s_per_write": {"w0": 30.0, "w1": 30.0, "w2": 5.0, "w3": 5.0},
+        },
+        "one_slot_pools": {"engine_write_s_per_write": {"w0": 45.0, "w1": 30.0, "w2": 5.0, "w3": 5.0}},
+    }
+    fields = measured_bound_fields(results, WORKLOAD, 4, by_hand)
+    assert fields["lower_bound_measured_s"] == 75.0
+    assert fields["deltaguard_vs_lower_bound_measured"] == 1.2
+    assert fields["lower_bound_deltaguard_times_s"] == 60.0
+    assert fields["deltaguard_vs_lower_bound_deltaguard_times"] == 1.5
+    assert fields["lower_bound_deltaguard_times"]["durations_from"] == "deltaguard"
+    # without the deltaguard run's times the goal's bound stands alone
+    del results["deltaguard"]["engine_write_s_per_write"]
+    assert "lower_bound_deltaguard_times_s" not in measured_bound_fields(results, WORKLOAD, 4, by_hand)
+
+
 def _recorded(tmp_path: Path, pools: dict[str, object], planned_s: float) -> Path:
     path = tmp_path / "result.json"
     path.write_text(
