@@ -94,6 +94,21 @@ ORDER_SOURCE = (
 )
 
 
+def airflow_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """``SECTION.KEY=VALUE`` items as ``{section: {key: value}}`` for :func:`prepare_home`.
+
+    :raises ValueError: for an item without a section, a key or ``=``.
+    """
+    options: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not sep or not dot or not section or not key:
+            raise ValueError(f"--airflow-option {item!r}: expected SECTION.KEY=VALUE")
+        options.setdefault(section, {})[key] = value.strip()
+    return options
+
+
 def spark_workload(args: argparse.Namespace) -> Workload:
     return generate(
         args.seed,
@@ -164,6 +179,7 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
         work / "airflow",
         dags,
         parallelism=args.parallelism,
+        options=airflow_options(args.airflow_option),
         extra_env={
             BENCH_DIR_ENV: str(bench_dir),
             **connection_env(server.port, CONNECT_CONN_ID),
@@ -441,6 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-timeout", type=float, default=2400.0)
     parser.add_argument("--healthy-timeout", type=float, default=900.0)
     parser.add_argument(
+        "--airflow-option",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="an airflow.cfg option over the harness's (repeatable; for diagnostic runs, recorded in the JSON)",
+    )
+    parser.add_argument(
         "--recompute",
         type=Path,
         default=None,
@@ -448,6 +471,10 @@ def main(argv: list[str] | None = None) -> int:
         help="add lower_bound_measured_s to a recorded result file from its own figures; runs nothing",
     )
     args = parser.parse_args(argv)
+    try:
+        airflow_options(args.airflow_option)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.recompute is not None:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
@@ -465,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     results.update(
         workload=charts[3].to_json(),
         parallelism=args.parallelism,
+        airflow_options=airflow_options(args.airflow_option),
         command=command.strip(),
         goals={
             "deltaguard_vs_one_slot_max": 0.5,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_orchestration_spark import measured_bound_fields, recompute
+from benchmarks.bench_orchestration_spark import airflow_options, measured_bound_fields, recompute
 from benchmarks.harness.measured_bound import (
     committed_write_times,
     measured_lower_bound,
@@ -164,3 +164,14 @@ def test_recompute_refuses_a_file_whose_planned_bound_the_model_no_longer_gives(
     with pytest.raises(ValueError, match="conflict model changed"):
         recompute(path, "abc1234")
     assert path.read_text() == before
+
+
+def test_airflow_options_for_a_diagnostic_run() -> None:
+    assert airflow_options(["workers.min_heartbeat_interval=1", "core.x = a=b"]) == {
+        "workers": {"min_heartbeat_interval": "1"},
+        "core": {"x": "a=b"},
+    }
+    assert airflow_options([]) == {}
+    for bad in ("min_heartbeat_interval=1", "workers.min_heartbeat_interval", ".k=1", "s.=1"):
+        with pytest.raises(ValueError, match=r"SECTION\.KEY=VALUE"):
+            airflow_options([bad])
