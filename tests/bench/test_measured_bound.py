@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_orchestration_spark import measured_bound_fields, recompute
+from benchmarks.bench_orchestration_spark import airflow_options, measured_bound_fields, recompute
 from benchmarks.harness.measured_bound import (
     committed_write_times,
     measured_lower_bound,
@@ -98,6 +98,26 @@ def test_a_run_with_per_write_times_gets_the_measured_bound_and_its_ratio() -> N
     assert fields["lower_bound_measured"]["durations_from"] == "one_slot_pools"
 
 
+def test_the_bound_over_the_deltaguard_runs_own_times_is_given_beside() -> None:
+    # the pools run's first write slow (a server warming up), the deltaguard run's not
+    results = {
+        "deltaguard": {
+            "makespan_s": 90.0,
+            "engine_write_s_per_write": {"w0": 30.0, "w1": 30.0, "w2": 5.0, "w3": 5.0},
+        },
+        "one_slot_pools": {"engine_write_s_per_write": {"w0": 45.0, "w1": 30.0, "w2": 5.0, "w3": 5.0}},
+    }
+    fields = measured_bound_fields(results, WORKLOAD, 4, by_hand)
+    assert fields["lower_bound_measured_s"] == 75.0
+    assert fields["deltaguard_vs_lower_bound_measured"] == 1.2
+    assert fields["lower_bound_deltaguard_times_s"] == 60.0
+    assert fields["deltaguard_vs_lower_bound_deltaguard_times"] == 1.5
+    assert fields["lower_bound_deltaguard_times"]["durations_from"] == "deltaguard"
+    # without the deltaguard run's times the goal's bound stands alone
+    del results["deltaguard"]["engine_write_s_per_write"]
+    assert "lower_bound_deltaguard_times_s" not in measured_bound_fields(results, WORKLOAD, 4, by_hand)
+
+
 def _recorded(tmp_path: Path, pools: dict[str, object], planned_s: float) -> Path:
     path = tmp_path / "result.json"
     path.write_text(
@@ -144,3 +164,14 @@ def test_recompute_refuses_a_file_whose_planned_bound_the_model_no_longer_gives(
     with pytest.raises(ValueError, match="conflict model changed"):
         recompute(path, "abc1234")
     assert path.read_text() == before
+
+
+def test_airflow_options_for_a_diagnostic_run() -> None:
+    assert airflow_options(["workers.min_heartbeat_interval=1", "core.x = a=b"]) == {
+        "workers": {"min_heartbeat_interval": "1"},
+        "core": {"x": "a=b"},
+    }
+    assert airflow_options([]) == {}
+    for bad in ("min_heartbeat_interval=1", "workers.min_heartbeat_interval", ".k=1", "s.=1"):
+        with pytest.raises(ValueError, match=r"SECTION\.KEY=VALUE"):
+            airflow_options([bad])
