@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from deltaguard.conformance.stats_scenarios import DAYS, StatsLayout, rows
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import AppendSpec, CreateSpec, ReplaceWhereSpec, WriteContext
 from deltaguard.operators.dml import DeltaReplaceWhereOperator
 from deltaguard.writes.prepared import PreparedWrite
+from lab.conformance.stats_scenarios import DAYS, StatsLayout, rows
 
 
 def test_a_resumed_replace_where_writes_under_the_ranges_it_queued_with(tmp_path) -> None:
