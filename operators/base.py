@@ -331,7 +331,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                     prepared.spec,
                     # validated once, when prepared: the engine checks again only a table that moved on since
                     dataclasses.replace(
-                        write_context, fence=keeper, validated_version=prepared.value.validated_version
+                        write_context, fence=keeper, validated_version=prepared.table_config.version
                     ),
                     **pinned,
                 )

@@ -60,11 +60,6 @@ class PreparedWrite:
         """The table's lease key."""
         return table_key(self.uri)
 
-    @property
-    def validated_version(self) -> int | None:
-        """The table version the write was validated at."""
-        return self.table_config.version
-
     def to_kwargs(self) -> dict[str, Any]:
         """The value as JSON-serialisable resume arguments (statistics and evaluator left out)."""
         return {

@@ -64,7 +64,7 @@ def test_the_value_round_trips_through_the_deferral(tmp_path, lease_store_url, m
         prepared, table_config=dataclasses.replace(prepared.table_config, file_stats=None)
     )
     assert carried.operation.label == prepared.operation.label
-    assert carried.validated_version == 0
+    assert carried.table_config.version == 0  # the version the write was validated at
 
 
 def test_a_value_of_another_layout_is_refused() -> None:
