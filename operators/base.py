@@ -88,10 +88,6 @@ class _Prepared:
         return self.value.operation
 
     @property
-    def table_config(self) -> TableConfig:
-        return self.value.table_config
-
-    @property
     def profile(self) -> EngineProfile:
         return self.value.profile
 
@@ -270,7 +266,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             table_key=prepared.key,
             operation=prepared.operation,
             profile=prepared.profile,
-            table_config=prepared.table_config,
+            table_config=prepared.value.table_config,
             owner=owner,
             priority=self.priority,
             request_id=request_id,
@@ -320,7 +316,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                     lease_id=lease_id,
                     prepared=prepared.snapshot,
                     # statistics do not travel through a deferral: a resumed write reads those it pins
-                    prepared_config=prepared.table_config if prepared.table_config.file_stats else None,
+                    prepared_config=prepared.value.table_config
+                    if prepared.value.table_config.file_stats
+                    else None,
                 )
                 if snapshot is not None:
                     pinned["snapshot"] = snapshot
@@ -331,7 +329,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                     prepared.spec,
                     # validated once, when prepared: the engine checks again only a table that moved on since
                     dataclasses.replace(
-                        write_context, fence=keeper, validated_version=prepared.table_config.version
+                        write_context, fence=keeper, validated_version=prepared.value.table_config.version
                     ),
                     **pinned,
                 )
