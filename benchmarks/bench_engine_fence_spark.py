@@ -43,8 +43,6 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the gate UDF runs in 
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
-from deltaguard.conformance.spark_runner import Gate, gated_spec
 from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
@@ -64,6 +62,8 @@ from deltaguard.engines.specs import (
 from deltaguard.exceptions import CommitFencedError, DeltaConflictError, LateCommitError
 from deltaguard.leases.keeper import LeaseKeeper
 from deltaguard.leases.manager import LeaseManager
+from lab.conformance.scenarios import ProbeOp, ProbeWrite
+from lab.conformance.spark_runner import Gate, gated_spec
 
 SMALL = {
     "spark.ui.enabled": "false",

@@ -4,7 +4,10 @@ Run: ``nice -n 15 .venv/bin/python -m benchmarks.profile_write`` (``--cold`` pro
 process, imports included; ``--json`` prints the figures as JSON; ``--list`` prints every function counted).
 The MERGE's figures are printed in full; an UPDATE (``DeltaUpdateOperator``) and a DELETE
 (``DeltaDeleteOperator``) on a table of their own are profiled the same way after it, and their figures are
-under ``by_operation`` (``--operations merge`` profiles only the MERGE).
+under ``by_operation`` (``--operations merge`` profiles only the MERGE). ``merge_resumed`` (listed with
+``--operations``) profiles the try a deferred MERGE resumes in: the MERGE first defers, unprofiled, behind a
+lease held until it queues, and Airflow's serialisation of the resume kwargs is applied as the task runner
+applies it; then ``resume_execution`` is counted.
 
 The operator runs as the Airflow-layer tests run it (``tests/airflow/helpers.task_context``: no scheduler,
 no metadata database), with a real SQLite lease store in a temporary directory and
@@ -157,8 +160,34 @@ def _delete(table: str, task_id: str) -> Any:
     return DeltaDeleteOperator(task_id=task_id, table=table, predicate="id = 3")
 
 
+def _merge_resumed(table: str, task_id: str) -> Any:
+    op = _merge(table, task_id)
+    op.deferrable = True
+    return op
+
+
 #: The operations profiled, by name: each builds its operator for a table and a task id.
 OPERATIONS = {"merge": _merge, "update": _update, "delete": _delete}
+#: profiled when named in ``--operations`` only: the resumed try of a deferred MERGE
+EXTRA_OPERATIONS = {"merge_resumed": _merge_resumed}
+
+
+def _deferred_kwargs(op: Any, table: str, context: Any) -> dict[str, Any]:
+    """Defer ``op`` behind a held lease (unprofiled); its resume kwargs as Airflow hands them back."""
+    from airflow.sdk.exceptions import TaskDeferred
+    from airflow.sdk.serde import deserialize, serialize
+
+    from deltaguard import config
+    from tests.airflow.helpers import hold_lease_until_waiter, wait_until_unleased
+
+    hold_lease_until_waiter(table, op.task_id, timeout_s=60)
+    try:
+        op.execute(context)
+    except TaskDeferred as deferred:
+        wait_until_unleased(config.lease_store_url(), table)
+        kwargs: dict[str, Any] = deserialize(json.loads(json.dumps(serialize(deferred.kwargs))))
+        return kwargs
+    raise AssertionError("the write did not defer behind the held lease")
 
 
 def profile(cold: bool, operation: str = "merge") -> dict[str, Any]:
@@ -172,10 +201,15 @@ def profile(cold: bool, operation: str = "merge") -> dict[str, Any]:
             warm = sales_table(f"{tmp}/warm")
             _merge(warm, "warm").execute(task_context("warm"))
         table = sales_table(f"{tmp}/sales")
-        op = OPERATIONS[operation](table, operation)
+        op = {**OPERATIONS, **EXTRA_OPERATIONS}[operation](table, operation)
         context = task_context(operation)
-        with CallCounter() as counter:
-            result = op.execute(context)
+        if operation in EXTRA_OPERATIONS:
+            kwargs = _deferred_kwargs(op, table, context)
+            with CallCounter() as counter:
+                result = op.resume_execution("execute_complete", kwargs, context)
+        else:
+            with CallCounter() as counter:
+                result = op.execute(context)
         assert result["version"] == 1, result
     return counter.figures()
 
@@ -192,9 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     operations = [name.strip() for name in args.operations.split(",") if name.strip()]
-    unknown = sorted(set(operations) - set(OPERATIONS))
+    unknown = sorted(set(operations) - set(OPERATIONS) - set(EXTRA_OPERATIONS))
     if not operations or unknown:
-        parser.error(f"--operations: unknown {unknown}, known: {', '.join(OPERATIONS)}")
+        known = ", ".join([*OPERATIONS, *EXTRA_OPERATIONS])
+        parser.error(f"--operations: unknown {unknown}, known: {known}")
     with tempfile.TemporaryDirectory(prefix="deltaguard-profile-home-") as home:
         # a private Airflow home, as tests/airflow/conftest.py makes one: nothing reads ~/airflow
         os.environ["AIRFLOW_HOME"] = home

@@ -1,6 +1,6 @@
 """The harness deltaguard is measured with, kept out of the wheel: differential fuzzing of the conflict
 model (``python -m lab.fuzz``, needs hypothesis) and the admission simulator (``python -m lab.simulation``).
 
-A worker installs only the product; re-measuring an engine against the model stays a user command
-(``deltaguard conformance``). Run from the repository root (``pythonpath = ["."]`` for pytest).
+The conformance cells (``python -m lab.conformance``) re-measure an engine against the model. A worker
+installs only the product. Run from the repository root (``pythonpath = ["."]`` for pytest).
 """

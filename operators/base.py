@@ -3,12 +3,14 @@
 A try is the lease lifecycle of :class:`~deltaguard.operators.lifecycle.LeaseLifecycleMixin` (options, the
 waiting rule, deferral, resume, kill); subclasses only say which write they do (:meth:`build_spec`). Here:
 
-1. resolve the table (connection base URI + name), its configuration and the engine, and validate: bad
-   input fails before any lease is taken, with ``AirflowFailException`` so no retry is spent on it (unknown
-   URI scheme, unparsable predicate, MERGE without ON, partition values for a column the table is not
-   partitioned by, engine checks);
-2. once the lease is granted, write through the engine while the hook renews the lease and fences the
-   commit, then release it (also on failure and on kill) and return the result (pushed to XCom).
+1. prepare: resolve the table (connection base URI + name), its configuration and the engine, build the
+   write's scope and validate it, once; bad input fails before any lease is taken, with
+   ``AirflowFailException`` so no retry is spent on it (unknown URI scheme, unparsable predicate, MERGE
+   without ON, partition values for a column the table is not partitioned by, engine checks). The result is
+   a :class:`~deltaguard.writes.prepared.PreparedWrite`, carried through a deferral so the resumed try
+   neither reads the table nor validates again;
+2. with the lease granted for that value, commit it through the engine while the hook renews the lease and
+   fences the commit, then release it (also on failure and on kill) and return the result (pushed to XCom).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import contextlib
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from deltaguard.core.admission import check_priority
 from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
+from deltaguard.engines.judged import attach_oracle, engine_table_config
 from deltaguard.engines.lifetime import engine_released
 from deltaguard.engines.pinned_read import checks_on_snapshot, judged_by_file_stats
 from deltaguard.engines.target_reads import with_target_reads
@@ -34,7 +37,7 @@ from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailu
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
 from deltaguard.writes.outcome import task_result
-from deltaguard.writes.table_uri import table_key
+from deltaguard.writes.prepared import PreparedWrite
 from deltaguard.writes.task_identity import task_app_id, task_app_version
 
 if TYPE_CHECKING:
@@ -64,21 +67,33 @@ __all__ = [
 
 @dataclasses.dataclass
 class _Prepared:
-    """Everything resolved for one attempt: table, configuration, engine, spec, operation."""
+    """One try's write: the :class:`PreparedWrite` value and what lives only in this process with it."""
 
-    uri: str
+    value: PreparedWrite
     engine: DeltaEngine
-    table_config: TableConfig
-    profile: EngineProfile
-    spec: WriteSpec
-    operation: Operation
+    spec: WriteSpec  # built from the task's arguments and ``value`` (its source cannot be serialised)
     hook: Any = None  # the table hook: storage options and hook-level lineage
-    read_version: int | None = None  # the version the lease request pins, with file statistics (ADR 0020)
     snapshot: Any = None  # the open handle at read_version (delta-rs), the write's snapshot if still current
 
     @property
+    def uri(self) -> str:
+        return self.value.uri
+
+    @property
     def key(self) -> str:
-        return table_key(self.uri)
+        return self.value.key
+
+    @property
+    def operation(self) -> Operation:
+        return self.value.operation
+
+    @property
+    def profile(self) -> EngineProfile:
+        return self.value.profile
+
+    @property
+    def read_version(self) -> int | None:
+        return self.value.read_version
 
 
 class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
@@ -179,6 +194,8 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         self.source_reads_target = source_reads_target
         self.resolved_engine: DeltaEngine | None = None
         self.resolved_spark_connections: tuple[str | None, str | None] = (None, None)
+        #: the prepared write a resumed try took from its deferral (``None``: prepared by this try)
+        self.resumed_write: PreparedWrite | None = None
         self._declare_table_outlet(emit_asset)
 
     # ----------------------------------------------------------------------------------------- subclasses
@@ -199,6 +216,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
 
     # ---------------------------------------------------------------------------- the work under the lease
     def execute(self, context: Context) -> dict[str, Any]:
+        self.resumed_write = None  # a new try prepares anew
         result: dict[str, Any] = self.start_lease_try(context)  # a write's work returns its XCom result
         return result
 
@@ -212,6 +230,32 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     def prepare_try(self, context: Context) -> _Prepared:
         return self._prepare(context)
 
+    def carry_prepared(self, prepared: _Prepared) -> dict[str, Any]:
+        return prepared.value.to_kwargs()
+
+    def resume_prepared(self, context: Context, carried: Mapping[str, Any]) -> _Prepared:
+        """The write the deferred try prepared, taken back: only the engine and the spec (whose source
+        cannot travel) are made again, from the task's arguments and the value's scope; the table is not
+        read and nothing is validated again. A value this version cannot read is prepared anew."""
+        try:
+            value = PreparedWrite.from_kwargs(carried)
+        except ValueError as exc:
+            self.log.warning("deltaguard: preparing the write again (%s)", exc)
+            return self._prepare(context)
+        self.resumed_write = value
+        try:
+            hook = self._table_hook()
+            engine = self._resolve_engine(hook)
+            spec = self.build_spec(value.table_config)
+            if not getattr(engine, "trusts_validated_version", False):
+                # an engine that does not check a moved table itself: validate at the table as it is now
+                engine.validate(value.uri, spec, engine_table_config(engine, value.uri))
+        except ValueError as exc:
+            raise InvalidTaskInputError(str(exc)) from exc
+        # the evaluator does not travel (ADR 0037): attached again before the value is judged
+        value = dataclasses.replace(value, table_config=attach_oracle(value.table_config, engine))
+        return _Prepared(value, engine, spec, hook)
+
     def lease_subject(self, prepared: _Prepared) -> str:
         return prepared.uri
 
@@ -222,7 +266,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             table_key=prepared.key,
             operation=prepared.operation,
             profile=prepared.profile,
-            table_config=prepared.table_config,
+            table_config=prepared.value.table_config,
             owner=owner,
             priority=self.priority,
             request_id=request_id,
@@ -271,7 +315,10 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                     owner=owner,
                     lease_id=lease_id,
                     prepared=prepared.snapshot,
-                    prepared_config=prepared.table_config,
+                    # statistics do not travel through a deferral: a resumed write reads those it pins
+                    prepared_config=prepared.value.table_config
+                    if prepared.value.table_config.file_stats
+                    else None,
                 )
                 if snapshot is not None:
                     pinned["snapshot"] = snapshot
@@ -280,9 +327,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
                 result = prepared.engine.write(
                     prepared.uri,
                     prepared.spec,
-                    # validated in _prepare: the engine checks again only a table that moved on since
+                    # validated once, when prepared: the engine checks again only a table that moved on since
                     dataclasses.replace(
-                        write_context, fence=keeper, validated_version=prepared.table_config.version
+                        write_context, fence=keeper, validated_version=prepared.value.table_config.version
                     ),
                     **pinned,
                 )
@@ -324,17 +371,21 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
 
         return DeltaTableHook(self.delta_conn_id)
 
+    def _resolve_engine(self, hook: Any) -> DeltaEngine:
+        spark_connections = hook.spark_connections(self.spark_conn_id, self.spark_connect_conn_id)
+        engine: DeltaEngine = hook.get_engine(
+            self.engine, spark_conn_id=spark_connections[0], spark_connect_conn_id=spark_connections[1]
+        )
+        self.resolved_engine = engine
+        self.resolved_spark_connections = spark_connections
+        return engine
+
     def _prepare(self, context: Context) -> _Prepared:
         """Resolve and validate. Raises :class:`InvalidTaskInputError` (no retry) before any lease exists."""
         try:
             hook = self._table_hook()
             uri = hook.table_uri(self.table)
-            spark_connections = hook.spark_connections(self.spark_conn_id, self.spark_connect_conn_id)
-            engine = hook.get_engine(
-                self.engine, spark_conn_id=spark_connections[0], spark_connect_conn_id=spark_connections[1]
-            )
-            self.resolved_engine = engine
-            self.resolved_spark_connections = spark_connections
+            engine = self._resolve_engine(hook)
             table_config, read_version, snapshot = hook.write_table_config(
                 engine, uri, file_stats=self.file_stats
             )
@@ -356,8 +407,16 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
             read_version, snapshot = None, None
             table_config = dataclasses.replace(table_config, file_stats=None)
-        profile = engine.table_profile(uri)
-        return _Prepared(uri, engine, table_config, profile, spec, operation, hook, read_version, snapshot)
+        scope = getattr(spec, "source_scope", None)
+        value = PreparedWrite(
+            uri=uri,
+            operation=operation,
+            profile=engine.table_profile(uri),
+            table_config=table_config,
+            read_version=read_version,
+            source_scope=None if scope is None else scope.to_json(),
+        )
+        return _Prepared(value, engine, spec, hook, snapshot)
 
     def _app_id(self, context: Context) -> str:
         return task_app_id(self.dag_id, self.task_id, context)

@@ -26,11 +26,7 @@ from deltaguard.engines.replace_scope import scoped_replace_where
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
 
 if TYPE_CHECKING:
-    import datetime as dt
-    from typing import NoReturn
-
     from airflow.sdk import Context
-    from airflow.triggers.base import BaseTrigger
 
     from deltaguard.core.table_config import TableConfig
 
@@ -46,30 +42,15 @@ else:
 
 
 class _ScopeThroughDeferral(_ScopeBase):
-    """Carries the scope a try asked its lease with (``_scope_state``) through a deferral, under the
-    keyword ``_scope_kwarg``, so the resumed task writes exactly what the lease was judged for."""
-
-    _scope_kwarg: str
-    _scope_state: dict[str, Any] | None
-
-    def defer(
-        self,
-        *,
-        trigger: BaseTrigger,
-        method_name: str,
-        kwargs: dict[str, Any] | None = None,
-        timeout: dt.timedelta | float | None = None,
-    ) -> NoReturn:
-        if self._scope_state is not None:
-            kwargs = {**(kwargs or {}), self._scope_kwarg: self._scope_state}
-        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+    """A write whose spec carries a scope computed from its source: a resumed try takes the scope its
+    lease was asked for from the prepared write its deferral carried
+    (:attr:`~deltaguard.operators.base.DeltaWriteOperator.resumed_write`), so it writes exactly what the
+    lease was judged for without reading its source again."""
 
     def execute(self, context: Context) -> dict[str, Any]:
-        self._scope_state = None  # a new try reads its source anew
         return self._result(super().execute(context))
 
     def execute_complete(self, context: Context, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        self._scope_state = kwargs.pop(self._scope_kwarg, None)
         return self._result(super().execute_complete(context, *args, **kwargs))
 
     def _result(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -79,9 +60,9 @@ class _ScopeThroughDeferral(_ScopeBase):
     def _kept_scope(self) -> tuple[bool, MergeScope | None]:
         """``(True, scope)`` when this try resumed with the scope its lease was asked for (``None``: the
         lease was asked for without one); ``(False, None)`` when the scope is still to be computed."""
-        if self._scope_state is None:
+        if self.resumed_write is None:
             return False, None
-        stored = self._scope_state.get("scope")
+        stored = self.resumed_write.source_scope
         return True, None if stored is None else MergeScope.from_json(stored)
 
 
@@ -116,7 +97,6 @@ class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "condition", "target_partition_values")
-    _scope_kwarg = "merge_scope"
 
     def __init__(
         self,
@@ -145,8 +125,6 @@ class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
         self.explicit_partitions = explicit_partitions
         #: what the source's data did to the scope, and why (set when the spec is built)
         self.scope_reasons: list[str] = []
-        #: the scope this try asked its lease for (``{"scope": None}``: none), carried across deferrals
-        self._scope_state: dict[str, Any] | None = None
         self.on_source_outside_target = on_source_outside_target
         self.scope_limits = ScopeLimits(scope_max_in_values, scope_max_range_values)
         self.source = wrap_source(source)
@@ -194,7 +172,6 @@ class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):
             produced=isinstance(self.source, CallableSource),
         )
         self.scope_reasons = list(reasons)
-        self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}
         self.log.info("deltaguard: MERGE scope from the source: %s", "; ".join(reasons) or "none")
         return spec
 
@@ -319,15 +296,11 @@ class DeltaReplaceWhereOperator(_ScopeThroughDeferral, DeltaWriteOperator):
     """
 
     template_fields: Sequence[str] = (*_BASE_FIELDS, "source", "predicate")
-    _scope_kwarg = "source_scope"
 
     def __init__(self, *, source: Any, predicate: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source = wrap_source(source)
         self.predicate = predicate
-        #: the source ranges this try asked its lease with (``{"scope": None}``: none), carried across
-        #: deferrals so the resumed write is the one the lease was judged for
-        self._scope_state: dict[str, Any] | None = None
 
     def build_spec(self, table_config: TableConfig) -> specs.WriteSpec:
         declared = specs.ReplaceWhereSpec(source=self.write_source(self.source), predicate=self.predicate)
@@ -340,6 +313,5 @@ class DeltaReplaceWhereOperator(_ScopeThroughDeferral, DeltaWriteOperator):
         spec, reasons = scoped_replace_where(
             declared, table_config, self.resolved_engine, limits=ScopeLimits()
         )
-        self._scope_state = {"scope": None if spec.source_scope is None else spec.source_scope.to_json()}
         self.log.info("deltaguard: REPLACE WHERE source ranges: %s", "; ".join(reasons) or "none")
         return spec

@@ -117,18 +117,22 @@ class LeaseLifecycleMixin:
         behind: list[str] | None = None,
         explanation: str | None = None,
         request_id: str | None = None,
+        prepared_write: Mapping[str, Any] | None = None,
     ) -> Any:
         """Resume after the lease trigger fired: a hint that the lease may be free, so ask again.
 
         ``wait_started`` is ``None`` when Airflow resumed without the deferral kwargs (``dag.test()`` drops
-        them); the decision log then tells when this try queued.
+        them); the decision log then tells when this try queued. ``prepared_write`` is what
+        :meth:`carry_prepared` put into the deferral, handed to :meth:`resume_prepared`.
         """
         log: Any = getattr(self, "log")  # noqa: B009 - BaseOperator's, declared by LeaseTask
         if event and event.get("status") == "error":
             log.warning("deltaguard: lease trigger reported: %s", event.get("message"))
         wait = WaitState(wait_started or 0.0, list(behind or []), explanation, request_id)
         with self.try_scope():
-            return self._lease_try(context, wait, resumed_without_kwargs=wait_started is None)
+            return self._lease_try(
+                context, wait, resumed_without_kwargs=wait_started is None, carried=prepared_write
+            )
 
     def try_scope(self) -> contextlib.AbstractContextManager[None]:
         """What one try's run is wrapped in (the write operators release their engine at its end)."""
@@ -136,16 +140,24 @@ class LeaseLifecycleMixin:
 
     # ------------------------------------------------------------------------------------------- the try
     def _lease_try(
-        self: Any, context: Context, wait: WaitState | None, resumed_without_kwargs: bool = False
+        self: Any,
+        context: Context,
+        wait: WaitState | None,
+        resumed_without_kwargs: bool = False,
+        carried: Mapping[str, Any] | None = None,
     ) -> Any:
         """Prepare, take the lease (waiting as the rule says), work under it.
 
         ``wait`` is ``None`` on a fresh try: its clock starts at the first lease request, so preparing the
-        work (a Spark session can take seconds) never reads as waiting for other writers.
+        work (a Spark session can take seconds) never reads as waiting for other writers. ``carried`` is the
+        prepared work a deferral carried, if any: the resumed try takes it instead of preparing again.
         """
         # the hook reads the try's options first (a bad one fails for good); its store opens at the first call
         with self.try_lease_hook() as leases:
-            prepared = self.prepare_try(context)  # validated (again, after a wait) before any lease is asked
+            # validated before any lease is asked (a resumed try: before it deferred)
+            prepared = (
+                self.prepare_try(context) if carried is None else self.resume_prepared(context, carried)
+            )
             if wait is None:
                 wait = WaitState(started=time.time())
             owner = task_owner_of(context)
@@ -156,7 +168,9 @@ class LeaseLifecycleMixin:
                 owner=owner,
                 wait=wait,
                 timeout_s=self.lease_wait_timeout,
-                defer=lambda left: self.defer_for_lease(leases.settings, wait, left),
+                defer=lambda left: self.defer_for_lease(
+                    leases.settings, wait, left, self.carry_prepared(prepared)
+                ),
                 what=self.lease_subject(prepared),
                 log=self.log,
             )
@@ -164,19 +178,41 @@ class LeaseLifecycleMixin:
             self.log.info("%s", decision)
             return self.work_under_lease(context, leases, prepared, grant, owner, wait, decision)
 
-    def defer_for_lease(self, settings: LeaseSettings, wait: WaitState, timeout_s: float | None) -> None:
-        """Move the wait to the triggerer: the worker slot is freed until the lease may be free."""
+    def defer_for_lease(
+        self,
+        settings: LeaseSettings,
+        wait: WaitState,
+        timeout_s: float | None,
+        carried: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Move the wait to the triggerer: the worker slot is freed until the lease may be free.
+
+        :param carried: the prepared work, as :meth:`carry_prepared` serialised it (``None``: nothing).
+        """
         from deltaguard.triggers.lease import LeaseAvailableTrigger
 
         assert wait.request_id is not None  # set by the answer that led here
+        kwargs = wait.to_kwargs()
+        if carried is not None:
+            kwargs["prepared_write"] = dict(carried)
         raise TaskDeferred(
             trigger=LeaseAvailableTrigger(
                 store_url=settings.store_url, request_id=wait.request_id, poll_interval=settings.poll_s
             ),
             method_name="execute_complete",
-            kwargs=wait.to_kwargs(),
+            kwargs=kwargs,
             timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),
         )
+
+    def carry_prepared(self, prepared: Any) -> Mapping[str, Any] | None:
+        """What a deferral carries of the prepared work to the resumed try (JSON-serialisable); ``None``
+        (the default): nothing, the resumed try prepares anew."""
+        return None
+
+    def resume_prepared(self: Any, context: Context, carried: Mapping[str, Any]) -> Any:
+        """The prepared work of a resumed try from what :meth:`carry_prepared` gave the deferral (default:
+        prepared anew)."""
+        return self.prepare_try(context)
 
     # ------------------------------------------------------------------------------------------ resolving
     def lease_settings(self: Any) -> LeaseSettings:

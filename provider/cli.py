@@ -18,7 +18,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("deltaguard.commands.check", "decide whether a write may run beside running writes"),
     "matrix": ("deltaguard.commands.matrix", "print the operation x operation conflict matrix"),
     "pools": ("deltaguard.commands.pools", "sync one Airflow pool per Delta table"),
-    "conformance": ("deltaguard.commands.conformance", "measure an engine against the conflict model"),
     "db": ("deltaguard.commands.db", "create or upgrade the lease store's schema (db migrate [--check])"),
     "plan": ("deltaguard.commands.plan", "plan a DAG's writes: what serializes, why, and the run's makespan"),
     "leases": (

@@ -61,7 +61,7 @@ def test_asked_for_in_a_pipe_progress_is_counted_plain_lines() -> None:
 
 
 def test_conformance_lines_are_counted_also_when_quiet_skips_some() -> None:
-    from deltaguard.commands.conformance import Counter
+    from lab.conformance.__main__ import Counter
 
     count = Counter(156)
     assert count.next() == "[1/156]"

@@ -116,7 +116,6 @@ LAYERS: tuple[frozenset[str], ...] = (
             "deltaguard.executor_guard",
             "deltaguard.get_provider_info",
             "deltaguard.lineage",
-            "deltaguard.conformance",
         }
     ),
     frozenset({"deltaguard.hooks"}),
@@ -134,8 +133,6 @@ LAYERS: tuple[frozenset[str], ...] = (
 FORBIDDEN_SIBLINGS = {
     ("deltaguard.leases", "deltaguard.engines"),  # the lease store judges claims, it never opens a table
     ("deltaguard.engines", "deltaguard.leases"),  # an engine writes tables; leases are the caller's business
-    ("deltaguard.conformance", "deltaguard.lineage"),
-    ("deltaguard.lineage", "deltaguard.conformance"),
 }
 
 

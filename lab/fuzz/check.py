@@ -11,7 +11,7 @@ For one :class:`~lab.fuzz.cases.FuzzCase`:
    commit one after the other from their stale snapshots.
 3. The case is UNSOUND when a view said ``no_conflict`` and some concurrent order conflicted, failed in a
    way no serial order fails, or committed a table equal to no serial order (the judgement of
-   :mod:`deltaguard.conformance.cells`, with outcomes compared by :mod:`deltaguard.conformance.state`).
+   :mod:`lab.conformance.cells`, with outcomes compared by :mod:`lab.conformance.state`).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import ALLOWED, HARMFUL, Observed, OrderResult
-from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
 from deltaguard.core.model import decide
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.classify import classify_sql
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import DeltaConflictError
+from lab.conformance.cells import ALLOWED, HARMFUL, Observed, OrderResult
+from lab.conformance.state import Outcome, explain_mismatch, matching_serial_order
 from lab.fuzz.cases import FuzzCase, FuzzLayout
 from lab.fuzz.engine import DifferentialEngine, NotExecutable
 

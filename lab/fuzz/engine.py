@@ -18,7 +18,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltaguard.conformance.state import TableState
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
@@ -30,6 +29,7 @@ from deltaguard.engines.specs import (
     ReplaceWhereSpec,
     WriteSpec,
 )
+from lab.conformance.state import TableState
 from lab.fuzz.cases import SCHEMA, TABLE, FuzzLayout, FuzzStatement, to_arrow
 
 

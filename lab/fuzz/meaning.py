@@ -340,7 +340,7 @@ class Tables:
 
     def runner(self) -> Any:
         """The conformance runner the candidates are confirmed with (its copies under ``root/runs``)."""
-        from deltaguard.conformance.runner import GroupRunner
+        from lab.conformance.runner import GroupRunner
 
         if self._runner is None:
             (self.root / "runs").mkdir(parents=True, exist_ok=True)
@@ -496,9 +496,9 @@ def confirm(tables: Tables, base: Path, root: Path, spec: Any, probe_spec: Any) 
 
 def confirm_pair(tables: Tables, base: Path, first: FuzzWrite, second: FuzzWrite) -> str:
     """Run two writes stale-concurrently on copies of ``base``, both orders, with the conformance runner
-    (:class:`deltaguard.conformance.runner.GroupRunner`): confirmed when a stale commit fails otherwise than
+    (:class:`lab.conformance.runner.GroupRunner`): confirmed when a stale commit fails otherwise than
     it fails serially, or both commit into a state no serial order gives."""
-    from deltaguard.conformance.cells import HARMFUL, Observed
+    from lab.conformance.cells import HARMFUL, Observed
 
     runner = tables.runner()
     serial = {"A,B": runner.serial(base, first, second), "B,A": runner.serial(base, second, first)}

@@ -13,7 +13,7 @@ Each case is two writes starting from one table version. deltaguard's view: the 
 (:func:`deltaguard.writes.table_uri.table_key`); different keys are never compared, so they are admitted
 together; one key: :func:`deltaguard.core.model.decide` both ways, each write committing from a profile
 with its own session time zone. The engine's view: both commit orders, the second write pausing inside
-its transaction (delta-spark: the gate of :mod:`deltaguard.conformance.spark_runner`; delta-rs: a stale
+its transaction (delta-spark: the gate of :mod:`lab.conformance.spark_runner`; delta-rs: a stale
 table handle) while the first commits. A case is *unsound* when deltaguard admits both writes and the
 engine fails one of them with a conflict, or commits both into a state no serial order gives.
 """
@@ -412,8 +412,8 @@ class SparkShapeRunner:
     def _concurrent(
         self, first: ShapeWrite, second: ShapeWrite, template: Path, result: ShapeResult, order: str
     ) -> str:
-        from deltaguard.conformance.spark_runner import Gate
         from deltaguard.engines.spark.errors import to_conflict_error
+        from lab.conformance.spark_runner import Gate
 
         path, names = self._copy(template)
         gate = Gate(path.parent / "gate")
@@ -631,8 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="deltaguard-shapes-") as scratch:
         workdir = Path(scratch)
         if spark:
-            from deltaguard.conformance.spark_runner import delta_spark_session
             from deltaguard.engines.spark.engine import SparkEngine
+            from lab.conformance.spark_runner import delta_spark_session
 
             session = delta_spark_session(workdir)
             runner = SparkShapeRunner(session, workdir, SparkEngine(session).profile())

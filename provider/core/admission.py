@@ -380,11 +380,6 @@ def check_expected_duration(seconds: float | None) -> None:
         raise ValueError(f"expected_duration_s must be a finite number >= 0 or None, got {seconds!r}")
 
 
-def _ahead(holder: Holder, request_id: str, rank: float) -> bool:  # inlined in admit()
-    # Ties on rank are broken by id so every process orders the queue the same way.
-    return holder.id != request_id and (holder.rank, holder.id) < (rank, request_id)
-
-
 def admit(
     request_id: str,
     rank: float,
@@ -433,8 +428,8 @@ def admit(
     ahead_ids: set[str] = set()
     for view in sorted(tables, key=lambda t: t.uri):
         view, stats_note = fresh_stats_view(view, request_id)
-        # _ahead, inline (a decision in a long queue asks it of every waiter); the request itself is not
-        # ahead of itself
+        # who is ahead: a lower rank, ties broken by id so every process orders the queue the same way
+        # (inline: a decision in a long queue asks it of every waiter); the request is not ahead of itself
         earlier = [
             w
             for w in view.waiting

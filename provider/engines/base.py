@@ -66,6 +66,10 @@ class DeltaEngine(abc.ABC):
 
     #: ``delta-rs`` or ``spark``
     name: str
+    #: whether :meth:`write` checks the spec again when it commits from a version other than the context's
+    #: ``validated_version`` (and trusts it at that version): a write prepared before a deferral is then not
+    #: validated again when it resumes
+    trusts_validated_version: bool = False
 
     @abc.abstractmethod
     def profile(self) -> EngineProfile:

@@ -58,12 +58,11 @@ def test_a_resumed_task_writes_under_the_scope_it_queued_with(tmp_path) -> None:
     import itertools
 
     import pyarrow as pa
-    from airflow.sdk.exceptions import TaskDeferred
 
     from deltaguard.engines.deltars.engine import DeltaRsEngine
     from deltaguard.engines.errors import InvalidWriteError
     from deltaguard.engines.specs import WriteContext
-    from deltaguard.triggers.lease import LeaseAvailableTrigger
+    from deltaguard.writes.prepared import PreparedWrite
 
     table = sales_table(str(tmp_path / "sales"))
     calls = itertools.count()
@@ -83,16 +82,17 @@ def test_a_resumed_task_writes_under_the_scope_it_queued_with(tmp_path) -> None:
     before = operator()
     queued = before.build_spec(engine.table_config(table))
     assert queued.scope_conjunct() == "t.country IN ('DE')"
-    with pytest.raises(TaskDeferred) as deferred:
-        before.defer(
-            trigger=LeaseAvailableTrigger(store_url="sqlite://", request_id="r", poll_interval=1.0),
-            method_name="execute_complete",
-            kwargs={"request_id": "r"},
-        )
-    carried = deferred.value.kwargs["merge_scope"]
+    config = engine.table_config(table)
     after = operator()
-    after._scope_state = carried  # what execute_complete(merge_scope=...) does on resume
-    resumed = after.build_spec(engine.table_config(table))
+    # what a resumed try takes from the prepared write its deferral carried (tests/airflow/test_prepared_write.py)
+    after.resumed_write = PreparedWrite(
+        uri=table,
+        operation=queued.operation(),
+        profile=engine.profile(),
+        table_config=config,
+        source_scope=queued.source_scope.to_json(),  # type: ignore[union-attr]
+    )
+    resumed = after.build_spec(config)
     assert resumed.source_scope == queued.source_scope and resumed.operation() == queued.operation()
     assert next(calls) == 1  # the source was not read again to build the scope
     with pytest.raises(InvalidWriteError, match="FR"):

@@ -7,15 +7,14 @@ import itertools
 
 import pyarrow as pa
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 from deltalake import DeltaTable
 
-from deltaguard.conformance.stats_scenarios import DAYS, StatsLayout, rows
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import AppendSpec, CreateSpec, ReplaceWhereSpec, WriteContext
 from deltaguard.operators.dml import DeltaReplaceWhereOperator
-from deltaguard.triggers.lease import LeaseAvailableTrigger
+from deltaguard.writes.prepared import PreparedWrite
+from lab.conformance.stats_scenarios import DAYS, StatsLayout, rows
 
 
 def test_a_resumed_replace_where_writes_under_the_ranges_it_queued_with(tmp_path) -> None:
@@ -42,16 +41,17 @@ def test_a_resumed_replace_where_writes_under_the_ranges_it_queued_with(tmp_path
     queued = before.build_spec(engine.table_config(table))
     assert isinstance(queued, ReplaceWhereSpec) and queued.source_scope is not None
     assert "id BETWEEN 100 AND 100" in queued.operation().inserts  # type: ignore[operator]
-    with pytest.raises(TaskDeferred) as deferred:
-        before.defer(
-            trigger=LeaseAvailableTrigger(store_url="sqlite://", request_id="r", poll_interval=1.0),
-            method_name="execute_complete",
-            kwargs={"request_id": "r"},
-        )
-    carried = deferred.value.kwargs["source_scope"]
+    config = engine.table_config(table)
     after = operator()
-    after._scope_state = carried  # what execute_complete(source_scope=...) does on resume
-    resumed = after.build_spec(engine.table_config(table))
+    # what a resumed try takes from the prepared write its deferral carried (tests/airflow/test_prepared_write.py)
+    after.resumed_write = PreparedWrite(
+        uri=table,
+        operation=queued.operation(),
+        profile=engine.profile(),
+        table_config=config,
+        source_scope=queued.source_scope.to_json(),  # type: ignore[union-attr]
+    )
+    resumed = after.build_spec(config)
     assert isinstance(resumed, ReplaceWhereSpec)
     assert resumed.source_scope == queued.source_scope and resumed.operation() == queued.operation()
     assert next(calls) == 1  # the source was not read again to build the ranges

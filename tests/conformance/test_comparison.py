@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltaguard.conformance.cells import (
+from lab.conformance.cells import (
     Cell,
     CellResult,
     Observed,
@@ -13,8 +13,8 @@ from deltaguard.conformance.cells import (
     generate,
     summarize,
 )
-from deltaguard.conformance.scenarios import ISOLATION_SPELLINGS, Layout, ProbeOp
-from deltaguard.conformance.state import Outcome, TableState, explain_mismatch, matching_serial_order
+from lab.conformance.scenarios import ISOLATION_SPELLINGS, Layout, ProbeOp
+from lab.conformance.state import Outcome, TableState, explain_mismatch, matching_serial_order
 
 COLUMNS = ("id", "p", "v")
 

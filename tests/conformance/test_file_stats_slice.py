@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deltaguard.cli import main
+from lab.conformance.__main__ import main
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any]]:
     out = tmp_path_factory.mktemp("stats") / "results.json"
     code = main(
         [
-            "conformance",
             "--suite",
             "file-stats",
             "--slice",

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from deltaguard.conformance.cells import Observed
 from deltaguard.core.decision import Decision, Verdict
 from deltaguard.core.sql.classify import classify_sql
+from lab.conformance.cells import Observed
 from lab.fuzz import check as fuzz_check
 from lab.fuzz.cases import FuzzCase, FuzzLayout, FuzzStatement
 from lab.fuzz.check import CaseResult, DifferentialRun, check_case

@@ -1,6 +1,6 @@
 """The representative slice of the delta-rs conformance run: zero unsound cells and every measured fact.
 
-It runs through the real CLI (``deltaguard conformance``) on real Delta tables, once per test session.
+It runs through the real CLI (``python -m lab.conformance``) on real Delta tables, once per test session.
 """
 
 from __future__ import annotations
@@ -11,21 +11,20 @@ from typing import Any
 
 import pytest
 
-from deltaguard.cli import main
-from deltaguard.commands.conformance import exit_code
-from deltaguard.conformance.cells import Cell, Observed, summarize
-from deltaguard.conformance.runner import Group, run_cells, run_group
-from deltaguard.conformance.scenarios import Layout, ProbeOp
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
+from lab.conformance.__main__ import exit_code, main
+from lab.conformance.cells import Cell, Observed, summarize
+from lab.conformance.runner import Group, run_cells, run_group
+from lab.conformance.scenarios import Layout, ProbeOp
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any]]:
     out = tmp_path_factory.mktemp("conformance") / "results.json"
-    code = main(["conformance", "--slice", "representative", "--jobs", "2", "--quiet", "--json", str(out)])
+    code = main(["--slice", "representative", "--jobs", "2", "--quiet", "--json", str(out)])
     return code, json.loads(out.read_text(encoding="utf-8"))
 
 

@@ -1,6 +1,6 @@
 """File statistics in the delta-rs profile (ADR 0020): the rule on hand-built snapshots.
 
-The engine's side of every case is measured by ``deltaguard conformance --suite file-stats``
+The engine's side of every case is measured by ``python -m lab.conformance --suite file-stats``
 (tests/conformance/test_file_stats_slice.py runs a slice of it on real tables).
 """
 

@@ -1,6 +1,6 @@
 """The rows a MERGE or REPLACE WHERE adds, bounded by its source's ranges (ADR 0020), on hand-built snapshots.
 
-The engine's side is measured by ``deltaguard conformance --suite file-stats`` (the MERGE and REPLACE WHERE
+The engine's side is measured by ``python -m lab.conformance --suite file-stats`` (the MERGE and REPLACE WHERE
 cells there are built by the operators' own scoping functions).
 """
 

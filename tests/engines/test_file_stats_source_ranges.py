@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from deltaguard.conformance.stats_scenarios import DAYS, StatsLayout, StatsOp, build, rows
 from deltaguard.core.file_stats import value_bounds
 from deltaguard.core.merge_scope import ScopeLimits
 from deltaguard.core.model import pair_verdict
@@ -23,6 +22,7 @@ from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.replace_scope import scoped_replace_where
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
+from lab.conformance.stats_scenarios import DAYS, StatsLayout, StatsOp, build, rows
 
 LIMITS = ScopeLimits()
 UPDATE_IDS_NEXT = Operation(OperationKind.UPDATE, "id >= 3 AND id <= 4", assignments=(("v", "v + 1"),))

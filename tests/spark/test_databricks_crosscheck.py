@@ -4,7 +4,7 @@ Without row-level concurrency (Runtime below 13.3, or no deletion vectors) Datab
 ``ConflictChecker`` under Serializable, the table "Write conflicts without row-level concurrency" of the page
 "Isolation levels and write conflicts". Where that page and delta-spark agree, a pair delta-spark was
 measured to conflict on must not be a Databricks ``no_conflict`` either. The measurements are
-``benchmarks/results/conformance_deltaspark.json`` (``deltaguard conformance --engine delta-spark``).
+``benchmarks/results/conformance_deltaspark.json`` (``python -m lab.conformance --engine delta-spark``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from deltaguard.conformance.scenarios import Layout, ProbeOp, build_write
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
+from lab.conformance.scenarios import Layout, ProbeOp, build_write
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "conformance_deltaspark.json"
 #: probes whose kind the page's file-level table lists (INSERT, UPDATE/DELETE/MERGE INTO, OPTIMIZE); the

@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.delta_jars, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkShapeRunner]:
-    from deltaguard.conformance.spark_runner import delta_spark_session
     from deltaguard.engines.spark.engine import SparkEngine
+    from lab.conformance.spark_runner import delta_spark_session
 
     workdir = tmp_path_factory.mktemp("shapes")
     session = delta_spark_session(workdir)

@@ -2,7 +2,7 @@
 
 Read from delta-spark's ``ConflictChecker`` (spark/src/main/scala/org/apache/spark/sql/delta/
 ConflictChecker.scala) and ``DeltaConfigs.ISOLATION_LEVEL``, then measured against delta-spark 4.4.0 on
-Spark 4.2.0 with forced interleavings (``deltaguard conformance --engine delta-spark``; table and method in
+Spark 4.2.0 with forced interleavings (``python -m lab.conformance --engine delta-spark``; table and method in
 docs/adr/0014-delta-spark-profile.md, results in benchmarks/results/conformance_deltaspark.json). Where a
 measured cell contradicts a ``no_conflict`` here, the rule yields ``conflict``; no measured cell did. The
 model re-states the checks in terms of which partitions an operation reads, removes and adds, in both
@@ -27,7 +27,7 @@ commit orders:
 * ``delta.isolationLevel``: Spark only *sets* ``Serializable`` ("must be Serializable",
   ``DeltaConfigs.ISOLATION_LEVEL`` in DeltaConfig.scala), but a writer *reads* whatever another writer
   (delta-rs) stored, through ``IsolationLevel.fromString`` (isolationLevels.scala: any case, no trimming,
-  anything else throws). Measured on tables delta-rs wrote (``deltaguard conformance --engine delta-spark
+  anything else throws). Measured on tables delta-rs wrote (``python -m lab.conformance --engine delta-spark
   --slice isolation``, benchmarks/results/conformance_deltaspark_isolation.json), see :func:`read_isolation`:
   ``WriteSerializable`` is honoured (commits record it, and a blind INSERT committing while an UPDATE or MERGE
   of the same partition is in flight no longer fails the reader: ``checkForAddedFilesThatShouldHaveBeenReadBy
@@ -57,7 +57,7 @@ from deltaguard.core.table_config import TableConfig
 SOURCE = "delta-spark ConflictChecker"
 #: where the isolation-level measurements are
 MEASURED = (
-    "measured on delta-spark 4.4.0 with tables delta-rs wrote: deltaguard conformance --engine delta-spark "
+    "measured on delta-spark 4.4.0 with tables delta-rs wrote: python -m lab.conformance --engine delta-spark "
     "--slice isolation, benchmarks/results/conformance_deltaspark_isolation.json"
 )
 #: the levels ``IsolationLevel.fromString`` knows (it compares ignoring case, and trims nothing)

@@ -1,6 +1,6 @@
 """delta-rs (the ``deltalake`` Python package) conflict rules: the measured delta-rs profile.
 
-Every rule below was measured with ``deltaguard conformance`` against deltalake 1.6.6 (results in
+Every rule below was measured with ``python -m lab.conformance`` against deltalake 1.6.6 (results in
 ``benchmarks/results/conformance_deltars.json``, facts in ``docs/adr/0003-delta-rs-profile.md``): two
 handles open the same version, one commits, the other commits from its stale snapshot, in both orders,
 and a commit that slips through is compared with both serial executions. Where delta-rs lets two writes

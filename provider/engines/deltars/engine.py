@@ -79,6 +79,7 @@ class DeltaRsEngine(DeltaEngine):
     """
 
     name = "delta-rs"
+    trusts_validated_version = True  # write() validates again on a table that moved past validated_version
 
     def __init__(
         self,

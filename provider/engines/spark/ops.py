@@ -96,13 +96,6 @@ def history(spark: SparkSession, target: SparkTarget, limit: int) -> list[Any]:
     return spark.sql(f"DESCRIBE HISTORY {target.sql_reference()} LIMIT {int(limit)}").collect()
 
 
-def delta_table(spark: SparkSession, target: SparkTarget) -> Any:
-    table_cls = delta_table_class(spark)
-    if target.path is not None:
-        return table_cls.forPath(spark, target.path)
-    return table_cls.forName(spark, target.name)
-
-
 @contextlib.contextmanager
 def session_conf(spark: SparkSession, settings: Mapping[str, str | None]) -> Iterator[None]:
     """Set SQL confs for one statement and restore the previous values (unset when there were none)."""

@@ -2,7 +2,7 @@
 
 Same judgement as for delta-rs: a cell is unsound when the model says ``no_conflict`` but delta-spark
 conflicted, failed or corrupted data in a forced interleaving. The whole table is measured by
-``deltaguard conformance --engine delta-spark`` (docs/adr/0014-delta-spark-profile.md).
+``python -m lab.conformance --engine delta-spark`` (docs/adr/0014-delta-spark-profile.md).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from deltaguard.conformance.cells import CellResult, Observed, summarize
-from deltaguard.conformance.scenarios import Layout, ProbeOp
-from deltaguard.conformance.spark_runner import delta_version_from_jars, run_spark_cells, spark_cells
 from deltaguard.core.profiles import EngineName
 from deltaguard.engines.spark.setup import delta_jars_from_env
+from lab.conformance.cells import CellResult, Observed, summarize
+from lab.conformance.scenarios import Layout, ProbeOp
+from lab.conformance.spark_runner import delta_version_from_jars, run_spark_cells, spark_cells
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_profile_is_delta_spark(delta_spark: Any) -> None:
 
 
 def test_report_can_be_written(results: list[CellResult], tmp_path: Path) -> None:
-    from deltaguard.conformance.report import write_json
+    from lab.conformance.report import write_json
 
     write_json(tmp_path / "delta-spark.json", results, {"engine": "delta-spark"})
     assert (tmp_path / "delta-spark.json").stat().st_size > 0

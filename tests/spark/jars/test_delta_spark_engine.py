@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
-from deltaguard.conformance.spark_runner import Gate, gated_spec
 from deltaguard.core.profiles import EngineName
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError, InvalidWriteError
 from deltaguard.engines.spark.engine import SparkEngine
@@ -27,6 +26,7 @@ from deltaguard.engines.specs import (
     UpdateSpec,
     WriteContext,
 )
+from lab.conformance.spark_runner import Gate, gated_spec
 
 NONE = WriteContext()
 
@@ -156,7 +156,7 @@ def test_writes_through_one_engine_run_concurrently(engine: SparkEngine, tmp_pat
     write has its own session, so the second commits while the first still waits at its gate."""
     import threading
 
-    from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
+    from lab.conformance.scenarios import ProbeOp, ProbeWrite
 
     first, second = str(tmp_path / "first"), str(tmp_path / "second")
     for uri in (first, second):
@@ -233,7 +233,7 @@ def test_a_real_conflict_becomes_a_typed_error(
     (or ConcurrentAppend/DeleteDelete depending on the version), always as DeltaConflictError."""
     import threading
 
-    from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
+    from lab.conformance.scenarios import ProbeOp, ProbeWrite
 
     # its own session for all its writes: the gate UDF is registered on that session
     stale_engine = SparkEngine(delta_spark.newSession(), session_per_write=False)
@@ -332,8 +332,8 @@ def test_a_lease_lost_while_the_job_runs_cancels_it_before_the_commit(
     fails as fenced without committing."""
     import threading
 
-    from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
     from deltaguard.exceptions import CommitFencedError
+    from lab.conformance.scenarios import ProbeOp, ProbeWrite
 
     gate = Gate(tmp_path / "gate")
     append = AppendSpec(source=rows([4], "d1"))

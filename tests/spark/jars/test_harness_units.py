@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deltaguard.conformance.spark_runner import Gate, delta_version_from_jars
+from lab.conformance.spark_runner import Gate, delta_version_from_jars
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_gate_pauses_until_released(tmp_path: Path) -> None:
 def test_the_isolation_slice_is_measured_on_tables_delta_rs_wrote(tmp_path: Path) -> None:
     from deltalake import DeltaTable
 
-    from deltaguard.conformance.spark_runner import (
+    from lab.conformance.spark_runner import (
         ISOLATION_CELLS,
         ISOLATION_SLICE_SPELLINGS,
         SparkGroupRunner,

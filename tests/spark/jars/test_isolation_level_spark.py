@@ -1,6 +1,6 @@
 """What delta-spark does with a ``delta.isolationLevel`` it finds in a table delta-rs wrote (ADR 0014, section 10).
 
-Two cheap cells of ``deltaguard conformance --engine delta-spark --slice isolation``: a blind INSERT and an
+Two cheap cells of ``python -m lab.conformance --engine delta-spark --slice isolation``: a blind INSERT and an
 UPDATE of the same partition both commit, in both orders, on a ``WriteSerializable`` table (and the profile
 says so), and a value delta-spark does not know fails the write.
 """
@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import Cell
-from deltaguard.conformance.scenarios import Layout, ProbeOp
-from deltaguard.conformance.spark_runner import (
+from deltaguard.engines.spark.setup import delta_jars_from_env
+from lab.conformance.cells import Cell
+from lab.conformance.scenarios import Layout, ProbeOp
+from lab.conformance.spark_runner import (
     SparkGroupRunner,
     delta_version_from_jars,
     run_solo,
     run_spark_cells,
 )
-from deltaguard.engines.spark.setup import delta_jars_from_env
 
 
 def test_write_serializable_from_delta_rs_lets_a_blind_insert_pass_an_update(

@@ -15,9 +15,9 @@ import pytest
 from deltalake import DeltaTable as RsTable
 
 from benchmarks.harness.connect_server import LocalConnectServer, group_members
-from deltaguard.conformance.spark_runner import Gate
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import AppendSpec, CreateSpec, DeleteSpec, MergeSpec, UpdateSpec, WriteContext
+from lab.conformance.spark_runner import Gate
 
 pytestmark = [pytest.mark.spark, pytest.mark.delta_jars]
 NONE = WriteContext()

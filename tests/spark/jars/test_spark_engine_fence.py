@@ -19,8 +19,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 
-from deltaguard.conformance.scenarios import ProbeOp, ProbeWrite
-from deltaguard.conformance.spark_runner import Gate, gated_spec
 from deltaguard.core.operations import OperationKind
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import (
@@ -34,6 +32,8 @@ from deltaguard.engines.specs import (
 from deltaguard.exceptions import CommitFencedError
 from deltaguard.leases.keeper import FENCE_VERSION_STRIDE, LeaseKeeper, fence_app_id
 from deltaguard.leases.manager import LeaseManager
+from lab.conformance.scenarios import ProbeOp, ProbeWrite
+from lab.conformance.spark_runner import Gate, gated_spec
 from tests.engines.leased import Clock, leased_keeper
 
 

@@ -23,25 +23,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import (
-    Cell,
-    CellResult,
-    Observed,
-    OrderResult,
-    Prediction,
-    judge_order,
-)
-from deltaguard.conformance.runner import read_state
-from deltaguard.conformance.scenarios import (
-    AddConstraintSpec,
-    Layout,
-    ProbeOp,
-    ProbeWrite,
-    build_write,
-    seed_batches,
-    seed_properties,
-)
-from deltaguard.conformance.state import Outcome
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.judged import engine_table_config
@@ -58,6 +39,25 @@ from deltaguard.engines.specs import (
     UpdateSpec,
     WriteContext,
 )
+from lab.conformance.cells import (
+    Cell,
+    CellResult,
+    Observed,
+    OrderResult,
+    Prediction,
+    judge_order,
+)
+from lab.conformance.runner import read_state
+from lab.conformance.scenarios import (
+    AddConstraintSpec,
+    Layout,
+    ProbeOp,
+    ProbeWrite,
+    build_write,
+    seed_batches,
+    seed_properties,
+)
+from lab.conformance.state import Outcome
 
 #: How long a gate waits for its release, and how long the harness waits for a gate to be reached.
 GATE_WAIT_S = 120.0
@@ -373,7 +373,7 @@ def run_solo(
     :param isolation: the ``delta.isolationLevel`` spelling.
     :param probes: the writes to run one at a time.
     """
-    from deltaguard.conformance.cells import short_detail
+    from lab.conformance.cells import short_detail
 
     template = runner.template(Layout.PARTITIONED_SAME, isolation)
     results = []
@@ -464,7 +464,7 @@ def spark_cells(slice_name: str) -> list[Cell]:
         delta-rs representative pairs, every layout, :data:`SPARK_SPELLINGS`), ``full`` (every pair) or
         ``isolation`` (:data:`ISOLATION_CELLS`, tables written by delta-rs).
     """
-    from deltaguard.conformance.cells import REPRESENTATIVE_PAIRS, all_pairs
+    from lab.conformance.cells import REPRESENTATIVE_PAIRS, all_pairs
 
     if slice_name == "ci":
         return list(CI_CELLS)

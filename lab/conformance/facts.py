@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import CellResult, Observed
-from deltaguard.conformance.scenarios import Layout, ProbeOp, rows
 from deltaguard.engines.errors import ConflictKind, DeltaConflictError
 from deltaguard.engines.specs import AppendSpec, CreateSpec, OptimizeSpec, WriteContext
+from lab.conformance.cells import CellResult, Observed
+from lab.conformance.scenarios import Layout, ProbeOp, rows
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``deltaguard conformance``: measure an engine (delta-rs, or delta-spark with ``--engine delta-spark``)
+"""``python -m lab.conformance``: measure an engine (delta-rs, or delta-spark with ``--engine delta-spark``)
 against the conflict model, cell by cell.
 
 Exits 1 when any cell is unsound (the model said ``no_conflict`` but the engine conflicted, failed or
@@ -11,11 +11,12 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from deltaguard.conformance.cells import CellResult, Summary
+    from lab.conformance.cells import CellResult, Summary
 
 
 class Counter:
@@ -77,12 +78,12 @@ def run(args: argparse.Namespace) -> int:
     :returns: 1 if any cell is unsound, 2 on bad options, else 0.
     """
     if args.jobs < 1:
-        print("deltaguard conformance: --jobs must be >= 1", file=sys.stderr)
+        print("python -m lab.conformance: --jobs must be >= 1", file=sys.stderr)
         return 2
     if args.suite == "file-stats":
         if args.engine != "delta-rs" or args.slice in ("ci", "isolation"):
             print(
-                "deltaguard conformance: --suite file-stats is delta-rs only, slice representative or full",
+                "python -m lab.conformance: --suite file-stats is delta-rs only, slice representative or full",
                 file=sys.stderr,
             )
             return 2
@@ -90,19 +91,19 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "delta-spark":
         return run_delta_spark(args)
     if args.slice in ("ci", "isolation"):
-        print(f"deltaguard conformance: --slice {args.slice} is for --engine delta-spark", file=sys.stderr)
+        print(f"python -m lab.conformance: --slice {args.slice} is for --engine delta-spark", file=sys.stderr)
         return 2
     # Imported here so `deltaguard --help` does not pay for deltalake.
     import deltalake
 
-    from deltaguard.conformance.cells import generate, summarize
-    from deltaguard.conformance.facts import facts_from_cells, probe_retries
-    from deltaguard.conformance.report import cell_line, summary_text, write_json
-    from deltaguard.conformance.runner import run_cells
+    from lab.conformance.cells import generate, summarize
+    from lab.conformance.facts import facts_from_cells, probe_retries
+    from lab.conformance.report import cell_line, summary_text, write_json
+    from lab.conformance.runner import run_cells
 
     cells = generate(args.slice)
     print(
-        f"deltaguard conformance: delta-rs {deltalake.__version__}, {len(cells)} cells ({args.slice}), "
+        f"python -m lab.conformance: delta-rs {deltalake.__version__}, {len(cells)} cells ({args.slice}), "
         f"{args.jobs} job(s)",
         flush=True,
     )
@@ -147,12 +148,12 @@ def run_file_stats(args: argparse.Namespace) -> int:
 
     import deltalake
 
-    from deltaguard.conformance.stats_runner import StatsResult, run_stats_cells, summarize
-    from deltaguard.conformance.stats_scenarios import generate
+    from lab.conformance.stats_runner import StatsResult, run_stats_cells, summarize
+    from lab.conformance.stats_scenarios import generate
 
     cells = generate(args.slice)
     print(
-        f"deltaguard conformance: file statistics, delta-rs {deltalake.__version__}, {len(cells)} cells "
+        f"python -m lab.conformance: file statistics, delta-rs {deltalake.__version__}, {len(cells)} cells "
         f"({args.slice}), {args.jobs} job(s)",
         flush=True,
     )
@@ -199,7 +200,7 @@ def run_file_stats(args: argparse.Namespace) -> int:
                 "slice": args.slice,
                 "jobs": args.jobs,
                 "elapsed_s": round(elapsed, 1),
-                "command": f"deltaguard conformance --suite file-stats --slice {args.slice} --jobs {args.jobs} "
+                "command": f"python -m lab.conformance --suite file-stats --slice {args.slice} --jobs {args.jobs} "
                 f"--json {args.json}",
             },
             "summary": summary.to_json(),
@@ -218,9 +219,10 @@ def run_delta_spark(args: argparse.Namespace) -> int:
     """
     import tempfile
 
-    from deltaguard.conformance.cells import summarize
-    from deltaguard.conformance.report import cell_line, summary_text, write_json
-    from deltaguard.conformance.spark_runner import (
+    from deltaguard.engines.spark.setup import delta_jars_from_env, installed_version
+    from lab.conformance.cells import summarize
+    from lab.conformance.report import cell_line, summary_text, write_json
+    from lab.conformance.spark_runner import (
         SOLO_PROBES,
         SoloResult,
         SparkGroupRunner,
@@ -230,13 +232,12 @@ def run_delta_spark(args: argparse.Namespace) -> int:
         run_spark_cells,
         spark_cells,
     )
-    from deltaguard.engines.spark.setup import delta_jars_from_env, installed_version
 
     cells = spark_cells(args.slice)
     jars = delta_jars_from_env()
     delta_version = delta_version_from_jars(jars) or installed_version("delta-spark")
     print(
-        f"deltaguard conformance: delta-spark {delta_version} on pyspark {installed_version('pyspark')}, "
+        f"python -m lab.conformance: delta-spark {delta_version} on pyspark {installed_version('pyspark')}, "
         f"{len(cells)} cells ({args.slice})",
         flush=True,
     )
@@ -252,7 +253,7 @@ def run_delta_spark(args: argparse.Namespace) -> int:
         if isolation_slice:
             extra = {
                 "tables_written_by": creator,
-                "command": f"deltaguard conformance --engine delta-spark --slice isolation --json {args.json}",
+                "command": f"python -m lab.conformance --engine delta-spark --slice isolation --json {args.json}",
                 "solo": [r.to_json() for r in solo],
             }
         return {
@@ -284,7 +285,7 @@ def run_delta_spark(args: argparse.Namespace) -> int:
         spark = delta_spark_session(Path(scratch))
         try:
             if isolation_slice:
-                from deltaguard.conformance.spark_runner import ISOLATION_SLICE_SPELLINGS
+                from lab.conformance.spark_runner import ISOLATION_SLICE_SPELLINGS
 
                 runner = SparkGroupRunner(spark, Path(scratch) / "solo", delta_version, creator)
                 for spelling in ISOLATION_SLICE_SPELLINGS:
@@ -317,3 +318,13 @@ def exit_code(summary: Summary) -> int:
     :param summary: the run's summary.
     """
     return 1 if summary.unsound else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.conformance", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

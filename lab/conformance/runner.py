@@ -27,26 +27,6 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from deltaguard.conformance.cells import (
-    Cell,
-    CellResult,
-    Observed,
-    OrderResult,
-    Prediction,
-    judge_order,
-    short_detail,
-)
-from deltaguard.conformance.scenarios import (
-    AddConstraintSpec,
-    Layout,
-    ProbeOp,
-    ProbeSpec,
-    ProbeWrite,
-    build_write,
-    seed_batches,
-    seed_properties,
-)
-from deltaguard.conformance.state import Outcome, TableState
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation
@@ -58,6 +38,26 @@ from deltaguard.engines.errors import DeltaConflictError
 from deltaguard.engines.judged import engine_table_config
 from deltaguard.engines.sources import materialize, resolve_source
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, OverwriteSpec, ReplaceWhereSpec
+from lab.conformance.cells import (
+    Cell,
+    CellResult,
+    Observed,
+    OrderResult,
+    Prediction,
+    judge_order,
+    short_detail,
+)
+from lab.conformance.scenarios import (
+    AddConstraintSpec,
+    Layout,
+    ProbeOp,
+    ProbeSpec,
+    ProbeWrite,
+    build_write,
+    seed_batches,
+    seed_properties,
+)
+from lab.conformance.state import Outcome, TableState
 
 #: the model under test: ``pair_verdict(a, b, table, profile)``; must be picklable (a module-level function)
 Predictor = Callable[[Operation, Operation, TableConfig, EngineProfile], PairVerdict]

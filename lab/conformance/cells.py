@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from deltaguard.conformance.scenarios import ISOLATION_SPELLINGS, Layout, ProbeOp
-from deltaguard.conformance.state import Outcome, explain_mismatch, matching_serial_order
+from lab.conformance.scenarios import ISOLATION_SPELLINGS, Layout, ProbeOp
+from lab.conformance.state import Outcome, explain_mismatch, matching_serial_order
 
 
 class Observed(StrEnum):

@@ -21,17 +21,6 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import (
-    JudgedPair,
-    Observed,
-    OrderResult,
-    Prediction,
-    judge_order,
-    short_detail,
-)
-from deltaguard.conformance.runner import read_state
-from deltaguard.conformance.state import Outcome
-from deltaguard.conformance.stats_scenarios import StatsCell, StatsLayout, StatsOp, StatsWrite, build
 from deltaguard.core.merge_scope import ScopeLimits
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.table_config import TableConfig
@@ -41,6 +30,17 @@ from deltaguard.engines.judged import engine_table_config
 from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.replace_scope import scoped_replace_where
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
+from lab.conformance.cells import (
+    JudgedPair,
+    Observed,
+    OrderResult,
+    Prediction,
+    judge_order,
+    short_detail,
+)
+from lab.conformance.runner import read_state
+from lab.conformance.state import Outcome
+from lab.conformance.stats_scenarios import StatsCell, StatsLayout, StatsOp, StatsWrite, build
 
 #: writes whose new rows come from a source whose values the model is not told
 SOURCE_WRITES: frozenset[StatsOp] = frozenset(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deltaguard.conformance.cells import CellResult, Observed, summarize
+from lab.conformance.cells import CellResult, Observed, summarize
 
 
 def cell_line(result: CellResult) -> str:
