@@ -19,6 +19,7 @@ from typing import Any
 
 from deltaguard.core.admission import (
     DEFAULT_MAX_OVERTAKE_S,
+    Admission,
     Blocker,
     DecideFn,
     Granted,
@@ -90,6 +91,7 @@ def decide_locked(
     *,
     renew: bool = True,
     fences: FenceRound | None = None,
+    slots_full: Sequence[LeaseRow] | None = None,
 ) -> Granted | Waiting:
     """Decide ``ask`` in ``txn`` and write the answer. May run twice (a retried transaction, or a snapshot
     decision redone under the locks), so ``reclaimed`` is cleared first and only warned about after commit.
@@ -100,6 +102,9 @@ def decide_locked(
         nobody asks for any more is still abandoned on time.
     :param fences: which expired leases with fence handles were confirmed stopped; the ones not confirmed
         stay held and are added to its ``pending`` (ADR 0033).
+    :param slots_full: the slot gate is closed (:func:`deltaguard.core.slots.slot_open`): the leases that
+        fill the worker slots. A request the conflict model admits then waits for one of them instead
+        (``None``: the gate is open, or there is none).
 
     :raises LeaseOwnershipError: the request id belongs to another owner.
     :raises LeaseLostError: the request was granted but its lease expired.
@@ -138,6 +143,10 @@ def decide_locked(
     # A verdict reached with statistics also rests on the holders' read versions, which the remembered
     # key (operation and configuration texts) does not capture: it is not remembered either way.
     with_stats = any(c.file_stats is not None for c in configs.values())
+    gated = verdict.granted and slots_full is not None
+    if gated:
+        assert slots_full is not None
+        verdict = slot_wait(slots_full)
     if verdict.granted:
         if not with_stats:
             memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
@@ -156,7 +165,7 @@ def decide_locked(
         verdict.exceptions,
         expires,
     )
-    if existing is None and not with_stats:
+    if existing is None and not with_stats and not gated:  # a slot wait is no conflict to remember
         memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
     txn.put_waiter_rows(
         [
@@ -181,6 +190,20 @@ def decide_locked(
         detail = wait_detail(result)
         txn.log([log_row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris])
     return result
+
+
+def slot_wait(holders: Sequence[LeaseRow]) -> Admission:
+    """The wait of a request the conflict model admits while the worker slots are full: behind every lease
+    that fills them (any one's release frees a slot, and wakes a trigger watching them)."""
+    blockers: dict[str, Blocker] = {}
+    for row in sorted(holders, key=_LEASE_ORDER):
+        if row.lease_id not in blockers:
+            holder = lease_holder(row)
+            blockers[row.lease_id] = Blocker(
+                row.uri, row.lease_id, holder.owner, "slot", holder.operation.describe()
+            )
+    reason = f"all worker slots are taken by the {len(blockers)} writes holding leases (slot gate)"
+    return Admission(False, 1, tuple(blockers.values()), (reason,))
 
 
 def queue_place(existing: RequestRow | None, ask: Ask) -> tuple[float, float]:

@@ -35,6 +35,7 @@ from deltaguard.core.admission import (
 )
 
 # The lease errors are defined with every other error (deltaguard.exceptions) and re-exported here.
+from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.exceptions import LeaseError as LeaseError
 from deltaguard.exceptions import LeaseLostError as LeaseLostError
 from deltaguard.exceptions import LeaseOwnershipError as LeaseOwnershipError
@@ -133,6 +134,11 @@ class LeaseManager:
         again (decisions in between keep it held without calling the server).
     :param fence_memory: fence outcomes shared with other managers of the process (default: this
         manager's own).
+    :param worker_slots: the slot gate (:mod:`deltaguard.core.slots`, ADR 0028): the worker slots the
+        writes asking through this manager run in. While as many leases as that are held, a request the
+        conflict model admits waits instead (``None``: no gate). Only for callers that give up their slot
+        while they wait (a deferring task, the triggerer): one that waits in its worker would hold a slot
+        a granted write may need.
     """
 
     def __init__(
@@ -152,7 +158,10 @@ class LeaseManager:
         fence_timeout_s: float = 60.0,
         fence_retry_s: float = 10.0,
         fence_memory: FenceMemory | None = None,
+        worker_slots: int | None = None,
     ) -> None:
+        free_slots(worker_slots, 0)  # checks it
+        self.worker_slots = worker_slots
         self.store = open_store(store) if isinstance(store, str) else store
         self.remote_fence = remote_fence
         self.fence_timeout_s = fence_timeout_s
@@ -258,6 +267,8 @@ class LeaseManager:
         decide = self.decide
         reclaimed: list[LeaseRow] = []
         fences = self._fence_round()
+        held = self._held_leases(now)
+        slots_left = None if held is None else free_slots(self.worker_slots, len({r.lease_id for r in held}))
 
         def body(txn: StoreTxn) -> Readmission:
             return readmit_locked(
@@ -270,6 +281,7 @@ class LeaseManager:
                 reclaimed,
                 budget_s,
                 fences,
+                slots_left,
             )
 
         result: Readmission = self._run([uri], body)
@@ -740,14 +752,34 @@ class LeaseManager:
             max_overtake_s=self.max_overtake_s,
         )
 
+    def _held_leases(self, now: float, mine: str | None = None) -> list[LeaseRow] | None:
+        """The live leases the slot gate counts (all but ``mine``), or ``None`` without a gate (none set,
+        or a store that cannot list them). An unlocked read: two decisions on different tables may both
+        see the last free slot, so the gate can be passed by one grant per concurrent decision; it only
+        ever delays grants, so that costs a wait, never soundness."""
+        if self.worker_slots is None:
+            return None
+        try:
+            return [row for row in self.store.live_leases(now) if row.lease_id != mine]
+        except NotImplementedError:
+            return None
+
+    def _slots_full(self, now: float, mine: str) -> list[LeaseRow] | None:
+        """The leases filling the worker slots when the gate is closed for a new grant, else ``None``."""
+        held = self._held_leases(now, mine)
+        if held is None or slot_open(self.worker_slots, len({row.lease_id for row in held})):
+            return None
+        return held
+
     def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
         """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``); on busy
         tables from the snapshot that attempt returned (committed only if the tables did not change since,
         ADR 0007); else by the general locking transaction (:func:`~deltaguard.leases.decide.decide_locked`)."""
         now = self.clock()
         ask = self._ask(request, now)
+        slots_full = self._slots_full(now, request.request_id)
         snapshot = None
-        if fast and self.store.has_fast_paths:
+        if fast and self.store.has_fast_paths and slots_full is None:
             answer = grant_if_idle(self.store, self.memo, ask)
             if isinstance(answer, Granted | Waiting):
                 self.memo.remember(
@@ -760,7 +792,7 @@ class LeaseManager:
         fences = self._fence_round()
 
         def body(txn: StoreTxn) -> Granted | Waiting:
-            return decide_locked(txn, ask, self.memo, decide, reclaimed, fences=fences)
+            return decide_locked(txn, ask, self.memo, decide, reclaimed, fences=fences, slots_full=slots_full)
 
         result: Granted | Waiting | None = None
         if snapshot is not None:

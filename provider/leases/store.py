@@ -340,6 +340,14 @@ class LeaseStore(abc.ABC):
             self.verify_identity(store_id)
         return self.read_lease(lease_id)
 
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        """Unexpired lease rows on every table, without locking: what the slot gate counts
+        (:mod:`deltaguard.core.slots`). A store that cannot list them has no gate (the default).
+
+        :raises NotImplementedError: this store does not list them.
+        """
+        raise NotImplementedError
+
     @abc.abstractmethod
     def list_leases(self, uri: str) -> list[LeaseRow]:
         """Lease rows on one table (including expired ones not yet reclaimed)."""
