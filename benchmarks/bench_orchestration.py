@@ -392,8 +392,17 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
         flush=True,
     )
 
+    options = (
+        {"deltaguard": dict(o.split("=", 1) for o in args.deltaguard_option)}
+        if args.deltaguard_option
+        else None
+    )
     home = prepare_home(
-        work / "airflow", dags, parallelism=args.parallelism, extra_env={BENCH_DIR_ENV: str(bench_dir)}
+        work / "airflow",
+        dags,
+        parallelism=args.parallelism,
+        extra_env={BENCH_DIR_ENV: str(bench_dir)},
+        options=options,
     )
     load: dict[str, Any] = {"before": os.getloadavg()}
     started = time.monotonic()
@@ -544,6 +553,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=8)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--deltaguard-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [deltaguard] option for the run's Airflow home, e.g. worker_slots=0 (no slot gate)",
+    )
     parser.add_argument(
         "--pools-from",
         type=Path,
