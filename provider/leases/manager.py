@@ -50,6 +50,7 @@ from deltaguard.leases.decide import (
     log_row,
     reclaim_leases,
     refuse,
+    slots_left,
     warn_reclaimed,
     withdraw,
 )
@@ -267,8 +268,6 @@ class LeaseManager:
         decide = self.decide
         reclaimed: list[LeaseRow] = []
         fences = self._fence_round()
-        held = self._held_leases(now)
-        slots_left = None if held is None else free_slots(self.worker_slots, len({r.lease_id for r in held}))
 
         def body(txn: StoreTxn) -> Readmission:
             return readmit_locked(
@@ -281,7 +280,7 @@ class LeaseManager:
                 reclaimed,
                 budget_s,
                 fences,
-                slots_left,
+                slots_left(txn, self.worker_slots, now),
             )
 
         result: Readmission = self._run([uri], body)
@@ -752,24 +751,16 @@ class LeaseManager:
             max_overtake_s=self.max_overtake_s,
         )
 
-    def _held_leases(self, now: float, mine: str | None = None) -> list[LeaseRow] | None:
-        """The live leases the slot gate counts (all but ``mine``), or ``None`` without a gate (none set,
-        or a store that cannot list them). An unlocked read: two decisions on different tables may both
-        see the last free slot, so the gate can be passed by one grant per concurrent decision; it only
-        ever delays grants, so that costs a wait, never soundness."""
+    def _slots_full(self, now: float) -> bool:
+        """Whether the slot gate is closed by an unlocked count, before the one-call grant (which does not
+        count): then the decision takes the locking path, which counts in its transaction."""
         if self.worker_slots is None:
-            return None
+            return False
         try:
-            return [row for row in self.store.live_leases(now) if row.lease_id != mine]
+            held = self.store.live_leases(now)
         except NotImplementedError:
-            return None
-
-    def _slots_full(self, now: float, mine: str) -> list[LeaseRow] | None:
-        """The leases filling the worker slots when the gate is closed for a new grant, else ``None``."""
-        held = self._held_leases(now, mine)
-        if held is None or slot_open(self.worker_slots, len({row.lease_id for row in held})):
-            return None
-        return held
+            return False
+        return not slot_open(self.worker_slots, len({row.lease_id for row in held}))
 
     def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
         """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``); on busy
@@ -777,9 +768,8 @@ class LeaseManager:
         ADR 0007); else by the general locking transaction (:func:`~deltaguard.leases.decide.decide_locked`)."""
         now = self.clock()
         ask = self._ask(request, now)
-        slots_full = self._slots_full(now, request.request_id)
         snapshot = None
-        if fast and self.store.has_fast_paths and slots_full is None:
+        if fast and self.store.has_fast_paths and not self._slots_full(now):
             answer = grant_if_idle(self.store, self.memo, ask)
             if isinstance(answer, Granted | Waiting):
                 self.memo.remember(
@@ -792,7 +782,9 @@ class LeaseManager:
         fences = self._fence_round()
 
         def body(txn: StoreTxn) -> Granted | Waiting:
-            return decide_locked(txn, ask, self.memo, decide, reclaimed, fences=fences, slots_full=slots_full)
+            return decide_locked(
+                txn, ask, self.memo, decide, reclaimed, fences=fences, slots=self.worker_slots
+            )
 
         result: Granted | Waiting | None = None
         if snapshot is not None:

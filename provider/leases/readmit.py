@@ -182,6 +182,10 @@ class CrowdTxn:
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [r for u in self._uris if (r := self._leases.at.get((lease_id, u))) is not None]
 
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        """The store's unexpired leases as they were before this pass (its own grants are buffered)."""
+        return self._txn.live_leases(now)
+
     # --- the kept view -------------------------------------------------------------------------------
 
     def kept_holders(

@@ -4,6 +4,8 @@ no more than the free slots; and the gate never grants what the conflict model r
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from deltaguard.core.admission import Granted, Waiting
@@ -85,3 +87,24 @@ def test_one_release_grants_no_more_writes_than_there_are_free_slots(store_url: 
         assert isinstance(answer, Waiting)
         assert {b.kind for b in answer.blockers} == {"slot"}
     assert len({lease.lease_id for lease in manager.store.live_leases(clock())}) == slots
+
+
+def test_the_gate_counts_the_leases_as_of_the_decision_not_before_it(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two decisions on different tables at once: the other's grant lands after this request was prepared
+    # but before its decision. Counted before the decision (an unlocked read), both took the last slot.
+    clock = FakeClock()
+    manager = LeaseManager(store_url, clock=clock, worker_slots=1)
+    other = LeaseManager(store_url, clock=clock, worker_slots=1)
+    real = manager._fence_round
+
+    def the_other_is_granted_first() -> Any:
+        assert isinstance(other.acquire(request("other", ("t2", op("INSERT")))), Granted)
+        return real()
+
+    monkeypatch.setattr(manager, "_fence_round", the_other_is_granted_first)
+    answer = manager.acquire(request("mine", ("t1", op("INSERT"))))
+    assert isinstance(answer, Waiting)
+    assert {b.kind for b in answer.blockers} == {"slot"}
+    assert len({lease.lease_id for lease in manager.store.live_leases(clock())}) == 1

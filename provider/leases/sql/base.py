@@ -135,6 +135,9 @@ class _Txn:
                 waiters.append(WaiterRow(*r[1:8]))
         return leases, waiters
 
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._conn.execute(_Q_LIVE_LEASES, {"now": now})]
+
     def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
         return [LeaseRow(*r) for r in self._conn.execute(_RELEASE, {"id": lease_id, "k": owner_key})]
 
