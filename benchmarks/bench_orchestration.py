@@ -392,8 +392,17 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
         flush=True,
     )
 
+    options = (
+        {"deltaguard": dict(o.split("=", 1) for o in args.deltaguard_option)}
+        if args.deltaguard_option
+        else None
+    )
     home = prepare_home(
-        work / "airflow", dags, parallelism=args.parallelism, extra_env={BENCH_DIR_ENV: str(bench_dir)}
+        work / "airflow",
+        dags,
+        parallelism=args.parallelism,
+        extra_env={BENCH_DIR_ENV: str(bench_dir)},
+        options=options,
     )
     load: dict[str, Any] = {"before": os.getloadavg()}
     started = time.monotonic()
@@ -544,6 +553,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=8)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--deltaguard-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [deltaguard] option for the run's Airflow home, e.g. worker_slots=0 (no slot gate)",
+    )
+    parser.add_argument(
+        "--pools-from",
+        type=Path,
+        default=None,
+        help="a recorded orchestration_sweep.json: a sweep without one_slot_pools compares deltaguard with "
+        "that file's one-slot pools figure of each seed (not rerun; the rows say so)",
+    )
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a new temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (AIRFLOW_HOME, tables)")
     parser.add_argument("--run-timeout", type=float, default=900.0)
@@ -677,11 +700,38 @@ def add_to_sweep(source: Path, out: Path) -> int:
     return 1 if any(not r["valid"] for r in rows) else 0
 
 
+def recorded_pool_rows(path: Path, seeds: list[int]) -> dict[int, dict[str, Any]]:
+    """Each seed's valid row of a recorded sweep that ran the one-slot pools (``--pools-from``).
+
+    :raises SystemExit: a seed has no valid recorded row with a pools figure.
+    """
+    rows = {r["seed"]: r for r in json.loads(path.read_text())["runs"]}
+    missing = [s for s in seeds if not rows.get(s, {}).get("valid") or not rows[s].get("one_slot_pools_s")]
+    if missing:
+        raise SystemExit(f"{path} has no valid one-slot pools figure for seeds {missing}")
+    return {s: rows[s] for s in seeds}
+
+
+def with_recorded_pools(row: dict[str, Any], recorded: dict[str, Any]) -> None:
+    """Give ``row`` (a seed run without the one-slot pools) the recorded pools figure of its seed, marked as
+    recorded, and the ratio to it."""
+    pools, ours = recorded["one_slot_pools_s"], row["deltaguard_s"]
+    row["one_slot_pools_s"] = pools
+    row["one_slot_pools_recorded"] = True
+    row["deltaguard_vs_pools"] = round(ours / pools, 2) if ours and pools else None
+
+
 def sweep(args: argparse.Namespace, strategies: list[str], seeds: list[int], command: str) -> int:
     """Run ``seeds`` in order (chosen before the run, never after looking), one stack each; the sweep
     file is rewritten after every seed, so a cut-short sweep still says how far it got."""
+    recorded_pools = None
     if set(strategies) != set(STRATEGIES):
-        raise SystemExit("a sweep compares all three strategies")
+        if args.pools_from is None or "deltaguard" not in strategies or "one_slot_pools" in strategies:
+            raise SystemExit(
+                "a sweep compares all three strategies, or runs deltaguard (and optimistic) against the "
+                "one-slot pools of a recorded sweep (--pools-from)"
+            )
+        recorded_pools = recorded_pool_rows(args.pools_from, seeds)
     rows: list[dict[str, Any]] = []
     pairs: list[dict[str, Any]] = []
     base = args.work_dir
@@ -690,7 +740,10 @@ def sweep(args: argparse.Namespace, strategies: list[str], seeds: list[int], com
         seed_args.work_dir = base / f"seed{seed}" if base else None
         results, _, work = measure(seed_args, strategies)
         print(json.dumps(summary_of(results, strategies), indent=1), flush=True)
-        rows.append(sweep_row(results))
+        row = sweep_row(results)
+        if recorded_pools is not None:
+            with_recorded_pools(row, recorded_pools[seed])
+        rows.append(row)
         if not results["problems"]:
             pairs.extend(results.get("handoff_pairs", []))
             if not args.keep:
@@ -715,6 +768,17 @@ def sweep(args: argparse.Namespace, strategies: list[str], seeds: list[int], com
                 "release_to_first_byte_p95_max_s": 3.0,
             },
             "command": command,
+            **(
+                {
+                    "one_slot_pools_recorded_from": {
+                        "file": str(args.pools_from),
+                        "command": json.loads(args.pools_from.read_text()).get("command"),
+                        "note": "one-slot pools not rerun: each seed's figure is the recorded sweep's",
+                    }
+                }
+                if recorded_pools is not None
+                else {}
+            ),
             "note": (
                 "seeds fixed before the sweep; a run with any planned write not timed and logged, or absent "
                 "from the Delta logs, or a table differing from a serial replay in Delta-log order, is "

@@ -70,6 +70,14 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "5",
         "Seconds between lease checks while a task (or its trigger) waits for admission.",
     ),
+    "worker_slots": (
+        "string",
+        "",
+        "Worker slots the deferrable deltaguard writes run in: a waiting write is granted only while fewer "
+        "leases than that are held, so a granted write never waits for a worker while holding its tables "
+        "(the slot gate, ADR 0028). Empty: ``[core] parallelism``; set it to the pool's size when the "
+        "writes run in a smaller pool. ``0``: no gate.",
+    ),
     "deferrable": (
         "boolean",
         "True",
@@ -331,6 +339,26 @@ def _is_set(option: str) -> bool:
 
     value = conf.get(SECTION, option, fallback="")
     return value is not None and str(value).strip() != ""
+
+
+def worker_slots() -> int | None:
+    """The slot gate's size (``[deltaguard] worker_slots``, else ``[core] parallelism``), read at every call;
+    ``None`` when it is ``0`` (no gate).
+
+    :raises ValueError: the option is not a whole number of at least 0.
+    """
+    text = _raw("worker_slots")
+    if text == "":
+        from airflow.sdk import conf
+
+        text = str(conf.get("core", "parallelism", fallback="32") or "32").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"[{SECTION}] worker_slots must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"[{SECTION}] worker_slots must be at least 0, got {value}")
+    return value or None
 
 
 def poll_interval() -> float:

@@ -16,8 +16,9 @@ The same writes (Poisson arrivals over a day, heavy-tailed durations, a few hot 
 All three share a global pool of worker slots (waiting in a pool or for a lease takes no slot), handed out
 once every event of an instant has been played (as a scheduler loop sees every task that became ready at
 once), first come, first served; deltaguard may instead give a free slot to the granted write that heads
-the longest conflict chain (``slot_order="chain"``, :mod:`lab.simulation.dispatch`), which a deployment can
-only do if the lease manager gates the slots. Virtual time only: the simulation never sleeps. Decisions are memoised on their exact inputs (operations compare
+the longest conflict chain (``slot_order="chain"``, :mod:`lab.simulation.dispatch`). A deployment's lease
+manager gates the slots by count only (ADR 0028, "The slot gate in the lease manager": no more leases than
+worker slots); it does not order the grants by chain. Virtual time only: the simulation never sleeps. Decisions are memoised on their exact inputs (operations compare
 without their labels), which is how a million writes fit in minutes; :func:`admission_cost` measures the
 real, unmemoised cost of one decision as the numbers of tables and running writes grow.
 """
@@ -364,7 +365,8 @@ def simulate(
         after which a ready write is served first come, first served (``slot_order="chain"``).
     :param slot_order: deltaguard only: which granted write takes a free worker slot: ``fifo`` (default,
         what Airflow does with equal priority weights) or ``chain`` (longest conflict chain first,
-        :func:`lab.simulation.dispatch.next_for_slot`; a deployment needs a slot gate to do this) or
+        :func:`lab.simulation.dispatch.next_for_slot`; the lease manager's slot gate bounds grants by the
+        free slots but does not order them so) or
         ``priority`` (what Airflow does with the priority weights the ``dag_policy`` cluster policy gives,
         :func:`deltaguard.core.priority.table_priorities` over each table's writes and their estimates;
         ties first come, first served).

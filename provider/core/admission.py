@@ -269,14 +269,16 @@ class Blocker:
     :param table: the table on which it blocks.
     :param id: the lease id or request id.
     :param owner: its owner.
-    :param kind: ``lease`` (granted) or ``waiting`` (an earlier queued request).
+    :param kind: ``lease`` (granted), ``waiting`` (an earlier queued request) or ``slot`` (a lease filling
+        a worker slot while the slot gate is closed, :mod:`deltaguard.core.slots`: no conflict, only
+        capacity).
     :param operation: its operation's description.
     """
 
     table: str
     id: str
     owner: Owner
-    kind: Literal["lease", "waiting"]
+    kind: Literal["lease", "waiting", "slot"]
     operation: str
 
 

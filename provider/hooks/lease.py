@@ -66,6 +66,7 @@ class DeltaLeaseHook(BaseHook):
     @property
     def manager(self) -> LeaseManager:
         if self._manager is None:
+            from deltaguard import config
             from deltaguard.engines.judged import attach_oracle
             from deltaguard.engines.remote_work import default_remote_fence
             from deltaguard.leases.bounded import open_bounded_store
@@ -81,6 +82,8 @@ class DeltaLeaseHook(BaseHook):
                 retention_s=self.settings.retention_s,
                 remote_fence=default_remote_fence(),
                 oracle_loader=attach_oracle,
+                # the slot gate (ADR 0028) only for a task that gives its slot up while it waits
+                worker_slots=config.worker_slots() if self.settings.deferrable else None,
             )
         return self._manager
 

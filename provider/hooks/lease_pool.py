@@ -94,6 +94,7 @@ class SharedStore:
 
     def manager(self) -> LeaseManager:
         """A lease manager over the shared store (its caches are the caller's own)."""
+        from deltaguard import config
         from deltaguard.engines.judged import attach_oracle
         from deltaguard.engines.remote_work import default_remote_fence
         from deltaguard.leases.manager import LeaseManager
@@ -107,6 +108,8 @@ class SharedStore:
             fence_memory=self.fences,
             # a waiting request decided again from the store is judged with the engine's evaluator (ADR 0037)
             oracle_loader=attach_oracle,
+            # the triggerer decides for deferred writes, which hold no worker slot: the slot gate (ADR 0028)
+            worker_slots=config.worker_slots(),
         )
 
 

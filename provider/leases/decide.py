@@ -19,6 +19,7 @@ from typing import Any
 
 from deltaguard.core.admission import (
     DEFAULT_MAX_OVERTAKE_S,
+    Admission,
     Blocker,
     DecideFn,
     Granted,
@@ -31,6 +32,7 @@ from deltaguard.core.admission import (
 )
 from deltaguard.core.operations import Operation
 from deltaguard.core.oracle import Unconfirmed
+from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.core.table_config import TableConfig
 from deltaguard.exceptions import LeaseLostError, LeaseOwnershipError, RequestClosedError
 from deltaguard.leases import codec
@@ -90,6 +92,7 @@ def decide_locked(
     *,
     renew: bool = True,
     fences: FenceRound | None = None,
+    slots: int | None = None,
 ) -> Granted | Waiting:
     """Decide ``ask`` in ``txn`` and write the answer. May run twice (a retried transaction, or a snapshot
     decision redone under the locks), so ``reclaimed`` is cleared first and only warned about after commit.
@@ -100,6 +103,9 @@ def decide_locked(
         nobody asks for any more is still abandoned on time.
     :param fences: which expired leases with fence handles were confirmed stopped; the ones not confirmed
         stay held and are added to its ``pending`` (ADR 0033).
+    :param slots: the slot gate (:mod:`deltaguard.core.slots`): the worker slots leased writes run in. A
+        request the conflict model admits while as many leases are held waits behind them instead
+        (``None``: no gate).
 
     :raises LeaseOwnershipError: the request id belongs to another owner.
     :raises LeaseLostError: the request was granted but its lease expired.
@@ -138,6 +144,10 @@ def decide_locked(
     # A verdict reached with statistics also rests on the holders' read versions, which the remembered
     # key (operation and configuration texts) does not capture: it is not remembered either way.
     with_stats = any(c.file_stats is not None for c in configs.values())
+    full = slots_full(txn, slots, now, request.request_id) if verdict.granted else None
+    gated = full is not None
+    if full is not None:
+        verdict = slot_wait(full)
     if verdict.granted:
         if not with_stats:
             memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
@@ -156,7 +166,7 @@ def decide_locked(
         verdict.exceptions,
         expires,
     )
-    if existing is None and not with_stats:
+    if existing is None and not with_stats and not gated:  # a slot wait is no conflict to remember
         memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
     txn.put_waiter_rows(
         [
@@ -181,6 +191,46 @@ def decide_locked(
         detail = wait_detail(result)
         txn.log([log_row(now, "wait", request.request_id, uri, key, detail) for uri in request.uris])
     return result
+
+
+def held_leases(txn: StoreTxn, slots: int | None, now: float) -> list[LeaseRow] | None:
+    """Every live lease the slot gate counts, read in ``txn`` (``None``: no gate, or a store that cannot
+    list them)."""
+    if slots is None:
+        return None
+    try:
+        return txn.live_leases(now)
+    except NotImplementedError:
+        return None
+
+
+def slots_left(txn: StoreTxn, slots: int | None, now: float) -> int | None:
+    """How many more leases the slot gate allows now (:func:`deltaguard.core.slots.free_slots`)."""
+    held = held_leases(txn, slots, now)
+    return None if held is None else free_slots(slots, len({row.lease_id for row in held}))
+
+
+def slots_full(txn: StoreTxn, slots: int | None, now: float, mine: str) -> list[LeaseRow] | None:
+    """The leases filling the worker slots when the gate is closed for ``mine``'s grant, else ``None``."""
+    held = held_leases(txn, slots, now)
+    if held is None:
+        return None
+    held = [row for row in held if row.lease_id != mine]
+    return None if slot_open(slots, len({row.lease_id for row in held})) else held
+
+
+def slot_wait(holders: Sequence[LeaseRow]) -> Admission:
+    """The wait of a request the conflict model admits while the worker slots are full: behind every lease
+    that fills them (any one's release frees a slot, and wakes a trigger watching them)."""
+    blockers: dict[str, Blocker] = {}
+    for row in sorted(holders, key=_LEASE_ORDER):
+        if row.lease_id not in blockers:
+            holder = lease_holder(row)
+            blockers[row.lease_id] = Blocker(
+                row.uri, row.lease_id, holder.owner, "slot", holder.operation.describe()
+            )
+    reason = f"all worker slots are taken by the {len(blockers)} writes holding leases (slot gate)"
+    return Admission(False, 1, tuple(blockers.values()), (reason,))
 
 
 def queue_place(existing: RequestRow | None, ask: Ask) -> tuple[float, float]:

@@ -35,6 +35,7 @@ from deltaguard.core.admission import (
 )
 
 # The lease errors are defined with every other error (deltaguard.exceptions) and re-exported here.
+from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.exceptions import LeaseError as LeaseError
 from deltaguard.exceptions import LeaseLostError as LeaseLostError
 from deltaguard.exceptions import LeaseOwnershipError as LeaseOwnershipError
@@ -49,6 +50,7 @@ from deltaguard.leases.decide import (
     log_row,
     reclaim_leases,
     refuse,
+    slots_left,
     warn_reclaimed,
     withdraw,
 )
@@ -131,6 +133,11 @@ class LeaseManager(RemoteWorkFencing):
         logged ``remote_interrupted`` (ADR 0033).
     :param sweep_every_s: how often the managers of a process end the store's expired leases nobody asked
         for (:meth:`end_expired`), from their checks of waiting requests.
+    :param worker_slots: the slot gate (:mod:`deltaguard.core.slots`, ADR 0028): the worker slots the
+        writes asking through this manager run in. While as many leases as that are held, a request the
+        conflict model admits waits instead (``None``: no gate). Only for callers that give up their slot
+        while they wait (a deferring task, the triggerer): one that waits in its worker would hold a slot
+        a granted write may need.
     """
 
     def __init__(
@@ -152,7 +159,10 @@ class LeaseManager(RemoteWorkFencing):
         fence_memory: FenceMemory | None = None,
         interrupted_grace_s: float = DEFAULT_INTERRUPTED_GRACE_S,
         sweep_every_s: float = 60.0,
+        worker_slots: int | None = None,
     ) -> None:
+        free_slots(worker_slots, 0)  # checks it
+        self.worker_slots = worker_slots
         self.store = open_store(store) if isinstance(store, str) else store
         self.remote_fence = remote_fence
         self.interrupted_grace_s = interrupted_grace_s
@@ -275,6 +285,7 @@ class LeaseManager(RemoteWorkFencing):
                 reclaimed,
                 budget_s,
                 fences,
+                slots_left(txn, self.worker_slots, now),
             )
 
         result: Readmission = self._run([uri], body)
@@ -538,6 +549,17 @@ class LeaseManager(RemoteWorkFencing):
             max_overtake_s=self.max_overtake_s,
         )
 
+    def _slots_full(self, now: float) -> bool:
+        """Whether the slot gate is closed by an unlocked count, before the one-call grant (which does not
+        count): then the decision takes the locking path, which counts in its transaction."""
+        if self.worker_slots is None:
+            return False
+        try:
+            held = self.store.live_leases(now)
+        except NotImplementedError:
+            return False
+        return not slot_open(self.worker_slots, len({row.lease_id for row in held}))
+
     def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:
         """Decide on ``request``: first by the store's one-step grant (when it has one and ``fast``); on busy
         tables from the snapshot that attempt returned (committed only if the tables did not change since,
@@ -545,7 +567,7 @@ class LeaseManager(RemoteWorkFencing):
         now = self.clock()
         ask = self._ask(request, now)
         snapshot = None
-        if fast and self.store.has_fast_paths:
+        if fast and self.store.has_fast_paths and not self._slots_full(now):
             answer = grant_if_idle(self.store, self.memo, ask)
             if isinstance(answer, Granted | Waiting):
                 self.memo.remember(
@@ -558,7 +580,9 @@ class LeaseManager(RemoteWorkFencing):
         fences = self._fence_round()
 
         def body(txn: StoreTxn) -> Granted | Waiting:
-            return decide_locked(txn, ask, self.memo, decide, reclaimed, fences=fences)
+            return decide_locked(
+                txn, ask, self.memo, decide, reclaimed, fences=fences, slots=self.worker_slots
+            )
 
         result: Granted | Waiting | None = None
         if snapshot is not None:

@@ -182,6 +182,10 @@ class CrowdTxn:
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [r for u in self._uris if (r := self._leases.at.get((lease_id, u))) is not None]
 
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        """The store's unexpired leases as they were before this pass (its own grants are buffered)."""
+        return self._txn.live_leases(now)
+
     # --- the kept view -------------------------------------------------------------------------------
 
     def kept_holders(
@@ -407,6 +411,7 @@ def readmit_locked(
     reclaimed: list[LeaseRow],
     budget_s: float | None = None,
     fences: FenceRound | None = None,
+    slots_left: int | None = None,
 ) -> Readmission:
     """Decide every one-table request queued on ``uri`` (locked in ``txn``), in rank order; return each
     answer by request id.
@@ -430,11 +435,14 @@ def readmit_locked(
         wall-clock backstop keeps a starved pass within the call timeout all the same.
     :param fences: expired leases whose server-side work was confirmed stopped (ADR 0033); others stay
         held and land in its ``pending``.
+    :param slots_left: how many more leases the slot gate lets this pass grant
+        (:func:`deltaguard.core.slots.free_slots`; ``None``: no gate). Once they are granted, the waiters
+        after them are not decided here: their own checks decide them, gated.
     """
     reclaimed.clear()
     started, wall_started = _cpu_clock(), _wall_clock()
     crowd = CrowdTxn(txn)
-    one = _Pass(crowd, uri, now, memo, decide, make_ask, reclaimed, fences)
+    one = _Pass(crowd, uri, now, memo, decide, make_ask, reclaimed, fences, slots_left)
     complete = True
     with pair_memo():
         queue = crowd.queue()
@@ -477,14 +485,23 @@ class _Pass:
         make_ask: Callable[[LeaseRequest], Ask],
         reclaimed: list[LeaseRow],
         fences: FenceRound | None,
+        slots_left: int | None = None,
     ) -> None:
         self.crowd, self.uri, self.now, self.memo = crowd, uri, now, memo
         self.decide_fn, self.make_ask, self.reclaimed, self.fences = decide, make_ask, reclaimed, fences
         self.answers: dict[str, Granted | Waiting] = {}
+        #: grants the slot gate still allows in this pass (``None``: no gate)
+        self.slots_left = slots_left
+
+    def _granted(self, answer: Granted | Waiting | None) -> None:
+        if self.slots_left is not None and isinstance(answer, Granted):
+            self.slots_left -= 1
 
     def step(self, queue: Sequence[WaiterRow], at: int) -> int:
         """Decide ``queue[at]`` (and, when it is granted, the run of alike waiters after it); return the
         index of the next row to decide."""
+        if self.slots_left is not None and self.slots_left <= 0:
+            return at + 1  # the slots are full: its own check decides it, behind the slot gate
         found = self.prepare(queue[at])
         if not isinstance(found, _Member):
             if found is not None:
@@ -494,10 +511,13 @@ class _Pass:
         if answer is None:
             return at + 1
         self.answers[found.row.request_id] = answer
+        self._granted(answer)
         if not GROUP_RUNS or not isinstance(answer, Granted) or found.alike is None:
             return at + 1
         run = [found]
-        for row in queue[at + 1 : at + RUN_MAX]:
+        # a run grants every member but its head at most: no more than the slot gate leaves
+        run_max = RUN_MAX if self.slots_left is None else min(RUN_MAX, 1 + self.slots_left)
+        for row in queue[at + 1 : at + run_max]:
             # Only the very next rows: a row between that is not decided here stays queued, ahead of the
             # rows after it, which a run's proof does not count.
             member = self.prepare(row)
@@ -562,6 +582,7 @@ class _Pass:
                 answer = self.decide(run[j], self.reclaimed)
                 if answer is not None:
                     self.answers[run[j].row.request_id] = answer
+                    self._granted(answer)
                 if not isinstance(answer, Granted):
                     return j + 1  # it stays queued (or failed): the rest are decided behind it, one by one
                 done, hi = j, bad - 1
@@ -581,7 +602,9 @@ class _Pass:
             if isinstance(answer, Granted):
                 for member, grant in zip(run[done + 1 : j], between, strict=True):
                     self.answers[member.row.request_id] = grant
+                    self._granted(grant)
                 self.answers[run[j].row.request_id] = answer
+                self._granted(answer)
                 self.reclaimed.extend(reclaimed)
                 done, hi = j, bad - 1
             else:

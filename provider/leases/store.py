@@ -210,6 +210,12 @@ class StoreTxn(Protocol):
         """Lease rows and queue rows of the locked tables, in one round trip."""
         ...
 
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        """Unexpired lease rows on every table (the one read beyond the locked tables): what the slot gate
+        counts (:mod:`deltaguard.core.slots`). On SQLite the transaction holds the database's write lock, so
+        the count is exact; on PostgreSQL a decision on another table may change it before the commit."""
+        ...
+
     def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
         """Delete the lease's rows if ``owner_key`` owns them; return the deleted rows."""
         ...
@@ -339,6 +345,14 @@ class LeaseStore(abc.ABC):
         if store_id is not None:
             self.verify_identity(store_id)
         return self.read_lease(lease_id)
+
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        """Unexpired lease rows on every table, without locking: what the slot gate counts
+        (:mod:`deltaguard.core.slots`). A store that cannot list them has no gate (the default).
+
+        :raises NotImplementedError: this store does not list them.
+        """
+        raise NotImplementedError
 
     @abc.abstractmethod
     def list_leases(self, uri: str) -> list[LeaseRow]:

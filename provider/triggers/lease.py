@@ -148,7 +148,9 @@ class LeaseAvailableTrigger(BaseTrigger):
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
                         tables = {b.table for b in answer.blockers}
-                        if woken.is_set() and len(tables) == 1:
+                        # a slot wait is decided by its own check: the released table's queue is not its own
+                        slot = any(b.kind == "slot" for b in answer.blockers)
+                        if woken.is_set() and len(tables) == 1 and not slot:
                             # Woken by a release: the waiters it woke on that table share one decision.
                             # A poll that timed out checks alone (and so renews the queue entry).
                             crowd_uri = tables.pop()

@@ -58,3 +58,30 @@ def test_quantiles_are_nearest_rank() -> None:
     assert quantiles(values) == {"count": 20, "p50_s": 10.0, "p95_s": 19.0, "max_s": 20.0}
     assert quantiles([])["p95_s"] is None
     assert summarize([])["grant_to_first_byte"]["count"] == 0
+
+
+def slot_row(at: float, request: str, uri: str = "t") -> DecisionRow:
+    detail = json.dumps({"blockers": [{"table": "u", "id": "x", "kind": "slot"}]})
+    return DecisionRow(at, "wait", request, uri, owner(request), detail)
+
+
+def test_a_slot_gated_waiter_is_handed_off_by_the_release_that_freed_its_slot() -> None:
+    log = [
+        row(0.0, "grant", "a"),
+        row(0.5, "grant", "x", uri="u"),
+        row(1.0, "wait", "b"),  # behind a, a conflict
+        row(5.0, "release", "a"),
+        slot_row(5.1, "b"),  # its table is free, every worker slot is not
+        row(30.0, "release", "x", uri="u"),
+        row(30.2, "grant", "b"),
+        slot_row(31.0, "c", uri="v"),  # its table was free when it asked: only the gate held it
+        row(40.0, "release", "y", uri="w"),
+        row(40.1, "grant", "c", uri="v"),
+    ]
+    found = {h.task_id: h for h in lease_handoffs(log, {"b": 31.5, "c": 41.0})}
+    assert (found["b"].released_at, found["b"].table_released_at, found["b"].slot_wait) == (30.0, 5.0, True)
+    assert (found["c"].released_at, found["c"].table_released_at) == (40.0, None)
+    summary = summarize(list(found.values()))
+    assert summary["slot_waits"] == 2
+    assert summary["table_release_to_first_byte"]["count"] == 1
+    assert summary["table_release_to_first_byte"]["max_s"] == 26.5

@@ -67,6 +67,7 @@ _Q_TABLES_IN = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri IN :uris 
 )
 _Q_TABLES = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables ORDER BY uri LIMIT :limit")
 _Q_TABLES_AFTER = sa.text(f"SELECT {_TABLE_COLS} FROM dg_tables WHERE uri > :after ORDER BY uri LIMIT :limit")
+_Q_LIVE_LEASES = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE expires_at > :now")
 _Q_LEASE_BY_ID = sa.text(f"SELECT {_LEASE_COLS} FROM dg_leases WHERE lease_id = :id")
 #: the store's id and a lease's rows in one read: one row with NULL lease columns when there are none
 _Q_LEASE_IN_STORE = sa.text(
@@ -136,6 +137,9 @@ class _Txn:
             else:
                 waiters.append(WaiterRow(*r[1:8]))
         return leases, waiters
+
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._conn.execute(_Q_LIVE_LEASES, {"now": now})]
 
     def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
         return [LeaseRow(*r) for r in self._conn.execute(_RELEASE, {"id": lease_id, "k": owner_key})]
@@ -492,6 +496,12 @@ class SqlLeaseStore(LeaseStore):
     def read_lease(self, lease_id: str) -> list[LeaseRow]:
         with self._connect(read_only=True) as conn:
             rows = [LeaseRow(*r) for r in conn.execute(_Q_LEASE_BY_ID, {"id": lease_id})]
+            conn.rollback()
+            return rows
+
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        with self._connect(read_only=True) as conn:
+            rows = [LeaseRow(*r) for r in conn.execute(_Q_LIVE_LEASES, {"now": now})]
             conn.rollback()
             return rows
 

@@ -309,6 +309,7 @@ _P_RELEASE_OWNED = (
 )
 _P_RELEASE = f"DELETE FROM dg_leases WHERE lease_id = %(id)s AND owner_key = %(k)s RETURNING {_L}"
 _P_LEASE_BY_ID = f"SELECT {_L} FROM dg_leases WHERE lease_id = %(id)s"
+_P_LIVE_LEASES = f"SELECT {_L} FROM dg_leases WHERE expires_at > %(now)s"
 _P_DEL_LEASE = "DELETE FROM dg_leases WHERE lease_id = %(id)s AND uri = ANY(%(uris)s)"
 _P_EXTEND = "UPDATE dg_leases SET expires_at = %(exp)s WHERE lease_id = %(id)s"
 _P_DEL_WAITER = "DELETE FROM dg_queue WHERE request_id = %(id)s"
@@ -466,6 +467,9 @@ class _PgTxn(_Txn):
     def lease_rows(self, lease_id: str) -> list[LeaseRow]:
         return [LeaseRow(*r) for r in self._pipeline([(_P_LEASE_BY_ID, {"id": lease_id})])[0]]
 
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        return [LeaseRow(*r) for r in self._pipeline([(_P_LIVE_LEASES, {"now": now})])[0]]
+
     # --- writes (buffered) ---------------------------------------------------------------------------
 
     def delete_lease_rows(self, lease_id: str, uris: Sequence[str]) -> None:
@@ -566,6 +570,16 @@ class _SnapshotTxn(_PgTxn):
         row = self._request_row
         if row is not None and row.request_id == request_id:
             self._request_row = dataclasses.replace(row, status=status, updated_at=updated_at)
+
+    def live_leases(self, now: float) -> list[LeaseRow]:
+        """Every table's live leases, read now as :meth:`requests` (without the locks and without sending the
+        buffered writes): the slot gate's count only ever turns a grant into a wait, so it is not part of
+        the checked state."""
+        try:
+            cursor = self._raw.execute(_P_LIVE_LEASES, {"now": now})
+            return [LeaseRow(*r) for r in cursor.fetchall()]
+        except psycopg.Error as exc:
+            raise _failure(self._name, self._conn, self._raw, exc) from exc
 
     def release_lease(self, lease_id: str, owner_key: str) -> list[LeaseRow]:
         raise SnapshotChanged("a release needs the table locks")
