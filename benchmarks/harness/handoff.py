@@ -118,7 +118,9 @@ def lease_handoffs(
                 table_release = freeing[-1] if freeing else None
                 released = max([*freeing[-1:], *slots[-1:]])
                 found.append(
-                    LeaseHandoff(task_id, row.uri, released, row.at, first_bytes[task_id], slot, table_release)
+                    LeaseHandoff(
+                        task_id, row.uri, released, row.at, first_bytes[task_id], slot, table_release
+                    )
                 )
     return found
 
