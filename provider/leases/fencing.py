@@ -37,7 +37,7 @@ from deltaguard.leases.remote_work import (
     with_handle,
     without_handle,
 )
-from deltaguard.leases.store import LeaseRow, LeaseStore, StoreTxn
+from deltaguard.leases.store import LeaseRow, LeaseStore, StoreTxn, run_in_transaction
 
 log = logging.getLogger("deltaguard.leases")
 
@@ -50,7 +50,7 @@ DEFAULT_INTERRUPTED_GRACE_S = 300.0
 class RemoteWorkFencing:
     """The lease manager's steps for leases whose holders run work on a server (ADR 0033).
 
-    The attributes are the manager's (see its parameters); :meth:`_run` is its one store transaction.
+    The attributes are the manager's (see its parameters).
     """
 
     store: LeaseStore
@@ -63,15 +63,6 @@ class RemoteWorkFencing:
     sweep_every_s: float
     _outstanding_work: dict[str, set[str]]
     _last_retry: dict[str, float]
-
-    def _run(
-        self,
-        uris: Sequence[str],
-        body: Callable[[StoreTxn], Any],
-        request_id: str | None = None,
-        release_by: str | None = None,
-    ) -> Any:
-        raise NotImplementedError
 
     def record_remote_work(self, lease_id: str, owner: Owner, handle: Handle, *, ended: bool = False) -> None:
         """Record on a live lease the fence handle of work its holder runs on a server (or, ``ended``, drop
@@ -105,7 +96,7 @@ class RemoteWorkFencing:
             txn.put_request(dataclasses.replace(request, payload=payload))
             return True
 
-        recorded = self._run([r.uri for r in rows], body)
+        recorded = run_in_transaction(self.store, [r.uri for r in rows], body)
         tag = handle.get("tag", "")
         if ended:
             tags = self._outstanding_work.get(lease_id)
@@ -144,7 +135,9 @@ class RemoteWorkFencing:
             )
             return True
 
-        done = self._run(uris, body)  # no release hint: the PostgreSQL store would release up front
+        done = run_in_transaction(
+            self.store, uris, body
+        )  # no release hint: the PostgreSQL store would release up front
         if done is None:
             raise LeaseOwnershipError(
                 f"lease {lease_id} belongs to another owner; {owner.describe()} may not release it"
@@ -188,7 +181,7 @@ class RemoteWorkFencing:
             reclaimed.clear()
             reclaim_leases(txn, txn.lease_rows(lease_id), now, reclaimed, fences)
 
-        self._run(sorted({r.uri for r in rows}), body)
+        run_in_transaction(self.store, sorted({r.uri for r in rows}), body)
         warn_reclaimed(reclaimed, now)
         return not fenced and self._fence_pending(fences)
 
@@ -218,7 +211,7 @@ class RemoteWorkFencing:
             )
             return sorted(r.uri for r in current)
 
-        released: list[str] = self._run(uris, body)
+        released: list[str] = run_in_transaction(self.store, uris, body)
         if released:
             log.warning("deltaguard: lease %s released by hand by %s: %s", lease_id, by, reason)
         return released
@@ -413,6 +406,6 @@ class RemoteWorkFencing:
             uris = sorted({r.uri for r in self.store.read_lease(lease_id)})
             if uris:
                 rows = [log_row(self.clock(), kind, lease_id, u, owner.key, detail) for u in uris]
-                self._run(uris, lambda txn: txn.log(rows))
+                run_in_transaction(self.store, uris, lambda txn: txn.log(rows))
         except Exception as exc:
             log.warning("deltaguard: could not log the fence of lease %s: %s", lease_id, exc)

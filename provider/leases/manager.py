@@ -64,7 +64,7 @@ from deltaguard.leases.remote_work import (
     handles_in,
 )
 from deltaguard.leases.restate import restate_locked
-from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn
+from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn, run_in_transaction
 from deltaguard.leases.views import (
     DecisionInfo,
     LeaseInfo,
@@ -516,15 +516,8 @@ class LeaseManager(RemoteWorkFencing):
         request_id: str | None = None,
         release_by: str | None = None,
     ) -> Any:
-        """Run ``body`` in one store transaction; ``request_id``/``release_by`` are prefetch hints for stores
-        that take them (``release_by``: the body's first call is ``release_lease(request_id, release_by)``)."""
-        runner = getattr(self.store, "run", None)
-        if runner is not None:
-            if request_id is None:
-                return runner(uris, body)
-            return runner(uris, body, request_id=request_id, release_by=release_by)
-        with self.store.transaction(uris) as txn:
-            return body(txn)
+        """Run ``body`` in one store transaction (:func:`~deltaguard.leases.store.run_in_transaction`)."""
+        return run_in_transaction(self.store, uris, body, request_id, release_by)
 
     def _maybe_prune(self) -> None:
         now = self.clock()

@@ -15,7 +15,7 @@ import abc
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -457,3 +457,22 @@ class LeaseStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run_in_transaction(
+    store: LeaseStore,
+    uris: Sequence[str],
+    body: Callable[[StoreTxn], Any],
+    request_id: str | None = None,
+    release_by: str | None = None,
+) -> Any:
+    """Run ``body`` in one transaction of ``store`` over ``uris``; ``request_id``/``release_by`` are prefetch
+    hints for stores that take them (``release_by``: the body's first call is
+    ``release_lease(request_id, release_by)``)."""
+    runner = getattr(store, "run", None)
+    if runner is not None:
+        if request_id is None:
+            return runner(uris, body)
+        return runner(uris, body, request_id=request_id, release_by=release_by)
+    with store.transaction(uris) as txn:
+        return body(txn)
