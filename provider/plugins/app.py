@@ -1,17 +1,17 @@
-"""The FastAPI app the plugin mounts under the api-server at ``/deltaguard``: JSON endpoints and HTML pages.
+"""The FastAPI app the plugin mounts under the api-server at ``/deltaguard``: the JSON API the UI reads.
 
 Airflow does not protect a plugin's FastAPI app, so every route here depends on Airflow's own
 :func:`airflow.api_fastapi.core_api.security.get_user` (the UI's ``_token`` cookie or an
 ``Authorization: Bearer`` JWT, validated by the configured auth manager) and then asks the auth manager:
 
-* reads need ``is_authorized_custom_view(GET, "deltaguard")``; the Decision page also needs read access
-  to the task instances of its DAG;
+* reads need ``is_authorized_custom_view(GET, "deltaguard")``; a task instance's decision and a DAG's
+  waiting tasks and plan also need read access to the task instances of that DAG;
 * the one write, ``POST /api/leases/{id}/release-stale``, needs ``is_authorized_custom_view(DELETE,
   "deltaguard")`` *and* edit access to the task instances of the DAG that holds the lease (the same right
   as marking that task failed); it only accepts a JSON body, so a cross-site HTML form cannot send it.
 
-Anonymous requests and requests with an invalid or expired token get 401 (JSON) or a redirect to the
-login page (HTML); authenticated users without the right get 403. FastAPI's own ``/docs``, ``/redoc`` and
+Anonymous requests and requests with an invalid or expired token get 401 (JSON) or, for a browser opening
+the API description, a redirect to the login page; authenticated users without the right get 403. FastAPI's own ``/docs``, ``/redoc`` and
 ``/openapi.json`` are replaced by routes behind the same read check, since the API description is part of
 the UI. The lease store is ``[deltaguard] lease_store_url`` (or ``lease_store_conn_id``), read on every
 request.
@@ -20,7 +20,6 @@ request.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,7 +29,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from deltaguard.plugins import service
 from deltaguard.plugins.reads import MAX_LIMIT, LeaseNotFoundError, NotStaleError, UiReader
-from deltaguard.plugins.templates import render, ti_url
 
 log = logging.getLogger("deltaguard.ui")
 
@@ -121,39 +119,12 @@ def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
-def _airflow_root(request: Request) -> str:
-    """The path Airflow's own UI is served under (Starlette keeps the outermost app's root path as
-    ``app_root_path`` in a mounted app's scope)."""
-    return str(request.scope.get("app_root_path", "")).rstrip("/")
-
-
 def _bad_request(exc: Exception) -> HTTPException:
     return HTTPException(status.HTTP_400_BAD_REQUEST, str(exc))
 
 
-#: A map index as the task-instance tab fills it: an integer in ASCII digits (``int`` alone would also take
-#: other scripts' digits, and ``str.isdigit`` takes "²", which ``int`` refuses).
-_MAP_INDEX = re.compile(r"-1|[0-9]{1,10}", re.ASCII)
 #: The largest map index (Airflow stores it as a 32-bit INTEGER).
 MAX_MAP_INDEX = 2**31 - 1
-
-
-def _page_map_index(text: str | None) -> int:
-    """The map index of the Decision page's query.
-
-    Empty, or Airflow's placeholder left unfilled (``{MAP_INDEX}``), means "not mapped" (-1), as the
-    task-instance tab of an unmapped task sends it.
-
-    :raises HTTPException: 400 for anything else that is not an integer.
-    """
-    if text is None or not text.strip() or (text.startswith("{") and text.endswith("}")):
-        return -1
-    if _MAP_INDEX.fullmatch(text.strip()) is None or int(text.strip()) > MAX_MAP_INDEX:
-        raise HTTPException(
-            status.HTTP_400_BAD_REQUEST,
-            f"map_index must be an integer from 0 to {MAX_MAP_INDEX} (-1 for an unmapped task), got {text!r}",
-        )
-    return int(text.strip())
 
 
 def create_app() -> FastAPI:
@@ -171,7 +142,7 @@ def create_app() -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _html_login_redirect(request: Request, exc: HTTPException) -> Response:
-        # A browser opening a page without a session goes to Airflow's login and comes back.
+        # A browser opening the API description without a session goes to Airflow's login and comes back.
         wants_html = "text/html" in request.headers.get("accept", "") and not request.url.path.startswith(
             f"{request.scope.get('root_path', '')}/api/"
         )
@@ -322,7 +293,7 @@ def create_app() -> FastAPI:
         )
         return {"released": lease_id, "tables": [r.uri for r in released], "by": user.get_name()}
 
-    # --- API description, behind the same read check as the pages -----------------------------------
+    # --- API description, behind the same read check as the API -----------------------------------
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(user: ReadUser) -> JSONResponse:
@@ -339,45 +310,5 @@ def create_app() -> FastAPI:
         from fastapi.openapi.docs import get_redoc_html
 
         return get_redoc_html(openapi_url=f"{_base(request)}/openapi.json", title=f"{app.title} - ReDoc")
-
-    # --- pages --------------------------------------------------------------------------------------
-
-    def page(request: Request, name: str, user: Any, **context: Any) -> HTMLResponse:
-        return HTMLResponse(render(name, base=_base(request), user=user.get_name(), **context))
-
-    @app.get("/", response_class=HTMLResponse, summary="Tables page")
-    def page_tables(request: Request, user: ReadUser, after: str | None = None) -> HTMLResponse:
-        return page(request, "tables", user, data=api_tables(user, 50, after))
-
-    @app.get("/table", response_class=HTMLResponse, summary="Table page")
-    def page_table(
-        request: Request,
-        user: ReadUser,
-        uri: str,
-        engine: str | None = None,
-        version: str | None = None,
-        before: float | None = None,
-    ) -> HTMLResponse:
-        data = api_table(user, uri, engine or None, version or None, 50, before)
-        return page(request, "table", user, data=data)
-
-    @app.get("/decision", response_class=HTMLResponse, summary="Decision page of a task instance")
-    def page_decision(
-        request: Request,
-        user: ReadUser,
-        dag_id: str | None = None,
-        run_id: str | None = None,
-        task_id: str | None = None,
-        map_index: str | None = None,
-        try_number: int | None = Query(None, ge=0),
-    ) -> HTMLResponse:
-        index = _page_map_index(map_index)
-        query = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": index}
-        data = None
-        link = ""
-        if dag_id and run_id and task_id:
-            data = api_decision(user, dag_id, run_id, task_id, index, try_number)
-            link = ti_url(dag_id, run_id, task_id, index, root=_airflow_root(request))
-        return page(request, "decision", user, data=data, q=query, ti_url=link)
 
     return app

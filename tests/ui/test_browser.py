@@ -22,7 +22,17 @@ import pytest
 from deltaguard.core.remedies import explain_pair
 from tests.ui.airflow_app import PASSWORDS, REPO, build_app, register_dag
 from tests.ui.live_server import serve
-from tests.ui.scenario import CUSTOMERS, CUSTOMERS_CONFIG, MERGE, PROFILE, RUN, add_queue_jump, build
+from tests.ui.scenario import (
+    CUSTOMERS,
+    CUSTOMERS_CONFIG,
+    EVENTS,
+    MERGE,
+    PROFILE,
+    RUN,
+    add_queue_jump,
+    build,
+    owner,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -46,7 +56,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             answer = httpx.post(
                 f"{base}/auth/token", json={"username": "admin", "password": PASSWORDS["admin"]}
             )
-            yield {"base": base, "token": answer.json()["access_token"], "out": tmp}
+            yield {"base": base, "token": answer.json()["access_token"], "out": tmp, "scenario": scenario}
     finally:
         scenario.manager.store.close()
         os.environ.clear()
@@ -218,6 +228,26 @@ def test_table_view_with_the_models_matrix(browser: Any, site: dict[str, Any]) -
     _shot(page, site, "ui_table_timeline.png")
     page.get_by_role("heading", name="Conflict matrix").scroll_into_view_if_needed()
     _shot(page, site, "ui_table.png")
+    page.context.close()
+
+
+def test_table_view_flags_a_write_possibly_outside_its_lease(browser: Any, site: dict[str, Any]) -> None:
+    """An ``unfenced_overrun`` entry puts a red card above the table's view, naming the write and why."""
+    from urllib.parse import quote
+
+    from playwright.sync_api import expect
+
+    page = _page(browser, site, "light")
+    _open(page, f"{site['base']}/plugin/delta-leases?table={quote(EVENTS, safe='')}")
+    expect(page.get_by_role("heading", name="Timeline")).to_be_visible()
+    expect(page.locator("[data-testid=overruns]")).to_have_count(0)
+    reason = "the wrapped work ended after its lease was lost"
+    site["scenario"].manager.record_overrun("r-late", owner("append_late"), [EVENTS], {"reason": reason})
+    page.reload(wait_until="commit")
+    card = page.locator("[data-testid=overruns]")
+    expect(card).to_contain_text("Possibly written outside a lease")
+    expect(card).to_contain_text("append_late")
+    expect(card).to_contain_text(reason)
     page.context.close()
 
 

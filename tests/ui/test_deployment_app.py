@@ -7,9 +7,7 @@ place when Airflow reads them.
 
 from __future__ import annotations
 
-import html
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,36 +53,17 @@ def proxied_client(scenario: Scenario, saved_environment: None, monkeypatch: pyt
         yield client
 
 
-def _links(page: str) -> list[str]:
-    hrefs = [html.unescape(h) for h in re.findall(r'href="([^"]+)"', page)]
-    fetched = re.findall(r"fetch\('([^']+)'", page)
-    return hrefs + fetched
-
-
-def test_every_link_works_behind_a_proxy_sub_path(proxied_client: Any) -> None:
+def test_the_api_and_its_description_work_behind_a_proxy_sub_path(proxied_client: Any) -> None:
     headers = {"Authorization": f"Bearer {token(proxied_client, 'viewer', PROXY_PATH)}"}
-    start = [
-        f"{PROXY_PATH}/deltaguard/",
-        f"{PROXY_PATH}/deltaguard/table?uri={CUSTOMERS}",
-        f"{PROXY_PATH}/deltaguard/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
-    ]
-    followed: set[str] = set()
-    airflow_pages: set[str] = set()
-    for url in start:
-        page = proxied_client.get(url, headers=headers)
-        assert page.status_code == 200, (url, page.text[:300])
-        for link in _links(page.text):
-            assert link.startswith(f"{PROXY_PATH}/"), f"{link!r} on {url} is outside {PROXY_PATH}"
-            if link.startswith(f"{PROXY_PATH}/deltaguard/api/leases/"):
-                continue  # the release button's POST target, a prefix completed in the browser
-            if link.startswith(f"{PROXY_PATH}/deltaguard"):
-                followed.add(link)
-            else:
-                airflow_pages.add(link)
-    for link in sorted(followed):
-        assert proxied_client.get(link, headers=headers).status_code == 200, link
-    assert f"{PROXY_PATH}/deltaguard/docs" in followed
-    assert f"{PROXY_PATH}/dags/daily_sales/runs/{RUN}/tasks/merge_b" in airflow_pages
+    for route in (
+        "/deltaguard/api/tables",
+        f"/deltaguard/api/table?uri={CUSTOMERS}",
+        f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
+        "/deltaguard/static/delta-leases.js",
+        "/deltaguard/openapi.json",
+    ):
+        answer = proxied_client.get(f"{PROXY_PATH}{route}", headers=headers)
+        assert answer.status_code == 200, (route, answer.text[:300])
     docs = proxied_client.get(f"{PROXY_PATH}/deltaguard/docs", headers=headers).text
     assert (
         f"'{PROXY_PATH}/deltaguard/openapi.json'" in docs or f'"{PROXY_PATH}/deltaguard/openapi.json"' in docs

@@ -59,10 +59,7 @@ READ_ROUTES = [
     f"/deltaguard/api/table?uri={CUSTOMERS}",
     "/deltaguard/api/decisions",
     f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
-    "/deltaguard/",
-    f"/deltaguard/table?uri={CUSTOMERS}",
-    f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
-    "/deltaguard/decision",
+    "/deltaguard/api/waiting",
     "/deltaguard/docs",
     "/deltaguard/redoc",
     "/deltaguard/openapi.json",
@@ -114,7 +111,7 @@ def test_token_signed_with_another_secret_is_refused(client: Any, store_of: Scen
 def test_browser_with_an_expired_session_is_sent_to_login(client: Any, store_of: Scenario) -> None:
     client.cookies.set("_token", "not-a-jwt")
     try:
-        answer = client.get("/deltaguard/", headers={"accept": "text/html"}, follow_redirects=False)
+        answer = client.get("/deltaguard/docs", headers={"accept": "text/html"}, follow_redirects=False)
     finally:
         client.cookies.clear()
     assert answer.status_code == 303 and "/auth/login" in answer.headers["location"]
@@ -128,10 +125,10 @@ def test_api_description_lists_the_routes_for_a_reader(client: Any, tokens: dict
     assert "/deltaguard/openapi.json" in docs
 
 
-@pytest.mark.parametrize("route", ["/deltaguard/decision", "/deltaguard/api/decision"])
-def test_decision_page_and_api_refuse_a_negative_try_number(
-    client: Any, tokens: dict[str, str], store_of: Scenario, route: str
+def test_decision_api_refuses_a_negative_try_number(
+    client: Any, tokens: dict[str, str], store_of: Scenario
 ) -> None:
+    route = "/deltaguard/api/decision"
     url = f"{route}?dag_id=daily_sales&run_id={RUN}&task_id=merge_b&try_number=-1"
     assert client.get(url, headers=bearer(tokens["viewer"])).status_code == 422
     url = f"{route}?dag_id=daily_sales&run_id={RUN}&task_id=merge_b&try_number=1"
@@ -139,8 +136,11 @@ def test_decision_page_and_api_refuse_a_negative_try_number(
 
 
 def test_anonymous_browser_is_sent_to_login(client: Any, store_of: Scenario) -> None:
-    answer = client.get("/deltaguard/", headers={"accept": "text/html"}, follow_redirects=False)
+    answer = client.get("/deltaguard/docs", headers={"accept": "text/html"}, follow_redirects=False)
     assert answer.status_code == 303 and "/auth/login" in answer.headers["location"]
+    # the JSON API answers 401, whatever the client accepts
+    api = client.get("/deltaguard/api/tables", headers={"accept": "text/html"}, follow_redirects=False)
+    assert api.status_code == 401
 
 
 @pytest.mark.parametrize("route", READ_ROUTES)
@@ -156,21 +156,21 @@ def test_viewer_reads_with_bearer_or_ui_cookie(
         client.cookies.clear()
 
 
-def test_pages_show_the_waiting_task_its_blocker_and_reason(
+def test_api_shows_the_waiting_task_its_blocker_and_reason(
     client: Any, tokens: dict[str, str], store_of: Scenario
 ) -> None:
-    tables = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
-    assert "daily_sales.merge_b" in tables and "daily_sales.merge_a" in tables
-    assert "Release stale lease" in tables  # the expired lease on the stale table
     api = client.get("/deltaguard/api/tables", headers=bearer(tokens["viewer"])).json()
     customers = next(t for t in api["tables"] if t["uri"] == CUSTOMERS)
+    assert [lease["owner"]["task_id"] for lease in customers["leases"]] == ["merge_a"]
     reason = next(w for w in customers["waiting"] if w["owner"]["task_id"] == "merge_b")["reasons"][0]
-    assert reason.split(":")[0] in tables
+    assert reason
+    stale = next(t for t in api["tables"] if t["uri"] == STALE)
+    assert [lease["stale"] for lease in stale["leases"]] == [True]  # expired, so release-stale may free it
     decision = client.get(
-        f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
+        f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_b",
         headers=bearer(tokens["viewer"]),
-    ).text
-    assert "waiting behind daily_sales.merge_a" in decision
+    ).json()
+    assert decision["headline"] == f"waiting behind daily_sales.merge_a ({RUN})"
 
 
 def test_bad_input_is_a_client_error(client: Any, tokens: dict[str, str], store_of: Scenario) -> None:
@@ -223,7 +223,6 @@ def test_empty_store(
         "next_after": None,
         "limit": 50,
     }
-    assert "No table yet" in client.get("/deltaguard/", headers=h).text
     assert client.get("/deltaguard/api/decisions", headers=h).json()["decisions"] == []
 
 
@@ -255,7 +254,6 @@ def test_large_store_answers_are_bounded(
         f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}&task_id=merge_a", headers=h
     ).json()
     assert sum(len(a["log"]) for a in decision["attempts"]) <= 500
-    assert len(client.get(f"/deltaguard/table?uri={CUSTOMERS}", headers=h).content) < 400_000
 
 
 def test_operator_extra_link_opens_the_task_instance_tab_inside_airflow(
@@ -275,23 +273,6 @@ def test_operator_extra_link_opens_the_task_instance_tab_inside_airflow(
         headers=bearer(tokens["viewer"]),
     )
     assert answer.json()["headline"] == f"waiting behind daily_sales.merge_a ({RUN})"
-
-
-@pytest.mark.parametrize("map_index", ["-1", "", "{MAP_INDEX}"])
-def test_task_instance_tab_url_opens_the_decision(
-    client: Any, tokens: dict[str, str], store_of: Scenario, map_index: str
-) -> None:
-    """The task-instance tab's href with Airflow's placeholders filled (an unmapped task's index may be odd)."""
-    # the server-rendered Decision page stays for links saved before the tab became a React app
-    tab = "/deltaguard/decision?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}"
-    url = (
-        tab.replace("{DAG_ID}", "daily_sales")
-        .replace("{RUN_ID}", RUN)
-        .replace("{TASK_ID}", "merge_b")
-        .replace("{MAP_INDEX}", map_index)
-    )
-    page = client.get(url, headers=bearer(tokens["viewer"]))
-    assert page.status_code == 200 and "waiting behind daily_sales.merge_a" in page.text
 
 
 def test_delta_connection_test_button(
@@ -318,7 +299,7 @@ def test_unreachable_store_is_a_503_without_its_password(
         "AIRFLOW__DELTAGUARD__LEASE_STORE_URL",
         "postgresql+psycopg://dg:hunter2-pw@127.0.0.1:9/leases?connect_timeout=2",
     )
-    for route in ("/deltaguard/api/tables", "/deltaguard/"):
+    for route in ("/deltaguard/api/tables", "/deltaguard/api/decisions"):
         answer = client.get(route, headers=bearer(tokens["viewer"]))
         assert answer.status_code == 503, answer.text
         assert "unavailable" in answer.text and "hunter2-pw" not in answer.text
@@ -368,32 +349,14 @@ def test_operator_extra_links_open_the_table_and_decision_pages(
     assert decision.json()["headline"].startswith("granted at once")
 
 
-def test_pages_take_the_brand_colours_of_airflows_theme(
-    client: Any, tokens: dict[str, str], store_of: Scenario, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    plain = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
-    assert "oklch(0.2" not in plain
-    shades = {
-        str(s): {"value": f"oklch(0.{s // 100 + 1} 0.1 17.38)"} for s in (50, *range(100, 1000, 100), 950)
-    }
-    shades["800"] = {"value": "oklch(0.26 0.09 250)"}
-    shades["700"] = {"value": "url(javascript:alert(1))"}  # not a colour: ignored
-    monkeypatch.setenv("AIRFLOW__API__THEME", json.dumps({"tokens": {"colors": {"brand": shades}}}))
-    themed = client.get("/deltaguard/", headers=bearer(tokens["viewer"])).text
-    assert "header{background:oklch(0.26 0.09 250)}" in themed
-    assert "javascript" not in themed
-
-
 @pytest.mark.parametrize("map_index", ["²", "\u0661", "1.5", "abc", "--1", "-5", "99999999999999999999"])
-def test_a_map_index_that_is_not_an_integer_is_a_400(
+def test_a_map_index_that_is_not_an_integer_is_a_client_error(
     client: Any, tokens: dict[str, str], store_of: Scenario, map_index: str
 ) -> None:
     """Unicode digits ("²" passes ``str.isdigit`` but not ``int``) are refused with a message, not a 500."""
     from urllib.parse import quote
 
     query = f"dag_id=daily_sales&run_id={RUN}&task_id=merge_b&map_index={quote(map_index)}"
-    page = client.get(f"/deltaguard/decision?{query}", headers=bearer(tokens["viewer"]))
-    assert page.status_code == 400 and "map_index must be an integer" in page.json()["detail"], page.text
     answer = client.get(f"/deltaguard/api/decision?{query}", headers=bearer(tokens["viewer"]))
     assert 400 <= answer.status_code < 500, answer.text
 
@@ -401,11 +364,10 @@ def test_a_map_index_that_is_not_an_integer_is_a_400(
 #: every read route, with a NUL character in each text it takes
 NUL_ROUTES = [
     "/deltaguard/api/table?uri=/data/t%00x",
-    "/deltaguard/table?uri=/data/t%00x",
     "/deltaguard/api/tables?after=a%00b",
     "/deltaguard/api/decisions?uri=/data/t%00x",
     f"/deltaguard/api/decision?dag_id=daily%00sales&run_id={RUN}&task_id=merge_b",
-    f"/deltaguard/decision?dag_id=daily_sales&run_id={RUN}%00&task_id=merge_b",
+    f"/deltaguard/api/decision?dag_id=daily_sales&run_id={RUN}%00&task_id=merge_b",
     "/deltaguard/api/waiting?dag_id=daily_sales&run_id=r%00",
 ]
 

@@ -405,6 +405,18 @@ function TableView({ uri }: { uri: string }) {
         <Problem error={error} />
       ) : (
         <Fragment>
+          {data.overruns.length > 0 && (
+            <Card data-testid="overruns" borderColor="red.solid" bg="red.subtle">
+              <C.Heading size="md" mb="2">
+                Possibly written outside a lease
+              </C.Heading>
+              <C.Text color="fg.muted" mb="2">
+                A write ended or committed after its lease was lost while another writer may have held the
+                table: check it for lost or duplicated rows.
+              </C.Text>
+              <Log rows={data.overruns} />
+            </Card>
+          )}
           <TableCard t={data.table} link={false} />
           <Card data-testid="timeline">
             <C.Heading size="md" mb="2">
