@@ -19,11 +19,10 @@ same two functions:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from deltaguard.core.decision import PairVerdict
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
@@ -120,11 +119,6 @@ class OpFacts:
         """It reads table data before committing (so files added or removed under it matter)."""
         return self.role in (Role.READ_WRITE, Role.REWRITE)
 
-    @property
-    def is_dml_like(self) -> bool:
-        """UPDATE/DELETE/MERGE or an INSERT that reads the target (the Databricks page: "same concurrency as MERGE")."""
-        return self.role is Role.READ_WRITE
-
     def name(self) -> str:
         return str(self.op.describe())
 
@@ -179,12 +173,6 @@ class TableContext:
     @property
     def row_level(self) -> bool:
         return bool(self.row_level_kinds)
-
-
-#: the signature every engine's ``pair`` function has
-PairRule = Callable[[OpFacts, OpFacts, TableContext], PairVerdict]
-#: the signature every engine's ``table_context`` function has
-ContextRule = Callable[[TableConfig, EngineProfile], TableContext]
 
 
 def _and(first: Predicate, second: str | None) -> Predicate:

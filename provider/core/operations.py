@@ -125,11 +125,6 @@ class Operation:
         return state
 
     @property
-    def is_blind_append(self) -> bool:
-        """An INSERT that does not read the table before committing (the Databricks page's footnote 1)."""
-        return self.kind is OperationKind.INSERT and not self.reads_target
-
-    @property
     def misjudged_under_auto_merge(self) -> bool:
         """Schema auto-merge (``spark.databricks.delta.schema.autoMerge.enabled``) could make this write add
         columns as it commits, although it is judged as changing no metadata: a write of a kind in
