@@ -1,5 +1,5 @@
 """The JSON layer of the UI: reads through :class:`~deltaguard.plugins.reads.UiReader`, shapes with
-:mod:`deltaguard.plugins.views`. Airflow-free; the plugin's endpoints and pages both call these functions.
+:mod:`deltaguard.plugins.views`. Airflow-free; the plugin's JSON endpoints call these functions.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """View models of the deltaguard UI: lease-store rows in, plain JSON-ready dicts out.
 
 Pure and Airflow-free: the plugin's endpoints read rows through :mod:`deltaguard.plugins.reads`, pass them here,
-and return the result as JSON; the HTML pages only render these dicts. Everything a page says about the
-conflict model (isolation level, row-level concurrency, the matrix, which rule made a task wait) comes from
-:mod:`deltaguard.core`, never from the page.
+and return the result as JSON, which the React app only lays out. Everything a view says about the conflict
+model (isolation level, row-level concurrency, the matrix, which rule made a task wait) comes from
+:mod:`deltaguard.core`, never from the app.
 """
 
 from __future__ import annotations
