@@ -246,19 +246,18 @@ def check_text(text: str) -> int:
 
     :raises Exception: whatever the command lets escape (which would be a traceback for a user).
     """
-    import argparse
     import contextlib
     import io
     import tempfile
 
-    from deltaguard.commands.check import run as run_check
+    from deltaguard.cli import main
 
     with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            return run_check(argparse.Namespace(file=handle.name, indent=None))
+            return main(["check", handle.name])
 
 
 def _hostile_round(stats: FuzzStats, seed: int, documents: Any, examples: int = 20) -> None:

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-EXIT_INVALID = 2
+from deltaguard.commands import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,28 +53,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = _read(args.file)
     except OSError as error:
-        print(f"deltaguard check: cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
-        return EXIT_INVALID
+        raise UsageError(f"cannot read {args.file}: {error.strerror or error}") from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        print(
-            f"deltaguard check: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID
+        raise UsageError(f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
     except (RecursionError, ValueError) as error:
         # No document nests deeply or holds numbers (every field is text, a boolean, a list or an object).
-        why = (
-            "it nests too deeply" if isinstance(error, RecursionError) else " ".join(str(error).split())[:200]
-        )
-        print(f"deltaguard check: not a check document: {why}", file=sys.stderr)
-        return EXIT_INVALID
+        why = "it nests too deeply" if isinstance(error, RecursionError) else str(error)[:200]
+        raise UsageError(f"not a check document: {why}") from None
     try:
         result = check_documents(value)
     except ValueError as error:
-        print(f"deltaguard check: {' '.join(str(error).split())}", file=sys.stderr)
-        return EXIT_INVALID
+        raise UsageError(str(error)) from None
     json.dump(result, sys.stdout, indent=args.indent)
     sys.stdout.write("\n")
     return 0

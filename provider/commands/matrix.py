@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-EXIT_INVALID = 2
+from deltaguard.commands import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,8 +116,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         matrix = build(args)
     except ValueError as error:
-        print(f"deltaguard matrix: {' '.join(str(error).split())}", file=sys.stderr)
-        return EXIT_INVALID
+        raise UsageError(str(error)) from None
     if args.format == "json":
         json.dump(matrix.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -8,7 +8,6 @@ manager (through :func:`~deltaguard.core.model.decide`), so both entry points ar
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -17,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deltaguard.commands.check import EXIT_INVALID, run
+from deltaguard.cli import main
+from deltaguard.commands import USAGE_EXIT as EXIT_INVALID
 from deltaguard.core.model import decide
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
@@ -36,7 +36,7 @@ def _check(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.setattr(sys, "stderr", err)
-    code = run(argparse.Namespace(file="-", indent=None))
+    code = main(["check", "-"])
     return code, out.getvalue(), err.getvalue()
 
 

@@ -6,7 +6,6 @@ here: the proof that the answer is quick is that the parser is never handed the 
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -15,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 import sqlglot.parser
 
-from deltaguard.commands.check import EXIT_INVALID, run
+from deltaguard.cli import main
+from deltaguard.commands import USAGE_EXIT as EXIT_INVALID
 from deltaguard.core.sql.limits import MAX_SQL_CHARS, MAX_SQL_TOKENS, sql_size_problem
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
@@ -47,7 +47,7 @@ def _check(document: object, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str,
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(document)))
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.setattr(sys, "stderr", err)
-    return run(argparse.Namespace(file="-", indent=None)), out.getvalue(), err.getvalue()
+    return main(["check", "-"]), out.getvalue(), err.getvalue()
 
 
 def test_the_bounds_themselves() -> None:
