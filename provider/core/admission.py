@@ -23,23 +23,9 @@ exactly FIFO among conflicting requests. A blocker that overruns its estimate mo
 past, which stops backfilling past ``W`` at once.
 
 "Earlier" is the queue rank ``enqueued_at - priority * ageing_s``: a priority-``p`` request may overtake
-requests enqueued at most ``p * ageing_s`` seconds before it. Since every request ages at the same rate, the
-order of two queued requests never changes.
-
-**Wait bound (no starvation).** Let ``W`` be enqueued at ``a`` with priority ``p`` and let
-``T = a + max_overtake_s + (MAX_PRIORITY - p) * ageing_s``. After ``T``: (1) no newcomer ranks ahead of ``W``
-(its rank ``t - p' * ageing_s > a - p * ageing_s``); (2) every request ``V`` ranked ahead of ``W`` was
-enqueued before ``a + (p_V - p) * ageing_s`` and has therefore waited more than ``max_overtake_s``, so nothing
-backfills past ``V`` or ``W`` any more. Hence from ``T`` on, a newly granted request conflicts with no
-request of ``A`` = {requests queued at ``T`` with rank at most ``W``'s}, and whenever ``W`` still waits, the
-earliest-ranked waiting member of ``A`` waits only for granted leases, all from ``G + A`` (``G``: leases
-granted at ``T``). So some member of ``G + A`` runs at every instant until ``W`` is granted::
-
-    wait(W) <= max_overtake_s + (MAX_PRIORITY - p) * ageing_s + sum of the true durations of (G + A) minus W
-
-a finite bound whatever the estimates say and however many compatible newcomers arrive. (Lease TTLs bound
-the true durations of holders that die.) Waits among queued requests always point to lower ranks, so they
-cannot form a cycle (no deadlock); backfilling only grants, it adds no wait.
+requests enqueued at most ``p * ageing_s`` seconds before it; the order of two queued requests never changes.
+Every request is granted within a finite bound whatever the estimates say, and waits cannot form a cycle:
+the bound and its proof are in ADR 0017 (``docs/adr/0017-backfill-admission.md``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""How much work must run one write after another: the scheduling priority of a table's writes.
+"""How much work must run one write after another: the scheduling priority of a table's writes (ADR 0028).
 
-A DAG run releases many writes at once and Airflow starts them in priority order as worker slots free up.
-A write that belongs to a long chain of pairwise-conflicting writes should start first: that chain bounds
-the run's makespan however many slots there are, while writes on short chains can fill slots later (the
-critical-path rule of list scheduling). Each write's weight is the heaviest chain *through that write*,
-not its table's heaviest chain: a MERGE that conflicts with nothing else on a busy table would otherwise
-take a slot ahead of the heads of a longer chain elsewhere. Within a table, writes that can all run
-together should ask for their leases together: a greedy colouring of the conflict graph splits them into
-phases of pairwise compatible writes, and earlier phases get a slightly higher priority, so a phase's
-writes reach the lease manager before those of the next phase that conflict with them. When free slots
-start them all at once they ask within a second of each other in no useful order, so the phase is also
-their lease queue priority: the lease manager ranks an earlier phase ahead (ADR 0017's bounded ageing).
-Pure: the model and the chain search only.
+Each write's weight is the heaviest chain of pairwise-conflicting writes *through that write* (the
+critical-path rule of list scheduling: long chains bound the run's makespan, so their writes start first).
+A greedy colouring of the conflict graph splits a table's writes into phases of pairwise compatible writes;
+an earlier phase gets a slightly higher weight and lease queue priority, so writes that can run together ask
+for their leases together. Pure: the model and the chain search only.
 """
 
 from __future__ import annotations

@@ -1,33 +1,15 @@
-"""A cluster policy giving deltaguard write tasks a priority from their table's serial work.
+"""A cluster policy giving deltaguard write tasks a priority from their table's serial work (ADR 0028).
 
 On by default: the provider registers it through Airflow's ``airflow.policy`` entry point
 (:mod:`deltaguard.pools.entry_point`); ``[deltaguard] priority_policy = False`` turns it off.
 
-For every table a DAG writes through deltaguard's operators, the policy judges the table's writes pairwise
-with the conflict model and, for each write, finds the heaviest chain of pairwise-conflicting writes that
-contains it (by ``expected_duration``, 60 s when not given). Each write task gets that many seconds as its
-``priority_weight`` (plus a small bonus that orders the table's phases of compatible writes), unless its
-author set one, so Airflow starts the writes on the longest serial chains first
-(:mod:`deltaguard.core.priority`). The phase bonus is also the task's lease ``priority`` unless its author
-set one (anything but 0): writes started together ask within a second of each other, and the lease manager
-then ranks the phases that can run beside the first holder ahead of a later phase that conflicts with all
-of them (a Z-order OPTIMIZE), each level worth ``ageing_s`` of waiting, so never starving anyone.
-
-The table's configuration is the one the lease manager last used for it, read from the lease store in one
-query per DAG parse (:mod:`deltaguard.pools.recorded`): its real partition columns and table properties
-(``delta.isolationLevel`` above all: under ``WriteSerializable`` a blind INSERT does not conflict with an
-UPDATE of its partition, under ``Serializable`` it does). A table the store does not know (never leased
-yet, or its metadata changed since; a table named relative to a connection, whose key the policy cannot
-resolve), or a store that cannot be read in time, falls back to a guess: the partition columns are those
-the tasks name in ``partition_values``, ``target_partition_values`` or ``partition_filters``, no table
-properties. A task with a templated field counts as conflicting with every other. The rules are those of
-the installed engine (``deltalake``, ``delta-spark``) when its version is known, else the oldest the model
-covers.
-
-Priorities only order the starts of tasks: the lease manager still decides at run time, on the table's
-configuration as it reads it then, what may run at once; a stale or guessed configuration here can only
-delay a start, never let two conflicting writes run together. The policy reads no Delta log and no
-Airflow metadata database.
+Each write task whose author set no ``priority_weight`` gets the seconds of the heaviest chain of
+pairwise-conflicting writes through it plus its phase bonus (:func:`deltaguard.core.priority.table_priorities`),
+and the phase bonus as its lease ``priority`` unless its author set one. Tables are judged on the configuration
+the lease manager last recorded (:mod:`deltaguard.pools.recorded`), else on a guess from the tasks' partition
+arguments; a task with a templated field conflicts with every other. Priorities only order starts: the lease
+manager still decides at run time what may run at once, so a stale or guessed configuration can only delay a
+start. The policy reads no Delta log and no Airflow metadata database.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The table configurations the lease manager last used, read from the lease store for the priority policy.
 
-Every lease decision judges a table on its real configuration (read by the engine, ``table_config``,
-:mod:`deltaguard.engines.discovery`) and the decision keeps the newest one it saw in the table's store row
-(``dg_tables.config_json``, written only when the offered configuration is newer than the stored one, and
-dropped when a lease that changed the table's metadata is released). The priority policy
-(:mod:`deltaguard.pools.priority`) runs while DAG files are parsed, where no connection can be resolved
-and no Delta log should be read; this store row is the one truthful source it can afford: one read-only
-query per DAG parse for all of the DAG's tables, through the configured lease store, with short timeouts.
-
-Anything that goes wrong (no store configured or created yet, unreachable, an older schema, a text that
-does not decode) reads as "nothing recorded": the policy then guesses as before. The answer orders starts
-only; the lease manager still decides on the configuration it reads at run time.
+Every lease decision keeps the newest configuration it saw in the table's store row (``dg_tables.config_json``).
+The priority policy (:mod:`deltaguard.pools.priority`) runs while DAG files are parsed, where no connection can
+be resolved and no Delta log should be read, so it reads these rows: one read-only query per DAG parse, with
+short timeouts. Anything that goes wrong reads as "nothing recorded" and the policy guesses; the answer only
+orders starts.
 """
 
 from __future__ import annotations
