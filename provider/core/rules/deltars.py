@@ -1,41 +1,13 @@
 """delta-rs (the ``deltalake`` Python package) conflict rules: the measured delta-rs profile.
 
-Every rule below was measured with ``python -m lab.conformance`` against deltalake 1.6.6 (results in
-``benchmarks/results/conformance_deltars.json``, facts in ``docs/adr/0003-delta-rs-profile.md``): two
-handles open the same version, one commits, the other commits from its stale snapshot, in both orders,
-and a commit that slips through is compared with both serial executions. Where delta-rs lets two writes
-both commit but the table matches neither serial order (silent corruption), the rule says ``conflict``,
-because deltaguard must serialize those writes itself.
+Every rule was measured with ``python -m lab.conformance`` against deltalake 1.6.6: two handles open the
+same version, one commits, the other commits from its stale snapshot, in both orders (the measured facts
+and the method: ADR 0003; results in ``benchmarks/results/conformance_deltars.json``). Where delta-rs lets
+two writes both commit but the table matches neither serial order (silent corruption), the rule says
+``conflict``, because deltaguard must serialize those writes itself. File statistics may keep two rewrites
+of an unpartitioned table apart (:mod:`deltaguard.core.rules.deltars_stats`, ADR 0020).
 
-Measured facts the rules encode (delta-rs 1.6.6):
-
-* appends are never blind: delta-rs writes no ``isBlindAppend``, so an append conflicts with a concurrent
-  UPDATE/DELETE/MERGE/REPLACE WHERE/OVERWRITE anywhere in the table, even in another partition
-  (``ConcurrentDeleteRead`` when the append commits second, ``ConcurrentAppend`` when the rewrite does);
-* two appends never conflict; an append and an OPTIMIZE never conflict;
-* UPDATE/DELETE/MERGE-with-target-filter/REPLACE WHERE on provably different partitions do not conflict; on
-  an unpartitioned table they conflict unless the per-file statistics of the snapshot prove that neither
-  touches a file the other's predicate keeps and that every file either adds is pruned by the other's
-  predicate (``TableConfig.file_stats``, :mod:`deltaguard.core.rules.deltars_stats`, ADR 0020);
-* a MERGE without an explicit target filter (and an insert-if-absent MERGE) reads the whole table;
-* OPTIMIZE checks the whole table at commit: it conflicts with any concurrent rewrite, even in another
-  partition; two OPTIMIZEs (compact or z-order) of the same files both commit and duplicate the rows, and
-  an OPTIMIZE followed by a concurrent full OVERWRITE leaves the compacted rows in place;
-* ``delta.isolationLevel`` is honoured only in camelCase: ``snapshotIsolation`` (conflicts are then only
-  detected on removed files) and ``writeSerializable`` (no different from Serializable here, because no
-  delta-rs append is blind); ``Serializable``, ``WriteSerializable`` and ``SnapshotIsolation`` are silently
-  treated as Serializable;
-* metadata changes (properties, columns, constraints, replace) conflict with every concurrent write; an ADD
-  CONSTRAINT can even commit over an append that violates it (decided by the shared rules).
-
-Interface (the same for every engine rule module, see :mod:`deltaguard.core.facts`):
-
-``table_context(table, profile) -> TableContext``
-    how delta-rs reads the table (isolation level, no row-level concurrency).
-``pair(a, b, ctx) -> PairVerdict``
-    ``a`` and ``b`` are :class:`~deltaguard.core.facts.OpFacts`; the verdict is symmetric. It is called only
-    after the shared rules (identity columns, metadata changes, table creation, streaming checkpoints,
-    conservative configuration) found nothing.
+Its ``table_context`` and ``pair`` are the interface every engine rule module has (:mod:`deltaguard.core.facts`).
 """
 
 from __future__ import annotations
