@@ -2,43 +2,12 @@
 
 Read from delta-spark's ``ConflictChecker`` (spark/src/main/scala/org/apache/spark/sql/delta/
 ConflictChecker.scala) and ``DeltaConfigs.ISOLATION_LEVEL``, then measured against delta-spark 4.4.0 on
-Spark 4.2.0 with forced interleavings (``python -m lab.conformance --engine delta-spark``; table and method in
-docs/adr/0014-delta-spark-profile.md, results in benchmarks/results/conformance_deltaspark.json). Where a
-measured cell contradicts a ``no_conflict`` here, the rule yields ``conflict``; no measured cell did. The
-model re-states the checks in terms of which partitions an operation reads, removes and adds, in both
-commit orders:
-
-* ``checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn``: files the winner added (blind appends
-  included under Serializable) that match the loser's *partition* read predicates raise
-  ConcurrentAppendException; data-column predicates do not narrow this check, so on an unpartitioned
-  table every reader conflicts with every added file. Measured: INSERT then a stale UPDATE of the same
-  partition, of the unpartitioned table, and of other rows of the unpartitioned table (disjoint data
-  predicates) all raise ConcurrentAppendException; of another partition, both commit.
-* ``checkForDeletedFilesAgainstCurrentTxnReadFiles``: files the winner removed that the loser read (or
-  any removed file when the loser read the whole table) raise ConcurrentDeleteReadException. OPTIMIZE's
-  removes count too, so OPTIMIZE conflicts with overlapping DML whatever the deletion-vector setting.
-* ``checkForDeletedFilesAgainstCurrentTxnDeletedFiles``: a file removed by both raises
-  ConcurrentDeleteDeleteException.
-* A commit without data changes (OPTIMIZE) downgrades to SnapshotIsolation and skips the added-files
-  check, so OPTIMIZE vs a blind INSERT cannot conflict. Measured: a stale blind INSERT commits after an
-  OPTIMIZE, on every layout. (The other order, OPTIMIZE as the stale write, cannot be forced: OPTIMIZE runs
-  no user expression the harness could pause in; those orders are reported inconclusive.)
-* Blind appends read nothing: measured, two INSERTs commit in both orders on every layout.
-* ``delta.isolationLevel``: Spark only *sets* ``Serializable`` ("must be Serializable",
-  ``DeltaConfigs.ISOLATION_LEVEL`` in DeltaConfig.scala), but a writer *reads* whatever another writer
-  (delta-rs) stored, through ``IsolationLevel.fromString`` (isolationLevels.scala: any case, no trimming,
-  anything else throws). Measured on tables delta-rs wrote (``python -m lab.conformance --engine delta-spark
-  --slice isolation``, benchmarks/results/conformance_deltaspark_isolation.json), see :func:`read_isolation`:
-  ``WriteSerializable`` is honoured (commits record it, and a blind INSERT committing while an UPDATE or MERGE
-  of the same partition is in flight no longer fails the reader: ``checkForAddedFilesThatShouldHaveBeenReadBy
-  CurrentTxn`` skips blind appends unless the reader changes metadata; other readers are not measured and
-  keep the Serializable check); ``SnapshotIsolation`` skips that
-  check altogether (judged by the Serializable rules here, which only the engine relaxes); any other value
-  fails every write, so the model says conflict with that reason and the Spark engine refuses the write
-  before it starts.
-* The ConflictChecker checks the committing transaction against each winning commit in turn: there is no
-  three-way rule like the Databricks page's for WriteSerializable (``multi_reader_append`` stays off).
-* There is no row-level concurrency.
+Spark 4.2.0 with forced interleavings (``python -m lab.conformance --engine delta-spark``; results in
+benchmarks/results/conformance_deltaspark.json). Where a measured cell contradicts a ``no_conflict`` here,
+the rule yields ``conflict``; no measured cell did. The rules re-state the checker's checks in terms of
+which partitions an operation reads, removes and adds, in both commit orders: each check, what was measured
+and how ``delta.isolationLevel`` is read are listed in ADR 0014 (*The checks the rules restate*). There is
+no row-level concurrency and no three-way rule like the Databricks page's.
 """
 
 from __future__ import annotations
