@@ -29,6 +29,7 @@ from sqlglot import exp
 
 from deltaguard.core.closed_world import is_deterministic
 from deltaguard.core.oracle import PredicateOracle
+from deltaguard.core.sql.limits import shown
 from deltaguard.core.sql.predicates import DIALECT, Predicate
 
 if TYPE_CHECKING:
@@ -209,8 +210,8 @@ def engine_refutes(
                 x, y = x is True, y is True
             if (x is True and y is not False) or (y is True and x is not False):
                 return (
-                    f"the engine selects one witness partition by both {_short(names[first])} and "
-                    f"{_short(names[second])}"
+                    f"the engine selects one witness partition by both {shown(names[first])} and "
+                    f"{shown(names[second])}"
                 )
     return None
 
@@ -223,8 +224,3 @@ def judged_by_partition_types(config: TableConfig) -> bool:
         and bool(config.partition_columns)
         and all(config.column_type(column) is not None for column in config.partition_columns)
     )
-
-
-def _short(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
-    return repr(flat if len(flat) <= limit else flat[:limit] + "...")

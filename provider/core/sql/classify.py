@@ -21,10 +21,8 @@ from sqlglot.tokenizer_core import Token, TokenType
 from deltaguard.core.locations import normalise_location
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.sql.columns import column_text
-from deltaguard.core.sql.limits import sql_size_problem
+from deltaguard.core.sql.limits import shown, sql_size_problem
 from deltaguard.core.sql.predicates import DIALECT, PredicateError, parse_predicate
-
-_MAX_SHOWN = 120
 
 
 class SqlClassificationError(ValueError):
@@ -43,13 +41,8 @@ class ClassifiedStatement:
     table: str | None
 
 
-def _shown(sql: str) -> str:
-    flat = " ".join(sql.split())
-    return repr(flat if len(flat) <= _MAX_SHOWN else flat[:_MAX_SHOWN] + "...")
-
-
 def _fail(sql: str, why: str) -> SqlClassificationError:
-    return SqlClassificationError(f"cannot classify SQL {_shown(sql)}: {why}")
+    return SqlClassificationError(f"cannot classify SQL {shown(sql)}: {why}")
 
 
 def _tokenize(text: str, sql: str) -> list[Token]:

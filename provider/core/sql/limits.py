@@ -43,3 +43,13 @@ def sql_size_problem(text: str, dialect: str = "spark") -> str | None:
             "(split the write, or name the rows by a partition or a join)"
         )
     return None
+
+
+def shown(text: str, limit: int = 120) -> str:
+    """``text`` quoted for a one-line message: its whitespace runs made one space, cut after ``limit`` characters.
+
+    :param text: the SQL text.
+    :param limit: how many characters are shown.
+    """
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")

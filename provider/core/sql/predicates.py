@@ -32,7 +32,7 @@ from deltaguard.core.sql.disjoint import (
     terms_disjoint,
 )
 from deltaguard.core.sql.dnf import TRUE, column_name, flatten, to_dnf
-from deltaguard.core.sql.limits import sql_size_problem
+from deltaguard.core.sql.limits import shown, sql_size_problem
 
 #: Predicates are parsed in Spark SQL.
 DIALECT = "spark"
@@ -90,12 +90,6 @@ class Predicate:
 EVERYTHING = Predicate(sql=None, is_everything=True, tree=None)
 
 
-def _shown(text: str) -> str:
-    """The offending text for a one-line message."""
-    flat = " ".join(text.split())
-    return repr(flat if len(flat) <= _MAX_SHOWN else flat[:_MAX_SHOWN] + "...")
-
-
 def parse_predicate(sql: str | None) -> Predicate:
     """Parse one Spark SQL boolean expression.
 
@@ -141,11 +135,13 @@ def tree_depth(node: exp.Expr) -> int:
 def _parse_cached(sql: str) -> Predicate:
     too_large = sql_size_problem(sql, DIALECT)
     if too_large is not None:
-        raise PredicateError(f"predicate {_shown(sql)} is too large to parse: {too_large}")
+        raise PredicateError(f"predicate {shown(sql, _MAX_SHOWN)} is too large to parse: {too_large}")
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except SqlglotError as error:
-        raise PredicateError(f"cannot parse predicate {_shown(sql)}: {_first_line(error)}") from None
+        raise PredicateError(
+            f"cannot parse predicate {shown(sql, _MAX_SHOWN)}: {_first_line(error)}"
+        ) from None
     except RecursionError:
         # sqlglot's parser recurses about a dozen frames per parenthesis: a valid but deep predicate.
         return opaque(sql, TOO_DEEP)
@@ -153,7 +149,7 @@ def _parse_cached(sql: str) -> Predicate:
         return EVERYTHING
     if len(statements) > 1:
         raise PredicateError(
-            f"predicate {_shown(sql)} contains {len(statements)} statements; give one condition"
+            f"predicate {shown(sql, _MAX_SHOWN)} contains {len(statements)} statements; give one condition"
         )
     tree = statements[0]
     if tree_depth(tree) > MAX_DEPTH:
@@ -161,7 +157,7 @@ def _parse_cached(sql: str) -> Predicate:
     bad = _non_boolean_part(tree)
     if bad is not None:
         raise PredicateError(
-            f"predicate {_shown(sql)} is not a boolean condition ({_shown(bad.sql(dialect=DIALECT))} is not)"
+            f"predicate {shown(sql, _MAX_SHOWN)} is not a boolean condition ({shown(bad.sql(dialect=DIALECT), _MAX_SHOWN)} is not)"
         )
     return Predicate(sql=sql, is_everything=False, tree=tree)
 
