@@ -386,13 +386,13 @@ class RemoteWorkFencing:
         return outcome
 
     def _fence_one(self, handle: Handle) -> str:
-        from deltaguard.leases.bounded import bounded_call
+        from deltaguard.leases.open import bounded_call
 
         if handle.get("kind") == "unknown":
             raise LeaseError("the lease's fence handles cannot be read")
         if self.remote_fence is None:
             raise LeaseError("this lease manager has no fence for server-side work")
-        from deltaguard.leases.bounded import StoreCallTimeout
+        from deltaguard.leases.open import StoreCallTimeout
 
         try:
             return str(bounded_call(self.remote_fence.fence, self.fence_timeout_s, handle))
