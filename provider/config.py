@@ -198,14 +198,6 @@ def _read(option: str) -> str | float | bool | None:
     return text
 
 
-def _text(option: str) -> str | None:
-    return cast("str | None", _read(option))
-
-
-def _seconds(option: str) -> float:
-    return cast(float, _read(option))
-
-
 def lease_store_url() -> str:
     """The lease store URL: from ``lease_store_conn_id`` when set, else ``lease_store_url`` (default: a
     SQLite file under ``$AIRFLOW_HOME``). It may hold a password: never log it or serialize it."""
@@ -246,7 +238,7 @@ def default_engine() -> str:
 
 def lease_ttl() -> float:
     """Seconds a lease lives without a heartbeat."""
-    return _seconds("lease_ttl")
+    return cast(float, _read("lease_ttl"))
 
 
 def heartbeat_interval() -> float:
@@ -284,7 +276,7 @@ def lease_timing() -> LeaseTiming:
     """
     from deltaguard.leases.keeper import LeaseTiming, LeaseTimingError
 
-    ttl = _seconds("lease_ttl")
+    ttl = cast(float, _read("lease_ttl"))
     given: dict[str, float] = {}
     legacy: list[str] = []
     for option in DERIVED_SHARE:
@@ -298,9 +290,13 @@ def lease_timing() -> LeaseTiming:
     tries = [given, {o: v for o, v in given.items() if o not in legacy}] if legacy else [given]
     first: LeaseTimingError | None = None
     for values in tries:
-        resolved = [values.get(option, ttl * share) for option, share in DERIVED_SHARE.items()]
         try:
-            timing = LeaseTiming(ttl, *resolved)
+            timing = LeaseTiming(
+                ttl_s=ttl,
+                heartbeat_s=values.get("heartbeat_interval", ttl * DERIVED_SHARE["heartbeat_interval"]),
+                store_timeout_s=values.get("store_timeout", ttl * DERIVED_SHARE["store_timeout"]),
+                commit_margin_s=values.get("commit_margin", ttl * DERIVED_SHARE["commit_margin"]),
+            )
         except LeaseTimingError as exc:
             first = first or exc
             continue
@@ -336,7 +332,7 @@ def worker_slots() -> int | None:
 
     :raises ValueError: the option is not a whole number of at least 0.
     """
-    text = _text("worker_slots")
+    text = cast("str | None", _read("worker_slots"))
     if text is None:
         from airflow.sdk import conf
 
@@ -352,7 +348,7 @@ def worker_slots() -> int | None:
 
 def poll_interval() -> float:
     """Seconds between admission checks while waiting."""
-    return _seconds("poll_interval")
+    return cast(float, _read("poll_interval"))
 
 
 def lease_store_listen() -> bool:
@@ -381,22 +377,22 @@ def priority_policy() -> bool:
 
 def pools_file() -> str | None:
     """The pools file path, or ``None``."""
-    return _text("pools_file")
+    return cast("str | None", _read("pools_file"))
 
 
 def spark_conn_id() -> str | None:
     """The default ``spark`` connection id for the Spark engine, or ``None``."""
-    return _text("spark_conn_id")
+    return cast("str | None", _read("spark_conn_id"))
 
 
 def spark_connect_conn_id() -> str | None:
     """The default ``spark_connect`` connection id for the Spark engine, or ``None``."""
-    return _text("spark_connect_conn_id")
+    return cast("str | None", _read("spark_connect_conn_id"))
 
 
 def decision_log_retention_days() -> float:
     """Days admission decisions are kept."""
-    return _seconds("decision_log_retention")
+    return cast(float, _read("decision_log_retention"))
 
 
 def default_deferrable() -> bool:
@@ -454,8 +450,8 @@ def lease_settings(store_url: str | None = None, deferrable: bool | None = None)
         store_url=url,
         ttl_s=timing.ttl_s,
         heartbeat_s=timing.heartbeat_s,
-        poll_s=_seconds("poll_interval"),
+        poll_s=cast(float, _read("poll_interval")),
         deferrable=default_deferrable() if deferrable is None else bool(deferrable),
-        retention_s=_seconds("decision_log_retention") * 86400.0,
+        retention_s=cast(float, _read("decision_log_retention")) * 86400.0,
         timing=timing,
     )

@@ -24,7 +24,7 @@ is fenced. Hence:
 
     tolerated stall = ttl_s - heartbeat_s - 2 * store_timeout_s - commit_margin_s
 
-A stall shorter than that never loses a lease nor blocks a commit. :func:`validate` refuses settings that
+A stall shorter than that never loses a lease nor blocks a commit. :class:`LeaseTiming` refuses settings that
 tolerate less than a quarter of the TTL, or that renew less than three times per TTL.
 """
 
@@ -74,42 +74,39 @@ class LeaseTiming:
     commit_margin_s: float = 15.0
 
     def __post_init__(self) -> None:
-        validate(self)
+        """Refuse a combination of settings that can lose a lease to a short stall.
+
+        :raises LeaseTimingError: naming the settings and the rule they break.
+        """
+        stall = self.ttl_s - self.heartbeat_s - 2 * self.store_timeout_s - self.commit_margin_s
+        values = {
+            "lease_ttl": self.ttl_s,
+            "heartbeat_interval": self.heartbeat_s,
+            "store_timeout": self.store_timeout_s,
+            "commit_margin": self.commit_margin_s,
+        }
+        for name, value in values.items():
+            if not value > 0:
+                raise LeaseTimingError(f"{name} must be a positive number of seconds, got {value}")
+        if self.heartbeat_s * 3 > self.ttl_s:
+            raise LeaseTimingError(
+                f"heartbeat_interval={self.heartbeat_s:g} s renews less than three times per "
+                f"lease_ttl={self.ttl_s:g} s; one slow renewal would lose the lease"
+            )
+        if stall < self.ttl_s / 4:
+            raise LeaseTimingError(
+                f"lease_ttl={self.ttl_s:g} s leaves {stall:g} s for a store stall after "
+                f"heartbeat_interval={self.heartbeat_s:g} s, 2 x store_timeout={self.store_timeout_s:g} s and "
+                f"commit_margin={self.commit_margin_s:g} s; it must leave at least a quarter of the TTL "
+                f"(raise lease_ttl to at least "
+                f"{4 / 3 * (self.heartbeat_s + 2 * self.store_timeout_s + self.commit_margin_s):.0f} s "
+                f"or lower the others)"
+            )
 
     @property
     def tolerated_stall_s(self) -> float:
         """The longest store stall that neither loses the lease nor refuses a commit."""
         return self.ttl_s - self.heartbeat_s - 2 * self.store_timeout_s - self.commit_margin_s
-
-
-def validate(timing: LeaseTiming) -> None:
-    """Refuse a combination of settings that can lose a lease to a short stall.
-
-    :raises LeaseTimingError: naming the settings and the rule they break.
-    """
-    values = {
-        "lease_ttl": timing.ttl_s,
-        "heartbeat_interval": timing.heartbeat_s,
-        "store_timeout": timing.store_timeout_s,
-        "commit_margin": timing.commit_margin_s,
-    }
-    for name, value in values.items():
-        if not value > 0:
-            raise LeaseTimingError(f"{name} must be a positive number of seconds, got {value}")
-    if timing.heartbeat_s * 3 > timing.ttl_s:
-        raise LeaseTimingError(
-            f"heartbeat_interval={timing.heartbeat_s:g} s renews less than three times per "
-            f"lease_ttl={timing.ttl_s:g} s; one slow renewal would lose the lease"
-        )
-    if timing.tolerated_stall_s < timing.ttl_s / 4:
-        raise LeaseTimingError(
-            f"lease_ttl={timing.ttl_s:g} s leaves {timing.tolerated_stall_s:g} s for a store stall after "
-            f"heartbeat_interval={timing.heartbeat_s:g} s, 2 x store_timeout={timing.store_timeout_s:g} s and "
-            f"commit_margin={timing.commit_margin_s:g} s; it must leave at least a quarter of the TTL "
-            f"(raise lease_ttl to at least "
-            f"{4 / 3 * (timing.heartbeat_s + 2 * timing.store_timeout_s + timing.commit_margin_s):.0f} s "
-            f"or lower the others)"
-        )
 
 
 #: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants

@@ -11,6 +11,13 @@ This module holds the protocol verbs only (acquire, check, heartbeat, release, a
 queue and decision log); the decision in a transaction is :mod:`~deltaguard.leases.decide`'s, what the
 manager remembers between calls is :mod:`~deltaguard.leases.memo`'s, the stored texts are
 :mod:`~deltaguard.leases.codec`'s and the read-only views :mod:`~deltaguard.leases.views`'.
+
+Duration estimates are learned from the decision log here too (:func:`learned_duration`, ADR 0024): how long
+a task's recent leases on a table were held. The admission rule backfills only requests that carry an estimate (ADR 0017, 0024). A task that states none
+gets the median of its last few hold durations on the table: the time from each ``grant`` to the
+``release`` of the same request, for leases its owner released itself (an ``expiry`` means the holder
+died, so it says nothing about how long the write takes). The median shrugs off one slow or fast run; a
+wrong estimate only changes the order of conflicting writes, never lets them overlap.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -64,7 +72,15 @@ from deltaguard.leases.remote_work import (
     handles_in,
 )
 from deltaguard.leases.restate import restate_locked
-from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn, run_in_transaction
+from deltaguard.leases.store import (
+    DecisionRow,
+    LeaseRow,
+    LeaseStore,
+    RequestRow,
+    StoreError,
+    StoreTxn,
+    run_in_transaction,
+)
 from deltaguard.leases.views import (
     DecisionInfo,
     LeaseInfo,
@@ -498,9 +514,7 @@ class LeaseManager(RemoteWorkFencing):
 
     def learned_duration(self, owner: Owner, uri: str) -> float | None:
         """How long ``owner``'s task is expected to hold a lease on ``uri``: the median of its last few
-        holds there, from the decision log (:mod:`deltaguard.leases.estimates`); ``None`` when unknown."""
-        from deltaguard.leases.estimates import learned_duration
-
+        holds there, from the decision log (:func:`learned_duration`); ``None`` when unknown."""
         return learned_duration(self.store, owner, uri)
 
     def prune(self) -> int:
@@ -596,3 +610,51 @@ class LeaseManager(RemoteWorkFencing):
             # a holder's server-side work was just fenced: decide again, with its lease reclaimed or with why not
             return self._evaluate(request, fast=False)
         return result
+
+
+#: how many recent holds the median is taken over
+DEFAULT_SAMPLES = 5
+#: how many recent grants and releases of the table are read to find them (one indexed read; the larger
+#: wait entries are left out)
+DEFAULT_SCAN = 500
+
+
+def same_task(owner: Owner, other: Owner) -> bool:
+    """Whether two owners are runs of the same task (any run, try or map index; or the same free name)."""
+    if owner.dag_id or owner.task_id:
+        return (owner.dag_id, owner.task_id) == (other.dag_id, other.task_id)
+    return owner.name == other.name
+
+
+def hold_durations(rows: Sequence[DecisionRow], owner: Owner) -> list[float]:
+    """How long ``owner``'s task held the leases it released, newest first.
+
+    :param rows: decision-log entries of one table, in any order.
+    :param owner: any run of the task.
+    """
+    granted_at: dict[str, float] = {}
+    holds: list[tuple[float, float]] = []  # (release time, held seconds)
+    for row in sorted(rows, key=lambda r: r.at):
+        if row.kind == "grant" and same_task(owner, owner_from_text(row.owner_key)):
+            granted_at[row.request_id] = row.at
+        elif row.kind == "release" and row.request_id in granted_at:
+            start = granted_at.pop(row.request_id)
+            holds.append((row.at, max(0.0, row.at - start)))
+    return [held for _, held in sorted(holds, reverse=True)]
+
+
+def learned_duration(
+    store: LeaseStore, owner: Owner, uri: str, *, samples: int = DEFAULT_SAMPLES, scan: int = DEFAULT_SCAN
+) -> float | None:
+    """The median of the task's last ``samples`` hold durations on ``uri``; ``None`` when it has none
+    among the table's last ``scan`` grants and releases (then the request stays FIFO).
+
+    :param store: the lease store (one unlocked read of the log by table).
+    :param owner: any run of the task.
+    :param uri: the table.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    rows = store.decisions(uri=uri, limit=scan, kinds=("grant", "release"))
+    durations = hold_durations(rows, owner)[:samples]
+    return float(statistics.median(durations)) if durations else None

@@ -1,4 +1,4 @@
-"""Duration estimates learned from the decision log (:mod:`deltaguard.leases.estimates`), on a real store."""
+"""Duration estimates learned from the decision log (:func:`deltaguard.leases.manager.learned_duration`), on a real store."""
 
 from __future__ import annotations
 
