@@ -224,7 +224,7 @@ def test_an_ask_opens_an_unavailable_store_once(monkeypatch: pytest.MonkeyPatch)
     import socket
 
     from deltaguard.hooks.lease import DeltaLeaseHook
-    from deltaguard.leases import bounded
+    from deltaguard.leases import open as bounded
 
     with socket.socket() as probe:  # a port nothing listens on: the connection is refused at once
         probe.bind(("127.0.0.1", 0))
