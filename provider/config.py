@@ -390,11 +390,6 @@ def spark_connect_conn_id() -> str | None:
     return cast("str | None", _read("spark_connect_conn_id"))
 
 
-def decision_log_retention_days() -> float:
-    """Days admission decisions are kept."""
-    return cast(float, _read("decision_log_retention"))
-
-
 def default_deferrable() -> bool:
     """Whether deltaguard tasks wait deferrably when the task does not say.
 
