@@ -19,11 +19,13 @@ import contextlib
 import dataclasses
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
 
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.durations import write_duration
 from deltaguard.exceptions import (
     LeaseLostError,
@@ -33,12 +35,11 @@ from deltaguard.exceptions import (
     StoreUnavailableError,
 )
 from deltaguard.leases.imminent import process_age_s
-from deltaguard.leases.requests import claims_request, lease_request, new_request_id, task_request_id
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Closed, Granted, Owner, TableClaim, Waiting
+    from deltaguard.core.admission import Closed, Granted, Waiting
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
@@ -49,6 +50,66 @@ if TYPE_CHECKING:
     from deltaguard.leases.remote_work import FenceMemory
     from deltaguard.leases.sql.watch import FreedWatcher
     from deltaguard.leases.store import LeaseStore
+
+
+# ------------------------------------------------------------------------- a task try's lease requests
+#: a queued request survives this many poll intervals without being asked about (and at least 2 minutes)
+WAIT_TTL_POLLS = 10
+MIN_WAIT_TTL_S = 120.0
+
+
+def task_owner(
+    dag_id: str, run_id: str, task_id: str, map_index: int | None = None, try_number: int | None = None
+) -> Owner:
+    """The lease owner for one try of one task instance (a retry is a different owner)."""
+    return Owner(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=map_index if isinstance(map_index, int) else -1,
+        try_number=int(try_number or 0),
+    )
+
+
+def task_request_id(owner: Owner) -> str:
+    """A request id derived from the task-instance try, so a resumed task finds its request again.
+
+    Airflow passes the id along when it resumes a deferred task, but the id must not depend on that:
+    ``dag.test()`` drops the resume kwargs, and a lost id would leave a lease granted by the trigger held
+    until its TTL. A retry (new try number) gets a new id.
+    """
+    return uuid.uuid5(uuid.NAMESPACE_URL, "deltaguard:" + owner.key).hex
+
+
+def claims_request(
+    *,
+    claims: Sequence[TableClaim],
+    owner: Owner,
+    ttl_s: float,
+    poll_interval_s: float,
+    priority: int = 0,
+    request_id: str | None = None,
+    expected_duration_s: float | None = None,
+) -> LeaseRequest:
+    """A lease request for one or more tables, granted all together or not at all.
+
+    :param claims: the tables with their operations (keys as :func:`deltaguard.writes.table_uri.table_key`).
+    :param owner: the task instance try.
+    :param ttl_s: lease time-to-live (renewed by heartbeats).
+    :param poll_interval_s: how often the waiter asks again; the queue entry outlives several polls.
+    :param priority: queue priority.
+    :param request_id: the id of an earlier request of this task, or ``None`` for the try's own id.
+    :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown).
+    """
+    return LeaseRequest(
+        claims=tuple(claims),
+        owner=owner,
+        ttl_s=ttl_s,
+        priority=priority,
+        request_id=request_id or task_request_id(owner),
+        wait_ttl_s=max(MIN_WAIT_TTL_S, WAIT_TTL_POLLS * poll_interval_s),
+        expected_duration_s=expected_duration_s,
+    )
 
 
 class DeltaLeaseHook(BaseHook):
@@ -126,24 +187,20 @@ class DeltaLeaseHook(BaseHook):
         expected_duration_s = write_duration(
             expected_duration_s, lambda: self.learned_duration(owner, table_key)
         ).seconds
-        request = lease_request(
-            table_key=table_key,
+        claim = TableClaim(
+            uri=table_key,
             operation=operation,
             profile=profile,
-            table_config=table_config,
+            config=table_config,
+            read_version=read_version,
+        )
+        return self.ask_claims(
+            claims=(claim,),
             owner=owner,
-            ttl_s=self.settings.ttl_s,
-            poll_interval_s=self.settings.poll_s,
             priority=priority,
             request_id=request_id,
             expected_duration_s=expected_duration_s,
-            read_version=read_version,
         )
-        try:
-            return self.manager.acquire(request)
-        except (LeaseLostError, RequestClosedError) as exc:
-            self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
-            return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
 
     def ask_claims(
         self,
@@ -153,11 +210,13 @@ class DeltaLeaseHook(BaseHook):
         priority: int,
         request_id: str | None,
         ttl_s: float | None = None,
+        expected_duration_s: float | None = None,
     ) -> Granted | Waiting:
         """Ask for one lease over several tables (granted for all of them or for none), as :meth:`ask`.
 
         :param ttl_s: the lease's time-to-live (default ``lease_ttl``); an unfenced holder asks for a longer
             one (ADR 0021).
+        :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown).
         """
         request = claims_request(
             claims=claims,
@@ -166,12 +225,13 @@ class DeltaLeaseHook(BaseHook):
             poll_interval_s=self.settings.poll_s,
             priority=priority,
             request_id=request_id,
+            expected_duration_s=expected_duration_s,
         )
         try:
             return self.manager.acquire(request)
         except (LeaseLostError, RequestClosedError) as exc:
             self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
-            return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
+            return self.manager.acquire(dataclasses.replace(request, request_id=uuid.uuid4().hex))
 
     def wait_for_grant(
         self,
