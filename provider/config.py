@@ -186,7 +186,10 @@ def _read(option: str) -> str | float | bool | None:
     if not text:
         return None
     if kind == "boolean":
-        return _parse_boolean(f"[{SECTION}] {option}", text)
+        flag = BOOLEANS.get(text.lower())
+        if flag is None:
+            raise ValueError(f"[{SECTION}] {option} must be true or false, got {text.lower()!r}")
+        return flag
     if kind == "float":
         try:
             number = float(text)
@@ -361,13 +364,9 @@ def file_stats() -> bool:
     return bool(_read("file_stats"))
 
 
-def _parse_boolean(name: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "t", "1", "yes", "y", "on"):
-        return True
-    if value in ("false", "f", "0", "no", "n", "off"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")
+#: the texts a boolean option may hold, in any case
+BOOLEANS = {"true": True, "t": True, "1": True, "yes": True, "y": True, "on": True}
+BOOLEANS.update({"false": False, "f": False, "0": False, "no": False, "n": False, "off": False})
 
 
 def priority_policy() -> bool:
@@ -380,14 +379,9 @@ def pools_file() -> str | None:
     return cast("str | None", _read("pools_file"))
 
 
-def spark_conn_id() -> str | None:
-    """The default ``spark`` connection id for the Spark engine, or ``None``."""
-    return cast("str | None", _read("spark_conn_id"))
-
-
-def spark_connect_conn_id() -> str | None:
-    """The default ``spark_connect`` connection id for the Spark engine, or ``None``."""
-    return cast("str | None", _read("spark_connect_conn_id"))
+def spark_conn_ids() -> tuple[str | None, str | None]:
+    """The default ``(spark, spark_connect)`` connection ids for the Spark engine (``None``: unset)."""
+    return cast("str | None", _read("spark_conn_id")), cast("str | None", _read("spark_connect_conn_id"))
 
 
 def default_deferrable() -> bool:
@@ -403,7 +397,12 @@ def default_deferrable() -> bool:
     """
     airflow_wide = os.environ.get("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "").strip()
     if airflow_wide and not os.environ.get(f"AIRFLOW__{SECTION.upper()}__DEFERRABLE", "").strip():
-        return _parse_boolean("[operators] default_deferrable", airflow_wide)
+        flag = BOOLEANS.get(airflow_wide.lower())
+        if flag is None:
+            raise ValueError(
+                f"[operators] default_deferrable must be true or false, got {airflow_wide.lower()!r}"
+            )
+        return flag
     return bool(_read("deferrable"))
 
 

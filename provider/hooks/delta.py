@@ -139,7 +139,7 @@ class DeltaTableHook(BaseHook):
         extras = tuple(self._extra_str(key) for key in SPARK_EXTRAS)
         if any(extras):
             return extras[0], extras[1]
-        return config.spark_conn_id(), config.spark_connect_conn_id()
+        return config.spark_conn_ids()
 
     def _extra_str(self, key: str) -> str | None:
         value = self._extras.get(key)

@@ -322,9 +322,11 @@ class DeltaLeaseHook(BaseHook):
         may end a moment before the call's own bound: caught here, the request then opened the store
         a second time and the ask took two timeouts.
         """
+        from deltaguard.leases.manager import learned_duration
+
         if table_key not in self._learned:
             try:
-                self._learned[table_key] = self.manager.learned_duration(owner, table_key)
+                self._learned[table_key] = learned_duration(self.manager.store, owner, table_key)
             except StoreUnavailableError:
                 raise
             except StoreError as exc:

@@ -175,7 +175,7 @@ class RemoteWorkFencing:
             return False
         now = self.clock()
         reclaimed: list[LeaseRow] = []
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> None:
             reclaimed.clear()
@@ -215,9 +215,6 @@ class RemoteWorkFencing:
         if released:
             log.warning("deltaguard: lease %s released by hand by %s: %s", lease_id, by, reason)
         return released
-
-    def _fence_round(self) -> FenceRound:
-        return self.fence_memory.round()
 
     def _fence_pending(self, fences: FenceRound) -> bool:
         """Fence the expired leases a decision kept held (outside any transaction); return whether a fence

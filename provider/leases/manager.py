@@ -288,7 +288,7 @@ class LeaseManager(RemoteWorkFencing):
         now = self.clock()
         decide = self.decide
         reclaimed: list[LeaseRow] = []
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> Readmission:
             return readmit_locked(
@@ -326,7 +326,7 @@ class LeaseManager(RemoteWorkFencing):
         reclaimed: list[LeaseRow] = []
         # An expired lease with server-side work stays held (the holder's keeper interrupts that work once
         # it hears the lease is lost); the fence runs in the deciders' calls, not in a renewal.
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> float | None:
             reclaimed.clear()
@@ -512,11 +512,6 @@ class LeaseManager(RemoteWorkFencing):
         rows = self.store.decisions(owner_key=owner.key if owner else None, uri=uri, since=since, limit=limit)
         return [decision_info(r) for r in rows]
 
-    def learned_duration(self, owner: Owner, uri: str) -> float | None:
-        """How long ``owner``'s task is expected to hold a lease on ``uri``: the median of its last few
-        holds there, from the decision log (:func:`learned_duration`); ``None`` when unknown."""
-        return learned_duration(self.store, owner, uri)
-
     def prune(self) -> int:
         """Delete decision-log entries and closed requests older than the retention; return the count."""
         return self.store.prune(self.clock() - self.retention_s)
@@ -584,7 +579,7 @@ class LeaseManager(RemoteWorkFencing):
             snapshot = answer
         decide = self.decide
         reclaimed: list[LeaseRow] = []  # warned about once the decision committed (a body may run twice)
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> Granted | Waiting:
             return decide_locked(
