@@ -1,9 +1,11 @@
 """The ``[deltaguard]`` Airflow configuration section: option descriptions and typed accessors.
 
-Every accessor reads Airflow's configuration when it is called, never at import time, so an environment
-variable such as ``AIRFLOW__DELTAGUARD__POLL_INTERVAL=2`` set for one worker or test takes effect without a
-re-import. Importing this module does not import Airflow; the same defaults serve as fallbacks when the
-provider's configuration has not been registered (e.g. in a bare task-SDK worker).
+:data:`OPTIONS` is the table of options (type, default, description); one reader, :func:`_read`, turns a row
+into a typed value, and the accessors and :func:`lease_settings` (what one task try waits and writes with)
+go through it. Every accessor reads Airflow's configuration when it is called, never at import time, so an
+environment variable such as ``AIRFLOW__DELTAGUARD__POLL_INTERVAL=2`` set for one worker or test takes effect
+without a re-import. Importing this module does not import Airflow; the same defaults serve as fallbacks when
+the provider's configuration has not been registered (e.g. in a bare task-SDK worker).
 """
 
 from __future__ import annotations
