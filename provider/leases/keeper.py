@@ -232,21 +232,9 @@ class LeaseKeeper:
         """
         if self.lost:
             raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
-        self._renew()
+        self._confirm()
         if self.lost:
             raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
-        if self.fencing:
-            try:
-                rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
-            except Exception as exc:
-                log.warning(
-                    "deltaguard: could not read lease %s for its fencing check: %s", self.lease_id, exc
-                )
-            else:
-                found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
-                if found != self.fencing:
-                    self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
-                    raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
         left = self.known_expiry - self.clock()
         if left < self.timing.commit_margin_s:
             raise LeaseLostError(
@@ -263,19 +251,25 @@ class LeaseKeeper:
         outside the lease.
         """
         if not self.lost:
-            self._renew()
-        if not self.lost and self.fencing:
-            try:
-                rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
-            except Exception as exc:
-                log.warning("deltaguard: could not read lease %s: %s", self.lease_id, exc)
-            else:
-                found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
-                if found != self.fencing:
-                    self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
+            self._confirm()
         if not self.lost and self.clock() >= self.known_expiry:
             self._mark_lost("its known expiry passed without a confirmed renewal")
         return self.lost_reason if self.lost else None
+
+    def _confirm(self) -> None:
+        """Renew the lease (bounded by the store timeout) and compare its fencing tokens with the store's;
+        different tokens mark it lost. A store that does not answer leaves the known expiry to decide."""
+        self._renew()
+        if self.lost or not self.fencing:
+            return
+        try:
+            rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
+        except Exception as exc:
+            log.warning("deltaguard: could not read lease %s for its fencing check: %s", self.lease_id, exc)
+            return
+        found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
+        if found != self.fencing:
+            self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
 
     def after_commit(
         self, table_uri: str, version: int, committed_at: float | Callable[[], float | None] | None

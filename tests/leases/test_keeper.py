@@ -209,3 +209,26 @@ def test_a_held_sqlite_lock_is_a_store_error_not_a_driver_error(tmp_path) -> Non
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_lease_whose_fencing_tokens_changed_is_lost(tmp_path) -> None:
+    """The store renews the lease but holds other fencing tokens than the holder was granted (the table was
+    granted again meanwhile): the commit fence refuses, and a check after unfenced work reports the loss."""
+    manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
+    try:
+        grant = _granted(manager)
+        assert grant.fencing
+        stale = {uri: token + 1 for uri, token in grant.fencing.items()}
+        owner = Owner(dag_id="dag", task_id="writer")
+
+        def keeper() -> LeaseKeeper:
+            return LeaseKeeper(
+                manager, grant.lease_id, owner, expires_at=grant.expires_at, fencing=stale, timing=FAST
+            )
+
+        with pytest.raises(LeaseLostError, match="fencing tokens changed"):
+            keeper().check()
+        assert "fencing tokens changed" in (keeper().still_held() or "")
+        assert _keeper(manager, grant).still_held() is None  # the granted tokens still match
+    finally:
+        manager.store.close()
