@@ -156,7 +156,7 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
 async def _measure(
     url: str, trigger_cls: type, n: int, poll: float, idle: float, releases: int, gap: float, seed: int
 ) -> dict[str, Any]:
-    from deltaguard.hooks import lease_pool as shared_store
+    from deltaguard.hooks import lease as shared_store
 
     holders, waiters = await asyncio.to_thread(_setup, url, n)
     probe = Probe(url)
@@ -241,7 +241,7 @@ def _setup_crowd(url: str, n: int) -> tuple[str, list[str]]:
 async def _measure_crowd(url: str, trigger_cls: type, n: int, poll: float, timeout: float) -> dict[str, Any]:
     """``n`` waiting triggers behind one holder on one table: the time from the start of its release until
     each waiter's event, with the store's connections (peak, sampled every 0.5 s) and transactions meanwhile."""
-    from deltaguard.hooks import lease_pool as shared_store
+    from deltaguard.hooks import lease as shared_store
 
     holder, waiters = await asyncio.to_thread(_setup_crowd, url, n)
     probe = Probe(url)

@@ -286,7 +286,7 @@ class LeaseLifecycleMixin:
 
 def task_owner_of(context: Context) -> Owner:
     """The lease owner of the running task instance try."""
-    from deltaguard.leases.requests import task_owner
+    from deltaguard.hooks.lease import task_owner
 
     ti = context.get("ti")
     dag_run = context.get("dag_run")

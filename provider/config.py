@@ -1,9 +1,11 @@
 """The ``[deltaguard]`` Airflow configuration section: option descriptions and typed accessors.
 
-Every accessor reads Airflow's configuration when it is called, never at import time, so an environment
-variable such as ``AIRFLOW__DELTAGUARD__POLL_INTERVAL=2`` set for one worker or test takes effect without a
-re-import. Importing this module does not import Airflow; the same defaults serve as fallbacks when the
-provider's configuration has not been registered (e.g. in a bare task-SDK worker).
+:data:`OPTIONS` is the table of options (type, default, description); one reader, :func:`_read`, turns a row
+into a typed value, and the accessors and :func:`lease_settings` (what one task try waits and writes with)
+go through it. Every accessor reads Airflow's configuration when it is called, never at import time, so an
+environment variable such as ``AIRFLOW__DELTAGUARD__POLL_INTERVAL=2`` set for one worker or test takes effect
+without a re-import. Importing this module does not import Airflow; the same defaults serve as fallbacks when
+the provider's configuration has not been registered (e.g. in a bare task-SDK worker).
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from deltaguard.leases.timing import LeaseTiming
+    from deltaguard.leases.keeper import LeaseTiming
 
 SECTION = "deltaguard"
 
@@ -166,37 +168,48 @@ def provider_config_description() -> dict[str, Any]:
     }
 
 
-def _airflow_home() -> str:
-    return os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
+def _read(option: str) -> str | float | bool | None:
+    """The one reader of the ``[deltaguard]`` options: ``option``'s value now, typed by its row in
+    :data:`OPTIONS` (a ``float`` is a positive number of seconds; ``{AIRFLOW_HOME}`` is expanded).
 
+    An option that is absent or empty takes its default; ``None`` when that is empty too (unset: Airflow
+    writes ``option =`` into the airflow.cfg it generates for an option whose default is empty).
 
-def _raw(option: str) -> str:
+    :raises ValueError: a value that is not of the option's type, naming the option.
+    """
     from airflow.sdk import conf
 
-    default = OPTIONS[option][1]
+    kind, default, _ = OPTIONS[option]
     value = conf.get(SECTION, option, fallback=default)
-    text = default if value is None or str(value).strip() == "" else str(value).strip()
-    return text.replace("{AIRFLOW_HOME}", _airflow_home())
-
-
-def _positive_float(option: str) -> float:
-    text = _raw(option)
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"[{SECTION}] {option} must be a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise ValueError(f"[{SECTION}] {option} must be positive, got {value}")
-    return value
+    text = str(value).strip() if value is not None else ""
+    text = (text or default).replace(
+        "{AIRFLOW_HOME}", os.environ.get("AIRFLOW_HOME") or str(Path("~/airflow").expanduser())
+    )
+    if not text:
+        return None
+    if kind == "boolean":
+        flag = BOOLEANS.get(text.lower())
+        if flag is None:
+            raise ValueError(f"[{SECTION}] {option} must be true or false, got {text.lower()!r}")
+        return flag
+    if kind == "float":
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"[{SECTION}] {option} must be a number of seconds, got {text!r}") from None
+        if not number > 0:
+            raise ValueError(f"[{SECTION}] {option} must be positive, got {number}")
+        return number
+    return text
 
 
 def lease_store_url() -> str:
     """The lease store URL: from ``lease_store_conn_id`` when set, else ``lease_store_url`` (default: a
     SQLite file under ``$AIRFLOW_HOME``). It may hold a password: never log it or serialize it."""
-    conn_id = _raw("lease_store_conn_id")
+    conn_id = _read("lease_store_conn_id")
     if conn_id:
-        return store_url_from_connection(conn_id)
-    return _raw("lease_store_url")
+        return store_url_from_connection(str(conn_id))
+    return str(_read("lease_store_url") or "")
 
 
 def store_url_from_connection(conn_id: str) -> str:
@@ -225,12 +238,12 @@ def resolve_store_reference(reference: str) -> str:
 
 def default_engine() -> str:
     """The engine name used when a task does not choose one."""
-    return _raw("default_engine")
+    return str(_read("default_engine"))
 
 
 def lease_ttl() -> float:
     """Seconds a lease lives without a heartbeat."""
-    return _positive_float("lease_ttl")
+    return cast(float, _read("lease_ttl"))
 
 
 def heartbeat_interval() -> float:
@@ -239,9 +252,8 @@ def heartbeat_interval() -> float:
     Unset (absent or empty): ``lease_ttl / 6``.
     """
     ttl = lease_ttl()
-    if not _is_set("heartbeat_interval"):
-        return ttl * DERIVED_SHARE["heartbeat_interval"]
-    return min(_positive_float("heartbeat_interval"), ttl / 3)
+    given = cast("float | None", _read("heartbeat_interval"))
+    return ttl * DERIVED_SHARE["heartbeat_interval"] if given is None else min(given, ttl / 3)
 
 
 #: what ``heartbeat_interval``, ``store_timeout`` and ``commit_margin`` resolve to when unset: a share of
@@ -264,39 +276,40 @@ def lease_timing() -> LeaseTiming:
     the file (not the environment) equal to that build's literal default (:data:`LEGACY_DEFAULTS`) is
     derived instead when, taken as given, it would make every write fail; a warning names it.
 
-    :raises deltaguard.leases.timing.LeaseTimingError: for a combination that a short store stall could
+    :raises deltaguard.leases.keeper.LeaseTimingError: for a combination that a short store stall could
         make lose a lease.
     """
-    from deltaguard.leases.timing import LeaseTiming, LeaseTimingError
+    from deltaguard.leases.keeper import LeaseTiming, LeaseTimingError
 
-    ttl = lease_ttl()
-    given = {option: _positive_float(option) for option in DERIVED_SHARE if _is_set(option)}
-
-    def timing(values: dict[str, float]) -> LeaseTiming:
-        resolved = {option: values.get(option, ttl * share) for option, share in DERIVED_SHARE.items()}
-        return LeaseTiming(
-            ttl_s=ttl,
-            heartbeat_s=resolved["heartbeat_interval"],
-            store_timeout_s=resolved["store_timeout"],
-            commit_margin_s=resolved["commit_margin"],
-        )
-
-    try:
-        return timing(given)
-    except LeaseTimingError as exc:
-        legacy = {
-            option
-            for option, value in given.items()
-            if value == LEGACY_DEFAULTS[option] and not _from_environment(option)
-        }
-        if not legacy:
-            raise
+    ttl = cast(float, _read("lease_ttl"))
+    given: dict[str, float] = {}
+    legacy: list[str] = []
+    for option in DERIVED_SHARE:
+        value = cast("float | None", _read(option))
+        if value is not None:
+            given[option] = value
+            environment = os.environ.get(f"AIRFLOW__{SECTION.upper()}__{option.upper()}", "")
+            if value == LEGACY_DEFAULTS[option] and not environment.strip():
+                legacy.append(option)
+    # as given; then, if that fails, with the legacy literals derived instead
+    tries = [given, {o: v for o, v in given.items() if o not in legacy}] if legacy else [given]
+    first: LeaseTimingError | None = None
+    for values in tries:
         try:
-            resolved = timing({option: value for option, value in given.items() if option not in legacy})
-        except LeaseTimingError:
-            raise exc from None
-        _warn_legacy(sorted(legacy), ttl)
-        return resolved
+            timing = LeaseTiming(
+                ttl_s=ttl,
+                heartbeat_s=values.get("heartbeat_interval", ttl * DERIVED_SHARE["heartbeat_interval"]),
+                store_timeout_s=values.get("store_timeout", ttl * DERIVED_SHARE["store_timeout"]),
+                commit_margin_s=values.get("commit_margin", ttl * DERIVED_SHARE["commit_margin"]),
+            )
+        except LeaseTimingError as exc:
+            first = first or exc
+            continue
+        if first is not None:
+            _warn_legacy(sorted(legacy), ttl)
+        return timing
+    assert first is not None
+    raise first
 
 
 _warned_legacy: set[tuple[tuple[str, ...], float]] = set()
@@ -318,37 +331,14 @@ def _warn_legacy(options: list[str], ttl: float) -> None:
     )
 
 
-def _env_value(name: str) -> str | None:
-    """The value of environment variable ``name``, or ``None`` when it is absent or blank."""
-    value = os.environ.get(name)
-    return value if value is not None and value.strip() else None
-
-
-def _from_environment(option: str) -> bool:
-    """Whether ``[deltaguard] option`` is set, non-empty, through ``AIRFLOW__DELTAGUARD__<OPTION>``."""
-    return _env_value(f"AIRFLOW__{SECTION.upper()}__{option.upper()}") is not None
-
-
-def _is_set(option: str) -> bool:
-    """Whether ``option`` has a value (environment or ``airflow.cfg``): neither absent nor empty.
-
-    An empty value is unset: Airflow writes ``option =`` into the airflow.cfg it generates for an option
-    whose default is empty.
-    """
-    from airflow.sdk import conf
-
-    value = conf.get(SECTION, option, fallback="")
-    return value is not None and str(value).strip() != ""
-
-
 def worker_slots() -> int | None:
     """The slot gate's size (``[deltaguard] worker_slots``, else ``[core] parallelism``), read at every call;
     ``None`` when it is ``0`` (no gate).
 
     :raises ValueError: the option is not a whole number of at least 0.
     """
-    text = _raw("worker_slots")
-    if text == "":
+    text = cast("str | None", _read("worker_slots"))
+    if text is None:
         from airflow.sdk import conf
 
         text = str(conf.get("core", "parallelism", fallback="32") or "32").strip()
@@ -363,60 +353,37 @@ def worker_slots() -> int | None:
 
 def poll_interval() -> float:
     """Seconds between admission checks while waiting."""
-    return _positive_float("poll_interval")
+    return cast(float, _read("poll_interval"))
 
 
 def lease_store_listen() -> bool:
     """Whether the triggerer listens for lease releases on a PostgreSQL store."""
-    value = _raw("lease_store_listen").strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"[{SECTION}] lease_store_listen must be true or false, got {value!r}")
+    return bool(_read("lease_store_listen"))
 
 
 def file_stats() -> bool:
     """Whether delta-rs write operators use file statistics in their lease requests (ADR 0020)."""
-    return _boolean("file_stats")
+    return bool(_read("file_stats"))
 
 
-def _boolean(option: str) -> bool:
-    return _parse_boolean(f"[{SECTION}] {option}", _raw(option))
-
-
-def _parse_boolean(name: str, text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "t", "1", "yes", "y", "on"):
-        return True
-    if value in ("false", "f", "0", "no", "n", "off"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")
+#: the texts a boolean option may hold, in any case
+BOOLEANS = {"true": True, "t": True, "1": True, "yes": True, "y": True, "on": True}
+BOOLEANS.update({"false": False, "f": False, "0": False, "no": False, "n": False, "off": False})
 
 
 def priority_policy() -> bool:
     """Whether the registered ``dag_policy`` sets write priorities (ADR 0028)."""
-    return _boolean("priority_policy")
+    return bool(_read("priority_policy"))
 
 
 def pools_file() -> str | None:
     """The pools file path, or ``None``."""
-    return _raw("pools_file") or None
+    return cast("str | None", _read("pools_file"))
 
 
-def spark_conn_id() -> str | None:
-    """The default ``spark`` connection id for the Spark engine, or ``None``."""
-    return _raw("spark_conn_id") or None
-
-
-def spark_connect_conn_id() -> str | None:
-    """The default ``spark_connect`` connection id for the Spark engine, or ``None``."""
-    return _raw("spark_connect_conn_id") or None
-
-
-def decision_log_retention_days() -> float:
-    """Days admission decisions are kept."""
-    return _positive_float("decision_log_retention")
+def spark_conn_ids() -> tuple[str | None, str | None]:
+    """The default ``(spark, spark_connect)`` connection ids for the Spark engine (``None``: unset)."""
+    return cast("str | None", _read("spark_conn_id")), cast("str | None", _read("spark_connect_conn_id"))
 
 
 def default_deferrable() -> bool:
@@ -430,26 +397,29 @@ def default_deferrable() -> bool:
 
     :raises ValueError: a value that is not a boolean.
     """
-    if _from_environment("deferrable"):
-        return _boolean("deferrable")
-    airflow_wide = _env_value("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE")
-    if airflow_wide is not None:
-        return _parse_boolean("[operators] default_deferrable", airflow_wide)
-    return _boolean("deferrable")
+    airflow_wide = os.environ.get("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "").strip()
+    if airflow_wide and not os.environ.get(f"AIRFLOW__{SECTION.upper()}__DEFERRABLE", "").strip():
+        flag = BOOLEANS.get(airflow_wide.lower())
+        if flag is None:
+            raise ValueError(
+                f"[operators] default_deferrable must be true or false, got {airflow_wide.lower()!r}"
+            )
+        return flag
+    return bool(_read("deferrable"))
 
 
 @dataclass(frozen=True)
 class LeaseSettings:
-    """The ``[deltaguard]`` options one task try (or trigger) waits and writes with, read once and checked.
+    """The ``[deltaguard]`` options one task try (or trigger) waits and writes with, read once and checked
+    by :func:`lease_settings`.
 
     :param store_url: the lease store URL.
-    :param ttl_s: seconds a lease lives without a heartbeat.
-    :param heartbeat_s: seconds between heartbeats (at most a third of ``ttl_s``).
+    :param ttl_s: seconds a lease lives without a heartbeat (``timing.ttl_s``).
+    :param heartbeat_s: seconds between heartbeats (``timing.heartbeat_s``).
     :param poll_s: seconds between admission checks while waiting.
     :param deferrable: whether to wait in the triggerer rather than in the worker.
     :param retention_s: how long the store keeps decision-log entries and closed requests.
-    :param timing: TTL, heartbeat interval, store timeout and commit margin checked together (ADR 0018);
-        ``None``: derived from ``ttl_s`` and ``heartbeat_s`` with the default proportions.
+    :param timing: TTL, heartbeat interval, store timeout and commit margin checked together (ADR 0018).
     """
 
     store_url: str
@@ -458,27 +428,7 @@ class LeaseSettings:
     poll_s: float
     deferrable: bool
     retention_s: float
-    timing: LeaseTiming | None = None
-
-    def __post_init__(self) -> None:
-        if not self.store_url:
-            raise ValueError(f"[{SECTION}] lease_store_url is empty")
-        for name in ("ttl_s", "heartbeat_s", "poll_s", "retention_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.heartbeat_s > self.ttl_s / 3:
-            raise ValueError(f"heartbeat_s={self.heartbeat_s} must be at most a third of ttl_s={self.ttl_s}")
-        if self.timing is None:
-            from deltaguard.leases.timing import LeaseTiming
-
-            timing = LeaseTiming(self.ttl_s, self.heartbeat_s, self.ttl_s / 12, self.ttl_s / 8)
-            object.__setattr__(self, "timing", timing)
-
-    @property
-    def lease_timing(self) -> LeaseTiming:
-        """:attr:`timing`, always set after construction."""
-        assert self.timing is not None
-        return self.timing
+    timing: LeaseTiming
 
 
 def lease_settings(store_url: str | None = None, deferrable: bool | None = None) -> LeaseSettings:
@@ -489,12 +439,15 @@ def lease_settings(store_url: str | None = None, deferrable: bool | None = None)
     :raises ValueError: an option is not a positive number, or the store URL is empty.
     """
     timing = lease_timing()
+    url = store_url or lease_store_url()
+    if not url:
+        raise ValueError(f"[{SECTION}] lease_store_url is empty")
     return LeaseSettings(
-        store_url=store_url or lease_store_url(),
+        store_url=url,
         ttl_s=timing.ttl_s,
         heartbeat_s=timing.heartbeat_s,
-        poll_s=poll_interval(),
+        poll_s=cast(float, _read("poll_interval")),
         deferrable=default_deferrable() if deferrable is None else bool(deferrable),
-        retention_s=decision_log_retention_days() * 86400.0,
+        retention_s=cast(float, _read("decision_log_retention")) * 86400.0,
         timing=timing,
     )

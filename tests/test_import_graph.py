@@ -230,18 +230,31 @@ def test_the_airflow_check_sees_imports_inside_functions(tmp_path: Path) -> None
     assert airflow_imports(module) == ({"airflow.providers.x"}, set())
 
 
-#: calls that open a lease store or build a lease manager over one
+#: calls that open a lease store or build a lease manager over one, on their own terms
 STORE_DOORS = frozenset(
-    {"LeaseManager", "SqliteLeaseStore", "PostgresLeaseStore", "open_bounded_store", "shared_store"}
+    {
+        "LeaseManager",
+        "SqliteLeaseStore",
+        "PostgresLeaseStore",
+        "BoundedStore",
+        "open_bounded_store",
+        "shared_store",
+    }
 )
-#: the modules outside ``leases/`` that may make them: the lease hook, in its task mode and its shared
-#: (triggerer) mode; the triggers ask ``DeltaLeaseHook.pooled`` for the shared store. Commands, the UI and DAG-file parsing go through ``deltaguard.leases.open`` (and
-#: ``deltaguard.leases.admin`` for the ``deltaguard leases`` command's manager).
-STORE_DOOR_MODULES = frozenset({"deltaguard.hooks.lease", "deltaguard.hooks.lease_pool"})
+#: the second door: the openers of ``deltaguard.leases.admin``, for commands, the UI and DAG-file parsing
+STORE_OPENERS = frozenset({"open_store", "open_existing_store", "open_manager"})
+#: the modules outside ``leases/`` that may call :data:`STORE_DOORS`: the lease hook, in its task mode and
+#: its shared (triggerer) mode; the triggers ask ``DeltaLeaseHook.pooled`` for the shared store
+STORE_DOOR_MODULES = frozenset({"deltaguard.hooks.lease"})
+#: the packages whose modules may call :data:`STORE_OPENERS`; task code (operators, sensors, triggers,
+#: engines, writes) goes through the lease hook only
+OPENER_AREAS = frozenset(
+    {"deltaguard.commands", "deltaguard.plugins", "deltaguard.planning", "deltaguard.pools"}
+)
 
 
-def store_doors(path: Path) -> set[str]:
-    """The :data:`STORE_DOORS` a file calls."""
+def store_doors(path: Path, names: frozenset[str] = STORE_DOORS) -> set[str]:
+    """The ``names`` a file calls (by plain name or as an attribute)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call):
@@ -253,22 +266,82 @@ def store_doors(path: Path) -> set[str]:
                 if isinstance(func, ast.Attribute)
                 else ""
             )
-            if called in STORE_DOORS:
+            if called in names:
                 found.add(called)
     return found
 
 
-def test_only_the_lease_hook_opens_the_store_outside_leases() -> None:
-    opening = {
-        name
-        for name, path in modules().items()
-        if not name.startswith("deltaguard.leases.") and store_doors(path)
-    }
-    assert opening <= STORE_DOOR_MODULES, (
-        "open the store through the lease hook (DeltaLeaseHook, DeltaLeaseHook.pooled) or deltaguard.leases.open: "
-        f"{opening - STORE_DOOR_MODULES}"
+def imports_open(path: Path) -> bool:
+    """Whether a file imports ``deltaguard.leases.open`` (the openers behind the two doors)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (
+            node.module == "deltaguard.leases.open"
+            or (node.module == "deltaguard.leases" and any(a.name == "open" for a in node.names))
+        ):
+            return True
+        if isinstance(node, ast.Import) and any(a.name == "deltaguard.leases.open" for a in node.names):
+            return True
+    return False
+
+
+def door_violations(paths: dict[str, Path]) -> list[str]:
+    """Modules outside ``leases/`` that open the store or build a lease manager other than through the two
+    doors: the lease hook (:data:`STORE_DOOR_MODULES`) and ``deltaguard.leases.admin`` (from
+    :data:`OPENER_AREAS`)."""
+    found = []
+    for name, path in paths.items():
+        if name.startswith("deltaguard.leases.") or name in STORE_DOOR_MODULES:
+            continue
+        if (
+            store_doors(path)
+            or imports_open(path)
+            or (store_doors(path, STORE_OPENERS) and area(name) not in OPENER_AREAS)
+        ):
+            found.append(name)
+    return sorted(found)
+
+
+def test_only_the_two_doors_open_the_store() -> None:
+    violations = door_violations(modules())
+    assert not violations, (
+        "open the store through the lease hook (DeltaLeaseHook, DeltaLeaseHook.pooled) from task code, or "
+        f"through deltaguard.leases.admin from commands, the UI and DAG-file parsing: {violations}"
     )
-    assert len(STORE_DOOR_MODULES) <= 2
+    # at most two modules outside leases/ open a store themselves: today only the lease hook does
+    opening = {n for n, p in modules().items() if not n.startswith("deltaguard.leases.") and store_doors(p)}
+    assert opening == STORE_DOOR_MODULES and len(opening) <= 2
+
+
+def test_the_door_check_finds_a_third_door(tmp_path: Path) -> None:
+    manager = tmp_path / "manager.py"
+    manager.write_text(
+        "def f(url):\n    from deltaguard.leases.manager import LeaseManager\n    return LeaseManager(url)\n"
+    )
+    opener = tmp_path / "opener.py"
+    opener.write_text("from deltaguard.leases.admin import open_store\nstore = open_store('sqlite:///x')\n")
+    hook = tmp_path / "hook.py"
+    hook.write_text(
+        "from deltaguard.leases import open\nstore = open.open_bounded_store('sqlite:///x', 1.0)\n"
+    )
+    behind = tmp_path / "behind.py"
+    behind.write_text(
+        "def f(url):\n    from deltaguard.leases.open import open_store\n    return open_store(url)\n"
+    )
+    paths = {
+        "deltaguard.operators.manager": manager,  # task code building a manager
+        "deltaguard.triggers.opener": opener,  # task code using the commands' door
+        "deltaguard.commands.opener": opener,  # a command using its door: allowed
+        "deltaguard.plugins.behind": behind,  # the UI going round its door
+        "deltaguard.hooks.lease": hook,  # the hook: allowed
+        "deltaguard.hooks.other": hook,  # a second hook opening the store
+        "deltaguard.leases.x": manager,  # inside leases/: allowed
+    }
+    assert door_violations(paths) == [
+        "deltaguard.hooks.other",
+        "deltaguard.operators.manager",
+        "deltaguard.plugins.behind",
+        "deltaguard.triggers.opener",
+    ]
 
 
 def test_the_door_check_sees_a_manager_built_in_a_function(tmp_path: Path) -> None:
@@ -277,5 +350,6 @@ def test_the_door_check_sees_a_manager_built_in_a_function(tmp_path: Path) -> No
         "def f(url):\n    from deltaguard.leases.manager import LeaseManager\n    return LeaseManager(url)\n"
     )
     assert store_doors(module) == {"LeaseManager"}
-    module.write_text("from deltaguard.leases.open import open_store\nopen_store('sqlite:///x')\n")
+    module.write_text("from deltaguard.leases.admin import open_store\nopen_store('sqlite:///x')\n")
     assert store_doors(module) == set()
+    assert store_doors(module, STORE_OPENERS) == {"open_store"}

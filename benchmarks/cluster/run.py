@@ -79,7 +79,7 @@ class Conflicts:
     """``(commit_a, commit_b, uri) -> bool`` from the operations the lease store was asked to judge."""
 
     def __init__(self, store_urls: list[str]) -> None:
-        from deltaguard.leases.open import open_store
+        from deltaguard.leases.admin import open_store
 
         self.stores = [open_store(u) for u in store_urls]
         self.cache: dict[tuple[str, str], Any] = {}

@@ -77,7 +77,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, str]:
     import sqlalchemy as sa
 
     from deltaguard.commands import UsageError
-    from deltaguard.leases.open import open_store
+    from deltaguard.leases.admin import open_store
     from deltaguard.leases.sql.base import SqlLeaseStore
     from deltaguard.leases.store import redact_url
 

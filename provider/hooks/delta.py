@@ -136,10 +136,10 @@ class DeltaTableHook(BaseHook):
         if spark_conn_id or spark_connect_conn_id:
             return spark_conn_id or None, spark_connect_conn_id or None
         self._load()
-        extras = tuple(self._extra_str(key) for key in SPARK_EXTRAS)
+        extras = tuple(map(self._extra_str, SPARK_EXTRAS))
         if any(extras):
             return extras[0], extras[1]
-        return config.spark_conn_id(), config.spark_connect_conn_id()
+        return config.spark_conn_ids()
 
     def _extra_str(self, key: str) -> str | None:
         value = self._extras.get(key)

@@ -7,21 +7,25 @@ and commit fence, :class:`~deltaguard.leases.keeper.LeaseKeeper`) and release ca
 the decision log, the write context a commit carries and the pinned snapshot a write reads. What to do
 after each answer is not decided here but by :func:`deltaguard.leases.waiting.next_step`.
 
-The triggerer shares one store per URL between its triggers instead (:meth:`DeltaLeaseHook.pooled`,
-:mod:`deltaguard.hooks.lease_pool`): a hook per waiting trigger would hold a connection each.
+The triggerer shares one store per URL between its triggers instead (:meth:`DeltaLeaseHook.pooled`, the
+shared mode, :class:`SharedStore`): a hook per waiting trigger would hold a connection each. This module is
+the only one outside :mod:`deltaguard.leases` that opens the store or builds a lease manager (ADR 0023).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
 
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.durations import write_duration
 from deltaguard.exceptions import (
     LeaseLostError,
@@ -31,19 +35,81 @@ from deltaguard.exceptions import (
     StoreUnavailableError,
 )
 from deltaguard.leases.imminent import process_age_s
-from deltaguard.leases.requests import claims_request, lease_request, new_request_id, task_request_id
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
 if TYPE_CHECKING:
     from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Closed, Granted, Owner, TableClaim, Waiting
+    from deltaguard.core.admission import Closed, Granted, Waiting
     from deltaguard.core.operations import Operation
     from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
     from deltaguard.engines.specs import WriteContext
-    from deltaguard.hooks.lease_pool import SharedStore
+    from deltaguard.hooks.lease_readmissions import Readmissions
     from deltaguard.leases.keeper import LeaseKeeper
     from deltaguard.leases.manager import LeaseManager
+    from deltaguard.leases.remote_work import FenceMemory
+    from deltaguard.leases.sql.watch import FreedWatcher
+    from deltaguard.leases.store import LeaseStore
+
+
+# ------------------------------------------------------------------------- a task try's lease requests
+#: a queued request survives this many poll intervals without being asked about (and at least 2 minutes)
+WAIT_TTL_POLLS = 10
+MIN_WAIT_TTL_S = 120.0
+
+
+def task_owner(
+    dag_id: str, run_id: str, task_id: str, map_index: int | None = None, try_number: int | None = None
+) -> Owner:
+    """The lease owner for one try of one task instance (a retry is a different owner)."""
+    return Owner(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=map_index if isinstance(map_index, int) else -1,
+        try_number=int(try_number or 0),
+    )
+
+
+def task_request_id(owner: Owner) -> str:
+    """A request id derived from the task-instance try, so a resumed task finds its request again.
+
+    Airflow passes the id along when it resumes a deferred task, but the id must not depend on that:
+    ``dag.test()`` drops the resume kwargs, and a lost id would leave a lease granted by the trigger held
+    until its TTL. A retry (new try number) gets a new id.
+    """
+    return uuid.uuid5(uuid.NAMESPACE_URL, "deltaguard:" + owner.key).hex
+
+
+def claims_request(
+    *,
+    claims: Sequence[TableClaim],
+    owner: Owner,
+    ttl_s: float,
+    poll_interval_s: float,
+    priority: int = 0,
+    request_id: str | None = None,
+    expected_duration_s: float | None = None,
+) -> LeaseRequest:
+    """A lease request for one or more tables, granted all together or not at all.
+
+    :param claims: the tables with their operations (keys as :func:`deltaguard.writes.table_uri.table_key`).
+    :param owner: the task instance try.
+    :param ttl_s: lease time-to-live (renewed by heartbeats).
+    :param poll_interval_s: how often the waiter asks again; the queue entry outlives several polls.
+    :param priority: queue priority.
+    :param request_id: the id of an earlier request of this task, or ``None`` for the try's own id.
+    :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown).
+    """
+    return LeaseRequest(
+        claims=tuple(claims),
+        owner=owner,
+        ttl_s=ttl_s,
+        priority=priority,
+        request_id=request_id or task_request_id(owner),
+        wait_ttl_s=max(MIN_WAIT_TTL_S, WAIT_TTL_POLLS * poll_interval_s),
+        expected_duration_s=expected_duration_s,
+    )
 
 
 class DeltaLeaseHook(BaseHook):
@@ -67,24 +133,14 @@ class DeltaLeaseHook(BaseHook):
     def manager(self) -> LeaseManager:
         if self._manager is None:
             from deltaguard import config
-            from deltaguard.engines.judged import attach_oracle
-            from deltaguard.engines.remote_work import default_remote_fence
-            from deltaguard.leases.bounded import open_bounded_store
-            from deltaguard.leases.manager import LeaseManager
+            from deltaguard.leases.open import open_bounded_store
 
             # every store call (the opening too) returns or fails within store_timeout, so a frozen store
             # cannot hang the try (ADR 0018)
-            store = open_bounded_store(self.settings.store_url, self.settings.lease_timing)
-            # expired leases of Spark Connect work are fenced before they are reclaimed (ADR 0033)
-            # a waiting request decided again from the store is judged with the engine's evaluator (ADR 0037)
-            self._manager = LeaseManager(
-                store,
-                retention_s=self.settings.retention_s,
-                remote_fence=default_remote_fence(),
-                oracle_loader=attach_oracle,
-                # the slot gate (ADR 0028) only for a task that gives its slot up while it waits
-                worker_slots=config.worker_slots() if self.settings.deferrable else None,
-            )
+            store = open_bounded_store(self.settings.store_url, self.settings.timing.store_timeout_s)
+            # the slot gate (ADR 0028) only for a task that gives its slot up while it waits
+            slots = config.worker_slots() if self.settings.deferrable else None
+            self._manager = _lease_manager(store, self.settings, slots)
         return self._manager
 
     def close(self) -> None:
@@ -98,9 +154,7 @@ class DeltaLeaseHook(BaseHook):
     @staticmethod
     def pooled(url: str, settings: LeaseSettings) -> contextlib.AbstractAsyncContextManager[SharedStore]:
         """The triggerer's mode: the store for ``url`` shared by every trigger of the event loop, its calls
-        run in worker threads over a bounded pool (:func:`deltaguard.hooks.lease_pool.shared_store`)."""
-        from deltaguard.hooks.lease_pool import shared_store
-
+        run in worker threads over a bounded pool (:func:`shared_store`)."""
         return shared_store(url, settings)
 
     def __exit__(self, *exc: object) -> None:
@@ -133,24 +187,20 @@ class DeltaLeaseHook(BaseHook):
         expected_duration_s = write_duration(
             expected_duration_s, lambda: self.learned_duration(owner, table_key)
         ).seconds
-        request = lease_request(
-            table_key=table_key,
+        claim = TableClaim(
+            uri=table_key,
             operation=operation,
             profile=profile,
-            table_config=table_config,
+            config=table_config,
+            read_version=read_version,
+        )
+        return self.ask_claims(
+            claims=(claim,),
             owner=owner,
-            ttl_s=self.settings.ttl_s,
-            poll_interval_s=self.settings.poll_s,
             priority=priority,
             request_id=request_id,
             expected_duration_s=expected_duration_s,
-            read_version=read_version,
         )
-        try:
-            return self.manager.acquire(request)
-        except (LeaseLostError, RequestClosedError) as exc:
-            self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
-            return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
 
     def ask_claims(
         self,
@@ -160,11 +210,13 @@ class DeltaLeaseHook(BaseHook):
         priority: int,
         request_id: str | None,
         ttl_s: float | None = None,
+        expected_duration_s: float | None = None,
     ) -> Granted | Waiting:
         """Ask for one lease over several tables (granted for all of them or for none), as :meth:`ask`.
 
         :param ttl_s: the lease's time-to-live (default ``lease_ttl``); an unfenced holder asks for a longer
             one (ADR 0021).
+        :param expected_duration_s: how long the write is expected to hold the lease (``None``: unknown).
         """
         request = claims_request(
             claims=claims,
@@ -173,12 +225,13 @@ class DeltaLeaseHook(BaseHook):
             poll_interval_s=self.settings.poll_s,
             priority=priority,
             request_id=request_id,
+            expected_duration_s=expected_duration_s,
         )
         try:
             return self.manager.acquire(request)
         except (LeaseLostError, RequestClosedError) as exc:
             self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
-            return self.manager.acquire(dataclasses.replace(request, request_id=new_request_id()))
+            return self.manager.acquire(dataclasses.replace(request, request_id=uuid.uuid4().hex))
 
     def wait_for_grant(
         self,
@@ -269,9 +322,11 @@ class DeltaLeaseHook(BaseHook):
         may end a moment before the call's own bound: caught here, the request then opened the store
         a second time and the ask took two timeouts.
         """
+        from deltaguard.leases.manager import learned_duration
+
         if table_key not in self._learned:
             try:
-                self._learned[table_key] = self.manager.learned_duration(owner, table_key)
+                self._learned[table_key] = learned_duration(self.manager.store, owner, table_key)
             except StoreUnavailableError:
                 raise
             except StoreError as exc:
@@ -409,7 +464,7 @@ class DeltaLeaseHook(BaseHook):
             owner,
             expires_at=grant.expires_at,
             fencing=grant.fencing,
-            timing=self.settings.lease_timing,
+            timing=self.settings.timing,
             fenced=fenced,
         )
         self.held = (grant.lease_id, owner)
@@ -481,3 +536,240 @@ class DeltaLeaseHook(BaseHook):
         if held is not None:
             self.release(*held)
             self.log.info("deltaguard: released lease %s on kill", held[0])
+
+
+def _lease_manager(
+    store: LeaseStore, settings: LeaseSettings, worker_slots: int | None, fences: FenceMemory | None = None
+) -> LeaseManager:
+    """The one place task code and the triggerer get a lease manager: over an opened store, with the engines'
+    fence of expired Spark Connect work (ADR 0033) and the engine's evaluator for requests decided again
+    from the store (ADR 0037).
+
+    :param worker_slots: the slot gate's size (ADR 0028); ``None``: no gate.
+    :param fences: fence outcomes shared with other managers over the same store (the triggerer's).
+    """
+    from deltaguard.engines.judged import attach_oracle
+    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.leases.manager import LeaseManager
+
+    return LeaseManager(
+        store,
+        retention_s=settings.retention_s,
+        remote_fence=default_remote_fence(),
+        fence_memory=fences,
+        oracle_loader=attach_oracle,
+        worker_slots=worker_slots,
+    )
+
+
+# ------------------------------------------------------------------------------------- the shared mode
+# One store handle per store URL and event loop, shared by every deltaguard trigger in a triggerer: a
+# handle per waiting trigger held a connection each, so a triggerer with 1,000 waiting writes held about
+# 1,000 PostgreSQL connections (ADR 0025 has the measurement). The first trigger for a store opens it, the
+# others share it, and the last one to leave closes it. Store calls run in worker threads
+# (:func:`asyncio.to_thread`, the event loop never blocks) at most :data:`MAX_CALLS` at a time, over a pool
+# of at most ``2 x`` :data:`POOL_SIZE` connections; a PostgreSQL store adds one LISTEN connection
+# (:class:`~deltaguard.leases.sql.listen.FreedListener`), an SQLite store one decision-log reader
+# (:class:`~deltaguard.leases.sql.sqlite_watch.SqliteFreedWatcher`).
+
+T = TypeVar("T")
+
+#: connections a shared PostgreSQL store keeps; it may open as many again under a burst (SQLAlchemy's
+#: ``max_overflow``), so a triggerer uses at most 2 x 4 + 1 (listener) = 9 connections per store
+POOL_SIZE = 4
+#: store calls in flight at once per shared store (each holds one connection while it runs)
+MAX_CALLS = POOL_SIZE
+
+
+@dataclasses.dataclass(eq=False)
+class SharedStore:
+    """The store handle shared by the triggers of one event loop.
+
+    :param url: the store URL (with its password: never logged nor serialized).
+    :param settings: the lease options the store was opened with.
+    """
+
+    url: str
+    settings: LeaseSettings
+    key: tuple[int, str] = (0, "")
+    users: int = 0
+    store: LeaseStore | None = None
+    listener: FreedWatcher | None = None
+    ready: asyncio.Future[None] | None = None
+    limit: asyncio.Semaphore = dataclasses.field(default_factory=lambda: asyncio.Semaphore(MAX_CALLS))
+    closed: bool = False
+    #: store calls still running in worker threads (a cancelled caller does not stop its thread)
+    inflight: set[asyncio.Future[Any]] = dataclasses.field(default_factory=set)
+    #: one re-admission of a table's queue for all the waiters one release wakes (ADR 0031)
+    crowd: Readmissions | None = None
+    #: fence outcomes of server-side work shared by the triggers' lease managers (ADR 0033), so one
+    #: expired lease's server is asked at most once per retry interval, not once per waiting trigger
+    fences: FenceMemory = dataclasses.field(default_factory=lambda: _fence_memory())
+
+    def readmissions(self) -> Readmissions:
+        """The handle's batcher of re-admissions (made on first use)."""
+        if self.crowd is None:
+            from deltaguard.hooks.lease_readmissions import Readmissions
+
+            self.crowd = Readmissions(self)
+        return self.crowd
+
+    async def call(
+        self, fn: Callable[..., T], *args: object, on_start: Callable[[], None] | None = None
+    ) -> T:
+        """Run a blocking store call in a worker thread, at most :data:`MAX_CALLS` at once.
+
+        A caller cancelled meanwhile returns at once, but its call keeps its slot until the thread ends,
+        and the store is closed only after it: a thread never finishes on a closed store.
+
+        :param on_start: called in the event loop once the call has its slot, just before its thread starts.
+        """
+        await self.limit.acquire()
+        if on_start is not None:
+            on_start()
+        future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        self.inflight.add(future)
+        future.add_done_callback(self._done)
+        return await asyncio.shield(future)
+
+    def _done(self, future: asyncio.Future[Any]) -> None:
+        self.inflight.discard(future)
+        self.limit.release()
+        if not future.cancelled():
+            future.exception()  # retrieved: the caller may have been cancelled and never will
+
+    def manager(self) -> LeaseManager:
+        """A lease manager over the shared store (its caches are the caller's own)."""
+        from deltaguard import config
+
+        assert self.store is not None
+        # the triggerer decides for deferred writes, which hold no worker slot: the slot gate (ADR 0028)
+        return _lease_manager(self.store, self.settings, config.worker_slots(), fences=self.fences)
+
+
+def _fence_memory() -> FenceMemory:
+    from deltaguard.leases.remote_work import FenceMemory
+
+    return FenceMemory()
+
+
+#: (id of the event loop, store URL) -> the handle; entries leave when their last user does
+_SHARED: dict[tuple[int, str], SharedStore] = {}
+#: closings in flight (kept referenced so they finish; :func:`closed` awaits them)
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _open_blocking(entry: SharedStore) -> None:
+    from deltaguard.leases.open import open_bounded_store
+
+    # every store call (the opening too) returns or fails within store_timeout (ADR 0018): a frozen store
+    # fails the trigger's check instead of holding one of the MAX_CALLS slots for the whole freeze
+    options: dict[str, object] = {}
+    if entry.url.split(":", 1)[0].lower().startswith("postgres"):
+        options["pool_size"] = POOL_SIZE
+    entry.store = open_bounded_store(entry.url, entry.settings.timing.store_timeout_s, **options)
+
+
+def _listen_configured() -> bool:
+    from deltaguard import config
+
+    return config.lease_store_listen()
+
+
+def sqlite_path(url: str) -> str | None:
+    from deltaguard.leases.sql.sqlite_watch import sqlite_path as path_of
+
+    return path_of(url)
+
+
+async def _open(entry: SharedStore) -> None:
+    assert entry.ready is not None
+    try:
+        await asyncio.to_thread(_open_blocking, entry)
+        listen = await asyncio.to_thread(_listen_configured)
+        if listen and entry.url.split(":", 1)[0].lower().startswith("postgres"):
+            from deltaguard.leases.sql.listen import FreedListener, conninfo
+
+            timeout = entry.settings.timing.store_timeout_s
+            entry.listener = FreedListener(
+                conninfo(entry.url, connect_timeout_s=timeout, keepalive_s=timeout)
+            )
+            entry.listener.start()
+        elif listen and (path := sqlite_path(entry.url)) is not None:
+            # SQLite sends nothing: one short read of the decision log per process stands in for NOTIFY
+            from deltaguard.leases.sql.sqlite_watch import SqliteFreedWatcher
+
+            entry.listener = SqliteFreedWatcher(path)
+            entry.listener.start()
+    except BaseException as exc:
+        if entry.store is not None:
+            await asyncio.to_thread(entry.store.close)
+        if _SHARED.get(entry.key) is entry:
+            del _SHARED[entry.key]  # the next trigger tries to open it again
+        entry.ready.set_exception(exc)
+        raise
+    entry.ready.set_result(None)
+    if entry.users == 0:  # every trigger that waited for it is gone already
+        if _SHARED.get(entry.key) is entry:
+            del _SHARED[entry.key]
+        _schedule_close(entry)
+
+
+async def _close(entry: SharedStore) -> None:
+    await asyncio.gather(*list(entry.inflight), return_exceptions=True)
+    if entry.listener is not None:
+        await entry.listener.close()
+    if entry.store is not None:
+        await asyncio.to_thread(entry.store.close)
+    entry.closed = True
+
+
+def _schedule_close(entry: SharedStore) -> None:
+    task = asyncio.get_running_loop().create_task(_close(entry), name="deltaguard-close-store")
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+@contextlib.asynccontextmanager
+async def shared_store(url: str, settings: LeaseSettings) -> AsyncIterator[SharedStore]:
+    """Use the event loop's handle for ``url`` (opened by the first user, closed after the last).
+
+    Leaving the block (also by cancellation, when the triggerer cancels the trigger) gives the handle back
+    without awaiting anything; the last user's leaving schedules the close.
+
+    :raises StoreUnavailableError: the store could not be opened (the next user tries again).
+    """
+    loop = asyncio.get_running_loop()
+    key = (id(loop), url)
+    entry = _SHARED.get(key)
+    if entry is not None and entry.ready is not None and entry.ready.get_loop() is not loop:
+        entry = None  # left by a loop that was closed while triggers still held it (its id is reused)
+    if entry is None:
+        entry = SharedStore(url, settings, key=key, ready=loop.create_future())
+        _SHARED[key] = entry
+        # a task of its own: a trigger cancelled while the store opens must not orphan the open store
+        opening = loop.create_task(_open(entry), name="deltaguard-open-store")
+        opening.add_done_callback(lambda t: t.cancelled() or t.exception())
+    entry.users += 1
+    try:
+        assert entry.ready is not None
+        await asyncio.shield(entry.ready)
+        yield entry
+    finally:
+        entry.users -= 1
+        # Not yet open: the opening task closes it when it finds no user. Failed to open: nothing to close.
+        opened = entry.ready is not None and entry.ready.done() and entry.ready.exception() is None
+        if entry.users == 0 and opened and _SHARED.get(key) is entry:
+            del _SHARED[key]
+            _schedule_close(entry)
+
+
+def open_handles() -> int:
+    """Shared handles open in this process (for tests and measurements)."""
+    return len(_SHARED)
+
+
+async def closed() -> None:
+    """Wait until every scheduled close has finished (for tests and measurements)."""
+    while _CLOSING:
+        await asyncio.gather(*list(_CLOSING), return_exceptions=True)

@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 
 class PooledCalls(Protocol):
-    """What a batch needs of the shared handle (:class:`deltaguard.hooks.lease_pool.SharedStore`, which owns
+    """What a batch needs of the shared handle (:class:`deltaguard.hooks.lease.SharedStore`, which owns
     the batches, so this module names it by its shape rather than importing it)."""
 
     settings: LeaseSettings
@@ -100,7 +100,7 @@ class Readmissions:
             self.batches += 1
             # a third of the store's call timeout, in CPU time (twice that in wall-clock time at most): the
             # batch's transaction ends well within it
-            budget = self._shared.settings.lease_timing.store_timeout_s / 3
+            budget = self._shared.settings.timing.store_timeout_s / 3
             answers = await self._shared.call(self._lease_manager().readmit, uri, budget, on_start=started)
         except BaseException as exc:
             started()

@@ -175,7 +175,7 @@ class RemoteWorkFencing:
             return False
         now = self.clock()
         reclaimed: list[LeaseRow] = []
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> None:
             reclaimed.clear()
@@ -215,9 +215,6 @@ class RemoteWorkFencing:
         if released:
             log.warning("deltaguard: lease %s released by hand by %s: %s", lease_id, by, reason)
         return released
-
-    def _fence_round(self) -> FenceRound:
-        return self.fence_memory.round()
 
     def _fence_pending(self, fences: FenceRound) -> bool:
         """Fence the expired leases a decision kept held (outside any transaction); return whether a fence
@@ -386,13 +383,13 @@ class RemoteWorkFencing:
         return outcome
 
     def _fence_one(self, handle: Handle) -> str:
-        from deltaguard.leases.bounded import bounded_call
+        from deltaguard.leases.open import bounded_call
 
         if handle.get("kind") == "unknown":
             raise LeaseError("the lease's fence handles cannot be read")
         if self.remote_fence is None:
             raise LeaseError("this lease manager has no fence for server-side work")
-        from deltaguard.leases.bounded import StoreCallTimeout
+        from deltaguard.leases.open import StoreCallTimeout
 
         try:
             return str(bounded_call(self.remote_fence.fence, self.fence_timeout_s, handle))

@@ -11,6 +11,21 @@ already requires). Every store call runs under a client-side deadline (``store_t
 (a stopped PostgreSQL backend keeps the TCP connection open, so neither keepalives nor server-side
 timeouts end the call) can delay a renewal but never hang the keeper, and once the known expiry is near the
 lease counts as lost whatever the store says later.
+
+:class:`LeaseTiming` says how long a lease lives, how often it is renewed and how long a store call may take.
+The holder of a lease may commit only while the lease is certainly live. It knows the expiry the store
+granted or last renewed; nobody can reclaim the lease before that instant. Renewals run every
+``heartbeat_s``; each store call is abandoned after ``store_timeout_s`` (the store may be frozen), and a
+failed renewal is retried after at most ``heartbeat_s``. So after a successful renewal at ``t0`` (expiry
+``t0 + ttl_s``) a store stall of ``S`` seconds ends, at the latest, with a successful renewal at
+``t0 + heartbeat_s + S + 2 * store_timeout_s`` (one attempt may hang until the stall ends and time out, the
+next one succeeds within a timeout). A commit additionally needs ``commit_margin_s`` of lease left when it
+is fenced. Hence:
+
+    tolerated stall = ttl_s - heartbeat_s - 2 * store_timeout_s - commit_margin_s
+
+A stall shorter than that never loses a lease nor blocks a commit. :class:`LeaseTiming` refuses settings that
+tolerate less than a quarter of the TTL, or that renew less than three times per TTL.
 """
 
 from __future__ import annotations
@@ -18,17 +33,81 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from deltaguard.core.admission import Owner
-from deltaguard.leases.bounded import StoreCallTimeout, bounded_call
 from deltaguard.leases.manager import LeaseError, LeaseLostError, LeaseManager
+from deltaguard.leases.open import StoreCallTimeout, bounded_call
 from deltaguard.leases.remote_work import FORCED_KIND
 from deltaguard.leases.store import StoreReplacedError
-from deltaguard.leases.timing import LeaseTiming
 
 log = logging.getLogger("deltaguard.leases")
 
-__all__ = ["DEFAULT_CLOCK_SKEW_S", "LeaseKeeper", "StoreCallTimeout", "bounded_call", "fence_app_id"]
+__all__ = [
+    "DEFAULT_CLOCK_SKEW_S",
+    "LeaseKeeper",
+    "LeaseTiming",
+    "LeaseTimingError",
+    "StoreCallTimeout",
+    "bounded_call",
+    "fence_app_id",
+]
+
+
+class LeaseTimingError(ValueError):
+    """The lease settings cannot keep a lease alive through a short store stall."""
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """Validated lease timing (seconds).
+
+    :param ttl_s: how long a lease lives without renewal.
+    :param heartbeat_s: the interval between renewals.
+    :param store_timeout_s: the client-side limit on one store call (connect, statement, lock wait).
+    :param commit_margin_s: the lease time that must remain when a commit is fenced (covers the commit).
+    """
+
+    ttl_s: float = 120.0
+    heartbeat_s: float = 20.0
+    store_timeout_s: float = 10.0
+    commit_margin_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        """Refuse a combination of settings that can lose a lease to a short stall.
+
+        :raises LeaseTimingError: naming the settings and the rule they break.
+        """
+        stall = self.ttl_s - self.heartbeat_s - 2 * self.store_timeout_s - self.commit_margin_s
+        values = {
+            "lease_ttl": self.ttl_s,
+            "heartbeat_interval": self.heartbeat_s,
+            "store_timeout": self.store_timeout_s,
+            "commit_margin": self.commit_margin_s,
+        }
+        for name, value in values.items():
+            if not value > 0:
+                raise LeaseTimingError(f"{name} must be a positive number of seconds, got {value}")
+        if self.heartbeat_s * 3 > self.ttl_s:
+            raise LeaseTimingError(
+                f"heartbeat_interval={self.heartbeat_s:g} s renews less than three times per "
+                f"lease_ttl={self.ttl_s:g} s; one slow renewal would lose the lease"
+            )
+        if stall < self.ttl_s / 4:
+            raise LeaseTimingError(
+                f"lease_ttl={self.ttl_s:g} s leaves {stall:g} s for a store stall after "
+                f"heartbeat_interval={self.heartbeat_s:g} s, 2 x store_timeout={self.store_timeout_s:g} s and "
+                f"commit_margin={self.commit_margin_s:g} s; it must leave at least a quarter of the TTL "
+                f"(raise lease_ttl to at least "
+                f"{4 / 3 * (self.heartbeat_s + 2 * self.store_timeout_s + self.commit_margin_s):.0f} s "
+                f"or lower the others)"
+            )
+
+    @property
+    def tolerated_stall_s(self) -> float:
+        """The longest store stall that neither loses the lease nor refuses a commit."""
+        return self.ttl_s - self.heartbeat_s - 2 * self.store_timeout_s - self.commit_margin_s
+
 
 #: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants
 DEFAULT_CLOCK_SKEW_S = 1.0
@@ -153,21 +232,9 @@ class LeaseKeeper:
         """
         if self.lost:
             raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
-        self._renew()
+        self._confirm()
         if self.lost:
             raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
-        if self.fencing:
-            try:
-                rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
-            except Exception as exc:
-                log.warning(
-                    "deltaguard: could not read lease %s for its fencing check: %s", self.lease_id, exc
-                )
-            else:
-                found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
-                if found != self.fencing:
-                    self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
-                    raise LeaseLostError(f"lease {self.lease_id} is lost: {self.lost_reason}")
         left = self.known_expiry - self.clock()
         if left < self.timing.commit_margin_s:
             raise LeaseLostError(
@@ -184,19 +251,25 @@ class LeaseKeeper:
         outside the lease.
         """
         if not self.lost:
-            self._renew()
-        if not self.lost and self.fencing:
-            try:
-                rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
-            except Exception as exc:
-                log.warning("deltaguard: could not read lease %s: %s", self.lease_id, exc)
-            else:
-                found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
-                if found != self.fencing:
-                    self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
+            self._confirm()
         if not self.lost and self.clock() >= self.known_expiry:
             self._mark_lost("its known expiry passed without a confirmed renewal")
         return self.lost_reason if self.lost else None
+
+    def _confirm(self) -> None:
+        """Renew the lease (bounded by the store timeout) and compare its fencing tokens with the store's;
+        different tokens mark it lost. A store that does not answer leaves the known expiry to decide."""
+        self._renew()
+        if self.lost or not self.fencing:
+            return
+        try:
+            rows = bounded_call(self.manager.store.read_lease, self.timing.store_timeout_s, self.lease_id)
+        except Exception as exc:
+            log.warning("deltaguard: could not read lease %s for its fencing check: %s", self.lease_id, exc)
+            return
+        found = {r.uri: r.fencing for r in rows if r.owner_key == self.owner.key}
+        if found != self.fencing:
+            self._mark_lost(f"its fencing tokens changed (granted {self.fencing}, store has {found})")
 
     def after_commit(
         self, table_uri: str, version: int, committed_at: float | Callable[[], float | None] | None

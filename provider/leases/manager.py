@@ -11,6 +11,13 @@ This module holds the protocol verbs only (acquire, check, heartbeat, release, a
 queue and decision log); the decision in a transaction is :mod:`~deltaguard.leases.decide`'s, what the
 manager remembers between calls is :mod:`~deltaguard.leases.memo`'s, the stored texts are
 :mod:`~deltaguard.leases.codec`'s and the read-only views :mod:`~deltaguard.leases.views`'.
+
+Duration estimates are learned from the decision log here too (:func:`learned_duration`, ADR 0024): how long
+a task's recent leases on a table were held. The admission rule backfills only requests that carry an estimate (ADR 0017, 0024). A task that states none
+gets the median of its last few hold durations on the table: the time from each ``grant`` to the
+``release`` of the same request, for leases its owner released itself (an ``expiry`` means the holder
+died, so it says nothing about how long the write takes). The median shrugs off one slow or fast run; a
+wrong estimate only changes the order of conflicting writes, never lets them overlap.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -64,7 +72,15 @@ from deltaguard.leases.remote_work import (
     handles_in,
 )
 from deltaguard.leases.restate import restate_locked
-from deltaguard.leases.store import LeaseRow, LeaseStore, RequestRow, StoreError, StoreTxn, run_in_transaction
+from deltaguard.leases.store import (
+    DecisionRow,
+    LeaseRow,
+    LeaseStore,
+    RequestRow,
+    StoreError,
+    StoreTxn,
+    run_in_transaction,
+)
 from deltaguard.leases.views import (
     DecisionInfo,
     LeaseInfo,
@@ -272,7 +288,7 @@ class LeaseManager(RemoteWorkFencing):
         now = self.clock()
         decide = self.decide
         reclaimed: list[LeaseRow] = []
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> Readmission:
             return readmit_locked(
@@ -310,7 +326,7 @@ class LeaseManager(RemoteWorkFencing):
         reclaimed: list[LeaseRow] = []
         # An expired lease with server-side work stays held (the holder's keeper interrupts that work once
         # it hears the lease is lost); the fence runs in the deciders' calls, not in a renewal.
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> float | None:
             reclaimed.clear()
@@ -496,13 +512,6 @@ class LeaseManager(RemoteWorkFencing):
         rows = self.store.decisions(owner_key=owner.key if owner else None, uri=uri, since=since, limit=limit)
         return [decision_info(r) for r in rows]
 
-    def learned_duration(self, owner: Owner, uri: str) -> float | None:
-        """How long ``owner``'s task is expected to hold a lease on ``uri``: the median of its last few
-        holds there, from the decision log (:mod:`deltaguard.leases.estimates`); ``None`` when unknown."""
-        from deltaguard.leases.estimates import learned_duration
-
-        return learned_duration(self.store, owner, uri)
-
     def prune(self) -> int:
         """Delete decision-log entries and closed requests older than the retention; return the count."""
         return self.store.prune(self.clock() - self.retention_s)
@@ -570,7 +579,7 @@ class LeaseManager(RemoteWorkFencing):
             snapshot = answer
         decide = self.decide
         reclaimed: list[LeaseRow] = []  # warned about once the decision committed (a body may run twice)
-        fences = self._fence_round()
+        fences = self.fence_memory.round()
 
         def body(txn: StoreTxn) -> Granted | Waiting:
             return decide_locked(
@@ -596,3 +605,51 @@ class LeaseManager(RemoteWorkFencing):
             # a holder's server-side work was just fenced: decide again, with its lease reclaimed or with why not
             return self._evaluate(request, fast=False)
         return result
+
+
+#: how many recent holds the median is taken over
+DEFAULT_SAMPLES = 5
+#: how many recent grants and releases of the table are read to find them (one indexed read; the larger
+#: wait entries are left out)
+DEFAULT_SCAN = 500
+
+
+def same_task(owner: Owner, other: Owner) -> bool:
+    """Whether two owners are runs of the same task (any run, try or map index; or the same free name)."""
+    if owner.dag_id or owner.task_id:
+        return (owner.dag_id, owner.task_id) == (other.dag_id, other.task_id)
+    return owner.name == other.name
+
+
+def hold_durations(rows: Sequence[DecisionRow], owner: Owner) -> list[float]:
+    """How long ``owner``'s task held the leases it released, newest first.
+
+    :param rows: decision-log entries of one table, in any order.
+    :param owner: any run of the task.
+    """
+    granted_at: dict[str, float] = {}
+    holds: list[tuple[float, float]] = []  # (release time, held seconds)
+    for row in sorted(rows, key=lambda r: r.at):
+        if row.kind == "grant" and same_task(owner, owner_from_text(row.owner_key)):
+            granted_at[row.request_id] = row.at
+        elif row.kind == "release" and row.request_id in granted_at:
+            start = granted_at.pop(row.request_id)
+            holds.append((row.at, max(0.0, row.at - start)))
+    return [held for _, held in sorted(holds, reverse=True)]
+
+
+def learned_duration(
+    store: LeaseStore, owner: Owner, uri: str, *, samples: int = DEFAULT_SAMPLES, scan: int = DEFAULT_SCAN
+) -> float | None:
+    """The median of the task's last ``samples`` hold durations on ``uri``; ``None`` when it has none
+    among the table's last ``scan`` grants and releases (then the request stays FIFO).
+
+    :param store: the lease store (one unlocked read of the log by table).
+    :param owner: any run of the task.
+    :param uri: the table.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    rows = store.decisions(uri=uri, limit=scan, kinds=("grant", "release"))
+    durations = hold_durations(rows, owner)[:samples]
+    return float(statistics.median(durations)) if durations else None

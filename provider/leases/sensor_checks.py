@@ -14,8 +14,8 @@ from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 
 if TYPE_CHECKING:
+    from deltaguard.leases.keeper import LeaseTiming
     from deltaguard.leases.store import LeaseStore
-    from deltaguard.leases.timing import LeaseTiming
 
 #: commit-info key carrying the writer's app id (written by the deltaguard operators)
 APP_ID_KEY = "deltaguard.app_id"
@@ -162,13 +162,15 @@ def admission_probe(
         shared handle).
     :param include_waiting: also respect queued requests (the lease manager's FIFO would).
     :param timing: for a store URL: its ``store_timeout`` bounds the opening and every call (ADR 0018);
-        default :class:`~deltaguard.leases.timing.LeaseTiming`'s.
+        default :class:`~deltaguard.leases.keeper.LeaseTiming`'s.
     """
-    from deltaguard.leases.bounded import open_bounded_store
+    from deltaguard.leases.keeper import LeaseTiming as Timing
     from deltaguard.leases.manager import LeaseManager
-    from deltaguard.leases.timing import LeaseTiming as Timing
+    from deltaguard.leases.open import open_bounded_store
 
-    opened = open_bounded_store(store, timing or Timing()) if isinstance(store, str) else store
+    opened = (
+        open_bounded_store(store, (timing or Timing()).store_timeout_s) if isinstance(store, str) else store
+    )
     manager = LeaseManager(opened)
     try:
         running = [lease.operation for lease in manager.leases(table_key)]

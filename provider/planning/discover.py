@@ -476,8 +476,8 @@ def _recorded(
 ) -> dict[tuple[str, str], float | None]:
     """The median recorded hold of each (task, table) pair, from the decision log; empty when unreadable."""
     from deltaguard.core.admission import Owner
-    from deltaguard.leases.estimates import learned_duration
-    from deltaguard.leases.open import open_existing_store
+    from deltaguard.leases.admin import open_existing_store
+    from deltaguard.leases.manager import learned_duration
     from deltaguard.pools.recorded import STORE_TIMEOUT_S
 
     try:

@@ -47,7 +47,7 @@ _readers_lock = threading.Lock()
 def reader() -> UiReader:
     """The reader of the configured lease store (one per URL, kept open; the URL is read every time)."""
     from deltaguard import config
-    from deltaguard.leases.open import open_store
+    from deltaguard.leases.admin import open_store
 
     url = config.lease_store_url()
     with _readers_lock:

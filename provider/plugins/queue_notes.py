@@ -27,7 +27,7 @@ from deltaguard.core.admission import DEFAULT_AGEING_S, TableView, expected_star
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.codec import owner_from_text, payload_duration
-from deltaguard.leases.estimates import DEFAULT_SAMPLES, hold_durations
+from deltaguard.leases.manager import DEFAULT_SAMPLES, hold_durations
 from deltaguard.leases.store import DecisionRow, LeaseRow, RequestRow, WaiterRow
 from deltaguard.leases.views import lease_holder, waiter_holder
 

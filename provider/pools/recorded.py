@@ -51,7 +51,7 @@ def recorded_configs(keys: Sequence[str], url: str | None = None) -> dict[str, T
 
 def _read_rows(url: str, keys: Sequence[str]) -> list[tuple[str, str]]:
     """``(uri, config_json)`` of the recorded tables among ``keys``; ``[]`` when no store exists yet."""
-    from deltaguard.leases.open import open_existing_store
+    from deltaguard.leases.admin import open_existing_store
 
     store = open_existing_store(url, STORE_TIMEOUT_S)
     if store is None:

@@ -3,7 +3,7 @@
 The trigger asks :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`, which
 re-evaluates the waiting request (and keeps its queue place alive); what follows each answer is
 :func:`deltaguard.leases.waiting.next_step`'s, as for the task. Every trigger of a triggerer shares one store
-handle per store (:mod:`deltaguard.hooks.lease_pool`, a bounded pool); the blocking store call runs in a
+handle per store (:mod:`deltaguard.hooks.lease`, a bounded pool); the blocking store call runs in a
 worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
 through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
 (ADR 0025). The event is only a hint: the resumed task asks the lease manager again with the same request id
@@ -24,7 +24,7 @@ from deltaguard.core.admission import Closed, Granted, Waiting
 from deltaguard.leases.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
-    from deltaguard.hooks.lease_pool import SharedStore
+    from deltaguard.hooks.lease import SharedStore
     from deltaguard.leases.manager import LeaseManager
 
 #: after this many consecutive store failures the trigger hands control back to the task, which then

@@ -271,7 +271,7 @@ def test_the_lease_trigger_opens_the_store_with_the_password_it_does_not_carry(
     import asyncio
 
     from deltaguard.core.admission import Granted
-    from deltaguard.hooks import lease_pool as shared_store
+    from deltaguard.hooks import lease as shared_store
 
     opened: list[str] = []
 

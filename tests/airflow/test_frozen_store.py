@@ -28,7 +28,7 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.exceptions import StoreUnavailableError
-from deltaguard.leases.timing import LeaseTiming
+from deltaguard.leases.keeper import LeaseTiming
 
 TIMEOUT = 2.0
 #: How long a call may take while the server is stopped: ten times the timeout of each store call it makes.
@@ -107,7 +107,7 @@ def _fails_closed_in_time(call: Callable[[], Any]) -> float:
 def _warm(call: Callable[[], Any]) -> Any:
     """``call()`` while the server runs; on this shared test machine opening the store (connect, schema
     check) can itself take longer than the limit, which is not what the test is about."""
-    from deltaguard.leases.bounded import StoreCallTimeout
+    from deltaguard.leases.open import StoreCallTimeout
 
     for _ in range(9):
         with contextlib.suppress(StoreCallTimeout):
@@ -137,10 +137,9 @@ def pg_store_url(pg_server: str) -> str:
 def test_hook_keeper_trigger_and_sensor_fail_within_the_store_timeout_on_a_stopped_postgres(
     pg_store_url: str,
 ) -> None:
-    from deltaguard.hooks.lease import DeltaLeaseHook
-    from deltaguard.hooks.lease_pool import shared_store
-    from deltaguard.leases.bounded import StoreCallTimeout
+    from deltaguard.hooks.lease import DeltaLeaseHook, shared_store
     from deltaguard.leases.keeper import LeaseKeeper
+    from deltaguard.leases.open import StoreCallTimeout
     from deltaguard.leases.sensor_checks import admission_probe
 
     hook = DeltaLeaseHook(_settings(pg_store_url))
@@ -225,7 +224,7 @@ def test_an_ask_opens_an_unavailable_store_once(monkeypatch: pytest.MonkeyPatch)
     import socket
 
     from deltaguard.hooks.lease import DeltaLeaseHook
-    from deltaguard.leases import bounded
+    from deltaguard.leases import open as bounded
 
     with socket.socket() as probe:  # a port nothing listens on: the connection is refused at once
         probe.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.harness.airflow_runner import generate_airflow_cfg
 from deltaguard import config
-from deltaguard.leases.timing import LeaseTimingError
+from deltaguard.leases.keeper import LeaseTimingError
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_setting_only_lease_ttl_derives_the_rest(
     )
     assert config.heartbeat_interval() == 5.0
     settings = config.lease_settings()
-    assert settings.heartbeat_s == 5.0 and settings.lease_timing == timing
+    assert settings.heartbeat_s == 5.0 and settings.timing == timing
 
 
 def test_an_option_set_is_taken_as_given(generated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

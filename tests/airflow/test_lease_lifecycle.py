@@ -108,7 +108,7 @@ def test_a_lease_that_expired_before_resume_is_asked_for_anew(tmp_path, lease_st
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.core.profiles import EngineName, EngineProfile
     from deltaguard.core.table_config import TableConfig
-    from deltaguard.leases.requests import task_owner, task_request_id
+    from deltaguard.hooks.lease import task_owner, task_request_id
     from deltaguard.operators.dml import DeltaDeleteOperator
 
     table = sales_table(str(tmp_path / "sales"))

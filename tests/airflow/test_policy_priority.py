@@ -185,9 +185,9 @@ def test_writes_started_together_rank_by_phase_at_the_lease_manager(tmp_path: An
     other write, asked 0.3 s before a MERGE of another partition and queued behind the first MERGE; the
     later MERGE could then only queue behind it, and the table took four rounds instead of three. The
     policy's phase bonus, as the lease priority, ranks the MERGE ahead: it runs beside the first one."""
-    from deltaguard.core.admission import Granted, Owner, Waiting
+    from deltaguard.core.admission import Granted, Owner, TableClaim, Waiting
+    from deltaguard.hooks.lease import claims_request
     from deltaguard.leases.manager import LeaseManager
-    from deltaguard.leases.requests import lease_request
     from deltaguard.operators.dml import DeltaMergeOperator
     from deltaguard.operators.maintenance import DeltaOptimizeOperator
     from deltaguard.pools.policy import dag_policy
@@ -239,11 +239,15 @@ def test_writes_started_together_rank_by_phase_at_the_lease_manager(tmp_path: An
     def ask(task_id: str) -> Granted | Waiting:
         task = by_id[task_id]
         return manager.acquire(
-            lease_request(
-                table_key=table,
-                operation=task.conflict_operation(task.build_spec(config)),
-                profile=profile,
-                table_config=config,
+            claims_request(
+                claims=(
+                    TableClaim(
+                        uri=table,
+                        operation=task.conflict_operation(task.build_spec(config)),
+                        profile=profile,
+                        config=config,
+                    ),
+                ),
                 owner=Owner(dag_id=dag.dag_id, task_id=task_id, run_id="r"),
                 ttl_s=300,
                 poll_interval_s=5,

@@ -190,7 +190,7 @@ def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
 ) -> None:
     """One store handle for every trigger; one decision-log watcher wakes them (ADR 0025), unless listening
     is turned off, when they poll."""
-    from deltaguard.hooks import lease_pool as shared_store
+    from deltaguard.hooks import lease as shared_store
 
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
@@ -232,7 +232,7 @@ def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
 def test_a_sqlite_release_wakes_the_waiting_trigger_before_its_next_poll(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deltaguard.hooks import lease_pool as shared_store
+    from deltaguard.hooks import lease as shared_store
 
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)

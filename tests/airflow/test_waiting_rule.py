@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deltaguard import config
-from deltaguard.leases.timing import LeaseTimingError
+from deltaguard.leases.keeper import LeaseTimingError
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, next_step
 from tests.airflow.helpers import hold_lease_until_waiter, sales_table, task_context, wait_until_unleased
 
@@ -141,7 +141,7 @@ def test_settings_are_checked_when_read(monkeypatch) -> None:
     with pytest.raises(LeaseTimingError, match="at least a quarter of the TTL"):
         config.lease_settings("sqlite:///x.db")  # 30 - 5 - 2 * 7 - 30 / 8 = 7.25 s < 7.5 s
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__STORE_TIMEOUT", "2")
-    timing = config.lease_settings("sqlite:///x.db").lease_timing
+    timing = config.lease_settings("sqlite:///x.db").timing
     assert (timing.heartbeat_s, timing.store_timeout_s, timing.commit_margin_s) == (5, 2, 30 / 8)
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__POLL_INTERVAL", "-1")
     with pytest.raises(ValueError, match="poll_interval"):

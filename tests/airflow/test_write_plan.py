@@ -11,7 +11,7 @@ from deltaguard.engines import specs
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sql_translate import translate
 from deltaguard.engines.validation import validate_spec
-from deltaguard.leases.requests import task_owner, task_request_id
+from deltaguard.hooks.lease import task_owner, task_request_id
 from deltaguard.leases.waiting import wait_reason
 from deltaguard.writes.outcome import decision_line
 

@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltaguard.core.admission import Granted, Owner, Waiting
+from deltaguard.core.admission import Granted, Owner, TableClaim, Waiting
 from deltaguard.core.merge_scope import ColumnScope, MergeScope, ScopeLimits
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
@@ -28,9 +28,9 @@ from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError
 from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.source_keys import check_source_in_scope, source_key_summaries
 from deltaguard.engines.specs import MergeSpec, WriteContext
+from deltaguard.hooks.lease import claims_request
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.open import open_store
-from deltaguard.leases.requests import lease_request
 
 LIMITS = ScopeLimits()
 UPSERT = "t.id = s.id AND t.date = s.date"
@@ -77,11 +77,11 @@ def _ask(
     manager: LeaseManager, engine: DeltaRsEngine, uri: str, task: str, spec: MergeSpec
 ) -> Granted | Waiting:
     owner = Owner(dag_id="d", run_id="r", task_id=task, map_index=-1, try_number=1)
-    request = lease_request(
-        table_key=uri,
-        operation=spec.operation(),
-        profile=engine.profile(),
-        table_config=engine.table_config(uri),
+    claim = TableClaim(
+        uri=uri, operation=spec.operation(), profile=engine.profile(), config=engine.table_config(uri)
+    )
+    request = claims_request(
+        claims=(claim,),
         owner=owner,
         ttl_s=60,
         poll_interval_s=1,

@@ -26,11 +26,10 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import CommitFencedError, DeltaConflictError
 from deltaguard.engines.specs import DeleteSpec, MergeSpec, OptimizeSpec, WriteContext, WriteSpec
-from deltaguard.leases.keeper import LeaseKeeper
+from deltaguard.leases.keeper import LeaseKeeper, LeaseTiming
 from deltaguard.leases.manager import LeaseError, LeaseManager
-from deltaguard.leases.open import open_store
+from deltaguard.leases.open import open_store, store_options
 from deltaguard.leases.store import StoreError
-from deltaguard.leases.timing import LeaseTiming, store_options
 
 TIMING = LeaseTiming(ttl_s=4.0, heartbeat_s=0.5, store_timeout_s=0.5, commit_margin_s=1.0)
 
@@ -71,7 +70,7 @@ def main(store_url: str, table: str, writer: str, jobs_path: str, progress_path:
 
     while True:  # the store may be held by a stopped lock holder just now: an Airflow try would retry
         try:
-            manager = LeaseManager(open_store(store_url, **store_options(store_url, TIMING)))
+            manager = LeaseManager(open_store(store_url, **store_options(store_url, TIMING.store_timeout_s)))
             break
         except StoreError:
             note("store_error")

@@ -1,11 +1,11 @@
-"""Duration estimates learned from the decision log (:mod:`deltaguard.leases.estimates`), on a real store."""
+"""Duration estimates learned from the decision log (:func:`deltaguard.leases.manager.learned_duration`), on a real store."""
 
 from __future__ import annotations
 
 import pytest
 
 from deltaguard.core.admission import Owner
-from deltaguard.leases.manager import LeaseManager
+from deltaguard.leases.manager import LeaseManager, learned_duration
 
 from .conftest import FakeClock, op, request
 
@@ -26,12 +26,12 @@ def _hold(manager: LeaseManager, clock: FakeClock, task: str, seconds: float, re
 
 def test_median_of_the_last_holds_of_the_same_task(manager: LeaseManager, clock: FakeClock) -> None:
     owner = Owner(dag_id="dag", task_id="merge", run_id="any run", try_number=3)
-    assert manager.learned_duration(owner, "t") is None
+    assert learned_duration(manager.store, owner, "t") is None
     for seconds in (1000, 10, 20, 30, 500, 40):  # the oldest (1000) falls out of the last five
         _hold(manager, clock, "merge", seconds)
         _hold(manager, clock, "other", 7)  # another task's holds on the same table do not count
-    assert manager.learned_duration(owner, "t") == 30
-    assert manager.learned_duration(owner, "elsewhere") is None
+    assert learned_duration(manager.store, owner, "t") == 30
+    assert learned_duration(manager.store, owner, "elsewhere") is None
 
 
 def test_expired_leases_do_not_count(manager: LeaseManager, clock: FakeClock) -> None:
@@ -43,7 +43,9 @@ def test_expired_leases_do_not_count(manager: LeaseManager, clock: FakeClock) ->
     assert manager.release(req.request_id, req.owner)
     kinds = [d.kind for d in manager.decisions(uri="t")]
     assert "expiry" in kinds
-    assert manager.learned_duration(Owner(dag_id="dag", task_id="merge"), "t") == 20  # median of 10, 30
+    assert (
+        learned_duration(manager.store, Owner(dag_id="dag", task_id="merge"), "t") == 20
+    )  # median of 10, 30
 
 
 def test_decisions_by_kind(manager: LeaseManager, clock: FakeClock) -> None:

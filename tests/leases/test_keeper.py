@@ -12,10 +12,15 @@ import pytest
 import sqlalchemy as sa
 
 from deltaguard.core.admission import Granted, Owner
-from deltaguard.leases.keeper import LeaseKeeper, StoreCallTimeout, bounded_call
+from deltaguard.leases.keeper import (
+    LeaseKeeper,
+    LeaseTiming,
+    LeaseTimingError,
+    StoreCallTimeout,
+    bounded_call,
+)
 from deltaguard.leases.manager import LeaseLostError, LeaseManager
-from deltaguard.leases.open import open_store
-from deltaguard.leases.timing import LeaseTiming, LeaseTimingError, store_options
+from deltaguard.leases.open import open_store, store_options
 from tests.leases.conftest import op, request
 
 FAST = LeaseTiming(ttl_s=6.0, heartbeat_s=0.5, store_timeout_s=0.5, commit_margin_s=1.0)
@@ -48,8 +53,8 @@ def test_timing_refuses_combinations_a_short_stall_would_break() -> None:
 
 def test_store_options_bound_every_store_call(pg_url: str) -> None:
     timing = LeaseTiming(ttl_s=24, heartbeat_s=4, store_timeout_s=2, commit_margin_s=3)
-    assert store_options("sqlite:////tmp/x.db", timing) == {"busy_timeout_s": 2}
-    store = open_store(pg_url, **store_options(pg_url, timing))
+    assert store_options("sqlite:////tmp/x.db", timing.store_timeout_s) == {"busy_timeout_s": 2}
+    store = open_store(pg_url, **store_options(pg_url, timing.store_timeout_s))
     try:
         with store.engine.connect() as conn:  # type: ignore[attr-defined]
             assert conn.execute(sa.text("SHOW statement_timeout")).scalar() == "2s"
@@ -127,7 +132,7 @@ def test_a_frozen_sqlite_lock_holder_does_not_hang_the_fence(tmp_path) -> None:
     the expiry it knows (live for a while, then refused), and nothing waits for the store's 30 s default."""
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     timing = LeaseTiming(ttl_s=6, heartbeat_s=1, store_timeout_s=0.5, commit_margin_s=1)
-    manager = LeaseManager(open_store(url, **store_options(url, timing)))
+    manager = LeaseManager(open_store(url, **store_options(url, timing.store_timeout_s)))
     holder = sqlite3.connect(str(tmp_path / "leases.db"), isolation_level=None)
     try:
         grant = _granted(manager, ttl_s=20)
@@ -151,7 +156,7 @@ def test_a_frozen_sqlite_lock_holder_does_not_hang_the_fence(tmp_path) -> None:
 def test_a_stopped_postgres_backend_does_not_hang_the_heartbeat(pg_url: str) -> None:
     """SIGSTOP of the backend serving the keeper: TCP stays up, so only the client-side deadline helps."""
     timing = LeaseTiming(ttl_s=8, heartbeat_s=1, store_timeout_s=1, commit_margin_s=1)
-    store = open_store(pg_url, pool_size=1, **store_options(pg_url, timing))
+    store = open_store(pg_url, pool_size=1, **store_options(pg_url, timing.store_timeout_s))
     manager = LeaseManager(store)
     try:
         grant = _granted(manager, ttl_s=20)
@@ -204,3 +209,26 @@ def test_a_held_sqlite_lock_is_a_store_error_not_a_driver_error(tmp_path) -> Non
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_lease_whose_fencing_tokens_changed_is_lost(tmp_path) -> None:
+    """The store renews the lease but holds other fencing tokens than the holder was granted (the table was
+    granted again meanwhile): the commit fence refuses, and a check after unfenced work reports the loss."""
+    manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
+    try:
+        grant = _granted(manager)
+        assert grant.fencing
+        stale = {uri: token + 1 for uri, token in grant.fencing.items()}
+        owner = Owner(dag_id="dag", task_id="writer")
+
+        def keeper() -> LeaseKeeper:
+            return LeaseKeeper(
+                manager, grant.lease_id, owner, expires_at=grant.expires_at, fencing=stale, timing=FAST
+            )
+
+        with pytest.raises(LeaseLostError, match="fencing tokens changed"):
+            keeper().check()
+        assert "fencing tokens changed" in (keeper().still_held() or "")
+        assert _keeper(manager, grant).still_held() is None  # the granted tokens still match
+    finally:
+        manager.store.close()

@@ -97,13 +97,13 @@ def test_the_gate_counts_the_leases_as_of_the_decision_not_before_it(
     clock = FakeClock()
     manager = LeaseManager(store_url, clock=clock, worker_slots=1)
     other = LeaseManager(store_url, clock=clock, worker_slots=1)
-    real = manager._fence_round
+    real = manager.fence_memory.round
 
     def the_other_is_granted_first() -> Any:
         assert isinstance(other.acquire(request("other", ("t2", op("INSERT")))), Granted)
         return real()
 
-    monkeypatch.setattr(manager, "_fence_round", the_other_is_granted_first)
+    monkeypatch.setattr(manager.fence_memory, "round", the_other_is_granted_first)
     answer = manager.acquire(request("mine", ("t1", op("INSERT"))))
     assert isinstance(answer, Waiting)
     assert {b.kind for b in answer.blockers} == {"slot"}

@@ -285,7 +285,7 @@ class SqlLeaseStore(LeaseStore):
     def _timed_out(self, exc: sa_exc.SQLAlchemyError) -> bool:
         """Whether a call failed on one of the store's own time limits (a lock or statement held longer
         than the store timeout): reported as :class:`StoreUnavailableError`, like a call abandoned by
-        :mod:`deltaguard.leases.bounded`."""
+        :mod:`deltaguard.leases.open`."""
         return False
 
     def _retryable(self, exc: sa_exc.DBAPIError) -> bool:

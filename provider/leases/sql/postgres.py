@@ -65,7 +65,7 @@ class PostgresLeaseStore(SqlLeaseStore):
     :param keepalive_s: TCP keepalives: idle seconds before the first probe, also the probe interval and,
         as ``tcp_user_timeout``, how long sent data may stay unacknowledged before the connection is
         dropped (a server host that vanished). A stopped server *process* still acknowledges at the TCP
-        level; only the caller's own deadline (:mod:`deltaguard.leases.bounded`) ends that wait.
+        level; only the caller's own deadline (:mod:`deltaguard.leases.open`) ends that wait.
     :param migrate: create/migrate the schema on open.
     """
 

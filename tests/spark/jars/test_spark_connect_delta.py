@@ -209,10 +209,9 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.core.table_config import TableConfig
     from deltaguard.engines.remote_work import default_remote_fence
-    from deltaguard.leases.keeper import LeaseKeeper
+    from deltaguard.leases.keeper import LeaseKeeper, LeaseTiming
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.remote_work import FENCED_KIND, UNFENCED_KIND, handles_in
-    from deltaguard.leases.timing import LeaseTiming
 
     engine, uri = connect_engine, str(tmp_path / "t")
     write_deltalake(uri, rows([1, 2], "d1"))  # version 0, without a Spark job
@@ -331,7 +330,7 @@ def test_a_lease_whose_connect_session_the_server_closed_ends_named_as_interrupt
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.core.table_config import TableConfig
     from deltaguard.engines.remote_work import default_remote_fence
-    from deltaguard.leases.keeper import LeaseKeeper
+    from deltaguard.leases.keeper import LeaseKeeper, LeaseTiming
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.remote_work import (
         FENCED_KIND,
@@ -340,7 +339,6 @@ def test_a_lease_whose_connect_session_the_server_closed_ends_named_as_interrupt
         UNFENCED_KIND,
         handles_in,
     )
-    from deltaguard.leases.timing import LeaseTiming
 
     engine, uri = connect_engine, str(tmp_path / "t")
     write_deltalake(uri, rows([1, 2], "d1"))  # version 0, without a Spark job
