@@ -40,6 +40,7 @@ def planned(
     work: Path,
     handoff_s: float,
     slot_times: tuple[float, float],
+    worker_slots: int = 0,
 ) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
@@ -71,6 +72,8 @@ def planned(
                 str(slot_times[0]),
                 "--end-s",
                 str(slot_times[1]),
+                "--worker-slots",
+                str(worker_slots),
             ]
         )
     if code != 0:
@@ -112,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a write's seconds in its worker slot after its commit (default: the plan's)",
     )
     parser.add_argument(
+        "--worker-slots",
+        type=int,
+        default=0,
+        help="the lease manager's slot gate in the sweep's deployment (its [core] parallelism when the gate "
+        "was on, ADR 0028; default 0: no gate, as in the sweeps before it was built)",
+    )
+    parser.add_argument(
         "--true-durations",
         action="store_true",
         help="declare each write's true duration instead of the noisy estimate the benchmark's DAG declares",
@@ -131,7 +141,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             document = planned(
-                run["seed"], shape, args.parallelism, Path(tmp), args.handoff_s, (args.start_s, args.end_s)
+                run["seed"],
+                shape,
+                args.parallelism,
+                Path(tmp),
+                args.handoff_s,
+                (args.start_s, args.end_s),
+                args.worker_slots,
             )
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
@@ -186,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism": args.parallelism,
         "handoff_s": args.handoff_s,
         "slot_times": {"start_s": args.start_s, "end_s": args.end_s},
+        "worker_slots": args.worker_slots,
         "durations": (
             "true durations"
             if args.true_durations

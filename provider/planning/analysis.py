@@ -198,6 +198,7 @@ def build_plan(
     workers: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
+    worker_slots: int | None = None,
 ) -> Plan:
     """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
 
@@ -209,6 +210,8 @@ def build_plan(
     :param handoff_s: under deltaguard, seconds from a grant out of the lease queue to the write
         (:mod:`deltaguard.planning.leased_run`).
     :param slot_times: a write's time in its worker slot outside its write, under every policy.
+    :param worker_slots: under deltaguard, the lease manager's slot gate: leases held at once at most
+        (``[deltaguard] worker_slots``, ADR 0028; ``None``: no gate).
     :raises ValueError: on a target whose table has no setting, or bad dependencies.
     """
     by_id = {task.id: task for task in tasks}
@@ -260,6 +263,7 @@ def build_plan(
             rules,
             decide,
             workers=workers,
+            worker_slots=worker_slots,
             handoff_s=handoff_s,
             slot_times=slot_times,
             ask_first=ask_first,
@@ -290,13 +294,23 @@ def build_plan(
 
 
 def plan_limits(
-    workers: int | None, where: str, handoff_s: float, slot_times: SlotTimes = DEFAULT_SLOT_TIMES
+    workers: int | None,
+    where: str,
+    handoff_s: float,
+    slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
+    gate: tuple[int | None, str] = (None, ""),
 ) -> str:
-    """The assumption a plan states about the deployment: its worker slots, the lease hand-off and a
-    write's time in its slot outside its write."""
+    """The assumption a plan states about the deployment: its worker slots, the lease manager's slot gate
+    (its size and where that comes from), the lease hand-off and a write's time in its slot outside its
+    write."""
     slots = "no limit on tasks running at once" if workers is None else f"at most {workers} tasks run at once"
+    gated = (
+        "no slot gate (every lease the conflict model admits is granted)"
+        if gate[0] is None
+        else f"the lease manager holds at most {gate[0]} leases at once (slot gate, {gate[1]})"
+    )
     return (
-        f"{slots} ({where}); under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
+        f"{slots} ({where}); {gated}; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
         "after its grant or the worker slot it then waited for (the hand-off); a write's task holds its "
         f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
         "after its commit (release, task end)"

@@ -330,6 +330,18 @@ def deployment_workers(dag: Any) -> tuple[int, str]:
     )
 
 
+def deployment_worker_slots() -> tuple[int | None, str]:
+    """The lease manager's slot gate (ADR 0028) as the Airflow configuration of this process sets it, and
+    where that comes from: ``[deltaguard] worker_slots``, else ``[core] parallelism`` (``None``: ``0``, no
+    gate); without an Airflow configuration, Airflow's default parallelism."""
+    try:
+        from deltaguard import config
+
+        return config.worker_slots(), "[deltaguard] worker_slots, else [core] parallelism"
+    except Exception:  # no Airflow configuration here: the gate at Airflow's default parallelism
+        return AIRFLOW_PARALLELISM, f"Airflow's default [core] parallelism ({AIRFLOW_PARALLELISM})"
+
+
 def _run_rendered(value: Any) -> Any:
     """``value`` with every template that reads only the run's context replaced by :data:`RUN_VALUE`.
 

@@ -55,6 +55,7 @@ from deltaguard.core.admission import (
 )
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.imminent import (
     IMMINENT_POLL_S,
@@ -145,7 +146,13 @@ class PlayedLeaseManager:
     :param decide: the conflict model.
     :param ageing_s: seconds of waiting worth one priority level.
     :param max_overtake_s: the longest wait that later requests may backfill past.
+
+    :attr:`worker_slots` is the slot gate (:mod:`deltaguard.core.slots`, ADR 0028; ``None``: no gate): a
+    request the conflict model admits while as many leases are held waits instead, for a slot.
     """
+
+    #: the slot gate's size (``[deltaguard] worker_slots``; ``None``: no gate)
+    worker_slots: int | None = None
 
     def __init__(
         self,
@@ -180,6 +187,8 @@ class PlayedLeaseManager:
             expected_duration_s=write.estimate_s,
         )
         verdict = self._admit(job, holder, now)
+        if verdict.granted and not slot_open(self.worker_slots, len(self.leases)):
+            verdict = self._slot_wait()
         if verdict.granted:
             self.leases[job] = (now, holder.id)
         else:
@@ -192,8 +201,9 @@ class PlayedLeaseManager:
         its own start-up sets): until when that stands (a blocker overdue by more than
         :data:`~deltaguard.leases.imminent.IMMINENT_S` counts as unknown again), or ``None``: it defers."""
         verdict = self._admit(job, self.asked[job], now)
-        if verdict.granted:  # pragma: no cover - the queue is asked again at every release
-            return now
+        if verdict.granted:
+            # only the slot gate can hold a request the model admits; a slot wait is never imminent
+            return None if not slot_open(self.worker_slots, len(self.leases)) else now
         by_lease = {lease_id: other for other, (_, lease_id) in self.leases.items()}
 
         def ends(blocker: Blocker) -> float | None:
@@ -210,9 +220,12 @@ class PlayedLeaseManager:
 
     def readmit(self, now: float) -> list[str]:
         """Ask the queue again in rank order, each decision seeing the grants before it (as the
-        re-admission after a release does); the jobs granted, in that order."""
+        re-admission after a release does), granting no more than the slot gate leaves free; the jobs
+        granted, in that order."""
         granted = []
         for job in sorted(self.asked, key=lambda j: (self.asked[j].rank, self.asked[j].id)):
+            if free_slots(self.worker_slots, len(self.leases)) == 0:
+                break  # the slots are full: every other admitted request waits for one
             holder = self.asked[job]
             if self._admit(job, holder, now).granted:
                 del self.asked[job]
@@ -223,6 +236,11 @@ class PlayedLeaseManager:
     def release(self, job: str) -> None:
         """``job`` released its lease (it committed)."""
         self.leases.pop(job, None)
+
+    def _slot_wait(self) -> Admission:
+        """The wait of a request the model admits while the held leases fill the worker slots."""
+        reason = f"all worker slots are taken by the {len(self.leases)} writes holding leases (slot gate)"
+        return Admission(False, 1, (), (reason,))
 
     def _admit(self, job: str, holder: Holder, now: float) -> Admission:
         write = self._writes[job]
@@ -280,7 +298,7 @@ class _State:
     starts: dict[str, float] = field(default_factory=dict)
     ends: dict[str, float] = field(default_factory=dict)
     cause: dict[str, tuple[Because, str | None]] = field(default_factory=dict)
-    granted_after: dict[str, str | None] = field(default_factory=dict)
+    granted_after: dict[str, tuple[Because, str | None]] = field(default_factory=dict)
 
 
 def simulate_leased(
@@ -289,6 +307,7 @@ def simulate_leased(
     decide: DecideFn,
     *,
     workers: int | None = None,
+    worker_slots: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = SlotTimes(),
     ask_first: Collection[str] = (),
@@ -304,6 +323,8 @@ def simulate_leased(
     :param tables: every claimed table's rules.
     :param decide: the conflict model (:func:`deltaguard.core.model.decide`).
     :param workers: tasks that hold a worker slot at once at most (``None``: unbounded).
+    :param worker_slots: the lease manager's slot gate (``[deltaguard] worker_slots``, ADR 0028): leases
+        granted at once at most (``None``: no gate).
     :param handoff_s: seconds from a grant out of the queue (or the slot it then waited for) to the write.
     :param slot_times: a write's time in its slot outside its write (default: none).
     :param ask_first: writes that win the race of questions asked at the same instant (the others keep
@@ -311,13 +332,14 @@ def simulate_leased(
     :param ageing_s: the lease manager's seconds of waiting worth one priority level.
     :param max_overtake_s: the lease manager's longest wait that later requests may backfill past.
     :raises ValueError: on duplicate ids, unknown upstream ids or tables, a negative duration or hand-off,
-        ``workers < 1``, or a dependency cycle.
+        ``workers < 1``, ``worker_slots < 1``, or a dependency cycle.
     """
     by_id = {w.id: w for w in writes}
     if len(by_id) != len(writes):
         raise ValueError("job ids must be unique")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    free_slots(worker_slots, 0)  # checks it
     if handoff_s < 0 or not math.isfinite(handoff_s):
         raise ValueError(f"handoff_s must be a finite number >= 0, got {handoff_s!r}")
     for write in writes:
@@ -333,31 +355,34 @@ def simulate_leased(
     first = frozenset(ask_first)
     state = _State()
     manager = PlayedLeaseManager(by_id, tables, decide, ageing_s, max_overtake_s)
+    manager.worker_slots = worker_slots
 
     def readmit(now: float) -> None:
         for job in manager.readmit(now):
-            after = released_on(job, now)
+            because, after = released_on(job, now)
             if job in state.in_worker:
                 # it asks again every poll interval in its worker and writes at the first one after the grant
                 asked_at, _ = state.in_worker.pop(job)
                 polls = math.ceil(round((now - asked_at) / IMMINENT_POLL_S, 9))
                 first_byte = asked_at + polls * IMMINENT_POLL_S
-                write_from(job, first_byte, first_byte, Because.CONFLICT, after)
+                write_from(job, first_byte, first_byte, because, after)
                 continue
             state.to_resume[job] = now
-            state.granted_after[job] = after
+            state.granted_after[job] = (because, after)
         for job, (_, until) in list(state.in_worker.items()):
             if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
                 del state.in_worker[job]  # its blockers are late or changed: it defers after all
                 state.in_slot.discard(job)
 
-    def released_on(job: str, now: float) -> str | None:
-        """The write on one of ``job``'s tables whose release just now let it be granted."""
+    def released_on(job: str, now: float) -> tuple[Because, str | None]:
+        """The write on one of ``job``'s tables whose release just now let it be granted; else, under the
+        slot gate, the write whose release just now freed a slot for it."""
         mine = _tables(by_id[job])
-        released_now = [
-            other for other, at in state.released_at.items() if at == now and mine & _tables(by_id[other])
-        ]
-        return max(released_now, key=lambda other: position[other], default=None)
+        released_now = [other for other, at in state.released_at.items() if at == now]
+        on_mine = [other for other in released_now if mine & _tables(by_id[other])]
+        if on_mine or worker_slots is None:
+            return Because.CONFLICT, max(on_mine, key=lambda other: position[other], default=None)
+        return Because.WORKER, max(released_now, key=lambda other: position[other], default=None)
 
     def write_from(
         job: str, first_byte: float, slot_start: float, because: Because, after: str | None
@@ -389,13 +414,12 @@ def simulate_leased(
                 granted_at = state.to_resume.pop(job)
                 waited_slot = now > granted_at
                 first_byte = now + handoff_s
-                write_from(
-                    job,
-                    first_byte,
-                    first_byte,
-                    Because.WORKER if waited_slot else Because.CONFLICT,
-                    freed_by if waited_slot else state.granted_after.get(job),
+                because, after = (
+                    (Because.WORKER, freed_by)
+                    if waited_slot
+                    else state.granted_after.get(job, (Because.CONFLICT, None))
                 )
+                write_from(job, first_byte, first_byte, because, after)
                 continue
             state.cause[job] = _ready_cause(write, state, now, freed_by)
             if not write.claims:

@@ -250,3 +250,45 @@ def test_a_write_waiting_in_its_worker_defers_once_its_blocker_is_overdue() -> N
     ]
     schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=3)
     assert schedule.starts == {"x": 0, "other": 25, "m1": 43}
+
+
+def test_the_slot_gate_grants_no_more_leases_than_worker_slots() -> None:
+    # two slots but a gate of one: b, on another table and compatible with everything, asks while a holds
+    # the one lease the gate allows, defers, and is granted at a's release (a slot, not a conflict)
+    writes = [write("a", 10, 2), write("b", 10, 1, table="u")]
+    gated = simulate_leased(writes, RULES, model(), workers=2, worker_slots=1, handoff_s=1)
+    assert gated.starts == {"a": 0, "b": 11}
+    b = gated.critical_path[-1]
+    assert (b.job, b.because, b.after) == ("b", Because.WORKER, "a")
+    # without a gate both are granted at their first question
+    assert simulate_leased(writes, RULES, model(), workers=2, handoff_s=1).starts == {"a": 0, "b": 0}
+
+
+def test_a_release_grants_only_as_many_queued_writes_as_the_gate_has_slots_for() -> None:
+    # x is exclusive on t; m1 and m2 queue behind it and defer; `long` takes a slot and a lease on u. At
+    # x's release one slot of the gate is free: m1 (ahead in the queue) is granted, m2 waits for the next
+    # release (m1's), holding no lease meanwhile
+    writes = [
+        write("x", 10, 6),
+        write("m1", 10, 5),
+        write("m2", 10, 4),
+        write("long", 30, 3, table="u"),
+    ]
+    gated = simulate_leased(writes, RULES, EXCLUSIVE, workers=4, worker_slots=2, handoff_s=1)
+    assert gated.starts == {"x": 0, "long": 0, "m1": 11, "m2": 22}
+    # without the gate both MERGEs are granted at x's release and find free worker slots
+    free = simulate_leased(writes, RULES, EXCLUSIVE, workers=4, handoff_s=1)
+    assert free.starts == {"x": 0, "long": 0, "m1": 11, "m2": 11}
+
+
+def test_a_write_held_by_the_gate_defers_rather_than_wait_in_its_worker() -> None:
+    # a's lease ends within the imminent limit, but the wait is for a slot, never imminent: b defers and
+    # pays the hand-off at its grant
+    writes = [write("a", 5, 2, estimate=5), write("b", 5, 1, table="u", estimate=5)]
+    gated = simulate_leased(writes, RULES, model(), workers=2, worker_slots=1, handoff_s=2)
+    assert gated.starts["b"] == 7
+
+
+def test_a_gate_below_one_slot_is_refused() -> None:
+    with pytest.raises(ValueError, match="slots"):
+        simulate_leased([write("x", 1, 1)], RULES, model(), worker_slots=0)
