@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         row["deltaguard_range"] = {
             "best_s": race["best_s"],
             "worst_s": race["worst_s"],
+            "mean_s": race["mean_s"],
+            "mean_error": round((race["mean_s"] - measured) / measured, 3),
             "measured_s": measured,
             "range_error": range_error(race["best_s"], race["worst_s"], measured),
             # the benchmark's tables by name (the plan's keys are the temporary copies' paths)

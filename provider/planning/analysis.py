@@ -307,7 +307,7 @@ def plan_limits(
     gated = (
         "no slot gate (every lease the conflict model admits is granted)"
         if gate[0] is None
-        else f"the lease manager holds at most {gate[0]} leases at once (slot gate, {gate[1]})"
+        else f"the lease manager grants a lease only while fewer than {gate[0]} are held (slot gate, {gate[1]})"
     )
     return (
         f"{slots} ({where}); {gated}; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "

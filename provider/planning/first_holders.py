@@ -39,6 +39,8 @@ class RaceRange:
     :param candidates: per table whose first question is a race, the writes that may ask first.
     :param plays: how many runs were played (the nominal one included).
     :param exhaustive: every combination of first askers was played.
+    :param mean_s: the mean makespan over the plays: with every combination played, the expected makespan
+        when each write racing for a table is as likely as the others to ask first.
     """
 
     best: Schedule
@@ -48,6 +50,7 @@ class RaceRange:
     candidates: dict[str, tuple[str, ...]]
     plays: int
     exhaustive: bool
+    mean_s: float = 0.0
 
 
 def racing_first_askers(
@@ -97,4 +100,5 @@ def first_holder_range(play: Play, nominal: Schedule, tables_of: Mapping[str, Co
     played += [(play(first), tuple(sorted(first))) for first in winners]
     best = min(played, key=lambda p: p[0].makespan_s)
     worst = max(played, key=lambda p: p[0].makespan_s)
-    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive)
+    mean = sum(p[0].makespan_s for p in played) / len(played)
+    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive, mean)

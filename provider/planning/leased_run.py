@@ -172,6 +172,8 @@ class PlayedLeaseManager:
         self.asked: dict[str, Holder] = {}
         #: granted leases by job: (granted at, lease id)
         self.leases: dict[str, tuple[float, str]] = {}
+        #: queued requests the model admits that wait only for a slot of the gate
+        self.slot_waiting: set[str] = set()
 
     def ask(self, job: str, now: float) -> Admission:
         """``job``'s first question at ``now``: granted, or queued (with what it waits for)."""
@@ -189,6 +191,7 @@ class PlayedLeaseManager:
         verdict = self._admit(job, holder, now)
         if verdict.granted and not slot_open(self.worker_slots, len(self.leases)):
             verdict = self._slot_wait()
+            self.slot_waiting.add(job)
         if verdict.granted:
             self.leases[job] = (now, holder.id)
         else:
@@ -223,14 +226,21 @@ class PlayedLeaseManager:
         re-admission after a release does), granting no more than the slot gate leaves free; the jobs
         granted, in that order."""
         granted = []
-        for job in sorted(self.asked, key=lambda j: (self.asked[j].rank, self.asked[j].id)):
-            if free_slots(self.worker_slots, len(self.leases)) == 0:
-                break  # the slots are full: every other admitted request waits for one
+        order = sorted(
+            self.asked, key=lambda j: (j not in self.slot_waiting, self.asked[j].rank, self.asked[j].id)
+        )
+        for job in order:
             holder = self.asked[job]
-            if self._admit(job, holder, now).granted:
-                del self.asked[job]
-                self.leases[job] = (now, holder.id)
-                granted.append(job)
+            if not self._admit(job, holder, now).granted:
+                self.slot_waiting.discard(job)
+                continue
+            if free_slots(self.worker_slots, len(self.leases)) == 0:
+                self.slot_waiting.add(job)
+                continue
+            del self.asked[job]
+            self.slot_waiting.discard(job)
+            self.leases[job] = (now, holder.id)
+            granted.append(job)
         return granted
 
     def release(self, job: str) -> None:

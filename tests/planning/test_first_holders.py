@@ -39,6 +39,8 @@ def test_every_write_asking_at_the_table_s_first_instant_is_played_first() -> No
     assert nominal.makespan_s == 43 and race.best.makespan_s == 43
     assert race.worst_first == ("z",) and race.worst.makespan_s == 43 + 5
     assert race.plays == 4 and race.exhaustive
+    # each of the three first askers equally likely: m1, m2 (43 s each) and z (48 s)
+    assert race.mean_s == pytest.approx((43 + 43 + 48) / 3)
 
 
 def test_a_write_asking_later_is_not_in_the_race() -> None:

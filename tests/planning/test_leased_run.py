@@ -292,3 +292,20 @@ def test_a_write_held_by_the_gate_defers_rather_than_wait_in_its_worker() -> Non
 def test_a_gate_below_one_slot_is_refused() -> None:
     with pytest.raises(ValueError, match="slots"):
         simulate_leased([write("x", 1, 1)], RULES, model(), worker_slots=0)
+
+
+def test_a_freed_slot_goes_to_a_write_waiting_for_a_slot_before_the_released_table_s_queue() -> None:
+    # the gate holds two leases: x (t) and y (u). c queues behind x for a conflict, ahead in rank (its
+    # phase priority); s, compatible with everything, waits only for a slot. At x's release the slot
+    # waiter's own check comes before the re-admission of t's queue (which first gathers its crowd): s is
+    # granted, and c then waits for a slot in turn, until s's release
+    writes = [
+        write("x", 10, 4),
+        write("y", 30, 3, table="u"),
+        write("c", 10, 2, priority=2),
+        write("s", 10, 1, table="u"),
+    ]
+    gated = simulate_leased(writes, RULES, model(("x", "c")), workers=4, worker_slots=2, handoff_s=1)
+    assert gated.starts == {"x": 0, "y": 0, "s": 11, "c": 22}
+    c = gated.critical_path[-1]
+    assert (c.job, c.because, c.after) == ("c", Because.WORKER, "s")
