@@ -27,7 +27,7 @@ from typing import Any
 from benchmarks.bench_dags import STRATEGIES, dag_id_for
 from benchmarks.bench_orchestration import DAG_FILE
 from benchmarks.workload_tables import BENCH_DIR_ENV, create_tables, write_plan
-from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
+from deltaguard.planning.leased_run import DEFAULT_FIRST_CHECK_S, DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
 from lab.simulation.workload import generate
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -41,6 +41,7 @@ def planned(
     handoff_s: float,
     slot_times: tuple[float, float],
     worker_slots: int = 0,
+    poll_interval: float = DEFAULT_FIRST_CHECK_S,
 ) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
@@ -74,6 +75,8 @@ def planned(
                 str(slot_times[1]),
                 "--worker-slots",
                 str(worker_slots),
+                "--poll-interval",
+                str(poll_interval),
             ]
         )
     if code != 0:
@@ -122,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         "was on, ADR 0028; default 0: no gate, as in the sweeps before it was built)",
     )
     parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_FIRST_CHECK_S,
+        help="the sweep's [deltaguard] poll_interval: a deferred write's trigger first checks this long after "
+        "the deferral (default: the option's default, which the sweeps ran with)",
+    )
+    parser.add_argument(
         "--true-durations",
         action="store_true",
         help="declare each write's true duration instead of the noisy estimate the benchmark's DAG declares",
@@ -148,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.handoff_s,
                 (args.start_s, args.end_s),
                 args.worker_slots,
+                args.poll_interval,
             )
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
@@ -205,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "handoff_s": args.handoff_s,
         "slot_times": {"start_s": args.start_s, "end_s": args.end_s},
         "worker_slots": args.worker_slots,
+        "poll_interval_s": args.poll_interval,
         "durations": (
             "true durations"
             if args.true_durations

@@ -25,6 +25,7 @@ from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
 from deltaguard.planning.first_holders import RaceRange, first_holder_range
 from deltaguard.planning.leased_run import (
+    DEFAULT_FIRST_CHECK_S,
     DEFAULT_HANDOFF_S,
     DEFAULT_SLOT_TIMES,
     UNKNOWN_OPERATION,
@@ -199,6 +200,7 @@ def build_plan(
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
     worker_slots: int | None = None,
+    first_check_s: float = DEFAULT_FIRST_CHECK_S,
 ) -> Plan:
     """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
 
@@ -212,6 +214,8 @@ def build_plan(
     :param slot_times: a write's time in its worker slot outside its write, under every policy.
     :param worker_slots: under deltaguard, the lease manager's slot gate: leases held at once at most
         (``[deltaguard] worker_slots``, ADR 0028; ``None``: no gate).
+    :param first_check_s: under deltaguard, seconds from a write's deferral to its trigger's first check
+        (``[deltaguard] poll_interval``).
     :raises ValueError: on a target whose table has no setting, or bad dependencies.
     """
     by_id = {task.id: task for task in tasks}
@@ -266,6 +270,7 @@ def build_plan(
             worker_slots=worker_slots,
             handoff_s=handoff_s,
             slot_times=slot_times,
+            first_check_s=first_check_s,
             ask_first=ask_first,
         )
 
@@ -299,6 +304,7 @@ def plan_limits(
     handoff_s: float,
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
     gate: tuple[int | None, str] = (None, ""),
+    first_check_s: float = DEFAULT_FIRST_CHECK_S,
 ) -> str:
     """The assumption a plan states about the deployment: its worker slots, the lease manager's slot gate
     (its size and where that comes from), the lease hand-off and a write's time in its slot outside its
@@ -310,7 +316,8 @@ def plan_limits(
         else f"the lease manager grants a lease only while fewer than {gate[0]} are held (slot gate, {gate[1]})"
     )
     return (
-        f"{slots} ({where}); {gated}; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
+        f"{slots} ({where}); {gated}; a deferred write's trigger first asks again {first_check_s:g} s after "
+        f"the deferral; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
         "after its grant or the worker slot it then waited for (the hand-off); a write's task holds its "
         f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
         "after its commit (release, task end)"

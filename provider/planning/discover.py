@@ -342,6 +342,19 @@ def deployment_worker_slots() -> tuple[int | None, str]:
         return AIRFLOW_PARALLELISM, f"Airflow's default [core] parallelism ({AIRFLOW_PARALLELISM})"
 
 
+def deployment_first_check_s() -> float:
+    """Seconds from a write's deferral to its trigger's first check as the Airflow configuration of this
+    process sets them (``[deltaguard] poll_interval``); without one, the option's default."""
+    from deltaguard.planning.leased_run import DEFAULT_FIRST_CHECK_S
+
+    try:
+        from deltaguard import config
+
+        return config.poll_interval()
+    except Exception:  # no Airflow configuration here: the option's default
+        return DEFAULT_FIRST_CHECK_S
+
+
 def _run_rendered(value: Any) -> Any:
     """``value`` with every template that reads only the run's context replaced by :data:`RUN_VALUE`.
 

@@ -78,6 +78,10 @@ DEFAULT_HANDOFF_S = 3.36
 #: question, 0.07 s from its commit to its end; docs/plan.md).
 DEFAULT_SLOT_TIMES_S = (1.1, 0.07)
 
+#: Seconds from a write's deferral to its trigger's first check: the trigger waits one poll interval before
+#: it (:mod:`deltaguard.triggers.lease`), the default of ``[deltaguard] poll_interval`` (``deltaguard.config``).
+DEFAULT_FIRST_CHECK_S = 5.0
+
 #: What a write whose operation or table is not known before the run is judged as: a metadata change,
 #: which the admission rule keeps apart from every write on the table, both ways.
 UNKNOWN_OPERATION = Operation(OperationKind.ALTER_SCHEMA, label="(not known before the run)")
@@ -174,6 +178,8 @@ class PlayedLeaseManager:
         self.leases: dict[str, tuple[float, str]] = {}
         #: queued requests the model admits that wait only for a slot of the gate
         self.slot_waiting: set[str] = set()
+        #: deferred requests by job: when their trigger first checks (no grant before it)
+        self.first_checks: dict[str, float] = {}
 
     def ask(self, job: str, now: float) -> Admission:
         """``job``'s first question at ``now``: granted, or queued (with what it waits for)."""
@@ -230,6 +236,8 @@ class PlayedLeaseManager:
             self.asked, key=lambda j: (j not in self.slot_waiting, self.asked[j].rank, self.asked[j].id)
         )
         for job in order:
+            if self.first_checks.get(job, now) > now:
+                continue  # its trigger has not checked yet
             holder = self.asked[job]
             if not self._admit(job, holder, now).granted:
                 self.slot_waiting.discard(job)
@@ -320,6 +328,7 @@ def simulate_leased(
     worker_slots: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = SlotTimes(),
+    first_check_s: float = 0.0,
     ask_first: Collection[str] = (),
     ageing_s: float = DEFAULT_AGEING_S,
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
@@ -337,6 +346,9 @@ def simulate_leased(
         granted at once at most (``None``: no gate).
     :param handoff_s: seconds from a grant out of the queue (or the slot it then waited for) to the write.
     :param slot_times: a write's time in its slot outside its write (default: none).
+    :param first_check_s: seconds from a write's deferral to its trigger's first check, before which its
+        request is not granted (the trigger waits one ``[deltaguard] poll_interval`` first,
+        :mod:`deltaguard.triggers.lease`; default: none).
     :param ask_first: writes that win the race of questions asked at the same instant (the others keep
         Airflow's start order behind them).
     :param ageing_s: the lease manager's seconds of waiting worth one priority level.
@@ -350,8 +362,9 @@ def simulate_leased(
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     free_slots(worker_slots, 0)  # checks it
-    if handoff_s < 0 or not math.isfinite(handoff_s):
-        raise ValueError(f"handoff_s must be a finite number >= 0, got {handoff_s!r}")
+    for name, value in (("handoff_s", handoff_s), ("first_check_s", first_check_s)):
+        if value < 0 or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     for write in writes:
         if write.duration_s < 0:
             raise ValueError("durations must be >= 0")
@@ -383,6 +396,7 @@ def simulate_leased(
             if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
                 del state.in_worker[job]  # its blockers are late or changed: it defers after all
                 state.in_slot.discard(job)
+                manager.first_checks[job] = now + first_check_s
 
     def released_on(job: str, now: float) -> tuple[Because, str | None]:
         """The write on one of ``job``'s tables whose release just now let it be granted; else, under the
@@ -456,6 +470,7 @@ def simulate_leased(
                 state.in_worker[job] = (now, until)  # waits for an imminent release in its slot
             else:
                 state.in_slot.discard(job)  # deferred: the slot is free again at once
+                manager.first_checks[job] = now + first_check_s
         return bool(due)
 
     now = 0.0
@@ -493,6 +508,7 @@ def simulate_leased(
                 break
         pending = [
             *state.asking.values(),
+            *(at for job, at in manager.first_checks.items() if job in manager.asked and at > now),
             *(until for _, until in state.in_worker.values()),
             *(c for j, c in state.commits.items() if j not in state.released_at),
             *(state.ends[j] for j in state.in_slot if j in state.ends and state.ends[j] > now),

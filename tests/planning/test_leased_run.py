@@ -139,6 +139,7 @@ def test_dependencies_and_plain_tasks() -> None:
         ({"workers": 0}, "workers"),
         ({"handoff_s": -1}, "handoff_s"),
         ({"handoff_s": float("inf")}, "handoff_s"),
+        ({"first_check_s": -1}, "first_check_s"),
     ],
 )
 def test_bad_parameters_are_refused(kwargs: dict[str, float], message: str) -> None:
@@ -309,3 +310,14 @@ def test_a_freed_slot_goes_to_a_write_waiting_for_a_slot_before_the_released_tab
     assert gated.starts == {"x": 0, "y": 0, "s": 11, "c": 22}
     c = gated.critical_path[-1]
     assert (c.job, c.because, c.after) == ("c", Because.WORKER, "s")
+
+
+def test_a_deferred_write_is_granted_no_earlier_than_its_trigger_s_first_check() -> None:
+    # m defers at its question (1 s) behind x, which commits at 4 s; its trigger first checks one poll
+    # interval after the deferral (6 s), so it is granted then and writes one hand-off later
+    writes = [write("x", 3, 2), write("m", 5, 1)]
+    slots = SlotTimes(1, 0)
+    polled = simulate_leased(writes, RULES, model(("x", "m")), handoff_s=1, slot_times=slots, first_check_s=5)
+    assert polled.starts["m"] == 7 and polled.makespan_s == 12
+    # a check before the release changes nothing: granted at x's release
+    assert simulate_leased(writes, RULES, model(("x", "m")), handoff_s=1, slot_times=slots).starts["m"] == 5
