@@ -11,7 +11,13 @@ Under deltaguard the plan also gives a range: the fastest and slowest runs over 
 each table whose first question is a race (:mod:`deltaguard.planning.first_holders`). The measured run is
 compared with that range too: ``range_error`` is 0 inside it, else the relative distance to its nearer end.
 
-Run: ``python -m benchmarks.plan_vs_measured`` (about a minute; no Airflow stack is started).
+The lease manager's slot gate is played at ``--worker-slots`` (the sweep's ``[core] parallelism`` when its
+deployment had the gate, 0 for sweeps run before it was built) and a deferred write's trigger first checks
+``--poll-interval`` seconds after its deferral (the sweeps ran with the option's default, 5 s).
+
+Run: ``python -m benchmarks.plan_vs_measured`` (about a minute; no Airflow stack is started); the sweep with
+the gate: ``--sweep benchmarks/results/orchestration_sweep_slotgate.json --worker-slots 8 --out
+benchmarks/results/plan_vs_measured_sweep_slotgate.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import contextlib
 import io
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -207,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     result = {
-        "command": "python -m benchmarks.plan_vs_measured",
+        "command": " ".join(
+            ["python -m benchmarks.plan_vs_measured", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "sweep": str(args.sweep.relative_to(RESULTS.parent.parent))
         if args.sweep.is_relative_to(RESULTS.parent.parent)
         else str(args.sweep),

@@ -23,6 +23,16 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
   lease hook's limit keeps its slot and asks again every poll interval (:mod:`deltaguard.leases.imminent`,
   the functions the hook calls); granted, it writes at its next question. A blocker overdue by more than
   :data:`~deltaguard.leases.imminent.IMMINENT_S` makes it defer after all.
+* **The slot gate** (ADR 0028, :mod:`deltaguard.core.slots`, the function the lease manager asks): with
+  ``worker_slots``, a request the conflict model admits while that many leases are held waits instead, for
+  a slot; such a wait is never imminent (the write defers). After a release, the writes waiting only for a
+  slot are decided first, in rank order: each one's trigger watches every held lease and checks at once,
+  while the re-admission of the released table's queue first gathers its crowd
+  (:mod:`deltaguard.hooks.lease_readmissions`); then the rest of the queue, in rank order, as long as
+  slots are free.
+* **The trigger's first check**: a write that deferred is granted no earlier than ``first_check_s`` after
+  its deferral (its trigger waits one ``[deltaguard] poll_interval`` before its first check,
+  :mod:`deltaguard.triggers.lease`).
 * **Hand-off**: a write granted from the queue after deferring writes its first byte ``handoff_s`` after it
   was granted or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker
   start, opening the table).
@@ -31,7 +41,8 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 
 Everything the lease manager decides is played by :class:`PlayedLeaseManager`, in one place.
 
-Not modelled: the triggerer's poll interval, retries, scheduler-loop latency, start-ups slowed by each other.
+Not modelled: the triggerer's later polls, retries, scheduler-loop latency, start-ups slowed by each other,
+and which of the writes waiting for a slot checks first after a release (a race: the plan takes rank order).
 """
 
 from __future__ import annotations
