@@ -239,9 +239,10 @@ class PlayedLeaseManager:
         return latest + IMMINENT_S
 
     def readmit(self, now: float) -> list[str]:
-        """Ask the queue again in rank order, each decision seeing the grants before it (as the
-        re-admission after a release does), granting no more than the slot gate leaves free; the jobs
-        granted, in that order."""
+        """Ask the queue again, each decision seeing the grants before it (as the re-admission after a
+        release does): first the requests that wait only for a slot of the gate, then the others, each in
+        rank order, granting no more than the gate leaves free and none whose trigger has not made its
+        first check; the jobs granted, in that order."""
         granted = []
         order = sorted(
             self.asked, key=lambda j: (j not in self.slot_waiting, self.asked[j].rank, self.asked[j].id)
