@@ -23,7 +23,7 @@ from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
-from deltaguard.planning.first_holders import RaceRange, first_holder_range
+from deltaguard.planning.first_holders import RaceRange, first_holder_range, with_slot_race
 from deltaguard.planning.leased_run import (
     DEFAULT_FIRST_CHECK_S,
     DEFAULT_HANDOFF_S,
@@ -261,7 +261,7 @@ def build_plan(
     leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses)
     rules = {table: TableRules(s.config, s.profile) for table, s in settings.items()}
 
-    def play(ask_first: Collection[str] = ()) -> Schedule:
+    def play(ask_first: Collection[str] = (), slot_waiters_first: bool = False) -> Schedule:
         return simulate_leased(
             leased,
             rules,
@@ -272,6 +272,7 @@ def build_plan(
             slot_times=slot_times,
             first_check_s=first_check_s,
             ask_first=ask_first,
+            slot_waiters_first=slot_waiters_first,
         )
 
     schedules = {
@@ -279,9 +280,15 @@ def build_plan(
         "all_at_once": simulate(jobs, at_once, workers),
         "deltaguard": play(),
     }
-    race = first_holder_range(
-        play, schedules["deltaguard"], {w.id: {table for table, _ in w.claims} for w in leased if w.claims}
-    )
+    tables_of = {w.id: {table for table, _ in w.claims} for w in leased if w.claims}
+    race = first_holder_range(play, schedules["deltaguard"], tables_of)
+    if worker_slots is not None and len(tables_of) > worker_slots:
+        # more writes than slots of the gate: the race for a slot freed by a release, played both ways
+
+        def slot_first(ask_first: Collection[str] = ()) -> Schedule:
+            return play(ask_first, slot_waiters_first=True)
+
+        race = with_slot_race(race, first_holder_range(slot_first, slot_first(), tables_of))
     free = schedules["all_at_once"]
     overlaps = tuple(
         sorted(

@@ -25,11 +25,11 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
   :data:`~deltaguard.leases.imminent.IMMINENT_S` makes it defer after all.
 * **The slot gate** (ADR 0028, :mod:`deltaguard.core.slots`, the function the lease manager asks): with
   ``worker_slots``, a request the conflict model admits while that many leases are held waits instead, for
-  a slot; such a wait is never imminent (the write defers). After a release, the writes waiting only for a
-  slot are decided first, in rank order: each one's trigger watches every held lease and checks at once,
-  while the re-admission of the released table's queue first gathers its crowd
-  (:mod:`deltaguard.hooks.lease_readmissions`); then the rest of the queue, in rank order, as long as
-  slots are free.
+  a slot; such a wait is never imminent (the write defers). After a release the queue is decided in rank
+  order while slots are free. In a real run the writes waiting only for a slot (each trigger watching every
+  held lease, checking for itself) race the re-admission of the released table's queue
+  (:mod:`deltaguard.hooks.lease_readmissions`) for the freed slots; ``slot_waiters_first`` plays the race
+  won by the slot waiters.
 * **The trigger's first check**: a write that deferred is granted no earlier than ``first_check_s`` after
   its deferral (its trigger waits one ``[deltaguard] poll_interval`` before its first check,
   :mod:`deltaguard.triggers.lease`).
@@ -42,7 +42,7 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 Everything the lease manager decides is played by :class:`PlayedLeaseManager`, in one place.
 
 Not modelled: the triggerer's later polls, retries, scheduler-loop latency, start-ups slowed by each other,
-and which of the writes waiting for a slot checks first after a release (a race: the plan takes rank order).
+and which of the writes waiting for a slot checks first after a release (a race: rank order is played).
 """
 
 from __future__ import annotations
@@ -168,6 +168,8 @@ class PlayedLeaseManager:
 
     #: the slot gate's size (``[deltaguard] worker_slots``; ``None``: no gate)
     worker_slots: int | None = None
+    #: whether the requests waiting only for a slot are decided before the rest of the queue after a release
+    slot_waiters_first: bool = False
 
     def __init__(
         self,
@@ -239,13 +241,15 @@ class PlayedLeaseManager:
         return latest + IMMINENT_S
 
     def readmit(self, now: float) -> list[str]:
-        """Ask the queue again, each decision seeing the grants before it (as the re-admission after a
-        release does): first the requests that wait only for a slot of the gate, then the others, each in
-        rank order, granting no more than the gate leaves free and none whose trigger has not made its
+        """Ask the queue again in rank order (with :attr:`slot_waiters_first`, the requests that wait only
+        for a slot of the gate first), each decision seeing the grants before it (as the re-admission after
+        a release does), granting no more than the gate leaves free and none whose trigger has not made its
         first check; the jobs granted, in that order."""
         granted = []
+        first = self.slot_waiters_first
         order = sorted(
-            self.asked, key=lambda j: (j not in self.slot_waiting, self.asked[j].rank, self.asked[j].id)
+            self.asked,
+            key=lambda j: (first and j not in self.slot_waiting, self.asked[j].rank, self.asked[j].id),
         )
         for job in order:
             if self.first_checks.get(job, now) > now:
@@ -342,6 +346,7 @@ def simulate_leased(
     slot_times: SlotTimes = SlotTimes(),
     first_check_s: float = 0.0,
     ask_first: Collection[str] = (),
+    slot_waiters_first: bool = False,
     ageing_s: float = DEFAULT_AGEING_S,
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
 ) -> Schedule:
@@ -363,6 +368,9 @@ def simulate_leased(
         :mod:`deltaguard.triggers.lease`; default: none).
     :param ask_first: writes that win the race of questions asked at the same instant (the others keep
         Airflow's start order behind them).
+    :param slot_waiters_first: after a release, decide the requests waiting only for a slot of the gate
+        before the rest of the queue (one way the race between their own checks and the re-admission of the
+        released table's queue goes; default: queue order for all).
     :param ageing_s: the lease manager's seconds of waiting worth one priority level.
     :param max_overtake_s: the lease manager's longest wait that later requests may backfill past.
     :raises ValueError: on duplicate ids, unknown upstream ids or tables, a negative duration or hand-off,
@@ -391,6 +399,7 @@ def simulate_leased(
     state = _State()
     manager = PlayedLeaseManager(by_id, tables, decide, ageing_s, max_overtake_s)
     manager.worker_slots = worker_slots
+    manager.slot_waiters_first = slot_waiters_first
 
     def readmit(now: float) -> None:
         for job in manager.readmit(now):

@@ -295,20 +295,25 @@ def test_a_gate_below_one_slot_is_refused() -> None:
         simulate_leased([write("x", 1, 1)], RULES, model(), worker_slots=0)
 
 
-def test_a_freed_slot_goes_to_a_write_waiting_for_a_slot_before_the_released_table_s_queue() -> None:
+def test_a_freed_slot_is_raced_by_the_released_table_s_queue_and_the_writes_waiting_for_a_slot() -> None:
     # the gate holds two leases: x (t) and y (u). c queues behind x for a conflict, ahead in rank (its
-    # phase priority); s, compatible with everything, waits only for a slot. At x's release the slot
-    # waiter's own check comes before the re-admission of t's queue (which first gathers its crowd): s is
-    # granted, and c then waits for a slot in turn, until s's release
+    # phase priority); s, compatible with everything, waits only for a slot. At x's release one slot frees
     writes = [
         write("x", 10, 4),
         write("y", 30, 3, table="u"),
         write("c", 10, 2, priority=2),
         write("s", 10, 1, table="u"),
     ]
-    gated = simulate_leased(writes, RULES, model(("x", "c")), workers=4, worker_slots=2, handoff_s=1)
-    assert gated.starts == {"x": 0, "y": 0, "s": 11, "c": 22}
-    c = gated.critical_path[-1]
+    decide = model(("x", "c"))
+    # queue order: c, ahead in rank, is granted; s waits for c's release
+    queued = simulate_leased(writes, RULES, decide, workers=4, worker_slots=2, handoff_s=1)
+    assert queued.starts == {"x": 0, "y": 0, "c": 11, "s": 22}
+    # the slot waiter's own check first: s is granted, and c then waits for a slot in turn
+    raced = simulate_leased(
+        writes, RULES, decide, workers=4, worker_slots=2, handoff_s=1, slot_waiters_first=True
+    )
+    assert raced.starts == {"x": 0, "y": 0, "s": 11, "c": 22}
+    c = raced.critical_path[-1]
     assert (c.job, c.because, c.after) == ("c", Because.WORKER, "s")
 
 
