@@ -42,7 +42,7 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 Everything the lease manager decides is played by :class:`PlayedLeaseManager`, in one place.
 
 Not modelled: the triggerer's later polls, retries, scheduler-loop latency, start-ups slowed by each other,
-and which of the writes waiting for a slot checks first after a release (a race: rank order is played).
+and which of several writes waiting for a slot checks first after a release (a race: rank order is played).
 """
 
 from __future__ import annotations
