@@ -11,7 +11,13 @@ Under deltaguard the plan also gives a range: the fastest and slowest runs over 
 each table whose first question is a race (:mod:`deltaguard.planning.first_holders`). The measured run is
 compared with that range too: ``range_error`` is 0 inside it, else the relative distance to its nearer end.
 
-Run: ``python -m benchmarks.plan_vs_measured`` (about a minute; no Airflow stack is started).
+The lease manager's slot gate is played at ``--worker-slots`` (the sweep's ``[core] parallelism`` when its
+deployment had the gate, 0 for sweeps run before it was built) and a deferred write's trigger first checks
+``--poll-interval`` seconds after its deferral (the sweeps ran with the option's default, 5 s).
+
+Run: ``python -m benchmarks.plan_vs_measured`` (about a minute; no Airflow stack is started); the sweep with
+the gate: ``--sweep benchmarks/results/orchestration_sweep_slotgate.json --worker-slots 8 --out
+benchmarks/results/plan_vs_measured_sweep_slotgate.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import contextlib
 import io
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,7 @@ from typing import Any
 from benchmarks.bench_dags import STRATEGIES, dag_id_for
 from benchmarks.bench_orchestration import DAG_FILE
 from benchmarks.workload_tables import BENCH_DIR_ENV, create_tables, write_plan
-from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
+from deltaguard.planning.leased_run import DEFAULT_FIRST_CHECK_S, DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
 from lab.simulation.workload import generate
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -40,6 +47,8 @@ def planned(
     work: Path,
     handoff_s: float,
     slot_times: tuple[float, float],
+    worker_slots: int = 0,
+    poll_interval: float = DEFAULT_FIRST_CHECK_S,
 ) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
@@ -71,6 +80,10 @@ def planned(
                 str(slot_times[0]),
                 "--end-s",
                 str(slot_times[1]),
+                "--worker-slots",
+                str(worker_slots),
+                "--poll-interval",
+                str(poll_interval),
             ]
         )
     if code != 0:
@@ -112,6 +125,20 @@ def main(argv: list[str] | None = None) -> int:
         help="a write's seconds in its worker slot after its commit (default: the plan's)",
     )
     parser.add_argument(
+        "--worker-slots",
+        type=int,
+        default=0,
+        help="the lease manager's slot gate in the sweep's deployment (its [core] parallelism when the gate "
+        "was on, ADR 0028; default 0: no gate, as in the sweeps before it was built)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_FIRST_CHECK_S,
+        help="the sweep's [deltaguard] poll_interval: a deferred write's trigger first checks this long after "
+        "the deferral (default: the option's default, which the sweeps ran with)",
+    )
+    parser.add_argument(
         "--true-durations",
         action="store_true",
         help="declare each write's true duration instead of the noisy estimate the benchmark's DAG declares",
@@ -131,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             document = planned(
-                run["seed"], shape, args.parallelism, Path(tmp), args.handoff_s, (args.start_s, args.end_s)
+                run["seed"],
+                shape,
+                args.parallelism,
+                Path(tmp),
+                args.handoff_s,
+                (args.start_s, args.end_s),
+                args.worker_slots,
+                args.poll_interval,
             )
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
@@ -147,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         row["deltaguard_range"] = {
             "best_s": race["best_s"],
             "worst_s": race["worst_s"],
+            "mean_s": race["mean_s"],
+            "mean_error": round((race["mean_s"] - measured) / measured, 3),
             "measured_s": measured,
             "range_error": range_error(race["best_s"], race["worst_s"], measured),
             # the benchmark's tables by name (the plan's keys are the temporary copies' paths)
@@ -178,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     result = {
-        "command": "python -m benchmarks.plan_vs_measured",
+        "command": " ".join(
+            ["python -m benchmarks.plan_vs_measured", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "sweep": str(args.sweep.relative_to(RESULTS.parent.parent))
         if args.sweep.is_relative_to(RESULTS.parent.parent)
         else str(args.sweep),
@@ -186,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         "parallelism": args.parallelism,
         "handoff_s": args.handoff_s,
         "slot_times": {"start_s": args.start_s, "end_s": args.end_s},
+        "worker_slots": args.worker_slots,
+        "poll_interval_s": args.poll_interval,
         "durations": (
             "true durations"
             if args.true_durations

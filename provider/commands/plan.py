@@ -41,6 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "max_active_tasks, 32 and 16 by Airflow's defaults; give a smaller pool's size here)",
     )
     parser.add_argument(
+        "--worker-slots",
+        type=int,
+        default=None,
+        help="the lease manager's slot gate: leases held at once at most, 0 for no gate (default: "
+        "[deltaguard] worker_slots, else [core] parallelism, as the lease manager reads them)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=None,
+        help="seconds a deferred write's trigger waits before its first lease check (default: [deltaguard] "
+        "poll_interval)",
+    )
+    parser.add_argument(
         "--handoff-s",
         type=float,
         default=None,
@@ -97,6 +111,8 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         DEFAULT_MAPPED_INSTANCES,
         DEFAULT_OTHER_S,
         PlanInputError,
+        deployment_first_check_s,
+        deployment_worker_slots,
         deployment_workers,
         discover,
         load_dags,
@@ -112,6 +128,11 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         raise UsageError(f"--other-seconds must be >= 0, got {other}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.worker_slots is not None and args.worker_slots < 0:
+        raise UsageError(f"--worker-slots must be at least 0, got {args.worker_slots}")
+    first_check = deployment_first_check_s() if args.poll_interval is None else args.poll_interval
+    if not 0 <= first_check < float("inf"):
+        raise UsageError(f"--poll-interval must be a finite number >= 0, got {args.poll_interval}")
     handoff = DEFAULT_HANDOFF_S if args.handoff_s is None else args.handoff_s
     if not 0 <= handoff < float("inf"):
         raise UsageError(f"--handoff-s must be a finite number >= 0, got {args.handoff_s}")
@@ -140,8 +161,25 @@ def _plans(args: argparse.Namespace) -> list[Any]:
             workers, where = (
                 (args.workers, "--workers") if args.workers is not None else deployment_workers(dag)
             )
-            assumptions.append(plan_limits(workers, where, handoff, slot_times))
-            plans.append(build_plan(dag.dag_id, tasks, settings, assumptions, workers, handoff, slot_times))
+            gate = (
+                (args.worker_slots or None, "--worker-slots")
+                if args.worker_slots is not None
+                else deployment_worker_slots()
+            )
+            assumptions.append(plan_limits(workers, where, handoff, slot_times, gate, first_check))
+            plans.append(
+                build_plan(
+                    dag.dag_id,
+                    tasks,
+                    settings,
+                    assumptions,
+                    workers,
+                    handoff,
+                    slot_times,
+                    gate[0],
+                    first_check,
+                )
+            )
     except PlanInputError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in a DAG

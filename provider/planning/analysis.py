@@ -23,8 +23,9 @@ from deltaguard.core.priority import table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
-from deltaguard.planning.first_holders import RaceRange, first_holder_range
+from deltaguard.planning.first_holders import RaceRange, first_holder_range, with_slot_race
 from deltaguard.planning.leased_run import (
+    DEFAULT_FIRST_CHECK_S,
     DEFAULT_HANDOFF_S,
     DEFAULT_SLOT_TIMES,
     UNKNOWN_OPERATION,
@@ -198,6 +199,8 @@ def build_plan(
     workers: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
+    worker_slots: int | None = None,
+    first_check_s: float = DEFAULT_FIRST_CHECK_S,
 ) -> Plan:
     """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
 
@@ -209,6 +212,10 @@ def build_plan(
     :param handoff_s: under deltaguard, seconds from a grant out of the lease queue to the write
         (:mod:`deltaguard.planning.leased_run`).
     :param slot_times: a write's time in its worker slot outside its write, under every policy.
+    :param worker_slots: under deltaguard, the lease manager's slot gate: leases held at once at most
+        (``[deltaguard] worker_slots``, ADR 0028; ``None``: no gate).
+    :param first_check_s: under deltaguard, seconds from a write's deferral to its trigger's first check
+        (``[deltaguard] poll_interval``).
     :raises ValueError: on a target whose table has no setting, or bad dependencies.
     """
     by_id = {task.id: task for task in tasks}
@@ -254,15 +261,18 @@ def build_plan(
     leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses)
     rules = {table: TableRules(s.config, s.profile) for table, s in settings.items()}
 
-    def play(ask_first: Collection[str] = ()) -> Schedule:
+    def play(ask_first: Collection[str] = (), slot_waiters_first: bool = False) -> Schedule:
         return simulate_leased(
             leased,
             rules,
             decide,
             workers=workers,
+            worker_slots=worker_slots,
             handoff_s=handoff_s,
             slot_times=slot_times,
+            first_check_s=first_check_s,
             ask_first=ask_first,
+            slot_waiters_first=slot_waiters_first,
         )
 
     schedules = {
@@ -270,9 +280,15 @@ def build_plan(
         "all_at_once": simulate(jobs, at_once, workers),
         "deltaguard": play(),
     }
-    race = first_holder_range(
-        play, schedules["deltaguard"], {w.id: {table for table, _ in w.claims} for w in leased if w.claims}
-    )
+    tables_of = {w.id: {table for table, _ in w.claims} for w in leased if w.claims}
+    race = first_holder_range(play, schedules["deltaguard"], tables_of)
+    if worker_slots is not None and len(tables_of) > worker_slots:
+        # more writes than slots of the gate: the race for a slot freed by a release, played both ways
+
+        def slot_first(ask_first: Collection[str] = ()) -> Schedule:
+            return play(ask_first, slot_waiters_first=True)
+
+        race = with_slot_race(race, first_holder_range(slot_first, slot_first(), tables_of))
     free = schedules["all_at_once"]
     overlaps = tuple(
         sorted(
@@ -290,13 +306,25 @@ def build_plan(
 
 
 def plan_limits(
-    workers: int | None, where: str, handoff_s: float, slot_times: SlotTimes = DEFAULT_SLOT_TIMES
+    workers: int | None,
+    where: str,
+    handoff_s: float,
+    slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
+    gate: tuple[int | None, str] = (None, ""),
+    first_check_s: float = DEFAULT_FIRST_CHECK_S,
 ) -> str:
-    """The assumption a plan states about the deployment: its worker slots, the lease hand-off and a
-    write's time in its slot outside its write."""
+    """The assumption a plan states about the deployment: its worker slots, the lease manager's slot gate
+    (its size and where that comes from), the lease hand-off and a write's time in its slot outside its
+    write."""
     slots = "no limit on tasks running at once" if workers is None else f"at most {workers} tasks run at once"
+    gated = (
+        "no slot gate (every lease the conflict model admits is granted)"
+        if gate[0] is None
+        else f"the lease manager grants a lease only while fewer than {gate[0]} are held (slot gate, {gate[1]})"
+    )
     return (
-        f"{slots} ({where}); under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
+        f"{slots} ({where}); {gated}; a deferred write's trigger first asks again {first_check_s:g} s after "
+        f"the deferral; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
         "after its grant or the worker slot it then waited for (the hand-off); a write's task holds its "
         f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
         "after its commit (release, task end)"

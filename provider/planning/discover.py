@@ -330,6 +330,31 @@ def deployment_workers(dag: Any) -> tuple[int, str]:
     )
 
 
+def deployment_worker_slots() -> tuple[int | None, str]:
+    """The lease manager's slot gate (ADR 0028) as the Airflow configuration of this process sets it, and
+    where that comes from: ``[deltaguard] worker_slots``, else ``[core] parallelism`` (``None``: ``0``, no
+    gate); without an Airflow configuration, Airflow's default parallelism."""
+    try:
+        from deltaguard import config
+
+        return config.worker_slots(), "[deltaguard] worker_slots, else [core] parallelism"
+    except Exception:  # no Airflow configuration here: the gate at Airflow's default parallelism
+        return AIRFLOW_PARALLELISM, f"Airflow's default [core] parallelism ({AIRFLOW_PARALLELISM})"
+
+
+def deployment_first_check_s() -> float:
+    """Seconds from a write's deferral to its trigger's first check as the Airflow configuration of this
+    process sets them (``[deltaguard] poll_interval``); without one, the option's default."""
+    from deltaguard.planning.leased_run import DEFAULT_FIRST_CHECK_S
+
+    try:
+        from deltaguard import config
+
+        return config.poll_interval()
+    except Exception:  # no Airflow configuration here: the option's default
+        return DEFAULT_FIRST_CHECK_S
+
+
 def _run_rendered(value: Any) -> Any:
     """``value`` with every template that reads only the run's context replaced by :data:`RUN_VALUE`.
 

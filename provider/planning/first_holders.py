@@ -39,6 +39,11 @@ class RaceRange:
     :param candidates: per table whose first question is a race, the writes that may ask first.
     :param plays: how many runs were played (the nominal one included).
     :param exhaustive: every combination of first askers was played.
+    :param mean_s: the mean makespan over the plays: with every combination played, the expected makespan
+        when each write racing for a table is as likely as the others to ask first.
+    :param best_slot_waiters_first: the fastest play decides the writes waiting for a slot of the gate first
+        after a release (:func:`with_slot_race`).
+    :param worst_slot_waiters_first: the same, of the slowest play.
     """
 
     best: Schedule
@@ -48,6 +53,9 @@ class RaceRange:
     candidates: dict[str, tuple[str, ...]]
     plays: int
     exhaustive: bool
+    mean_s: float = 0.0
+    best_slot_waiters_first: bool = False
+    worst_slot_waiters_first: bool = False
 
 
 def racing_first_askers(
@@ -97,4 +105,34 @@ def first_holder_range(play: Play, nominal: Schedule, tables_of: Mapping[str, Co
     played += [(play(first), tuple(sorted(first))) for first in winners]
     best = min(played, key=lambda p: p[0].makespan_s)
     worst = max(played, key=lambda p: p[0].makespan_s)
-    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive)
+    mean = sum(p[0].makespan_s for p in played) / len(played)
+    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive, mean)
+
+
+def with_slot_race(queue_order: RaceRange, slot_waiters_first: RaceRange) -> RaceRange:
+    """The range over both ways the race for a slot freed by a release can go, each as likely: the queue
+    decided in rank order (``queue_order``), or the writes waiting only for a slot of the gate first
+    (``slot_waiters_first``; each played over the same race of first questions)."""
+    a, b = queue_order, slot_waiters_first
+    best = (
+        (a.best, a.best_first, False)
+        if a.best.makespan_s <= b.best.makespan_s
+        else (b.best, b.best_first, True)
+    )
+    worst = (
+        (a.worst, a.worst_first, False)
+        if a.worst.makespan_s >= b.worst.makespan_s
+        else (b.worst, b.worst_first, True)
+    )
+    return RaceRange(
+        best[0],
+        worst[0],
+        best[1],
+        worst[1],
+        {**a.candidates, **b.candidates},
+        a.plays + b.plays,
+        a.exhaustive and b.exhaustive,
+        (a.mean_s + b.mean_s) / 2,
+        best[2],
+        worst[2],
+    )

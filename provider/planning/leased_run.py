@@ -23,6 +23,16 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
   lease hook's limit keeps its slot and asks again every poll interval (:mod:`deltaguard.leases.imminent`,
   the functions the hook calls); granted, it writes at its next question. A blocker overdue by more than
   :data:`~deltaguard.leases.imminent.IMMINENT_S` makes it defer after all.
+* **The slot gate** (ADR 0028, :mod:`deltaguard.core.slots`, the function the lease manager asks): with
+  ``worker_slots``, a request the conflict model admits while that many leases are held waits instead, for
+  a slot; such a wait is never imminent (the write defers). After a release the queue is decided in rank
+  order while slots are free. In a real run the writes waiting only for a slot (each trigger watching every
+  held lease, checking for itself) race the re-admission of the released table's queue
+  (:mod:`deltaguard.hooks.lease_readmissions`) for the freed slots; ``slot_waiters_first`` plays the race
+  won by the slot waiters.
+* **The trigger's first check**: a write that deferred is granted no earlier than ``first_check_s`` after
+  its deferral (its trigger waits one ``[deltaguard] poll_interval`` before its first check,
+  :mod:`deltaguard.triggers.lease`).
 * **Hand-off**: a write granted from the queue after deferring writes its first byte ``handoff_s`` after it
   was granted or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker
   start, opening the table).
@@ -31,7 +41,8 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 
 Everything the lease manager decides is played by :class:`PlayedLeaseManager`, in one place.
 
-Not modelled: the triggerer's poll interval, retries, scheduler-loop latency, start-ups slowed by each other.
+Not modelled: the triggerer's later polls, retries, scheduler-loop latency, start-ups slowed by each other,
+and which of several writes waiting for a slot checks first after a release (a race: rank order is played).
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from deltaguard.core.admission import (
 )
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.imminent import (
     IMMINENT_POLL_S,
@@ -76,6 +88,10 @@ DEFAULT_HANDOFF_S = 3.36
 #: (``python -m benchmarks.slot_times``; medians over the 12 writes: 1.1 s from the task's start to its
 #: question, 0.07 s from its commit to its end; docs/plan.md).
 DEFAULT_SLOT_TIMES_S = (1.1, 0.07)
+
+#: Seconds from a write's deferral to its trigger's first check: the trigger waits one poll interval before
+#: it (:mod:`deltaguard.triggers.lease`), the default of ``[deltaguard] poll_interval`` (``deltaguard.config``).
+DEFAULT_FIRST_CHECK_S = 5.0
 
 #: What a write whose operation or table is not known before the run is judged as: a metadata change,
 #: which the admission rule keeps apart from every write on the table, both ways.
@@ -145,7 +161,15 @@ class PlayedLeaseManager:
     :param decide: the conflict model.
     :param ageing_s: seconds of waiting worth one priority level.
     :param max_overtake_s: the longest wait that later requests may backfill past.
+
+    :attr:`worker_slots` is the slot gate (:mod:`deltaguard.core.slots`, ADR 0028; ``None``: no gate): a
+    request the conflict model admits while as many leases are held waits instead, for a slot.
     """
+
+    #: the slot gate's size (``[deltaguard] worker_slots``; ``None``: no gate)
+    worker_slots: int | None = None
+    #: whether the requests waiting only for a slot are decided before the rest of the queue after a release
+    slot_waiters_first: bool = False
 
     def __init__(
         self,
@@ -165,6 +189,10 @@ class PlayedLeaseManager:
         self.asked: dict[str, Holder] = {}
         #: granted leases by job: (granted at, lease id)
         self.leases: dict[str, tuple[float, str]] = {}
+        #: queued requests the model admits that wait only for a slot of the gate
+        self.slot_waiting: set[str] = set()
+        #: deferred requests by job: when their trigger first checks (no grant before it)
+        self.first_checks: dict[str, float] = {}
 
     def ask(self, job: str, now: float) -> Admission:
         """``job``'s first question at ``now``: granted, or queued (with what it waits for)."""
@@ -180,6 +208,9 @@ class PlayedLeaseManager:
             expected_duration_s=write.estimate_s,
         )
         verdict = self._admit(job, holder, now)
+        if verdict.granted and not slot_open(self.worker_slots, len(self.leases)):
+            verdict = self._slot_wait()
+            self.slot_waiting.add(job)
         if verdict.granted:
             self.leases[job] = (now, holder.id)
         else:
@@ -192,8 +223,9 @@ class PlayedLeaseManager:
         its own start-up sets): until when that stands (a blocker overdue by more than
         :data:`~deltaguard.leases.imminent.IMMINENT_S` counts as unknown again), or ``None``: it defers."""
         verdict = self._admit(job, self.asked[job], now)
-        if verdict.granted:  # pragma: no cover - the queue is asked again at every release
-            return now
+        if verdict.granted:
+            # only the slot gate can hold a request the model admits; a slot wait is never imminent
+            return None if not slot_open(self.worker_slots, len(self.leases)) else now
         by_lease = {lease_id: other for other, (_, lease_id) in self.leases.items()}
 
         def ends(blocker: Blocker) -> float | None:
@@ -209,20 +241,40 @@ class PlayedLeaseManager:
         return latest + IMMINENT_S
 
     def readmit(self, now: float) -> list[str]:
-        """Ask the queue again in rank order, each decision seeing the grants before it (as the
-        re-admission after a release does); the jobs granted, in that order."""
+        """Ask the queue again in rank order (with :attr:`slot_waiters_first`, the requests that wait only
+        for a slot of the gate first), each decision seeing the grants before it (as the re-admission after
+        a release does), granting no more than the gate leaves free and none whose trigger has not made its
+        first check; the jobs granted, in that order."""
         granted = []
-        for job in sorted(self.asked, key=lambda j: (self.asked[j].rank, self.asked[j].id)):
+        first = self.slot_waiters_first
+        order = sorted(
+            self.asked,
+            key=lambda j: (first and j not in self.slot_waiting, self.asked[j].rank, self.asked[j].id),
+        )
+        for job in order:
+            if self.first_checks.get(job, now) > now:
+                continue  # its trigger has not checked yet
             holder = self.asked[job]
-            if self._admit(job, holder, now).granted:
-                del self.asked[job]
-                self.leases[job] = (now, holder.id)
-                granted.append(job)
+            if not self._admit(job, holder, now).granted:
+                self.slot_waiting.discard(job)
+                continue
+            if free_slots(self.worker_slots, len(self.leases)) == 0:
+                self.slot_waiting.add(job)
+                continue
+            del self.asked[job]
+            self.slot_waiting.discard(job)
+            self.leases[job] = (now, holder.id)
+            granted.append(job)
         return granted
 
     def release(self, job: str) -> None:
         """``job`` released its lease (it committed)."""
         self.leases.pop(job, None)
+
+    def _slot_wait(self) -> Admission:
+        """The wait of a request the model admits while the held leases fill the worker slots."""
+        reason = f"all worker slots are taken by the {len(self.leases)} writes holding leases (slot gate)"
+        return Admission(False, 1, (), (reason,))
 
     def _admit(self, job: str, holder: Holder, now: float) -> Admission:
         write = self._writes[job]
@@ -280,7 +332,7 @@ class _State:
     starts: dict[str, float] = field(default_factory=dict)
     ends: dict[str, float] = field(default_factory=dict)
     cause: dict[str, tuple[Because, str | None]] = field(default_factory=dict)
-    granted_after: dict[str, str | None] = field(default_factory=dict)
+    granted_after: dict[str, tuple[Because, str | None]] = field(default_factory=dict)
 
 
 def simulate_leased(
@@ -289,9 +341,12 @@ def simulate_leased(
     decide: DecideFn,
     *,
     workers: int | None = None,
+    worker_slots: int | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = SlotTimes(),
+    first_check_s: float = 0.0,
     ask_first: Collection[str] = (),
+    slot_waiters_first: bool = False,
     ageing_s: float = DEFAULT_AGEING_S,
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
 ) -> Schedule:
@@ -304,22 +359,32 @@ def simulate_leased(
     :param tables: every claimed table's rules.
     :param decide: the conflict model (:func:`deltaguard.core.model.decide`).
     :param workers: tasks that hold a worker slot at once at most (``None``: unbounded).
+    :param worker_slots: the lease manager's slot gate (``[deltaguard] worker_slots``, ADR 0028): leases
+        granted at once at most (``None``: no gate).
     :param handoff_s: seconds from a grant out of the queue (or the slot it then waited for) to the write.
     :param slot_times: a write's time in its slot outside its write (default: none).
+    :param first_check_s: seconds from a write's deferral to its trigger's first check, before which its
+        request is not granted (the trigger waits one ``[deltaguard] poll_interval`` first,
+        :mod:`deltaguard.triggers.lease`; default: none).
     :param ask_first: writes that win the race of questions asked at the same instant (the others keep
         Airflow's start order behind them).
+    :param slot_waiters_first: after a release, decide the requests waiting only for a slot of the gate
+        before the rest of the queue (one way the race between their own checks and the re-admission of the
+        released table's queue goes; default: queue order for all).
     :param ageing_s: the lease manager's seconds of waiting worth one priority level.
     :param max_overtake_s: the lease manager's longest wait that later requests may backfill past.
     :raises ValueError: on duplicate ids, unknown upstream ids or tables, a negative duration or hand-off,
-        ``workers < 1``, or a dependency cycle.
+        ``workers < 1``, ``worker_slots < 1``, or a dependency cycle.
     """
     by_id = {w.id: w for w in writes}
     if len(by_id) != len(writes):
         raise ValueError("job ids must be unique")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    if handoff_s < 0 or not math.isfinite(handoff_s):
-        raise ValueError(f"handoff_s must be a finite number >= 0, got {handoff_s!r}")
+    free_slots(worker_slots, 0)  # checks it
+    for name, value in (("handoff_s", handoff_s), ("first_check_s", first_check_s)):
+        if value < 0 or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     for write in writes:
         if write.duration_s < 0:
             raise ValueError("durations must be >= 0")
@@ -333,31 +398,36 @@ def simulate_leased(
     first = frozenset(ask_first)
     state = _State()
     manager = PlayedLeaseManager(by_id, tables, decide, ageing_s, max_overtake_s)
+    manager.worker_slots = worker_slots
+    manager.slot_waiters_first = slot_waiters_first
 
     def readmit(now: float) -> None:
         for job in manager.readmit(now):
-            after = released_on(job, now)
+            because, after = released_on(job, now)
             if job in state.in_worker:
                 # it asks again every poll interval in its worker and writes at the first one after the grant
                 asked_at, _ = state.in_worker.pop(job)
                 polls = math.ceil(round((now - asked_at) / IMMINENT_POLL_S, 9))
                 first_byte = asked_at + polls * IMMINENT_POLL_S
-                write_from(job, first_byte, first_byte, Because.CONFLICT, after)
+                write_from(job, first_byte, first_byte, because, after)
                 continue
             state.to_resume[job] = now
-            state.granted_after[job] = after
+            state.granted_after[job] = (because, after)
         for job, (_, until) in list(state.in_worker.items()):
             if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
                 del state.in_worker[job]  # its blockers are late or changed: it defers after all
                 state.in_slot.discard(job)
+                manager.first_checks[job] = now + first_check_s
 
-    def released_on(job: str, now: float) -> str | None:
-        """The write on one of ``job``'s tables whose release just now let it be granted."""
+    def released_on(job: str, now: float) -> tuple[Because, str | None]:
+        """The write on one of ``job``'s tables whose release just now let it be granted; else, under the
+        slot gate, the write whose release just now freed a slot for it."""
         mine = _tables(by_id[job])
-        released_now = [
-            other for other, at in state.released_at.items() if at == now and mine & _tables(by_id[other])
-        ]
-        return max(released_now, key=lambda other: position[other], default=None)
+        released_now = [other for other, at in state.released_at.items() if at == now]
+        on_mine = [other for other in released_now if mine & _tables(by_id[other])]
+        if on_mine or worker_slots is None:
+            return Because.CONFLICT, max(on_mine, key=lambda other: position[other], default=None)
+        return Because.WORKER, max(released_now, key=lambda other: position[other], default=None)
 
     def write_from(
         job: str, first_byte: float, slot_start: float, because: Because, after: str | None
@@ -389,13 +459,12 @@ def simulate_leased(
                 granted_at = state.to_resume.pop(job)
                 waited_slot = now > granted_at
                 first_byte = now + handoff_s
-                write_from(
-                    job,
-                    first_byte,
-                    first_byte,
-                    Because.WORKER if waited_slot else Because.CONFLICT,
-                    freed_by if waited_slot else state.granted_after.get(job),
+                because, after = (
+                    (Because.WORKER, freed_by)
+                    if waited_slot
+                    else state.granted_after.get(job, (Because.CONFLICT, None))
                 )
+                write_from(job, first_byte, first_byte, because, after)
                 continue
             state.cause[job] = _ready_cause(write, state, now, freed_by)
             if not write.claims:
@@ -422,6 +491,7 @@ def simulate_leased(
                 state.in_worker[job] = (now, until)  # waits for an imminent release in its slot
             else:
                 state.in_slot.discard(job)  # deferred: the slot is free again at once
+                manager.first_checks[job] = now + first_check_s
         return bool(due)
 
     now = 0.0
@@ -459,6 +529,7 @@ def simulate_leased(
                 break
         pending = [
             *state.asking.values(),
+            *(at for job, at in manager.first_checks.items() if job in manager.asked and at > now),
             *(until for _, until in state.in_worker.values()),
             *(c for j, c in state.commits.items() if j not in state.released_at),
             *(state.ends[j] for j in state.in_slot if j in state.ends and state.ends[j] > now),

@@ -109,9 +109,12 @@ def _range_json(plan: Plan) -> dict[str, Any] | None:
     return {
         "best_s": round(race.best.makespan_s, 3),
         "worst_s": round(race.worst.makespan_s, 3),
+        "mean_s": round(race.mean_s, 3),
         "first_to_ask": {table: list(writes) for table, writes in race.candidates.items()},
         "best_first": list(race.best_first),
         "worst_first": list(race.worst_first),
+        "best_slot_waiters_first": race.best_slot_waiters_first,
+        "worst_slot_waiters_first": race.worst_slot_waiters_first,
         "plays": race.plays,
         "exhaustive": race.exhaustive,
     }

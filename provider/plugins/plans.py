@@ -81,8 +81,15 @@ def plan_report(
 
 def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
     from deltaguard.planning.analysis import build_plan, plan_limits
-    from deltaguard.planning.discover import PlanInputError, deployment_workers, discover, load_dags
-    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S
+    from deltaguard.planning.discover import (
+        PlanInputError,
+        deployment_first_check_s,
+        deployment_worker_slots,
+        deployment_workers,
+        discover,
+        load_dags,
+    )
+    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
     from deltaguard.planning.report import plan_json
 
     try:
@@ -99,5 +106,16 @@ def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
     if store_url is None:
         assumptions.append("no lease store read: no recorded durations")
     workers, where = deployment_workers(dag)  # this api-server's Airflow configuration
-    assumptions.append(plan_limits(workers, where, DEFAULT_HANDOFF_S))
-    return plan_json(build_plan(dag.dag_id, tasks, settings, assumptions, workers))
+    gate, first_check = deployment_worker_slots(), deployment_first_check_s()
+    assumptions.append(plan_limits(workers, where, DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES, gate, first_check))
+    return plan_json(
+        build_plan(
+            dag.dag_id,
+            tasks,
+            settings,
+            assumptions,
+            workers,
+            worker_slots=gate[0],
+            first_check_s=first_check,
+        )
+    )

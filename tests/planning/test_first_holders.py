@@ -7,7 +7,7 @@ from collections.abc import Collection
 import pytest
 
 from deltaguard.planning import first_holders
-from deltaguard.planning.first_holders import first_holder_range, racing_first_askers
+from deltaguard.planning.first_holders import Play, first_holder_range, racing_first_askers, with_slot_race
 from deltaguard.planning.leased_run import LeasedWrite, SlotTimes, simulate_leased
 from deltaguard.planning.schedule import Schedule
 from tests.planning.test_leased_run import EXCLUSIVE, RULES, model, write
@@ -39,6 +39,8 @@ def test_every_write_asking_at_the_table_s_first_instant_is_played_first() -> No
     assert nominal.makespan_s == 43 and race.best.makespan_s == 43
     assert race.worst_first == ("z",) and race.worst.makespan_s == 43 + 5
     assert race.plays == 4 and race.exhaustive
+    # each of the three first askers equally likely: m1, m2 (43 s each) and z (48 s)
+    assert race.mean_s == pytest.approx((43 + 43 + 48) / 3)
 
 
 def test_a_write_asking_later_is_not_in_the_race() -> None:
@@ -61,3 +63,42 @@ def test_too_many_combinations_vary_one_table_at_a_time(monkeypatch: pytest.Monk
     monkeypatch.setattr(first_holders, "MAX_PLAYS", 8)
     race = first_holder_range(played, nominal, tables_of)
     assert race.plays == 1 + 6 and not race.exhaustive
+
+
+def test_the_race_for_a_freed_slot_widens_the_range() -> None:
+    # two slots of the gate: x (t) and y (u) hold them; c queues behind x, s waits only for a slot
+    writes = [
+        write("x", 10, 4),
+        write("y", 30, 3, table="u"),
+        write("c", 40, 2, priority=2),
+        write("s", 10, 1, table="u"),
+    ]
+    decide = model(("x", "c"))
+    tables_of = {w.id: {w.claims[0][0]} for w in writes}
+
+    def played(slot_first: bool) -> Play:
+        def one(ask_first: Collection[str] = ()) -> Schedule:
+            return simulate_leased(
+                writes,
+                RULES,
+                decide,
+                workers=4,
+                worker_slots=2,
+                handoff_s=1,
+                ask_first=ask_first,
+                slot_waiters_first=slot_first,
+            )
+
+        return one
+
+    queued = first_holder_range(played(False), played(False)(), tables_of)
+    raced = first_holder_range(played(True), played(True)(), tables_of)
+    both = with_slot_race(queued, raced)
+    # queue order: c (40 s) writes from 11; s waits for a slot until y's release (30), one hand-off later
+    assert queued.worst.makespan_s == 51
+    # s first: c waits for s's release (21) and ends at 22 + 40
+    assert raced.worst.makespan_s == 62
+    assert both.worst.makespan_s == 62 and both.worst_slot_waiters_first
+    assert both.best.makespan_s == 51 and not both.best_slot_waiters_first
+    assert both.plays == queued.plays + raced.plays
+    assert both.mean_s == (queued.mean_s + raced.mean_s) / 2

@@ -139,6 +139,7 @@ def test_dependencies_and_plain_tasks() -> None:
         ({"workers": 0}, "workers"),
         ({"handoff_s": -1}, "handoff_s"),
         ({"handoff_s": float("inf")}, "handoff_s"),
+        ({"first_check_s": -1}, "first_check_s"),
     ],
 )
 def test_bad_parameters_are_refused(kwargs: dict[str, float], message: str) -> None:
@@ -250,3 +251,78 @@ def test_a_write_waiting_in_its_worker_defers_once_its_blocker_is_overdue() -> N
     ]
     schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=3)
     assert schedule.starts == {"x": 0, "other": 25, "m1": 43}
+
+
+def test_the_slot_gate_grants_no_more_leases_than_worker_slots() -> None:
+    # two slots but a gate of one: b, on another table and compatible with everything, asks while a holds
+    # the one lease the gate allows, defers, and is granted at a's release (a slot, not a conflict)
+    writes = [write("a", 10, 2), write("b", 10, 1, table="u")]
+    gated = simulate_leased(writes, RULES, model(), workers=2, worker_slots=1, handoff_s=1)
+    assert gated.starts == {"a": 0, "b": 11}
+    b = gated.critical_path[-1]
+    assert (b.job, b.because, b.after) == ("b", Because.WORKER, "a")
+    # without a gate both are granted at their first question
+    assert simulate_leased(writes, RULES, model(), workers=2, handoff_s=1).starts == {"a": 0, "b": 0}
+
+
+def test_a_release_grants_only_as_many_queued_writes_as_the_gate_has_slots_for() -> None:
+    # x is exclusive on t; m1 and m2 queue behind it and defer; `long` takes a slot and a lease on u. At
+    # x's release one slot of the gate is free: m1 (ahead in the queue) is granted, m2 waits for the next
+    # release (m1's), holding no lease meanwhile
+    writes = [
+        write("x", 10, 6),
+        write("m1", 10, 5),
+        write("m2", 10, 4),
+        write("long", 30, 3, table="u"),
+    ]
+    gated = simulate_leased(writes, RULES, EXCLUSIVE, workers=4, worker_slots=2, handoff_s=1)
+    assert gated.starts == {"x": 0, "long": 0, "m1": 11, "m2": 22}
+    # without the gate both MERGEs are granted at x's release and find free worker slots
+    free = simulate_leased(writes, RULES, EXCLUSIVE, workers=4, handoff_s=1)
+    assert free.starts == {"x": 0, "long": 0, "m1": 11, "m2": 11}
+
+
+def test_a_write_held_by_the_gate_defers_rather_than_wait_in_its_worker() -> None:
+    # a's lease ends within the imminent limit, but the wait is for a slot, never imminent: b defers and
+    # pays the hand-off at its grant
+    writes = [write("a", 5, 2, estimate=5), write("b", 5, 1, table="u", estimate=5)]
+    gated = simulate_leased(writes, RULES, model(), workers=2, worker_slots=1, handoff_s=2)
+    assert gated.starts["b"] == 7
+
+
+def test_a_gate_below_one_slot_is_refused() -> None:
+    with pytest.raises(ValueError, match="slots"):
+        simulate_leased([write("x", 1, 1)], RULES, model(), worker_slots=0)
+
+
+def test_a_freed_slot_is_raced_by_the_released_table_s_queue_and_the_writes_waiting_for_a_slot() -> None:
+    # the gate holds two leases: x (t) and y (u). c queues behind x for a conflict, ahead in rank (its
+    # phase priority); s, compatible with everything, waits only for a slot. At x's release one slot frees
+    writes = [
+        write("x", 10, 4),
+        write("y", 30, 3, table="u"),
+        write("c", 10, 2, priority=2),
+        write("s", 10, 1, table="u"),
+    ]
+    decide = model(("x", "c"))
+    # queue order: c, ahead in rank, is granted; s waits for c's release
+    queued = simulate_leased(writes, RULES, decide, workers=4, worker_slots=2, handoff_s=1)
+    assert queued.starts == {"x": 0, "y": 0, "c": 11, "s": 22}
+    # the slot waiter's own check first: s is granted, and c then waits for a slot in turn
+    raced = simulate_leased(
+        writes, RULES, decide, workers=4, worker_slots=2, handoff_s=1, slot_waiters_first=True
+    )
+    assert raced.starts == {"x": 0, "y": 0, "s": 11, "c": 22}
+    c = raced.critical_path[-1]
+    assert (c.job, c.because, c.after) == ("c", Because.WORKER, "s")
+
+
+def test_a_deferred_write_is_granted_no_earlier_than_its_trigger_s_first_check() -> None:
+    # m defers at its question (1 s) behind x, which commits at 4 s; its trigger first checks one poll
+    # interval after the deferral (6 s), so it is granted then and writes one hand-off later
+    writes = [write("x", 3, 2), write("m", 5, 1)]
+    slots = SlotTimes(1, 0)
+    polled = simulate_leased(writes, RULES, model(("x", "m")), handoff_s=1, slot_times=slots, first_check_s=5)
+    assert polled.starts["m"] == 7 and polled.makespan_s == 12
+    # a check before the release changes nothing: granted at x's release
+    assert simulate_leased(writes, RULES, model(("x", "m")), handoff_s=1, slot_times=slots).starts["m"] == 5

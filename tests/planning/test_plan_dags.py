@@ -433,6 +433,7 @@ def test_a_table_named_by_a_template_is_planned_beside_every_write(
         (["/no/such/dags"], "no such DAG file or folder"),
         (["/no/such/dags", "--out", "plan.txt"], "--out writes a .svg or .png chart"),
         (["/no/such/dags", "--workers", "0"], "--workers must be at least 1"),
+        (["/no/such/dags", "--worker-slots", "-1"], "--worker-slots must be at least 0"),
         (["/no/such/dags", "--mapped-instances", "0"], "--mapped-instances must be at least 1"),
         (["/no/such/dags", "--start-s", "-1"], "--start-s must be a finite number >= 0"),
         (["/no/such/dags", "--end-s", "inf"], "--end-s must be a finite number >= 0"),
@@ -483,3 +484,21 @@ def test_the_race_for_a_table_s_first_lease_is_played_and_reported(
     assert found["makespan"]["deltaguard"]["makespan_s"] in (race["best_s"], race["worst_s"])
     code, text, _ = plan(capsys, str(dag_file), "--no-store")
     assert code == 0 and "whichever write asks first for a table" in text
+
+
+def test_the_lease_manager_s_slot_gate_is_played(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = partitioned_table(tmp_path / "t")
+    dag_file = tmp_path / "guarded.py"
+    # two DELETEs of different partitions: side by side, unless the gate lets only one lease be held
+    dag_file.write_text(CHECK_DAG.format(table=table, b="b", a_s=10))
+    code, free, err = plan(capsys, str(dag_file), "--format", "json", "--no-store", "--worker-slots", "0")
+    assert code == 0, err
+    assert free["makespan"]["deltaguard"]["makespan_s"] == pytest.approx(30 + AROUND)
+    assert any("no slot gate" in a for a in free["assumptions"])
+    code, gated, err = plan(capsys, str(dag_file), "--format", "json", "--no-store", "--worker-slots", "1")
+    assert code == 0, err
+    # one after the other, the second granted at the first's release and back one hand-off later
+    assert gated["makespan"]["deltaguard"]["makespan_s"] == pytest.approx(40 + DEFAULT_HANDOFF_S + AROUND)
+    assert any(
+        "only while fewer than 1 are held (slot gate, --worker-slots)" in a for a in gated["assumptions"]
+    )
