@@ -26,11 +26,18 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from deltaguard.core.admission import check_priority
-from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
-from deltaguard.engines.judged import attach_oracle, engine_table_config
 from deltaguard.engines.lifetime import engine_released
-from deltaguard.engines.pinned_read import checks_on_snapshot, judged_by_file_stats
-from deltaguard.engines.target_reads import with_target_reads
+from deltaguard.engines.sources import (
+    CallableSource,
+    attach_oracle,
+    checks_on_snapshot,
+    engine_table_config,
+    judged_by_file_stats,
+    source_for_engine,
+    unwrap_source,
+    with_target_reads,
+    wrap_source,
+)
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
 from deltaguard.lineage.operator import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure

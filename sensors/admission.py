@@ -78,7 +78,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
 
         :raises InvalidTaskInputError: the table, predicate or configuration cannot work on any try.
         """
-        from deltaguard.engines.judged import engine_table_config
+        from deltaguard.engines.sources import engine_table_config
         from deltaguard.hooks.delta import DeltaTableHook
 
         try:

@@ -26,9 +26,9 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.judged import engine_table_config
 from deltaguard.engines.merge_scope import scoped_merge
 from deltaguard.engines.replace_scope import scoped_replace_where
+from deltaguard.engines.sources import engine_table_config
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
 from lab.conformance.cells import (
     JudgedPair,

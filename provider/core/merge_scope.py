@@ -13,7 +13,7 @@ the source's distinct values (or its min/max) per key column, this module builds
   ON join, so a source row with a NULL key is always inserted, into the NULL partition;
 * the source values that fall **outside a declared target predicate** (:func:`values_outside`).
 
-Pure: the values come from the engine (``deltaguard.engines.source_keys``), which also checks at write time
+Pure: the values come from the engine (``deltaguard.engines.sources``), which also checks at write time
 that the source it writes still lies within the scope the lease was taken for.
 """
 

@@ -124,13 +124,13 @@ class DeltaEngine(abc.ABC):
     def table_config(self, table_uri: str) -> TableConfig:
         """Read the table's configuration (a table that does not exist yet gives ``exists=False``).
 
-        Callers that judge writes read it through :func:`deltaguard.engines.judged.engine_table_config`,
+        Callers that judge writes read it through :func:`deltaguard.engines.sources.engine_table_config`,
         which attaches :meth:`predicate_oracle`'s evaluator.
         """
 
     def predicate_oracle(self, config: TableConfig) -> PredicateOracle | None:
         """This engine's own evaluator of partition predicates for a table (ADR 0037), or ``None`` when it
-        has none for it (:func:`deltaguard.engines.judged.attach_oracle` then attaches delta-rs').
+        has none for it (:func:`deltaguard.engines.sources.attach_oracle` then attaches delta-rs').
 
         :param config: the table's configuration (partition columns and their types).
         """

@@ -200,8 +200,7 @@ class DeltaTableHook(BaseHook):
         :param file_stats: the task's ``file_stats`` choice; ``None``: ``[deltaguard] file_stats``.
         """
         from deltaguard import config
-        from deltaguard.engines.judged import engine_table_config, read_judged_table
-        from deltaguard.engines.pinned_read import writes_from_snapshot
+        from deltaguard.engines.sources import engine_table_config, read_judged_table, writes_from_snapshot
 
         if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
             return WriteTable(engine_table_config(engine, uri), None)

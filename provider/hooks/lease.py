@@ -67,8 +67,8 @@ class DeltaLeaseHook(BaseHook):
     def manager(self) -> LeaseManager:
         if self._manager is None:
             from deltaguard import config
-            from deltaguard.engines.judged import attach_oracle
             from deltaguard.engines.remote_work import default_remote_fence
+            from deltaguard.engines.sources import attach_oracle
             from deltaguard.leases.bounded import open_bounded_store
             from deltaguard.leases.manager import LeaseManager
 
@@ -361,9 +361,9 @@ class DeltaLeaseHook(BaseHook):
         prepared_config: TableConfig | None = None,
     ) -> Any:
         """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
-        (:func:`deltaguard.engines.pinned_read.pinned_snapshot`, with the handle and configuration the
+        (:func:`deltaguard.engines.sources.pinned_snapshot`, with the handle and configuration the
         write was prepared from)."""
-        from deltaguard.engines.pinned_read import pinned_snapshot
+        from deltaguard.engines.sources import pinned_snapshot
 
         return pinned_snapshot(
             self.manager,

@@ -51,7 +51,7 @@ class DeltaLineageMixin:
 
     def lineage_inputs(self) -> list[str]:
         """Source locations this write reads (default: the ``source`` attribute when it is a path or URI)."""
-        from deltaguard.engines.held_sources import unwrap_source
+        from deltaguard.engines.sources import unwrap_source
 
         location = source_location(unwrap_source(getattr(self, "source", None)))
         return [location] if location else []

@@ -76,7 +76,7 @@ def task_operation(task: Any, config: TableConfig) -> Operation | None:
     be known at parse time (a templated field, an operator that cannot say): it then conflicts with all."""
     if _templated(task):
         return None
-    from deltaguard.engines.target_reads import with_target_reads
+    from deltaguard.engines.sources import with_target_reads
 
     try:
         spec = task.build_spec(config)

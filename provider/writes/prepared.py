@@ -12,7 +12,7 @@ Two parts of a configuration do not travel (:func:`deltaguard.leases.codec.confi
 the per-file statistics (a table's worth of them does not belong in a task's resume arguments) and the
 engine's evaluator of partition predicates. A resumed write's lease request is judged without the
 statistics, as the triggerer judges the stored request, and the caller attaches an evaluator again
-(:func:`deltaguard.engines.judged.attach_oracle`) before the value is judged.
+(:func:`deltaguard.engines.sources.attach_oracle`) before the value is judged.
 """
 
 from __future__ import annotations

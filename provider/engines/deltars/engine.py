@@ -110,7 +110,7 @@ class DeltaRsEngine(DeltaEngine):
         return DELTA_RS_TIME_ZONE
 
     def table_config(self, table_uri: str) -> TableConfig:
-        from deltaguard.engines.judged import read_judged_config
+        from deltaguard.engines.sources import read_judged_config
 
         return read_judged_config(table_uri, self.storage_options, engine=self, file_stats=self.file_stats)
 
@@ -124,7 +124,7 @@ class DeltaRsEngine(DeltaEngine):
         self, source: Any, columns: Collection[str], limits: ScopeLimits
     ) -> SourceKeys | None:
         # run_merge checks the source it writes against the scope (source_keys.check_source_in_scope)
-        from deltaguard.engines.source_keys import read_source_keys
+        from deltaguard.engines.sources import read_source_keys
 
         return read_source_keys(source, columns, limits, self.storage_options)
 

@@ -306,13 +306,13 @@ class SparkEngine(DeltaEngine):
     # -- table configuration -----------------------------------------------------------------------------
 
     def table_config(self, table_uri: str) -> TableConfig:
-        """Path-based tables: the Delta log (:func:`deltaguard.engines.judged.read_judged_config`), falling
+        """Path-based tables: the Delta log (:func:`deltaguard.engines.sources.read_judged_config`), falling
         back to Spark when deltalake cannot read the location; catalog names: ``DESCRIBE DETAIL``. Either
-        way with the evaluators of :func:`deltaguard.engines.judged.attach_oracle` (ADR 0037).
+        way with the evaluators of :func:`deltaguard.engines.sources.attach_oracle` (ADR 0037).
 
         Checks the Spark setup first, so a missing-jars error surfaces before any lease.
         """
-        from deltaguard.engines.judged import attach_oracle
+        from deltaguard.engines.sources import attach_oracle
 
         return attach_oracle(self._read_config(table_uri), self)
 
@@ -320,7 +320,7 @@ class SparkEngine(DeltaEngine):
         spark = self.session()
         target = SparkTarget.parse(table_uri)
         if target.path is not None:
-            from deltaguard.engines.judged import read_judged_config
+            from deltaguard.engines.sources import read_judged_config
 
             try:
                 return read_judged_config(target.path, self._storage_options or None, engine=self)
