@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from deltaguard.core.admission import check_priority
-from deltaguard.engines.lifetime import engine_released
+from deltaguard.engines.fencing import engine_released
 from deltaguard.engines.sources import (
     CallableSource,
     attach_oracle,

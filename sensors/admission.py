@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from deltaguard import config
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.engines.lifetime import close_engine
+from deltaguard.engines.fencing import close_engine
 from deltaguard.leases.sensor_checks import admission_probe
 from deltaguard.leases.waiting import Defer, Proceed, next_step
 from deltaguard.operators.base import InvalidTaskInputError

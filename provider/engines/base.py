@@ -78,7 +78,7 @@ class DeltaEngine(abc.ABC):
     def commit_coordination(self, table_uri: str) -> str:
         """What excludes this engine's commits to ``table_uri`` from other writers' commits.
 
-        See :mod:`deltaguard.engines.commit_coordination`; engines that cannot tell keep the storage's own
+        See :mod:`deltaguard.engines.fencing`; engines that cannot tell keep the storage's own
         put-if-absent only if they use it.
 
         :param table_uri: the table location.

@@ -67,7 +67,7 @@ class DeltaLeaseHook(BaseHook):
     def manager(self) -> LeaseManager:
         if self._manager is None:
             from deltaguard import config
-            from deltaguard.engines.remote_work import default_remote_fence
+            from deltaguard.engines.fencing import default_remote_fence
             from deltaguard.engines.sources import attach_oracle
             from deltaguard.leases.bounded import open_bounded_store
             from deltaguard.leases.manager import LeaseManager

@@ -95,7 +95,7 @@ class SharedStore:
     def manager(self) -> LeaseManager:
         """A lease manager over the shared store (its caches are the caller's own)."""
         from deltaguard import config
-        from deltaguard.engines.remote_work import default_remote_fence
+        from deltaguard.engines.fencing import default_remote_fence
         from deltaguard.engines.sources import attach_oracle
         from deltaguard.leases.manager import LeaseManager
 

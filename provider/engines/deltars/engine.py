@@ -26,7 +26,6 @@ from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfi
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
-from deltaguard.engines.commit_coordination import deltars_coordination
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
 from deltaguard.engines.deltars.plan_check import planned_texts
@@ -39,8 +38,14 @@ from deltaguard.engines.errors import (
     InvalidWriteError,
     TableAccessError,
 )
-from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
-from deltaguard.engines.log_entry_time import log_entry_written_at
+from deltaguard.engines.fencing import (
+    FenceTrip,
+    check_fence,
+    deltars_coordination,
+    fenced_error,
+    fenced_source,
+    log_entry_written_at,
+)
 from deltaguard.engines.specs import WriteContext, WriteSpec
 from deltaguard.engines.validation import validate_context, validate_spec
 

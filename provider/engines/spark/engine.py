@@ -43,10 +43,14 @@ from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
-from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
-from deltaguard.engines.fencing import check_fence, fenced_error
-from deltaguard.engines.log_entry_time import local_table_path, log_entry_written_at
+from deltaguard.engines.fencing import (
+    check_fence,
+    fenced_error,
+    local_table_path,
+    log_entry_written_at,
+    spark_coordination,
+)
 from deltaguard.engines.spark import engine_fence
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
@@ -246,7 +250,7 @@ class SparkEngine(DeltaEngine):
 
     def commit_coordination(self, table_uri: str) -> str:
         """From the location's scheme and the session's log store (see
-        :mod:`deltaguard.engines.commit_coordination`); the driver is the session's ``spark.app.id``, so
+        :mod:`deltaguard.engines.fencing`); the driver is the session's ``spark.app.id``, so
         writes through one Spark Connect server share it and writes from separate sessions do not."""
         if self.profile().name is EngineName.DATABRICKS:
             return spark_coordination(table_uri, databricks=True, conf=lambda _key: "", driver=None)
