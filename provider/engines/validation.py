@@ -1,23 +1,95 @@
-"""The one validation point of a write: its spec and its context, before any lease or write.
+"""What an engine accepts: the runners it registers per spec type, and the one validation point of a write.
+
+:class:`Runners`: spec types are declared once, in :mod:`deltaguard.engines.specs`; an engine registers
+only a runner per spec class. A spec class it has no runner for is refused with
+:class:`~deltaguard.engines.errors.UnsupportedWriteError` before anything is written, with the reason the
+engine gave (:class:`Unsupported`) or, for a spec type declared after the engine, "no runner".
 
 :func:`validate_spec` checks what every engine needs (the table exists unless the write creates it) and
-runs the spec's own checks (:meth:`deltaguard.engines.specs.WriteSpec.validate`, helpers in
-:mod:`deltaguard.engines.spec_check`). The operators call it once, through the engine's ``validate``, before
-a lease is taken; each shipped engine calls it again before it writes (a caller may use an engine without an
-operator), except the delta-rs engine when the write's context names the version the spec was validated at
-and the write commits from that version. Everything here
-raises :class:`~deltaguard.engines.errors.InvalidWriteError` with a message that says what to fix.
+runs the spec's own checks (:meth:`deltaguard.engines.specs.WriteSpec.validate`). The operators call it
+once, through the engine's ``validate``, before a lease is taken; each shipped engine calls it again before
+it writes (a caller may use an engine without an operator), except the delta-rs engine when the write's
+context names the version the spec was validated at and the write commits from that version. Everything
+here raises :class:`~deltaguard.engines.errors.InvalidWriteError` with a message that says what to fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
-from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.spec_check import SpecCheck
-from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
+from deltaguard.engines.errors import InvalidWriteError, UnsupportedWriteError
+from deltaguard.engines.specs import SPEC_TYPES, SpecCheck, WriteContext, WriteSpec, write_name
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """An engine's explicit "I do not run this spec type", with the reason the DAG author reads.
+
+    :param reason: why, and what to do instead.
+    """
+
+    reason: str
+
+
+class Runners(Generic[R]):
+    """An engine's runners by spec class (exact class: a subclass of a spec is not silently run as it).
+
+    :param engine: the engine's name, for messages.
+    :param runners: spec class -> the engine's runner, or :class:`Unsupported` with a reason.
+    """
+
+    def __init__(self, engine: str, runners: Mapping[type[WriteSpec], R | Unsupported]) -> None:
+        self.engine = engine
+        self._runners = dict(runners)
+
+    def runner(self, spec: object) -> R:
+        """The runner for ``spec``.
+
+        :raises UnsupportedWriteError: when this engine has no runner for its class.
+        """
+        entry = self._runners.get(type(spec))  # type: ignore[arg-type]
+        if entry is None or isinstance(entry, Unsupported):
+            reason = entry.reason if isinstance(entry, Unsupported) else "it has no runner for it"
+            raise UnsupportedWriteError(
+                f"{write_name(spec, capital=True)} is not supported by {self.engine}: {reason}",
+                engine=self.engine,
+                spec_type=type(spec),
+            )
+        return entry
+
+    def check(self, spec: object) -> None:
+        """Raise :class:`UnsupportedWriteError` unless this engine runs ``spec`` (:meth:`runner`)."""
+        self.runner(spec)
+
+    def entry(self, spec_type: type[WriteSpec]) -> R | Unsupported | None:
+        """What this engine registered for ``spec_type`` (``None``: nothing)."""
+        return self._runners.get(spec_type)
+
+    def unregistered(self) -> list[str]:
+        """The JSON names of declared spec types this engine registered nothing for (neither a runner nor
+        :class:`Unsupported`)."""
+        return sorted(name for name, cls in SPEC_TYPES.items() if cls not in self._runners)
+
+    @contextlib.contextmanager
+    def overridden(self, spec_type: type[WriteSpec], entry: R | Unsupported) -> Iterator[None]:
+        """Register ``entry`` for ``spec_type`` for the ``with`` block (a benchmark timing a runner)."""
+        previous = self._runners.get(spec_type)
+        self._runners[spec_type] = entry
+        try:
+            yield
+        finally:
+            if previous is None:
+                del self._runners[spec_type]
+            else:
+                self._runners[spec_type] = previous
+
 
 #: commitInfo keys the engine sets itself; caller metadata must not use them.
 RESERVED_COMMIT_KEYS: frozenset[str] = frozenset(

@@ -26,7 +26,6 @@ from deltaguard.core.sql.literals import (
 )
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.fencing import CommitFence
-from deltaguard.engines.runners import Runners, Unsupported
 from deltaguard.engines.sources import check_source_in_scope, materialize, resolve_source
 from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
 from deltaguard.engines.specs import (
@@ -43,6 +42,7 @@ from deltaguard.engines.specs import (
     UpdateSpec,
     WriteSpec,
 )
+from deltaguard.engines.validation import Runners, Unsupported
 
 Metrics = dict[str, Any] | None
 
