@@ -39,7 +39,7 @@ from deltaguard.engines.sources import (
     wrap_source,
 )
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
-from deltaguard.lineage.operator import DeltaLineageMixin
+from deltaguard.lineage.assets import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink

@@ -442,7 +442,7 @@ class ReportsLineage(Probe):
 
 
 def test_the_wrapper_reports_the_leased_tables_to_openlineage(tmp_path, lease_store_url) -> None:
-    from deltaguard.lineage.naming import dataset_name
+    from deltaguard.lineage.record import dataset_name
     from deltaguard.operators.leased import with_delta_lease
 
     first, second = sales_table(str(tmp_path / "sales")), sales_table(str(tmp_path / "returns"))
