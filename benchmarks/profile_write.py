@@ -33,7 +33,7 @@ lease keeper runs in a thread of its own). What each figure counts:
 - *file statistics reads*: calls of ``engines.file_stats.read_file_stats``.
 - *configuration reads*: calls of ``engines.discovery.config_from_table`` (the table's configuration read
   from an open log).
-- *app version resolutions*: calls of ``writes.task_identity.task_app_version``.
+- *app version resolutions*: calls of ``writes.prepared.task_app_version``.
 """
 
 from __future__ import annotations

@@ -43,9 +43,7 @@ from deltaguard.lineage.assets import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
-from deltaguard.writes.outcome import task_result
-from deltaguard.writes.prepared import PreparedWrite
-from deltaguard.writes.task_identity import task_app_id, task_app_version
+from deltaguard.writes.prepared import PreparedWrite, task_app_id, task_app_version, task_result
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -132,7 +130,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
     :param idempotent: write with the app transaction ``(dag_id/task_id[/map_index]@run_id, the try
         number at the task instance's last clear)`` so a retry after a committed write is a no-op while
-        other runs and a cleared task instance write. See :mod:`deltaguard.writes.task_identity`.
+        other runs and a cleared task instance write. See :mod:`deltaguard.writes.prepared`.
     :param app_version: override the app-transaction version (an int, templated).
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     :param emit_asset: declare the table's Airflow asset as an outlet and attach the committed version and

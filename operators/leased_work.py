@@ -409,6 +409,6 @@ def _templated(*values: Any) -> bool:
 
 def _app_id(task: Any, context: Context) -> str:
     """The task instance's name in lease messages: ``dag_id.task_id[.map_index]@run_id``."""
-    from deltaguard.writes.task_identity import task_app_id
+    from deltaguard.writes.prepared import task_app_id
 
     return task_app_id(task.dag_id, task.task_id, context)

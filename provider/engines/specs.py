@@ -150,7 +150,7 @@ def check_properties(properties: Mapping[str, Any]) -> None:
 class WriteContext:
     """Who writes and how to make the write idempotent.
 
-    :param app_id: application transaction id (``dag_id/task_id[/map_index]@run_id`` under Airflow, :func:`deltaguard.writes.task_identity.app_id`).
+    :param app_id: application transaction id (``dag_id/task_id[/map_index]@run_id`` under Airflow, :func:`deltaguard.writes.prepared.app_id`).
     :param app_version: application transaction version; a second write with the same
         ``(app_id, app_version)`` or a lower version is a no-op that reports the original commit.
     :param commit_metadata: free-form key/values recorded in the commit (who wrote it, lease id, ...).

@@ -331,7 +331,7 @@ class DeltaLeaseHook(BaseHook):
         :param app_version: the app transaction version.
         """
         from deltaguard.engines.specs import WriteContext
-        from deltaguard.writes.task_identity import commit_metadata
+        from deltaguard.writes.prepared import commit_metadata
 
         return WriteContext(
             app_id=app_id,

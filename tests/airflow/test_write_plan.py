@@ -13,7 +13,7 @@ from deltaguard.engines.sql_translate import translate
 from deltaguard.engines.validation import validate_spec
 from deltaguard.leases.requests import task_owner, task_request_id
 from deltaguard.leases.waiting import wait_reason
-from deltaguard.writes.outcome import decision_line
+from deltaguard.writes.prepared import decision_line
 
 PARTITIONED = TableConfig(partition_columns=("country",), uri="/t")
 
