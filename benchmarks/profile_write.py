@@ -30,7 +30,7 @@ lease keeper runs in a thread of its own). What each figure counts:
   ``Runners.check`` (the engine's spec checks). *validation functions called* counts every call of one,
   nested or not; the breakdown names the outermost ones.
 - *runner lookups*: calls of ``Runners.runner`` and ``Runners.check``.
-- *file statistics reads*: calls of ``engines.file_stats.read_file_stats``.
+- *file statistics reads*: calls of ``engines.discovery.read_file_stats``.
 - *configuration reads*: calls of ``engines.discovery.config_from_table`` (the table's configuration read
   from an open log).
 - *app version resolutions*: calls of ``writes.prepared.task_app_version``.
@@ -113,7 +113,7 @@ class CallCounter:
             "validation_breakdown": validation,
             "runner_lookups": count(lambda c: qual(c) in ("Runners.runner", "Runners.check")),
             "file_stats_reads": count(
-                lambda c: qual(c) == "read_file_stats" and rel(c).endswith("file_stats.py")
+                lambda c: qual(c) == "read_file_stats" and rel(c).endswith("discovery.py")
             ),
             "config_reads": count(lambda c: qual(c) == "config_from_table"),
             "app_version_resolutions": count(lambda c: qual(c) == "task_app_version"),

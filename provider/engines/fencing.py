@@ -5,31 +5,30 @@ landed, the fence for remote work, and an engine's lifetime.
   :class:`~deltaguard.engines.specs.WriteContext`; the engine calls :meth:`CommitFence.check` as late before
   its commit as it can and registers a way to cancel its running work with :meth:`CommitFence.on_lost`.
   delta-rs stages appends and overwrites (:mod:`deltaguard.engines.deltars.staged`: data files first, the
-  check, then the commit); its other writes run in one Rust call, so a source is handed over as a stream
-  whose end runs the check (:func:`fenced_source`) and writes without a source are checked just before the
-  call. Spark runs each write under its own job group or operation tag, checks right before the statement
-  that commits, and registers a cancel with ``on_lost``. Where a window remains, engines report the commit
-  to the fence's optional ``after_commit``, which fails a commit that landed after the lease was lost with
-  another writer admitted (``LateCommitError``).
-* :func:`deltars_coordination` and friends: what makes an engine's commits exclusive of other writers'
-  (Delta Lake's "Storage configuration" page: a log store needs mutual exclusion). Where the storage refuses
-  to create an existing file (HDFS' rename, conditional puts, delta-rs' put-if-absent) every writer is
-  excluded from every other; else the log store excludes only the commits it sees itself (delta-spark's
+  check, then the commit); its other writes run in one Rust call, so a source is handed over as a stream whose
+  end runs the check (:func:`fenced_source`) and writes without a source are checked just before the call.
+  Spark runs each write under its own job group or operation tag, checks right before the statement that
+  commits, and registers a cancel with ``on_lost``. Where a window remains, engines report the commit to the
+  fence's optional ``after_commit``, which fails a commit that landed after the lease was lost with another
+  writer admitted (``LateCommitError``).
+* :func:`deltars_coordination` and friends: what makes an engine's commits exclusive of other writers' (Delta
+  Lake's "Storage configuration" page: a log store needs mutual exclusion). Where the storage refuses to
+  create an existing file (HDFS' rename, conditional puts, delta-rs' put-if-absent) every writer is excluded
+  from every other; else the log store excludes only the commits it sees itself (delta-spark's
   ``S3SingleDriverLogStore``, ``HDFSLogStore`` on local files whose lock covers one JVM,
-  ``S3DynamoDBLogStore`` for the drivers sharing its table). The result is a coordinator name; two writes
-  may commit at once only when they name the same one
+  ``S3DynamoDBLogStore`` for the drivers sharing its table). The result is a coordinator name; two writes may
+  commit at once only when they name the same one
   (:func:`deltaguard.core.rules.common.commit_coordination_pair`). Unknown means not coordinated.
-* :func:`log_entry_written_at`: when a commit's log entry landed, as the storage reports it. ``commitInfo.timestamp``
-  is chosen by the writer when it builds the commit, so a writer stopped before writing the entry carries
-  an early time. Local files: the later of ``st_mtime`` and ``st_ctime`` (delta-rs links a temporary file
-  to the version's name, and the link sets ``st_ctime``, which no writer can choose; measured on deltalake
-  1.6.6); object stores: the object's ``last_modified`` through deltalake's storage handler. The caller
-  allows a clock skew (:attr:`deltaguard.leases.keeper.LeaseKeeper.clock_skew_s`).
+* :func:`log_entry_written_at`: when a commit's log entry landed, as the storage reports it.
+  ``commitInfo.timestamp`` is chosen by the writer when it builds the commit, so a writer stopped before
+  writing the entry carries an early time. Local files: the later of ``st_mtime`` and ``st_ctime`` (delta-rs
+  links a temporary file to the version's name, and the link sets ``st_ctime``, which no writer can choose;
+  measured on deltalake 1.6.6); object stores: the object's ``last_modified`` through deltalake's storage
+  handler. The caller allows a clock skew (:attr:`deltaguard.leases.keeper.LeaseKeeper.clock_skew_s`).
 * :class:`RemoteFenceByKind` (ADR 0033): dispatches a handle of holders' server-side work
   (:mod:`deltaguard.leases.remote_work`) to the engine that understands it; only Spark Connect records
   handles. The engines import nothing of the leases: the protocol is structural.
-* :func:`engine_released`: an engine lives as long as the task try that built it.
-"""
+* :func:`engine_released`: an engine lives as long as the task try that built it."""
 
 from __future__ import annotations
 

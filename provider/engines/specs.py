@@ -451,7 +451,7 @@ class ReplaceWhereSpec(WriteSpec):
     """Replace the rows matching ``predicate`` with ``source`` (every source row must satisfy it).
 
     :param source_scope: the ranges the source's columns were read to hold (its ``inserted`` column scopes,
-        :func:`deltaguard.engines.replace_scope.scoped_replace_where`): the operation states them as the rows
+        :func:`deltaguard.engines.merge_scope.scoped_replace_where`): the operation states them as the rows
         it writes, and the engine refuses a source that has left them.
     """
 

@@ -9,8 +9,8 @@ and, where it collects statistics, ``numRecords``; so a write's statistics are r
 than from each engine's differently named operation metrics (delta-rs 1.6.6 ``num_added_rows``, delta-spark
 ``numOutputRows``). The schema is the table's at that version.
 
-Naming a location: OpenLineage's dataset naming spec (``spec/Naming.md`` of OpenLineage/OpenLineage, "Object Storage" and
-"Local file system") names a location by ``namespace = scheme://authority`` and ``name = path``:
+Naming a location: OpenLineage's dataset naming spec (``spec/Naming.md`` of OpenLineage/OpenLineage, "Object
+Storage" and "Local file system") names a location by ``namespace = scheme://authority`` and ``name = path``:
 
 =================  ==================================================  =======================
 storage            namespace                                           name

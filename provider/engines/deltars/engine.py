@@ -27,8 +27,8 @@ from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
 from deltaguard.engines.conflict_messages import parse_conflict_kind
+from deltaguard.engines.deltars.meaning import planned_texts
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
-from deltaguard.engines.deltars.plan_check import planned_texts
 from deltaguard.engines.discovery import short_message
 from deltaguard.engines.errors import (
     CommitFencedError,

@@ -124,7 +124,7 @@ def check_for_delta_rs(
 ) -> None:
     """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, every SQL
     text renders for DataFusion (:func:`check_engine_sql`) and, given the table, DataFusion can plan the
-    texts that name its columns (:func:`~deltaguard.engines.deltars.plan_check.check_planned`).
+    texts that name its columns (:func:`~deltaguard.engines.deltars.meaning.check_planned`).
 
     :param runner: the spec's runner when the caller has looked it up already.
     :param table: the open table the write changes; ``None`` skips the planning.
@@ -138,7 +138,7 @@ def check_for_delta_rs(
         runner.check(spec)
     check_engine_sql(spec)
     if table is not None:
-        from deltaguard.engines.deltars.plan_check import check_planned
+        from deltaguard.engines.deltars.meaning import check_planned
 
         check_planned(table, spec, _engine_sql)
 
