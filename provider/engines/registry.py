@@ -7,6 +7,7 @@ arguments.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Mapping
@@ -101,7 +102,8 @@ def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngi
     return cls(**{key: value for key, value in offered.items() if key in accepted and value is not None})
 
 
-def _accepted_parameters(cls: type) -> set[str]:
+@functools.cache  # a class's signature does not change; read once per process, not once per write
+def _accepted_parameters(cls: type) -> frozenset[str]:
     """The named parameters ``cls(...)`` takes. A subclass whose ``__init__`` passes ``**kwargs`` on (a timed
     or instrumented engine) also takes what the classes up its MRO name, up to the first whose ``__init__``
     takes no ``**kwargs``; reading only its own signature would silently drop the Spark Connect connection
@@ -120,4 +122,4 @@ def _accepted_parameters(cls: type) -> set[str]:
         }
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
             break
-    return named
+    return frozenset(named)
