@@ -276,8 +276,8 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         dag_run = context.get("dag_run")
         app_version: int | None = None
         if self.idempotent:
-            explicit = self.app_version is not None and str(self.app_version).strip() != ""
-            app_version = int(self.app_version) if explicit else task_app_version(context, self.retries)
+            explicit = "" if self.app_version is None else str(self.app_version).strip()
+            app_version = int(explicit) if explicit else task_app_version(context, self.retries)
         write_context = leases.write_context(
             grant,
             app_id=value.operation.label if self.idempotent else None,

@@ -395,22 +395,13 @@ def read_commit_facts(
     if 0 < version - first + 1 <= MAX_COMMITS_READ:
         try:
             fs = pafs.PyFileSystem(DeltaStorageHandler(table_uri, options or None))
-            statistics = _sum(_read_commit(fs, v) for v in range(first, version + 1))
+            statistics = OutputStatistics(0, 0, 0)
+            for read in range(first, version + 1):
+                with fs.open_input_stream(f"_delta_log/{read:020d}.json") as stream:
+                    statistics += commit_statistics(stream.read().decode("utf-8").splitlines())
         except Exception:  # a log file already cleaned up, a store that refuses the read
             statistics = None
     return CommitFacts(schema, statistics)
-
-
-def _read_commit(fs: Any, version: int) -> OutputStatistics:
-    with fs.open_input_stream(f"_delta_log/{version:020d}.json") as stream:
-        return commit_statistics(stream.read().decode("utf-8").splitlines())
-
-
-def _sum(parts: Iterable[OutputStatistics]) -> OutputStatistics:
-    total = OutputStatistics(0, 0, 0)
-    for part in parts:
-        total = total + part
-    return total
 
 
 def openlineage_installed() -> bool:

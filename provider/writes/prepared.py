@@ -72,6 +72,7 @@ MAX_APP_ID = 200
 
 #: the characters an app id part escapes: the escape itself, the two separators and the hash marker
 _ESCAPES = {"%": "%25", "/": "%2F", "@": "%40", "#": "%23"}
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
 
 
 class AppIdParts(NamedTuple):
@@ -81,10 +82,6 @@ class AppIdParts(NamedTuple):
     task_id: str
     map_index: int | None
     run_id: str | None
-
-
-def _escape(part: str) -> str:
-    return "".join(_ESCAPES.get(ch, ch) for ch in part)
 
 
 def _unescape(part: str) -> str:
@@ -109,11 +106,11 @@ def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str 
     :param map_index: a mapped task instance's index (``>= 0``); ``None`` or ``-1`` for an unmapped task.
     :param run_id: the DAG run; without it (a write outside a run) the app id is per task only.
     """
-    base = f"{_escape(dag_id)}/{_escape(task_id)}"
+    base = f"{dag_id.translate(_ESCAPE_TABLE)}/{task_id.translate(_ESCAPE_TABLE)}"
     if map_index is not None and map_index >= 0:
         base = f"{base}/{int(map_index)}"
     if run_id is not None:
-        base = f"{base}@{_escape(run_id)}"
+        base = f"{base}@{run_id.translate(_ESCAPE_TABLE)}"
     if len(base) <= MAX_APP_ID:
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()
