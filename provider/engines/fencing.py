@@ -46,6 +46,8 @@ import pyarrow as pa
 from deltaguard.core.profiles import SINGLE_DRIVER_COORDINATION, STORAGE_COORDINATION
 from deltaguard.exceptions import CommitFencedError
 
+log = logging.getLogger(__name__)
+
 
 class CommitFence(Protocol):
     """What a writer gives the engine to fence its commit."""
@@ -199,9 +201,6 @@ def spark_coordination(
     # S3's single-driver store, local files, Azure Blob (wasb: rename is copy and delete), any other
     # scheme or custom log store: exclusive within this driver at best.
     return single_driver(driver) if driver else uncoordinated()
-
-
-log = logging.getLogger(__name__)
 
 
 def log_entry_path(version: int) -> str:
