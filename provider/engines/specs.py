@@ -7,9 +7,9 @@ engine can never disagree about what is being written.
 Each spec type is declared once, here: its class carries its name (:attr:`WriteSpec.json_name`, its key in
 :data:`SPEC_TYPES`), what it is called in messages (:attr:`WriteSpec.described_as`), whether it may create
 its table, and its checks (:meth:`WriteSpec.validate`, run at the one validation point
-:func:`deltaguard.engines.validation.validate_spec`, with the table it will write in a :class:`SpecCheck`).
+:func:`deltaguard.engines.base.validate_spec`, with the table it will write in a :class:`SpecCheck`).
 Declaring the class registers it (:data:`SPEC_TYPES`); engines only register how they run it
-(:class:`deltaguard.engines.validation.Runners`). Every problem raises
+(:class:`deltaguard.engines.base.Runners`). Every problem raises
 :class:`~deltaguard.engines.errors.InvalidWriteError` with a message that says what to fix.
 
 SQL snippets are parsed twice: with sqlglot in the dialect the engine runs them in (syntax, one expression,
@@ -181,7 +181,7 @@ class WriteSpec:
     A subclass that sets :attr:`json_name` is registered in :data:`SPEC_TYPES` under that name (two classes
     with one name are refused when the second is declared). Validation is not done at construction: a spec
     is built freely and checked at the one validation point,
-    :func:`deltaguard.engines.validation.validate_spec`, before any lease is taken, and again before the
+    :func:`deltaguard.engines.base.validate_spec`, before any lease is taken, and again before the
     engine writes unless it commits from the very version it was checked against.
     """
 

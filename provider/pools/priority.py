@@ -94,7 +94,7 @@ def _engine_name(task: Any) -> str:
     """The task's engine (``delta-rs``, ``spark``), or ``""`` when it is not known at parse time (a
     connection names it)."""
     from deltaguard import config
-    from deltaguard.engines.registry import canonical_engine_name, engine_class
+    from deltaguard.engines.base import canonical_engine_name, engine_class
 
     try:
         name = canonical_engine_name(getattr(task, "engine", None) or config.default_engine())

@@ -25,7 +25,7 @@ from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
-from deltaguard.engines.base import DeltaEngine, WriteResult
+from deltaguard.engines.base import DeltaEngine, WriteResult, validate_context, validate_spec
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.meaning import planned_texts
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
@@ -47,7 +47,6 @@ from deltaguard.engines.fencing import (
     log_entry_written_at,
 )
 from deltaguard.engines.specs import WriteContext, WriteSpec
-from deltaguard.engines.validation import validate_context, validate_spec
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from deltaguard.core.sql.literals import (
     partition_value_text,
     render_sql,
 )
+from deltaguard.engines.base import Runners, Unsupported
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.fencing import CommitFence
 from deltaguard.engines.sources import check_source_in_scope, materialize, resolve_source
@@ -42,7 +43,6 @@ from deltaguard.engines.specs import (
     UpdateSpec,
     WriteSpec,
 )
-from deltaguard.engines.validation import Runners, Unsupported
 
 Metrics = dict[str, Any] | None
 

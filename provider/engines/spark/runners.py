@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.base import Runners, spec_check
+from deltaguard.engines.base import validate_spec as validate_write_spec
 from deltaguard.engines.spark import ops
 from deltaguard.engines.spark.specs import (
     CREATE_OPERATION_NAMES,
@@ -40,8 +42,6 @@ from deltaguard.engines.specs import (
     WriteContext,
     WriteSpec,
 )
-from deltaguard.engines.validation import Runners, spec_check
-from deltaguard.engines.validation import validate_spec as validate_write_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
