@@ -132,7 +132,7 @@ def scoped_merge(
                 *reasons,
                 "widened: inserted rows may land anywhere",
             )
-    if not scope.narrows:
+    if not (scope.matched or scope.inserted):
         return spec, tuple(reasons)
     return dataclasses.replace(spec, source_scope=scope, explicit_scope=explicit), tuple(reasons)
 
