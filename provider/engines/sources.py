@@ -363,13 +363,13 @@ def source_for_engine(source: Any, engine_name: str, spark_connections: tuple[st
     :param spark_connections: the task's ``(spark, spark_connect)`` connection ids.
     """
     raw = unwrap_source(source)
-    if not callable(raw):
+    if not callable(raw) or engine_name == "spark":  # the Spark engine builds Spark sources itself
         return raw
     from deltaguard.engines.spark.sources import SparkSource, is_spark_source, prepare_source, session_factory
 
-    factory = None
-    if engine_name != "spark" and is_spark_source(raw) and not isinstance(raw, SparkSource):
-        factory = session_factory(*spark_connections)
+    if not is_spark_source(raw):
+        return raw
+    factory = None if isinstance(raw, SparkSource) else session_factory(*spark_connections)
     return prepare_source(raw, engine_name, session_factory=factory)
 
 
