@@ -26,7 +26,7 @@ lease keeper runs in a thread of its own). What each figure counts:
 - *validation calls*: validation passes, i.e. calls of a validation function made while no other validation
   function is running (``validate_spec`` calling ``WriteSpec.validate`` is one pass). A validation function
   is a package function whose name starts with ``validate`` (``validate_spec``, ``validate_context``,
-  ``WriteSpec.validate``, ``DeltaEngine.validate``, ...), or ``check_for_delta_rs``, ``check_engine_sql``,
+  ``WriteSpec.validate``, ``DeltaEngine.validate``, ...), or ``check_for_delta_rs``,
   ``Runners.check`` (the engine's spec checks). *validation functions called* counts every call of one,
   nested or not; the breakdown names the outermost ones.
 - *runner lookups*: calls of ``Runners.runner`` and ``Runners.check``.
@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 _SHIPPED = tuple(str(ROOT / part) + os.sep for part in ("provider", "operators", "sensors"))
-_VALIDATION_NAMES = frozenset({"check_for_delta_rs", "check_engine_sql"})
+_VALIDATION_NAMES = frozenset({"check_for_delta_rs"})
 
 
 class CallCounter:
