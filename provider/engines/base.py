@@ -197,6 +197,9 @@ class DeltaEngine(abc.ABC):
         """
 
 
+# ---------------------------------------------------------------------------------------------------- runners
+
+
 R = TypeVar("R")
 
 
@@ -261,6 +264,9 @@ class Runners(Generic[R]):
                 del self._runners[spec_type]
             else:
                 self._runners[spec_type] = previous
+
+
+# --------------------------------------------------------------------------------------- the validation point
 
 
 #: commitInfo keys the engine sets itself; caller metadata must not use them.
@@ -345,6 +351,9 @@ def spec_check(
     if config is not None:
         partitions = tuple(config.partition_columns if config.exists else getattr(spec, "partition_by", ()))
     return SpecCheck(config=config, partitions=partitions, columns=columns, dialect=dialect)
+
+
+# ----------------------------------------------------------------------------------------- choosing an engine
 
 
 #: engine name -> ``module:Class``; a name not listed here may itself be a ``module:Class`` path.

@@ -49,6 +49,9 @@ from deltaguard.exceptions import CommitFencedError
 log = logging.getLogger(__name__)
 
 
+# ------------------------------------------------------------------------------------------- the commit fence
+
+
 class CommitFence(Protocol):
     """What a writer gives the engine to fence its commit."""
 
@@ -116,6 +119,9 @@ def fenced_error(cause: BaseException, table_uri: str) -> CommitFencedError:
 
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+# ---------------------------------------------------------------------------------------- commit coordination
+
+
 #: schemes whose storage refuses to create an existing commit file for delta-spark's default log store
 #: (HDFS rename; GCS preconditions in ``GCSLogStore``; ADLS Gen2 rename without overwrite)
 _SPARK_EXCLUSIVE_SCHEMES = frozenset({"hdfs", "gs", "abfs", "abfss"})
@@ -203,6 +209,9 @@ def spark_coordination(
     return single_driver(driver) if driver else uncoordinated()
 
 
+# ------------------------------------------------------------------------------------ when a log entry landed
+
+
 def log_entry_path(version: int) -> str:
     """The log entry of ``version``, relative to the table root."""
     return f"_delta_log/{version:020d}.json"
@@ -242,6 +251,9 @@ def log_entry_written_at(
     except Exception as exc:  # unknown: the caller falls back to a time known to be after the commit
         log.warning("deltaguard: cannot read when version %d of %s was written: %s", version, table_uri, exc)
         return None
+
+
+# ------------------------------------------------------------------------------------------------ remote work
 
 
 def connection_url(handle: Mapping[str, str]) -> str:
@@ -285,6 +297,9 @@ class RemoteFenceByKind:
 def default_remote_fence() -> RemoteFenceByKind:
     """The fence the lease hooks give their lease manager."""
     return RemoteFenceByKind()
+
+
+# --------------------------------------------------------------------------------------- an engine's lifetime
 
 
 def close_engine(engine: Any) -> None:

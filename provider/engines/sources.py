@@ -174,6 +174,9 @@ def _read_delta(uri: str, storage_options: dict[str, str] | None) -> pa.Table:
         raise InvalidWriteError(f"cannot read source Delta table {uri!r}: {exc}") from exc
 
 
+# ------------------------------------------------------------------------------------ the keys a source holds
+
+
 def read_source_keys(
     source: Any, columns: Collection[str], limits: ScopeLimits, storage_options: dict[str, str] | None = None
 ) -> SourceKeys:
@@ -324,6 +327,9 @@ def check_source_in_scope(data: pa.Table, scope: MergeScope) -> None:
             )
 
 
+# ---------------------------------------------------------------------------------- sources an operator holds
+
+
 class CallableSource:
     """A zero-argument source callable kept out of Airflow's template rendering.
 
@@ -371,6 +377,9 @@ def source_for_engine(source: Any, engine_name: str, spark_connections: tuple[st
         return raw
     factory = None if isinstance(raw, SparkSource) else session_factory(*spark_connections)
     return prepare_source(raw, engine_name, session_factory=factory)
+
+
+# -------------------------------------------------------------------------------------------- the judged door
 
 
 def attach_oracle(config: TableConfig, engine: DeltaEngine | None = None) -> TableConfig:
@@ -446,6 +455,9 @@ def judged_config_from_table(
     """
     config = config_from_table(table, table_uri, storage_options, file_stats=file_stats)
     return attach_oracle(config, engine)
+
+
+# ---------------------------------------------------------------------------------------- the pinned snapshot
 
 
 class Restates(Protocol):
@@ -535,6 +547,9 @@ def checks_on_snapshot(engine: Any) -> bool:
         return "snapshot" in inspect.signature(engine.validate).parameters
     except (TypeError, ValueError):
         return False
+
+
+# ------------------------------------------------------------------------------- sources that read the target
 
 
 def _overlaps(first: str, second: str) -> bool:

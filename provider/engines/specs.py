@@ -146,6 +146,9 @@ def check_properties(properties: Mapping[str, Any]) -> None:
             raise InvalidWriteError(f"table properties are string -> string, got {key!r}: {value!r}")
 
 
+# -------------------------------------------------------------------------------------------------- the specs
+
+
 @dataclass(frozen=True)
 class WriteContext:
     """Who writes and how to make the write idempotent.

@@ -103,6 +103,9 @@ def emit_table_event(context: Any, outlet: Asset | AssetAlias, record: WriteReco
         events[outlet].extra = extra
 
 
+# ------------------------------------------------------------------------------- the operators' lineage mixin
+
+
 class DeltaLineageMixin:
     """Asset outlet, asset event, hook-level lineage and OpenLineage facets of one Delta write.
 

@@ -127,6 +127,9 @@ def source_location(source: object) -> str | None:
     return text
 
 
+# -------------------------------------------------------------------------------------- the record of a write
+
+
 #: Delta operation names (the commit's ``operation``) after which the table is a new table or has a new
 #: shape, as OpenLineage's ``LifecycleStateChange`` names it; other writes change rows only. delta-rs 1.6.6
 #: names, measured on real tables (``tests/lineage/test_lifecycle.py`` runs each kind of write and checks
@@ -261,6 +264,9 @@ class WriteRecord:
             "duplicate": self.duplicate,
             "app_id": self.app_id,
         }
+
+
+# ---------------------------------------------------------------------------------------- what a commit wrote
 
 
 #: a task's commits to one table read for its statistics at most (a wrapped job that committed more has

@@ -207,6 +207,9 @@ def commit_metadata(
     return meta
 
 
+# ---------------------------------------------------------------------------------------- what a task reports
+
+
 def decision_line(waited_s: float, behind: Sequence[str], explanation: str | None = None) -> str:
     """The admission decision in one line for the task log.
 
@@ -246,6 +249,9 @@ def task_result(
         }
     )
     return out
+
+
+# ----------------------------------------------------------------------------------------- the prepared write
 
 
 #: the layout of :meth:`PreparedWrite.to_kwargs`; a resumed try given another prepares anew

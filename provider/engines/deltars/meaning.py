@@ -199,6 +199,9 @@ def _kept_by_delete(base: Path, predicate: str, index: int) -> set[int]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------------------------------- planning
+
+
 #: How many characters of a text a message quotes.
 _SHOWN = 200
 
