@@ -34,6 +34,7 @@ spelling of one table's URI schedules the same downstream DAGs.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -410,6 +411,7 @@ def read_commit_facts(
     return CommitFacts(schema, statistics)
 
 
+@functools.cache  # installed or not for the life of the process: looked up once, not once per write
 def openlineage_installed() -> bool:
     """Whether the OpenLineage provider is importable (only then are schema and statistics read)."""
     from importlib.util import find_spec
