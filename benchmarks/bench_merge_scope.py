@@ -22,8 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltaguard.core.merge_scope import KeySummary, ScopeLimits, plan_merge_scope
-from deltaguard.engines.source_keys import check_source_in_scope, source_key_summaries
-from deltaguard.engines.sources import materialize, resolve_source
+from deltaguard.engines.sources import (
+    check_source_in_scope,
+    materialize,
+    resolve_source,
+    source_key_summaries,
+)
 
 ROWS = 2_000_000
 REPEATS = 7

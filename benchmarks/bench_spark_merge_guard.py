@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from deltaguard.core.merge_scope import ScopeLimits
 from deltaguard.engines.merge_scope import scoped_merge
-from deltaguard.engines.source_keys import _spark_summaries
+from deltaguard.engines.sources import _spark_summaries
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.spark.ops import merge_sql
 from deltaguard.engines.spark.source_scope import guarded_source

@@ -26,14 +26,14 @@ lease keeper runs in a thread of its own). What each figure counts:
 - *validation calls*: validation passes, i.e. calls of a validation function made while no other validation
   function is running (``validate_spec`` calling ``WriteSpec.validate`` is one pass). A validation function
   is a package function whose name starts with ``validate`` (``validate_spec``, ``validate_context``,
-  ``WriteSpec.validate``, ``DeltaEngine.validate``, ...), or ``check_for_delta_rs``, ``check_engine_sql``,
+  ``WriteSpec.validate``, ``DeltaEngine.validate``, ...), or ``check_for_delta_rs``,
   ``Runners.check`` (the engine's spec checks). *validation functions called* counts every call of one,
   nested or not; the breakdown names the outermost ones.
 - *runner lookups*: calls of ``Runners.runner`` and ``Runners.check``.
-- *file statistics reads*: calls of ``engines.file_stats.read_file_stats``.
+- *file statistics reads*: calls of ``engines.discovery.read_file_stats``.
 - *configuration reads*: calls of ``engines.discovery.config_from_table`` (the table's configuration read
   from an open log).
-- *app version resolutions*: calls of ``writes.task_identity.task_app_version``.
+- *app version resolutions*: calls of ``writes.prepared.task_app_version``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 _SHIPPED = tuple(str(ROOT / part) + os.sep for part in ("provider", "operators", "sensors"))
-_VALIDATION_NAMES = frozenset({"check_for_delta_rs", "check_engine_sql"})
+_VALIDATION_NAMES = frozenset({"check_for_delta_rs"})
 
 
 class CallCounter:
@@ -113,7 +113,7 @@ class CallCounter:
             "validation_breakdown": validation,
             "runner_lookups": count(lambda c: qual(c) in ("Runners.runner", "Runners.check")),
             "file_stats_reads": count(
-                lambda c: qual(c) == "read_file_stats" and rel(c).endswith("file_stats.py")
+                lambda c: qual(c) == "read_file_stats" and rel(c).endswith("discovery.py")
             ),
             "config_reads": count(lambda c: qual(c) == "config_from_table"),
             "app_version_resolutions": count(lambda c: qual(c) == "task_app_version"),

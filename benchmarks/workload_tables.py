@@ -31,7 +31,7 @@ from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.writes.task_identity import parse_app_id
+from deltaguard.writes.prepared import parse_app_id
 from lab.simulation.workload import (
     MERGE_CONDITION,
     SEED_KEYS,

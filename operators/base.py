@@ -26,28 +26,32 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from deltaguard.core.admission import check_priority
-from deltaguard.engines.held_sources import CallableSource, source_for_engine, unwrap_source, wrap_source
-from deltaguard.engines.judged import attach_oracle, engine_table_config
-from deltaguard.engines.lifetime import engine_released
-from deltaguard.engines.pinned_read import checks_on_snapshot, judged_by_file_stats
-from deltaguard.engines.target_reads import with_target_reads
+from deltaguard.engines.fencing import engine_released
+from deltaguard.engines.sources import (
+    CallableSource,
+    attach_oracle,
+    checks_on_snapshot,
+    engine_table_config,
+    judged_by_file_stats,
+    source_for_engine,
+    unwrap_source,
+    with_target_reads,
+    wrap_source,
+)
 from deltaguard.exceptions import LateCommitError, LeaseWaitTimeout
-from deltaguard.lineage.operator import DeltaLineageMixin
+from deltaguard.lineage.assets import DeltaLineageMixin
 from deltaguard.operators.failures import InvalidTaskInputError, LateCommitFailure
 from deltaguard.operators.lifecycle import LeaseLifecycleMixin
 from deltaguard.operators.links import DeltaDecisionLink, DeltaTableLink
-from deltaguard.writes.outcome import task_result
-from deltaguard.writes.prepared import PreparedWrite
-from deltaguard.writes.task_identity import task_app_id, task_app_version
+from deltaguard.writes.prepared import PreparedWrite, task_app_id, task_app_version, task_result
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from deltaguard.core.admission import Granted, Owner, Waiting
     from deltaguard.core.operations import Operation
-    from deltaguard.core.profiles import EngineProfile
     from deltaguard.core.table_config import TableConfig
-    from deltaguard.engines.base import DeltaEngine, WriteResult
+    from deltaguard.engines.base import DeltaEngine
     from deltaguard.engines.specs import WriteSpec
     from deltaguard.hooks.lease import DeltaLeaseHook
     from deltaguard.leases.waiting import WaitState
@@ -74,26 +78,6 @@ class _Prepared:
     spec: WriteSpec  # built from the task's arguments and ``value`` (its source cannot be serialised)
     hook: Any = None  # the table hook: storage options and hook-level lineage
     snapshot: Any = None  # the open handle at read_version (delta-rs), the write's snapshot if still current
-
-    @property
-    def uri(self) -> str:
-        return self.value.uri
-
-    @property
-    def key(self) -> str:
-        return self.value.key
-
-    @property
-    def operation(self) -> Operation:
-        return self.value.operation
-
-    @property
-    def profile(self) -> EngineProfile:
-        return self.value.profile
-
-    @property
-    def read_version(self) -> int | None:
-        return self.value.read_version
 
 
 class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
@@ -125,7 +109,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     :param priority: queue priority (``MIN_PRIORITY``..``MAX_PRIORITY`` of :mod:`deltaguard.core.admission`, -100..100); a higher one may overtake briefly, never starve others.
     :param idempotent: write with the app transaction ``(dag_id/task_id[/map_index]@run_id, the try
         number at the task instance's last clear)`` so a retry after a committed write is a no-op while
-        other runs and a cleared task instance write. See :mod:`deltaguard.writes.task_identity`.
+        other runs and a cleared task instance write. See :mod:`deltaguard.writes.prepared`.
     :param app_version: override the app-transaction version (an int, templated).
     :param lease_store_url: override ``[deltaguard] lease_store_url`` (tests, multi-store setups).
     :param emit_asset: declare the table's Airflow asset as an outlet and attach the committed version and
@@ -227,9 +211,6 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     def try_scope(self) -> contextlib.AbstractContextManager[None]:
         return engine_released(self)
 
-    def prepare_try(self, context: Context) -> _Prepared:
-        return self._prepare(context)
-
     def carry_prepared(self, prepared: _Prepared) -> dict[str, Any]:
         return prepared.value.to_kwargs()
 
@@ -241,7 +222,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             value = PreparedWrite.from_kwargs(carried)
         except ValueError as exc:
             self.log.warning("deltaguard: preparing the write again (%s)", exc)
-            return self._prepare(context)
+            return self.prepare_try(context)
         self.resumed_write = value
         try:
             hook = self._table_hook()
@@ -257,21 +238,22 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         return _Prepared(value, engine, spec, hook)
 
     def lease_subject(self, prepared: _Prepared) -> str:
-        return prepared.uri
+        return prepared.value.uri
 
     def ask_lease(
         self, leases: DeltaLeaseHook, prepared: _Prepared, owner: Owner, request_id: str | None
     ) -> Granted | Waiting:
+        value = prepared.value
         return leases.ask(
-            table_key=prepared.key,
-            operation=prepared.operation,
-            profile=prepared.profile,
-            table_config=prepared.value.table_config,
+            table_key=value.key,
+            operation=value.operation,
+            profile=value.profile,
+            table_config=value.table_config,
             owner=owner,
             priority=self.priority,
             request_id=request_id,
             expected_duration_s=self.expected_duration_s,
-            read_version=prepared.read_version,
+            read_version=value.read_version,
         )
 
     def work_under_lease(
@@ -287,14 +269,18 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         """Write through the engine while the hook renews the lease; report the commit."""
         waited_s = wait.waited_s()  # read now: the write's own time is not waiting
         lease_id = grant.lease_id
+        value = prepared.value
         # The keeper renews the lease while writing and is the engine's commit fence: once the lease is
         # lost the write fails instead of committing (ADR 0018). The lease is released on exit.
         ti = context.get("ti")
         dag_run = context.get("dag_run")
-        app_version = self._resolved_app_version(context)
+        app_version: int | None = None
+        if self.idempotent:
+            explicit = "" if self.app_version is None else str(self.app_version).strip()
+            app_version = int(explicit) if explicit else task_app_version(context, self.retries)
         write_context = leases.write_context(
             grant,
-            app_id=prepared.operation.label if self.idempotent else None,
+            app_id=value.operation.label if self.idempotent else None,
             app_version=app_version,
             dag_id=self.dag_id,
             run_id=str(getattr(dag_run, "run_id", None) or context.get("run_id") or ""),
@@ -304,44 +290,65 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         )
         with leases.holding(grant, owner) as keeper:
             pinned: dict[str, Any] = {}
-            if prepared.read_version is not None:
+            if value.read_version is not None:
                 # The lease was judged for one snapshot: write from exactly that one (ADR 0020).
                 snapshot = leases.pinned_snapshot(
                     prepared.engine,
-                    uri=prepared.uri,
-                    table_key=prepared.key,
-                    operation=prepared.operation,
-                    profile=prepared.profile,
+                    uri=value.uri,
+                    table_key=value.key,
+                    operation=value.operation,
+                    profile=value.profile,
                     owner=owner,
                     lease_id=lease_id,
                     prepared=prepared.snapshot,
                     # statistics do not travel through a deferral: a resumed write reads those it pins
-                    prepared_config=prepared.value.table_config
-                    if prepared.value.table_config.file_stats
-                    else None,
+                    prepared_config=value.table_config if value.table_config.file_stats else None,
                 )
                 if snapshot is not None:
                     pinned["snapshot"] = snapshot
                     self.log.info("deltaguard: writing from table version %s", snapshot.version())
             try:
                 result = prepared.engine.write(
-                    prepared.uri,
+                    value.uri,
                     prepared.spec,
                     # validated once, when prepared: the engine checks again only a table that moved on since
                     dataclasses.replace(
-                        write_context, fence=keeper, validated_version=prepared.value.table_config.version
+                        write_context, fence=keeper, validated_version=value.table_config.version
                     ),
                     **pinned,
                 )
             except LateCommitError as exc:
                 raise LateCommitFailure(str(exc)) from exc
-        self._log_commit(prepared, result)
+        if result.committed:
+            duplicate = (
+                " (duplicate: already committed by an earlier try, nothing written)"
+                if result.duplicate
+                else ""
+            )
+            self.log.info(
+                "deltaguard: committed %s to %s at version %s%s",
+                result.operation,
+                value.uri,
+                result.version,
+                duplicate,
+            )
+        else:
+            self.log.info(
+                "deltaguard: %s changed nothing in %s (version %s read): no commit",
+                result.operation,
+                value.uri,
+                result.version,
+            )
+        try:
+            storage_options = dict(getattr(prepared.hook, "storage_options", None) or {})
+        except ValueError:  # malformed extras: the engine would have failed first; lineage does without them
+            storage_options = {}
         self._report_write(
             context,
-            prepared.uri,
+            value.uri,
             result,
-            storage_options=_storage_options(prepared.hook),
-            app_id=prepared.operation.label,
+            storage_options=storage_options,
+            app_id=value.operation.label,
             hook=prepared.hook,
         )
         return task_result(
@@ -349,7 +356,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             waited_s=waited_s,
             behind=wait.behind,
             lease_id=lease_id,
-            app_id=prepared.operation.label,
+            app_id=value.operation.label,
             app_version=app_version,
             decision=decision,
         )
@@ -380,7 +387,7 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         self.resolved_spark_connections = spark_connections
         return engine
 
-    def _prepare(self, context: Context) -> _Prepared:
+    def prepare_try(self, context: Context) -> _Prepared:
         """Resolve and validate. Raises :class:`InvalidTaskInputError` (no retry) before any lease exists."""
         try:
             hook = self._table_hook()
@@ -397,7 +404,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             engine.validate(uri, spec, table_config, **on_snapshot)
         except ValueError as exc:  # InvalidWriteError, TableUriError, the model's PredicateError, ...
             raise InvalidTaskInputError(str(exc)) from exc
-        operation = dataclasses.replace(self.conflict_operation(spec), label=self._app_id(context))
+        operation = dataclasses.replace(
+            self.conflict_operation(spec), label=task_app_id(self.dag_id, self.task_id, context)
+        )
         operation, reads_target = with_target_reads(
             operation, spec, uri, engine.relation_location, self.source_reads_target
         )
@@ -417,38 +426,3 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             source_scope=None if scope is None else scope.to_json(),
         )
         return _Prepared(value, engine, spec, hook, snapshot)
-
-    def _app_id(self, context: Context) -> str:
-        return task_app_id(self.dag_id, self.task_id, context)
-
-    def _resolved_app_version(self, context: Context) -> int | None:
-        if not self.idempotent:
-            return None
-        if self.app_version is not None and str(self.app_version).strip() != "":
-            return int(self.app_version)
-        return task_app_version(context, self.retries)
-
-    # ------------------------------------------------------------------------------------------ reporting
-    def _log_commit(self, prepared: _Prepared, result: WriteResult) -> None:
-        if not result.committed:
-            self.log.info(
-                "deltaguard: %s changed nothing in %s (version %s read): no commit",
-                result.operation,
-                prepared.uri,
-                result.version,
-            )
-            return
-        self.log.info(
-            "deltaguard: committed %s to %s at version %s%s",
-            result.operation,
-            prepared.uri,
-            result.version,
-            " (duplicate: already committed by an earlier try, nothing written)" if result.duplicate else "",
-        )
-
-
-def _storage_options(hook: Any) -> dict[str, str]:
-    try:
-        return dict(getattr(hook, "storage_options", None) or {})
-    except ValueError:  # malformed extras: the engine would have failed first; lineage does without them
-        return {}

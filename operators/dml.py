@@ -20,9 +20,8 @@ from deltaguard.core.merge_scope import (
     ScopeLimits,
 )
 from deltaguard.engines import specs
-from deltaguard.engines.held_sources import CallableSource
-from deltaguard.engines.merge_scope import OUTSIDE_CHOICES, scoped_merge
-from deltaguard.engines.replace_scope import scoped_replace_where
+from deltaguard.engines.merge_scope import OUTSIDE_CHOICES, scoped_merge, scoped_replace_where
+from deltaguard.engines.sources import CallableSource
 from deltaguard.operators.base import DeltaWriteOperator, wrap_source
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ the tables' logs: the version each leased table had when the lease was granted a
 the work ended, while the lease still keeps conflicting writers away. The commits between are the work's
 (a compatible writer admitted beside it may add its own; the record then names the table's latest commit,
 which is what a downstream reader will see). From them each table gets what a deltaguard write reports
-(:mod:`deltaguard.lineage.operator`): an asset event with the version and operation, and OpenLineage
+(:mod:`deltaguard.lineage.assets`): an asset event with the version and operation, and OpenLineage
 version, lifecycle, schema and output statistics facets.
 
 :class:`LeasedLineageMixin` is inherited by :class:`~deltaguard.operators.leased.DeltaLeaseMixin`.
@@ -21,9 +21,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Asset, AssetAlias
 
     from deltaguard.leases.targets import LeaseTarget
-    from deltaguard.lineage.commit_facts import CommitFacts
     from deltaguard.lineage.openlineage import Lineage
-    from deltaguard.lineage.record import WriteRecord
+    from deltaguard.lineage.record import CommitFacts, WriteRecord
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ class LeasedLineageMixin:
 
     def _leased_versions(self) -> dict[str, int | None]:
         """The version of each leased table now (``None``: no table yet), taken when the lease is granted."""
-        from deltaguard.lineage.commit_facts import latest_commit
+        from deltaguard.lineage.record import latest_commit
 
         try:
             tables = self._leased_tables()
@@ -113,8 +112,7 @@ class LeasedLineageMixin:
     def _report_leased_writes(self, context: Any, before: Mapping[str, int | None] | None) -> None:
         """After the work ended under its lease: record each table's commit(s) and emit its asset event."""
         from deltaguard.lineage.assets import changed_data, emit_table_event, withhold_table_event
-        from deltaguard.lineage.commit_facts import facts_for_openlineage, latest_commit
-        from deltaguard.lineage.record import WriteRecord
+        from deltaguard.lineage.record import WriteRecord, facts_for_openlineage, latest_commit
 
         writes: list[_LeasedWrite] = []
         try:
@@ -179,7 +177,7 @@ class LeasedLineageMixin:
 
 
 def _names_one_of(location: str, table_uris: set[str]) -> bool:
-    from deltaguard.lineage.naming import canonical_uri
+    from deltaguard.lineage.record import canonical_uri
 
     try:
         return canonical_uri(location) in table_uris

@@ -333,7 +333,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
     def _claims(self, context: Context) -> list[TableClaim]:
         """The lease claims of the declared tables. Raises :class:`InvalidTaskInputError` on bad input."""
         from deltaguard.core.admission import TableClaim
-        from deltaguard.engines.judged import read_judged_config
+        from deltaguard.engines.sources import read_judged_config
         from deltaguard.hooks.delta import DeltaTableHook
         from deltaguard.leases.targets import unreadable_config
         from deltaguard.operators.wrapped_engine import judged_profile, wrapped_coordination
@@ -409,6 +409,6 @@ def _templated(*values: Any) -> bool:
 
 def _app_id(task: Any, context: Context) -> str:
     """The task instance's name in lease messages: ``dag_id.task_id[.map_index]@run_id``."""
-    from deltaguard.writes.task_identity import task_app_id
+    from deltaguard.writes.prepared import task_app_id
 
     return task_app_id(task.dag_id, task.task_id, context)

@@ -33,7 +33,7 @@ from airflow.sdk.exceptions import TaskDeferred
 
 from deltaguard.leases.waiting import WaitState
 from deltaguard.operators.failures import InvalidTaskInputError
-from deltaguard.writes.outcome import decision_line
+from deltaguard.writes.prepared import decision_line
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

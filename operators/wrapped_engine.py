@@ -151,7 +151,7 @@ def wrapped_coordination(kind: str, hook: Any, uri: str, profile: EngineProfile,
     Work of an unknown engine always gets a coordinator of its own.
     """
     from deltaguard.core.profiles import EngineName
-    from deltaguard.engines.commit_coordination import (
+    from deltaguard.engines.fencing import (
         deltars_coordination,
         single_driver,
         spark_coordination,

@@ -20,34 +20,22 @@ class DistributedSqliteStoreError(DeltaGuardError, RuntimeError):
     """An SQLite lease store was configured together with an executor that runs tasks elsewhere."""
 
 
-def executor_class_names(setting: str) -> list[str]:
-    """The executor class names of a ``[core] executor`` value.
-
-    The value is a comma-separated list; an entry may carry an alias (``alias:module.Class``) and, for
-    multi-team deployments, a team (``=team:...`` / ``team=...``), and may be a short name or a path.
-
-    :param setting: the ``[core] executor`` value.
-    """
-    names = []
-    for entry in re.split(r"[,;]", setting):
-        text = entry.strip()
-        if not text:
-            continue
-        text = text.split("=")[-1].split(":")[-1].strip()  # drop team and alias prefixes
-        if text:
-            names.append(text.rsplit(".", 1)[-1])
-    return names
-
-
 def distributed_executors(setting: str) -> list[str]:
     """The executors in ``setting`` that are not known to run tasks on the scheduler's machine.
 
-    An executor deltaguard does not know is counted as distributed: a store that may not be shared has to
-    be refused rather than assumed shared.
+    The value is a comma-separated list; an entry may carry an alias (``alias:module.Class``) and, for
+    multi-team deployments, a team (``=team:...`` / ``team=...``), and may be a short name or a path. An
+    executor deltaguard does not know is counted as distributed: a store that may not be shared has to be
+    refused rather than assumed shared.
 
     :param setting: the ``[core] executor`` value.
     """
-    return [name for name in executor_class_names(setting) if name not in LOCAL_EXECUTORS]
+    remote = []
+    for entry in re.split(r"[,;]", setting):
+        text = entry.split("=")[-1].split(":")[-1].strip()  # drop team and alias prefixes
+        if text and text.rsplit(".", 1)[-1] not in LOCAL_EXECUTORS:
+            remote.append(text.rsplit(".", 1)[-1])
+    return remote
 
 
 def refuse_sqlite_under_distributed_executor(store_url: str) -> None:

@@ -18,7 +18,7 @@ _OPERATOR_MODULES = [
     "deltaguard.operators.maintenance",
     "deltaguard.operators.sql",
 ]
-#: the engines a ``delta`` connection may name (the form's choice; ``deltaguard.engines.registry`` also
+#: the engines a ``delta`` connection may name (the form's choice; ``deltaguard.engines.base`` also
 #: accepts aliases such as ``deltars`` written into the extras by hand)
 ENGINE_CHOICES = ("delta-rs", "spark")
 _SENSOR_MODULES = ["deltaguard.sensors.table_version", "deltaguard.sensors.admission"]

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from deltaguard import config
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.engines.lifetime import close_engine
+from deltaguard.engines.fencing import close_engine
 from deltaguard.leases.sensor_checks import admission_probe
 from deltaguard.leases.waiting import Defer, Proceed, next_step
 from deltaguard.operators.base import InvalidTaskInputError
@@ -78,7 +78,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
 
         :raises InvalidTaskInputError: the table, predicate or configuration cannot work on any try.
         """
-        from deltaguard.engines.judged import engine_table_config
+        from deltaguard.engines.sources import engine_table_config
         from deltaguard.hooks.delta import DeltaTableHook
 
         try:

@@ -88,7 +88,7 @@ def test_the_connection_example_keeps_the_stores_commit_guarantee() -> None:
     """The documented ``delta`` connection must not quietly make every write on its tables run alone."""
     import json
 
-    from deltaguard.engines.commit_coordination import STORAGE_COORDINATION, deltars_coordination
+    from deltaguard.engines.fencing import STORAGE_COORDINATION, deltars_coordination
 
     page = (DOCS / "connections.md").read_text()
     example = re.search(r"AIRFLOW_CONN_LAKE='(\{.*?\})'", page, re.S)

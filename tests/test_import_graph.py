@@ -160,8 +160,8 @@ def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 
 def test_the_layer_check_finds_an_upward_import() -> None:
-    graph = {"deltaguard.lineage.operator": {"deltaguard.operators.sources"}, "deltaguard.core.model": set()}
-    assert layer_violations(graph) == [("deltaguard.lineage.operator", "deltaguard.operators.sources")]
+    graph = {"deltaguard.lineage.assets": {"deltaguard.operators.sources"}, "deltaguard.core.model": set()}
+    assert layer_violations(graph) == [("deltaguard.lineage.assets", "deltaguard.operators.sources")]
     assert layer_violations({"deltaguard.leases.x": {"deltaguard.engines.y"}}) == [
         ("deltaguard.leases.x", "deltaguard.engines.y")
     ]

@@ -128,7 +128,7 @@ def sweep_expired_leases(store_url: str, every_s: float = 30.0) -> list[dict[str
     Repeated every ``every_s`` while some stays held, up to the grace of a session its server closed plus
     two retries, so a lease of a killed holder ends within its bound; one that still stays held (its
     server cannot be reached) is left for the audit to report. Returns each pass's outcome."""
-    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.engines.fencing import default_remote_fence
     from deltaguard.leases.admin import open_manager
     from deltaguard.leases.manager import DEFAULT_INTERRUPTED_GRACE_S
 

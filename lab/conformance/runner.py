@@ -35,8 +35,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.conflict_messages import parse_conflict_kind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.judged import engine_table_config
-from deltaguard.engines.sources import materialize, resolve_source
+from deltaguard.engines.sources import engine_table_config, materialize, resolve_source
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, OverwriteSpec, ReplaceWhereSpec
 from lab.conformance.cells import (
     Cell,

@@ -25,7 +25,7 @@ from typing import Any
 
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.judged import engine_table_config
+from deltaguard.engines.sources import engine_table_config
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.spark.errors import to_conflict_error
 from deltaguard.engines.spark.sources import SparkSource

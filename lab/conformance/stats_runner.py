@@ -5,7 +5,7 @@ through is compared with both serial executions -- on the layouts of :mod:`.stat
 The model is asked with the configuration *and file statistics* of the snapshot both writes read
 (``DeltaRsEngine(file_stats=True)``). A MERGE or REPLACE WHERE is first given its source's scope by the
 functions the operators call (:func:`~deltaguard.engines.merge_scope.scoped_merge`,
-:func:`~deltaguard.engines.replace_scope.scoped_replace_where`): the model judges the operation of the spec
+:func:`~deltaguard.engines.merge_scope.scoped_replace_where`): the model judges the operation of the spec
 the engine then writes.
 """
 
@@ -26,9 +26,8 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.judged import engine_table_config
-from deltaguard.engines.merge_scope import scoped_merge
-from deltaguard.engines.replace_scope import scoped_replace_where
+from deltaguard.engines.merge_scope import scoped_merge, scoped_replace_where
+from deltaguard.engines.sources import engine_table_config
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
 from lab.conformance.cells import (
     JudgedPair,

@@ -2,7 +2,7 @@
 
 A MERGE or an append whose source is the table it writes reads that table while it runs (ADR 0012; the
 page "Isolation levels and write conflicts": such an INSERT has MERGE's concurrency). The model only knows
-it when :func:`deltaguard.engines.target_reads.with_target_reads` says so, from the source as the operator
+it when :func:`deltaguard.engines.sources.with_target_reads` says so, from the source as the operator
 holds it. This generator spells the target in every way a user may (the path as given, a trailing slash, a
 doubled slash, ``file://`` and ``file:`` URIs, ``..`` and ``.`` segments, a path relative to the working
 directory, percent-encoding, the ``delta+`` prefix, a symlink to the table, to its parent, a chain of
@@ -429,7 +429,7 @@ def judge(tables: Any, layout: Any, case: SourceCase, root: Path) -> Judged | st
     """Judge one source case as the operators would and find what the engine reads; a string says why the
     case could not be judged (the layout, the spec or the source refused)."""
     from deltaguard.core.model import pair_verdict
-    from deltaguard.engines.target_reads import with_target_reads
+    from deltaguard.engines.sources import with_target_reads
     from lab.fuzz.meaning import _error_class, _rows
 
     made = tables.base(layout)

@@ -60,7 +60,7 @@ def _manager(args: argparse.Namespace) -> Any:
         raise UsageError("no lease store: give --store-url or set [deltaguard] lease_store_url")
     fence = None
     if args.leases_command == "sweep":
-        from deltaguard.engines.remote_work import default_remote_fence
+        from deltaguard.engines.fencing import default_remote_fence
 
         fence = default_remote_fence()
     try:

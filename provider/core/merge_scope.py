@@ -13,7 +13,7 @@ the source's distinct values (or its min/max) per key column, this module builds
   ON join, so a source row with a NULL key is always inserted, into the NULL partition;
 * the source values that fall **outside a declared target predicate** (:func:`values_outside`).
 
-Pure: the values come from the engine (``deltaguard.engines.source_keys``), which also checks at write time
+Pure: the values come from the engine (``deltaguard.engines.sources``), which also checks at write time
 that the source it writes still lies within the scope the lease was taken for.
 """
 
@@ -367,9 +367,9 @@ def column_scope(column: str, summary: KeySummary, limits: ScopeLimits) -> Colum
         values = summary.values
         if not values:
             return f"{column}: the source holds no non-NULL value"
-        bad = next((v for v in values if not _exact(v)), None)
-        if bad is not None:
-            return f"{column}: {type(bad).__name__} values are not rendered exactly as SQL literals"
+        for value in values:  # rendered exactly: no timestamps, floats or binary (bool is an int)
+            if isinstance(value, dt.datetime) or not isinstance(value, str | int | Decimal | dt.date):
+                return f"{column}: {type(value).__name__} values are not rendered exactly as SQL literals"
         return ColumnScope(column, summary.column, tuple(values), has_null=summary.has_null)
     low, high = summary.low, summary.high
     if not (_rangeable(low) and _rangeable(high) and type(low) is type(high)):
@@ -399,12 +399,6 @@ def range_scope(scope: ColumnScope, delta_type: str) -> ColumnScope | str:
         return scope
     low, high = min(values), max(values)  # type: ignore[type-var]
     return ColumnScope(scope.column, scope.source_column, None, low, high, scope.has_null)
-
-
-def _exact(value: object) -> bool:
-    if isinstance(value, dt.datetime):
-        return False
-    return isinstance(value, str | int | Decimal | dt.date)  # bool is an int
 
 
 def _rangeable(value: object) -> bool:

@@ -1,14 +1,21 @@
-"""Engine-neutral descriptions of the writes an engine executes.
+"""Engine-neutral descriptions of the writes an engine executes, and the checks each carries.
 
 A spec is what an operator hands to an engine. Each spec knows the
 :class:`~deltaguard.core.operations.Operation` it is for the conflict model, so the lease manager and the
 engine can never disagree about what is being written.
 
 Each spec type is declared once, here: its class carries its name (:attr:`WriteSpec.json_name`, its key in
-:data:`SPEC_TYPES`), what it is called in messages
-(:attr:`WriteSpec.described_as`), whether it may create its table, and its checks (:meth:`WriteSpec.validate`,
-run at the one validation point :func:`deltaguard.engines.validation.validate_spec`). Declaring the class
-registers it (:data:`SPEC_TYPES`); engines only register how they run it (:mod:`deltaguard.engines.runners`).
+:data:`SPEC_TYPES`), what it is called in messages (:attr:`WriteSpec.described_as`), whether it may create
+its table, and its checks (:meth:`WriteSpec.validate`, run at the one validation point
+:func:`deltaguard.engines.base.validate_spec`, with the table it will write in a :class:`SpecCheck`).
+Declaring the class registers it (:data:`SPEC_TYPES`); engines only register how they run it
+(:class:`deltaguard.engines.base.Runners`). Every problem raises
+:class:`~deltaguard.engines.errors.InvalidWriteError` with a message that says what to fix.
+
+SQL snippets are parsed twice: with sqlglot in the dialect the engine runs them in (syntax, one expression,
+unqualified column names when the table's columns are known), and with the conflict model's own parser
+(:func:`deltaguard.core.sql.predicates.parse_predicate`) for predicates, since a predicate the model cannot
+read could only be judged wrong. The engine remains the final judge of semantics.
 
 ``source`` fields take a ``pyarrow.Table``, a ``pandas.DataFrame``, a ``pyarrow.RecordBatchReader`` or a
 URI string (Parquet/CSV/Delta), resolved by :mod:`deltaguard.engines.sources`.
@@ -20,9 +27,16 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
 from deltaguard.core.operations import Operation, OperationKind
+from deltaguard.core.sql.limits import sql_size_problem
+from deltaguard.core.sql.literals import SPARK
+from deltaguard.core.sql.predicates import parse_predicate
+from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.spec_check import SpecCheck, check_properties
 
 if TYPE_CHECKING:
     from deltaguard.core.merge_scope import MergeScope
@@ -30,10 +44,116 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class SpecCheck:
+    """The table one spec is checked against.
+
+    :param config: the table's configuration; ``None`` when unknown (a Spark write checks its spec again
+        just before it runs, without reading the table): checks that need the table are skipped.
+    :param partitions: the partition columns rows will be written under (the table's, or those the spec
+        creates it with); ``None`` when unknown.
+    :param columns: the table's column names when known (enables column-name checks).
+    :param dialect: sqlglot dialect the snippets are written in (Spark SQL, as the conflict model reads them).
+    """
+
+    config: TableConfig | None = None
+    partitions: tuple[str, ...] | None = None
+    columns: Collection[str] | None = None
+    dialect: str = SPARK
+
+    @property
+    def exists(self) -> bool | None:
+        """Whether the table exists (``None``: unknown)."""
+        return None if self.config is None else self.config.exists
+
+    @property
+    def uri(self) -> str:
+        return (self.config.uri if self.config is not None else None) or "the table"
+
+    def known_columns(self) -> set[str] | None:
+        """The table's column names, lower-cased (``None``: unknown)."""
+        return None if self.columns is None else {c.lower() for c in self.columns}
+
+    def sql(self, text: Any, what: str, *, with_columns: bool = False) -> exp.Expr:
+        """Parse one SQL expression in :attr:`dialect` (see :func:`parse_sql`)."""
+        return parse_sql(text, what, self.dialect, self.columns if with_columns else None)
+
+    def predicate(self, text: Any, what: str, *, with_columns: bool = True) -> None:
+        """A predicate both the engine's dialect and the conflict model can read."""
+        self.sql(text, what, with_columns=with_columns)
+        try:
+            parse_predicate(text)
+        except ValueError as exc:  # PredicateError is a ValueError
+            raise InvalidWriteError(f"{what} {text!r} cannot be parsed: {exc}") from None
+
+    def partition_keys(self, values: Mapping[str, Any], what: str) -> None:
+        """Every key of ``values`` must be a partition column (Delta names are case-insensitive)."""
+        if self.partitions is None or not values:
+            return
+        known = {p.lower() for p in self.partitions}
+        unknown = [key for key in values if key.lower() not in known]
+        if unknown:
+            partitioned = ", ".join(self.partitions) or "no column (the table is not partitioned)"
+            raise InvalidWriteError(
+                f"{what} name {', '.join(map(repr, unknown))}, but {self.uri} is partitioned by {partitioned}: "
+                "not a partition column"
+            )
+
+
+def parse_sql(text: Any, what: str, dialect: str, columns: Collection[str] | None = None) -> exp.Expr:
+    """Parse one SQL expression (not a statement), checking unqualified column names when known.
+
+    :raises InvalidWriteError: when ``text`` is empty, does not parse, is several statements or a query/DDL.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidWriteError(f"{what} is empty: it must be a non-empty SQL expression, got {text!r}")
+    too_large = sql_size_problem(text, dialect)
+    if too_large is not None:
+        raise InvalidWriteError(f"{what} {_shown(text)} is too large to parse: {too_large}")
+    try:
+        parsed = sqlglot.parse(text, read=dialect)
+    except RecursionError:
+        # sqlglot recurses about a dozen frames per parenthesis: refused, not a crash Airflow would retry.
+        raise InvalidWriteError(f"{what} {_shown(text)} is nested too deeply to parse") from None
+    except SqlglotError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        language = "Spark SQL" if dialect == SPARK else f"{dialect} SQL"
+        raise InvalidWriteError(
+            f"{what} {text!r} cannot be parsed: it does not parse as {language} ({reason})"
+        ) from exc
+    if len(parsed) != 1 or parsed[0] is None:
+        raise InvalidWriteError(f"{what} must be one SQL expression, not several statements: {text!r}")
+    expression: exp.Expr = parsed[0]
+    if isinstance(expression, exp.Query | exp.DDL | exp.DML | exp.Command):
+        raise InvalidWriteError(f"{what} must be an expression, not a statement: {text!r}")
+    if columns is not None:
+        known = {c.lower() for c in columns}
+        for column in expression.find_all(exp.Column):
+            if not column.table and column.name.lower() not in known:
+                raise InvalidWriteError(f"{what} references unknown column {column.name!r}: {text!r}")
+    return expression
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` for a one-line message, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
+def check_properties(properties: Mapping[str, Any]) -> None:
+    """Table properties are non-empty string keys to string values."""
+    for key, value in properties.items():
+        if not isinstance(key, str) or not key.strip() or not isinstance(value, str):
+            raise InvalidWriteError(f"table properties are string -> string, got {key!r}: {value!r}")
+
+
+# -------------------------------------------------------------------------------------------------- the specs
+
+
+@dataclass(frozen=True)
 class WriteContext:
     """Who writes and how to make the write idempotent.
 
-    :param app_id: application transaction id (``dag_id/task_id[/map_index]@run_id`` under Airflow, :func:`deltaguard.writes.task_identity.app_id`).
+    :param app_id: application transaction id (``dag_id/task_id[/map_index]@run_id`` under Airflow, :func:`deltaguard.writes.prepared.app_id`).
     :param app_version: application transaction version; a second write with the same
         ``(app_id, app_version)`` or a lower version is a no-op that reports the original commit.
     :param commit_metadata: free-form key/values recorded in the commit (who wrote it, lease id, ...).
@@ -64,7 +184,7 @@ class WriteSpec:
     A subclass that sets :attr:`json_name` is registered in :data:`SPEC_TYPES` under that name (two classes
     with one name are refused when the second is declared). Validation is not done at construction: a spec
     is built freely and checked at the one validation point,
-    :func:`deltaguard.engines.validation.validate_spec`, before any lease is taken, and again before the
+    :func:`deltaguard.engines.base.validate_spec`, before any lease is taken, and again before the
     engine writes unless it commits from the very version it was checked against.
     """
 
@@ -334,7 +454,7 @@ class ReplaceWhereSpec(WriteSpec):
     """Replace the rows matching ``predicate`` with ``source`` (every source row must satisfy it).
 
     :param source_scope: the ranges the source's columns were read to hold (its ``inserted`` column scopes,
-        :func:`deltaguard.engines.replace_scope.scoped_replace_where`): the operation states them as the rows
+        :func:`deltaguard.engines.merge_scope.scoped_replace_where`): the operation states them as the rows
         it writes, and the engine refuses a source that has left them.
     """
 

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from airflow.sdk import BaseHook
 
-from deltaguard.engines.base import DeltaEngine
-from deltaguard.engines.registry import EngineSettings, build_engine, canonical_engine_name
+from deltaguard.engines.base import DeltaEngine, EngineSettings, build_engine, canonical_engine_name
 from deltaguard.hooks.cloud_credentials import AWS_CONN_EXTRA, aws_storage_options
 from deltaguard.writes.table_uri import check_table_uri, resolve_table_uri
 
@@ -174,7 +173,7 @@ class DeltaTableHook(BaseHook):
         spark_conn_id: str | None = None,
         spark_connect_conn_id: str | None = None,
     ) -> DeltaEngine:
-        """Build the engine (:meth:`engine_choice`) through :func:`~deltaguard.engines.registry.build_engine`.
+        """Build the engine (:meth:`engine_choice`) through :func:`~deltaguard.engines.base.build_engine`.
 
         Engines taking ``storage_options`` receive the connection's; Spark engines receive the Spark
         connections of :meth:`spark_connections`. Only ``engine="spark"`` imports PySpark.
@@ -200,8 +199,7 @@ class DeltaTableHook(BaseHook):
         :param file_stats: the task's ``file_stats`` choice; ``None``: ``[deltaguard] file_stats``.
         """
         from deltaguard import config
-        from deltaguard.engines.judged import engine_table_config, read_judged_table
-        from deltaguard.engines.pinned_read import writes_from_snapshot
+        from deltaguard.engines.sources import engine_table_config, read_judged_table, writes_from_snapshot
 
         if getattr(engine, "name", None) != "delta-rs" or not writes_from_snapshot(engine):
             return WriteTable(engine_table_config(engine, uri), None)

@@ -386,7 +386,7 @@ class DeltaLeaseHook(BaseHook):
         :param app_version: the app transaction version.
         """
         from deltaguard.engines.specs import WriteContext
-        from deltaguard.writes.task_identity import commit_metadata
+        from deltaguard.writes.prepared import commit_metadata
 
         return WriteContext(
             app_id=app_id,
@@ -416,9 +416,9 @@ class DeltaLeaseHook(BaseHook):
         prepared_config: TableConfig | None = None,
     ) -> Any:
         """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
-        (:func:`deltaguard.engines.pinned_read.pinned_snapshot`, with the handle and configuration the
+        (:func:`deltaguard.engines.sources.pinned_snapshot`, with the handle and configuration the
         write was prepared from)."""
-        from deltaguard.engines.pinned_read import pinned_snapshot
+        from deltaguard.engines.sources import pinned_snapshot
 
         return pinned_snapshot(
             self.manager,
@@ -548,8 +548,8 @@ def _lease_manager(
     :param worker_slots: the slot gate's size (ADR 0028); ``None``: no gate.
     :param fences: fence outcomes shared with other managers over the same store (the triggerer's).
     """
-    from deltaguard.engines.judged import attach_oracle
-    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.engines.sources import attach_oracle
+    from deltaguard.engines.fencing import default_remote_fence
     from deltaguard.leases.manager import LeaseManager
 
     return LeaseManager(

@@ -285,7 +285,7 @@ class LeaseKeeper:
         :param table_uri: the table's lease key.
         :param version: the version the write committed.
         :param committed_at: when the storage wrote the commit's log entry (seconds since the epoch;
-            :func:`deltaguard.engines.log_entry_time.log_entry_written_at`), never the ``commitInfo``
+            :func:`deltaguard.engines.fencing.log_entry_written_at`), never the ``commitInfo``
             timestamp the writer chose before it may have stopped; ``None``: now, which is after it.
             Grants up to ``clock_skew_s`` after it count as before it. A callable is asked only when the
             lease is no longer held, so a commit under a live lease reads nothing from the storage.

@@ -133,7 +133,7 @@ class LeaseManager(RemoteWorkFencing):
         older than ``config_ttl_s``).
     :param oracle_loader: attaches the engine's evaluator of partition predicates to a configuration read
         back from the store (a waiting request decided again, the table's stored copy), as the writer's own
-        process had it (ADR 0037); the Airflow hooks pass :func:`deltaguard.engines.judged.attach_oracle`.
+        process had it (ADR 0037); the Airflow hooks pass :func:`deltaguard.engines.sources.attach_oracle`.
         ``None``: no partition separation of such a configuration is granted unconfirmed
         (:meth:`DecisionMemo.read_back <deltaguard.leases.memo.DecisionMemo.read_back>`).
     :param remote_fence: stops a holder's server-side work (Spark Connect) and confirms it ended, before an

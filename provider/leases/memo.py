@@ -34,7 +34,7 @@ log = logging.getLogger("deltaguard.leases")
 #: Loads a table's current configuration (e.g. from its Delta log).
 ConfigLoader = Callable[[str], TableConfig]
 #: Attaches an engine's evaluator of partition predicates to a configuration read back from the store
-#: (:func:`deltaguard.engines.judged.attach_oracle`; the lease layer cannot make one itself, ADR 0037).
+#: (:func:`deltaguard.engines.sources.attach_oracle`; the lease layer cannot make one itself, ADR 0037).
 OracleLoader = Callable[[TableConfig], TableConfig]
 #: What a read-back configuration's partition separations are refused with when no evaluator can be had.
 NO_EVALUATOR = (

@@ -11,7 +11,7 @@ fence understands it (``spark_connect``), ``endpoint`` where the work runs (neve
 the work's own mark. The rest is the kind's.
 
 This module stays below the engines: a fence is given to the lease manager by the layer that builds it
-(:func:`deltaguard.engines.remote_work.default_remote_fence`).
+(:func:`deltaguard.engines.fencing.default_remote_fence`).
 """
 
 from __future__ import annotations

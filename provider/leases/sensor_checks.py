@@ -57,7 +57,7 @@ def find_new_commit(
     :param baseline_version: commits with a higher version count (``-1``: the table's creation counts).
     :param operations: Delta operation names to accept (``WRITE``, ``MERGE``, ``DELETE``, ``OPTIMIZE``, ...;
         case-insensitive); empty accepts all.
-    :param app_id: accept only commits written under this app id (``dag_id/task_id[/map_index]@run_id``, :func:`deltaguard.writes.task_identity.app_id`).
+    :param app_id: accept only commits written under this app id (``dag_id/task_id[/map_index]@run_id``, :func:`deltaguard.writes.prepared.app_id`).
     :param storage_options: deltalake storage options.
     :return: ``{"version", "operation", "timestamp", "app_id"}`` of the matching commit.
     """

@@ -11,7 +11,7 @@ Standard facets where the spec has one:
   overwrote or altered the table (:attr:`~deltaguard.lineage.record.WriteRecord.lifecycle`);
 * output dataset ``schema`` (``SchemaDatasetFacet``): the table's columns at the written version;
 * output dataset facet ``outputStatistics`` (``OutputStatisticsOutputDatasetFacet``): rows, bytes and files
-  the commit added (:mod:`deltaguard.lineage.commit_facts`);
+  the commit added (:mod:`deltaguard.lineage.record`);
 
 and one custom run facet, ``deltaguardWrite`` (:class:`DeltaguardWriteRunFacet`), for what the spec has no
 field for: the Delta operation, whether a commit was made or an earlier try's commit was found, the app
@@ -34,7 +34,7 @@ from openlineage.client.facet_v2 import (
 from openlineage.client.generated.base import InputDataset, OutputDataset, RunFacet
 
 from deltaguard import RAW_SOURCE_URL, SOURCE_URL, __version__
-from deltaguard.lineage.naming import dataset_name
+from deltaguard.lineage.record import dataset_name
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -44,8 +44,7 @@ if TYPE_CHECKING:
     from openlineage.client.facet import BaseFacet as BaseFacetV1
     from openlineage.client.facet_v2 import JobFacet
 
-    from deltaguard.lineage.commit_facts import CommitFacts, SchemaField
-    from deltaguard.lineage.record import WriteRecord
+    from deltaguard.lineage.record import CommitFacts, SchemaField, WriteRecord
 
     #: The lineage deltaguard reports: datasets in and out, run and job facets (a wrapped operator's own may
     #: be of OpenLineage's first facet generation, which OperatorLineage also takes).

@@ -468,7 +468,7 @@ def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:
     if not read_tables:
         return None, "", "not read (--no-read)"
     from deltaguard.engines.errors import TableAccessError
-    from deltaguard.engines.judged import read_judged_config
+    from deltaguard.engines.sources import read_judged_config
 
     try:
         config = read_judged_config(key)

@@ -58,7 +58,7 @@ def task_operation(task: Any, config: TableConfig) -> Operation | None:
     be known at parse time (a templated field, an operator that cannot say): it then conflicts with all."""
     if _templated(task):
         return None
-    from deltaguard.engines.target_reads import with_target_reads
+    from deltaguard.engines.sources import with_target_reads
 
     try:
         spec = task.build_spec(config)
@@ -76,7 +76,7 @@ def _engine_name(task: Any) -> str:
     """The task's engine (``delta-rs``, ``spark``), or ``""`` when it is not known at parse time (a
     connection names it)."""
     from deltaguard import config
-    from deltaguard.engines.registry import canonical_engine_name, engine_class
+    from deltaguard.engines.base import canonical_engine_name, engine_class
 
     try:
         name = canonical_engine_name(getattr(task, "engine", None) or config.default_engine())

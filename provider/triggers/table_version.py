@@ -207,7 +207,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
     def _probe(self, store: LeaseStore | None = None) -> tuple[bool, str]:
         """The sensor's answer, over ``store`` (the shared handle) or a store opened for this one call."""
         from deltaguard.config import resolve_store_reference
-        from deltaguard.engines.judged import attach_oracle
+        from deltaguard.engines.sources import attach_oracle
         from deltaguard.leases import codec
         from deltaguard.leases.sensor_checks import admission_probe
 

@@ -1,2 +1,2 @@
-"""Airflow-free glue between a task and a write: its identity, its lease request, its table URI, SQL
-translation, the waiting rule and what the task reports."""
+"""What a write task is, without Airflow: its prepared write and identity (``prepared``) and its table URI
+(``table_uri``)."""

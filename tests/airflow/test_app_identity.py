@@ -1,5 +1,5 @@
 """App ids name exactly one task instance and run; the version moves only when that task instance is
-cleared (``deltaguard.writes.task_identity``, ADR 0018). On real delta-rs tables and, for the clears, the
+cleared (``deltaguard.writes.prepared``, ADR 0018). On real delta-rs tables and, for the clears, the
 installed Airflow's own ``clear_task_instances`` and ``dag.test`` task runner over a SQLite metadata DB."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltaguard.writes.task_identity import MAX_APP_ID, app_id, parse_app_id
+from deltaguard.writes.prepared import MAX_APP_ID, app_id, parse_app_id
 from tests.airflow.helpers import rows, sales_table
 
 START = dt.datetime(2026, 3, 1, 1, tzinfo=dt.UTC)

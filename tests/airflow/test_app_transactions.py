@@ -1,5 +1,5 @@
 """App transactions across runs, on real delta-rs tables: runs never suppress each other, a retry is a
-no-op, a cleared task instance writes again (the rule in ``deltaguard.writes.task_identity``; the clears
+no-op, a cleared task instance writes again (the rule in ``deltaguard.writes.prepared``; the clears
 on a real metadata DB are in ``test_app_identity.py``)."""
 
 from __future__ import annotations

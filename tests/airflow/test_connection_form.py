@@ -17,7 +17,7 @@ def _widgets() -> dict:
 
 
 def test_the_form_has_storage_options_aws_connection_and_an_engine_choice() -> None:
-    from deltaguard.engines.registry import ENGINES
+    from deltaguard.engines.base import ENGINES
 
     widgets = _widgets()
     assert widgets["extra__delta__storage_options"].field["schema"]["type"] == ["object", "null"]

@@ -442,7 +442,7 @@ class ReportsLineage(Probe):
 
 
 def test_the_wrapper_reports_the_leased_tables_to_openlineage(tmp_path, lease_store_url) -> None:
-    from deltaguard.lineage.naming import dataset_name
+    from deltaguard.lineage.record import dataset_name
     from deltaguard.operators.leased import with_delta_lease
 
     first, second = sales_table(str(tmp_path / "sales")), sales_table(str(tmp_path / "returns"))
@@ -469,7 +469,7 @@ def test_a_leased_task_must_say_what_work_it_runs() -> None:
 
 
 def test_a_leased_claim_is_judged_with_the_engines_evaluator(tmp_path, lease_store_url) -> None:
-    """The wrapper reads its table through the one door (``deltaguard.engines.judged``): on an INT partition
+    """The wrapper reads its table through the one door (``deltaguard.engines.sources``): on an INT partition
     a DELETE of ``k = 1.5`` rewrites ``k = 1`` on delta-rs, which the hand reading alone keeps apart."""
     import dataclasses
 

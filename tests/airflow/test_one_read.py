@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+import deltaguard.engines.base as validation
 import deltaguard.engines.discovery as discovery
-import deltaguard.engines.validation as validation
 from tests.airflow.helpers import rows, sales_table, task_context
 
 

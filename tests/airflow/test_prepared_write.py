@@ -53,7 +53,7 @@ def test_the_value_round_trips_through_the_deferral(tmp_path, lease_store_url, m
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__FILE_STATS", "True")  # a pinned read version travels too
     table = sales_table(str(tmp_path / "sales"))
     data = pa.table({"id": [2], "country": ["DE"], "amount": [21]})
-    prepared = _merge(table, lambda: data)._prepare(task_context("m")).value
+    prepared = _merge(table, lambda: data).prepare_try(task_context("m")).value
     assert prepared.read_version == 0 and prepared.source_scope is not None
     assert prepared.operation.label  # the app id travels with the operation
 

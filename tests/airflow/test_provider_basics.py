@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from deltaguard import config
-from deltaguard.engines.registry import canonical_engine_name, engine_class
+from deltaguard.engines.base import canonical_engine_name, engine_class
+from deltaguard.writes.prepared import MAX_APP_ID, app_id, app_version, commit_metadata
 from deltaguard.writes.table_uri import TableUriError, check_table_uri, resolve_table_uri, table_key
-from deltaguard.writes.task_identity import MAX_APP_ID, app_id, app_version, commit_metadata
 
 
 def test_provider_info_lists_what_exists() -> None:

@@ -30,15 +30,17 @@ def test_a_merge_whose_source_is_its_table_reads_the_whole_table(tmp_path: Path)
     link = tmp_path / "link"
     os.symlink(table, link)
     for source in ("delta+" + str(link), lambda: pa.table({"id": [1], "country": ["DE"], "amount": [5]})):
-        prepared = _merge(table, source)._prepare(task_context("m"))
+        prepared = _merge(table, source).prepare_try(task_context("m")).value
         assert prepared.operation.reads_target, source
     data = pa.table({"id": [1], "country": ["DE"], "amount": [5]})
-    assert not _merge(table, data)._prepare(task_context("m")).operation.reads_target
+    assert not _merge(table, data).prepare_try(task_context("m")).value.operation.reads_target
 
 
 def test_an_append_of_its_own_table_has_merge_concurrency(tmp_path: Path) -> None:
     table = sales_table(str(tmp_path / "sales"))
-    prepared = DeltaInsertOperator(task_id="i", table=table, source=table + "/")._prepare(task_context("i"))
+    prepared = (
+        DeltaInsertOperator(task_id="i", table=table, source=table + "/").prepare_try(task_context("i")).value
+    )
     assert prepared.operation.reads_target
 
 
@@ -54,6 +56,6 @@ def test_source_reads_target_false_takes_a_callable_at_its_authors_word(tmp_path
         target_partition_values={"country": "DE"},
         matched_update={"amount": "s.amount"},
     )
-    assert not stated._prepare(task_context("m")).operation.reads_target
+    assert not stated.prepare_try(task_context("m")).value.operation.reads_target
     with pytest.raises(ValueError, match="source_reads_target"):
         DeltaInsertOperator(task_id="i", table=table, source=rows, source_reads_target="no")  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 * which ``spark``/``spark_connect`` connection a task uses: its arguments, else the ``delta`` connection's
   extras, else ``[deltaguard] spark_conn_id``/``spark_connect_conn_id`` (the pair taken whole);
-* :func:`deltaguard.engines.registry.build_engine` handing them to Spark engines only;
+* :func:`deltaguard.engines.base.build_engine` handing them to Spark engines only;
 * real PySpark (local[2], one session for the module, a few rows): a bare one-argument source committed by
   delta-rs under ``dag.test()``; ``engine="spark"`` resolving a ``spark`` connection into its session and,
   without Delta's jars, failing with ``SparkSetupError`` before any lease.
@@ -76,7 +76,7 @@ def test_spark_connection_extras_must_be_strings(monkeypatch: pytest.MonkeyPatch
 
 
 def test_build_engine_hands_spark_connections_to_spark_engines_only() -> None:
-    from deltaguard.engines.registry import EngineSettings, build_engine
+    from deltaguard.engines.base import EngineSettings, build_engine
 
     settings = EngineSettings(storage_options={"timeout": "5"}, spark_conn_id="s", spark_connect_conn_id="c")
     spark = build_engine("spark", settings)
@@ -106,7 +106,7 @@ class _InstrumentedSparkEngine(SparkEngine):
 
 
 def test_build_engine_hands_the_connections_to_an_engine_that_passes_its_arguments_on() -> None:
-    from deltaguard.engines.registry import EngineSettings, build_engine
+    from deltaguard.engines.base import EngineSettings, build_engine
 
     settings = EngineSettings(storage_options={"timeout": "5"}, spark_conn_id="s", spark_connect_conn_id="c")
     wrapped = build_engine(f"{__name__}:_InstrumentedSparkEngine", settings)
@@ -119,7 +119,7 @@ def test_delta_rs_with_spark_settings_never_imports_spark() -> None:
     # a fresh interpreter, so no other test's imports count
     code = (
         "import sys\n"
-        "from deltaguard.engines.registry import EngineSettings, build_engine\n"
+        "from deltaguard.engines.base import EngineSettings, build_engine\n"
         "e = build_engine('delta-rs', EngineSettings(spark_conn_id='s', spark_connect_conn_id='c'))\n"
         "print(e.name, 'pyspark' in sys.modules, 'deltaguard.engines.spark.engine' in sys.modules)\n"
     )

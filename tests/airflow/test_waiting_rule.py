@@ -171,13 +171,13 @@ def test_waited_s_does_not_count_preparing_the_write(tmp_path, lease_store_url, 
     from deltaguard.operators.dml import DeltaDeleteOperator
 
     table = sales_table(str(tmp_path / "sales"))
-    prepare = DeltaWriteOperator._prepare
+    prepare = DeltaWriteOperator.prepare_try
 
     def slow_prepare(self: DeltaWriteOperator, context: Any) -> Any:
         time.sleep(1.5)  # as building a Spark session does, before any lease is asked for
         return prepare(self, context)
 
-    monkeypatch.setattr(DeltaWriteOperator, "_prepare", slow_prepare)
+    monkeypatch.setattr(DeltaWriteOperator, "prepare_try", slow_prepare)
     result = DeltaDeleteOperator(task_id="slow", table=table, predicate="country = 'FR'").execute(
         task_context("slow")
     )

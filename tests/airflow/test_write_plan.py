@@ -8,12 +8,13 @@ from deltaguard.core.admission import Owner
 from deltaguard.core.operations import OperationKind
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines import specs
+from deltaguard.engines.base import validate_spec
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sql_translate import translate
-from deltaguard.engines.validation import validate_spec
+from deltaguard.engines.base import validate_spec
 from deltaguard.hooks.lease import task_owner, task_request_id
 from deltaguard.leases.waiting import wait_reason
-from deltaguard.writes.outcome import decision_line
+from deltaguard.writes.prepared import decision_line
 
 PARTITIONED = TableConfig(partition_columns=("country",), uri="/t")
 

@@ -22,7 +22,7 @@ from benchmarks.workload_tables import (
     write_plan,
 )
 from deltaguard.engines.specs import WriteContext
-from deltaguard.writes.task_identity import task_app_id
+from deltaguard.writes.prepared import task_app_id
 from lab.simulation.workload import BenchTable, BenchWrite, Workload
 
 TABLE = BenchTable("t", partitions=2)

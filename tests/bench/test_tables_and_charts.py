@@ -117,7 +117,7 @@ def test_the_operator_path_finds_its_planned_write_from_the_task_app_id(
 ) -> None:
     from benchmarks.workload_tables import BENCH_DIR_ENV, write_plan
     from deltaguard.engines.specs import WriteContext
-    from deltaguard.writes.task_identity import task_app_id
+    from deltaguard.writes.prepared import task_app_id
 
     write = BenchWrite("w0", "t", "update", "p0", 0.05, 0)
     workload = _workload(write)

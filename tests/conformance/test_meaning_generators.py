@@ -38,7 +38,7 @@ def test_a_model_that_ignores_sources_is_flagged_and_confirmed(
 ) -> None:
     """Plant a model that takes every source as reading nothing of the target: the fuzzer finds candidates
     and delta-rs confirms them (the write and its mirror both commit into a state no serial order gives)."""
-    from deltaguard.engines import target_reads
+    from deltaguard.engines import sources as target_reads
 
     monkeypatch.setattr(target_reads, "source_reads_target", lambda *args, **kwargs: None)
     summary = meaning.fuzz(SEED, CASES, tmp_path, families=("sources",))
@@ -130,7 +130,7 @@ def test_a_model_that_reads_sql_relations_by_their_text_is_flagged(
 ) -> None:
     """Plant a model that places a statement's relations only by how they are written (no filesystem, no
     catalog): a symlink or another spelling of the target read through SQL is flagged."""
-    from deltaguard.engines import target_reads
+    from deltaguard.engines import sources as target_reads
 
     monkeypatch.setattr(target_reads, "sql_reads_target", lambda *args, **kwargs: None)
     summary = meaning.fuzz(SEED, 80, tmp_path, families=("sources",))

@@ -18,9 +18,9 @@ from deltaguard.cli import main
 from deltaguard.commands import USAGE_EXIT as EXIT_INVALID
 from deltaguard.core.sql.limits import MAX_SQL_CHARS, MAX_SQL_TOKENS, sql_size_problem
 from deltaguard.core.table_config import TableConfig
+from deltaguard.engines.base import validate_spec
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.specs import DeleteSpec, MergeSpec, UpdateSpec
-from deltaguard.engines.validation import validate_spec
 
 #: 300,000 ORs (about 4 MB): over the character bound
 LONG = " OR ".join(f"id = {i}" for i in range(300_000))

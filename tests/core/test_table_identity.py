@@ -73,7 +73,7 @@ def test_streams_on_aliased_checkpoints_share_one_checkpoint() -> None:
 def test_s3a_spark_and_s3_deltars_meet_under_one_key() -> None:
     # The commit-coordination rule only runs between holders of one key: with one identity, a delta-spark
     # write through s3a:// (single-driver log store) meets a delta-rs write through s3:// and conflicts.
-    from deltaguard.engines.commit_coordination import deltars_coordination, spark_coordination
+    from deltaguard.engines.fencing import deltars_coordination, spark_coordination
 
     spark_uri, rs_uri = "s3a://b/t", "s3://b/t"
     assert table_identity(spark_uri) == table_identity(rs_uri)

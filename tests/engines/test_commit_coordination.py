@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from deltaguard.core.profiles import STORAGE_COORDINATION
-from deltaguard.engines.commit_coordination import deltars_coordination, scheme_of, spark_coordination
 from deltaguard.engines.deltars.engine import DeltaRsEngine
+from deltaguard.engines.fencing import deltars_coordination, scheme_of, spark_coordination
 
 
 def no_conf(_key: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltaguard.engines.remote_work import RemoteFenceByKind, connection_url
+from deltaguard.engines.fencing import RemoteFenceByKind, connection_url
 from deltaguard.engines.spark.connect_fence import endpoint_of
 from deltaguard.leases.remote_work import handles_in, with_handle, without_handle
 

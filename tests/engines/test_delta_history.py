@@ -104,7 +104,7 @@ def test_the_spark_engine_reads_a_path_tables_history_by_its_own_versions(
 def test_lineage_pairs_the_latest_version_with_its_own_operation(
     tmp_path: Path, commit_after_load: Callable[[str], None]
 ) -> None:
-    from deltaguard.lineage.commit_facts import latest_commit
+    from deltaguard.lineage.record import latest_commit
 
     path = _two_commits(tmp_path)
     commit_after_load(path)

@@ -229,7 +229,7 @@ def test_the_log_entry_time_is_the_storages(tmp_path) -> None:
     through a file: URI; unknown (None) for a version that does not exist."""
     import os
 
-    from deltaguard.engines.log_entry_time import log_entry_written_at
+    from deltaguard.engines.fencing import log_entry_written_at
 
     uri = _table(tmp_path / "sales")
     entry = os.stat(Path(uri) / "_delta_log" / f"{0:020d}.json")

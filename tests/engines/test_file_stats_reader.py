@@ -11,8 +11,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from deltaguard.core.file_stats import ColumnStats
 from deltaguard.engines.deltars.engine import DeltaRsEngine
-from deltaguard.engines.discovery import read_table_config
-from deltaguard.engines.file_stats import indexed_columns
+from deltaguard.engines.discovery import indexed_columns, read_table_config
 from deltaguard.engines.specs import ReplaceWhereSpec
 from deltaguard.exceptions import InvalidWriteError
 

@@ -19,8 +19,7 @@ from deltaguard.core.model import pair_verdict
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.merge_scope import scoped_merge
-from deltaguard.engines.replace_scope import scoped_replace_where
+from deltaguard.engines.merge_scope import scoped_merge, scoped_replace_where
 from deltaguard.engines.specs import AppendSpec, CreateSpec, MergeSpec, ReplaceWhereSpec
 from lab.conformance.stats_scenarios import DAYS, StatsLayout, StatsOp, build, rows
 

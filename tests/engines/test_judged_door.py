@@ -1,4 +1,4 @@
-"""Every table configuration read to judge writes comes through one door (``deltaguard.engines.judged``),
+"""Every table configuration read to judge writes comes through one door (``deltaguard.engines.sources``),
 which attaches the engine's evaluator of partition predicates (ADR 0037).
 
 Read from the source with :mod:`ast`, over the three folders setup.cfg maps into ``deltaguard``:
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from deltaguard.engines.base import DeltaEngine
-from deltaguard.engines.judged import attach_oracle
+from deltaguard.engines.sources import attach_oracle
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = ("provider", "operators", "sensors")
-DOOR = Path("provider/engines/judged.py")
+DOOR = Path("provider/engines/sources.py")
 #: discovery's readers that return a configuration without an evaluator
 RAW_READERS = frozenset({"read_table_config", "read_table", "config_from_table"})
 #: the door's functions
@@ -106,12 +106,12 @@ def test_no_caller_reads_a_configuration_past_the_door() -> None:
     sources = _sources()
     assert len(sources) > 50 and DOOR in sources
     found = [line for path, tree in sources.items() for line in raw_reads(path, tree)]
-    assert not found, "read table configurations through deltaguard.engines.judged:\n" + "\n".join(found)
+    assert not found, "read table configurations through deltaguard.engines.sources:\n" + "\n".join(found)
 
 
 def test_every_engine_reads_its_configuration_through_the_door() -> None:
     found = [line for path, tree in _sources().items() for line in engines_past_the_door(path, tree)]
-    assert not found, "engines whose table_config bypasses deltaguard.engines.judged:\n" + "\n".join(found)
+    assert not found, "engines whose table_config bypasses deltaguard.engines.sources:\n" + "\n".join(found)
 
 
 class _Custom(DeltaEngine):

@@ -26,7 +26,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError, InvalidWriteError
 from deltaguard.engines.merge_scope import scoped_merge
-from deltaguard.engines.source_keys import check_source_in_scope, source_key_summaries
+from deltaguard.engines.sources import check_source_in_scope, source_key_summaries
 from deltaguard.engines.specs import MergeSpec, WriteContext
 from deltaguard.hooks.lease import claims_request
 from deltaguard.leases.manager import LeaseManager

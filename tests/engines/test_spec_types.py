@@ -13,14 +13,13 @@ from deltalake import DeltaTable
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines import specs
+from deltaguard.engines.base import Runners, Unsupported, validate_spec
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.deltars.ops import RUNNERS as DELTA_RS_RUNNERS
 from deltaguard.engines.errors import InvalidWriteError, UnsupportedWriteError
-from deltaguard.engines.runners import Runners, Unsupported
 from deltaguard.engines.spark.runners import RUNNERS as SPARK_RUNNERS
 from deltaguard.engines.spark.runners import validate_spec as spark_validate
-from deltaguard.engines.spec_check import SpecCheck
-from deltaguard.engines.validation import validate_spec
+from deltaguard.engines.specs import SpecCheck
 from tests.engines.helpers import rows
 
 #: every engine the package ships, by the runner table it registers

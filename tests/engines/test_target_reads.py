@@ -20,14 +20,14 @@ from deltalake import DeltaTable, write_deltalake
 from deltaguard.core.model import pair_verdict
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.discovery import read_table_config
-from deltaguard.engines.held_sources import wrap_source
-from deltaguard.engines.specs import AppendSpec, MergeSpec, SqlSpec
-from deltaguard.engines.target_reads import (
+from deltaguard.engines.sources import (
     location_reads_target,
     source_reads_target,
     sql_reads_target,
     with_target_reads,
+    wrap_source,
 )
+from deltaguard.engines.specs import AppendSpec, MergeSpec, SqlSpec
 
 
 def _table(path: Path) -> str:

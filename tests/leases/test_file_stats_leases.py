@@ -18,7 +18,7 @@ from deltaguard.core.model import decide
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.discovery import config_from_table
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.engines.pinned_read import pinned_snapshot
+from deltaguard.engines.sources import pinned_snapshot
 from deltaguard.engines.specs import UpdateSpec
 from deltaguard.leases import codec
 from deltaguard.leases.manager import LeaseManager

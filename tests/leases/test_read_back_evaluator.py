@@ -12,7 +12,7 @@ import uuid
 
 from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
 from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
-from deltaguard.engines.judged import attach_oracle
+from deltaguard.engines.sources import attach_oracle
 from deltaguard.leases.manager import LeaseManager
 from tests.leases.conftest import FakeClock
 

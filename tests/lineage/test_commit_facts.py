@@ -12,15 +12,15 @@ import pytest
 from deltalake import DeltaTable, TableFeatures, write_deltalake
 from deltalake.schema import Field, PrimitiveType, Schema
 
-from deltaguard.lineage.commit_facts import (
+from deltaguard.lineage.record import (
     OutputStatistics,
     SchemaField,
+    WriteRecord,
     commit_statistics,
     latest_commit,
     read_commit_facts,
     schema_fields,
 )
-from deltaguard.lineage.record import WriteRecord
 
 
 def _rows(n: int) -> pa.Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltaguard.lineage.naming import DatasetName, canonical_uri, dataset_name, source_location
+from deltaguard.lineage.record import DatasetName, canonical_uri, dataset_name, source_location
 
 SPELLINGS_OF_ONE_LOCAL_TABLE = [
     "/data/sales",

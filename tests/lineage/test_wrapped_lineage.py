@@ -7,8 +7,8 @@ from openlineage.client.event_v2 import Dataset
 from openlineage.client.facet_v2 import documentation_dataset
 from openlineage.client.generated.base import OutputDataset
 
-from deltaguard.lineage.naming import dataset_name
 from deltaguard.lineage.openlineage import leased_tables_lineage
+from deltaguard.lineage.record import dataset_name
 
 
 def test_a_table_the_wrapped_operator_reports_as_a_plain_dataset_gains_the_delta_facets(tmp_path) -> None:

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from deltaguard.core.merge_scope import ScopeLimits
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.merge_scope import scoped_merge
-from deltaguard.engines.source_keys import source_key_summaries
+from deltaguard.engines.sources import source_key_summaries
 from deltaguard.engines.spark.sources import SparkSource, prepare_source
 from deltaguard.engines.specs import MergeSpec, WriteContext
 from tests.spark.conftest import SMALL_CONF

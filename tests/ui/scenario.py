@@ -13,7 +13,7 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.manager import LeaseManager
-from deltaguard.writes.task_identity import app_id
+from deltaguard.writes.prepared import app_id
 
 CUSTOMERS = "file:///data/customers"
 EVENTS = "file:///data/events"

@@ -25,11 +25,10 @@ from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.profiles import DELTA_RS_TIME_ZONE, EngineName, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
-from deltaguard.engines.base import DeltaEngine, WriteResult
-from deltaguard.engines.commit_coordination import deltars_coordination
+from deltaguard.engines.base import DeltaEngine, WriteResult, validate_context, validate_spec
 from deltaguard.engines.conflict_messages import parse_conflict_kind
+from deltaguard.engines.deltars.meaning import planned_texts
 from deltaguard.engines.deltars.ops import RUNNERS, DeltaRsRunner, OpContext, check_for_delta_rs
-from deltaguard.engines.deltars.plan_check import planned_texts
 from deltaguard.engines.discovery import short_message
 from deltaguard.engines.errors import (
     CommitFencedError,
@@ -39,10 +38,15 @@ from deltaguard.engines.errors import (
     InvalidWriteError,
     TableAccessError,
 )
-from deltaguard.engines.fencing import FenceTrip, check_fence, fenced_error, fenced_source
-from deltaguard.engines.log_entry_time import log_entry_written_at
+from deltaguard.engines.fencing import (
+    FenceTrip,
+    check_fence,
+    deltars_coordination,
+    fenced_error,
+    fenced_source,
+    log_entry_written_at,
+)
 from deltaguard.engines.specs import WriteContext, WriteSpec
-from deltaguard.engines.validation import validate_context, validate_spec
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +114,7 @@ class DeltaRsEngine(DeltaEngine):
         return DELTA_RS_TIME_ZONE
 
     def table_config(self, table_uri: str) -> TableConfig:
-        from deltaguard.engines.judged import read_judged_config
+        from deltaguard.engines.sources import read_judged_config
 
         return read_judged_config(table_uri, self.storage_options, engine=self, file_stats=self.file_stats)
 
@@ -124,7 +128,7 @@ class DeltaRsEngine(DeltaEngine):
         self, source: Any, columns: Collection[str], limits: ScopeLimits
     ) -> SourceKeys | None:
         # run_merge checks the source it writes against the scope (source_keys.check_source_in_scope)
-        from deltaguard.engines.source_keys import read_source_keys
+        from deltaguard.engines.sources import read_source_keys
 
         return read_source_keys(source, columns, limits, self.storage_options)
 

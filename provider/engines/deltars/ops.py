@@ -24,11 +24,10 @@ from deltaguard.core.sql.literals import (
     partition_value_text,
     render_sql,
 )
+from deltaguard.engines.base import Runners, Unsupported
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.fencing import CommitFence
-from deltaguard.engines.runners import Runners, Unsupported
-from deltaguard.engines.source_keys import check_source_in_scope
-from deltaguard.engines.sources import materialize, resolve_source
+from deltaguard.engines.sources import check_source_in_scope, materialize, resolve_source
 from deltaguard.engines.spark.schema_types import schema_from_spark_types, spark_type_to_delta
 from deltaguard.engines.specs import (
     AddColumnsSpec,
@@ -108,38 +107,26 @@ def _check_schema_types(spec: CreateSpec) -> None:
         schema_from_spark_types(dict(spec.schema))
 
 
-def check_engine_sql(spec: WriteSpec) -> None:
-    """Render every SQL text of ``spec`` for DataFusion now, as its runner will.
-
-    What delta-rs cannot run then fails before a lease is taken, as bad input, instead of as a
-    ``DeltaError`` from delta-rs after it.
-
-    :raises InvalidWriteError: naming the text the engine cannot run.
-    """
-    for text in spec.sql_texts():
-        _engine_sql(text)
-
-
 def check_for_delta_rs(
     spec: WriteSpec, runner: DeltaRsRunner | None = None, table: DeltaTable | None = None
 ) -> None:
     """What delta-rs checks beyond the spec's own checks: it has a runner, the runner's checks, every SQL
-    text renders for DataFusion (:func:`check_engine_sql`) and, given the table, DataFusion can plan the
-    texts that name its columns (:func:`~deltaguard.engines.deltars.plan_check.check_planned`).
+    text renders for DataFusion now, as its runner will render it (what delta-rs cannot run fails before a
+    lease is taken, as bad input, not as a ``DeltaError`` after it) and, given the table, DataFusion can
+    plan the texts that name its columns (:func:`~deltaguard.engines.deltars.meaning.check_planned`).
 
     :param runner: the spec's runner when the caller has looked it up already.
     :param table: the open table the write changes; ``None`` skips the planning.
-
-    :param runner: the spec's runner when the caller has looked it up already.
     :raises UnsupportedWriteError: when delta-rs has no runner for the spec.
     :raises InvalidWriteError: naming what delta-rs cannot run.
     """
     runner = runner if runner is not None else RUNNERS.runner(spec)
     if runner.check is not None:
         runner.check(spec)
-    check_engine_sql(spec)
+    for text in spec.sql_texts():
+        _engine_sql(text)
     if table is not None:
-        from deltaguard.engines.deltars.plan_check import check_planned
+        from deltaguard.engines.deltars.meaning import check_planned
 
         check_planned(table, spec, _engine_sql)
 

@@ -43,10 +43,14 @@ from deltaguard.core.oracle import PredicateOracle
 from deltaguard.core.profiles import EngineName, EngineProfile, parse_version
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.base import DeltaEngine, WriteResult
-from deltaguard.engines.commit_coordination import spark_coordination
 from deltaguard.engines.errors import InvalidWriteError, SparkSetupError, TableAccessError
-from deltaguard.engines.fencing import check_fence, fenced_error
-from deltaguard.engines.log_entry_time import local_table_path, log_entry_written_at
+from deltaguard.engines.fencing import (
+    check_fence,
+    fenced_error,
+    local_table_path,
+    log_entry_written_at,
+    spark_coordination,
+)
 from deltaguard.engines.spark import engine_fence
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
@@ -246,7 +250,7 @@ class SparkEngine(DeltaEngine):
 
     def commit_coordination(self, table_uri: str) -> str:
         """From the location's scheme and the session's log store (see
-        :mod:`deltaguard.engines.commit_coordination`); the driver is the session's ``spark.app.id``, so
+        :mod:`deltaguard.engines.fencing`); the driver is the session's ``spark.app.id``, so
         writes through one Spark Connect server share it and writes from separate sessions do not."""
         if self.profile().name is EngineName.DATABRICKS:
             return spark_coordination(table_uri, databricks=True, conf=lambda _key: "", driver=None)
@@ -306,13 +310,13 @@ class SparkEngine(DeltaEngine):
     # -- table configuration -----------------------------------------------------------------------------
 
     def table_config(self, table_uri: str) -> TableConfig:
-        """Path-based tables: the Delta log (:func:`deltaguard.engines.judged.read_judged_config`), falling
+        """Path-based tables: the Delta log (:func:`deltaguard.engines.sources.read_judged_config`), falling
         back to Spark when deltalake cannot read the location; catalog names: ``DESCRIBE DETAIL``. Either
-        way with the evaluators of :func:`deltaguard.engines.judged.attach_oracle` (ADR 0037).
+        way with the evaluators of :func:`deltaguard.engines.sources.attach_oracle` (ADR 0037).
 
         Checks the Spark setup first, so a missing-jars error surfaces before any lease.
         """
-        from deltaguard.engines.judged import attach_oracle
+        from deltaguard.engines.sources import attach_oracle
 
         return attach_oracle(self._read_config(table_uri), self)
 
@@ -320,7 +324,7 @@ class SparkEngine(DeltaEngine):
         spark = self.session()
         target = SparkTarget.parse(table_uri)
         if target.path is not None:
-            from deltaguard.engines.judged import read_judged_config
+            from deltaguard.engines.sources import read_judged_config
 
             try:
                 return read_judged_config(target.path, self._storage_options or None, engine=self)

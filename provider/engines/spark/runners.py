@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
-from deltaguard.engines.runners import Runners
+from deltaguard.engines.base import Runners, spec_check
+from deltaguard.engines.base import validate_spec as validate_write_spec
 from deltaguard.engines.spark import ops
 from deltaguard.engines.spark.specs import (
     CREATE_OPERATION_NAMES,
@@ -25,7 +26,6 @@ from deltaguard.engines.spark.specs import (
     sql_operation_names,
 )
 from deltaguard.engines.spark.target import SparkTarget
-from deltaguard.engines.spec_check import SpecCheck
 from deltaguard.engines.specs import (
     AddColumnsSpec,
     AppendSpec,
@@ -36,13 +36,12 @@ from deltaguard.engines.specs import (
     OverwriteSpec,
     ReplaceWhereSpec,
     SetPropertiesSpec,
+    SpecCheck,
     SqlSpec,
     UpdateSpec,
     WriteContext,
     WriteSpec,
 )
-from deltaguard.engines.validation import spec_check
-from deltaguard.engines.validation import validate_spec as validate_write_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

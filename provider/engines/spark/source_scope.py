@@ -1,8 +1,8 @@
 """A MERGE source on the Spark engine: its key values before the lease, and a guard on it in the write's job.
 
-The reading half mirrors :func:`deltaguard.engines.source_keys.read_source_keys` (ADR 0019): what Spark
+The reading half mirrors :func:`deltaguard.engines.sources.read_source_keys` (ADR 0019): what Spark
 builds (a ``def f(spark)`` source, a Spark DataFrame, a URI the engine reads through Spark) is summarised in
-Spark by :func:`deltaguard.engines.source_keys._spark_summaries`; data in the worker (Arrow, pandas, streams,
+Spark by :func:`deltaguard.engines.sources._spark_summaries`; data in the worker (Arrow, pandas, streams,
 a zero-argument callable producing them) is summarised with Arrow and kept for the write.
 
 The checking half replaces delta-rs' materialise-and-check (``check_source_in_scope``): a Spark source is a
@@ -24,8 +24,13 @@ from sqlglot import exp
 from deltaguard.core.merge_scope import ScopeLimits, SourceKeys
 from deltaguard.core.sql.literals import SPARK, partition_value_text, sql_literal
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.source_keys import _is_spark_dataframe, _spark_summaries, read_source_keys
-from deltaguard.engines.sources import _call_source, _is_data
+from deltaguard.engines.sources import (
+    _call_source,
+    _is_data,
+    _is_spark_dataframe,
+    _spark_summaries,
+    read_source_keys,
+)
 from deltaguard.engines.spark.errors import SOURCE_CHECK_MARKER
 from deltaguard.engines.spark.sources import is_spark_source, to_spark_dataframe
 

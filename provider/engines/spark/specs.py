@@ -17,13 +17,13 @@ from deltaguard.core.rules.delta_spark import read_isolation
 from deltaguard.core.sql.literals import partition_predicate, sql_literal
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError
-from deltaguard.engines.spec_check import SpecCheck
 from deltaguard.engines.specs import (
     AddColumnsSpec,
     CreateSpec,
     MergeSpec,
     OptimizeSpec,
     SetPropertiesSpec,
+    SpecCheck,
     SqlSpec,
     WriteSpec,
 )

@@ -208,7 +208,7 @@ def test_a_frozen_holders_connect_write_is_fenced_before_its_table_is_handed_ove
     from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.core.table_config import TableConfig
-    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.engines.fencing import default_remote_fence
     from deltaguard.leases.keeper import LeaseKeeper, LeaseTiming
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.remote_work import FENCED_KIND, UNFENCED_KIND, handles_in
@@ -329,7 +329,7 @@ def test_a_lease_whose_connect_session_the_server_closed_ends_named_as_interrupt
     from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
     from deltaguard.core.operations import Operation, OperationKind
     from deltaguard.core.table_config import TableConfig
-    from deltaguard.engines.remote_work import default_remote_fence
+    from deltaguard.engines.fencing import default_remote_fence
     from deltaguard.leases.keeper import LeaseKeeper, LeaseTiming
     from deltaguard.leases.manager import LeaseManager
     from deltaguard.leases.remote_work import (

@@ -14,9 +14,9 @@ from typing import Any
 from deltaguard.core.model import pair_verdict
 from deltaguard.core.sql.classify import classify_sql
 from deltaguard.engines.discovery import read_table_config
+from deltaguard.engines.sources import with_target_reads
 from deltaguard.engines.spark.engine import SparkEngine
 from deltaguard.engines.specs import SqlSpec
-from deltaguard.engines.target_reads import with_target_reads
 
 
 def test_a_catalog_alias_of_the_target_is_read_as_the_target(delta_spark: Any, tmp_path: Path) -> None:
