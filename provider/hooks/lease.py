@@ -548,8 +548,8 @@ def _lease_manager(
     :param worker_slots: the slot gate's size (ADR 0028); ``None``: no gate.
     :param fences: fence outcomes shared with other managers over the same store (the triggerer's).
     """
-    from deltaguard.engines.sources import attach_oracle
     from deltaguard.engines.fencing import default_remote_fence
+    from deltaguard.engines.sources import attach_oracle
     from deltaguard.leases.manager import LeaseManager
 
     return LeaseManager(

@@ -11,7 +11,6 @@ from deltaguard.engines import specs
 from deltaguard.engines.base import validate_spec
 from deltaguard.engines.errors import InvalidWriteError
 from deltaguard.engines.sql_translate import translate
-from deltaguard.engines.base import validate_spec
 from deltaguard.hooks.lease import task_owner, task_request_id
 from deltaguard.leases.waiting import wait_reason
 from deltaguard.writes.prepared import decision_line
