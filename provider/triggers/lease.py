@@ -6,8 +6,11 @@ re-evaluates the waiting request (and keeps its queue place alive); what follows
 handle per store (:mod:`deltaguard.hooks.lease_pool`, a bounded pool); the blocking store call runs in a
 worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
 through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
-(ADR 0025). The event is only a hint: the resumed task asks the lease manager again with the same request id
-and may defer again.
+(ADR 0025). When every blocker is a granted lease expected to leave within
+:data:`~deltaguard.leases.imminent.WAKE_LEAD_S` (ADR 0024 estimates), the trigger fires an ``imminent`` event
+so the task is back in its worker, waiting there, when the release comes (:mod:`deltaguard.leases.imminent`).
+The event is only a hint: the resumed task asks the lease manager again with the same request id and may
+defer again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from deltaguard.core.admission import Closed, Granted, Waiting
+from deltaguard.leases.imminent import expected_wait_in, wake_in_s
 from deltaguard.leases.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
@@ -63,6 +67,19 @@ class LeaseAvailableTrigger(BaseTrigger):
         if isinstance(answer, Granted):
             return {"status": "granted", "request_id": self.request_id, "lease_id": answer.lease_id}
         return {"status": "closed", "request_id": self.request_id, "message": f"request is {answer.status}"}
+
+    def _imminent_event(self, expected_s: float) -> dict[str, Any]:
+        return {"status": "imminent", "request_id": self.request_id, "expected_wait_s": round(expected_s, 1)}
+
+    async def _expected_wait(
+        self, shared: SharedStore, manager: LeaseManager, answer: Waiting
+    ) -> float | None:
+        """Seconds until the answer's blockers are expected to leave, ``None`` when unforeseeable or unread (an
+        optimisation only: the trigger then waits as without it)."""
+        try:
+            return await shared.call(expected_wait_in, manager, answer.blockers)
+        except Exception:  # the estimate never decides a grant; a failed read means "no early wake"
+            return None
 
     def _next_wait(self, shared: SharedStore, answer: Waiting, seconds: float) -> float:
         """How long to wait before the next check when nothing wakes the trigger.
@@ -140,13 +157,21 @@ class LeaseAvailableTrigger(BaseTrigger):
                 match step:
                     case Sleep(seconds=seconds):
                         assert isinstance(answer, Waiting)
+                        expected = await self._expected_wait(shared, manager, answer)
+                        wake = wake_in_s(expected)
+                        if expected is not None and wake == 0.0:
+                            # back in the worker before the release: it waits there (imminent)
+                            return self._imminent_event(expected)
                         woken.clear()
                         if shared.listener is not None:
                             # wake when one of the blockers leaves; a release elsewhere on the table
                             # cannot admit this request while they stay
                             shared.listener.watch(woken, {b.id for b in answer.blockers}, since=started)
+                        timeout = self._next_wait(shared, answer, seconds)
+                        if wake is not None:
+                            timeout = min(timeout, wake)  # a timed check when the early wake is due
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
+                            await asyncio.wait_for(woken.wait(), timeout)
                         tables = {b.table for b in answer.blockers}
                         # a slot wait is decided by its own check: the released table's queue is not its own
                         slot = any(b.kind == "slot" for b in answer.blockers)
