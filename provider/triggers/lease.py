@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from deltaguard.core.admission import Closed, Granted, Waiting
-from deltaguard.leases.imminent import expected_wait_in, wake_in_s
+from deltaguard.leases.imminent import expected_wait_in, wake_in_s, worker_slot_free
 from deltaguard.leases.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
@@ -80,6 +80,13 @@ class LeaseAvailableTrigger(BaseTrigger):
             return await shared.call(expected_wait_in, manager, answer.blockers)
         except Exception:  # the estimate never decides a grant; a failed read means "no early wake"
             return None
+
+    async def _slot_free(self, shared: SharedStore, manager: LeaseManager) -> bool:
+        """Whether a worker slot is free for an early wake (:func:`~deltaguard.leases.imminent.worker_slot_free`)."""
+        try:
+            return await shared.call(worker_slot_free, manager)
+        except Exception:  # no early wake: the write waits as without it
+            return False
 
     def _next_wait(self, shared: SharedStore, answer: Waiting, seconds: float) -> float:
         """How long to wait before the next check when nothing wakes the trigger.
@@ -160,8 +167,10 @@ class LeaseAvailableTrigger(BaseTrigger):
                         expected = await self._expected_wait(shared, manager, answer)
                         wake = wake_in_s(expected)
                         if expected is not None and wake == 0.0:
-                            # back in the worker before the release: it waits there (imminent)
-                            return self._imminent_event(expected)
+                            if await self._slot_free(shared, manager):
+                                # back in the worker before the release: it waits there (imminent)
+                                return self._imminent_event(expected)
+                            wake = seconds  # every slot holds a lease: look again in a poll interval
                         woken.clear()
                         if shared.listener is not None:
                             # wake when one of the blockers leaves; a release elsewhere on the table

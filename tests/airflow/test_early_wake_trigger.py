@@ -101,3 +101,23 @@ def test_a_trigger_behind_a_lease_without_an_estimate_waits_for_its_release(
     fired = asyncio.run(scenario())
     assert fired is not None and fired["status"] == "granted"
     manager.store.close()
+
+
+def test_no_early_wake_while_every_worker_slot_holds_a_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one worker slot, held by the blocker itself: a woken task would find no worker, and nobody would ask
+    # for its request meanwhile
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__WORKER_SLOTS", "1")
+    url, manager, holder, waiting, _ = _setup(tmp_path, monkeypatch, 1.0)
+
+    async def scenario() -> dict[str, Any] | None:
+        task = asyncio.create_task(_first_event(url, waiting.request_id, 300.0))
+        await asyncio.sleep(4.0)  # past the holder's expected end: an early wake would have fired by now
+        assert not task.done(), "woken early while the only worker slot held a lease"
+        await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
+        return await task
+
+    fired = asyncio.run(scenario())
+    assert fired is not None and fired["status"] == "granted"
+    manager.store.close()
