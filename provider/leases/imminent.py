@@ -21,7 +21,7 @@ travelling request is granted in its turn whenever a neighbour woken by the same
 and the lead is a few seconds, not the limit of a wait in the worker.
 A write held by the slot gate (``slot`` blockers: any release frees a slot, for one waiter of many) and a
 write behind a queued request are never woken early: their wait cannot be foreseen. **Nor is a write while
-every worker slot is held by a lease** (:func:`worker_slot_free`): measured (seed 0, load average 3-4), the
+every worker slot is held by a lease** (:func:`worker_slot_free`): measured (seed 0, load average 4-5.5), the
 writes woken while eight leases filled the eight slots found no worker, waited in the scheduler until the
 holders ended, and since their triggers were gone nobody asked for their requests: release to grant grew to
 10 s.

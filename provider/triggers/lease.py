@@ -6,9 +6,10 @@ re-evaluates the waiting request (and keeps its queue place alive); what follows
 handle per store (:mod:`deltaguard.hooks.lease_pool`, a bounded pool); the blocking store call runs in a
 worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
 through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
-(ADR 0025). When every blocker is a granted lease expected to leave within
-:data:`~deltaguard.leases.imminent.WAKE_LEAD_S` (ADR 0024 estimates), the trigger fires an ``imminent`` event
-so the task is back in its worker, waiting there, when the release comes (:mod:`deltaguard.leases.imminent`).
+(ADR 0025). With ``early_wake`` (off by default), when every blocker is a granted lease expected to leave
+within :data:`~deltaguard.leases.imminent.WAKE_LEAD_S` (ADR 0024 estimates) and a worker slot is free of
+lease holders, the trigger fires an ``imminent`` event so the task is back in its worker, waiting there, when
+the release comes (:mod:`deltaguard.leases.imminent`).
 The event is only a hint: the resumed task asks the lease manager again with the same request id and may
 defer again.
 """
@@ -47,20 +48,32 @@ class LeaseAvailableTrigger(BaseTrigger):
         (:func:`~deltaguard.config.resolve_store_reference`).
     :param request_id: the queued request.
     :param poll_interval: seconds between checks.
+    :param early_wake: fire an ``imminent`` event ahead of an expected release
+        (:mod:`deltaguard.leases.imminent`). Off by default: measured, the writes it woke outnumbered the free
+        worker slots and waited in the scheduler with nobody asking for their requests (docs/benchmarks.md,
+        "Sweep with the early wake").
     """
 
-    def __init__(self, store_url: str, request_id: str, poll_interval: float = 5.0) -> None:
+    def __init__(
+        self, store_url: str, request_id: str, poll_interval: float = 5.0, early_wake: bool = False
+    ) -> None:
         from deltaguard.leases.store_location import store_reference
 
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.store_url = store_reference(store_url)
         self.request_id = request_id
         self.poll_interval = float(poll_interval)
+        self.early_wake = bool(early_wake)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"store_url": self.store_url, "request_id": self.request_id, "poll_interval": self.poll_interval},
+            {
+                "store_url": self.store_url,
+                "request_id": self.request_id,
+                "poll_interval": self.poll_interval,
+                "early_wake": self.early_wake,
+            },
         )
 
     def _event(self, answer: Granted | Closed) -> dict[str, Any]:
@@ -164,7 +177,9 @@ class LeaseAvailableTrigger(BaseTrigger):
                 match step:
                     case Sleep(seconds=seconds):
                         assert isinstance(answer, Waiting)
-                        expected = await self._expected_wait(shared, manager, answer)
+                        expected = (
+                            await self._expected_wait(shared, manager, answer) if self.early_wake else None
+                        )
                         wake = wake_in_s(expected)
                         if expected is not None and wake == 0.0:
                             if await self._slot_free(shared, manager):
