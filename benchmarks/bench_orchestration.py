@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -392,11 +392,7 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
         flush=True,
     )
 
-    options = (
-        {"deltaguard": dict(o.split("=", 1) for o in args.deltaguard_option)}
-        if args.deltaguard_option
-        else None
-    )
+    options = run_options(args.deltaguard_option, args.airflow_option, args.parallelism) or None
     home = prepare_home(
         work / "airflow",
         dags,
@@ -453,6 +449,37 @@ def measure(args: argparse.Namespace, strategies: list[str]) -> tuple[dict[str, 
     )
     charts = (timelines, [t.name for t in workload.tables], bound.value_s, workload)
     return results, charts, work
+
+
+def run_options(
+    deltaguard: Sequence[str], airflow: Sequence[str], write_slots: int
+) -> dict[str, dict[str, str]]:
+    """The run's Airflow options from ``--deltaguard-option KEY=VALUE`` and ``--airflow-option
+    SECTION.KEY=VALUE``, as ``{section: {key: value}}`` for :func:`prepare_home`.
+
+    Airflow's slots may exceed the write slots (``core.parallelism`` above ``--parallelism``: room for tasks
+    starting, deferring and finishing, docs/deployment.md), but the writes may not: the lower bound counts
+    ``write_slots``, so the slot gate (``[deltaguard] worker_slots``, whose default is Airflow's
+    parallelism) is then pinned to them unless given.
+
+    :param write_slots: the benchmark's ``--parallelism``, the slots of the lower bound.
+    :raises SystemExit: an option without ``=`` or (Airflow's) without a section.
+    """
+    options: dict[str, dict[str, str]] = {}
+    for text in deltaguard:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--deltaguard-option {text!r}: expected KEY=VALUE")
+        options.setdefault("deltaguard", {})[key.strip()] = value.strip()
+    for text in airflow:
+        name, sep, value = text.partition("=")
+        section, dot, key = name.strip().partition(".")
+        if not sep or not dot or not section or not key:
+            raise SystemExit(f"--airflow-option {text!r}: expected SECTION.KEY=VALUE")
+        options.setdefault(section, {})[key] = value.strip()
+    if "parallelism" in options.get("core", {}):
+        options.setdefault("deltaguard", {}).setdefault("worker_slots", str(write_slots))
+    return options
 
 
 def write_figures(out: Path, results: dict[str, Any], charts: Any, strategies: list[str]) -> None:
@@ -559,6 +586,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KEY=VALUE",
         help="a [deltaguard] option for the run's Airflow home, e.g. worker_slots=0 (no slot gate)",
+    )
+    parser.add_argument(
+        "--airflow-option",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="an Airflow option for the run's home, e.g. core.parallelism=10 (Airflow's slots; --parallelism "
+        "stays the write slots of the lower bound) or scheduler.scheduler_idle_sleep_time=0.2",
     )
     parser.add_argument(
         "--pools-from",

@@ -8,10 +8,27 @@ request carries its expected duration (ADR 0024). So a write whose blockers are 
 to end within :data:`IMMINENT_S` does not defer but waits in the worker, asking every
 :data:`IMMINENT_POLL_S`.
 
-The trigger does not fire early on the same estimate. Tried and measured (seed 0, load average 10): a
-request is granted only when someone asks for it, so while a task resumed early travels back through the
-scheduler nobody asks for its request; the writes queued behind it (FIFO among conflicting writes) then
-waited for that resume too, and release to grant grew from 0.2 s to 23 s at the median.
+**A deferred write can come back shortly before its blockers are expected to leave** (:func:`wake_in_s`;
+the trigger's ``early_wake``, off by default: measured worse, see below). Its trigger fires
+:data:`WAKE_LEAD_S` before that end, with an event that says ``imminent``: the task resumes,
+asks again, finds the same blockers expected to leave within seconds and waits in its worker, so the
+release finds it there and the hand-off skips Airflow's resume (the triggerer's event cadence, the scheduler,
+a process start and a DAG parse: 2-5 s at the tail on two loaded cores, docs/benchmarks.md). An early
+wake was tried once before and dropped (seed 0, load average 10): a request was then granted only when its
+own owner asked, so while a task resumed early travelled back through the scheduler nobody asked for its
+request and the writes queued behind it waited for that resume too (release to grant 0.2 s to 23 s at the
+median). A release now re-admits its table's whole queue in the triggers it wakes (ADR 0031), so a
+travelling request is granted in its turn whenever a neighbour woken by the same release decides the queue;
+and the lead is a few seconds, not the limit of a wait in the worker.
+A write held by the slot gate (``slot`` blockers: any release frees a slot, for one waiter of many) and a
+write behind a queued request are never woken early: their wait cannot be foreseen. **Nor is a write while
+every worker slot is held by a lease** (:func:`worker_slot_free`): measured (seed 0, load average 4-5.5), the
+writes woken while eight leases filled the eight slots found no worker, waited in the scheduler until the
+holders ended, and since their triggers were gone nobody asked for their requests: release to grant grew to
+10 s. With the check, over seeds 0-4 (load average 3-9) one free slot still woke up to four writes (the
+count does not see the writes already woken), and the surplus waited the same way: release to grant up to
+45 s, hand-off p95 40 s against 5.6 s without early wakes. Hence off, until the slot gate counts the writes
+it woke.
 
 An estimate only moves *where* the write waits, never whether it may write: the lease manager still grants.
 A blocker overdue by more than :data:`IMMINENT_S` counts as unknown again (the write defers), which bounds
@@ -39,8 +56,13 @@ if TYPE_CHECKING:
     from deltaguard.core.admission import Blocker
     from deltaguard.leases.manager import LeaseManager
 
-#: A wait expected to end within this many seconds stays in the worker (and a trigger fires this early).
+#: A wait expected to end within this many seconds stays in the worker.
 IMMINENT_S = 15.0
+#: A deferred write's trigger fires this many seconds before its blockers are expected to leave: Airflow's
+#: resume of a deferred task (2-3 s on two loaded cores) plus a margin for an estimate that comes true early
+#: (holds measured 11 s either side of their estimate, docs/benchmarks.md). Below :data:`IMMINENT_S`, so the
+#: resumed task waits in its worker rather than deferring again.
+WAKE_LEAD_S = 6.0
 #: Seconds between questions while a write waits in the worker for an imminent release.
 IMMINENT_POLL_S = 0.5
 #: The longest expected wait a write spends in its worker however slow its own start was: a worker slot held
@@ -72,6 +94,48 @@ def expected_wait_s(
     if not seen or latest is None:
         return None
     return latest - now
+
+
+def wake_in_s(wait_s: float | None, lead_s: float = WAKE_LEAD_S) -> float | None:
+    """Seconds until a deferred write's trigger should fire to bring it back to its worker ahead of an
+    expected release: ``wait_s - lead_s``, ``0`` when that is already due, ``None`` when the wait cannot be
+    foreseen (:func:`expected_wait_s` gave ``None``).
+
+    :param wait_s: seconds until the blockers are expected to leave (:func:`expected_wait_s`).
+    :param lead_s: how long before that end the trigger fires (:data:`WAKE_LEAD_S`).
+    :raises ValueError: ``lead_s`` negative or not below :data:`IMMINENT_S` (the resumed task would defer
+        again at once).
+    """
+    if not 0.0 <= lead_s < IMMINENT_S:
+        raise ValueError(f"lead_s must be in [0, {IMMINENT_S}), got {lead_s}")
+    if wait_s is None or not math.isfinite(wait_s):
+        return None
+    return max(0.0, wait_s - lead_s)
+
+
+def expected_wait_in(manager: LeaseManager, blockers: Iterable[Blocker]) -> float | None:
+    """:func:`expected_wait_s` of ``blockers`` from ``manager``'s store, now (blocking: the triggers run it in
+    a thread)."""
+    return expected_wait_s(blockers, lease_end_reader(manager), manager.clock())
+
+
+def worker_slot_free(manager: LeaseManager) -> bool:
+    """Whether a worker slot is free of lease holders now (the slot gate's count, unlocked): an early wake
+    takes a slot while it waits, and a woken task that finds none waits in the scheduler with nobody asking
+    for its request (blocking: the triggers run it in a thread).
+
+    Without a gate (``worker_slots`` unset) every wake may go; a failed read lets none go (an optimisation
+    only: the write then waits as without it).
+    """
+    from deltaguard.core.slots import slot_open
+
+    if manager.worker_slots is None:
+        return True
+    try:
+        held = manager.store.live_leases(manager.clock())
+    except Exception:
+        return False
+    return slot_open(manager.worker_slots, len({row.lease_id for row in held}))
 
 
 def imminent_limit_s(startup_s: float | None) -> float:

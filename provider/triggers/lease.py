@@ -6,8 +6,12 @@ re-evaluates the waiting request (and keeps its queue place alive); what follows
 handle per store (:mod:`deltaguard.hooks.lease`, a bounded pool); the blocking store call runs in a
 worker thread so the event loop never stalls. On PostgreSQL a release of a blocker wakes the trigger at once
 through LISTEN/NOTIFY and the poll slows to a safety net; on SQLite it polls every ``poll_interval``
-(ADR 0025). The event is only a hint: the resumed task asks the lease manager again with the same request id
-and may defer again.
+(ADR 0025). With ``early_wake`` (off by default), when every blocker is a granted lease expected to leave
+within :data:`~deltaguard.leases.imminent.WAKE_LEAD_S` (ADR 0024 estimates) and a worker slot is free of
+lease holders, the trigger fires an ``imminent`` event so the task is back in its worker, waiting there, when
+the release comes (:mod:`deltaguard.leases.imminent`).
+The event is only a hint: the resumed task asks the lease manager again with the same request id and may
+defer again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from deltaguard.core.admission import Closed, Granted, Waiting
+from deltaguard.leases.imminent import expected_wait_in, wake_in_s, worker_slot_free
 from deltaguard.leases.waiting import Sleep, next_step
 
 if TYPE_CHECKING:
@@ -43,26 +48,58 @@ class LeaseAvailableTrigger(BaseTrigger):
         (:func:`~deltaguard.config.resolve_store_reference`).
     :param request_id: the queued request.
     :param poll_interval: seconds between checks.
+    :param early_wake: fire an ``imminent`` event ahead of an expected release
+        (:mod:`deltaguard.leases.imminent`). Off by default: measured, the writes it woke outnumbered the free
+        worker slots and waited in the scheduler with nobody asking for their requests (docs/benchmarks.md,
+        "Sweep with the early wake").
     """
 
-    def __init__(self, store_url: str, request_id: str, poll_interval: float = 5.0) -> None:
+    def __init__(
+        self, store_url: str, request_id: str, poll_interval: float = 5.0, early_wake: bool = False
+    ) -> None:
         from deltaguard.leases.store_location import store_reference
 
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.store_url = store_reference(store_url)
         self.request_id = request_id
         self.poll_interval = float(poll_interval)
+        self.early_wake = bool(early_wake)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"store_url": self.store_url, "request_id": self.request_id, "poll_interval": self.poll_interval},
+            {
+                "store_url": self.store_url,
+                "request_id": self.request_id,
+                "poll_interval": self.poll_interval,
+                "early_wake": self.early_wake,
+            },
         )
 
     def _event(self, answer: Granted | Closed) -> dict[str, Any]:
         if isinstance(answer, Granted):
             return {"status": "granted", "request_id": self.request_id, "lease_id": answer.lease_id}
         return {"status": "closed", "request_id": self.request_id, "message": f"request is {answer.status}"}
+
+    def _imminent_event(self, expected_s: float) -> dict[str, Any]:
+        return {"status": "imminent", "request_id": self.request_id, "expected_wait_s": round(expected_s, 1)}
+
+    async def _expected_wait(
+        self, shared: SharedStore, manager: LeaseManager, answer: Waiting
+    ) -> float | None:
+        """Seconds until the answer's blockers are expected to leave, ``None`` when unforeseeable or unread (an
+        optimisation only: the trigger then waits as without it)."""
+        try:
+            return await shared.call(expected_wait_in, manager, answer.blockers)
+        except Exception:  # the estimate never decides a grant; a failed read means "no early wake"
+            return None
+
+    async def _slot_free(self, shared: SharedStore, manager: LeaseManager) -> bool:
+        """Whether a worker slot is free for an early wake (:func:`~deltaguard.leases.imminent.worker_slot_free`)."""
+        try:
+            return await shared.call(worker_slot_free, manager)
+        except Exception:  # no early wake: the write waits as without it
+            return False
 
     def _next_wait(self, shared: SharedStore, answer: Waiting, seconds: float) -> float:
         """How long to wait before the next check when nothing wakes the trigger.
@@ -140,13 +177,25 @@ class LeaseAvailableTrigger(BaseTrigger):
                 match step:
                     case Sleep(seconds=seconds):
                         assert isinstance(answer, Waiting)
+                        expected = (
+                            await self._expected_wait(shared, manager, answer) if self.early_wake else None
+                        )
+                        wake = wake_in_s(expected)
+                        if expected is not None and wake == 0.0:
+                            if await self._slot_free(shared, manager):
+                                # back in the worker before the release: it waits there (imminent)
+                                return self._imminent_event(expected)
+                            wake = seconds  # every slot holds a lease: look again in a poll interval
                         woken.clear()
                         if shared.listener is not None:
                             # wake when one of the blockers leaves; a release elsewhere on the table
                             # cannot admit this request while they stay
                             shared.listener.watch(woken, {b.id for b in answer.blockers}, since=started)
+                        timeout = self._next_wait(shared, answer, seconds)
+                        if wake is not None:
+                            timeout = min(timeout, wake)  # a timed check when the early wake is due
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(woken.wait(), self._next_wait(shared, answer, seconds))
+                            await asyncio.wait_for(woken.wait(), timeout)
                         tables = {b.table for b in answer.blockers}
                         # a slot wait is decided by its own check: the released table's queue is not its own
                         slot = any(b.kind == "slot" for b in answer.blockers)

@@ -15,10 +15,12 @@ from deltaguard.leases.imminent import (
     IMMINENT_POLL_S,
     IMMINENT_S,
     MAX_IMMINENT_S,
+    WAKE_LEAD_S,
     expected_wait_s,
     imminent_limit_s,
     is_imminent,
     lease_end_reader,
+    wake_in_s,
 )
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.waiting import Defer, Sleep, TimeOut, next_step
@@ -138,3 +140,24 @@ def test_a_slow_start_waits_in_the_worker_for_a_blocker_ending_sooner_than_a_res
         hook.wait_for_grant(
             ask, owner=Owner(name="next"), wait=WaitState(clock()), timeout_s=None, defer=defer, what="t"
         )
+
+
+def test_a_deferred_write_wakes_the_lead_before_its_blockers_are_expected_to_leave() -> None:
+    assert wake_in_s(20.0, 6.0) == 14.0
+    assert wake_in_s(6.0, 6.0) == 0.0
+    assert wake_in_s(-3.0, 6.0) == 0.0  # already overdue (within IMMINENT_S): wake now
+    assert wake_in_s(None) is None  # unforeseeable (a queued request, a slot, no estimate): no early wake
+    assert wake_in_s(float("inf")) is None
+    # woken, it waits in its worker: the lead is inside what the resumed task counts as imminent
+    assert is_imminent(WAKE_LEAD_S, imminent_limit_s(None))
+    with pytest.raises(ValueError, match="lead_s"):
+        wake_in_s(10.0, IMMINENT_S)
+    with pytest.raises(ValueError, match="lead_s"):
+        wake_in_s(10.0, -1.0)
+
+
+def test_a_slot_wait_is_never_woken_early() -> None:
+    ends = {"a": 100.0}
+    slot = _blocker("slot", "a")
+    assert wake_in_s(expected_wait_s([slot], lambda b: ends[b.id], now=99.0)) is None
+    assert wake_in_s(expected_wait_s([_blocker("lease", "a")], lambda b: ends[b.id], now=99.0)) == 0.0
