@@ -285,7 +285,7 @@ PRELOAD_MODULES: tuple[str, ...] = (
 )
 
 
-def _local_settings() -> str:
+def _local_settings(preload: Sequence[str] = PRELOAD_MODULES) -> str:
     """Preloads only: no cluster policy. The priority ``dag_policy`` comes from the provider's
     ``airflow.policy`` entry point as in every install; the pool-routing ``task_policy`` is opt-in and the
     benchmark measures the default deployment. The preload is the step docs/deployment.md recommends to
@@ -297,7 +297,7 @@ def _local_settings() -> str:
     lines += [
         "import importlib",
         "",
-        f"for _module in {list(PRELOAD_MODULES)!r}:",
+        f"for _module in {list(preload)!r}:",
         "    try:",
         "        importlib.import_module(_module)",
         "    except ImportError:  # a preload is an optimisation only",
@@ -316,6 +316,7 @@ def prepare_home(
     options: Mapping[str, Mapping[str, str]] | None = None,
     extra_env: Mapping[str, str] | None = None,
     generated: bool = False,
+    preload: Sequence[str] = PRELOAD_MODULES,
 ) -> AirflowHome:
     """Write ``airflow.cfg``, the local settings and the admin password into ``home``.
 
@@ -335,6 +336,7 @@ def prepare_home(
     :param options: extra ``airflow.cfg`` options, ``{section: {key: value}}``, overriding the defaults.
     :param extra_env: extra environment variables for every component.
     :param generated: let Airflow generate ``airflow.cfg`` and pass the options in the environment.
+    :param preload: the modules ``airflow_local_settings.py`` imports (the Spark benchmark adds its engine's).
     :raises ValueError: on a parallelism below 4 or a missing DAGs folder.
     """
     if parallelism < 4:
@@ -355,7 +357,7 @@ def prepare_home(
         config_env = _environment(_with_options(sections, options or {}))
     else:
         (home / "airflow.cfg").write_text(_airflow_cfg(home, dags_folder, port, parallelism, options or {}))
-    (home / "config" / "airflow_local_settings.py").write_text(_local_settings())
+    (home / "config" / "airflow_local_settings.py").write_text(_local_settings(preload))
     prepared = AirflowHome(
         home=home, port=port, data_dir=data_dir, extra_env=dict(extra_env or {}), config_env=config_env
     )

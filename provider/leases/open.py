@@ -19,7 +19,8 @@ the store answers or the connection breaks, holding only its one connection) and
 far as the caller knows (fail closed). An abandoned decision may still commit once the store resumes: its
 lease (or queue entry) then expires after its TTL unless the same request asks again, which gets the same
 answer. Workers are daemon threads kept idle for reuse, so a call costs a hand-over between two threads
-rather than a thread start, and a blocked worker never delays the interpreter's exit.
+rather than a thread start, and a blocked worker never delays the interpreter's exit. Closing a store ends the
+idle ones: a task process then ends with no thread of deltaguard's left.
 
 Apart from :mod:`deltaguard.leases.store`, so the interface never imports the stores that implement it.
 """
@@ -80,21 +81,27 @@ class _Worker:
 
     def __init__(self, pool: _Workers) -> None:
         self.pool = pool
-        self.jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event]] = (
+        # a job, or None: the sign to end
+        self.jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event] | None] = (
             queue.SimpleQueue()
         )
-        threading.Thread(target=self._loop, name="deltaguard-store-call", daemon=True).start()
+        self.thread = threading.Thread(target=self._loop, name="deltaguard-store-call", daemon=True)
+        self.thread.start()
 
     def _loop(self) -> None:
         while True:
-            job, box, done = self.jobs.get()
+            item = self.jobs.get()
+            if item is None:
+                return
+            job, box, done = item
             try:
                 box["value"] = job()
             except BaseException as exc:  # handed to the caller
                 box["error"] = exc
-            finally:
-                done.set()
-            if not self.pool.put_back(self):
+            # idle again before the caller hears back, so a store closed by this call ends this worker too
+            kept = self.pool.put_back(self)
+            done.set()
+            if not kept:
                 return
 
 
@@ -120,6 +127,16 @@ class _Workers:
                 self._idle.append(worker)
                 return True
         return False
+
+    def end_idle(self) -> None:
+        """End the idle workers and wait for them; a call made later starts a new one. Workers running
+        or abandoned in a call are not idle and are left alone."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.jobs.put(None)
+        for worker in idle:
+            worker.thread.join(timeout=1.0)  # an idle worker ends at once; the bound only guards
 
 
 _WORKERS = _Workers()
@@ -165,6 +182,7 @@ class BoundedStore:
             bounded_call(self.inner.close, self.timeout_s)
         except StoreCallTimeout as exc:
             log.warning("deltaguard: closing lease store %s: %s", getattr(self.inner, "name", "?"), exc)
+        _WORKERS.end_idle()
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.inner, name)

@@ -4,6 +4,7 @@ pooled mode shares one store per URL."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -44,6 +45,20 @@ def test_the_operator_hook_is_cached_for_one_try_only(tmp_path, lease_store_url)
     op.execute(task_context("del"))
     assert len(seen) == 2 and seen[0] is not seen[1]
     assert seen[0]._manager is None  # its store was closed
+
+
+def test_a_write_task_leaves_no_thread_of_its_own(tmp_path, lease_store_url) -> None:
+    # Airflow's task supervisor reaps the task process only after its sockets close: a process with threads
+    # left takes longer to end in the kernel, and the supervisor that looks too early waits a heartbeat
+    from deltaguard.operators.dml import DeltaDeleteOperator
+
+    before = set(threading.enumerate())
+    op = DeltaDeleteOperator(
+        task_id="del", table=sales_table(str(tmp_path / "sales")), predicate="country = 'FR'"
+    )
+    op.execute(task_context("del"))
+    left = [t.name for t in set(threading.enumerate()) - before if t.name.startswith("deltaguard")]
+    assert left == []
 
 
 def test_pooled_mode_shares_one_store_per_url(lease_store_url) -> None:
