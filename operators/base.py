@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from deltaguard.core.admission import check_priority
+from deltaguard.engines.base import build_engine
 from deltaguard.engines.fencing import engine_released
 from deltaguard.engines.sources import (
     CallableSource,
@@ -33,6 +34,7 @@ from deltaguard.engines.sources import (
     checks_on_snapshot,
     engine_table_config,
     judged_by_file_stats,
+    pinned_snapshot,
     source_for_engine,
     unwrap_source,
     with_target_reads,
@@ -292,7 +294,8 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             pinned: dict[str, Any] = {}
             if value.read_version is not None:
                 # The lease was judged for one snapshot: write from exactly that one (ADR 0020).
-                snapshot = leases.pinned_snapshot(
+                snapshot = pinned_snapshot(
+                    leases.manager,
                     prepared.engine,
                     uri=value.uri,
                     table_key=value.key,
@@ -379,12 +382,11 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
         return DeltaTableHook(self.delta_conn_id)
 
     def _resolve_engine(self, hook: Any) -> DeltaEngine:
-        spark_connections = hook.spark_connections(self.spark_conn_id, self.spark_connect_conn_id)
-        engine: DeltaEngine = hook.get_engine(
-            self.engine, spark_conn_id=spark_connections[0], spark_connect_conn_id=spark_connections[1]
-        )
+        # the settings resolve the Spark connections once, for the engine and for sources built on Spark
+        settings = hook.engine_settings(self.spark_conn_id, self.spark_connect_conn_id)
+        engine = build_engine(hook.engine_choice(self.engine), settings)
         self.resolved_engine = engine
-        self.resolved_spark_connections = spark_connections
+        self.resolved_spark_connections = (settings.spark_conn_id, settings.spark_connect_conn_id)
         return engine
 
     def prepare_try(self, context: Context) -> _Prepared:

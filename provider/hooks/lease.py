@@ -402,37 +402,6 @@ class DeltaLeaseHook(BaseHook):
             ),
         )
 
-    def pinned_snapshot(
-        self,
-        engine: Any,
-        *,
-        uri: str,
-        table_key: str,
-        operation: Operation,
-        profile: EngineProfile,
-        owner: Owner,
-        lease_id: str,
-        prepared: Any = None,
-        prepared_config: TableConfig | None = None,
-    ) -> Any:
-        """The snapshot a write judged by file statistics must commit from (ADR 0020), or ``None``
-        (:func:`deltaguard.engines.sources.pinned_snapshot`, with the handle and configuration the
-        write was prepared from)."""
-        from deltaguard.engines.sources import pinned_snapshot
-
-        return pinned_snapshot(
-            self.manager,
-            engine,
-            uri=uri,
-            table_key=table_key,
-            operation=operation,
-            profile=profile,
-            owner=owner,
-            lease_id=lease_id,
-            prepared=prepared,
-            prepared_config=prepared_config,
-        )
-
     # --------------------------------------------------------------------------------------- holding
     @contextlib.contextmanager
     def holding(
