@@ -410,7 +410,9 @@ class LeaseManager(RemoteWorkFencing):
             txn.set_request_status(lease_id, "released", now)
             tables = txn.tables()
             for r in deleted:
-                if op_from_text(r.op_json).changes_metadata:
+                # ``reset``: the request's tables whose operation changes metadata, as remembered or read
+                # above (a request's operations never change, so its rows need not be parsed again here)
+                if r.uri in reset:
                     # The table's configuration changed: force the next decision to use a fresh one.
                     txn.set_table(r.uri, tables[r.uri].fencing, None, None)
                     self.memo.forget_config(r.uri)
