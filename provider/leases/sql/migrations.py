@@ -298,7 +298,8 @@ def migrate(conn: sa.Connection, target: int = LATEST, *, allow_breaking: bool =
     :raises MigrationPendingError: a breaking step is pending and ``allow_breaking`` is false.
     """
     version = check_usable(conn)
-    steps = pending(conn, target)
+    # :func:`pending` of the version just read (reading it a third time would find the same, under the lock)
+    steps = [step for step, _ in MIGRATIONS if version < step <= target]
     blocked = [step for step in steps if breaking(step)]
     if blocked and not allow_breaking:
         raise MigrationPendingError(
