@@ -49,6 +49,7 @@ What the task reports: :func:`decision_line` (the one line the task log shows ab
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -280,9 +281,10 @@ class PreparedWrite:
     read_version: int | None = None
     source_scope: Mapping[str, object] | None = None
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """The table's lease key."""
+        """The table's lease key, resolved once: the lease is asked for and the snapshot pinned under one key
+        (:func:`~deltaguard.writes.table_uri.table_key` reads the filesystem for a local table)."""
         return table_key(self.uri)
 
     def to_kwargs(self) -> dict[str, Any]:
