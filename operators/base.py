@@ -418,13 +418,12 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
             # Only rewrites are judged by statistics: others neither send them nor pin their snapshot.
             read_version, snapshot = None, None
             table_config = dataclasses.replace(table_config, file_stats=None)
-        scope = getattr(spec, "source_scope", None)
         value = PreparedWrite(
             uri=uri,
             operation=operation,
             profile=engine.table_profile(uri),
             table_config=table_config,
             read_version=read_version,
-            source_scope=None if scope is None else scope.to_json(),
+            source_scope=getattr(spec, "source_scope", None),
         )
         return _Prepared(value, engine, spec, hook, snapshot)

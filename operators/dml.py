@@ -61,8 +61,7 @@ class _ScopeThroughDeferral(_ScopeBase):
         lease was asked for without one); ``(False, None)`` when the scope is still to be computed."""
         if self.resumed_write is None:
             return False, None
-        stored = self.resumed_write.source_scope
-        return True, None if stored is None else MergeScope.from_json(stored)
+        return True, self.resumed_write.source_scope
 
 
 class DeltaMergeOperator(_ScopeThroughDeferral, DeltaWriteOperator):

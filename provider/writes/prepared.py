@@ -55,6 +55,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from deltaguard.core.merge_scope import MergeScope
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.table_config import TableConfig
@@ -270,8 +271,9 @@ class PreparedWrite:
     :param table_config: the table's configuration the write was validated against; its ``version`` is the
         one the engine may trust the write at.
     :param read_version: the version the write pins with file statistics (ADR 0020); ``None``: not pinned.
-    :param source_scope: the scope the spec carries (``MergeScope.to_json()`` of a MERGE or REPLACE WHERE
-        narrowed by its source); ``None``: none.
+    :param source_scope: the scope the spec carries (a MERGE or REPLACE WHERE narrowed by its source),
+        turned into JSON only when the value is carried through a deferral (:meth:`to_kwargs`); ``None``:
+        none.
     """
 
     uri: str
@@ -279,7 +281,7 @@ class PreparedWrite:
     profile: EngineProfile
     table_config: TableConfig
     read_version: int | None = None
-    source_scope: Mapping[str, object] | None = None
+    source_scope: MergeScope | None = None
 
     @functools.cached_property
     def key(self) -> str:
@@ -296,7 +298,7 @@ class PreparedWrite:
             "profile": codec.profile_to_json(self.profile),
             "table_config": codec.config_to_json(self.table_config),
             "read_version": self.read_version,
-            "source_scope": None if self.source_scope is None else dict(self.source_scope),
+            "source_scope": None if self.source_scope is None else self.source_scope.to_json(),
         }
 
     @classmethod
@@ -316,7 +318,7 @@ class PreparedWrite:
                 profile=codec.profile_from_json(dict(data["profile"])),
                 table_config=codec.config_from_json(dict(data["table_config"])),
                 read_version=None if read_version is None else int(read_version),
-                source_scope=None if scope is None else dict(scope),
+                source_scope=None if scope is None else MergeScope.from_json(scope),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed prepared write: {exc!r}") from exc

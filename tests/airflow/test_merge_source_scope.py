@@ -90,7 +90,7 @@ def test_a_resumed_task_writes_under_the_scope_it_queued_with(tmp_path) -> None:
         operation=queued.operation(),
         profile=engine.profile(),
         table_config=config,
-        source_scope=queued.source_scope.to_json(),  # type: ignore[union-attr]
+        source_scope=queued.source_scope,  # type: ignore[attr-defined]
     )
     resumed = after.build_spec(config)
     assert resumed.source_scope == queued.source_scope and resumed.operation() == queued.operation()

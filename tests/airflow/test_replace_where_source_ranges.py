@@ -49,7 +49,7 @@ def test_a_resumed_replace_where_writes_under_the_ranges_it_queued_with(tmp_path
         operation=queued.operation(),
         profile=engine.profile(),
         table_config=config,
-        source_scope=queued.source_scope.to_json(),  # type: ignore[union-attr]
+        source_scope=queued.source_scope,  # type: ignore[attr-defined]
     )
     resumed = after.build_spec(config)
     assert isinstance(resumed, ReplaceWhereSpec)
