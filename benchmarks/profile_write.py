@@ -16,7 +16,8 @@ upsert MERGE on another table runs first, unprofiled, so that imports and first-
 figures are those of every later write of a worker process.
 
 Every Python call in every thread is seen through :func:`sys.setprofile` / :func:`threading.setprofile` (the
-lease keeper runs in a thread of its own). What each figure counts:
+lease keeper runs in a thread of its own; the store's calls run in worker threads, started anew for the
+profiled write so that they are seen). What each figure counts:
 
 - *functions*, *files*: distinct code objects (and their files) of the shipped package (``provider/``,
   ``operators/``, ``sensors/``) that ran; module bodies (``<module>``) are not counted.
@@ -190,6 +191,15 @@ def _deferred_kwargs(op: Any, table: str, context: Any) -> dict[str, Any]:
     raise AssertionError("the write did not defer behind the held lease")
 
 
+def _fresh_store_threads() -> None:
+    """Give the profiled write new store-call threads: :func:`threading.setprofile` reaches only threads
+    started after it, and a worker kept idle from an earlier write would hide every store call it runs."""
+    for name in ("deltaguard.leases.open", "deltaguard.leases.bounded"):  # the pool's module, now and before
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "_Workers"):
+            module._WORKERS = module._Workers()
+
+
 def profile(cold: bool, operation: str = "merge") -> dict[str, Any]:
     """Run (and count) one write of ``operation``; with ``cold=False`` one unprofiled MERGE on another table
     first."""
@@ -203,6 +213,7 @@ def profile(cold: bool, operation: str = "merge") -> dict[str, Any]:
         table = sales_table(f"{tmp}/sales")
         op = {**OPERATIONS, **EXTRA_OPERATIONS}[operation](table, operation)
         context = task_context(operation)
+        _fresh_store_threads()
         if operation in EXTRA_OPERATIONS:
             kwargs = _deferred_kwargs(op, table, context)
             with CallCounter() as counter:
