@@ -5,7 +5,7 @@ A write's expected duration is, in this order:
 1. the one its author declared (``expected_duration`` on the operator or the lease declaration): the
    author knows of a change the log cannot (a bigger day, a new source);
 2. the median of its recorded holds of the table's lease, from the decision log
-   (:func:`deltaguard.leases.estimates.learned_duration`, ADR 0024), when the caller can read one;
+   (:func:`deltaguard.leases.manager.learned_duration`, ADR 0024), when the caller can read one;
 3. none: the lease request then carries no estimate (admission is FIFO among conflicting requests,
    ADR 0017), and where a number is needed (the priority policy's chain weights, the plan's schedule)
    :data:`~deltaguard.core.priority.DEFAULT_EXPECTED_S` stands in for it.

@@ -15,7 +15,7 @@ object of a deltaguard check document>}``), the lease store's last decision on i
 stated in the plan: the table exists, unpartitioned, without table properties (default isolation level),
 the strictest reading of a plain table. Durations:
 the declared ``expected_duration``, else the median of the task's recorded holds from the decision log
-(:mod:`deltaguard.leases.estimates`) when a lease store is there and has them, else
+(:mod:`deltaguard.leases.manager`) when a lease store is there and has them, else
 :data:`~deltaguard.core.priority.DEFAULT_EXPECTED_S`: the lease hook's order
 (:func:`~deltaguard.core.durations.write_duration`).
 """

@@ -4,7 +4,7 @@ went ahead of an earlier one.
 The expected end of a wait is the admission rule's own *reservation* of the waiting request
 (:func:`deltaguard.core.admission.expected_start`): when its conflicting holders, and the conflicting
 requests queued ahead of it, are expected to end. Each write's duration is the estimate its request
-carries, else the median of its task's recent holds on the table (:mod:`deltaguard.leases.estimates`), the
+carries, else the median of its task's recent holds on the table (:mod:`deltaguard.leases.manager`), the
 same estimates the admission rule backfills with. They are estimates, never promises: an unknown one makes
 the end unknown, and a holder past its estimate makes the wait "overdue".
 

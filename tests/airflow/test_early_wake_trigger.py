@@ -16,7 +16,7 @@ from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.hooks import lease_pool as shared_store
+from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.imminent import WAKE_LEAD_S
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers.lease import LeaseAvailableTrigger
