@@ -286,6 +286,7 @@ class DeltaLeaseMixin(LeasedLineageMixin, LeaseLifecycleMixin, abc.ABC):
                 lease_id=grant.lease_id,
                 owner=dataclasses.asdict(owner),
                 heartbeat_s=leases.settings.heartbeat_s,
+                first_event_after_s=leases.settings.first_event_s,
             ),
             method_name=RESUME_WRAPPED,
             kwargs={

@@ -197,7 +197,10 @@ class LeaseLifecycleMixin:
             kwargs["prepared_write"] = dict(carried)
         raise TaskDeferred(
             trigger=LeaseAvailableTrigger(
-                store_url=settings.store_url, request_id=wait.request_id, poll_interval=settings.poll_s
+                store_url=settings.store_url,
+                request_id=wait.request_id,
+                poll_interval=settings.poll_s,
+                first_event_after_s=settings.first_event_s,
             ),
             method_name="execute_complete",
             kwargs=kwargs,

@@ -70,7 +70,10 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "poll_interval": (
         "float",
         "5",
-        "Seconds between lease checks while a task (or its trigger) waits for admission.",
+        "Seconds between lease checks while a task (or its trigger) waits for admission. A trigger's first "
+        "check, and any event of a deltaguard trigger, comes no sooner than ``[workers] "
+        "min_heartbeat_interval`` + 3 s after it starts, so that Airflow has heard of the deferring try's "
+        "exit (ADR 0039).",
     ),
     "worker_slots": (
         "string",
@@ -351,6 +354,26 @@ def worker_slots() -> int | None:
     return value or None
 
 
+def first_event_after_s() -> float:
+    """Seconds from a deltaguard trigger's start before it may fire its event
+    (:func:`deltaguard.leases.waiting.first_event_after_s`), from this process's
+    ``[workers] min_heartbeat_interval``, read at every call.
+
+    :raises ValueError: the option is not a number.
+    """
+    from airflow.sdk import conf
+
+    from deltaguard.leases.waiting import AIRFLOW_EXIT_POLL_S
+    from deltaguard.leases.waiting import first_event_after_s as rule
+
+    text = str(conf.get("workers", "min_heartbeat_interval", fallback="") or "").strip()
+    try:
+        exit_poll_s = float(text) if text else AIRFLOW_EXIT_POLL_S
+    except ValueError:
+        raise ValueError(f"[workers] min_heartbeat_interval must be a number, got {text!r}") from None
+    return rule(exit_poll_s)
+
+
 def poll_interval() -> float:
     """Seconds between admission checks while waiting."""
     return cast(float, _read("poll_interval"))
@@ -417,6 +440,7 @@ class LeaseSettings:
     :param ttl_s: seconds a lease lives without a heartbeat (``timing.ttl_s``).
     :param heartbeat_s: seconds between heartbeats (``timing.heartbeat_s``).
     :param poll_s: seconds between admission checks while waiting.
+    :param first_event_s: seconds from a trigger's start before it may fire (:func:`first_event_after_s`).
     :param deferrable: whether to wait in the triggerer rather than in the worker.
     :param retention_s: how long the store keeps decision-log entries and closed requests.
     :param timing: TTL, heartbeat interval, store timeout and commit margin checked together (ADR 0018).
@@ -426,6 +450,7 @@ class LeaseSettings:
     ttl_s: float
     heartbeat_s: float
     poll_s: float
+    first_event_s: float
     deferrable: bool
     retention_s: float
     timing: LeaseTiming
@@ -447,6 +472,7 @@ def lease_settings(store_url: str | None = None, deferrable: bool | None = None)
         ttl_s=timing.ttl_s,
         heartbeat_s=timing.heartbeat_s,
         poll_s=cast(float, _read("poll_interval")),
+        first_event_s=first_event_after_s(),
         deferrable=default_deferrable() if deferrable is None else bool(deferrable),
         retention_s=cast(float, _read("decision_log_retention")) * 86400.0,
         timing=timing,

@@ -161,6 +161,7 @@ class DeltaAdmissionSensor(BaseSensorOperator):
                 profile=codec.profile_to_json(profile),
                 include_waiting=self.include_waiting,
                 poll_interval=float(self.poke_interval),
+                first_event_after_s=config.first_event_after_s(),
             ),
             method_name="execute_complete",
             timeout=None if timeout_s is None else dt.timedelta(seconds=timeout_s),

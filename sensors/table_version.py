@@ -89,6 +89,7 @@ class DeltaTableVersionSensor(BaseSensorOperator):
                 app_id=self.app_id,
                 storage_options=options,
                 poll_interval=float(self.poke_interval),
+                first_event_after_s=config.first_event_after_s(),
             ),
             method_name="execute_complete",
             timeout=dt.timedelta(seconds=float(self.timeout)),

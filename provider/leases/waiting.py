@@ -92,6 +92,33 @@ def next_step(
     return Sleep(poll_s if remaining is None else min(poll_s, remaining))
 
 
+#: Airflow's default ``[workers] min_heartbeat_interval``: how long a task supervisor may sleep before it
+#: sees that the task process it watches has ended (see :func:`first_event_after_s`).
+AIRFLOW_EXIT_POLL_S = 5.0
+
+#: Seconds past the supervisor's exit poll for the executor's report of the exit to reach the scheduler.
+#: Measured on the kept scheduler logs of 225 deferrals (benchmark sweeps and the real-scheduler tests,
+#: LocalExecutor, 2 cores): from the task's deferral to the scheduler's receipt of that report, median
+#: 0.44 s, 16 % over 5 s, worst 6.07 s (``docs/benchmarks.md``, "A deferred task failed by its own exit").
+STALE_EXIT_MARGIN_S = 3.0
+
+
+def first_event_after_s(exit_poll_s: float = AIRFLOW_EXIT_POLL_S) -> float:
+    """Seconds from a trigger's start before it may fire its event.
+
+    A deferring task's process ends, and its executor reports that end as a *success* of the try. If the
+    trigger fires first and the scheduler re-queues the task before that report arrives, Airflow (3.3)
+    takes the late report for the new run's and fails the task ("finished with state success, but the task
+    instance's state attribute is queued"; apache/airflow issues 66374, 71580, 72716). The report is late
+    when the task process closed its sockets before it could be reaped: the supervisor then sleeps its exit
+    poll, ``[workers] min_heartbeat_interval``, before it looks again. A trigger started after the deferral
+    that fires no sooner than that poll plus :data:`STALE_EXIT_MARGIN_S` comes after the report.
+
+    :param exit_poll_s: the workers' ``[workers] min_heartbeat_interval``.
+    """
+    return max(0.0, exit_poll_s) + STALE_EXIT_MARGIN_S
+
+
 def wait_reason(reasons: Sequence[str], exceptions: Sequence[str] = (), advice: Sequence[str] = ()) -> str:
     """``<reasons> [can raise X]; advice: <advice>`` - why a write waited, for the task log."""
     text = " ".join(r.strip() for r in reasons if r.strip())

@@ -27,6 +27,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from deltaguard.core.admission import Closed, Granted, Waiting
 from deltaguard.leases.imminent import expected_wait_in, wake_in_s, worker_slot_free
 from deltaguard.leases.waiting import Sleep, next_step
+from deltaguard.triggers.first_event import hold_until, not_before
 
 if TYPE_CHECKING:
     from deltaguard.hooks.lease import SharedStore
@@ -48,6 +49,9 @@ class LeaseAvailableTrigger(BaseTrigger):
         (:func:`~deltaguard.config.resolve_store_reference`).
     :param request_id: the queued request.
     :param poll_interval: seconds between checks.
+    :param first_event_after_s: seconds from the trigger's start to its first check, at least a poll
+        interval (:func:`deltaguard.leases.waiting.first_event_after_s`; ``None``: from the triggerer's
+        configuration).
     :param early_wake: fire an ``imminent`` event ahead of an expected release
         (:mod:`deltaguard.leases.imminent`). Off by default: measured, the writes it woke outnumbered the free
         worker slots and waited in the scheduler with nobody asking for their requests (docs/benchmarks.md,
@@ -55,7 +59,12 @@ class LeaseAvailableTrigger(BaseTrigger):
     """
 
     def __init__(
-        self, store_url: str, request_id: str, poll_interval: float = 5.0, early_wake: bool = False
+        self,
+        store_url: str,
+        request_id: str,
+        poll_interval: float = 5.0,
+        early_wake: bool = False,
+        first_event_after_s: float | None = None,
     ) -> None:
         from deltaguard.leases.store_location import store_reference
 
@@ -64,6 +73,7 @@ class LeaseAvailableTrigger(BaseTrigger):
         self.request_id = request_id
         self.poll_interval = float(poll_interval)
         self.early_wake = bool(early_wake)
+        self.first_event_after_s = None if first_event_after_s is None else float(first_event_after_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -73,6 +83,7 @@ class LeaseAvailableTrigger(BaseTrigger):
                 "request_id": self.request_id,
                 "poll_interval": self.poll_interval,
                 "early_wake": self.early_wake,
+                "first_event_after_s": self.first_event_after_s,
             },
         )
 
@@ -125,14 +136,12 @@ class LeaseAvailableTrigger(BaseTrigger):
         from deltaguard import config
         from deltaguard.hooks.lease import DeltaLeaseHook
 
+        entered = time.monotonic()
         errors = 0
         woken = asyncio.Event()
-        # Wait one interval before the first check. An event fired at once (the blocker finished
-        # while the task was deferring) lets the scheduler re-queue the task before it has processed
-        # the deferring worker's exit; Airflow 3.3's LocalExecutor then drops the new run from its
-        # running set and the scheduler fails the task ("finished with state success, but the task
-        # instance's state attribute is queued"). Seen under the real scheduler on a loaded machine.
-        await asyncio.sleep(self.poll_interval)
+        # No check, so no event, before the deferring task's exit has reached the scheduler (an event
+        # ahead of it fails the task: first_event.py); at least one poll interval, as between checks.
+        await hold_until(max(await not_before(self.first_event_after_s), entered + self.poll_interval))
         async with contextlib.AsyncExitStack() as stack:
             shared: SharedStore | None = None
             manager: LeaseManager | None = None

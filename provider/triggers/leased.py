@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTaskEndEvent, BaseTrigger, TriggerEvent
 
+from deltaguard.triggers.first_event import hold_until, not_before
+
 if TYPE_CHECKING:
     from deltaguard.core.admission import Owner
     from deltaguard.hooks.lease import DeltaLeaseHook
@@ -41,6 +43,8 @@ class LeaseKeepingTrigger(BaseTrigger):
     :param lease_id: the lease to keep.
     :param owner: the lease owner's fields (:class:`~deltaguard.core.admission.Owner` as a dict).
     :param heartbeat_s: seconds between renewals.
+    :param first_event_after_s: seconds from the trigger's start before it may resume the task
+        (:func:`deltaguard.leases.waiting.first_event_after_s`; ``None``: from the triggerer's configuration).
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class LeaseKeepingTrigger(BaseTrigger):
         lease_id: str,
         owner: dict[str, Any],
         heartbeat_s: float,
+        first_event_after_s: float | None = None,
     ) -> None:
         from deltaguard.leases.store_location import store_reference
 
@@ -61,6 +66,7 @@ class LeaseKeepingTrigger(BaseTrigger):
         self.lease_id = lease_id
         self.owner = dict(owner)
         self.heartbeat_s = float(heartbeat_s)
+        self.first_event_after_s = None if first_event_after_s is None else float(first_event_after_s)
         self._inner: BaseTrigger | None = None
         self._leases: DeltaLeaseHook | None = None
         self.lost: str | None = None
@@ -75,6 +81,7 @@ class LeaseKeepingTrigger(BaseTrigger):
                 "lease_id": self.lease_id,
                 "owner": self.owner,
                 "heartbeat_s": self.heartbeat_s,
+                "first_event_after_s": self.first_event_after_s,
             },
         )
 
@@ -124,6 +131,7 @@ class LeaseKeepingTrigger(BaseTrigger):
                 self.log.warning("deltaguard: renewing lease %s failed: %s", self.lease_id, exc)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        fire_from = await not_before(self.first_event_after_s)
         renewer = asyncio.create_task(self._renew_forever())
         try:
             async for event in self.inner.run():
@@ -133,6 +141,8 @@ class LeaseKeepingTrigger(BaseTrigger):
                     await self._release()
                     yield event
                     return
+                # the task resumes: not before its deferring exit has reached the scheduler (first_event.py)
+                await hold_until(fire_from)
                 yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
                     {"event": event.payload, "lease_lost": self.lost, "lease_id": self.lease_id}
                 )

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
+from deltaguard.triggers.first_event import hold_until, not_before
+
 if TYPE_CHECKING:
     from deltaguard.leases.store import LeaseStore
 
@@ -23,6 +25,8 @@ class DeltaTableVersionTrigger(BaseTrigger):
     :param app_id: accept only commits of this writer.
     :param storage_options: deltalake storage options.
     :param poll_interval: seconds between checks.
+    :param first_event_after_s: seconds from the trigger's start before it may fire
+        (:func:`deltaguard.leases.waiting.first_event_after_s`; ``None``: from the triggerer's configuration).
     """
 
     def __init__(
@@ -33,6 +37,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
         app_id: str | None = None,
         storage_options: dict[str, str] | None = None,
         poll_interval: float = 30.0,
+        first_event_after_s: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is unannotated
         self.table_uri = table_uri
@@ -41,6 +46,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
         self.app_id = app_id
         self.storage_options = dict(storage_options or {})
         self.poll_interval = float(poll_interval)
+        self.first_event_after_s = None if first_event_after_s is None else float(first_event_after_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -52,6 +58,7 @@ class DeltaTableVersionTrigger(BaseTrigger):
                 "app_id": self.app_id,
                 "storage_options": self.storage_options,
                 "poll_interval": self.poll_interval,
+                "first_event_after_s": self.first_event_after_s,
             },
         )
 
@@ -67,9 +74,11 @@ class DeltaTableVersionTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        fire_from = await not_before(self.first_event_after_s)
         while True:
             commit = await asyncio.to_thread(self._probe)
             if commit is not None:
+                await hold_until(fire_from)
                 yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
                     {"status": "success", "commit": commit}
                 )
@@ -167,6 +176,8 @@ class DeltaAdmissionTrigger(BaseTrigger):
     :param profile: the engine profile as JSON.
     :param include_waiting: also respect queued requests.
     :param poll_interval: seconds between checks.
+    :param first_event_after_s: seconds from the trigger's start before it may fire
+        (:func:`deltaguard.leases.waiting.first_event_after_s`; ``None``: from the triggerer's configuration).
     """
 
     def __init__(
@@ -178,6 +189,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
         profile: dict[str, Any],
         include_waiting: bool = True,
         poll_interval: float = 5.0,
+        first_event_after_s: float | None = None,
     ) -> None:
         from deltaguard.leases.store_location import store_reference
 
@@ -189,6 +201,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
         self.profile = profile
         self.include_waiting = include_waiting
         self.poll_interval = float(poll_interval)
+        self.first_event_after_s = None if first_event_after_s is None else float(first_event_after_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -201,6 +214,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
                 "profile": self.profile,
                 "include_waiting": self.include_waiting,
                 "poll_interval": self.poll_interval,
+                "first_event_after_s": self.first_event_after_s,
             },
         )
 
@@ -228,6 +242,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
 
         # The triggerer's shared store handle (ADR 0025). A sensor's wait is no queue entry, so no
         # notification names it: this trigger polls, on either store.
+        fire_from = await not_before(self.first_event_after_s)
         url = await asyncio.to_thread(config.resolve_store_reference, self.store_url)
         settings = await asyncio.to_thread(config.lease_settings, url, deferrable=False)
         async with DeltaLeaseHook.pooled(url, settings) as shared:
@@ -246,6 +261,7 @@ class DeltaAdmissionTrigger(BaseTrigger):
                     case Sleep(seconds=seconds):
                         await asyncio.sleep(seconds)
                     case _:
+                        await hold_until(fire_from)
                         yield TriggerEvent(  # type: ignore[no-untyped-call]  # unannotated in Airflow
                             {"status": "success", "reason": reason}
                         )

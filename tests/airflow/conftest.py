@@ -56,3 +56,13 @@ def lease_store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__POLL_INTERVAL", "0.2")
     return url
+
+
+@pytest.fixture(autouse=True)
+def triggers_fire_without_a_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triggers run in-process here, with no task supervisor whose exit report an event could overtake:
+    their first event may come at once (``tests/airflow/test_first_event.py`` checks the rule itself)."""
+    from deltaguard.leases import waiting
+
+    monkeypatch.setenv("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "0")
+    monkeypatch.setattr(waiting, "STALE_EXIT_MARGIN_S", 0.0)

@@ -46,7 +46,14 @@ OTHER = Owner(dag_id="dag", task_id="other", run_id="r1", try_number=1)
 
 def _settings(url: str) -> LeaseSettings:
     return LeaseSettings(
-        store_url=url, ttl_s=30, heartbeat_s=1, poll_s=0.2, deferrable=False, retention_s=3600, timing=TIMING
+        store_url=url,
+        ttl_s=30,
+        heartbeat_s=1,
+        poll_s=0.2,
+        first_event_s=0.0,
+        deferrable=False,
+        retention_s=3600,
+        timing=TIMING,
     )
 
 

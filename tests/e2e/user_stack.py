@@ -11,6 +11,8 @@ users together and stops it after the last of them):
 * ``test_scheduler_pipeline.py``: the delta-rs example pipeline under contention;
 * ``test_leased_taskflow.py``: writers deltaguard does not run, under its leases, one of them deferred (its
   lease renewed from the triggerer).
+* ``test_late_exit_report.py``: a deferred write resumed although its worker reported the deferring
+  process's end late.
 
 The home is the one a user has: Airflow generated its ``airflow.cfg`` (every default, ``[deltaguard]``
 included) and the harness's settings reach the components as ``AIRFLOW__*`` environment variables
