@@ -48,11 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "[deltaguard] worker_slots, else [core] parallelism, as the lease manager reads them)",
     )
     parser.add_argument(
-        "--poll-interval",
+        "--first-check-s",
         type=float,
         default=None,
-        help="seconds a deferred write's trigger waits before its first lease check (default: [deltaguard] "
-        "poll_interval)",
+        help="seconds from a write's deferral to its trigger's first lease check (default: this "
+        "deployment's: [deltaguard] poll_interval, but no sooner than [workers] min_heartbeat_interval + 3 s)",
     )
     parser.add_argument(
         "--handoff-s",
@@ -130,9 +130,9 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.worker_slots is not None and args.worker_slots < 0:
         raise UsageError(f"--worker-slots must be at least 0, got {args.worker_slots}")
-    first_check = deployment_first_check_s() if args.poll_interval is None else args.poll_interval
+    first_check = deployment_first_check_s() if args.first_check_s is None else args.first_check_s
     if not 0 <= first_check < float("inf"):
-        raise UsageError(f"--poll-interval must be a finite number >= 0, got {args.poll_interval}")
+        raise UsageError(f"--first-check-s must be a finite number >= 0, got {args.first_check_s}")
     handoff = DEFAULT_HANDOFF_S if args.handoff_s is None else args.handoff_s
     if not 0 <= handoff < float("inf"):
         raise UsageError(f"--handoff-s must be a finite number >= 0, got {args.handoff_s}")

@@ -344,13 +344,14 @@ def deployment_worker_slots() -> tuple[int | None, str]:
 
 def deployment_first_check_s() -> float:
     """Seconds from a write's deferral to its trigger's first check as the Airflow configuration of this
-    process sets them (``[deltaguard] poll_interval``); without one, the option's default."""
+    process sets them (``[deltaguard] poll_interval``, no sooner than
+    :func:`~deltaguard.config.first_event_after_s`); without one, the defaults'."""
     from deltaguard.planning.leased_run import DEFAULT_FIRST_CHECK_S
 
     try:
         from deltaguard import config
 
-        return config.poll_interval()
+        return max(config.poll_interval(), config.first_event_after_s())
     except Exception:  # no Airflow configuration here: the option's default
         return DEFAULT_FIRST_CHECK_S
 

@@ -31,8 +31,8 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
   (:mod:`deltaguard.hooks.lease_readmissions`) for the freed slots; ``slot_waiters_first`` plays the race
   won by the slot waiters.
 * **The trigger's first check**: a write that deferred is granted no earlier than ``first_check_s`` after
-  its deferral (its trigger waits one ``[deltaguard] poll_interval`` before its first check,
-  :mod:`deltaguard.triggers.lease`).
+  its deferral (its trigger waits one ``[deltaguard] poll_interval`` before its first check, and no less
+  than :func:`deltaguard.leases.waiting.first_event_after_s`; :mod:`deltaguard.triggers.lease`).
 * **Hand-off**: a write granted from the queue after deferring writes its first byte ``handoff_s`` after it
   was granted or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker
   start, opening the table).
@@ -75,6 +75,7 @@ from deltaguard.leases.imminent import (
     imminent_limit_s,
     is_imminent,
 )
+from deltaguard.leases.waiting import first_event_after_s
 from deltaguard.planning.schedule import Because, Schedule, Step
 
 #: Seconds from a grant out of the queue to the write's first byte: the median release-to-first-byte
@@ -89,9 +90,11 @@ DEFAULT_HANDOFF_S = 3.36
 #: question, 0.07 s from its commit to its end; docs/plan.md).
 DEFAULT_SLOT_TIMES_S = (1.1, 0.07)
 
-#: Seconds from a write's deferral to its trigger's first check: the trigger waits one poll interval before
-#: it (:mod:`deltaguard.triggers.lease`), the default of ``[deltaguard] poll_interval`` (``deltaguard.config``).
-DEFAULT_FIRST_CHECK_S = 5.0
+#: Seconds from a write's deferral to its trigger's first check with Airflow's and deltaguard's defaults:
+#: one ``[deltaguard] poll_interval`` (5 s), and no sooner than the deferring try's exit can have reached the
+#: scheduler (:func:`~deltaguard.leases.waiting.first_event_after_s`, 8 s with ``[workers]
+#: min_heartbeat_interval`` at 5 s).
+DEFAULT_FIRST_CHECK_S = max(5.0, first_event_after_s())
 
 #: What a write whose operation or table is not known before the run is judged as: a metadata change,
 #: which the admission rule keeps apart from every write on the table, both ways.
