@@ -106,17 +106,14 @@ def _store_url(args: argparse.Namespace) -> str | None:
 
 
 def _plans(args: argparse.Namespace) -> list[Any]:
-    from deltaguard.planning.analysis import build_plan, plan_limits
     from deltaguard.planning.discover import (
         DEFAULT_MAPPED_INSTANCES,
         DEFAULT_OTHER_S,
         PlanInputError,
         deployment_first_check_s,
-        deployment_worker_slots,
-        deployment_workers,
-        discover,
         load_dags,
         load_table_documents,
+        plan_dag,
     )
     from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES, SlotTimes
 
@@ -146,40 +143,22 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         documents = load_table_documents(args.tables)
         dags = load_dags(args.path, args.dag_id)
         store = _store_url(args)
-        plans = []
-        for dag in dags:
-            tasks, settings, assumptions = discover(
+        plans = [
+            plan_dag(
                 dag,
                 documents,
                 read_tables=not args.no_read,
                 store_url=store,
                 mapped_instances=mapped,
                 other_s=other,
+                workers=args.workers,
+                worker_slots=args.worker_slots,
+                first_check_s=first_check,
+                handoff_s=handoff,
+                slot_times=slot_times,
             )
-            if store is None:
-                assumptions.append("no lease store read: no recorded durations")
-            workers, where = (
-                (args.workers, "--workers") if args.workers is not None else deployment_workers(dag)
-            )
-            gate = (
-                (args.worker_slots or None, "--worker-slots")
-                if args.worker_slots is not None
-                else deployment_worker_slots()
-            )
-            assumptions.append(plan_limits(workers, where, handoff, slot_times, gate, first_check))
-            plans.append(
-                build_plan(
-                    dag.dag_id,
-                    tasks,
-                    settings,
-                    assumptions,
-                    workers,
-                    handoff,
-                    slot_times,
-                    gate[0],
-                    first_check,
-                )
-            )
+            for dag in dags
+        ]
     except PlanInputError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in a DAG

@@ -37,7 +37,16 @@ from deltaguard.core.durations import write_duration
 from deltaguard.core.operations import Operation
 from deltaguard.core.priority import DEFAULT_EXPECTED_S
 from deltaguard.core.table_config import TableConfig
-from deltaguard.planning.analysis import TEMPLATED_TABLE, PlannedTask, TableSetting, Target
+from deltaguard.planning.analysis import (
+    TEMPLATED_TABLE,
+    Plan,
+    PlannedTask,
+    TableSetting,
+    Target,
+    build_plan,
+    plan_limits,
+)
+from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES, SlotTimes
 
 log = logging.getLogger(__name__)
 
@@ -523,3 +532,54 @@ def _recorded(
         return {}
     finally:
         store.close()
+
+
+def plan_dag(
+    dag: Any,
+    documents: Mapping[str, TableConfig] | None = None,
+    *,
+    read_tables: bool = True,
+    store_url: str | None = None,
+    mapped_instances: int = DEFAULT_MAPPED_INSTANCES,
+    other_s: float = DEFAULT_OTHER_S,
+    workers: int | None = None,
+    worker_slots: int | None = None,
+    first_check_s: float | None = None,
+    handoff_s: float = DEFAULT_HANDOFF_S,
+    slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
+) -> Plan:
+    """The plan of one run of ``dag``: its writes discovered, the limits it assumes stated, the run played.
+
+    The ``deltaguard plan`` command and the UI's Plan view both plan through this function; a limit not
+    given is read from this process's Airflow configuration, and the plan says which.
+
+    :param dag: a parsed DAG.
+    :param documents: declared table configurations (``deltaguard plan --tables``).
+    :param read_tables: read reachable tables' configurations from their Delta logs.
+    :param store_url: the lease store whose recorded durations and configurations to use, or ``None``.
+    :param mapped_instances: task instances assumed per mapped task.
+    :param other_s: seconds assumed for a task that writes nothing.
+    :param workers: worker slots (``--workers``); default ``[core] parallelism`` and the DAG's limits.
+    :param worker_slots: the lease manager's slot gate (``--worker-slots``, 0 for none); default
+        ``[deltaguard] worker_slots``.
+    :param first_check_s: seconds before a deferred write's first check; default ``[deltaguard] poll_interval``.
+    :param handoff_s: seconds from a release to the next holder's start.
+    :param slot_times: a task's start and end overheads.
+    """
+    tasks, settings, assumptions = discover(
+        dag,
+        documents,
+        read_tables=read_tables,
+        store_url=store_url,
+        mapped_instances=mapped_instances,
+        other_s=other_s,
+    )
+    if store_url is None:
+        assumptions.append("no lease store read: no recorded durations")
+    slots, where = (workers, "--workers") if workers is not None else deployment_workers(dag)
+    gate = (worker_slots or None, "--worker-slots") if worker_slots is not None else deployment_worker_slots()
+    first_check = deployment_first_check_s() if first_check_s is None else first_check_s
+    assumptions.append(plan_limits(slots, where, handoff_s, slot_times, gate, first_check))
+    return build_plan(
+        dag.dag_id, tasks, settings, assumptions, slots, handoff_s, slot_times, gate[0], first_check
+    )

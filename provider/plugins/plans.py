@@ -80,16 +80,7 @@ def plan_report(
 
 
 def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
-    from deltaguard.planning.analysis import build_plan, plan_limits
-    from deltaguard.planning.discover import (
-        PlanInputError,
-        deployment_first_check_s,
-        deployment_worker_slots,
-        deployment_workers,
-        discover,
-        load_dags,
-    )
-    from deltaguard.planning.leased_run import DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES
+    from deltaguard.planning.discover import PlanInputError, load_dags, plan_dag
     from deltaguard.planning.report import plan_json
 
     try:
@@ -98,24 +89,9 @@ def _plan(path: Path, dag_id: str, store_url: str | None) -> dict[str, Any]:
             (dag,) = load_dags(path, dag_id)
             # the api-server reads no table: the configurations the lease manager recorded, else stated
             # assumptions (no storage credentials, no Delta log read per page view)
-            tasks, settings, assumptions = discover(dag, {}, read_tables=False, store_url=store_url)
+            plan = plan_dag(dag, {}, read_tables=False, store_url=store_url)
     except PlanInputError as exc:
         raise PlanUnavailableError(str(exc)) from None
     except ValueError as exc:  # an unparsable predicate or MERGE condition in the DAG
         raise PlanUnavailableError(f"cannot plan: {' '.join(str(exc).split())}") from None
-    if store_url is None:
-        assumptions.append("no lease store read: no recorded durations")
-    workers, where = deployment_workers(dag)  # this api-server's Airflow configuration
-    gate, first_check = deployment_worker_slots(), deployment_first_check_s()
-    assumptions.append(plan_limits(workers, where, DEFAULT_HANDOFF_S, DEFAULT_SLOT_TIMES, gate, first_check))
-    return plan_json(
-        build_plan(
-            dag.dag_id,
-            tasks,
-            settings,
-            assumptions,
-            workers,
-            worker_slots=gate[0],
-            first_check_s=first_check,
-        )
-    )
+    return plan_json(plan)
