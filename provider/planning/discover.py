@@ -562,7 +562,8 @@ def plan_dag(
     :param workers: worker slots (``--workers``); default ``[core] parallelism`` and the DAG's limits.
     :param worker_slots: the lease manager's slot gate (``--worker-slots``, 0 for none); default
         ``[deltaguard] worker_slots``.
-    :param first_check_s: seconds before a deferred write's first check; default ``[deltaguard] poll_interval``.
+    :param first_check_s: seconds before a deferred write's first check; default: the deployment's
+        (:func:`deployment_first_check_s`).
     :param handoff_s: seconds from a release to the next holder's start.
     :param slot_times: a task's start and end overheads.
     """
