@@ -356,10 +356,12 @@ class FaultInjector:
             target = self._busiest_worker(rng)
         service = self.stack.services[target]
         at = time.time()
-        running = self._running_note()
         service.signal(signal.SIGSTOP)
         # task processes live in their own groups: stop every process of that worker's tree
         stopped = _tree_signal(service.pid, signal.SIGSTOP)
+        # only now the note (an API call): taken before the stop, it let the holder run on for 0.5-2.6 s and
+        # release its lease before it was frozen (measured 2026-12-06, both freezes of a run at load 6)
+        running = self._running_note()
         lease_id = None
         if found:
             task_id, _, run_id = found[-1][1].split("@", 2)
