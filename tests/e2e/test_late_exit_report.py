@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -131,9 +130,7 @@ def outcome(user_stack: UserStack) -> Outcome:
 
         stack.api.wait("the write to defer", deferred, 240, 0.2)
         manager.release("e2e-late-exit-holder", HOLDER)
-        released = time.monotonic()
         run_state = stack.wait_for_run(DAG_ID, run_id, timeout=240)
-        assert time.monotonic() - released < 200
         (ti,) = stack.task_instances(DAG_ID, run_id)
         ti_id = str(
             stack.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/delete_closed")["id"]
