@@ -103,11 +103,6 @@ class LeaseTiming:
                 f"or lower the others)"
             )
 
-    @property
-    def tolerated_stall_s(self) -> float:
-        """The longest store stall that neither loses the lease nor refuses a commit."""
-        return self.ttl_s - self.heartbeat_s - 2 * self.store_timeout_s - self.commit_margin_s
-
 
 #: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants
 DEFAULT_CLOCK_SKEW_S = 1.0
