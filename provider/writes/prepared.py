@@ -13,11 +13,11 @@ from a table that has moved on since. Two parts of a configuration do not travel
 evaluator of partition predicates; the caller attaches an evaluator again
 (:func:`deltaguard.engines.sources.attach_oracle`) before the value is judged.
 
-The app transaction (ADR 0018, "App transactions per task instance and run"): Delta skips a write whose ``(appId, version)`` is
-not newer than the version the table records for that app id. deltaguard writes with
-``appId = dag_id/task_id[/map_index]@run_id``, each part escaped so that :func:`parse_app_id` recovers the
-exact tuple (:func:`app_id`; longer than :data:`MAX_APP_ID` characters it ends in ``#`` and the SHA-256 of
-the whole), and ``version = max_tries - retries`` of the task instance: the try number at which this task
+The app transaction (ADR 0018, "App transactions per task instance and run"): Delta skips a write whose
+``(appId, version)`` is not newer than the version the table records for that app id. deltaguard writes with
+``appId = dag_id/task_id[/map_index]@run_id``, each part escaped so that it names exactly one task
+instance (:func:`app_id`; longer than :data:`MAX_APP_ID` characters it ends in ``#`` and the SHA-256 of the
+whole), and ``version = max_tries - retries`` of the task instance: the try number at which this task
 instance was last cleared. Retries of one task instance share ``(appId, version)``, so a retry after a write
 that committed is a no-op; clearing the task instance raises the version, so an explicit re-run writes
 again; clearing a sibling changes nothing.
@@ -31,9 +31,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from deltaguard.core.merge_scope import MergeScope
 from deltaguard.core.operations import Operation
@@ -57,31 +56,6 @@ _ESCAPES = {"%": "%25", "/": "%2F", "@": "%40", "#": "%23"}
 _ESCAPE_TABLE = str.maketrans(_ESCAPES)
 
 
-class AppIdParts(NamedTuple):
-    """What an unshortened app id names (:func:`parse_app_id`)."""
-
-    dag_id: str
-    task_id: str
-    map_index: int | None
-    run_id: str | None
-
-
-def _unescape(part: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(part):
-        if part[i] == "%":
-            code = part[i : i + 3]
-            if code not in _ESCAPES.values():
-                raise ValueError(f"not an escape written by app_id: {code!r}")
-            out.append(bytes.fromhex(code[1:]).decode())
-            i += 3
-        else:
-            out.append(part[i])
-            i += 1
-    return "".join(out)
-
-
 def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str | None = None) -> str:
     """``dag_id/task_id[/map_index][@run_id]``, parts escaped; beyond :data:`MAX_APP_ID`, prefix + hash.
 
@@ -97,21 +71,6 @@ def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str 
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()
     return f"{base[: MAX_APP_ID - len(digest) - 1]}#{digest}"
-
-
-def parse_app_id(value: str) -> AppIdParts:
-    """The ``(dag_id, task_id, map_index, run_id)`` an unshortened :func:`app_id` was made of.
-
-    :raises ValueError: for a shortened app id (it ends in a hash) or a text :func:`app_id` never writes.
-    """
-    if "#" in value:
-        raise ValueError(f"a shortened app id names its task only by hash: {value!r}")
-    names, at, run = value.partition("@")
-    parts = names.split("/")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and not re.fullmatch(r"[0-9]+", parts[2])):
-        raise ValueError(f"not an app id written by app_id: {value!r}")
-    map_index = int(parts[2]) if len(parts) == 3 else None
-    return AppIdParts(_unescape(parts[0]), _unescape(parts[1]), map_index, _unescape(run) if at else None)
 
 
 def task_app_id(dag_id: str, task_id: str, context: Mapping[str, Any]) -> str:
