@@ -67,7 +67,7 @@ def main() -> None:
             summaries=summaries,
             limits=limits,
         )
-        assert isinstance(summaries["date"], KeySummary) and scope.narrows
+        assert isinstance(summaries["date"], KeySummary) and (scope.matched or scope.inserted)
         results = {
             "full_read_parquet": _time(lambda: materialize(resolve_source(path))),
             "key_summary_parquet": _time(lambda: source_key_summaries(path, ["date"], limits)),

@@ -27,11 +27,11 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from benchmarks.harness.app_ids import parse_app_id
 from deltaguard.engines import specs
 from deltaguard.engines.base import WriteResult
 from deltaguard.engines.deltars.engine import DeltaRsEngine
 from deltaguard.engines.errors import DeltaConflictError
-from deltaguard.writes.prepared import parse_app_id
 from lab.simulation.workload import (
     MERGE_CONDITION,
     SEED_KEYS,

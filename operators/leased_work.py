@@ -5,27 +5,15 @@
 ``DatabricksSqlOperator`` or ``SparkSubmitOperator``; :func:`deltaguard.decorators.delta_write.delta_write_task`
 (``@task.delta_write``) wraps a TaskFlow function. Both are this mixin, the second implementation of the work
 under a lease of :class:`~deltaguard.operators.lifecycle.LeaseLifecycleMixin` (the first is deltaguard's own
-write, :class:`~deltaguard.operators.base.DeltaWriteOperator`):
+write, :class:`~deltaguard.operators.base.DeltaWriteOperator`): resolve the declared tables into lease claims
+(bad input fails before any lease), wait for one lease over all of them, run the wrapped work while the hook
+renews the lease (in the triggerer, through :class:`~deltaguard.triggers.leased.LeaseKeepingTrigger`, while
+the wrapped operator is deferred), and release it when the work ends.
 
-1. resolve the declared tables (:mod:`deltaguard.leases.targets`) into lease claims; bad input fails
-   here, before any lease, without spending retries;
-2. wait for one lease over all the tables (all-or-nothing) with the lifecycle's waiting loop: the same
-   rule, deferral to :class:`~deltaguard.triggers.lease.LeaseAvailableTrigger`, reasons and decision log as
-   deltaguard's own write operators;
-3. run the wrapped work while the hook renews the lease, and release it when the work ends (success,
-   failure, ``on_kill``). When the wrapped operator defers, the lease is handed to a
-   :class:`~deltaguard.triggers.leased.LeaseKeepingTrigger`, which runs the wrapped trigger and renews the
-   lease in the triggerer; the resumed task takes the lease back and releases it when the work ends.
-
-The wrapped work commits through its own engine, so deltaguard cannot fence its commit (ADR 0018 fences
-only its own operators). What it does instead (ADR 0021):
-
-* the lease of unfenced work lives ``unfenced_grace`` times the TTL without renewals (default
-  :data:`DEFAULT_UNFENCED_GRACE`), so stalled renewals alone hand the table to a conflicting writer much
-  later while the work may still run;
-* when the work ends, the lease is confirmed once more; if it was lost, the task fails with
-  :class:`~deltaguard.exceptions.WrappedLeaseLostError` and the table is flagged in the decision log
-  (``unfenced_overrun``) and the UI: the work may have committed outside its lease.
+The wrapped work commits through its own engine, so deltaguard cannot fence its commit; instead (ADR 0021)
+the lease of unfenced work lives ``unfenced_grace`` times the TTL without renewals, and when the work ends
+the lease is confirmed once more: if it was lost, the task fails with
+:class:`~deltaguard.exceptions.WrappedLeaseLostError` and the table is flagged (``unfenced_overrun``).
 """
 
 from __future__ import annotations

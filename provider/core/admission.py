@@ -2,30 +2,20 @@
 
 This module is pure: the lease stores hand it the granted leases and waiting requests on the tables a
 request names; it asks the conflict model and answers granted or waiting (with position, blockers and the
-model's reasons). The policy is FIFO among conflicting requests with reservations and backfilling (EASY
-backfilling, as batch schedulers such as Slurm do it):
+model's reasons). The policy is FIFO among conflicting requests with reservations and backfilling (ADR 0017,
+where the rules, the starvation bound and its proof are):
 
 * a request is granted only if, on every table it names, it is compatible with every granted lease (this
-  alone carries soundness: backfilling below only changes the *order* of compatible-with-running writes);
-* and, for every *earlier* waiting request it conflicts with, either it waits (FIFO), or it *backfills*:
-  its expected end ``now + expected_duration_s`` is no later than that request's *reservation* (plus
-  ``backfill_slack`` times its own estimate, 0 by default) and that request has waited at most
-  ``max_overtake_s``;
+  alone carries soundness: backfilling only changes the *order* of compatible-with-running writes);
+* and, for every *earlier* waiting request it conflicts with, either it waits (FIFO), or it *backfills*: it
+  is expected to end before that request's *reservation* (when its blockers are expected to end), which has
+  waited at most ``max_overtake_s``; an unknown duration is infinite, so without estimates the policy is
+  exactly FIFO among conflicting requests;
 * a request compatible with everything ahead of it is not held back;
 * all-or-nothing across tables.
 
-The reservation of a waiting request ``W`` on a table is when its current blockers there are expected to
-end: the latest ``granted_at + expected_duration_s`` of the granted leases it conflicts with, and
-``reservation(V) + expected_duration_s(V)`` of the earlier waiting requests ``V`` it conflicts with. Durations
-are estimates, never oracles; an unknown one is infinite, so a request without an estimate never backfills
-and nothing backfills past a request whose blockers have no estimate: without estimates the policy is
-exactly FIFO among conflicting requests. A blocker that overruns its estimate moves the reservation into the
-past, which stops backfilling past ``W`` at once.
-
-"Earlier" is the queue rank ``enqueued_at - priority * ageing_s``: a priority-``p`` request may overtake
-requests enqueued at most ``p * ageing_s`` seconds before it; the order of two queued requests never changes.
-Every request is granted within a finite bound whatever the estimates say, and waits cannot form a cycle:
-the bound and its proof are in ADR 0017 (``docs/adr/0017-backfill-admission.md``).
+"Earlier" is the queue rank ``enqueued_at - priority * ageing_s``; the order of two queued requests never
+changes.
 """
 
 from __future__ import annotations

@@ -152,10 +152,6 @@ class MergeScope:
     copies_all_keys: bool = False
     reasons: tuple[str, ...] = field(default=(), compare=False)
 
-    @property
-    def narrows(self) -> bool:
-        return bool(self.matched or self.inserted)
-
     def conjunct(self, target_alias: str, dialect: str = SPARK) -> str | None:
         """The conjunct added to the ON condition: in Spark SQL what the lease claim is judged on, in the
         engine's dialect what the engine runs. One tree, rendered for each reader; its values are literals

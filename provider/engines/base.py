@@ -20,12 +20,11 @@ imports PySpark.
 from __future__ import annotations
 
 import abc
-import contextlib
 import dataclasses
 import functools
 import importlib
 import inspect
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -33,7 +32,7 @@ from deltaguard.core.profiles import STORAGE_COORDINATION, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.errors import InvalidWriteError, UnsupportedWriteError
-from deltaguard.engines.specs import SPEC_TYPES, SpecCheck, WriteContext, WriteSpec, write_name
+from deltaguard.engines.specs import SpecCheck, WriteContext, WriteSpec, write_name
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -246,24 +245,6 @@ class Runners(Generic[R]):
     def entry(self, spec_type: type[WriteSpec]) -> R | Unsupported | None:
         """What this engine registered for ``spec_type`` (``None``: nothing)."""
         return self._runners.get(spec_type)
-
-    def unregistered(self) -> list[str]:
-        """The JSON names of declared spec types this engine registered nothing for (neither a runner nor
-        :class:`Unsupported`)."""
-        return sorted(name for name, cls in SPEC_TYPES.items() if cls not in self._runners)
-
-    @contextlib.contextmanager
-    def overridden(self, spec_type: type[WriteSpec], entry: R | Unsupported) -> Iterator[None]:
-        """Register ``entry`` for ``spec_type`` for the ``with`` block (a benchmark timing a runner)."""
-        previous = self._runners.get(spec_type)
-        self._runners[spec_type] = entry
-        try:
-            yield
-        finally:
-            if previous is None:
-                del self._runners[spec_type]
-            else:
-                self._runners[spec_type] = previous
 
 
 # --------------------------------------------------------------------------------------- the validation point

@@ -731,14 +731,3 @@ async def shared_store(url: str, settings: LeaseSettings) -> AsyncIterator[Share
         if entry.users == 0 and opened and _SHARED.get(key) is entry:
             del _SHARED[key]
             _schedule_close(entry)
-
-
-def open_handles() -> int:
-    """Shared handles open in this process (for tests and measurements)."""
-    return len(_SHARED)
-
-
-async def closed() -> None:
-    """Wait until every scheduled close has finished (for tests and measurements)."""
-    while _CLOSING:
-        await asyncio.gather(*list(_CLOSING), return_exceptions=True)

@@ -1,18 +1,14 @@
 """One re-admission per table for all the waiting triggers a release wakes (ADR 0031).
 
-A release in front of many waiting writes wakes every trigger that waits behind it. Each used to ask the
-lease manager for itself, through the shared handle's few store calls: 1,000 waiters behind one release took
-minutes to drain. Here the woken triggers of one event loop that wait on the same table join **one**
+The woken triggers of one event loop that wait on the same table join **one**
 :meth:`LeaseManager.readmit <deltaguard.leases.manager.LeaseManager.readmit>` call, which decides the whole
 queue of that table in one transaction, and each takes its own answer from the result.
 
 A trigger joins the batch that has not started yet; once a batch has its store slot (and will read the
 table), later wake-ups form the next batch, so no trigger takes an answer read before it was woken. A
 trigger the batch has no answer for (its request waits on several tables, or was decided elsewhere since)
-asks for itself as before. A batch stops deciding after a third of the store's call timeout in CPU time of
-the deciding thread (or twice that in wall-clock time: a queue of thousands must not make its one call time
-out); the waiters it did not reach join the next batch at once, which goes on from the queue as it then
-stands (ADR 0031).
+asks for itself. A batch stops deciding after a third of the store's call timeout in CPU time of the deciding
+thread (or twice that in wall-clock time); the waiters it did not reach join the next batch at once.
 """
 
 from __future__ import annotations

@@ -1,49 +1,22 @@
-"""When a waiting write's blockers are expected to leave within seconds, it waits in its worker.
+"""When a waiting write's blockers are expected to leave within seconds, it waits in its worker (ADR 0024).
 
-Measured under the real scheduler (docs/benchmarks.md, "Hand-offs"): a lease is granted within a second of
-the release that frees it, but a deferred write then needs the triggerer's event, the scheduler, a free
-LocalExecutor worker and a DAG parse before its first byte: seconds on an idle machine, 20-45 s at a load
-average of 10 on two cores. A blocker's end can be foreseen: its lease was granted at a known time and its
-request carries its expected duration (ADR 0024). So a write whose blockers are all granted leases expected
-to end within :data:`IMMINENT_S` does not defer but waits in the worker, asking every
-:data:`IMMINENT_POLL_S`.
+A deferred write needs the triggerer's event, the scheduler, a free worker and a DAG parse before its first
+byte (docs/benchmarks.md, "Hand-offs"). A blocker's end can be foreseen: its lease was granted at a known
+time and its request carries its expected duration. So a write whose blockers are all granted leases
+expected to end within :func:`imminent_limit_s` does not defer but waits in the worker, asking every
+:data:`IMMINENT_POLL_S`. An estimate only moves *where* the write waits, never whether it may write: the
+lease manager still grants. A blocker overdue by more than :data:`IMMINENT_S` counts as unknown again (the
+write defers), which bounds how long a wrong estimate holds a worker slot.
 
-**A deferred write can come back shortly before its blockers are expected to leave** (:func:`wake_in_s`;
-the trigger's ``early_wake``, off by default: measured worse, see below). Its trigger fires
-:data:`WAKE_LEAD_S` before that end, with an event that says ``imminent``: the task resumes,
-asks again, finds the same blockers expected to leave within seconds and waits in its worker, so the
-release finds it there and the hand-off skips Airflow's resume (the triggerer's event cadence, the scheduler,
-a process start and a DAG parse: 2-5 s at the tail on two loaded cores, docs/benchmarks.md). An early
-wake was tried once before and dropped (seed 0, load average 10): a request was then granted only when its
-own owner asked, so while a task resumed early travelled back through the scheduler nobody asked for its
-request and the writes queued behind it waited for that resume too (release to grant 0.2 s to 23 s at the
-median). A release now re-admits its table's whole queue in the triggers it wakes (ADR 0031), so a
-travelling request is granted in its turn whenever a neighbour woken by the same release decides the queue;
-and the lead is a few seconds, not the limit of a wait in the worker.
-A write held by the slot gate (``slot`` blockers: any release frees a slot, for one waiter of many) and a
-write behind a queued request are never woken early: their wait cannot be foreseen. **Nor is a write while
-every worker slot is held by a lease** (:func:`worker_slot_free`): measured (seed 0, load average 4-5.5), the
-writes woken while eight leases filled the eight slots found no worker, waited in the scheduler until the
-holders ended, and since their triggers were gone nobody asked for their requests: release to grant grew to
-10 s. With the check, over seeds 0-4 (load average 3-9) one free slot still woke up to four writes (the
-count does not see the writes already woken), and the surplus waited the same way: release to grant up to
-45 s, hand-off p95 40 s against 5.6 s without early wakes. Hence off, until the slot gate counts the writes
-it woke.
+The limit follows what a deferral costs here (:func:`imminent_limit_s`): the time this task's own start took
+to reach its first question is a lower bound of what deferring would cost it again; when it is longer than
+:data:`IMMINENT_S` the write waits for blockers expected to end within it, up to :data:`MAX_IMMINENT_S`.
 
-An estimate only moves *where* the write waits, never whether it may write: the lease manager still grants.
-A blocker overdue by more than :data:`IMMINENT_S` counts as unknown again (the write defers), which bounds
-how long a wrong estimate holds a worker slot.
-
-**The limit follows what a deferral costs here** (:func:`imminent_limit_s`). A deferred write comes back
-through at least one more task start: a process, a DAG parse, the operator's preparation. The task has just
-paid exactly that to reach its first question, so that time (measured from its own process start) is a
-lower bound of what deferring would cost it. When it is longer than :data:`IMMINENT_S` the write waits in
-the worker for blockers expected to end within it, up to :data:`MAX_IMMINENT_S`. Measured under the real
-scheduler (``benchmarks/bench_orchestration.py --seed 1 --strategies deltaguard``, load average 5-19 from
-other work on two cores, ``python -m benchmarks.harness.write_timeline``): starts took 40 s to the first
-question; a MERGE that deferred behind an UPDATE expected to end 36 s later was granted on time and then
-waited 80 s for a worker and 38 s more for its start, 132 s from grant to first byte. On an idle machine a
-start costs 1-4 s and the limit stays :data:`IMMINENT_S`.
+A deferred write can instead come back :data:`WAKE_LEAD_S` before its blockers are expected to leave
+(:func:`wake_in_s`, the trigger's ``early_wake``); it is off by default: measured worse (ADR 0024, "The early
+wake, again"; docs/benchmarks.md, "Sweep with the early wake"). A write held by the slot gate, behind a
+queued request, or while every worker slot is held by a lease (:func:`worker_slot_free`) is never woken early:
+its wait cannot be foreseen.
 """
 
 from __future__ import annotations

@@ -13,19 +13,9 @@ timeouts end the call) can delay a renewal but never hang the keeper, and once t
 lease counts as lost whatever the store says later.
 
 :class:`LeaseTiming` says how long a lease lives, how often it is renewed and how long a store call may take.
-The holder of a lease may commit only while the lease is certainly live. It knows the expiry the store
-granted or last renewed; nobody can reclaim the lease before that instant. Renewals run every
-``heartbeat_s``; each store call is abandoned after ``store_timeout_s`` (the store may be frozen), and a
-failed renewal is retried after at most ``heartbeat_s``. So after a successful renewal at ``t0`` (expiry
-``t0 + ttl_s``) a store stall of ``S`` seconds ends, at the latest, with a successful renewal at
-``t0 + heartbeat_s + S + 2 * store_timeout_s`` (one attempt may hang until the stall ends and time out, the
-next one succeeds within a timeout). A commit additionally needs ``commit_margin_s`` of lease left when it
-is fenced. Hence:
-
-    tolerated stall = ttl_s - heartbeat_s - 2 * store_timeout_s - commit_margin_s
-
-A stall shorter than that never loses a lease nor blocks a commit. :class:`LeaseTiming` refuses settings that
-tolerate less than a quarter of the TTL, or that renew less than three times per TTL.
+A store stall shorter than ``ttl_s - heartbeat_s - 2 * store_timeout_s - commit_margin_s`` never loses a
+lease nor blocks a commit (derived in ADR 0018, "TTL, heartbeat interval, store timeout"); settings that
+tolerate less than a quarter of the TTL, or that renew less than three times per TTL, are refused.
 """
 
 from __future__ import annotations
@@ -102,11 +92,6 @@ class LeaseTiming:
                 f"{4 / 3 * (self.heartbeat_s + 2 * self.store_timeout_s + self.commit_margin_s):.0f} s "
                 f"or lower the others)"
             )
-
-    @property
-    def tolerated_stall_s(self) -> float:
-        """The longest store stall that neither loses the lease nor refuses a commit."""
-        return self.ttl_s - self.heartbeat_s - 2 * self.store_timeout_s - self.commit_margin_s
 
 
 #: how far the storage's clock may lag the deciders' clocks when a commit is placed among grants

@@ -10,14 +10,9 @@ those rows are unchanged under the locks (ADR 0007); otherwise the locking trans
 This module holds the protocol verbs only (acquire, check, heartbeat, release, and the reads of leases,
 queue and decision log); the decision in a transaction is :mod:`~deltaguard.leases.decide`'s, what the
 manager remembers between calls is :mod:`~deltaguard.leases.memo`'s, the stored texts are
-:mod:`~deltaguard.leases.codec`'s and the read-only views :mod:`~deltaguard.leases.views`'.
-
-Duration estimates are learned from the decision log here too (:func:`learned_duration`, ADR 0024): how long
-a task's recent leases on a table were held. The admission rule backfills only requests that carry an estimate (ADR 0017, 0024). A task that states none
-gets the median of its last few hold durations on the table: the time from each ``grant`` to the
-``release`` of the same request, for leases its owner released itself (an ``expiry`` means the holder
-died, so it says nothing about how long the write takes). The median shrugs off one slow or fast run; a
-wrong estimate only changes the order of conflicting writes, never lets them overlap.
+:mod:`~deltaguard.leases.codec`'s and the read-only views :mod:`~deltaguard.leases.views`'. Duration
+estimates for tasks that state none are learned from the decision log here too (:func:`learned_duration`,
+ADR 0024); a wrong estimate only changes the order of conflicting writes, never lets them overlap.
 """
 
 from __future__ import annotations

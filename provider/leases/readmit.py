@@ -1,27 +1,14 @@
 """Re-admission of a table's whole queue in one transaction, after a release (ADR 0031).
 
-When a holder leaves a table on which many requests wait, every waiter used to ask for itself: one locking
-transaction per waiter, each reading the whole queue again, one after another on the table's lock. 1,000
-waiters behind one release took minutes to drain. Here one transaction decides for all of them:
-
-* it locks the table and reads its leases, its queue and the waiters' request rows **once**;
-* it goes through the queue in rank order (the order the admission rule itself ranks them in) and decides
-  each one-table waiter with :func:`~deltaguard.leases.decide.decide_locked` — the same decision, applied
-  the same way, as the waiter's own check — on an in-memory view of the transaction
-  (:class:`CrowdTxn`) that every earlier decision of the batch has already changed: a waiter granted
-  here is a lease for every waiter after it, with the next fencing token, so two conflicting waiters are
-  never granted together and tokens follow the queue order;
-* a waiter one of whose last blockers is still there (a lease, or a request ranked ahead) still waits:
-  operations never change, so that blocker still conflicts and the full decision would wait too; its
-  answer is its last one less the blockers that left, and the model is not asked (as
-  :meth:`LeaseManager.check <deltaguard.leases.manager.LeaseManager.check>`'s cheap path);
-* a granted waiter followed in the queue by waiters *alike* to it (the same operation but for its label,
-  engine, configuration; no estimate, no file statistics) is the head of a **run**: one decision of the
-  run's last waiter, with the ones between granted ahead of it, proves them all granted (see
-  :meth:`_Pass.grant_run`), so a crowd of 1,000 appends costs two decisions and 998 grants' writes
-  instead of 1,000 decisions that each read the whole queue;
-* the writes are held by the view and sent to the store transaction once, at the end of the pass, as one
-  multi-row statement per kind where no row is written twice (:meth:`CrowdTxn.flush`).
+One transaction decides for all of a table's waiters: it locks the table and reads its leases, its queue and
+the waiters' request rows **once**, then goes through the queue in rank order and decides each one-table
+waiter with :func:`~deltaguard.leases.decide.decide_locked` — the same decision as the waiter's own check —
+on an in-memory view of the transaction (:class:`CrowdTxn`) that every earlier decision of the batch has
+already changed: a waiter granted here is a lease for every waiter after it, with the next fencing token, so
+two conflicting waiters are never granted together and tokens follow the queue order. A waiter whose last
+blockers are still there keeps its last answer less the blockers that left (the cheap path); a granted waiter
+followed by waiters *alike* to it heads a **run** granted on one proof (:meth:`_Pass.grant_run`); the writes
+go to the store once, at the end of the pass (:meth:`CrowdTxn.flush`).
 
 A waiter's queue entry is not renewed here (``renew=False``): only its owner's own check keeps it alive, so
 a waiter whose owner is gone is still abandoned on time. A waiter on several tables is left to its own

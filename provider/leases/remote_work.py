@@ -44,22 +44,16 @@ SERVER_WORK_NONE = "none outstanding"
 Handle = Mapping[str, str]
 
 
-class WorkInterruptedByServer(RuntimeError):
-    """A fence's answer that the server itself ended the holder's work without the fence seeing the end:
-    the session the work ran in no longer exists on the server that ran it (released or expired there,
-    which interrupts every operation of the session), so nothing of it can be asked about any more.
+def interrupted_by_server(exc: BaseException) -> bool:
+    """Whether a fence's exception says the server itself ended the holder's work without the fence seeing
+    the end: the session the work ran in no longer exists on the server that ran it (released or expired
+    there, which interrupts every operation of the session), so nothing of it can be asked about any more.
 
     Not a confirmation: the lease manager keeps the lease held for its ``interrupted_grace_s`` from the
-    first such answer, then hands it over logged as ``remote_interrupted`` (ADR 0033). A fence that cannot
-    import this class (the engines import nothing of the leases) marks its own exception with a true
-    ``interrupted_by_server`` attribute instead (:func:`interrupted_by_server`).
+    first such answer, then hands it over logged as ``remote_interrupted`` (ADR 0033). The engines import
+    nothing of the leases, so a fence marks its exception with a true ``interrupted_by_server`` attribute
+    (:class:`~deltaguard.engines.spark.connect_fence.SessionClosedByServer`).
     """
-
-    interrupted_by_server = True
-
-
-def interrupted_by_server(exc: BaseException) -> bool:
-    """Whether a fence's exception says the server ended the work itself (:class:`WorkInterruptedByServer`)."""
     return bool(getattr(exc, "interrupted_by_server", False))
 
 
@@ -69,9 +63,10 @@ class RemoteWorkFence(Protocol):
     def fence(self, handle: Handle) -> str:
         """Stop the work ``handle`` names and return once it has certainly ended, with how that was known.
 
-        :raises WorkInterruptedByServer: the server ended the work itself (closed its session) and its end
-            cannot be observed any more; the lease is handed over after a grace, logged as such.
-        :raises Exception: the end could not be confirmed (server unreachable, an error, a timeout); the
+        :raises Exception: the server ended the work itself (closed its session) and its end cannot be
+            observed any more, marked by a true ``interrupted_by_server`` attribute
+            (:func:`interrupted_by_server`); the lease is handed over after a grace, logged as such.
+            Any other: the end could not be confirmed (server unreachable, an error, a timeout); the
             lease stays held.
         """
         ...
@@ -137,7 +132,7 @@ class FenceMemory:
         self.interrupted: set[str] = set()
         self.failures: dict[str, str] = {}
         self._tried: dict[str, float] = {}
-        #: lease id -> when a fence first answered that its server ended the work (:class:`WorkInterruptedByServer`)
+        #: lease id -> when a fence first answered that its server ended the work (:func:`interrupted_by_server`)
         self._interrupted_since: dict[str, float] = {}
         self._last_sweep: float | None = None
 

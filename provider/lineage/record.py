@@ -9,27 +9,12 @@ and, where it collects statistics, ``numRecords``; so a write's statistics are r
 than from each engine's differently named operation metrics (delta-rs 1.6.6 ``num_added_rows``, delta-spark
 ``numOutputRows``). The schema is the table's at that version.
 
-Naming a location: OpenLineage's dataset naming spec (``spec/Naming.md`` of OpenLineage/OpenLineage, "Object
-Storage" and "Local file system") names a location by ``namespace = scheme://authority`` and ``name = path``:
-
-=================  ==================================================  =======================
-storage            namespace                                           name
-=================  ==================================================  =======================
-local file         ``file``                                            ``/abs/path``
-S3                 ``s3://{bucket}``                                   ``{key}`` (no leading /)
-GCS                ``gs://{bucket}``                                   ``{path}``
-ABFSS / ABFS       ``abfss://{container}@{account}.dfs.core.windows.net``  ``{path}``
-HDFS               ``hdfs://{namenode}:{port}``                        ``{path}``
-=================  ==================================================  =======================
-
-These agree with the converters Airflow's own providers register for their assets (common.io
-``file``, amazon ``s3``, google ``gs``), so a deltaguard write and, say, an ``S3CreateObjectOperator`` on the
-same location meet in one lineage node.
-
-The asset URI of a table is its storage URI in the spelling those providers create: ``file:///abs/path``,
-``s3://bucket/key``, ``gs://bucket/path``, ``abfss://container@account.dfs.core.windows.net/path``; one
-spelling per table (``s3a://`` is ``s3://``, ``gcs://`` is ``gs://``, no trailing slash), so every
-spelling of one table's URI schedules the same downstream DAGs.
+A table is named as OpenLineage's dataset naming spec names a location (``namespace = scheme://authority``,
+``name = path``), and its asset URI is its storage URI in the spelling the storage providers' own assets use
+(``file:///abs/path``, ``s3://bucket/key``, ``gs://bucket/path``,
+``abfss://container@account.dfs.core.windows.net/path``), one spelling per table, so a deltaguard write and
+another operator's asset on the same location meet in one lineage node (the table of schemes and their
+sources: ADR 0022).
 """
 
 from __future__ import annotations

@@ -13,34 +13,14 @@ from a table that has moved on since. Two parts of a configuration do not travel
 evaluator of partition predicates; the caller attaches an evaluator again
 (:func:`deltaguard.engines.sources.attach_oracle`) before the value is judged.
 
-The app-transaction rule (ADR 0018)
------------------------------------
-Delta skips a write whose ``(appId, version)`` is not newer than the version the table records for that
-app id. deltaguard writes with
-
-* ``appId = dag_id/task_id[/map_index]@run_id``, each part escaped (``%`` -> ``%25``, ``/`` -> ``%2F``,
-  ``@`` -> ``%40``, ``#`` -> ``%23``) so that :func:`parse_app_id` recovers the exact tuple: two different
-  ``(dag_id, task_id, map_index, run_id)`` never share an app id, whatever characters they hold (DAG
-  ``etl.daily`` task ``load`` and DAG ``etl`` task ``daily.load`` of a task group, or a mapped ``t``\[0]
-  and a task ``t.0``). One app id per task instance of one DAG run, so two runs never suppress each other.
-  An app id longer than :data:`MAX_APP_ID` characters keeps a readable prefix and ends in ``#`` and the
-  SHA-256 of the whole (64 hex digits); a raw ``#`` never appears in an unshortened id, so shortened and
-  unshortened ids never meet, and two shortened ids meet only on a SHA-256 collision.
-* ``version = max_tries - retries`` of the task instance: the try number at which *this* task instance
-  was last cleared (``0`` when never). Airflow 3.3 moves ``max_tries`` only when the task instance itself
-  is cleared (``clear_task_instances`` and a cleared running task's restart both set
-  ``max_tries = try_number + retries``), never on a retry and never when another task of the run is
-  cleared; Airflow's own ``RuntimeTaskInstance.get_first_reschedule_date`` derives the first try since
-  the last clear the same way (``max_tries - retries + 1``). Retries of one task instance share
-  ``(appId, version)``, so a retry after a write that committed is a no-op; clearing the task instance
-  raises the version, so an explicit re-run writes again; clearing a sibling changes nothing here (the
-  run's ``clear_number``, which every clear of any task of the run increments, would let a task retrying
-  after a sibling's clear write its rows twice). The version stays valid while the task's ``retries`` is
-  the one it had when the task instance was last cleared (or created): changing ``retries`` in the DAG
-  file between a try and its retry shifts the version by the difference.
-
-What the rule leaves in the Delta log: one ``txn`` action per app id, i.e. per task instance and run,
-kept in every snapshot until ``delta.setTransactionRetentionDuration`` expires it (unset: for ever).
+The app transaction (ADR 0018, "App transactions per task instance and run"): Delta skips a write whose
+``(appId, version)`` is not newer than the version the table records for that app id. deltaguard writes with
+``appId = dag_id/task_id[/map_index]@run_id``, each part escaped so that it names exactly one task
+instance (:func:`app_id`; longer than :data:`MAX_APP_ID` characters it ends in ``#`` and the SHA-256 of the
+whole), and ``version = max_tries - retries`` of the task instance: the try number at which this task
+instance was last cleared. Retries of one task instance share ``(appId, version)``, so a retry after a write
+that committed is a no-op; clearing the task instance raises the version, so an explicit re-run writes
+again; clearing a sibling changes nothing.
 
 What the task reports: :func:`decision_line` (the one line the task log shows about admission) and
 :func:`task_result` (the XCom return value).
@@ -51,9 +31,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from deltaguard.core.merge_scope import MergeScope
 from deltaguard.core.operations import Operation
@@ -77,31 +56,6 @@ _ESCAPES = {"%": "%25", "/": "%2F", "@": "%40", "#": "%23"}
 _ESCAPE_TABLE = str.maketrans(_ESCAPES)
 
 
-class AppIdParts(NamedTuple):
-    """What an unshortened app id names (:func:`parse_app_id`)."""
-
-    dag_id: str
-    task_id: str
-    map_index: int | None
-    run_id: str | None
-
-
-def _unescape(part: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(part):
-        if part[i] == "%":
-            code = part[i : i + 3]
-            if code not in _ESCAPES.values():
-                raise ValueError(f"not an escape written by app_id: {code!r}")
-            out.append(bytes.fromhex(code[1:]).decode())
-            i += 3
-        else:
-            out.append(part[i])
-            i += 1
-    return "".join(out)
-
-
 def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str | None = None) -> str:
     """``dag_id/task_id[/map_index][@run_id]``, parts escaped; beyond :data:`MAX_APP_ID`, prefix + hash.
 
@@ -117,21 +71,6 @@ def app_id(dag_id: str, task_id: str, map_index: int | None = None, run_id: str 
         return base
     digest = hashlib.sha256(base.encode()).hexdigest()
     return f"{base[: MAX_APP_ID - len(digest) - 1]}#{digest}"
-
-
-def parse_app_id(value: str) -> AppIdParts:
-    """The ``(dag_id, task_id, map_index, run_id)`` an unshortened :func:`app_id` was made of.
-
-    :raises ValueError: for a shortened app id (it ends in a hash) or a text :func:`app_id` never writes.
-    """
-    if "#" in value:
-        raise ValueError(f"a shortened app id names its task only by hash: {value!r}")
-    names, at, run = value.partition("@")
-    parts = names.split("/")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and not re.fullmatch(r"[0-9]+", parts[2])):
-        raise ValueError(f"not an app id written by app_id: {value!r}")
-    map_index = int(parts[2]) if len(parts) == 3 else None
-    return AppIdParts(_unescape(parts[0]), _unescape(parts[1]), map_index, _unescape(run) if at else None)
 
 
 def task_app_id(dag_id: str, task_id: str, context: Mapping[str, Any]) -> str:

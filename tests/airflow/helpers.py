@@ -191,3 +191,20 @@ def task_context(task_id: str) -> dict:
         "ti": ti,
         "dag_run": SimpleNamespace(run_id="r1", start_date=start, run_after=start, logical_date=start),
     }
+
+
+def open_store_handles() -> int:
+    """Shared lease-store handles open in this process (:mod:`deltaguard.hooks.lease`)."""
+    from deltaguard.hooks import lease
+
+    return len(lease._SHARED)
+
+
+async def store_handles_closed() -> None:
+    """Wait until every scheduled close of a shared lease-store handle has finished."""
+    import asyncio
+
+    from deltaguard.hooks import lease
+
+    while lease._CLOSING:
+        await asyncio.gather(*list(lease._CLOSING), return_exceptions=True)

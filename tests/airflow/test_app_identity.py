@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltaguard.writes.prepared import MAX_APP_ID, app_id, parse_app_id
+from benchmarks.harness.app_ids import parse_app_id
+from deltaguard.writes.prepared import MAX_APP_ID, app_id
 from tests.airflow.helpers import rows, sales_table
 
 START = dt.datetime(2026, 3, 1, 1, tzinfo=dt.UTC)

@@ -21,6 +21,7 @@ from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.listen import CHANNEL
 from deltaguard.triggers.lease import NOTIFY_POLL_POLLS, LeaseAvailableTrigger
+from tests.airflow.helpers import open_store_handles, store_handles_closed
 
 pytestmark = pytest.mark.postgres
 
@@ -126,7 +127,7 @@ def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(
         # the shared pool: the pool must stay bounded
         await _until(lambda: all(checks.get(rid, 0) >= 2 for rid in waiting))
         during = await asyncio.to_thread(_connections, pg_url)
-        handles = shared_store.open_handles()
+        handles = open_store_handles()
         # the triggerer cancels triggers (their task instances were cleared): each gives its handle back
         for task in tasks[: n // 2]:
             task.cancel()
@@ -136,7 +137,7 @@ def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(
         for task in tasks[n // 2 :]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await shared_store.closed()
+        await store_handles_closed()
         # a closed connection's server process exits a moment after the client closed it
         deadline = time.monotonic() + 5.0
         while (after := await asyncio.to_thread(_connections, pg_url)) and time.monotonic() < deadline:
@@ -148,7 +149,7 @@ def test_waiting_triggers_share_a_bounded_pool_and_cancelled_ones_give_it_back(
     assert 2 <= during <= bound, f"{n} waiting triggers held {during} connections (bound {bound})"
     assert handles == 1
     assert 2 <= half <= bound  # the handle stays open while triggers still use it (listener and pool)
-    assert after == 0 and shared_store.open_handles() == 0  # closed when the last trigger left
+    assert after == 0 and open_store_handles() == 0  # closed when the last trigger left
 
 
 def test_notify_wakes_a_waiter_long_before_its_poll(pg_url: str) -> None:
@@ -161,7 +162,7 @@ def test_notify_wakes_a_waiter_long_before_its_poll(pg_url: str) -> None:
         released = time.monotonic()
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter0"))
         payload, fired = await asyncio.wait_for(task, 30)
-        await shared_store.closed()
+        await store_handles_closed()
         return payload, fired - released
 
     payload, latency = asyncio.run(scenario())
@@ -188,7 +189,7 @@ def test_a_missed_notification_falls_back_to_the_poll(pg_url: str) -> None:
         assert entry.listener is not None and entry.listener.connected
         payload, fired = await asyncio.wait_for(task, 30)
         received = entry.listener.received
-        await shared_store.closed()
+        await store_handles_closed()
         return payload, fired - released, received
 
     payload, latency, received = asyncio.run(scenario())
@@ -242,7 +243,7 @@ def test_a_lost_listen_connection_is_remade_and_waiters_poll_meanwhile(pg_url: s
         remade = entry.listener.connected
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter0"))
         payload, _ = await asyncio.wait_for(task, 30)
-        await shared_store.closed()
+        await store_handles_closed()
         return payload, dropped, remade
 
     payload, dropped, remade = asyncio.run(scenario())

@@ -17,7 +17,7 @@ from deltaguard.core.table_config import TableConfig
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from deltaguard.triggers.table_version import DeltaAdmissionTrigger, DeltaTableVersionTrigger
-from tests.airflow.helpers import sales_table
+from tests.airflow.helpers import open_store_handles, sales_table, store_handles_closed
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 CONFIG = TableConfig(partition_columns=("country",))
@@ -213,7 +213,7 @@ def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
         while not all(answers.get(w.request_id) for w in waiting):  # every trigger has checked once
             assert time.monotonic() < deadline, "the triggers never checked"
             await asyncio.sleep(0.02)
-        handles = shared_store.open_handles()
+        handles = open_store_handles()
         (entry,) = shared_store._SHARED.values()
         listens = entry.listener is not None
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
@@ -221,8 +221,8 @@ def test_sqlite_lease_triggers_share_one_handle_and_one_log_watcher(
         for task in tasks[1:]:
             task.cancel()
         await asyncio.gather(*tasks[1:], return_exceptions=True)
-        await shared_store.closed()
-        return handles, listens, payload["status"], shared_store.open_handles()
+        await store_handles_closed()
+        return handles, listens, payload["status"], open_store_handles()
 
     handles, listens, status, left = asyncio.run(scenario())
     assert handles == 1 and listens is listen and status == "granted" and left == 0
@@ -258,7 +258,7 @@ def test_a_sqlite_release_wakes_the_waiting_trigger_before_its_next_poll(
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
         payload = await asyncio.wait_for(task, 30)
         woken_after = time.monotonic() - released
-        await shared_store.closed()
+        await store_handles_closed()
         return payload["status"], woken_after
 
     try:

@@ -45,14 +45,12 @@ def connect_conn(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_connect_session_from_the_connection(server: Any, connect_conn: str) -> None:
-    from deltaguard.engines.spark.ops import delta_table_class
     from deltaguard.engines.spark.session import connect_session
 
     session = connect_session(connect_conn, conf={"spark.sql.shuffle.partitions": "2"})
     assert type(session).__module__.startswith("pyspark.sql.connect")
     assert session.range(4).count() == 4
     assert session.conf.get("spark.sql.shuffle.partitions") == "2"
-    assert delta_table_class(session).__module__ == "delta.connect.tables"
 
 
 def test_connect_server_without_delta_is_a_setup_error(server: Any, connect_conn: str) -> None:

@@ -13,21 +13,15 @@ carrying one is reclaimed, the lease manager calls :meth:`SparkConnectFence.fenc
 2. asks the server for the state of every operation of that session (``GetStatus``, Spark 4.1+) until
    none is ``RUNNING``/``TERMINATING`` (or in a state it does not know); any terminal state counts
    (``CANCELLED``, ``FAILED``, and ``SUCCEEDED``: a commit that landed before the interrupt landed before
-   the table is handed over).
-
-Measured on the project's own server (:class:`~benchmarks.harness.connect_server.LocalConnectServer`,
-PySpark 4.2 client; ``benchmarks/connect_fence_probe.py``): a write held in a sleeping UDF is reported
-``RUNNING`` for 0.3 to 1 s after ``interruptTag`` returned its operation id, then ``CANCELLED``; the
-holder's call then fails with ``OPERATION_CANCELED`` and the Delta log has no new version. A second
-``interruptTag`` returns no ids (already interrupted ones are not listed), so the confirmation asks for the
-whole session's operations rather than relying on the ids the interrupt returned.
+   the table is handed over). The whole session is asked, not the ids the interrupt returned: a second
+   ``interruptTag`` lists none (measured, ADR 0033).
 
 When the session is not found (``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED``): Spark's
 ``ExecuteHolder.close`` interrupts a closed session's operations but does not wait for them to finish, so a
 missing session on the *same* server is not a confirmation: the fence raises :class:`SessionClosedByServer`
-(the lease manager hands the lease over after its ``interrupted_grace_s``, logged ``remote_interrupted``). A server whose ``spark.app.id`` differs from the one
-recorded is another server process: the old one, which ran the operation, is gone (measured: a restarted
-local server reports the old session as not found and a new application id); that counts as confirmed.
+(the lease manager hands the lease over after its ``interrupted_grace_s``, logged ``remote_interrupted``). A
+server whose ``spark.app.id`` differs from the one recorded is another server process: the old one, which ran
+the operation, is gone; that counts as confirmed.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The engine fence on delta-spark (ADR 0038): the application transaction a leased commit carries.
 
 delta-spark refuses a commit with ``ConcurrentTransactionException`` when a commit that won since its
-snapshot carries a ``txn`` whose app id the committing transaction read
-(``ConflictChecker.checkForUpdatedApplicationTransactionIdsThatCurrentTxnDependsOn``). A command reads
-exactly one app id, the one it records: ``DeltaCommand.hasBeenExecuted`` calls
-``OptimisticTransaction.txnVersion(appId)`` and ``createSetTransaction`` adds ``SetTransaction(appId,
-version)``, both for the one pair of the writer options ``txnAppId``/``txnVersion`` or, without them, of
-the session confs ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (delta-spark 4.4.0, measured by
-``lab/spark_engine_fence``). The commands that do: ``WriteIntoDelta`` (appends, overwrites, REPLACE
-WHERE), ``DeleteCommand``, ``UpdateCommand``, ``MergeIntoCommand``. OPTIMIZE and ALTER TABLE record none.
+snapshot carries a ``txn`` whose app id the committing transaction read; a command reads exactly one app id,
+the one it records (the writer options ``txnAppId``/``txnVersion`` or the session confs of the same names:
+``WriteIntoDelta``, ``DeleteCommand``, ``UpdateCommand``, ``MergeIntoCommand``; OPTIMIZE and ALTER TABLE
+record none; read in delta-spark 4.4.0 and measured by ``lab/spark_engine_fence``, ADR 0038).
 
 So a commit carries one id, unlike delta-rs, and a per-task-instance idempotency pair
 (``WriteContext.app_id``) takes that one place: only leased commits without one carry the fence. The id is

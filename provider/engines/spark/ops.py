@@ -62,21 +62,6 @@ WRITE_SCOPE_CONFS: dict[str, str] = {
 }
 
 
-def delta_table_class(spark: SparkSession) -> Any:
-    """delta-spark's ``DeltaTable`` for this session: the Spark Connect one for Connect sessions.
-
-    ``delta.tables.DeltaTable`` forwards only ``forPath``/``forName``/``convertToDelta`` to Spark Connect;
-    ``isDeltaTable`` and the ``create`` builders must come from ``delta.connect.tables`` there.
-    """
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        from delta.connect.tables import DeltaTable as ConnectDeltaTable
-
-        return ConnectDeltaTable
-    from delta.tables import DeltaTable
-
-    return DeltaTable
-
-
 def table_exists(spark: SparkSession, target: SparkTarget) -> bool:
     """Whether ``target`` is a Delta table, asked in SQL (works on classic and Spark Connect sessions)."""
     if target.path is None:

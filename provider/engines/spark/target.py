@@ -48,10 +48,6 @@ class SparkTarget:
             raise InvalidWriteError(f"malformed table name {uri!r}")
         return cls(uri=uri, name=text)
 
-    @property
-    def is_path(self) -> bool:
-        return self.path is not None
-
     def sql_reference(self) -> str:
         """How Spark SQL names the table: ``delta.`/path``` or ```catalog`.`schema`.`table```."""
         if self.path is not None:
