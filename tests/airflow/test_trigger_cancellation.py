@@ -22,10 +22,9 @@ from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from deltaguard.triggers.wake import wait_woken
+from tests.airflow.hang import HANG_S
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
-#: a bound on what should take a few turns of the event loop: reached only when the code under test is wrong
-HANG_S = 120.0
 
 
 def _request(owner: str, kind: OperationKind) -> LeaseRequest:
@@ -90,7 +89,7 @@ def test_a_trigger_cancelled_as_a_release_wakes_it_takes_no_lease(
         return task
 
     task = asyncio.run(scenario())
-    assert task.done(), "the cancelled trigger still runs"
+    assert task.done(), "the cancelled trigger still runs"  # and would take a lease once granted
     assert task.cancelled(), f"the cancelled trigger went on and fired {task.result()}"
     assert manager.leases("/t/cancel") == [], "a cancelled trigger took a lease"
     manager.store.close()
