@@ -8,11 +8,14 @@ loaded machine.
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import io
 import sys
 import threading
 import traceback
 from collections.abc import Awaitable
+from types import FrameType
 from typing import TypeVar
 
 import pytest
@@ -36,12 +39,44 @@ def stacks() -> str:
     for task in sorted(tasks, key=lambda t: t.get_name()):
         if task is not current:  # the one asking, whose stack is the thread's below
             out.write(f"--- task {task.get_name()}: {task!r}\n")
-            task.print_stack(file=out)
+            frames = traceback.StackSummary.extract((f, f.f_lineno) for f in awaiting(task.get_coro()))
+            out.write("".join(frames.format()))
     names = {t.ident: t.name for t in threading.enumerate()}
     for ident, frame in sys._current_frames().items():
         out.write(f"--- thread {names.get(ident, '?')} ({ident}), innermost {FRAMES} frames\n")
         out.write("".join(traceback.format_stack(frame)[-FRAMES:]))
     return out.getvalue()
+
+
+def awaiting(coro: object) -> list[FrameType]:
+    """The frames of a suspended coroutine and of everything it awaits, outermost first.
+
+    Unlike :meth:`asyncio.Task.get_stack`, this follows an ``async for`` into the async generator it iterates
+    (the trigger's ``run()``): the awaitable of one step of it refers to the generator only internally.
+    """
+    frames: list[FrameType] = []
+    seen: set[int] = set()
+    while coro is not None and id(coro) not in seen:
+        seen.add(id(coro))
+        frame = (
+            getattr(coro, "cr_frame", None)
+            or getattr(coro, "ag_frame", None)
+            or getattr(coro, "gi_frame", None)
+        )
+        if frame is not None:
+            frames.append(frame)
+        following = next(
+            (
+                getattr(coro, name)
+                for name in ("cr_await", "ag_await", "gi_yieldfrom")
+                if getattr(coro, name, None) is not None
+            ),
+            None,
+        )
+        if following is None and type(coro).__name__ == "async_generator_asend":
+            following = next((g for g in gc.get_referents(coro) if inspect.isasyncgen(g)), None)
+        coro = following
+    return frames
 
 
 async def within(awaitable: Awaitable[T], what: str, timeout_s: float = HANG_S) -> T:

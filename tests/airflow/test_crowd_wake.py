@@ -91,10 +91,12 @@ def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
         while time.monotonic() < deadline and len(fired) < len(granted_now()):
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)
+        before_cancel = dict(fired)
         for task in tasks:
             task.cancel()
         # a trigger that ignored its cancellation kept polling until the grants above expired (600 s)
         await within(asyncio.gather(*tasks, return_exceptions=True), "the cancelled triggers")
+        assert fired == before_cancel, "a trigger fired after its cancellation"
         await within(shared_store.closed(), "the shared store's closing")
         await wind_down()
         return fired, released
