@@ -28,6 +28,7 @@ from deltaguard.core.admission import Closed, Granted, Waiting
 from deltaguard.leases.imminent import expected_wait_in, wake_in_s, worker_slot_free
 from deltaguard.leases.waiting import Sleep, next_step
 from deltaguard.triggers.first_event import hold_until, not_before
+from deltaguard.triggers.wake import wait_woken
 
 if TYPE_CHECKING:
     from deltaguard.hooks.lease import SharedStore
@@ -203,8 +204,8 @@ class LeaseAvailableTrigger(BaseTrigger):
                         timeout = self._next_wait(shared, answer, seconds)
                         if wake is not None:
                             timeout = min(timeout, wake)  # a timed check when the early wake is due
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(woken.wait(), timeout)
+                        # not asyncio.wait_for: on Python 3.11 it can swallow the triggerer's cancellation
+                        await wait_woken(woken, timeout)
                         tables = {b.table for b in answer.blockers}
                         # a slot wait is decided by its own check: the released table's queue is not its own
                         slot = any(b.kind == "slot" for b in answer.blockers)

@@ -18,6 +18,7 @@ from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.base import SqlLeaseStore
 from deltaguard.triggers.lease import LeaseAvailableTrigger
+from tests.airflow.hang import HANG_S, stacks, wind_down, within
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 CONFIG = TableConfig(partition_columns=("country",))
@@ -71,14 +72,17 @@ def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
         fired: dict[str, dict[str, Any]] = {}
         # a safety poll far beyond the test: only the release's wake-up can make a trigger ask again
         tasks = [asyncio.create_task(_first(LeaseAvailableTrigger(url, rid, 30.0), fired)) for rid in ids]
-        # every trigger has checked once and waits (one transaction each), however loaded the machine
-        deadline = time.monotonic() + 120
+        # every trigger has checked once and waits (one transaction each), however loaded the machine; each
+        # await below fails with every task's and thread's stack past HANG_S instead of hanging silently
+        deadline = time.monotonic() + HANG_S
         while len(transactions) < N and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        assert len(transactions) >= N, f"only {len(transactions)} of {N} triggers checked in 120 s"
+        assert len(transactions) >= N, f"hung: {len(transactions)} of {N} triggers checked\n{stacks()}"
         await asyncio.sleep(0.5)
         released = time.monotonic()
-        await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
+        await within(
+            asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter")), "the holder's release"
+        )
         # the granted ones fire; give the others the same time to ask. 25 s: on a loaded machine (make test
         # runs two pytest processes) the woken triggers' one re-admission once took over 10 s; the triggers'
         # own polls come 30 s after their last check, so none of them asks by itself before this ends, and
@@ -87,10 +91,14 @@ def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
         while time.monotonic() < deadline and len(fired) < len(granted_now()):
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)
+        before_cancel = dict(fired)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await shared_store.closed()
+        # a trigger that ignored its cancellation kept polling until the grants above expired (600 s)
+        await within(asyncio.gather(*tasks, return_exceptions=True), "the cancelled triggers")
+        assert fired == before_cancel, "a trigger fired after its cancellation"
+        await within(shared_store.closed(), "the shared store's closing")
+        await wind_down()
         return fired, released
 
     def granted_now() -> set[str]:
