@@ -55,6 +55,7 @@ from deltaguard.core.operations import Operation, OperationKind  # noqa: E402
 from deltaguard.core.profiles import EngineName, EngineProfile  # noqa: E402
 from deltaguard.core.table_config import TableConfig  # noqa: E402
 from deltaguard.leases.manager import LeaseManager  # noqa: E402
+from tests.airflow.helpers import store_handles_closed  # noqa: E402
 from tests.pg import throwaway_postgres  # noqa: E402
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
@@ -156,7 +157,6 @@ def _quantiles(values: list[float]) -> dict[str, float | None]:
 async def _measure(
     url: str, trigger_cls: type, n: int, poll: float, idle: float, releases: int, gap: float, seed: int
 ) -> dict[str, Any]:
-    from deltaguard.hooks import lease as shared_store
 
     holders, waiters = await asyncio.to_thread(_setup, url, n)
     probe = Probe(url)
@@ -198,7 +198,7 @@ async def _measure(
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await shared_store.closed()
+    await store_handles_closed()
     releaser.store.close()
     probe.close()
     handoff = {**_quantiles(latencies), "missing": len(started) - len(latencies)}
@@ -241,7 +241,6 @@ def _setup_crowd(url: str, n: int) -> tuple[str, list[str]]:
 async def _measure_crowd(url: str, trigger_cls: type, n: int, poll: float, timeout: float) -> dict[str, Any]:
     """``n`` waiting triggers behind one holder on one table: the time from the start of its release until
     each waiter's event, with the store's connections (peak, sampled every 0.5 s) and transactions meanwhile."""
-    from deltaguard.hooks import lease as shared_store
 
     holder, waiters = await asyncio.to_thread(_setup_crowd, url, n)
     probe = Probe(url)
@@ -263,7 +262,7 @@ async def _measure_crowd(url: str, trigger_cls: type, n: int, poll: float, timeo
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await shared_store.closed()
+    await store_handles_closed()
     releaser.store.close()
     probe.close()
     drained = max(latencies) if len(latencies) == n else None

@@ -14,11 +14,11 @@ from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.base import SqlLeaseStore
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from tests.airflow.hang import HANG_S, stacks, wind_down, within
+from tests.airflow.helpers import store_handles_closed
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 CONFIG = TableConfig(partition_columns=("country",))
@@ -97,7 +97,7 @@ def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
         # a trigger that ignored its cancellation kept polling until the grants above expired (600 s)
         await within(asyncio.gather(*tasks, return_exceptions=True), "the cancelled triggers")
         assert fired == before_cancel, "a trigger fired after its cancellation"
-        await within(shared_store.closed(), "the shared store's closing")
+        await within(store_handles_closed(), "the shared store's closing")
         await wind_down()
         return fired, released
 

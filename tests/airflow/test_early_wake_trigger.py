@@ -16,10 +16,10 @@ from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.imminent import WAKE_LEAD_S
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers.lease import LeaseAvailableTrigger
+from tests.airflow.helpers import store_handles_closed
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 CONFIG = TableConfig(partition_columns=("country",))
@@ -61,7 +61,7 @@ async def _first_event(
     except TimeoutError:
         return None
     finally:
-        await shared_store.closed()
+        await store_handles_closed()
     return fired
 
 

@@ -14,10 +14,10 @@ from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, 
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.hooks import lease as shared_store
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers import lease as lease_trigger
 from deltaguard.triggers.lease import LeaseAvailableTrigger
+from tests.airflow.helpers import store_handles_closed
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 CONFIG = TableConfig(partition_columns=("country",))
@@ -64,7 +64,7 @@ def test_a_trigger_freed_by_its_table_waits_for_a_slot_then_a_release_elsewhere_
         await asyncio.to_thread(manager.release, busy.lease_id, Owner(name="busy"))
         # its next poll is 300 s away (a third of its queue entry's life): firing before it is the wake-up
         await asyncio.wait_for(task, 150)
-        await shared_store.closed()
+        await store_handles_closed()
         return fired
 
     fired = asyncio.run(scenario())

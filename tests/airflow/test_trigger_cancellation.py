@@ -23,6 +23,7 @@ from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from deltaguard.triggers.wake import wait_woken
 from tests.airflow.hang import HANG_S
+from tests.airflow.helpers import store_handles_closed
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 
@@ -85,7 +86,7 @@ def test_a_trigger_cancelled_as_a_release_wakes_it_takes_no_lease(
         task.cancel()
         await asyncio.to_thread(manager.release, holder.lease_id, Owner(name="alter"))
         await asyncio.wait({task}, timeout=HANG_S)
-        await shared_store.closed()
+        await store_handles_closed()
         return task
 
     task = asyncio.run(scenario())
