@@ -19,7 +19,7 @@ from deltaguard.core.chains import heaviest_clique
 from deltaguard.core.decision import PairVerdict
 from deltaguard.core.model import decide, pair_verdict
 from deltaguard.core.operations import Operation
-from deltaguard.core.priority import table_priorities
+from deltaguard.core.priority import DEFAULT_EXPECTED_S, table_priorities
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.remedies import Change, ChangeKind, explain_verdict
 from deltaguard.core.table_config import TableConfig
@@ -256,12 +256,14 @@ def build_plan(
         return ()
 
     start_order, bonuses = _policy_priorities(
-        [Job(task.id, task.duration_s, task.upstream) for task in tasks], writes_on, settings
+        [Job(task.id, _policy_seconds(task), task.upstream) for task in tasks], writes_on, settings
     )
     leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses)
     rules = {table: TableRules(s.config, s.profile) for table, s in settings.items()}
 
-    def play(ask_first: Collection[str] = (), slot_waiters_first: bool = False) -> Schedule:
+    def play(
+        ask_first: Collection[str] = (), ask_last: Collection[str] = (), slot_waiters_first: bool = False
+    ) -> Schedule:
         return simulate_leased(
             leased,
             rules,
@@ -272,6 +274,7 @@ def build_plan(
             slot_times=slot_times,
             first_check_s=first_check_s,
             ask_first=ask_first,
+            ask_last=ask_last,
             slot_waiters_first=slot_waiters_first,
         )
 
@@ -285,8 +288,8 @@ def build_plan(
     if worker_slots is not None and len(tables_of) > worker_slots:
         # more writes than slots of the gate: the race for a slot freed by a release, played both ways
 
-        def slot_first(ask_first: Collection[str] = ()) -> Schedule:
-            return play(ask_first, slot_waiters_first=True)
+        def slot_first(ask_first: Collection[str] = (), ask_last: Collection[str] = ()) -> Schedule:
+            return play(ask_first, ask_last, slot_waiters_first=True)
 
         race = with_slot_race(race, first_holder_range(slot_first, slot_first(), tables_of))
     free = schedules["all_at_once"]
@@ -329,6 +332,13 @@ def plan_limits(
         f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
         "after its commit (release, task end)"
     )
+
+
+def _policy_seconds(task: PlannedTask) -> float:
+    """The seconds the priority policy weighs ``task`` by: ``dag_policy`` runs at parse time and reads no
+    decision log (:func:`deltaguard.pools.priority.dag_policy`), so a duration known only from the recorded
+    holds is not what orders the real run; it weighs such a write by the default, as an undeclared one."""
+    return DEFAULT_EXPECTED_S if task.duration_source == "recorded" else task.duration_s
 
 
 def _policy_priorities(

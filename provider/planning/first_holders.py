@@ -6,11 +6,22 @@ started in the same scheduler loop therefore ask in an order no plan can know, a
 table holds it first: a Z-order OPTIMIZE that asks before the MERGEs on its table makes them wait for it,
 after them it waits for them.
 
+The order of the questions after the first is the same race. The lease queue ranks a request by its
+priority (the phase bonus of the ``dag_policy``) and then by when it asked, and a request that conflicts with
+one queued ahead of it waits for it: an OPTIMIZE that asks a moment after a MERGE of a higher phase queues
+behind it, and every write of a lower phase that asked before either of them then waits behind the
+OPTIMIZE too, where asking a moment earlier it would have run beside the first holders. A run of the
+orchestration benchmark (seed 0 of ``orchestration_sweep_0b94420.json``) lost two rounds of writes on a
+table that way: its decision log has the MERGE asking at 5.07 s and the OPTIMIZE at 5.07 s, after it.
+
 The plan's nominal run asks in Airflow's start order. Then, for every table, each write that asks for it at
 the same instant as the table's first question in the nominal run is played as the first to ask (the
 others keep the nominal order behind it). The fastest and slowest of these plays bound what the race can
 do to the run: the plan's range. With more combinations than :data:`MAX_PLAYS`, each table's first asker is
-varied alone, the other tables keeping the nominal one, and the range is marked as not exhaustive.
+varied alone, the other tables keeping the nominal one, and the range is marked as not exhaustive. The
+range then also plays, one table at a time, each racing write asking last with each other one asking first
+(tables with three racing writes or more; with more such pairs than :data:`MAX_PLAYS`, each racing write
+asking last behind the nominal order). The mean stays the mean over the first askers alone.
 """
 
 from __future__ import annotations
@@ -24,8 +35,8 @@ from deltaguard.planning.schedule import Schedule
 #: most plays of the race before only one table at a time is varied
 MAX_PLAYS = 64
 
-#: plays one run with the given writes winning the race of simultaneous questions
-Play = Callable[[Collection[str]], Schedule]
+#: plays one run with the first writes winning the race of simultaneous questions and the second losing it
+Play = Callable[[Collection[str], Collection[str]], Schedule]
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ class RaceRange:
     :param best_slot_waiters_first: the fastest play decides the writes waiting for a slot of the gate first
         after a release (:func:`with_slot_race`).
     :param worst_slot_waiters_first: the same, of the slowest play.
+    :param best_last: the writes asking last in the fastest play (empty: none made to).
+    :param worst_last: the writes asking last in the slowest play.
     """
 
     best: Schedule
@@ -56,6 +69,8 @@ class RaceRange:
     mean_s: float = 0.0
     best_slot_waiters_first: bool = False
     worst_slot_waiters_first: bool = False
+    best_last: tuple[str, ...] = ()
+    worst_last: tuple[str, ...] = ()
 
 
 def racing_first_askers(
@@ -84,9 +99,10 @@ def racing_first_askers(
 
 
 def first_holder_range(play: Play, nominal: Schedule, tables_of: Mapping[str, Collection[str]]) -> RaceRange:
-    """Play the run once per plausible combination of first askers and keep the fastest and slowest.
+    """Play the run once per plausible combination of first askers, then with a racing write asking last
+    behind each other one of its table, and keep the fastest and slowest.
 
-    :param play: plays one run with the given writes asking first.
+    :param play: plays one run with the first writes given asking first and the second ones asking last.
     :param nominal: the run played in Airflow's start order.
     :param tables_of: each write's tables.
     """
@@ -101,12 +117,37 @@ def first_holder_range(play: Play, nominal: Schedule, tables_of: Mapping[str, Co
     else:
         winners = [frozenset((job,)) for racing in choices for job in racing]
     # the nominal run is one of the combinations when all are played; else it stands beside them
-    played: list[tuple[Schedule, tuple[str, ...]]] = [] if exhaustive and winners else [(nominal, ())]
-    played += [(play(first), tuple(sorted(first))) for first in winners]
+    played: list[tuple[Schedule, tuple[str, ...], tuple[str, ...]]] = (
+        [] if exhaustive and winners else [(nominal, (), ())]
+    )
+    played += [(play(first, ()), tuple(sorted(first)), ()) for first in winners]
+    mean = sum(p[0].makespan_s for p in played) / len(played)
+    # the order behind the first question: one table at a time, a racing write asking last (of two racing
+    # writes, the one asking last is the other's play as the first)
+    behind = [racing for racing in choices if len(racing) > 2]
+    pairs: list[tuple[str | None, str]] = [
+        (first, last) for racing in behind for first in racing for last in racing if last != first
+    ]
+    if len(pairs) > MAX_PLAYS:
+        exhaustive = False
+        pairs = [(None, last) for racing in behind for last in racing]
+    for first, last in pairs:
+        ask_first = () if first is None else (first,)
+        played.append((play(ask_first, (last,)), ask_first, (last,)))
     best = min(played, key=lambda p: p[0].makespan_s)
     worst = max(played, key=lambda p: p[0].makespan_s)
-    mean = sum(p[0].makespan_s for p in played) / len(played)
-    return RaceRange(best[0], worst[0], best[1], worst[1], candidates, 1 + len(winners), exhaustive, mean)
+    return RaceRange(
+        best[0],
+        worst[0],
+        best[1],
+        worst[1],
+        candidates,
+        1 + len(winners) + len(pairs),
+        exhaustive,
+        mean,
+        best_last=best[2],
+        worst_last=worst[2],
+    )
 
 
 def with_slot_race(queue_order: RaceRange, slot_waiters_first: RaceRange) -> RaceRange:
@@ -115,14 +156,14 @@ def with_slot_race(queue_order: RaceRange, slot_waiters_first: RaceRange) -> Rac
     (``slot_waiters_first``; each played over the same race of first questions)."""
     a, b = queue_order, slot_waiters_first
     best = (
-        (a.best, a.best_first, False)
+        (a.best, a.best_first, False, a.best_last)
         if a.best.makespan_s <= b.best.makespan_s
-        else (b.best, b.best_first, True)
+        else (b.best, b.best_first, True, b.best_last)
     )
     worst = (
-        (a.worst, a.worst_first, False)
+        (a.worst, a.worst_first, False, a.worst_last)
         if a.worst.makespan_s >= b.worst.makespan_s
-        else (b.worst, b.worst_first, True)
+        else (b.worst, b.worst_first, True, b.worst_last)
     )
     return RaceRange(
         best[0],
@@ -135,4 +176,6 @@ def with_slot_race(queue_order: RaceRange, slot_waiters_first: RaceRange) -> Rac
         (a.mean_s + b.mean_s) / 2,
         best[2],
         worst[2],
+        best[3],
+        worst[3],
     )

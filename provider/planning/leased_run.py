@@ -349,6 +349,7 @@ def simulate_leased(
     slot_times: SlotTimes = SlotTimes(),
     first_check_s: float = 0.0,
     ask_first: Collection[str] = (),
+    ask_last: Collection[str] = (),
     slot_waiters_first: bool = False,
     ageing_s: float = DEFAULT_AGEING_S,
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
@@ -371,6 +372,8 @@ def simulate_leased(
         :mod:`deltaguard.triggers.lease`; default: none).
     :param ask_first: writes that win the race of questions asked at the same instant (the others keep
         Airflow's start order behind them).
+    :param ask_last: writes that lose that race: they ask after every other question of the same instant
+        (the winners and Airflow's start order before them).
     :param slot_waiters_first: after a release, decide the requests waiting only for a slot of the gate
         before the rest of the queue (one way the race between their own checks and the re-admission of the
         released table's queue goes; default: queue order for all).
@@ -399,6 +402,7 @@ def simulate_leased(
                 raise ValueError(f"no rules for table {table!r}")
     position = {w.id: i for i, w in enumerate(writes)}
     first = frozenset(ask_first)
+    last = frozenset(ask_last)
     state = _State()
     manager = PlayedLeaseManager(by_id, tables, decide, ageing_s, max_overtake_s)
     manager.worker_slots = worker_slots
@@ -477,10 +481,11 @@ def simulate_leased(
             state.asking[job] = now + slot_times.start_s
 
     def ask_due(now: float) -> bool:
-        """The questions due at ``now``, the race's winners first, then in Airflow's start order."""
+        """The questions due at ``now``: the race's winners first, then in Airflow's start order, its losers
+        last."""
         due = sorted(
             (j for j, at in state.asking.items() if at <= now),
-            key=lambda j: (j not in first, -by_id[j].weight, position[j]),
+            key=lambda j: (0 if j in first else 2 if j in last else 1, -by_id[j].weight, position[j]),
         )
         for job in due:
             slot_start = state.asking.pop(job) - slot_times.start_s

@@ -113,6 +113,8 @@ def _range_json(plan: Plan) -> dict[str, Any] | None:
         "first_to_ask": {table: list(writes) for table, writes in race.candidates.items()},
         "best_first": list(race.best_first),
         "worst_first": list(race.worst_first),
+        "best_last": list(race.best_last),
+        "worst_last": list(race.worst_last),
         "best_slot_waiters_first": race.best_slot_waiters_first,
         "worst_slot_waiters_first": race.worst_slot_waiters_first,
         "plays": race.plays,
