@@ -208,3 +208,18 @@ async def store_handles_closed() -> None:
 
     while lease._CLOSING:
         await asyncio.gather(*list(lease._CLOSING), return_exceptions=True)
+
+
+def store_held_by(tmp_path: Any, monkeypatch: Any, request: Any) -> tuple[str, Any, Any]:
+    """A SQLite lease store in ``tmp_path``, named to the triggers by ``[deltaguard] lease_store_url``, with
+    ``request`` granted in it: the store's URL, its :class:`~deltaguard.leases.manager.LeaseManager` and the
+    grant."""
+    from deltaguard.core.admission import Granted
+    from deltaguard.leases.manager import LeaseManager
+
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
+    manager = LeaseManager(url)
+    holder = manager.acquire(request)
+    assert isinstance(holder, Granted), holder
+    return url, manager, holder

@@ -10,15 +10,14 @@ from typing import Any
 
 import pytest
 
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim, Waiting
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
-from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.base import SqlLeaseStore
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from tests.airflow.hang import HANG_S, stacks, wind_down, within
-from tests.airflow.helpers import store_handles_closed
+from tests.airflow.helpers import store_handles_closed, store_held_by
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 CONFIG = TableConfig(partition_columns=("country",))
@@ -42,11 +41,9 @@ async def _first(trigger: LeaseAvailableTrigger, fired: dict[str, dict[str, Any]
 def test_one_release_wakes_a_crowd_with_one_decision_of_the_queue(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'leases.db'}"
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
-    manager = LeaseManager(url)
-    holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
-    assert isinstance(holder, Granted)
+    url, manager, holder = store_held_by(
+        tmp_path, monkeypatch, _request("alter", OperationKind.SET_TBLPROPERTIES)
+    )
     ids = []
     for i in range(N):
         # appends (compatible with each other) and, every tenth, an overwrite of one partition

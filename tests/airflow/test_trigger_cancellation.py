@@ -14,16 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core.admission import LeaseRequest, Owner, TableClaim, Waiting
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.table_config import TableConfig
 from deltaguard.hooks import lease as shared_store
-from deltaguard.leases.manager import LeaseManager
 from deltaguard.triggers.lease import LeaseAvailableTrigger
 from deltaguard.triggers.wake import wait_woken
 from tests.airflow.hang import HANG_S
-from tests.airflow.helpers import store_handles_closed
+from tests.airflow.helpers import store_handles_closed, store_held_by
 
 PROFILE = EngineProfile(EngineName.DELTA_RS, "1.6.6")
 
@@ -58,11 +57,9 @@ def test_wait_woken_says_whether_the_event_came() -> None:
 def test_a_trigger_cancelled_as_a_release_wakes_it_takes_no_lease(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'leases.db'}"
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", url)
-    manager = LeaseManager(url)
-    holder = manager.acquire(_request("alter", OperationKind.SET_TBLPROPERTIES))
-    assert isinstance(holder, Granted)
+    url, manager, holder = store_held_by(
+        tmp_path, monkeypatch, _request("alter", OperationKind.SET_TBLPROPERTIES)
+    )
     waiting = manager.acquire(_request("w", OperationKind.INSERT))
     assert isinstance(waiting, Waiting)
 
