@@ -194,14 +194,10 @@ def decide_locked(
 
 
 def held_leases(txn: StoreTxn, slots: int | None, now: float) -> list[LeaseRow] | None:
-    """Every live lease the slot gate counts, read in ``txn`` (``None``: no gate, or a store that cannot
-    list them)."""
+    """Every live lease the slot gate counts, read in ``txn`` (``None``: no gate)."""
     if slots is None:
         return None
-    try:
-        return txn.live_leases(now)
-    except NotImplementedError:
-        return None
+    return txn.live_leases(now)
 
 
 def slots_left(txn: StoreTxn, slots: int | None, now: float) -> int | None:

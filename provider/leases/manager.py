@@ -553,10 +553,7 @@ class LeaseManager(RemoteWorkFencing):
         count): then the decision takes the locking path, which counts in its transaction."""
         if self.worker_slots is None:
             return False
-        try:
-            held = self.store.live_leases(now)
-        except NotImplementedError:
-            return False
+        held = self.store.live_leases(now)
         return not slot_open(self.worker_slots, len({row.lease_id for row in held}))
 
     def _evaluate(self, request: LeaseRequest, fast: bool = True) -> Granted | Waiting:

@@ -346,13 +346,10 @@ class LeaseStore(abc.ABC):
             self.verify_identity(store_id)
         return self.read_lease(lease_id)
 
+    @abc.abstractmethod
     def live_leases(self, now: float) -> list[LeaseRow]:
         """Unexpired lease rows on every table, without locking: what the slot gate counts
-        (:mod:`deltaguard.core.slots`). A store that cannot list them has no gate (the default).
-
-        :raises NotImplementedError: this store does not list them.
-        """
-        raise NotImplementedError
+        (:mod:`deltaguard.core.slots`)."""
 
     @abc.abstractmethod
     def list_leases(self, uri: str) -> list[LeaseRow]:
