@@ -18,11 +18,12 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from benchmarks.harness.ports import free_port as _free_port
 
 #: Where Debian/Ubuntu install the server binaries; the newest version wins.
 _PG_ROOT = Path("/usr/lib/postgresql")
@@ -45,12 +46,6 @@ def find_pg_bin() -> Path | None:
             return versions[-1] / "bin"
     found = shutil.which("initdb")
     return Path(found).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _run_as(user: str | None, argv: list[str]) -> None:

@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.airflow_api import AirflowApi, TaskInstanceRecord
+from benchmarks.harness.ports import free_port
 
 #: The four long-running components, in start order.
 COMPONENTS: tuple[str, ...] = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -59,13 +59,6 @@ def default_home() -> Path:
 def default_dags_folder() -> Path:
     """The example DAGs shipped in the repository."""
     return repo_root() / "dags_examples"
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (the api-server binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

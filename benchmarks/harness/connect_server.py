@@ -20,10 +20,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from benchmarks.harness.ports import free_port
 from deltaguard.engines.errors import SparkSetupError
 from deltaguard.engines.spark.setup import delta_session_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: what the server logs once its gRPC service listens (followed by ``address:port``)
+STARTED_LINE = "Spark Connect server started at: "
+#: what it logs when that service could not start (the JVM then stops)
+FAILED_LINE = "Error starting Spark Connect server"
 
 #: A small server: two cores, half a GiB of heap, no UI.
 SMALL_SERVER_CONF: Mapping[str, str] = {
@@ -37,12 +42,6 @@ SMALL_SERVER_CONF: Mapping[str, str] = {
     # Delta rebuilds snapshots with 50 tasks by default; a local stand-in holds small tables
     "spark.databricks.delta.snapshotPartitions": "2",
 }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def group_members(pgid: int) -> list[int]:
@@ -116,7 +115,7 @@ class LocalConnectServer:
         return [*command, "spark-internal"]
 
     def start(self, timeout: float = 300.0) -> str:
-        """Start the server and wait until it answers a query; returns its ``sc://`` URL.
+        """Start the server and wait until it says it started and its port answers; returns its ``sc://`` URL.
 
         :raises SparkSetupError: if the process exits or does not answer within ``timeout`` seconds (with
             the end of its log).
@@ -131,10 +130,10 @@ class LocalConnectServer:
             out.close()
         deadline = started + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SparkSetupError(
-                    f"the Spark Connect server exited with {self.process.returncode}{self._tail()}"
-                )
+            if self.process.poll() is not None or FAILED_LINE in self._log():
+                tail = self._tail()
+                self.stop()
+                raise SparkSetupError(f"the Spark Connect server failed to start{tail}")
             if self._answers():
                 self.startup_seconds = time.monotonic() - started
                 return self.url
@@ -143,14 +142,22 @@ class LocalConnectServer:
         raise SparkSetupError(f"the Spark Connect server did not answer within {timeout:.0f} s{self._tail()}")
 
     def _answers(self) -> bool:
+        # An open port alone is not the server: another listener of the same JVM may hold it. With a log, the
+        # server's own line naming its port is required too.
+        if self.log_file is not None and f"{STARTED_LINE}127.0.0.1:{self.port}" not in self._log():
+            return False
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.settimeout(1.0)
             return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
-    def _tail(self) -> str:
+    def _log(self) -> str:
         if self.log_file is None or not self.log_file.exists():
             return ""
-        return ":\n" + self.log_file.read_text(errors="replace")[-3000:]
+        return self.log_file.read_text(errors="replace")
+
+    def _tail(self) -> str:
+        log = self._log()
+        return ":\n" + log[-3000:] if log else ""
 
     def rss_bytes(self) -> int | None:
         """Resident memory of the server process group's JVM (``None`` when not running)."""
