@@ -3,7 +3,6 @@ browser tests of the Delta leases app."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,15 +11,15 @@ from typing import Any
 
 import httpx
 
+from benchmarks.harness.ports import free_port
+
 
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 in a thread; yields its base URL."""
     import uvicorn
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
