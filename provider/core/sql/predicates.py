@@ -260,7 +260,8 @@ def null_widened_terms(
             # an equality / IN of string literals keeps no '' partition: on a STRING column it is a plain
             # string equality, other column types hold no ''
             text_values = all(
-                kind in TEXT_KINDS and domain.values is not None for kind, domain in constraint.domains.items()
+                kind in TEXT_KINDS and domain.values is not None
+                for kind, domain in constraint.domains.items()
             )
             found[column] = ColumnConstraint(
                 None, dict(constraint.domains), or_null=True, or_empty=not text_values
