@@ -120,3 +120,53 @@ def test_empty_string_partition_is_read_like_null(tmp_path: Path) -> None:
     x, y = (K.UPDATE, "p > 'b'"), (K.DELETE, "p < 'b'")
     assert _engine_conflicts(tmp_path, base, x, y)
     assert _model_conflicts(x, y)
+
+
+#: readers whose exact reading excludes ``b`` only through a term a null test contradicts: delta-rs prunes with
+#: the null test as unknown, so the term stays and reads the files of ``b`` (found by the differential fuzzer,
+#: ``tests/conformance/fuzz_regressions/null-test-in-contradiction-seed1818.json``)
+NULL_TEST_READERS = [
+    "p <> 'a' AND (p IS NULL OR p <> 'b')",
+    "p = 'c' OR (p = 'b' AND p IS NULL)",
+    "p = 'c' OR p = 'b' AND p IS NULL AND id > 0",
+]
+#: readers of ``b``-free partitions that delta-rs prunes exactly enough to commit beside a rewrite of ``b``
+SEPARATE_READERS = [
+    "p IS NOT NULL AND p <> 'b'",
+    "(p = 'a' OR p = 'c') AND p <> 'a'",
+    "p = 'c' AND (p IS NULL OR id > 0)",
+    "NOT (p = 'b' OR p IS NULL)",
+]
+
+
+def _three_partitions(tmp_path: Path) -> Path:
+    base = tmp_path / "abc"
+    write_deltalake(
+        str(base),
+        pa.table(
+            {
+                "id": pa.array(range(8), pa.int64()),
+                "v": pa.array([0] * 8, pa.int64()),
+                "p": ["a", "b", "c", None] * 2,
+            }
+        ),
+        partition_by=["p"],
+    )
+    return base
+
+
+def test_a_null_test_in_a_contradicting_term_still_reads_other_partitions(tmp_path: Path) -> None:
+    base = _three_partitions(tmp_path)
+    table = read_table_config(str(base))
+    writer = (K.UPDATE, "p = 'b'")
+    for predicate in NULL_TEST_READERS:
+        reader = (K.DELETE, predicate)
+        assert _engine_conflicts(tmp_path, base, reader, writer), (
+            "measured: the stale DELETE fails",
+            predicate,
+        )
+        assert _model_conflicts(reader, writer, table), predicate
+    for predicate in SEPARATE_READERS:
+        reader = (K.DELETE, predicate)
+        assert not _engine_conflicts(tmp_path, base, reader, writer), ("measured: both commit", predicate)
+        assert not _model_conflicts(reader, writer, table), predicate

@@ -99,20 +99,30 @@ def _dedupe(terms: Iterable[Term]) -> Dnf:
     return tuple(dict.fromkeys(terms))
 
 
-def to_dnf(node: exp.Expr, negated: bool, columns: frozenset[str] | None, text: frozenset[str]) -> Dnf:
+def to_dnf(
+    node: exp.Expr,
+    negated: bool,
+    columns: frozenset[str] | None,
+    text: frozenset[str],
+    null_tests: bool = True,
+) -> Dnf:
     """The DNF of ``node`` (of ``NOT node`` when ``negated``), over ``columns`` only (all when ``None``);
-    string literals compared with a ``text`` column are read as text."""
+    string literals compared with a ``text`` column are read as text. With ``null_tests=False`` a null test
+    (``IS NULL``, ``IS NOT NULL``, under any NOT) restricts nothing: it is ``TRUE`` *before* the expansion,
+    so no term is dropped as contradictory because of it (an engine that cannot prune on null-ness)."""
     if isinstance(node, exp.Paren):
-        return to_dnf(node.this, negated, columns, text)
+        return to_dnf(node.this, negated, columns, text, null_tests)
     if isinstance(node, exp.Not):
-        return to_dnf(node.this, not negated, columns, text)
+        return to_dnf(node.this, not negated, columns, text, null_tests)
     if isinstance(node, exp.And | exp.Or):
         # De Morgan holds in SQL's three-valued logic, so NOT can be pushed down to the atoms.
         conjunctive = isinstance(node, exp.And) != negated
-        operands = (to_dnf(child, negated, columns, text) for child in flatten(node, type(node)))
+        operands = (to_dnf(child, negated, columns, text, null_tests) for child in flatten(node, type(node)))
         return _conjoin(operands) if conjunctive else _disjoin(operands)
     if isinstance(node, exp.Boolean):
         return TRUE if bool(node.this) != negated else FALSE
+    if not null_tests and isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return TRUE
     return _atom_dnf(node, negated, columns, text)
 
 

@@ -210,30 +210,49 @@ def provably_disjoint(
 def null_widened_terms(
     p: Predicate, columns: Collection[str], text: Collection[str] = ()
 ) -> tuple[Compiled, ...]:
-    """The DNF terms of ``p`` over ``columns``, each widened to what an engine keeps when it prunes files on
-    partition values whose NULL compares as *unknown*: every comparison on a column also admits NULL, and a
-    null test (``IS NULL``, ``IS NOT NULL``) restricts nothing.
+    """The DNF terms of ``p`` over ``columns`` as an engine reads them when it prunes files on partition
+    values whose NULL compares as *unknown*: every comparison on a column also admits NULL, and a null test
+    (``IS NULL``, ``IS NOT NULL``) restricts nothing.
 
     This is how delta-rs 1.6.6 decides which files a stale write *read* for conflict detection (measured,
     ADR 0003 fact 11): a file of the ``p = NULL`` partition counts as read by ``p <> 'a'``, ``p > 'a'``,
     ``p BETWEEN ...``, ``NOT IN``, ``NOT (p = 'a')`` and, on DATE and BIGINT partitions, even by ``p = 1``
-    and ``p IN (...)`` (an equality or IN list of plain strings AND-ed at the top stays exact); ``p IS NULL`` and ``p IS NOT NULL`` count every file as read. delta-rs logs an
-    empty-string partition value as null, so the files of ``p = ''`` count as read alike: a widened term also
-    meets every constraint the empty string may satisfy (:func:`provably_disjoint_terms`).
+    and ``p IN (...)`` (an equality or IN list of plain strings AND-ed at the top stays exact); ``p IS NULL``
+    and ``p IS NOT NULL`` count every file as read. delta-rs logs an empty-string partition value as null, so
+    the files of ``p = ''`` count as read alike: a widened term also meets every constraint the empty string
+    may satisfy (:func:`provably_disjoint_terms`).
+
+    The widening is applied to each comparison *before* the terms are intersected, never to what survives an
+    exact reading: ``p <> 'a' AND (p IS NULL OR p <> 'b')`` reads the files of ``p = 'b'`` (measured: a stale
+    DELETE with it fails after an UPDATE of ``p = 'b'``), although its exact reading is ``p NOT IN ('a', 'b')``.
+    So null tests are ``TRUE`` while the DNF is built, and a term whose comparisons on a column contradict
+    each other still reads that column's NULL and empty-string partitions.
 
     :param p: the reader's predicate.
     :param columns: the partition columns (case-insensitive).
     :param text: the columns known to be STRINGs (see :func:`provably_disjoint`).
     """
     key = frozenset(column.lower() for column in columns)
-    terms = p.terms_over(key, frozenset(column.lower() for column in text))
+    text_key = frozenset(column.lower() for column in text)
+    try:
+        dnf = TRUE if p.tree is None else to_dnf(p.tree, False, key, text_key, null_tests=False)
+    except RecursionError:
+        dnf = TRUE  # restricts nothing: sound
     widened: list[Compiled] = []
-    for term in terms:
+    for term in dnf:
+        by_column: Compiled = {}
+        for atom in term:
+            by_column.setdefault(atom.column, ColumnConstraint()).add(atom)
         found: Compiled = {}
-        for column, constraint in term.items():
+        for column, constraint in by_column.items():
             if not constraint.domains:
-                continue  # a null test only: every file is read
-            if len(terms) == 1 and string_values_only(constraint):
+                continue  # no comparison: every file is read
+            if constraint.is_empty():
+                # contradicting comparisons hold for no value, but each compares NULL as unknown: the NULL
+                # (and logged-null empty-string) partition stays read
+                found[column] = ColumnConstraint(True, or_null=True, or_empty=True)
+                continue
+            if len(dnf) == 1 and string_values_only(constraint):
                 # ``p = 'a'`` / ``p IN ('a', 'b')`` AND-ed at the top on a STRING partition are pruned exactly
                 # (measured: neither NULL nor '' partitions are read); in an OR they may not be
                 found[column] = constraint
