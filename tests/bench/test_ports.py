@@ -17,7 +17,9 @@ def test_a_picked_port_is_free_and_below_the_ephemeral_range() -> None:
             sock.bind(("127.0.0.1", port))
 
 
-def test_a_port_answered_by_another_listener_is_not_the_server_until_it_logs_its_start(tmp_path: Path) -> None:
+def test_a_port_answered_by_another_listener_is_not_the_server_until_it_logs_its_start(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "server.log"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
         # another listener of the same JVM (its block manager, say) holding the port the server was given
