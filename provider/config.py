@@ -134,6 +134,15 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "``spark_connect`` connection the Spark engine reaches Spark Connect through, unless the task or "
         "its ``delta`` connection names a Spark connection. Empty: no Spark Connect.",
     ),
+    "spark_connect_timeout": (
+        "float",
+        "600",
+        "Seconds a Spark write waits for its Spark Connect server's first answer before it fails, naming the "
+        "server, before any lease is asked (a warning is logged every 30 s meanwhile). pyspark alone retries "
+        "a refused connection for at least 10 minutes, and waits without end on a port where something else "
+        "than a Connect server listens, both without a log line. Lower it where servers are always up; keep "
+        "it long where a cluster may start on first use (Databricks).",
+    ),
     "priority_policy": (
         "boolean",
         "True",
@@ -407,6 +416,11 @@ def pools_file() -> str | None:
 def spark_conn_ids() -> tuple[str | None, str | None]:
     """The default ``(spark, spark_connect)`` connection ids for the Spark engine (``None``: unset)."""
     return cast("str | None", _read("spark_conn_id")), cast("str | None", _read("spark_connect_conn_id"))
+
+
+def spark_connect_timeout() -> float:
+    """Seconds a Spark write waits for its Spark Connect server's first answer."""
+    return cast(float, _read("spark_connect_timeout"))
 
 
 def default_deferrable() -> bool:

@@ -395,11 +395,14 @@ class EngineSettings:
     :param storage_options: ``deltalake`` storage options (any engine whose constructor takes them).
     :param spark_conn_id: ``spark`` connection for Spark engines (their ``conn_id``).
     :param spark_connect_conn_id: ``spark_connect`` connection for Spark engines (their ``connect_conn_id``).
+    :param spark_connect_timeout_s: seconds a Spark engine waits for its Connect server's first answer (their
+        ``connect_timeout_s``).
     """
 
     storage_options: Mapping[str, str] | None = None
     spark_conn_id: str | None = None
     spark_connect_conn_id: str | None = None
+    spark_connect_timeout_s: float | None = None
 
 
 def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngine:
@@ -407,7 +410,7 @@ def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngi
 
     Each setting goes to the constructor parameter of the same meaning when the constructor has it and the
     setting is given: ``storage_options`` to any engine; the Spark connections (``conn_id``,
-    ``connect_conn_id``) only to engines named ``spark`` (:class:`~deltaguard.engines.spark.SparkEngine` and
+    ``connect_conn_id``, ``connect_timeout_s``) only to engines named ``spark`` (:class:`~deltaguard.engines.spark.SparkEngine` and
     engines of users built on it), since another engine's ``conn_id`` would mean something else.
 
     :param name: an engine name, alias or ``module:Class`` path.
@@ -419,6 +422,7 @@ def build_engine(name: str, settings: EngineSettings | None = None) -> DeltaEngi
     if getattr(cls, "name", None) == "spark":
         offered["conn_id"] = settings.spark_conn_id
         offered["connect_conn_id"] = settings.spark_connect_conn_id
+        offered["connect_timeout_s"] = settings.spark_connect_timeout_s
     accepted = _accepted_parameters(cls)
     return cls(**{key: value for key, value in offered.items() if key in accepted and value is not None})
 

@@ -153,10 +153,16 @@ class DeltaTableHook(BaseHook):
     def engine_settings(
         self, spark_conn_id: str | None = None, spark_connect_conn_id: str | None = None
     ) -> EngineSettings:
-        """Storage options and Spark connections for the engine (see :meth:`spark_connections`)."""
+        """Storage options and Spark connections for the engine (see :meth:`spark_connections`), and
+        ``[deltaguard] spark_connect_timeout`` when a Spark Connect connection is named."""
+        from deltaguard import config
+
         spark, connect = self.spark_connections(spark_conn_id, spark_connect_conn_id)
         return EngineSettings(
-            storage_options=self.storage_options or None, spark_conn_id=spark, spark_connect_conn_id=connect
+            storage_options=self.storage_options or None,
+            spark_conn_id=spark,
+            spark_connect_conn_id=connect,
+            spark_connect_timeout_s=config.spark_connect_timeout() if connect else None,
         )
 
     def engine_choice(self, name: str | None = None) -> str:

@@ -91,6 +91,9 @@ class SparkEngine(DeltaEngine):
     :param conn_id: a ``spark`` connection: master URL and Databricks extras (``databricks-runtime``,
         ``photon``, ``row-level-preview``) for the profile.
     :param connect_conn_id: a ``spark_connect`` connection: use Spark Connect.
+    :param connect_timeout_s: seconds to wait for the Connect server's first answer before
+        :class:`~deltaguard.exceptions.SparkSetupError` (default
+        :data:`~deltaguard.engines.spark.session.DEFAULT_CONNECT_TIMEOUT_S`).
     :param master: a master URL for a worker session (overrides the connection's).
     :param conf: extra Spark conf for a session this engine creates.
     :param profile: the engine profile, if known better than this engine can tell.
@@ -114,6 +117,7 @@ class SparkEngine(DeltaEngine):
         *,
         conn_id: str | None = None,
         connect_conn_id: str | None = None,
+        connect_timeout_s: float | None = None,
         master: str | None = None,
         conf: Mapping[str, str] | None = None,
         profile: EngineProfile | None = None,
@@ -130,6 +134,7 @@ class SparkEngine(DeltaEngine):
         self._spark_source = spark
         self._conn_id = conn_id
         self._connect_conn_id = connect_conn_id
+        self._connect_timeout_s = connect_timeout_s
         self._master = master
         self._conf = dict(conf or {})
         self._profile = profile
@@ -188,11 +193,19 @@ class SparkEngine(DeltaEngine):
             # A SparkSession is not callable; anything callable is a factory. Either way it is the caller's.
             return cast("SparkSession", source() if callable(source) else source)
         if self._connect_conn_id:
-            from deltaguard.engines.spark.session import connect_session, connect_url
+            from deltaguard.engines.spark.session import (
+                DEFAULT_CONNECT_TIMEOUT_S,
+                connect_session,
+                connect_url,
+            )
 
             self._connect_url = connect_url(self._connect_conn_id)
             existing = _existing_connect_session()
-            session = connect_session(self._connect_conn_id, conf=self._conf)
+            session = connect_session(
+                self._connect_conn_id,
+                conf=self._conf,
+                timeout_s=self._connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S,
+            )
             self._owns_session = existing is None or session is not existing
             return session
         if self._conn_id is None and self._master is None:

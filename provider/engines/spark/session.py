@@ -12,7 +12,11 @@ Airflow is imported lazily so the module also works where a Spark session runs w
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -25,6 +29,15 @@ from deltaguard.engines.spark.setup import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Seconds a new Spark Connect session waits for its server's first answer before failing: pyspark's own
+#: retry policy tolerates at least 10 minutes (``DefaultPolicy``), and a listener that is not a Connect
+#: server is waited on without end, both without a log line.
+DEFAULT_CONNECT_TIMEOUT_S = 600.0
+#: Seconds between the warnings logged while that first answer is awaited.
+CONNECT_WAIT_WARNING_S = 30.0
 
 #: The Spark setting that decides how literals without zone are read (ADR 0001).
 SESSION_TIME_ZONE_CONF = "spark.sql.session.timeZone"
@@ -192,12 +205,18 @@ def connect_url(conn_id: str = "spark_connect_default") -> str:
 
 
 def connect_session(
-    conn_id: str = "spark_connect_default", *, conf: Mapping[str, str] | None = None
+    conn_id: str = "spark_connect_default",
+    *,
+    conf: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
 ) -> SparkSession:
-    """A Spark Connect session for a ``spark_connect`` connection (URL from ``SparkConnectHook``).
+    """A Spark Connect session for a ``spark_connect`` connection (URL from ``SparkConnectHook``), once its
+    server has answered.
 
     :param conn_id: the ``spark_connect`` connection.
     :param conf: runtime SQL conf to set on the session.
+    :param timeout_s: seconds to wait for the server's first answer (see :func:`await_server`).
+    :raises SparkSetupError: the server did not answer in time, or answered with an error.
     """
     url = connect_url(conn_id)
     if context_running():
@@ -212,6 +231,65 @@ def connect_session(
         from pyspark.sql import SparkSession
 
         session = SparkSession.builder.remote(url).getOrCreate()
+    await_server(session, url, conn_id, timeout_s)
     for key, value in (conf or {}).items():
         session.conf.set(key, value)
     return session
+
+
+def shown_url(url: str) -> str:
+    """``url`` without its parameters (``;token=...``, ``;user_id=...``), for logs and errors."""
+    return url.split(";", 1)[0].rstrip("/")
+
+
+def await_server(session: Any, url: str, conn_id: str, timeout_s: float) -> None:
+    """Wait for the Connect server's first answer (its Spark version), warning every
+    :data:`CONNECT_WAIT_WARNING_S` seconds while none has come.
+
+    Building a Connect session contacts no server; its first call does, and pyspark retries a refused or
+    unanswered connection for 10 minutes or more without a word. The call runs in a daemon thread so that
+    the wait can end: on time out the session is closed and the task fails before any lease.
+
+    :param session: the Connect session just built.
+    :param url: its ``sc://`` URL.
+    :param conn_id: the connection it came from, named in the error.
+    :param timeout_s: seconds to wait.
+    :raises SparkSetupError: no answer within ``timeout_s`` seconds, or an error answered.
+    """
+    answered = threading.Event()
+    failure: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            session.version  # noqa: B018 - the property is the first call to the server
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+        finally:
+            answered.set()
+
+    where = f"the Spark Connect server at {shown_url(url)} (connection {conn_id!r})"
+    threading.Thread(target=ask, name="deltaguard-connect-first-call", daemon=True).start()
+    started = time.monotonic()
+    while not answered.wait(min(CONNECT_WAIT_WARNING_S, max(0.0, started + timeout_s - time.monotonic()))):
+        waited = time.monotonic() - started
+        if waited >= timeout_s:
+            _drop(session)
+            raise SparkSetupError(
+                f"{where} did not answer within {timeout_s:g} s ([deltaguard] spark_connect_timeout): "
+                "check the connection's host and port, that a Spark Connect server listens there, and that "
+                "the network lets the worker reach it"
+            )
+        log.warning(
+            "deltaguard: no answer yet from %s after %.0f s; waiting up to %g s", where, waited, timeout_s
+        )
+    if failure:
+        _drop(session)
+        raise SparkSetupError(f"{where} answered with an error: {failure[0]}") from failure[0]
+
+
+def _drop(session: Any) -> None:
+    """Close a session whose server did not answer, so that no later ``getOrCreate()`` of the process returns
+    it: its channel only (releasing it would call that server again)."""
+    with contextlib.suppress(Exception):
+        session.release_session_on_close = False
+        session.stop()
