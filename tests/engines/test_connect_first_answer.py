@@ -98,6 +98,10 @@ def test_the_spark_engine_fails_its_setup_before_any_lease_when_connect_does_not
 
     monkeypatch.setenv(*next(iter(connection_env(silent_port, "spark_connect_silent").items())))
     monkeypatch.setattr(RemoteSparkSession, "_default_session", None)
+    # pyspark's builder.remote() marks the whole process as Connect-only (SPARK_CONNECT_MODE_ENABLED), which
+    # would make a later test's classic session fail: set here so that the test's end removes it again
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "")
+    monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED")
     engine = build_engine(
         "spark", EngineSettings(spark_connect_conn_id="spark_connect_silent", spark_connect_timeout_s=2.0)
     )
