@@ -198,13 +198,29 @@ def gen_atom(rng: random.Random, layout: Layout) -> str:
     return f"NOT ({column} = {lit})"
 
 
-def gen_predicate(rng: random.Random, layout: Layout) -> str:
+def gen_predicate(rng: random.Random, layout: Layout, nested: bool = False) -> str:
+    """One atom or two joined by AND / OR; with ``nested``, a tree of up to three levels (:func:`gen_tree`)."""
+    if nested:
+        return gen_tree(rng, layout, 3)
     first = gen_atom(rng, layout)
     roll = rng.random()
     if roll < 0.6:
         return first
     joiner = "AND" if roll < 0.8 else "OR"
     return f"({first}) {joiner} ({gen_atom(rng, layout)})"
+
+
+def gen_tree(rng: random.Random, layout: Layout, depth: int) -> str:
+    """A predicate tree of AND, OR and NOT over atoms, ``depth`` levels at most: the shapes whose exact
+    reading drops a contradicting term (``p <> 'a' AND (p IS NULL OR p <> 'b')``), which an engine pruning
+    with unknowns may keep."""
+    roll = rng.random()
+    if depth <= 1 or roll < 0.35:
+        return gen_atom(rng, layout)
+    if roll < 0.45:
+        return f"NOT ({gen_tree(rng, layout, depth - 1)})"
+    joiner = "AND" if roll < 0.75 else "OR"
+    return f"({gen_tree(rng, layout, depth - 1)}) {joiner} ({gen_tree(rng, layout, depth - 1)})"
 
 
 def _rows(layout: Layout, partition: tuple[Any, ...], ids: Sequence[int]) -> pa.Table:
@@ -217,7 +233,7 @@ def _rows(layout: Layout, partition: tuple[Any, ...], ids: Sequence[int]) -> pa.
     return pa.table(data)
 
 
-def gen_case(rng: random.Random, layout: Layout) -> Case:
+def gen_case(rng: random.Random, layout: Layout, nested: bool = False) -> Case:
     from deltaguard.engines import specs
 
     kind = rng.choices(("delete", "update", "merge", "replace_where", "append"), (4, 3, 3, 2, 1))[0]
@@ -225,16 +241,16 @@ def gen_case(rng: random.Random, layout: Layout) -> Case:
         # rows of a generated partition must follow its expression: only DELETE and UPDATE are generated
         kind = "update" if kind != "delete" else kind
         if kind == "update":
-            predicate = gen_predicate(rng, layout)
+            predicate = gen_predicate(rng, layout, nested)
             updates = {"id": str(rng.randint(1, 40))} if rng.random() < 0.6 else {"v": "'u'"}
             return Case(
                 kind, {"predicate": predicate, "updates": updates}, specs.UpdateSpec(updates, predicate)
             )
     if kind == "delete":
-        predicate = gen_predicate(rng, layout)
+        predicate = gen_predicate(rng, layout, nested)
         return Case(kind, {"predicate": predicate}, specs.DeleteSpec(predicate=predicate))
     if kind == "update":
-        predicate = gen_predicate(rng, layout)
+        predicate = gen_predicate(rng, layout, nested)
         name, column_kind = rng.choice(layout.partitions)
         if rng.random() < 0.5:
             # the spec names the column bare (as a user writes a dict key), in the case a user might use
@@ -619,6 +635,7 @@ def fuzz(
     reads: int = 0,
     generated: bool = False,
     families: Sequence[str] = ("partitions",),
+    nested: bool = False,
 ) -> Summary:
     """Run ``cases`` generated writes from ``seed``; see the module docstring.
 
@@ -632,6 +649,8 @@ def fuzz(
     :param generated: add tables partitioned by a generated column (``g = id % 3``).
     :param families: the generators each case is drawn from (:data:`FAMILIES`), evenly; ``partitions``
         alone draws exactly the cases of earlier runs of the seed.
+    :param nested: predicates are trees of AND, OR and NOT up to three levels deep (:func:`gen_tree`), not
+        one or two atoms (the cases of a seed then differ from a run without it).
     """
     from deltaguard.engines.specs import DeleteSpec
 
@@ -660,7 +679,7 @@ def fuzz(
             others.run(family, tables, summary, root, confirm_candidates)
         else:
             layout = rng.choice(layouts)
-            case = gen_case(rng, layout)
+            case = gen_case(rng, layout, nested)
             made = tables.base(layout)
             if made is None:
                 summary.refused["layout not creatable"] += 1
@@ -928,6 +947,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="per case, run up to K untouched partitions the model calls compatible stale-concurrently (slow)",
     )
     parser.add_argument(
+        "--nested", action="store_true", help="predicates as trees of AND, OR and NOT, up to three levels"
+    )
+    parser.add_argument(
         "--families",
         default="partitions",
         help=f"comma-separated generators, each case drawn evenly from them ({', '.join(FAMILIES)})",
@@ -945,6 +967,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             every=args.every,
             reads=args.reads,
             generated=args.generated,
+            nested=args.nested,
             families=tuple(f.strip() for f in args.families.split(",") if f.strip()),
         )
     report = _report(summary, args.seed)
