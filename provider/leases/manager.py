@@ -526,10 +526,20 @@ class LeaseManager(RemoteWorkFencing):
         return run_in_transaction(self.store, uris, body, request_id, release_by)
 
     def _maybe_prune(self) -> None:
+        """Prune old entries at most every ``prune_every_s``. It runs after the ask's decision has committed,
+        so a store that fails or stalls here is logged and tried again later: the caller must not read a
+        grant it holds as a :class:`StoreError` ("nothing was granted")."""
         now = self.clock()
         if now - self._last_prune >= self.prune_every_s:
             self._last_prune = now
-            self.store.prune(now - self.retention_s)
+            try:
+                self.store.prune(now - self.retention_s)
+            except StoreError as exc:
+                log.warning(
+                    "deltaguard: pruning the decision log failed, tried again in %.0f s: %s",
+                    self.prune_every_s,
+                    exc,
+                )
 
     def _ask(self, request: LeaseRequest, now: float) -> Ask:
         """``request`` prepared for a decision at ``now`` (configuration and stored texts, before any lock)."""
