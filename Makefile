@@ -96,13 +96,23 @@ typecheck: $(VENV)/.installed-test
 # Each has its own temporary root and its own PostgreSQL cluster; make fails if either does.
 # (pytest-xdist's `--dist loadgroup` would do this in one process, but with pytest 9 it does not group:
 # xdist 3.8 sets `item._nodeid`, which pytest 9's `nodeid` no longer reads.)
+# Each process is bounded (TEST_BOUND_S, well inside CI's 90 minutes): past it, SIGUSR1 writes every thread's
+# stack to build/tests-*-stacks.txt (tests/conftest.py) and the process is killed a minute later, so a hang
+# anywhere (a test, a fixture's teardown, the interpreter's exit) fails the run with its stacks printed.
+TEST_BOUND_S ?= 3000
+BOUNDED = timeout --signal=USR1 --kill-after=60 $(TEST_BOUND_S)
 test: $(VENV)/.installed-cluster $(DELTA_JARS)/.fetched lint typecheck
-	@mkdir -p build; status=0; \
-	$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -q -p no:cacheprovider \
+	@mkdir -p build; rm -f build/tests-*-stacks.txt; status=0; \
+	DELTAGUARD_TEST_STACKS=$(CURDIR)/build/tests-light-stacks.txt $(BOUNDED) \
+		$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -q -p no:cacheprovider \
 		--basetemp=/tmp/deltaguard-tests-light >build/tests-light.log 2>&1 & light=$$!; \
-	$(VENV)/bin/python -m pytest tests -m "slow or spark" --basetemp=/tmp/deltaguard-tests-heavy || status=$$?; \
+	DELTAGUARD_TEST_STACKS=$(CURDIR)/build/tests-heavy-stacks.txt $(BOUNDED) \
+		$(VENV)/bin/python -m pytest tests -m "slow or spark" --basetemp=/tmp/deltaguard-tests-heavy || status=$$?; \
 	wait $$light || status=$$?; \
 	echo "==== tests neither slow nor spark (build/tests-light.log) ===="; tail -n 200 build/tests-light.log; \
+	for stacks in build/tests-*-stacks.txt; do \
+		[ -s "$$stacks" ] && { echo "==== still running at $(TEST_BOUND_S) s: $$stacks ===="; cat "$$stacks"; }; \
+	done; \
 	exit $$status
 
 # The edit loop: no real scheduler, no JVM, no multi-process runs (those are marked slow or spark); stops at

@@ -12,11 +12,20 @@ with ``DELTAGUARD_DELTA_JARS=none``, and left out of every other process.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 
 import pytest
 
 from tests.pg_fixtures import pg_server  # noqa: F401  (offered to every test directory)
+
+# `make test` sends SIGUSR1 to a test process still running past its bound: every thread's stack is written
+# to this file (pytest's own capture holds stderr) before the process is killed, so a hang names itself
+# even where no test's timeout covers it (a fixture's teardown, the interpreter's exit).
+_STACKS_FILE = os.environ.get("DELTAGUARD_TEST_STACKS")
+if _STACKS_FILE:
+    faulthandler.register(signal.SIGUSR1, file=open(_STACKS_FILE, "a"), all_threads=True)  # noqa: SIM115
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
