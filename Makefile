@@ -104,10 +104,10 @@ BOUNDED = timeout --signal=USR1 --kill-after=60 $(TEST_BOUND_S)
 test: $(VENV)/.installed-cluster $(DELTA_JARS)/.fetched lint typecheck
 	@mkdir -p build; rm -f build/tests-*-stacks.txt; status=0; \
 	DELTAGUARD_TEST_STACKS=$(CURDIR)/build/tests-light-stacks.txt $(BOUNDED) \
-		$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -q -p no:cacheprovider \
+		$(VENV)/bin/python -m pytest tests -m "not slow and not spark" -q -p no:cacheprovider --durations=25 \
 		--basetemp=/tmp/deltaguard-tests-light >build/tests-light.log 2>&1 & light=$$!; \
 	DELTAGUARD_TEST_STACKS=$(CURDIR)/build/tests-heavy-stacks.txt $(BOUNDED) \
-		$(VENV)/bin/python -m pytest tests -m "slow or spark" --basetemp=/tmp/deltaguard-tests-heavy || status=$$?; \
+		$(VENV)/bin/python -m pytest tests -m "slow or spark" --durations=25 --basetemp=/tmp/deltaguard-tests-heavy || status=$$?; \
 	wait $$light || status=$$?; \
 	echo "==== tests neither slow nor spark (build/tests-light.log) ===="; tail -n 200 build/tests-light.log; \
 	for stacks in build/tests-*-stacks.txt; do \
