@@ -6,9 +6,14 @@ oracle without importing the conflict rules. See ADR 0037.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
 
 #: A truth value in SQL's three-valued logic (``None``: NULL, unknown).
 Truth = bool | None
@@ -84,9 +89,64 @@ class AnswerCache:
         with self._lock:
             found = self._answers.get(key)
         if found is None:
+            unasked = _UNASKED.get()
+            if unasked is not None:
+                question = (tuple(predicates), {c: tuple(v) for c, v in candidates.items()})
+                unasked.append(lambda: self.answer(*question, ask))
+                raise LookupError("not asked while a lease store transaction is open")
             found = ask(tuple(predicates), candidates)
             with self._lock:
                 if len(self._answers) >= _CACHE:
                     self._answers.clear()
                 self._answers[key] = found
         return found
+
+
+#: while set (a lease store transaction's body runs), the questions an :class:`AnswerCache` was asked and had
+#: no kept answer for; ``None``: an oracle asks its engine
+_UNASKED: ContextVar[list[Callable[[], object]] | None] = ContextVar("deltaguard_unasked", default=None)
+
+
+@contextlib.contextmanager
+def kept_answers_only() -> Iterator[list[Callable[[], object]]]:
+    """Within, an oracle that keeps its answers (:class:`AnswerCache`) gives kept answers only.
+
+    Asking an engine takes from milliseconds (delta-rs) to seconds (a Spark session, a Connect server), far
+    too long to hold a lease store's locks for (SQLite's lock is the whole store's). A question with no kept
+    answer is refused (:class:`LookupError`: whatever the engine does not answer separates nothing, closed
+    world) and added to the yielded list; :class:`UnaskedQuestions` asks them once the transaction ended.
+    An oracle that keeps no answers is asked as before.
+    """
+    unasked: list[Callable[[], object]] = []
+    token = _UNASKED.set(unasked)
+    try:
+        yield unasked
+    finally:
+        _UNASKED.reset(token)
+
+
+def questions_refused() -> bool:
+    """Whether the body running under :func:`kept_answers_only` refused a question so far (a verdict reached
+    so is more conservative than the engine's answer would make it, and is not worth remembering)."""
+    return bool(_UNASKED.get())
+
+
+class UnaskedQuestions(Exception):
+    """Questions for engines' evaluators refused inside a lease store transaction, which this ends (nothing
+    it wrote is kept); the caller asks them (:meth:`ask`) outside it and runs the transaction again.
+
+    :param questions: what :func:`kept_answers_only` collected.
+    """
+
+    def __init__(self, questions: Sequence[Callable[[], object]]) -> None:
+        super().__init__(f"{len(questions)} questions for an engine's evaluator, asked after the transaction")
+        self.questions = tuple(questions)
+
+    def ask(self) -> None:
+        """Ask each question of its engine, keeping the answer; one the engine cannot answer is left unkept
+        (the next transaction refuses it again)."""
+        for question in self.questions:
+            try:
+                question()
+            except Exception as exc:  # refused again inside the transaction, as an engine error would be
+                log.debug("an engine's evaluator did not answer: %s", exc)

@@ -31,7 +31,7 @@ from deltaguard.core.admission import (
     queue_rank,
 )
 from deltaguard.core.operations import Operation
-from deltaguard.core.oracle import Unconfirmed
+from deltaguard.core.oracle import Unconfirmed, questions_refused
 from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.core.table_config import TableConfig
 from deltaguard.exceptions import LeaseLostError, LeaseOwnershipError, RequestClosedError
@@ -166,7 +166,8 @@ def decide_locked(
         verdict.exceptions,
         expires,
     )
-    if existing is None and not with_stats and not gated:  # a slot wait is no conflict to remember
+    # a slot wait is no conflict to remember, nor one resting on a question no engine was asked
+    if existing is None and not with_stats and not gated and not questions_refused():
         memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
     txn.put_waiter_rows(
         [

@@ -74,6 +74,7 @@ from deltaguard.leases.store import (
     RequestRow,
     StoreError,
     StoreTxn,
+    asking_engines_outside,
     run_in_transaction,
 )
 from deltaguard.leases.views import (
@@ -593,7 +594,9 @@ class LeaseManager(RemoteWorkFencing):
         result: Granted | Waiting | None = None
         if snapshot is not None:
             try:
-                result = self.store.run_on_snapshot(snapshot, body)
+                result = asking_engines_outside(
+                    lambda kept_only: self.store.run_on_snapshot(snapshot, kept_only), body
+                )
             except StoreUnavailableError:
                 raise  # the locking transaction would meet the same store: fail within one store timeout
             except (StoreError, LeaseError, ValueError) as exc:

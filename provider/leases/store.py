@@ -20,6 +20,8 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from deltaguard.core.oracle import UnaskedQuestions, kept_answers_only
+
 # The store errors are defined with every other error (deltaguard.exceptions) and re-exported here.
 from deltaguard.exceptions import SnapshotChanged as SnapshotChanged
 from deltaguard.exceptions import StoreError as StoreError
@@ -463,13 +465,52 @@ def run_in_transaction(
     request_id: str | None = None,
     release_by: str | None = None,
 ) -> Any:
-    """Run ``body`` in one transaction of ``store`` over ``uris``; ``request_id``/``release_by`` are prefetch
-    hints for stores that take them (``release_by``: the body's first call is
-    ``release_lease(request_id, release_by)``)."""
+    """Run ``body`` in one transaction of ``store`` over ``uris``, asking engines' evaluators outside it
+    (:func:`asking_engines_outside`); ``request_id``/``release_by`` are prefetch hints for stores that take
+    them (``release_by``: the body's first call is ``release_lease(request_id, release_by)``)."""
     runner = getattr(store, "run", None)
-    if runner is not None:
-        if request_id is None:
-            return runner(uris, body)
-        return runner(uris, body, request_id=request_id, release_by=release_by)
-    with store.transaction(uris) as txn:
-        return body(txn)
+
+    def once(kept_only: Callable[[StoreTxn], Any]) -> Any:
+        if runner is not None:
+            if request_id is None:
+                return runner(uris, kept_only)
+            return runner(uris, kept_only, request_id=request_id, release_by=release_by)
+        with store.transaction(uris) as txn:
+            return kept_only(txn)
+
+    return asking_engines_outside(once, body)
+
+
+#: transactions one decision may take: each one that met questions no engine's evaluator was asked before
+#: ends, they are asked, and it runs again; the last one refuses those still unasked instead (closed world)
+ASK_ROUNDS = 3
+
+
+def asking_engines_outside(
+    run_body: Callable[[Callable[[StoreTxn], T]], T], body: Callable[[StoreTxn], T]
+) -> T:
+    """``run_body(body)``, with no engine's evaluator asked while the transaction is open (ADR 0037).
+
+    The body runs under :func:`~deltaguard.core.oracle.kept_answers_only`. When it refused questions, the
+    transaction ends (:class:`~deltaguard.core.oracle.UnaskedQuestions` rolls it back), they are asked with
+    no store lock held and outside the store's call timeout, and the transaction runs again with their
+    answers kept. The answers are the same as asked inside, so is the decision; only the locks are shorter.
+
+    :param run_body: runs a body in one store transaction and returns what it returned.
+    :param body: the decision.
+    """
+    for round_ in range(1, ASK_ROUNDS + 1):
+        last = round_ == ASK_ROUNDS
+
+        def kept_only(txn: StoreTxn, last: bool = last) -> T:
+            with kept_answers_only() as unasked:
+                result = body(txn)
+            if unasked and not last:
+                raise UnaskedQuestions(unasked)
+            return result
+
+        try:
+            return run_body(kept_only)
+        except UnaskedQuestions as questions:
+            questions.ask()
+    raise AssertionError("unreachable: the last round returns or raises")
