@@ -309,6 +309,12 @@ class SqlLeaseStore(LeaseStore):
 
     def _migrate_on_open(self) -> bool:
         """Apply the additive migration steps; return whether the schema was created (an empty database)."""
+        # Nearly every open finds the schema current: that is read without the migration lock, which on
+        # SQLite is the store's one write lock, so starting tasks do not queue behind every decision.
+        with self.engine.connect() as conn:
+            conn.execution_options(**self._read_options)
+            if migrations.current_version(conn) == migrations.LATEST:
+                return False
         with self.engine.begin() as conn:
             self._lock_migrations(conn)
             created = migrations.current_version(conn) == 0
