@@ -71,6 +71,9 @@ class AnswerCache:
 
     def __init__(self) -> None:
         self._answers: dict[tuple[object, ...], Sequence[tuple[Truth, ...]]] = {}
+        #: errors of questions asked outside a store transaction, given once to the transaction that
+        #: refused them (so its refusal names the engine's error), then asked again by the next decision
+        self._failures: dict[tuple[object, ...], Exception] = {}
         self._lock = threading.Lock()
 
     def answer(
@@ -86,13 +89,20 @@ class AnswerCache:
         :param ask: the engine's evaluation.
         """
         key = (tuple(predicates), tuple(sorted((c, tuple(v)) for c, v in candidates.items())))
+        within = _ROUND.get()
         with self._lock:
             found = self._answers.get(key)
+            failed = self._failures.pop(key, None) if found is None and within is not None else None
         if found is None:
-            unasked = _UNASKED.get()
-            if unasked is not None:
+            if failed is not None:
+                raise failed
+            if within is not None:
                 question = (tuple(predicates), {c: tuple(v) for c, v in candidates.items()})
-                unasked.append(lambda: self.answer(*question, ask))
+                within.unasked.append(lambda: self._ask_outside(key, *question, ask))
+                if within.exploring:
+                    # a round that will not commit: one witness row every predicate is FALSE on lets the
+                    # decision go on to its next questions, so that they are asked together
+                    return [tuple(False for _ in predicates)]
                 raise LookupError("not asked while a lease store transaction is open")
             found = ask(tuple(predicates), candidates)
             with self._lock:
@@ -101,34 +111,64 @@ class AnswerCache:
                 self._answers[key] = found
         return found
 
+    def _ask_outside(
+        self,
+        key: tuple[object, ...],
+        predicates: tuple[str, ...],
+        candidates: Mapping[str, Sequence[str | None]],
+        ask: Callable[[tuple[str, ...], Mapping[str, Sequence[str | None]]], Sequence[tuple[Truth, ...]]],
+    ) -> None:
+        try:
+            self.answer(predicates, candidates, ask)
+        except Exception as exc:
+            with self._lock:
+                if len(self._failures) >= _CACHE:
+                    self._failures.clear()
+                self._failures[key] = exc
+            raise
 
-#: while set (a lease store transaction's body runs), the questions an :class:`AnswerCache` was asked and had
-#: no kept answer for; ``None``: an oracle asks its engine
-_UNASKED: ContextVar[list[Callable[[], object]] | None] = ContextVar("deltaguard_unasked", default=None)
+
+class _Round:
+    """One store transaction's body under :func:`kept_answers_only`: the questions it met with no kept answer,
+    and whether it explores (will not commit if it meets any)."""
+
+    def __init__(self, exploring: bool) -> None:
+        self.exploring = exploring
+        self.unasked: list[Callable[[], object]] = []
+
+
+#: the transaction body running in this context (``None``: an oracle asks its engine)
+_ROUND: ContextVar[_Round | None] = ContextVar("deltaguard_oracle_round", default=None)
 
 
 @contextlib.contextmanager
-def kept_answers_only() -> Iterator[list[Callable[[], object]]]:
+def kept_answers_only(*, exploring: bool) -> Iterator[list[Callable[[], object]]]:
     """Within, an oracle that keeps its answers (:class:`AnswerCache`) gives kept answers only.
 
     Asking an engine takes from milliseconds (delta-rs) to seconds (a Spark session, a Connect server), far
     too long to hold a lease store's locks for (SQLite's lock is the whole store's). A question with no kept
-    answer is refused (:class:`LookupError`: whatever the engine does not answer separates nothing, closed
-    world) and added to the yielded list; :class:`UnaskedQuestions` asks them once the transaction ended.
-    An oracle that keeps no answers is asked as before.
+    answer is added to the yielded list, for :class:`UnaskedQuestions` to ask once the transaction ended.
+    Exploring, it is answered as separating (the transaction then must not commit, and nothing decided in it
+    may be remembered: :func:`questions_unasked`), so that one round collects a decision's questions;
+    otherwise it is refused (:class:`LookupError`: what the engine did not answer separates nothing). An
+    oracle that keeps no answers is asked as before.
+
+    :param exploring: whether the transaction will be ended if it meets a question with no kept answer.
     """
-    unasked: list[Callable[[], object]] = []
-    token = _UNASKED.set(unasked)
+    within = _Round(exploring)
+    token = _ROUND.set(within)
     try:
-        yield unasked
+        yield within.unasked
     finally:
-        _UNASKED.reset(token)
+        _ROUND.reset(token)
 
 
-def questions_refused() -> bool:
-    """Whether the body running under :func:`kept_answers_only` refused a question so far (a verdict reached
-    so is more conservative than the engine's answer would make it, and is not worth remembering)."""
-    return bool(_UNASKED.get())
+def questions_unasked() -> bool:
+    """Whether the body running under :func:`kept_answers_only` met a question with no kept answer so far:
+    what it decides rests on answers no engine gave (refused, or assumed while exploring) and must not be
+    remembered beyond its transaction."""
+    within = _ROUND.get()
+    return within is not None and bool(within.unasked)
 
 
 class UnaskedQuestions(Exception):
@@ -143,10 +183,10 @@ class UnaskedQuestions(Exception):
         self.questions = tuple(questions)
 
     def ask(self) -> None:
-        """Ask each question of its engine, keeping the answer; one the engine cannot answer is left unkept
-        (the next transaction refuses it again)."""
+        """Ask each question of its engine, keeping the answer; an engine's error is kept for the next
+        transaction, which refuses the question naming it."""
         for question in self.questions:
             try:
                 question()
-            except Exception as exc:  # refused again inside the transaction, as an engine error would be
-                log.debug("an engine's evaluator did not answer: %s", exc)
+            except Exception as exc:  # the transaction refuses the question with this error (closed world)
+                log.warning("deltaguard: the engine's evaluator of partition predicates failed: %s", exc)

@@ -31,7 +31,7 @@ from deltaguard.core.admission import (
     queue_rank,
 )
 from deltaguard.core.operations import Operation
-from deltaguard.core.oracle import Unconfirmed, questions_refused
+from deltaguard.core.oracle import Unconfirmed, questions_unasked
 from deltaguard.core.slots import free_slots, slot_open
 from deltaguard.core.table_config import TableConfig
 from deltaguard.exceptions import LeaseLostError, LeaseOwnershipError, RequestClosedError
@@ -149,7 +149,7 @@ def decide_locked(
     if full is not None:
         verdict = slot_wait(full)
     if verdict.granted:
-        if not with_stats:
+        if not with_stats and not questions_unasked():
             memo.learn_compatible(request, op_texts, config_texts, leases, waiters)
         return write_grant(txn, ask, rank, enqueued_at, queued=existing is not None)
     expires = now + request.wait_ttl_s
@@ -167,7 +167,7 @@ def decide_locked(
         expires,
     )
     # a slot wait is no conflict to remember, nor one resting on a question no engine was asked
-    if existing is None and not with_stats and not gated and not questions_refused():
+    if existing is None and not with_stats and not gated and not questions_unasked():
         memo.learn_conflicting(request, op_texts, config_texts, leases, waiters, result)
     txn.put_waiter_rows(
         [
@@ -359,7 +359,7 @@ def grant_admitted(
     existing = txn.request(request.request_id)
     rank, enqueued_at = queue_place(existing, ask)
     configs, config_texts = resolve_configs(txn, request, ask.offered, memo)
-    if not any(c.file_stats is not None for c in configs.values()):
+    if not any(c.file_stats is not None for c in configs.values()) and not questions_unasked():
         memo.learn_compatible(request, ask.op_texts, config_texts, leases, waiters)
     return write_grant(txn, ask, rank, enqueued_at, queued=existing is not None)
 

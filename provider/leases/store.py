@@ -483,7 +483,7 @@ def run_in_transaction(
 
 #: transactions one decision may take: each one that met questions no engine's evaluator was asked before
 #: ends, they are asked, and it runs again; the last one refuses those still unasked instead (closed world)
-ASK_ROUNDS = 3
+ASK_ROUNDS = 4
 
 
 def asking_engines_outside(
@@ -491,21 +491,29 @@ def asking_engines_outside(
 ) -> T:
     """``run_body(body)``, with no engine's evaluator asked while the transaction is open (ADR 0037).
 
-    The body runs under :func:`~deltaguard.core.oracle.kept_answers_only`. When it refused questions, the
-    transaction ends (:class:`~deltaguard.core.oracle.UnaskedQuestions` rolls it back), they are asked with
-    no store lock held and outside the store's call timeout, and the transaction runs again with their
-    answers kept. The answers are the same as asked inside, so is the decision; only the locks are shorter.
+    The body runs under :func:`~deltaguard.core.oracle.kept_answers_only`. Until the last round it explores:
+    a question with no kept answer is recorded and answered as separating, so that the decision goes on and
+    meets its other questions; such a transaction never commits (:class:`~deltaguard.core.oracle.
+    UnaskedQuestions` rolls it back whole, whatever the body returned or raised), the questions are asked
+    with no lock held and outside the store's call timeout, and the transaction runs again with their
+    answers kept. The last round refuses what is still unasked. A committed decision so rests only on the
+    engine's answers, the same as asked inside; only the locks are shorter.
 
     :param run_body: runs a body in one store transaction and returns what it returned.
     :param body: the decision.
     """
     for round_ in range(1, ASK_ROUNDS + 1):
-        last = round_ == ASK_ROUNDS
+        exploring = round_ < ASK_ROUNDS
 
-        def kept_only(txn: StoreTxn, last: bool = last) -> T:
-            with kept_answers_only() as unasked:
-                result = body(txn)
-            if unasked and not last:
+        def kept_only(txn: StoreTxn, exploring: bool = exploring) -> T:
+            with kept_answers_only(exploring=exploring) as unasked:
+                try:
+                    result = body(txn)
+                except Exception:
+                    if exploring and unasked:  # decided on assumed answers: decide again on the engine's
+                        raise UnaskedQuestions(unasked) from None
+                    raise
+            if exploring and unasked:
                 raise UnaskedQuestions(unasked)
             return result
 

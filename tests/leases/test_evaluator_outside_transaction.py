@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
+from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig, oracle
 from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
 from deltaguard.core.oracle import AnswerCache
 from deltaguard.engines.deltars.meaning import DataFusionOracle
@@ -93,7 +93,8 @@ def test_the_evaluator_is_asked_outside_every_transaction_and_decides_as_before(
 ) -> None:
     manager = LeaseManager(store_url, clock=FakeClock())
     try:
-        answers = {p: _ask(manager, p, p) for p in ("k = 1", "k = 2", "k = 3")}
+        # each decision beside n holders has n questions: all are asked in one round, outside
+        answers = {p: _ask(manager, p, p) for p in ("k = 1", "k = 2", "k = 3", "k = 4", "k = 6", "k = 7")}
         # delta-rs' DELETE of k = 1.5 on an INT partition rewrites k = 1: the evaluator refutes the hand reading
         cast = _ask(manager, "cast", "k = 1.5 OR k = 5")
     finally:
@@ -109,13 +110,15 @@ def test_the_evaluator_is_asked_outside_every_transaction_and_decides_as_before(
 def test_a_question_never_kept_is_refused_after_the_last_round(
     store_url: str, transactions: _Transactions, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An evaluator whose answers are never kept (an engine error each time): the decision still ends,
-    within the rounds, waiting (closed world), and is not remembered as a conflict of the pair."""
+    """An evaluator whose answers are never kept: the decision still ends, within the rounds, waiting
+    (closed world), and nothing decided on answers no engine gave is remembered."""
 
     def never_kept(self: AnswerCache, predicates: Any, candidates: Any, ask: Any) -> Any:
-        unasked = store_module_unasked()
-        if unasked is not None:
-            unasked.append(lambda: None)
+        within = oracle._ROUND.get()
+        if within is not None:
+            within.unasked.append(lambda: None)
+            if within.exploring:
+                return [tuple(False for _ in predicates)]  # as the real cache answers while exploring
             raise LookupError("not asked while a lease store transaction is open")
         return ask(tuple(predicates), candidates)
 
@@ -133,13 +136,9 @@ def test_a_question_never_kept_is_refused_after_the_last_round(
     assert isinstance(second, Waiting), "granted on a separation no engine confirmed"
     assert any("not asked while a lease store transaction is open" in r for r in second.reasons)
     assert len(runs) - before <= store_module.ASK_ROUNDS
+    # neither the exploring rounds' grant (on assumed answers) nor the last round's refusal is remembered
+    assert not manager.memo.compatible
     assert not manager.memo.conflicting
-
-
-def store_module_unasked() -> list[Any] | None:
-    from deltaguard.core import oracle
-
-    return oracle._UNASKED.get()
 
 
 def _counting(method: Callable[..., Any], runs: list[int]) -> Callable[..., Any]:
@@ -148,3 +147,29 @@ def _counting(method: Callable[..., Any], runs: list[int]) -> Callable[..., Any]
         return method(*args, **kwargs)
 
     return wrapped
+
+
+def test_an_engine_error_outside_refuses_the_separation_naming_it(
+    store_url: str, transactions: _Transactions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine fails the question asked outside: the next transaction refuses it with the engine's own
+    error (not as unasked), without a third round."""
+
+    def failing(self: DataFusionOracle, predicates: Any, given: Any) -> Any:
+        raise RuntimeError("the witness write failed")
+
+    monkeypatch.setattr(DataFusionOracle, "_evaluate", failing)
+    manager = LeaseManager(store_url, clock=FakeClock())
+    runs: list[int] = []
+    monkeypatch.setattr(SqlLeaseStore, "run", _counting(SqlLeaseStore.run, runs))
+    try:
+        first = _ask(manager, "one", "k = 1")
+        before = len(runs)
+        second = _ask(manager, "two", "k = 2")
+    finally:
+        manager.store.close()
+    assert isinstance(first, Granted)
+    assert isinstance(second, Waiting)
+    assert any("the witness write failed" in r for r in second.reasons), second.reasons
+    if store_url.startswith("sqlite"):  # PostgreSQL decides busy tables on a snapshot first
+        assert len(runs) - before == 2
