@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
-from deltaguard.core.admission import DecideFn, LeaseRequest, Owner, TableClaim
+from deltaguard.core.admission import DecideFn, Granted, LeaseRequest, Owner, TableClaim, Waiting
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.open import open_store
 from deltaguard.leases.store import LeaseStore
@@ -60,6 +60,30 @@ def request(
         wait_ttl_s=wait_ttl_s,
         request_id=f"{owner}-{uuid.uuid4().hex[:8]}",
     )
+
+
+#: delta-rs and a table partitioned by an INT ``k``, for decisions its evaluator (ADR 0037) judges
+RS = EngineProfile(EngineName.DELTA_RS, "1.6.6")
+INTS = TableConfig(partition_columns=("k",), column_types=(("k", "integer"), ("v", "long")), version=1)
+INTS_URI = "file:///tables/ints"
+
+
+def ask_int_delete(manager: LeaseManager, who: str, predicate: str) -> Granted | Waiting:
+    """Ask for a DELETE of ``predicate`` on the INT-partitioned table, with a new delta-rs evaluator (no kept
+    answer), as the writer's own process reads the table."""
+    from deltaguard.engines.sources import attach_oracle
+
+    config = attach_oracle(INTS)
+    assert config.meaning is not None
+    claim = TableClaim(INTS_URI, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
+    asked = LeaseRequest(
+        claims=(claim,),
+        owner=Owner(dag_id="dag", task_id=who),
+        ttl_s=600.0,
+        wait_ttl_s=600.0,
+        request_id=f"{who}-{uuid.uuid4().hex[:8]}",
+    )
+    return manager.acquire(asked)
 
 
 @pytest.fixture

@@ -10,26 +10,20 @@ answers, and so the decisions, are the engine's as before.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig, oracle
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core.admission import Granted, Waiting
 from deltaguard.core.oracle import AnswerCache
 from deltaguard.engines.deltars.meaning import DataFusionOracle
-from deltaguard.engines.sources import attach_oracle
 from deltaguard.leases import store as store_module
 from deltaguard.leases.manager import LeaseManager
 from deltaguard.leases.sql.base import SqlLeaseStore
 from deltaguard.leases.sql.postgres import PostgresLeaseStore
 from tests.leases.conftest import FakeClock
-
-RS = EngineProfile(EngineName.DELTA_RS, "1.6.6")
-INTS = TableConfig(partition_columns=("k",), column_types=(("k", "integer"), ("v", "long")), version=1)
-KEY = "file:///tables/ints"
+from tests.leases.conftest import ask_int_delete as _ask
 
 
 class _Transactions:
@@ -75,19 +69,6 @@ def transactions(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Transactions]:
     yield seen
 
 
-def _ask(manager: LeaseManager, who: str, predicate: str) -> Granted | Waiting:
-    config = attach_oracle(INTS)  # a new evaluator, with no kept answer, as a new task process has
-    claim = TableClaim(KEY, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
-    request = LeaseRequest(
-        claims=(claim,),
-        owner=Owner(dag_id="dag", task_id=who),
-        ttl_s=600.0,
-        wait_ttl_s=600.0,
-        request_id=f"{who}-{uuid.uuid4().hex[:8]}",
-    )
-    return manager.acquire(request)
-
-
 def test_the_evaluator_is_asked_outside_every_transaction_and_decides_as_before(
     store_url: str, transactions: _Transactions
 ) -> None:
@@ -107,46 +88,43 @@ def test_the_evaluator_is_asked_outside_every_transaction_and_decides_as_before(
     assert transactions.asked_inside == 0
 
 
-def test_a_question_never_kept_is_refused_after_the_last_round(
-    store_url: str, transactions: _Transactions, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An evaluator whose answers are never kept: the decision still ends, within the rounds, waiting
-    (closed world), and nothing decided on answers no engine gave is remembered."""
-
-    def never_kept(self: AnswerCache, predicates: Any, candidates: Any, ask: Any) -> Any:
-        within = oracle._ROUND.get()
-        if within is not None:
-            within.unasked.append(lambda: None)
-            if within.exploring:
-                return [tuple(False for _ in predicates)]  # as the real cache answers while exploring
-            raise LookupError("not asked while a lease store transaction is open")
-        return ask(tuple(predicates), candidates)
-
-    monkeypatch.setattr(AnswerCache, "answer", never_kept)
-    manager = LeaseManager(store_url, clock=FakeClock())
+def _second_beside_first(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Granted | Waiting, Granted | Waiting, int, LeaseManager]:
+    """``k = 1`` asked, then ``k = 2`` beside it: both answers, the store transactions the second took (the
+    general path's; PostgreSQL decides a busy table on a snapshot first) and the closed manager."""
     runs: list[int] = []
-    monkeypatch.setattr(SqlLeaseStore, "run", _counting(SqlLeaseStore.run, runs))
+    inner = SqlLeaseStore.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(SqlLeaseStore, "run", counted)
+    manager = LeaseManager(store_url, clock=FakeClock())
     try:
         first = _ask(manager, "one", "k = 1")
         before = len(runs)
         second = _ask(manager, "two", "k = 2")
     finally:
         manager.store.close()
+    return first, second, len(runs) - before, manager
+
+
+def test_a_question_never_kept_is_refused_after_the_last_round(
+    store_url: str, transactions: _Transactions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The questions are asked outside but their answers are never kept: the decision still ends, within the
+    rounds, waiting (closed world), and nothing decided on answers no engine gave is remembered."""
+    monkeypatch.setattr(AnswerCache, "_ask_outside", lambda *args, **kwargs: None)
+    first, second, runs, manager = _second_beside_first(store_url, monkeypatch)
     assert isinstance(first, Granted)
     assert isinstance(second, Waiting), "granted on a separation no engine confirmed"
     assert any("not asked while a lease store transaction is open" in r for r in second.reasons)
-    assert len(runs) - before <= store_module.ASK_ROUNDS
+    assert runs <= store_module.ASK_ROUNDS
     # neither the exploring rounds' grant (on assumed answers) nor the last round's refusal is remembered
     assert not manager.memo.compatible
     assert not manager.memo.conflicting
-
-
-def _counting(method: Callable[..., Any], runs: list[int]) -> Callable[..., Any]:
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        runs.append(1)
-        return method(*args, **kwargs)
-
-    return wrapped
 
 
 def test_an_engine_error_outside_refuses_the_separation_naming_it(
@@ -159,17 +137,9 @@ def test_an_engine_error_outside_refuses_the_separation_naming_it(
         raise RuntimeError("the witness write failed")
 
     monkeypatch.setattr(DataFusionOracle, "_evaluate", failing)
-    manager = LeaseManager(store_url, clock=FakeClock())
-    runs: list[int] = []
-    monkeypatch.setattr(SqlLeaseStore, "run", _counting(SqlLeaseStore.run, runs))
-    try:
-        first = _ask(manager, "one", "k = 1")
-        before = len(runs)
-        second = _ask(manager, "two", "k = 2")
-    finally:
-        manager.store.close()
+    first, second, runs, _ = _second_beside_first(store_url, monkeypatch)
     assert isinstance(first, Granted)
     assert isinstance(second, Waiting)
     assert any("the witness write failed" in r for r in second.reasons), second.reasons
-    if store_url.startswith("sqlite"):  # PostgreSQL decides busy tables on a snapshot first
-        assert len(runs) - before == 2
+    if store_url.startswith("sqlite"):
+        assert runs == 2

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,16 +34,13 @@ def _write_lock_held(path: Path) -> Iterator[None]:
 def test_a_current_store_opens_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'leases.db'}"
     open_store(url).close()  # created and migrated
+    # the lock is held until the block ends, so an open that waited for it could only fail ("locked")
     with _write_lock_held(tmp_path / "leases.db"):
-        started = time.monotonic()
         store = open_store(url, busy_timeout_s=2.0)
-        opened_in = time.monotonic() - started
         try:
             assert store.store_id
         finally:
             store.close()
-    # a lock wait lasts the whole busy timeout: an open that waited could not be quicker than it
-    assert opened_in < 2.0
 
 
 def test_a_store_needing_a_migration_still_waits_for_the_lock(tmp_path: Path) -> None:

@@ -8,31 +8,12 @@ one of them leaves, another process decides it again from its stored payload, wh
 
 from __future__ import annotations
 
-import uuid
-
-from deltaguard.core import EngineName, EngineProfile, Operation, OperationKind, TableConfig
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim, Waiting
+from deltaguard.core import TableConfig
+from deltaguard.core.admission import Granted, Owner, Waiting
 from deltaguard.engines.sources import attach_oracle
 from deltaguard.leases.manager import LeaseManager
-from tests.leases.conftest import FakeClock
-
-RS = EngineProfile(EngineName.DELTA_RS, "1.6.6")
-INTS = TableConfig(partition_columns=("k",), column_types=(("k", "integer"), ("v", "long")), version=1)
-KEY = "file:///tables/ints"
-
-
-def _ask(manager: LeaseManager, who: str, predicate: str) -> Granted | Waiting:
-    config = attach_oracle(INTS)  # as the writer's own process reads the table
-    assert config.meaning is not None
-    claim = TableClaim(KEY, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
-    request = LeaseRequest(
-        claims=(claim,),
-        owner=Owner(dag_id="dag", task_id=who),
-        ttl_s=600.0,
-        wait_ttl_s=600.0,
-        request_id=f"{who}-{uuid.uuid4().hex[:8]}",
-    )
-    return manager.acquire(request)
+from tests.leases.conftest import INTS, INTS_URI, FakeClock
+from tests.leases.conftest import ask_int_delete as _ask
 
 
 def _waiting_behind_two(url: str, clock: FakeClock) -> tuple[Waiting, Granted, Granted, LeaseManager]:
@@ -81,7 +62,7 @@ def test_the_queue_readmitted_by_another_process_keeps_it_waiting(store_url: str
     for loader in (None, attach_oracle):
         other = LeaseManager(store_url, clock=clock, oracle_loader=loader)
         try:
-            answer = other.readmit(KEY).answers.get(cast.request_id)
+            answer = other.readmit(INTS_URI).answers.get(cast.request_id)
             assert isinstance(answer, Waiting), (loader, answer)
             assert [b.id for b in answer.blockers] == [one.lease_id]
         finally:
