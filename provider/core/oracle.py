@@ -11,9 +11,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 log = logging.getLogger(__name__)
+
+_V = TypeVar("_V")
 
 #: A truth value in SQL's three-valued logic (``None``: NULL, unknown).
 Truth = bool | None
@@ -105,11 +107,14 @@ class AnswerCache:
                     return [tuple(False for _ in predicates)]
                 raise LookupError("not asked while a lease store transaction is open")
             found = ask(tuple(predicates), candidates)
-            with self._lock:
-                if len(self._answers) >= _CACHE:
-                    self._answers.clear()
-                self._answers[key] = found
+            self._keep(self._answers, key, found)
         return found
+
+    def _keep(self, kept: dict[tuple[object, ...], _V], key: tuple[object, ...], value: _V) -> None:
+        with self._lock:
+            if len(kept) >= _CACHE:
+                kept.clear()
+            kept[key] = value
 
     def _ask_outside(
         self,
@@ -121,10 +126,7 @@ class AnswerCache:
         try:
             self.answer(predicates, candidates, ask)
         except Exception as exc:
-            with self._lock:
-                if len(self._failures) >= _CACHE:
-                    self._failures.clear()
-                self._failures[key] = exc
+            self._keep(self._failures, key, exc)
             raise
 
 
