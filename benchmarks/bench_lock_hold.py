@@ -1,0 +1,254 @@
+"""How long one admission decision holds the lease store's locks, with the engine's evaluator asked outside the
+store transaction (the product, ADR 0037 decision 5) and, for comparison, inside it.
+
+Run: ``nice -n 5 .venv/bin/python -m benchmarks.bench_lock_hold`` (writes ``benchmarks/results/lock_hold.json``;
+``--stores sqlite`` when PostgreSQL is not installed).
+
+The workload, fixed before any figure was read: a delta-rs table partitioned by an INT ``k`` (the lease tests'
+``INTS``), *n* holders each holding a DELETE of one partition (``k = 1`` .. ``k = n``), and a measured DELETE of
+``k = n + 1``, asked ``--decisions`` times (20) beside them, each time by a lease manager of its own with a new
+evaluator (nothing kept from an earlier answer: a task process's first question) and released after. Every pair is separated only by the
+evaluator's answer, so each measured decision asks it *n* questions. Holders 1, 2, 4 and 8.
+
+Per decision it records the store transactions the decision ran (``SqlLeaseStore.run`` and PostgreSQL's
+``run_on_snapshot``, each one transaction), the time each was open (for SQLite, the store's one write lock is
+held for all of it; for PostgreSQL, the table rows' locks), the time the evaluator spent answering
+(``DataFusionOracle._evaluate``) and how many of its calls ran while a transaction was open.
+
+``outside`` is the product. ``inside`` wraps the same evaluator without its answer cache, so each question is
+asked where the decision meets it, inside the transaction: the behaviour before the evaluator was moved out.
+Figures are medians and worst cases over the decisions of a cell; every row records the 1-minute load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim  # noqa: E402
+from deltaguard.core.operations import Operation, OperationKind  # noqa: E402
+from deltaguard.core.oracle import Truth  # noqa: E402
+from deltaguard.engines.deltars.meaning import DataFusionOracle  # noqa: E402
+from deltaguard.engines.sources import attach_oracle  # noqa: E402
+from deltaguard.leases.manager import LeaseManager  # noqa: E402
+from deltaguard.leases.sql.base import SqlLeaseStore  # noqa: E402
+from deltaguard.leases.sql.postgres import PostgresLeaseStore  # noqa: E402
+from tests.leases.conftest import INTS, INTS_URI, RS  # noqa: E402
+
+HOLDERS = (1, 2, 4, 8)
+MODES = ("outside", "inside")
+
+
+class _Watch:
+    """Times the store transactions and the evaluator's calls of this process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = 0
+        self.transactions: list[float] = []
+        self.engine_s: list[float] = []
+        self.asked_inside = 0
+
+    def transaction(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                self.open += 1
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.open -= 1
+                    self.transactions.append(time.perf_counter() - start)
+
+        return wrapped
+
+    def evaluator(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                if self.open:
+                    self.asked_inside += 1
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.engine_s.append(time.perf_counter() - start)
+
+        return wrapped
+
+    def reset(self) -> None:
+        with self.lock:
+            self.transactions.clear()
+            self.engine_s.clear()
+            self.asked_inside = 0
+
+
+@contextlib.contextmanager
+def watching() -> Iterator[_Watch]:
+    watch = _Watch()
+    patched = [
+        (SqlLeaseStore, "run", watch.transaction(SqlLeaseStore.run)),
+        (PostgresLeaseStore, "run_on_snapshot", watch.transaction(PostgresLeaseStore.run_on_snapshot)),
+        (DataFusionOracle, "_evaluate", watch.evaluator(DataFusionOracle._evaluate)),
+    ]
+    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in patched]
+    for cls, name, value in patched:
+        setattr(cls, name, value)
+    try:
+        yield watch
+    finally:
+        for cls, name, value in saved:
+            setattr(cls, name, value)
+
+
+class _AskedInside:
+    """The same evaluator without its answer cache: each question is asked where the decision meets it."""
+
+    def __init__(self, oracle: DataFusionOracle) -> None:
+        self._oracle = oracle
+
+    def evaluate(
+        self, predicates: Sequence[str], candidates: Mapping[str, Sequence[str | None]]
+    ) -> Sequence[tuple[Truth, ...]]:
+        return self._oracle._evaluate(tuple(predicates), candidates)
+
+
+def _claim(predicate: str, mode: str) -> TableClaim:
+    config = attach_oracle(INTS)
+    assert isinstance(config.meaning, DataFusionOracle)
+    if mode == "inside":
+        config = dataclasses.replace(config, meaning=_AskedInside(config.meaning))
+    return TableClaim(INTS_URI, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
+
+
+def _request(who: str, predicate: str, mode: str) -> LeaseRequest:
+    return LeaseRequest(
+        claims=(_claim(predicate, mode),),
+        owner=Owner(dag_id="bench", task_id=who),
+        ttl_s=600.0,
+        wait_ttl_s=600.0,
+        request_id=f"{who}-{uuid.uuid4().hex[:8]}",
+    )
+
+
+def _summary(values: Sequence[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 2), "worst": round(max(values), 2)}
+
+
+def measure_cell(url: str, mode: str, holders: int, decisions: int) -> dict[str, Any]:
+    """Decide ``decisions`` DELETEs beside ``holders`` holders on a new store at ``url``."""
+    manager = LeaseManager(url)
+    held: list[tuple[str, Owner]] = []
+    try:
+        for i in range(1, holders + 1):
+            asked = _request(f"holder{i}", f"k = {i}", mode)
+            answer = manager.acquire(asked)
+            if not isinstance(answer, Granted):
+                raise RuntimeError(f"holder {i} was not granted: {answer}")
+            held.append((answer.lease_id, asked.owner))
+        rows: list[dict[str, float]] = []
+        with watching() as watch:
+            for d in range(decisions):
+                watch.reset()
+                asked = _request(f"measured{d}", f"k = {holders + 1}", mode)
+                # a manager of its own, as a task's process has: nothing it was answered before is kept
+                writer = LeaseManager(url)
+                start = time.perf_counter()
+                try:
+                    answer = writer.acquire(asked)
+                finally:
+                    wall = time.perf_counter() - start
+                    writer.store.close()
+                if not isinstance(answer, Granted):
+                    raise RuntimeError(f"the measured DELETE was not granted beside {holders}: {answer}")
+                rows.append(
+                    {
+                        "transactions": len(watch.transactions),
+                        "hold_ms": 1000 * sum(watch.transactions),
+                        "longest_transaction_ms": 1000 * max(watch.transactions),
+                        "engine_ms": 1000 * sum(watch.engine_s),
+                        "engine_calls": len(watch.engine_s),
+                        "asked_inside": watch.asked_inside,
+                        "decision_ms": 1000 * wall,
+                    }
+                )
+                manager.release(answer.lease_id, asked.owner)
+        return {
+            "holders": holders,
+            "mode": mode,
+            "decisions": decisions,
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            **{key: _summary([r[key] for r in rows]) for key in rows[0]},
+        }
+    finally:
+        for lease_id, owner in held:
+            manager.release(lease_id, owner)
+        manager.store.close()
+
+
+def _store_urls(
+    stores: Sequence[str], stack: contextlib.ExitStack
+) -> Iterator[tuple[str, Callable[[], str]]]:
+    for store in stores:
+        if store == "sqlite":
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="deltaguard-lock-hold-"))
+            counter = iter(range(10_000))
+            yield (
+                store,
+                lambda folder=folder, counter=counter: f"sqlite:///{folder}/leases-{next(counter)}.db",
+            )
+        elif store == "postgres":
+            from tests.leases.conftest import fresh_pg_database
+            from tests.pg import throwaway_postgres
+
+            server = stack.enter_context(throwaway_postgres())
+            yield store, lambda server=server: fresh_pg_database(server)
+        else:
+            raise SystemExit(f"unknown store {store!r} (sqlite, postgres)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--decisions", type=int, default=20)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lock_hold.json"))
+    args = parser.parse_args(argv)
+    results: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        for store, new_url in _store_urls(args.stores.split(","), stack):
+            for holders in HOLDERS:
+                for mode in MODES:
+                    row = {"store": store, **measure_cell(new_url(), mode, holders, args.decisions)}
+                    results.append(row)
+                    print(
+                        f"{store:8} {mode:7} holders={holders}: hold {row['hold_ms']['median']}"
+                        f"/{row['hold_ms']['worst']} ms, longest transaction "
+                        f"{row['longest_transaction_ms']['median']}/{row['longest_transaction_ms']['worst']} ms,"
+                        f" engine {row['engine_ms']['median']}/{row['engine_ms']['worst']} ms, transactions "
+                        f"{row['transactions']['median']}/{row['transactions']['worst']}, asked inside "
+                        f"{row['asked_inside']['worst']} (median/worst; load {row['load_average_1m']})",
+                        flush=True,
+                    )
+    Path(args.out).write_text(json.dumps({"rows": results}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
