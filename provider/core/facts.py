@@ -40,6 +40,7 @@ from deltaguard.core.sql.predicates import (
 )
 from deltaguard.core.sql.row_level import SUBQUERY, row_level_limitations
 from deltaguard.core.table_config import TableConfig
+from deltaguard.core.time_zones import zone_mismatch
 
 
 class Role(StrEnum):
@@ -376,8 +377,6 @@ def zone_neutral(
     :param timestamp_columns: the table's ``TIMESTAMP``/``TIMESTAMP_NTZ`` columns.
     :returns: both facts (unchanged when nothing depends on the zone) and, when columns were dropped, why.
     """
-    from deltaguard.core.time_zones import zone_mismatch
-
     columns = a.zoned.columns | b.zoned.columns | {c.lower() for c in timestamp_columns}
     if not columns:
         return a, b, None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 #: Spellings of UTC (Spark accepts region ids, ``Z``, ``UTC`` and offsets).
 _UTC_NAMES = frozenset(
@@ -67,10 +68,6 @@ def _fixed(zone: str) -> bool:
 
 def _unambiguous(zone: str, local_times: Iterable[dt.datetime]) -> bool:
     """Every local time names exactly one instant in ``zone`` (``False`` when the zone is unknown here)."""
-    try:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-    except ImportError:  # pragma: no cover - stdlib since 3.9
-        return False
     try:
         info = ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):

@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 import sqlglot
+import sqlglot.dialects.spark  # imported here, not on first use: see DIALECT
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -34,7 +35,9 @@ from deltaguard.core.sql.disjoint import (
 from deltaguard.core.sql.dnf import TRUE, column_name, flatten, to_dnf
 from deltaguard.core.sql.limits import shown, sql_size_problem
 
-#: Predicates are parsed in Spark SQL.
+#: Predicates are parsed in Spark SQL. sqlglot imports a dialect's module on its first use; it is imported
+#: with this one instead, because a process's first parse may be a holder's predicate inside a lease store
+#: transaction, and the import (about 0.1 s) would hold the store's locks (``benchmarks/bench_lock_hold.py``).
 DIALECT = "spark"
 #: Deeper expression trees are not analysed (the parser and the analysis recurse): they read the whole table.
 MAX_DEPTH = 64
