@@ -2,7 +2,8 @@
 store transaction (the product, ADR 0037 decision 5) and, for comparison, inside it.
 
 Run: ``nice -n 5 .venv/bin/python -m benchmarks.bench_lock_hold`` (writes ``benchmarks/results/lock_hold.json``;
-``--stores sqlite`` when PostgreSQL is not installed).
+``--stores sqlite`` when PostgreSQL is not installed). ``--cold`` makes each measured decision in a new Python
+process, the first decision of that process, as a task's is (``lock_hold_cold.json``).
 
 The workload, fixed before any figure was read: a delta-rs table partitioned by an INT ``k`` (the lease tests'
 ``INTS``), *n* holders each holding a DELETE of one partition (``k = 1`` .. ``k = n``), and a measured DELETE of
@@ -28,6 +29,7 @@ import dataclasses
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -92,12 +94,6 @@ class _Watch:
 
         return wrapped
 
-    def reset(self) -> None:
-        with self.lock:
-            self.transactions.clear()
-            self.engine_s.clear()
-            self.asked_inside = 0
-
 
 @contextlib.contextmanager
 def watching() -> Iterator[_Watch]:
@@ -151,8 +147,48 @@ def _summary(values: Sequence[float]) -> dict[str, float]:
     return {"median": round(statistics.median(values), 2), "worst": round(max(values), 2)}
 
 
-def measure_cell(url: str, mode: str, holders: int, decisions: int) -> dict[str, Any]:
-    """Decide ``decisions`` DELETEs beside ``holders`` holders on a new store at ``url``."""
+def _decide_one(url: str, holders: int, d: int, mode: str) -> tuple[dict[str, float], str]:
+    """One measured decision by a lease manager of its own (as a task's process has: nothing it was
+    answered before is kept); its figures and its lease id."""
+    asked = _request(f"measured{d}", f"k = {holders + 1}", mode)
+    with watching() as watch:
+        writer = LeaseManager(url)
+        start = time.perf_counter()
+        try:
+            answer = writer.acquire(asked)
+        finally:
+            wall = time.perf_counter() - start
+            writer.store.close()
+    if not isinstance(answer, Granted):
+        raise RuntimeError(f"the measured DELETE was not granted beside {holders}: {answer}")
+    row = {
+        "transactions": len(watch.transactions),
+        "hold_ms": 1000 * sum(watch.transactions),
+        "longest_transaction_ms": 1000 * max(watch.transactions),
+        "engine_ms": 1000 * sum(watch.engine_s),
+        "engine_calls": len(watch.engine_s),
+        "asked_inside": watch.asked_inside,
+        "decision_ms": 1000 * wall,
+    }
+    return row, answer.lease_id
+
+
+def _decide_in_new_process(url: str, holders: int, d: int, mode: str) -> tuple[dict[str, float], str]:
+    """:func:`_decide_one` in a new interpreter: the first decision of a process, as a task's."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_lock_hold", "--one", json.dumps([url, holders, d, mode])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    row, lease_id = json.loads(done.stdout.strip().splitlines()[-1])
+    return row, lease_id
+
+
+def measure_cell(url: str, mode: str, holders: int, decisions: int, *, cold: bool = False) -> dict[str, Any]:
+    """Decide ``decisions`` DELETEs beside ``holders`` holders on a new store at ``url``, each in a new
+    process when ``cold``."""
     manager = LeaseManager(url)
     held: list[tuple[str, Owner]] = []
     try:
@@ -163,35 +199,14 @@ def measure_cell(url: str, mode: str, holders: int, decisions: int) -> dict[str,
                 raise RuntimeError(f"holder {i} was not granted: {answer}")
             held.append((answer.lease_id, asked.owner))
         rows: list[dict[str, float]] = []
-        with watching() as watch:
-            for d in range(decisions):
-                watch.reset()
-                asked = _request(f"measured{d}", f"k = {holders + 1}", mode)
-                # a manager of its own, as a task's process has: nothing it was answered before is kept
-                writer = LeaseManager(url)
-                start = time.perf_counter()
-                try:
-                    answer = writer.acquire(asked)
-                finally:
-                    wall = time.perf_counter() - start
-                    writer.store.close()
-                if not isinstance(answer, Granted):
-                    raise RuntimeError(f"the measured DELETE was not granted beside {holders}: {answer}")
-                rows.append(
-                    {
-                        "transactions": len(watch.transactions),
-                        "hold_ms": 1000 * sum(watch.transactions),
-                        "longest_transaction_ms": 1000 * max(watch.transactions),
-                        "engine_ms": 1000 * sum(watch.engine_s),
-                        "engine_calls": len(watch.engine_s),
-                        "asked_inside": watch.asked_inside,
-                        "decision_ms": 1000 * wall,
-                    }
-                )
-                manager.release(answer.lease_id, asked.owner)
+        for d in range(decisions):
+            row, lease_id = (_decide_in_new_process if cold else _decide_one)(url, holders, d, mode)
+            rows.append(row)
+            manager.release(lease_id, Owner(dag_id="bench", task_id=f"measured{d}"))
         return {
             "holders": holders,
             "mode": mode,
+            "process": "new" if cold else "warm",
             "decisions": decisions,
             "load_average_1m": round(os.getloadavg()[0], 2),
             **{key: _summary([r[key] for r in rows]) for key in rows[0]},
@@ -227,14 +242,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--decisions", type=int, default=20)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lock_hold.json"))
+    parser.add_argument("--cold", action="store_true", help="each measured decision in a new process")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # [url, holders, d, mode]: one decision, as JSON
     args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(_decide_one(*json.loads(args.one))))
+        return 0
+    out = args.out or str(ROOT / "benchmarks" / "results" / f"lock_hold{'_cold' if args.cold else ''}.json")
     results: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         for store, new_url in _store_urls(args.stores.split(","), stack):
             for holders in HOLDERS:
                 for mode in MODES:
-                    row = {"store": store, **measure_cell(new_url(), mode, holders, args.decisions)}
+                    cell = measure_cell(new_url(), mode, holders, args.decisions, cold=args.cold)
+                    row = {"store": store, **cell}
                     results.append(row)
                     print(
                         f"{store:8} {mode:7} holders={holders}: hold {row['hold_ms']['median']}"
@@ -245,8 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{row['asked_inside']['worst']} (median/worst; load {row['load_average_1m']})",
                         flush=True,
                     )
-    Path(args.out).write_text(json.dumps({"rows": results}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    Path(out).write_text(json.dumps({"rows": results}, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0
 
 
