@@ -172,3 +172,11 @@ def test_the_configured_wait_reaches_the_spark_engine(monkeypatch: pytest.Monkey
         DeltaTableHook(None).engine_settings().spark_connect_timeout_s is None
     )  # no Connect: nothing to wait for
     assert build_engine("spark", EngineSettings(spark_connect_conn_id="c"))._connect_timeout_s is None  # type: ignore[attr-defined]
+
+
+def test_an_engine_built_outside_airflow_waits_as_long_as_the_option_defaults_to() -> None:
+    # the option's default lives in the Airflow layer, the engine's below it: the two must not drift apart
+    from deltaguard import config
+    from deltaguard.engines.spark.session import DEFAULT_CONNECT_TIMEOUT_S
+
+    assert float(config.OPTIONS["spark_connect_timeout"][1]) == DEFAULT_CONNECT_TIMEOUT_S
