@@ -1,10 +1,11 @@
 """No engine's evaluator is asked while a lease store transaction is open (ADR 0037).
 
 Asking delta-rs' evaluator takes about 35 ms a question, a decision beside n holders asking n
-(``benchmarks/bench_lock_hold.py``), and a Spark session's up to a second per pair; asked inside the decision's
-transaction, that long every other decision of a SQLite store waited for its one write lock, and task starts on a busy machine failed their store timeout. A question
-with no kept answer now ends the transaction, is asked outside it, and the transaction runs again: the
-answers, and so the decisions, are the engine's as before.
+(``benchmarks/bench_lock_hold.py``), and a Spark session's up to a second per pair; asked inside the
+decision's transaction, that long every other decision of a SQLite store waited for its one write lock, and
+task starts on a busy machine failed their store timeout. A question with no kept answer now ends the
+transaction, is asked outside it, and the transaction runs again: the answers, and so the decisions, are the
+engine's as before.
 """
 
 from __future__ import annotations
