@@ -67,30 +67,27 @@ class _Watch:
         self.asked_inside = 0
 
     def transaction(self, method: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            with self.lock:
-                self.open += 1
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                with self.lock:
-                    self.open -= 1
-                    self.transactions.append(time.perf_counter() - start)
-
-        return wrapped
+        return self._timed(method, self.transactions, opens=1)
 
     def evaluator(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        return self._timed(method, self.engine_s, opens=0)
+
+    def _timed(self, method: Callable[..., Any], into: list[float], opens: int) -> Callable[..., Any]:
+        """``method``, its calls' seconds added to ``into``; ``opens``: 1 for a store transaction (counted
+        open while it runs), 0 for an evaluator call (counted as asked inside when one is open)."""
+
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             with self.lock:
-                if self.open:
+                if not opens and self.open:
                     self.asked_inside += 1
+                self.open += opens
             start = time.perf_counter()
             try:
                 return method(*args, **kwargs)
             finally:
                 with self.lock:
-                    self.engine_s.append(time.perf_counter() - start)
+                    self.open -= opens
+                    into.append(time.perf_counter() - start)
 
         return wrapped
 
