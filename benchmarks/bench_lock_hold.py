@@ -3,7 +3,10 @@ store transaction (the product, ADR 0037 decision 5) and, for comparison, inside
 
 Run: ``nice -n 5 .venv/bin/python -m benchmarks.bench_lock_hold`` (writes ``benchmarks/results/lock_hold.json``;
 ``--stores sqlite`` when PostgreSQL is not installed). ``--cold`` makes each measured decision in a new Python
-process, the first decision of that process, as a task's is (``lock_hold_cold.json``).
+process, the first decision of that process, as a task's is (``lock_hold_cold.json``). ``--processes K``
+runs K processes deciding at once, each on a table of its own beside 4 holders, and releasing each lease
+after its decision (``lock_hold_Kp.json``): what a decision and a release cost while others decide. A
+transaction's time then includes its wait for the locks others hold.
 
 The workload, fixed before any figure was read: a delta-rs table partitioned by an INT ``k`` (the lease tests'
 ``INTS``), *n* holders each holding a DELETE of one partition (``k = 1`` .. ``k = n``), and a measured DELETE of
@@ -122,17 +125,17 @@ class _AskedInside:
         return self._oracle._evaluate(tuple(predicates), candidates)
 
 
-def _claim(predicate: str, mode: str) -> TableClaim:
+def _claim(predicate: str, mode: str, uri: str = INTS_URI) -> TableClaim:
     config = attach_oracle(INTS)
     assert isinstance(config.meaning, DataFusionOracle)
     if mode == "inside":
         config = dataclasses.replace(config, meaning=_AskedInside(config.meaning))
-    return TableClaim(INTS_URI, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
+    return TableClaim(uri, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
 
 
-def _request(who: str, predicate: str, mode: str) -> LeaseRequest:
+def _request(who: str, predicate: str, mode: str, uri: str = INTS_URI) -> LeaseRequest:
     return LeaseRequest(
-        claims=(_claim(predicate, mode),),
+        claims=(_claim(predicate, mode, uri),),
         owner=Owner(dag_id="bench", task_id=who),
         ttl_s=600.0,
         wait_ttl_s=600.0,
@@ -144,10 +147,12 @@ def _summary(values: Sequence[float]) -> dict[str, float]:
     return {"median": round(statistics.median(values), 2), "worst": round(max(values), 2)}
 
 
-def _decide_one(url: str, holders: int, d: int, mode: str) -> tuple[dict[str, float], str]:
+def _decide_one(
+    url: str, holders: int, d: int, mode: str, uri: str = INTS_URI
+) -> tuple[dict[str, float], str]:
     """One measured decision by a lease manager of its own (as a task's process has: nothing it was
     answered before is kept); its figures and its lease id."""
-    asked = _request(f"measured{d}", f"k = {holders + 1}", mode)
+    asked = _request(f"measured{d}", f"k = {holders + 1}", mode, uri)
     with watching() as watch:
         writer = LeaseManager(url)
         start = time.perf_counter()
@@ -214,6 +219,76 @@ def measure_cell(url: str, mode: str, holders: int, decisions: int, *, cold: boo
         manager.store.close()
 
 
+def _decide_many(url: str, holders: int, decisions: int, mode: str, uri: str, start_at: float) -> None:
+    """``decisions`` decisions on ``uri`` one after the other, from ``start_at`` (epoch seconds), each released
+    after it; prints their figures as JSON (one process of :func:`measure_concurrent`)."""
+    time.sleep(max(0.0, start_at - time.time()))
+    rows = []
+    for d in range(decisions):
+        row, lease_id = _decide_one(url, holders, d, mode, uri)
+        releaser = LeaseManager(url)
+        start = time.perf_counter()
+        try:
+            releaser.release(lease_id, Owner(dag_id="bench", task_id=f"measured{d}"))
+        finally:
+            row["release_ms"] = 1000 * (time.perf_counter() - start)
+            releaser.store.close()
+        rows.append(row)
+    print(json.dumps(rows))
+
+
+def measure_concurrent(url: str, mode: str, holders: int, decisions: int, processes: int) -> dict[str, Any]:
+    """``processes`` processes deciding at once, each ``decisions`` DELETEs beside ``holders`` holders of a
+    table of its own, on one store at ``url``: what a decision costs when others decide beside it."""
+    manager = LeaseManager(url)
+    uris = [f"{INTS_URI}{j}" for j in range(processes)]
+    held: list[tuple[str, Owner]] = []
+    try:
+        for uri in uris:
+            for i in range(1, holders + 1):
+                asked = _request(f"holder{i}", f"k = {i}", mode, uri)
+                answer = manager.acquire(asked)
+                if not isinstance(answer, Granted):
+                    raise RuntimeError(f"holder {i} of {uri} was not granted: {answer}")
+                held.append((answer.lease_id, asked.owner))
+        start_at = time.time() + 8.0  # after every process has started and imported
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.bench_lock_hold",
+                    "--many",
+                    json.dumps([url, holders, decisions, mode, uri, start_at]),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for uri in uris
+        ]
+        rows: list[dict[str, float]] = []
+        for worker in workers:
+            out, _ = worker.communicate()
+            if worker.returncode != 0:
+                raise RuntimeError(f"a deciding process failed ({worker.returncode})")
+            rows.extend(json.loads(out.strip().splitlines()[-1]))
+        return {
+            "holders": holders,
+            "mode": mode,
+            "process": "warm",
+            "processes": processes,
+            "decisions": decisions * processes,
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            **{key: _summary([r[key] for r in rows]) for key in rows[0]},
+        }
+    finally:
+        for lease_id, owner in held:
+            manager.release(lease_id, owner)
+        manager.store.close()
+
+
 def _store_urls(
     stores: Sequence[str], stack: contextlib.ExitStack
 ) -> Iterator[tuple[str, Callable[[], str]]]:
@@ -241,18 +316,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--decisions", type=int, default=20)
     parser.add_argument("--cold", action="store_true", help="each measured decision in a new process")
     parser.add_argument("--out", default=None)
+    parser.add_argument(
+        "--processes", type=int, default=1, help="that many processes deciding at once, each on its own table"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # [url, holders, d, mode]: one decision, as JSON
+    parser.add_argument("--many", help=argparse.SUPPRESS)  # the arguments of _decide_many, as JSON
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(_decide_one(*json.loads(args.one))))
         return 0
-    out = args.out or str(ROOT / "benchmarks" / "results" / f"lock_hold{'_cold' if args.cold else ''}.json")
+    if args.many:
+        _decide_many(*json.loads(args.many))
+        return 0
+    name = (
+        "lock_hold" + ("_cold" if args.cold else "") + (f"_{args.processes}p" if args.processes > 1 else "")
+    )
+    out = args.out or str(ROOT / "benchmarks" / "results" / f"{name}.json")
+    holder_counts = HOLDERS if args.processes == 1 else (4,)
     results: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         for store, new_url in _store_urls(args.stores.split(","), stack):
-            for holders in HOLDERS:
+            for holders in holder_counts:
                 for mode in MODES:
-                    cell = measure_cell(new_url(), mode, holders, args.decisions, cold=args.cold)
+                    if args.processes > 1:
+                        cell = measure_concurrent(new_url(), mode, holders, args.decisions, args.processes)
+                    else:
+                        cell = measure_cell(new_url(), mode, holders, args.decisions, cold=args.cold)
                     row = {"store": store, **cell}
                     results.append(row)
                     print(
