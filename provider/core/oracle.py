@@ -97,6 +97,8 @@ class AnswerCache:
             failed = self._failures.pop(key, None) if found is None and within is not None else None
         if found is None:
             if failed is not None:
+                if within is not None:
+                    within.refused = True
                 raise failed
             if within is not None:
                 question = (tuple(predicates), {c: tuple(v) for c, v in candidates.items()})
@@ -137,6 +139,8 @@ class _Round:
     def __init__(self, exploring: bool) -> None:
         self.exploring = exploring
         self.unasked: list[Callable[[], object]] = []
+        #: a question was refused with the error its engine gave when asked outside
+        self.refused = False
 
 
 #: the transaction body running in this context (``None``: an oracle asks its engine)
@@ -166,11 +170,11 @@ def kept_answers_only(*, exploring: bool) -> Iterator[list[Callable[[], object]]
 
 
 def questions_unasked() -> bool:
-    """Whether the body running under :func:`kept_answers_only` met a question with no kept answer so far:
-    what it decides rests on answers no engine gave (refused, or assumed while exploring) and must not be
-    remembered beyond its transaction."""
+    """Whether the body running under :func:`kept_answers_only` met a question its engine did not answer so
+    far (no kept answer, or the engine's error): what it decides rests on answers no engine gave (refused,
+    or assumed while exploring) and must not be remembered beyond its transaction."""
     within = _ROUND.get()
-    return within is not None and bool(within.unasked)
+    return within is not None and (bool(within.unasked) or within.refused)
 
 
 class UnaskedQuestions(Exception):

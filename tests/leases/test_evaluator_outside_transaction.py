@@ -138,9 +138,11 @@ def test_an_engine_error_outside_refuses_the_separation_naming_it(
         raise RuntimeError("the witness write failed")
 
     monkeypatch.setattr(DataFusionOracle, "_evaluate", failing)
-    first, second, runs, _ = _second_beside_first(store_url, monkeypatch)
+    first, second, runs, manager = _second_beside_first(store_url, monkeypatch)
     assert isinstance(first, Granted)
     assert isinstance(second, Waiting)
     assert any("the witness write failed" in r for r in second.reasons), second.reasons
+    # a wait resting on an engine's error is not the model's answer for the pair: the next request asks again
+    assert not manager.memo.conflicting
     if store_url.startswith("sqlite"):
         assert runs == 2
