@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
 import statistics
@@ -37,7 +36,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,15 +43,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from deltaguard.core.admission import Granted, LeaseRequest, Owner, TableClaim  # noqa: E402
-from deltaguard.core.operations import Operation, OperationKind  # noqa: E402
+from deltaguard.core.admission import Granted, LeaseRequest, Owner  # noqa: E402
 from deltaguard.core.oracle import Truth  # noqa: E402
 from deltaguard.engines.deltars.meaning import DataFusionOracle  # noqa: E402
-from deltaguard.engines.sources import attach_oracle  # noqa: E402
 from deltaguard.leases.manager import LeaseManager  # noqa: E402
 from deltaguard.leases.sql.base import SqlLeaseStore  # noqa: E402
 from deltaguard.leases.sql.postgres import PostgresLeaseStore  # noqa: E402
-from tests.leases.conftest import INTS, INTS_URI, RS  # noqa: E402
+from tests.leases.conftest import INTS_URI, int_delete_request  # noqa: E402
 
 HOLDERS = (1, 2, 4, 8)
 MODES = ("outside", "inside")
@@ -125,22 +121,9 @@ class _AskedInside:
         return self._oracle._evaluate(tuple(predicates), candidates)
 
 
-def _claim(predicate: str, mode: str, uri: str = INTS_URI) -> TableClaim:
-    config = attach_oracle(INTS)
-    assert isinstance(config.meaning, DataFusionOracle)
-    if mode == "inside":
-        config = dataclasses.replace(config, meaning=_AskedInside(config.meaning))
-    return TableClaim(uri, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
-
-
 def _request(who: str, predicate: str, mode: str, uri: str = INTS_URI) -> LeaseRequest:
-    return LeaseRequest(
-        claims=(_claim(predicate, mode, uri),),
-        owner=Owner(dag_id="bench", task_id=who),
-        ttl_s=600.0,
-        wait_ttl_s=600.0,
-        request_id=f"{who}-{uuid.uuid4().hex[:8]}",
-    )
+    inside = _AskedInside if mode == "inside" else None
+    return int_delete_request(who, predicate, uri=uri, dag_id="bench", evaluator=inside)
 
 
 def _summary(values: Sequence[float]) -> dict[str, float]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,22 +69,35 @@ INTS = TableConfig(partition_columns=("k",), column_types=(("k", "integer"), ("v
 INTS_URI = "file:///tables/ints"
 
 
-def ask_int_delete(manager: LeaseManager, who: str, predicate: str) -> Granted | Waiting:
-    """Ask for a DELETE of ``predicate`` on the INT-partitioned table, with a new delta-rs evaluator (no kept
-    answer), as the writer's own process reads the table."""
+def int_delete_request(
+    who: str,
+    predicate: str,
+    *,
+    uri: str = INTS_URI,
+    dag_id: str = "dag",
+    evaluator: Callable[[Any], Any] | None = None,
+) -> LeaseRequest:
+    """A DELETE of ``predicate`` on the INT-partitioned table, with a new delta-rs evaluator (no kept answer),
+    as the writer's own process reads the table; ``evaluator`` may wrap that evaluator."""
     from deltaguard.engines.sources import attach_oracle
 
     config = attach_oracle(INTS)
     assert config.meaning is not None
-    claim = TableClaim(INTS_URI, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
-    asked = LeaseRequest(
+    if evaluator is not None:
+        config = dataclasses.replace(config, meaning=evaluator(config.meaning))
+    claim = TableClaim(uri, Operation(OperationKind.DELETE, predicate=predicate), RS, config)
+    return LeaseRequest(
         claims=(claim,),
-        owner=Owner(dag_id="dag", task_id=who),
+        owner=Owner(dag_id=dag_id, task_id=who),
         ttl_s=600.0,
         wait_ttl_s=600.0,
         request_id=f"{who}-{uuid.uuid4().hex[:8]}",
     )
-    return manager.acquire(asked)
+
+
+def ask_int_delete(manager: LeaseManager, who: str, predicate: str) -> Granted | Waiting:
+    """Ask for :func:`int_delete_request`'s DELETE."""
+    return manager.acquire(int_delete_request(who, predicate))
 
 
 @pytest.fixture
