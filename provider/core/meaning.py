@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
 #: Candidate values per partition column at most (literals and their neighbours).
 MAX_VALUES_PER_COLUMN = 48
+#: Values every column is also tried on, whatever the predicates compare it with: a pair with no literal on a
+#: column (``k IS NOT NULL`` beside ``k > -1``) would otherwise be evaluated on the NULL partition alone,
+#: where both are apart. Each engine drops the texts its column's type cannot hold.
+TYPICAL_VALUES: tuple[str, ...] = (
+    "0", "1", "-1", "a", "", "true", "false", "1970-01-01", "2024-01-01", "2024-01-01 00:00:00",
+)  # fmt: skip
 
 _DATE_PREFIX = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})")
 
@@ -117,7 +123,8 @@ def _neighbours(text: str) -> Iterable[str]:
 def candidate_values(
     trees: Iterable[exp.Expr], partition_columns: Collection[str]
 ) -> dict[str, list[str | None]]:
-    """Candidate partition values per column: every literal of an atom on that column, with neighbours.
+    """Candidate partition values per column: NULL, every literal of an atom on that column with its
+    neighbours, and :data:`TYPICAL_VALUES`.
 
     :param trees: partition-only predicates (:func:`partition_only`).
     :param partition_columns: the table's partition columns.
@@ -139,6 +146,11 @@ def candidate_values(
                         if len(bucket) >= MAX_VALUES_PER_COLUMN:
                             break
                         bucket[value] = None
+    for bucket in found.values():
+        for value in TYPICAL_VALUES:
+            if len(bucket) >= MAX_VALUES_PER_COLUMN:
+                break
+            bucket.setdefault(value, None)
     return {column: list(values) for column, values in found.items()}
 
 

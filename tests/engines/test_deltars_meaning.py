@@ -74,6 +74,9 @@ def test_disjoint_partitions_stay_apart(table: TableConfig) -> None:
         ("d = '2024-01-01'", "d = DATE '2024-01-01'"),
         ("s = 'a' AND id = 1", "(s = 'a' OR s = 'b') AND id = 2"),
         ("NOT (k <> 1)", "k = 1"),
+        # no literal on the column: the witnesses are typical values of its type besides NULL
+        ("k IS NOT NULL", "k IS NOT NULL"),
+        ("NOT (d IS NULL)", "d IS NOT NULL"),
     ],
 )
 def test_the_engine_refutes_a_wrong_reading(table: TableConfig, a: str, b: str) -> None:
