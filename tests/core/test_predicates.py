@@ -175,6 +175,7 @@ DISJOINT_CASES = [
     (None, "a = 1 AND a = 2", True),
     ("a <=> 1", "a = 2", True),
     ("a <=> 1", "a IS NULL", True),
+    ("a <=> 'x'", "a IS NULL", False),  # text that does not cast to the column's type is NULL (ANSI off)
 ]
 
 

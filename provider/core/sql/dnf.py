@@ -247,10 +247,7 @@ def _understood_atom(node: exp.Expr, negated: bool, text: frozenset[str]) -> Dnf
     if isinstance(node, exp.Like) and not negated:
         return _like_prefix(node)
     if isinstance(node, exp.NullSafeEQ) and not negated:
-        column, literal = _column_literal(node.left, node.right, text)
-        if column is None:
-            column, literal = _column_literal(node.right, node.left, text)
-        return None if column is None or literal is None else _comparison(column, exp.EQ, *literal)
+        return _null_safe_equal(node, text)
     if isinstance(node, exp.In):
         return _in_list(node, negated, text)
     if isinstance(node, exp.Between):
@@ -262,6 +259,24 @@ def _understood_atom(node: exp.Expr, negated: bool, text: frozenset[str]) -> Dnf
     if column is not None:  # A bare boolean column: "WHERE is_active".
         return _comparison(column, exp.EQ, BOOL, not negated)
     return None
+
+
+def _null_safe_equal(node: exp.NullSafeEQ, text: frozenset[str]) -> Dnf | None:
+    """``c <=> literal``: the literal's value, and also the NULL partition when the literal is text cast to
+    a column not known to be STRING. Spark with ANSI off casts text that does not parse (``'1.00'`` for a
+    TIMESTAMP_NTZ, ``'a'`` for an INT) to NULL, and ``NULL <=> NULL`` is TRUE (measured on Spark 4.2 by
+    ``python -m lab.fuzz.spark_meaning``)."""
+    column, literal = _column_literal(node.left, node.right, text)
+    other = node.right
+    if column is None:
+        column, literal = _column_literal(node.right, node.left, text)
+        other = node.left
+    if column is None or literal is None:
+        return None
+    equal = _comparison(column, exp.EQ, *literal)
+    if equal is None or column in text or not (isinstance(other, exp.Literal) and other.is_string):
+        return equal
+    return (*equal, frozenset({Atom(column, null=True)}))
 
 
 def _column_literal(
