@@ -262,10 +262,10 @@ def _understood_atom(node: exp.Expr, negated: bool, text: frozenset[str]) -> Dnf
 
 
 def _null_safe_equal(node: exp.NullSafeEQ, text: frozenset[str]) -> Dnf | None:
-    """``c <=> literal``: the literal's value, and also the NULL partition when the literal is text cast to
-    a column not known to be STRING. Spark with ANSI off casts text that does not parse (``'1.00'`` for a
-    TIMESTAMP_NTZ, ``'a'`` for an INT) to NULL, and ``NULL <=> NULL`` is TRUE (measured on Spark 4.2 by
-    ``python -m lab.fuzz.spark_meaning``)."""
+    """``c <=> literal``: the literal's value, and also the NULL partition unless the literal is text compared
+    with a STRING column. A literal cast to the column's type may be NULL: Spark with ANSI off casts text that
+    does not parse (``'1.00'`` for a TIMESTAMP_NTZ, ``'a'`` for an INT) and numbers out of range to NULL, and
+    ``NULL <=> NULL`` is TRUE (measured on Spark 4.2 by ``python -m lab.fuzz.spark_meaning``)."""
     column, literal = _column_literal(node.left, node.right, text)
     other = node.right
     if column is None:
@@ -274,7 +274,8 @@ def _null_safe_equal(node: exp.NullSafeEQ, text: frozenset[str]) -> Dnf | None:
     if column is None or literal is None:
         return None
     equal = _comparison(column, exp.EQ, *literal)
-    if equal is None or column in text or not (isinstance(other, exp.Literal) and other.is_string):
+    value = other.unnest()
+    if equal is None or (column in text and isinstance(value, exp.Literal) and value.is_string):
         return equal
     return (*equal, frozenset({Atom(column, null=True)}))
 
