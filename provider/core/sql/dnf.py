@@ -263,9 +263,10 @@ def _understood_atom(node: exp.Expr, negated: bool, text: frozenset[str]) -> Dnf
 
 def _null_safe_equal(node: exp.NullSafeEQ, text: frozenset[str]) -> Dnf | None:
     """``c <=> literal``: the literal's value, and also the NULL partition unless the literal is text compared
-    with a STRING column. A literal cast to the column's type may be NULL: Spark with ANSI off casts text that
-    does not parse (``'1.00'`` for a TIMESTAMP_NTZ, ``'a'`` for an INT) and numbers out of range to NULL, and
-    ``NULL <=> NULL`` is TRUE (measured on Spark 4.2 by ``python -m lab.fuzz.spark_meaning``)."""
+    with a STRING column. Spark with ANSI off casts text that does not parse (``'1.00'`` for a TIMESTAMP_NTZ,
+    ``'a'`` for an INT or a BOOLEAN) to NULL, and ``NULL <=> NULL`` is TRUE (measured on Spark 4.2, found by
+    ``python -m lab.fuzz.spark_meaning``). Numbers were measured not to become NULL against INT, DECIMAL and
+    BOOLEAN columns, but the column's type is not known here, so no literal is taken as never NULL."""
     column, literal = _column_literal(node.left, node.right, text)
     other = node.right
     if column is None:
