@@ -492,7 +492,6 @@ class Summary:
     cases: int = 0
     pairs: int = 0
     refused_by_model: int = 0
-    refused_by_spark: int = 0
     model_apart: int = 0
     conflicts_sampled: int = 0
     conflicts_sampled_apart_on_witnesses: int = 0

@@ -91,7 +91,9 @@ def test_null_safe_equal_to_a_cast_literal_may_select_the_null_partition(
 
 
 @pytest.mark.parametrize("profile", PROFILES[1:], ids=lambda p: f"{p.name.value}-{p.session_ansi}")
-def test_text_null_safe_equal_to_a_string_column_keeps_the_null_partition_apart(profile: EngineProfile) -> None:
+def test_text_null_safe_equal_to_a_string_column_keeps_the_null_partition_apart(
+    profile: EngineProfile,
+) -> None:
     """On delta-spark (delta-rs reads ``IS NULL`` as every partition)."""
     assert not _conflict("k <=> 'a'", "k IS NULL", "string", profile)[0]  # text to text: no cast
     assert not _conflict("k <=> ('a')", "k IS NULL", "string", profile)[0]
