@@ -460,10 +460,9 @@ def confirm(
     key_expr = f"concat_ws('|', {', '.join(f'coalesce({k}, chr(0))' for k in keys)})"
     path = root / uuid.uuid4().hex
     table = f"delta.`{path}`"
-    frame = truth.frame(session, layout, candidates)
-    frame.where(f"{key_expr} = '{key.replace(chr(39), chr(92) + chr(39))}'").createOrReplaceTempView(
-        "witness"
-    )
+    # The key is compared as a value, not spliced into SQL: the NULL partition's key holds a NUL character.
+    keyed = truth.frame(session, layout, candidates).selectExpr(f"{key_expr} AS __key", "*")
+    keyed.where(keyed["__key"] == key).drop("__key").createOrReplaceTempView("witness")
     partitioned = ", ".join(f"`{name}`" for name, _ in layout.partitions)
     try:
         session.sql(
