@@ -426,20 +426,14 @@ def model_verdict(a: str, b: str, config: Any, settings: Settings) -> tuple[bool
     return verdict.conflict, verdict.reason
 
 
-def oracle_config(spark: Any, config: Any, settings: Settings) -> Any:
-    """``config`` with Spark's evaluator attached in a session with the case's settings, as the engine does."""
+def oracle_config(truth: Truth, config: Any, ansi: bool, zone: str) -> Any:
+    """``config`` with Spark's evaluator attached, asked in a session with these settings (those under which
+    the pair met: the engine's evaluator runs in the session the write runs in, whose settings it knows)."""
     from deltaguard.engines.spark.meaning import SparkOracle
 
-    ansi, zone = settings.concrete()[0]
-
-    @contextlib.contextmanager
-    def scope() -> Iterator[Any]:
-        session = spark.newSession()
-        session.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
-        session.conf.set("spark.sql.session.timeZone", zone)
-        yield session
-
-    return dataclasses.replace(config, meaning=SparkOracle.for_table(config, scope))
+    return dataclasses.replace(
+        config, meaning=SparkOracle.for_table(config, lambda: truth.session(ansi, zone))
+    )
 
 
 def confirm(
@@ -574,7 +568,7 @@ def run_case(
         }
         if oracle:
             summary.oracle_asked += 1
-            judged_config = oracle_config(spark, config, settings)
+            judged_config = oracle_config(truth, config, *where[index][:2])
             o_conflict, o_reason = model_verdict(a.text, b.text, judged_config, settings)
             found["oracle"] = o_reason
             if o_conflict is False:
