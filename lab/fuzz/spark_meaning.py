@@ -81,6 +81,12 @@ FOREIGN: tuple[str, ...] = (
     "'2024-01-01 00:00:00+01:00'", "'2024-01-01 05:00:00'", "TIMESTAMP_NTZ '2024-01-01 00:00:00'", "'a'",
     "'A'", "''", "X'31'", "2147483648", "CAST('1' AS INT)", "'1.00'", "1.50", "'2023-12-31 23:00'",
     "'2024-01-01 00:00:00.000001'", "-1", "'10'", "10",
+    # spellings a hand reading may not know: trailing blanks, signs, exponents, intervals, casts, arithmetic
+    "'1 '", "'\\t1'", "'0x1'", "'1_0'", "1e1", "'1E1'", "+1", "(1)", "1 + 0", "2 - 1", "'2024-01-01' || ''",
+    "DATE '2024-01-01' + INTERVAL 1 DAY", "TIMESTAMP '2024-01-01 00:00:00' - INTERVAL 5 HOURS",
+    "CAST('2024-01-01' AS DATE)", "CAST(1.9 AS INT)", "CAST('1.9' AS INT)", "CAST(NULL AS INT)", "NULL",
+    "'2024-01-01 00:00:00 UTC'", "'2024-01-01 00:00:00Z'", "'2024-01-01T05:00'", "'20240101'", "'1.'", "'.5'",
+    "'+Infinity'", "'-Infinity'", "'nan'", "'yes'", "'y'", "'t'", "'1.0E0'", "1.0E0", "0.5", "-0.5",
 )  # fmt: skip
 #: Names a partition column is stored under.
 NAMES: tuple[str, ...] = ("k", "p", "P", "Region", "a.b", "my col", "DAY", "x_1", "Ünï")
@@ -117,6 +123,23 @@ FUNCTIONS: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("nvl({c}, {lit})", None),
     ("if({c} IS NULL, {lit}, {c})", None),
     ("CASE WHEN {c} IS NULL THEN {lit} ELSE {c} END", None),
+    ("nullif({c}, {lit})", None),
+    ("greatest({c}, {lit})", None),
+    ("least({c}, {lit})", None),
+    ("CAST({c} AS DATE)", None),
+    ("CAST({c} AS BOOLEAN)", None),
+    ("CAST({c} AS DOUBLE)", None),
+    ("{c} || ''", None),
+    ("reverse({c})", frozenset({"string"})),
+    ("ltrim({c})", frozenset({"string"})),
+    ("{c} % 2", frozenset({"integer", "long", "short", "byte", "double", "decimal(5,2)"})),
+    ("{c} div 1", frozenset({"integer", "long", "short", "byte"})),
+    ("floor({c})", frozenset({"integer", "long", "short", "byte", "double", "decimal(5,2)"})),
+    ("round({c})", frozenset({"integer", "long", "short", "byte", "double", "decimal(5,2)"})),
+    ("date_add({c}, 0)", frozenset({"date", "timestamp", "timestamp_ntz", "string"})),
+    ("month({c})", frozenset({"date", "timestamp", "timestamp_ntz"})),
+    ("hour({c})", frozenset({"timestamp", "timestamp_ntz"})),
+    ("unix_timestamp({c})", frozenset({"timestamp", "timestamp_ntz", "date"})),
 )
 
 
