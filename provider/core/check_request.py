@@ -52,6 +52,7 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "commit_coordination": str,
         "session_time_zone": str,
         "ansi": bool,
+        "default_parser": bool,
     },
     EngineName.DELTA_SPARK: {
         "name": str,
@@ -59,6 +60,7 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "commit_coordination": str,
         "session_time_zone": str,
         "ansi": bool,
+        "default_parser": bool,
     },
     EngineName.DELTA_RS: {"name": str, "version": str, "commit_coordination": str, "session_time_zone": str},
 }
@@ -188,6 +190,8 @@ def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
         ),
         # spark.sql.ansi.enabled of the Spark session; unknown unless given
         session_ansi=fields.get("ansi"),
+        # spark.sql.ansi.doubleQuotedIdentifiers and spark.sql.parser.escapedStringLiterals both off
+        session_default_parser=fields.get("default_parser"),
     )
 
 

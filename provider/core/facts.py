@@ -27,6 +27,7 @@ from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import EngineProfile
 from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
 from deltaguard.core.sql.literal_columns import ZonedLiterals, zoned_literals
+from deltaguard.core.sql.parser_settings import parser_dependent_literals
 from deltaguard.core.sql.predicates import (
     EVERYTHING,
     Predicate,
@@ -100,6 +101,8 @@ class OpFacts:
         table); shown in reasons.
     :param zoned: its literals whose meaning depends on the session time zone (see
         :func:`zone_neutral`).
+    :param parser_read: its string literals whose meaning depends on the Spark session's parser settings
+        (see :func:`parser_neutral`).
     """
 
     op: Operation
@@ -110,6 +113,7 @@ class OpFacts:
     writes: tuple[Predicate, ...] = ()
     unknown: tuple[str, ...] = ()
     zoned: ZonedLiterals = field(default_factory=ZonedLiterals)
+    parser_read: tuple[str, ...] = ()
 
     @property
     def kind(self) -> OperationKind:
@@ -305,6 +309,7 @@ def _digest(op: Operation, role: Role) -> OpFacts:
         frozenset().union(*(z.columns for z in parts)),
         tuple(dict.fromkeys(t for z in parts for t in z.local_times)),
     )
+    texts = (op.predicate, op.merge_condition, op.inserts, op.sql, *(e for _, e in op.assignments))
     return OpFacts(
         op=op,
         role=role,
@@ -314,6 +319,7 @@ def _digest(op: Operation, role: Role) -> OpFacts:
         writes=writes,
         unknown=unknown,
         zoned=zoned,
+        parser_read=tuple(dict.fromkeys(t for text in texts for t in parser_dependent_literals(text))),
     )
 
 
@@ -395,6 +401,43 @@ def zone_neutral(
         )
 
     return neutral(a), neutral(b), f"{', '.join(hidden)} not compared: {why}"
+
+
+def parser_neutral(f: OpFacts, profile: EngineProfile) -> OpFacts:
+    """The operation as the model may judge it when the session that runs it may read its string literals
+    otherwise than the model does (:mod:`deltaguard.core.sql.parser_settings`).
+
+    A Spark engine runs the text it was given. Unless the session is known to run with the parser settings
+    the model reads with (``session_default_parser``; with ANSI mode known off, a double-quoted literal is
+    text whatever ``spark.sql.ansi.doubleQuotedIdentifiers`` says), an operation with such a literal is
+    judged as reading and writing the whole table, without row-level concurrency. delta-rs runs the model's
+    own parse, rendered for DataFusion, and is never affected.
+
+    :param f: the operation.
+    :param profile: the engine that commits it.
+    :returns: ``f``, or ``f`` as the whole table with the reason among its ``unknown``.
+    """
+    from deltaguard.core.profiles import EngineName
+
+    if not f.parser_read or profile.name is EngineName.DELTA_RS or profile.session_default_parser is True:
+        return f
+    unsure = [
+        t for t in f.parser_read if "\\" in t or not (t.startswith('"') and profile.session_ansi is False)
+    ]
+    if not unsure:
+        return f
+    state = "on" if profile.session_default_parser is False else "not known to be off"
+    why = (
+        f"{', '.join(unsure[:3])} may not be the text it reads as: spark.sql.ansi.doubleQuotedIdentifiers or "
+        f"spark.sql.parser.escapedStringLiterals is {state} in the session that runs it"
+    )
+    return replace(
+        f,
+        scope=EVERYTHING,
+        writes=(EVERYTHING,),
+        limitations=tuple(dict.fromkeys((*f.limitations, why))),
+        unknown=tuple(dict.fromkeys((*f.unknown, why))),
+    )
 
 
 #: column types Spark compares a text literal with without reading it as a number

@@ -25,6 +25,7 @@ from deltaguard.core.facts import (
     TableContext,
     build_facts,
     coercion_neutral,
+    parser_neutral,
     with_generated_columns,
     zone_neutral,
 )
@@ -90,7 +91,11 @@ def _rules_key(profile: EngineProfile) -> EngineProfile:
     an engine's pair rules, so profiles that differ only there are judged once. Cached: every pair of
     every decision asks it (a ``replace`` re-validates the profile's version each time)."""
     return replace(
-        profile, session_time_zone=None, session_ansi=None, commit_coordination=STORAGE_COORDINATION
+        profile,
+        session_time_zone=None,
+        session_ansi=None,
+        session_default_parser=None,
+        commit_coordination=STORAGE_COORDINATION,
     )
 
 
@@ -121,6 +126,8 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     a, b, coerced = coercion_neutral(
         a, b, (a.op.engine or contexts.profile, b.op.engine or contexts.profile), contexts.table
     )
+    a = parser_neutral(a, a.op.engine or contexts.profile)
+    b = parser_neutral(b, b.op.engine or contexts.profile)
     verdict: PairVerdict | None = None
     for profile in engines:
         found = _judge(a, b, contexts(profile), _rules(profile))

@@ -73,6 +73,11 @@ class EngineProfile:
     :param session_ansi: Spark's ``spark.sql.ansi.enabled`` for the session that commits (``None``: unknown).
         Off, a numeric column compared with text such as ``'1.5'`` reads it truncated (``k = 1``); unless it
         is known on, such text separates nothing (ADR 0001). Not used for delta-rs.
+    :param session_default_parser: Spark's parser settings that change what a string literal is
+        (``spark.sql.ansi.doubleQuotedIdentifiers``, ``spark.sql.parser.escapedStringLiterals``) are both off
+        in the session that commits (``None``: unknown). Unless they are, a condition with a double-quoted
+        literal or a backslash in a literal is judged as the whole table
+        (:mod:`deltaguard.core.sql.parser_settings`). Not used for delta-rs, which runs the model's parse.
     """
 
     name: EngineName
@@ -83,6 +88,7 @@ class EngineProfile:
     commit_coordination: str = STORAGE_COORDINATION
     session_time_zone: str | None = None
     session_ansi: bool | None = None
+    session_default_parser: bool | None = None
 
     def __post_init__(self) -> None:
         parse_version(self.version)  # fail early on nonsense versions

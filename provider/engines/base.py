@@ -129,6 +129,15 @@ class DeltaEngine(abc.ABC):
         """
         return None
 
+    def session_default_parser(self) -> bool | None:
+        """Whether the engine's writes run with Spark's default parser settings for string literals
+        (:mod:`deltaguard.core.sql.parser_settings`); ``None``: unknown or not Spark.
+
+        Unless they are known to, a condition with a double-quoted literal or a backslash in a literal
+        separates nothing.
+        """
+        return None
+
     def table_profile(self, table_uri: str) -> EngineProfile:
         """:meth:`profile` for writes to ``table_uri``, with its commit coordinator and time zone.
 
@@ -140,6 +149,11 @@ class DeltaEngine(abc.ABC):
             commit_coordination=self.commit_coordination(table_uri),
             session_time_zone=profile.session_time_zone or self.session_time_zone(),
             session_ansi=profile.session_ansi if profile.session_ansi is not None else self.session_ansi(),
+            session_default_parser=(
+                profile.session_default_parser
+                if profile.session_default_parser is not None
+                else self.session_default_parser()
+            ),
         )
 
     @abc.abstractmethod

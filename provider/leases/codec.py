@@ -128,6 +128,11 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
         ),
         **({"session_time_zone": profile.session_time_zone} if profile.session_time_zone is not None else {}),
         **({"session_ansi": profile.session_ansi} if profile.session_ansi is not None else {}),
+        **(
+            {"session_default_parser": profile.session_default_parser}
+            if profile.session_default_parser is not None
+            else {}
+        ),
     }
 
 
@@ -143,6 +148,12 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
         session_time_zone=data.get("session_time_zone"),
         # absent: unknown, so numeric text a lenient cast truncates separates nothing
         session_ansi=data.get("session_ansi") if isinstance(data.get("session_ansi"), bool) else None,
+        # absent: unknown, so double-quoted literals and backslashes in literals separate nothing
+        session_default_parser=(
+            data.get("session_default_parser")
+            if isinstance(data.get("session_default_parser"), bool)
+            else None
+        ),
     )
 
 

@@ -55,7 +55,7 @@ from deltaguard.engines.spark import engine_fence
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
 from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
-from deltaguard.engines.spark.session import ANSI_CONF, SESSION_TIME_ZONE_CONF, parse_ansi
+from deltaguard.engines.spark.session import ANSI_CONF, PARSER_CONFS, SESSION_TIME_ZONE_CONF, parse_ansi
 from deltaguard.engines.spark.setup import check_delta_available, installed_version
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
@@ -283,7 +283,7 @@ class SparkEngine(DeltaEngine):
         """
         return self._write_setting(SESSION_TIME_ZONE_CONF) or None
 
-    def _write_setting(self, key: str) -> str:
+    def _write_setting(self, key: str, *, typed: bool = False) -> str:
         """A SQL setting as the session a write runs on has it (``""`` if unreadable).
 
         A classic session's writes run on its ``newSession()``, which starts from the context's settings and
@@ -301,7 +301,7 @@ class SparkEngine(DeltaEngine):
             session = self.session()
             if self._session_per_write and not _is_connect(session):
                 session = session.newSession()
-            value = conf_get(session, key).strip()
+            value = conf_get(session, key, typed=typed).strip()
         return value or configured
 
     def relation_location(self, name: str) -> str | None:
@@ -319,6 +319,14 @@ class SparkEngine(DeltaEngine):
         """``spark.sql.ansi.enabled`` as this engine's writes run with it (see :meth:`_write_setting`);
         ``None`` if unreadable."""
         return parse_ansi(self._write_setting(ANSI_CONF))
+
+    def session_default_parser(self) -> bool | None:
+        """Both parser settings of :data:`~deltaguard.engines.spark.session.PARSER_CONFS` off in the session
+        this engine's writes run with (see :meth:`_write_setting`); ``None`` if either is unreadable."""
+        values = [parse_ansi(self._write_setting(key, typed=True)) for key in PARSER_CONFS]
+        if any(value is True for value in values):
+            return False
+        return True if all(value is False for value in values) else None
 
     # -- table configuration -----------------------------------------------------------------------------
 

@@ -100,9 +100,15 @@ def session_conf(spark: SparkSession, settings: Mapping[str, str | None]) -> Ite
                 spark.conf.set(key, value)
 
 
-def conf_get(spark: SparkSession, key: str) -> str:
+def conf_get(spark: SparkSession, key: str, *, typed: bool = False) -> str:
+    """A SQL conf's value as text, ``""`` when unset or unreadable.
+
+    :param typed: the key is one of Spark's own typed settings: ask without a default, which gives its
+        effective value when unset (with ``""`` as default, Spark 4.2 refuses a boolean setting).
+    """
     try:
-        return str(spark.conf.get(key, "") or "")
+        value = spark.conf.get(key) if typed else spark.conf.get(key, "")
+        return str(value or "")
     except Exception:  # unknown keys may raise on Spark Connect
         return ""
 

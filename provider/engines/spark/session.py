@@ -43,6 +43,11 @@ CONNECT_WAIT_WARNING_S = 30.0
 SESSION_TIME_ZONE_CONF = "spark.sql.session.timeZone"
 #: Spark's ANSI mode: off, text compared with a numeric column is cast leniently (``'1.5'`` -> ``1``)
 ANSI_CONF = "spark.sql.ansi.enabled"
+#: Spark's parser settings that change what a string literal is (:mod:`deltaguard.core.sql.parser_settings`).
+PARSER_CONFS: tuple[str, ...] = (
+    "spark.sql.ansi.doubleQuotedIdentifiers",
+    "spark.sql.parser.escapedStringLiterals",
+)
 
 
 def parse_ansi(value: str) -> bool | None:

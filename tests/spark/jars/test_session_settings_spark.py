@@ -78,3 +78,41 @@ def test_numeric_text_is_truncated_with_ansi_off_and_the_engine_reads_the_mode(
         assert pair_verdict(first, second, read_table_config(uri), profile).conflict
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
+
+
+def test_double_quotes_name_a_column_under_the_setting_and_the_engine_reads_it(
+    delta_spark: Any, tmp_path: Path
+) -> None:
+    """With ANSI mode on and ``spark.sql.ansi.doubleQuotedIdentifiers`` on, ``p = "x"`` compares ``p`` with
+    the column ``x``: the DELETE removes a row of partition ``y`` (the one ``p = 'y'`` removes too), none of
+    partition ``x``. The engine reads the setting, and the model then keeps the pair together."""
+    from deltaguard.core.model import pair_verdict
+    from deltaguard.core.sql.classify import classify_sql
+    from deltaguard.engines.discovery import read_table_config
+
+    spark = delta_spark
+    uri = str(tmp_path / "quoted")
+    rows = [("x", "q", 1), ("y", "y", 2), ("y", "z", 3)]
+    spark.createDataFrame(rows, "p string, x string, id long").write.format("delta").partitionBy("p").save(
+        uri
+    )
+    engine = SparkEngine(spark, session_per_write=False)
+    first = classify_sql(f'DELETE FROM delta.`{uri}` WHERE p = "x"').operation
+    second = classify_sql(f"DELETE FROM delta.`{uri}` WHERE p = 'y'").operation
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        assert engine.session_default_parser() is True
+        settled = engine.table_profile(uri)
+        assert settled.session_default_parser is True
+        assert not pair_verdict(first, second, read_table_config(uri), settled).conflict
+        spark.conf.set("spark.sql.ansi.doubleQuotedIdentifiers", "true")
+        assert engine.session_default_parser() is False
+        profile = engine.table_profile(uri)
+        assert profile.session_default_parser is False
+        verdict = pair_verdict(first, second, read_table_config(uri), profile)
+        assert verdict.conflict and "doubleQuotedIdentifiers" in verdict.reason
+        spark.sql(f'DELETE FROM delta.`{uri}` WHERE p = "x"').collect()
+        assert sorted(r.id for r in spark.read.format("delta").load(uri).collect()) == [1, 3]
+    finally:
+        spark.conf.unset("spark.sql.ansi.doubleQuotedIdentifiers")
+        spark.conf.unset("spark.sql.ansi.enabled")
