@@ -87,6 +87,8 @@ FOREIGN: tuple[str, ...] = (
     "CAST('2024-01-01' AS DATE)", "CAST(1.9 AS INT)", "CAST('1.9' AS INT)", "CAST(NULL AS INT)", "NULL",
     "'2024-01-01 00:00:00 UTC'", "'2024-01-01 00:00:00Z'", "'2024-01-01T05:00'", "'20240101'", "'1.'", "'.5'",
     "'+Infinity'", "'-Infinity'", "'nan'", "'yes'", "'y'", "'t'", "'1.0E0'", "1.0E0", "0.5", "-0.5",
+    # double quotes (text, or a column under spark.sql.ansi.doubleQuotedIdentifiers), backslashes
+    '"1"', '"a"', '"v"', '"id"', '"2024-01-01"', "'a\\\\'", "'\\\\a'", "'\\u0061'", "'\\141'",
 )  # fmt: skip
 #: Names a partition column is stored under.
 NAMES: tuple[str, ...] = ("k", "p", "P", "Region", "a.b", "my col", "DAY", "x_1", "Ünï")
@@ -96,7 +98,9 @@ ZONES: tuple[str, ...] = ("UTC", "Europe/Paris", "America/New_York", "Asia/Kolka
 UNTOLD_ZONES: tuple[str, ...] = ("UTC", "Pacific/Pago_Pago", "Pacific/Kiritimati", "Asia/Kolkata")
 #: Data columns every table holds besides its partition columns, and their witness values.
 DATA_COLUMNS: tuple[tuple[str, str], ...] = (("id", "long"), ("v", "string"))
-DATA_ROWS: tuple[tuple[str, str], ...] = (("NULL", "NULL"), ("0", "'x'"), ("5", "''"), ("-1", "NULL"))
+DATA_ROWS: tuple[tuple[str, str], ...] = (
+    ("NULL", "NULL"), ("0", "'x'"), ("5", "''"), ("-1", "NULL"), ("1", "'a'"), ("2", "'1'"),
+)  # fmt: skip
 #: Witness partitions a predicate Spark refuses on the whole frame is asked about one by one (a refusal on
 #: every one of them is taken as a refusal of the predicate: the DELETE fails before writing).
 ROW_BY_ROW = 12
@@ -160,16 +164,22 @@ class Layout:
 
 @dataclass(frozen=True)
 class Settings:
-    """A session's settings as Spark runs them and as the model is told them (``None``: not told)."""
+    """A session's settings as Spark runs them and as the model is told them (``None``: not told).
+
+    ``quoted`` is ``spark.sql.ansi.doubleQuotedIdentifiers`` (``spark.sql.parser.escapedStringLiterals`` is
+    left off, so telling the model ``quoted=False`` tells it both parser settings are off).
+    """
 
     ansi: bool | None
     zone: str | None
+    quoted: bool | None = False
 
-    def concrete(self) -> list[tuple[bool, str]]:
-        """Every (ANSI, zone) the session may run with: an untold setting takes each value."""
+    def concrete(self) -> list[tuple[bool, str, bool]]:
+        """Every (ANSI, zone, quoted) the session may run with: an untold setting takes each value."""
         ansis = [self.ansi] if self.ansi is not None else [True, False]
         zones = [self.zone] if self.zone is not None else list(UNTOLD_ZONES)
-        return [(a, z) for a in ansis for z in zones]
+        quoted = [self.quoted] if self.quoted is not None else [False, True]
+        return [(a, z, q) for a in ansis for z in zones for q in quoted]
 
 
 @dataclass
@@ -211,7 +221,8 @@ class Generator:
         rng = self.rng
         ansi = rng.choice((True, False, None))
         zone = rng.choice((*ZONES, None))
-        return Settings(ansi, zone)
+        draw = rng.random()
+        return Settings(ansi, zone, False if draw < 0.5 else True if draw < 0.75 else None)
 
     def literal(self, kind: str) -> str:
         own = TYPES[kind][1]
@@ -228,6 +239,17 @@ class Generator:
 
         def lit() -> str:
             text = self.literal(kind)
+            if rng.random() < 0.15:
+                # double quotes: text by default, a column under spark.sql.ansi.doubleQuotedIdentifiers
+                # (the compared column itself, another partition column, a data column, or the text)
+                draw = rng.random()
+                if draw < 0.5:
+                    inner = rng.choice([name, *(n for n, _ in layout.partitions)])
+                elif draw < 0.75 or not text.startswith("'") or "\\" in text:
+                    inner = rng.choice([n for n, _ in DATA_COLUMNS])
+                else:
+                    inner = text[1:-1]
+                text = '"' + inner.replace('"', "") + '"'
             lits.add(text)
             return text
 
@@ -322,10 +344,11 @@ class Truth:
         self.refused: set[str] = set()
 
     @contextlib.contextmanager
-    def session(self, ansi: bool, zone: str) -> Iterator[Any]:
+    def session(self, ansi: bool, zone: str, quoted: bool = False) -> Iterator[Any]:
         session = self.spark.newSession()
         session.conf.set("spark.sql.ansi.enabled", str(ansi).lower())
         session.conf.set("spark.sql.session.timeZone", zone)
+        session.conf.set("spark.sql.ansi.doubleQuotedIdentifiers", str(quoted).lower())
         yield session
 
     def candidates(self, layout: Layout, literals: dict[str, set[str]]) -> list[list[str]]:
@@ -335,7 +358,9 @@ class Truth:
         for name, kind in layout.partitions:
             sql_type = TYPES[kind][0]
             exprs = [f"CAST(NULL AS {sql_type})"] + [f"try_cast({v} AS {sql_type})" for v in TYPES[kind][1]]
-            for text in sorted(literals.get(name, ())):
+            for written in sorted(literals.get(name, ())):
+                # a double-quoted literal's text as a witness value (under the setting it names a column)
+                text = f"'{written[1:-1]}'" if written.startswith('"') else written
                 cast = f"try_cast({text} AS {sql_type})"
                 exprs += [cast, *(f"try_cast({n} AS {sql_type})" for n in _neighbours(cast, kind))]
                 exprs.append(f"try_cast(try_cast({text} AS DOUBLE) AS {sql_type})")
@@ -435,7 +460,11 @@ def model_verdict(a: str, b: str, config: Any, settings: Settings) -> tuple[bool
     from deltaguard.core.profiles import EngineName, EngineProfile
 
     profile = EngineProfile(
-        EngineName.DELTA_SPARK, "4.4.0", session_ansi=settings.ansi, session_time_zone=settings.zone
+        EngineName.DELTA_SPARK,
+        "4.4.0",
+        session_ansi=settings.ansi,
+        session_time_zone=settings.zone,
+        session_default_parser=None if settings.quoted is None else not settings.quoted,
     )
     try:
         verdict = pair_verdict(
@@ -449,13 +478,13 @@ def model_verdict(a: str, b: str, config: Any, settings: Settings) -> tuple[bool
     return verdict.conflict, verdict.reason
 
 
-def oracle_config(truth: Truth, config: Any, ansi: bool, zone: str) -> Any:
+def oracle_config(truth: Truth, config: Any, ansi: bool, zone: str, quoted: bool = False) -> Any:
     """``config`` with Spark's evaluator attached, asked in a session with these settings (those under which
     the pair met: the engine's evaluator runs in the session the write runs in, whose settings it knows)."""
     from deltaguard.engines.spark.meaning import SparkOracle
 
     return dataclasses.replace(
-        config, meaning=SparkOracle.for_table(config, lambda: truth.session(ansi, zone))
+        config, meaning=SparkOracle.for_table(config, lambda: truth.session(ansi, zone, quoted))
     )
 
 
@@ -552,20 +581,20 @@ def run_case(
             for k, v in p.literals.items():
                 literals.setdefault(k, set()).update(v)
     meets: list[bool | None] = [None] * len(judged)
-    where: dict[int, tuple[bool, str, str]] = {}
+    where: dict[int, tuple[bool, str, bool, str]] = {}
     texts = sorted({t for i in asked for t in (judged[i][0].text, judged[i][1].text)})
     if texts:
         candidates = truth.candidates(layout, literals)
         for i in asked:
             meets[i] = False
-        for ansi, zone in settings.concrete():
-            with truth.session(ansi, zone) as session:
+        for ansi, zone, quoted in settings.concrete():
+            with truth.session(ansi, zone, quoted) as session:
                 sel = dict(zip(texts, truth.selected(session, layout, candidates, texts), strict=True))
             for i in asked:
                 first, second = sel[judged[i][0].text], sel[judged[i][1].text]
                 if first is not None and second is not None and first & second:
                     meets[i] = True
-                    where.setdefault(i, (ansi, zone, sorted(first & second)[0]))
+                    where.setdefault(i, (ansi, zone, quoted, sorted(first & second)[0]))
     for index, ((a, b, conflict, reason), meet) in enumerate(zip(judged, meets, strict=True)):
         summary.pairs += 1
         if conflict is None:
@@ -587,18 +616,23 @@ def run_case(
             "a": a.text,
             "b": b.text,
             "hand": reason,
-            "meets": {"ansi": where[index][0], "zone": where[index][1], "partition": where[index][2]},
+            "meets": {
+                "ansi": where[index][0],
+                "zone": where[index][1],
+                "quoted": where[index][2],
+                "partition": where[index][3],
+            },
         }
         if oracle:
             summary.oracle_asked += 1
-            judged_config = oracle_config(truth, config, *where[index][:2])
+            judged_config = oracle_config(truth, config, *where[index][:3])
             o_conflict, o_reason = model_verdict(a.text, b.text, judged_config, settings)
             found["oracle"] = o_reason
             if o_conflict is False:
                 summary.oracle_candidates += 1
         if confirm_in is not None:
-            ansi, zone, key = where[index]
-            with truth.session(ansi, zone) as session:
+            ansi, zone, quoted, key = where[index]
+            with truth.session(ansi, zone, quoted) as session:
                 found["engine"] = confirm(session, truth, layout, candidates, key, a.text, b.text, confirm_in)
             summary.confirmed += found["engine"] == "confirmed"
         summary.candidates.append(found)

@@ -38,3 +38,34 @@ def test_a_reading_that_keeps_every_pair_apart_is_flagged_and_run(
     assert summary.hand_candidates > 0
     assert summary.confirmed == summary.hand_candidates, summary.candidates
     assert summary.oracle_candidates < summary.hand_candidates
+
+
+def test_a_double_quoted_column_is_seen_by_the_truth_and_kept_together_by_the_model(
+    delta_spark: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Under ``spark.sql.ansi.doubleQuotedIdentifiers`` (found by this fuzzer with the model's check of it
+    removed: `` `p` IN ("p") `` beside ``p = '1'``), ``"p"`` is the column: the pair meets on every
+    partition, a real DELETE pair removes a common file, and the model keeps it together unless told the
+    setting is off."""
+    from deltaguard.core import model
+
+    truth = spark_meaning.Truth(delta_spark)
+    layout = spark_meaning.Layout((("p", "string"),))
+    a, b = '`p` IN ("p")', "p = '1'"
+    candidates = truth.candidates(layout, {"p": {'"p"', "'1'"}})
+    with truth.session(True, "UTC", True) as session:
+        quoted = truth.selected(session, layout, candidates, [a, b])
+        key = sorted(quoted[0] & quoted[1])[0]
+        assert spark_meaning.confirm(session, truth, layout, candidates, key, a, b, tmp_path) == "confirmed"
+    with truth.session(True, "UTC", False) as session:
+        plain = truth.selected(session, layout, candidates, [a, b])
+    assert quoted[0] & quoted[1] and not plain[0] & plain[1]
+    config = layout.config()
+    for told in (True, None):
+        conflict, reason = spark_meaning.model_verdict(
+            a, b, config, spark_meaning.Settings(True, "UTC", told)
+        )
+        assert conflict and "doubleQuotedIdentifiers" in reason
+    assert spark_meaning.model_verdict(a, b, config, spark_meaning.Settings(True, "UTC", False))[0] is False
+    monkeypatch.setattr(model, "parser_neutral", lambda f, profile: f)
+    assert spark_meaning.model_verdict(a, b, config, spark_meaning.Settings(True, "UTC", True))[0] is False
