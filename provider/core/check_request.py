@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from deltaguard.core.closed_world import unknown_settings
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.profiles import (
     DELTA_RS_TIME_ZONE,
@@ -53,6 +54,7 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "session_time_zone": str,
         "ansi": bool,
         "default_parser": bool,
+        "settings": dict,
     },
     EngineName.DELTA_SPARK: {
         "name": str,
@@ -61,6 +63,7 @@ _ENGINE_KEYS: dict[EngineName, dict[str, type]] = {
         "session_time_zone": str,
         "ansi": bool,
         "default_parser": bool,
+        "settings": dict,
     },
     EngineName.DELTA_RS: {"name": str, "version": str, "commit_coordination": str, "session_time_zone": str},
 }
@@ -192,6 +195,10 @@ def parse_engine(value: Any, where: str = "engine") -> EngineProfile:
         session_ansi=fields.get("ansi"),
         # spark.sql.ansi.doubleQuotedIdentifiers and spark.sql.parser.escapedStringLiterals both off
         session_default_parser=fields.get("default_parser"),
+        # the session's Spark SQL and Delta settings, read as the Spark engine reads them
+        session_unknown_settings=unknown_settings(
+            {str(k): str(v) for k, v in fields.get("settings", {}).items()}
+        ),
     )
 
 

@@ -8,6 +8,8 @@ that the rules turn into ``conflict`` (or, for row-level concurrency, into the f
 * :func:`table_property` reads a property by its exact key, as deltalake 1.6.6 and delta-spark 4.4.0 do;
   :func:`table_unknowns` lists the keys the engines would not read as the model does (a known key spelled
   in another case, an unknown ``delta.*`` key, a boolean value that is neither ``true`` nor ``false``);
+* :func:`unknown_settings` lists the session settings of a Spark engine whose effect the model does not
+  know (every pair that engine commits is then a conflict);
 * :func:`version_caveat` says when the engine version was never measured (:data:`MEASURED_VERSIONS`): the
   rule modules then judge with the strictest profile of the engine's family;
 * :func:`is_deterministic` says whether a function of a condition is known to be deterministic (the
@@ -224,6 +226,85 @@ def property_flag(table: TableConfig, key: str) -> bool | None:
     if raw not in ("true", "false"):
         return None
     return raw == "true"
+
+
+# ----------------------------------------------------------------------------------------- session settings
+
+#: The namespaces of the session settings that can change what a write's SQL means or how its commit is
+#: checked: Spark SQL's (``SQLConf``) and Delta's (``DeltaSQLConf``, ``spark.databricks.delta.*``).
+SETTING_NAMESPACES: tuple[str, ...] = ("spark.sql.", "spark.databricks.")
+
+#: Settings of those namespaces the conflict model understands, spelled exactly: read into the engine
+#: profile (ANSI mode, time zone, parser settings, Databricks' row-level preview), pinned by the Spark engine
+#: for every write (``engines.spark.ops``), or set by Spark and deltaguard themselves to wire a session
+#: (measured on Spark 4.2: a classic and a Spark Connect session list only these besides the prefixes below,
+#: before and after delta-spark writes in them).
+UNDERSTOOD_SETTINGS: frozenset[str] = frozenset(
+    {
+        "spark.sql.ansi.enabled",
+        "spark.sql.session.timeZone",
+        "spark.sql.ansi.doubleQuotedIdentifiers",
+        "spark.sql.parser.escapedStringLiterals",
+        "spark.databricks.delta.rowLevelConcurrencyPreview",
+        "spark.databricks.delta.write.txnAppId",
+        "spark.databricks.delta.write.txnVersion",
+        "spark.databricks.delta.commitInfo.userMetadata",
+        "spark.databricks.delta.schema.autoMerge.enabled",
+        "spark.databricks.delta.replaceWhere.constraintCheck.enabled",
+        "spark.databricks.delta.replaceWhere.dataColumns.enabled",
+        "spark.databricks.delta.optimize.maxFileSize",
+        "spark.databricks.delta.snapshotPartitions",
+        "spark.sql.shuffle.partitions",
+        "spark.sql.warehouse.dir",
+        "spark.sql.extensions",
+        "spark.sql.catalogImplementation",
+        "spark.sql.defaultCatalog",
+        "spark.sql.autoBroadcastJoinThreshold",
+        "spark.sql.broadcastTimeout",
+        # only ever narrows an overwrite (to the partitions written) that the model judges as the whole table
+        "spark.sql.sources.partitionOverwriteMode",
+        # set by delta-spark 4.4.0 itself in the session of every write (measured): the version it committed,
+        # and Parquet field ids (how column-mapped data files name their columns)
+        "spark.databricks.delta.lastCommitVersionInSession",
+        "spark.sql.parquet.fieldId.read.enabled",
+        "spark.sql.parquet.fieldId.write.enabled",
+    }
+)
+
+#: Families of settings that only wire or tune how Spark executes (catalog plugins, query planning and
+#: execution, the Connect server, artifacts, the UI, Arrow transfer), never which rows a condition selects.
+UNDERSTOOD_SETTING_PREFIXES: tuple[str, ...] = (
+    "spark.sql.catalog.",
+    "spark.sql.adaptive.",
+    "spark.sql.artifact.",
+    "spark.sql.connect.",
+    "spark.sql.execution.arrow.",
+    "spark.sql.ui.",
+    "spark.sql.codegen.",
+    "spark.sql.cbo.",
+    "spark.databricks.clusterUsageTags.",
+)
+
+
+def unknown_settings(settings: Mapping[str, str]) -> tuple[str, ...]:
+    """The session settings whose effect on a write the conflict model does not know, as ``key=value``.
+
+    Only Spark SQL's and Delta's namespaces (:data:`SETTING_NAMESPACES`, in any case) are read; a key there
+    that is neither understood exactly (:data:`UNDERSTOOD_SETTINGS`) nor in an understood family is
+    unknown, whatever its value: a legacy coercion, another isolation or conflict-detection switch, or a
+    known key spelled in another case (Spark reads keys as written).
+
+    :param settings: the settings a session has set (Spark's ``spark.conf.getAll``).
+    """
+    found = []
+    for key, value in sorted(settings.items()):
+        if not key.lower().startswith(SETTING_NAMESPACES):
+            continue
+        if key in UNDERSTOOD_SETTINGS or key.startswith(UNDERSTOOD_SETTING_PREFIXES):
+            continue
+        shown = str(value) if len(str(value)) <= 60 else f"{str(value)[:57]}..."
+        found.append(f"{key}={shown}")
+    return tuple(found)
 
 
 # ---------------------------------------------------------------------------------------- engine versions

@@ -32,7 +32,7 @@ from deltaguard.core.facts import (
 from deltaguard.core.operations import Operation
 from deltaguard.core.profiles import STORAGE_COORDINATION, EngineName, EngineProfile
 from deltaguard.core.rules import databricks, delta_spark, deltars
-from deltaguard.core.rules.common import commit_coordination_pair, ordered, shared_pair
+from deltaguard.core.rules.common import commit_coordination_pair, ordered, shared_pair, unknown_settings_pair
 from deltaguard.core.table_config import TableConfig
 
 _ENGINES: dict[EngineName, ModuleType] = {
@@ -95,6 +95,7 @@ def _rules_key(profile: EngineProfile) -> EngineProfile:
         session_time_zone=None,
         session_ansi=None,
         session_default_parser=None,
+        session_unknown_settings=(),
         commit_coordination=STORAGE_COORDINATION,
     )
 
@@ -113,7 +114,8 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
         if rules_key not in seen:
             seen.add(rules_key)
             engines[candidate] = None
-    clash = commit_coordination_pair(a.op.engine or contexts.profile, b.op.engine or contexts.profile)
+    first, second = a.op.engine or contexts.profile, b.op.engine or contexts.profile
+    clash = commit_coordination_pair(first, second) or unknown_settings_pair(first, second)
     if clash is not None:
         return clash
     a, b, zones = zone_neutral(

@@ -78,6 +78,9 @@ class EngineProfile:
         in the session that commits (``None``: unknown). Unless they are, a condition with a double-quoted
         literal or a backslash in a literal is judged as the whole table
         (:mod:`deltaguard.core.sql.parser_settings`). Not used for delta-rs, which runs the model's parse.
+    :param session_unknown_settings: the session settings (``key=value``) whose effect on a write the model
+        does not know (:func:`deltaguard.core.closed_world.unknown_settings`); every pair this engine
+        commits is then a conflict.
     """
 
     name: EngineName
@@ -89,6 +92,7 @@ class EngineProfile:
     session_time_zone: str | None = None
     session_ansi: bool | None = None
     session_default_parser: bool | None = None
+    session_unknown_settings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parse_version(self.version)  # fail early on nonsense versions

@@ -28,6 +28,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from deltaguard.core.closed_world import unknown_settings
 from deltaguard.core.profiles import STORAGE_COORDINATION, EngineProfile
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.table_config import TableConfig
@@ -138,6 +139,13 @@ class DeltaEngine(abc.ABC):
         """
         return None
 
+    def session_settings(self) -> Mapping[str, str] | None:
+        """The settings the engine's writes run with, as Spark lists them (``spark.conf.getAll``); ``None``
+        when the engine has no such settings (delta-rs). Those whose effect the conflict model does not
+        know (:func:`deltaguard.core.closed_world.unknown_settings`) make every pair a conflict.
+        """
+        return None
+
     def table_profile(self, table_uri: str) -> EngineProfile:
         """:meth:`profile` for writes to ``table_uri``, with its commit coordinator and time zone.
 
@@ -153,6 +161,9 @@ class DeltaEngine(abc.ABC):
                 profile.session_default_parser
                 if profile.session_default_parser is not None
                 else self.session_default_parser()
+            ),
+            session_unknown_settings=(
+                profile.session_unknown_settings or unknown_settings(self.session_settings() or {})
             ),
         )
 

@@ -133,6 +133,11 @@ def profile_to_json(profile: EngineProfile) -> dict[str, Any]:
             if profile.session_default_parser is not None
             else {}
         ),
+        **(
+            {"session_unknown_settings": list(profile.session_unknown_settings)}
+            if profile.session_unknown_settings
+            else {}
+        ),
     }
 
 
@@ -154,6 +159,7 @@ def profile_from_json(data: dict[str, Any]) -> EngineProfile:
             if isinstance(data.get("session_default_parser"), bool)
             else None
         ),
+        session_unknown_settings=tuple(str(x) for x in data.get("session_unknown_settings") or ()),
     )
 
 

@@ -88,6 +88,28 @@ def commit_coordination_pair(first: EngineProfile, second: EngineProfile) -> Pai
     )
 
 
+def unknown_settings_pair(first: EngineProfile, second: EngineProfile) -> PairVerdict | None:
+    """A conflict when either writer's session has settings the model does not understand, else ``None``.
+
+    Closed world (ADR 0036): such a setting may change which rows a condition selects or how a commit is
+    checked, so nothing separates a write committed under it.
+
+    :param first: the engine (and its session) committing one write.
+    :param second: the engine committing the other.
+    """
+    unknown = tuple(dict.fromkeys((*first.session_unknown_settings, *second.session_unknown_settings)))
+    if not unknown:
+        return None
+    return PairVerdict(
+        conflict=True,
+        exceptions=(),
+        reason="the session that commits sets what the conflict model does not know the effect of "
+        f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}), so nothing separates its writes",
+        advice=("unset these settings in the Spark session or connection that runs the writes",),
+        rule="common.unknown_session_settings",
+    )
+
+
 def shared_pair(a: OpFacts, b: OpFacts, ctx: TableContext) -> PairVerdict | None:
     """The verdict of the shared rules, or ``None`` when none applies and the engine rules decide.
 

@@ -320,6 +320,19 @@ class SparkEngine(DeltaEngine):
         ``None`` if unreadable."""
         return parse_ansi(self._write_setting(ANSI_CONF))
 
+    def session_settings(self) -> Mapping[str, str] | None:
+        """The settings set in the session this engine's writes run with (``spark.conf.getAll``, on the
+        session :meth:`_write_setting` asks); ``{"spark.sql.<unreadable>": ...}`` when Spark cannot list them,
+        which the conflict model then does not understand (closed world)."""
+        try:
+            session = self.session()
+            if self._session_per_write and not _is_connect(session):
+                session = session.newSession()
+            listed = session.conf.getAll
+            return {str(k): str(v) for k, v in dict(listed).items()}
+        except Exception as error:  # closed world: settings not listed are not known
+            return {"spark.sql.<unreadable>": type(error).__name__}
+
     def session_default_parser(self) -> bool | None:
         """Both parser settings of :data:`~deltaguard.engines.spark.session.PARSER_CONFS` off in the session
         this engine's writes run with (see :meth:`_write_setting`); ``None`` if either is unreadable."""

@@ -116,3 +116,29 @@ def test_double_quotes_name_a_column_under_the_setting_and_the_engine_reads_it(
     finally:
         spark.conf.unset("spark.sql.ansi.doubleQuotedIdentifiers")
         spark.conf.unset("spark.sql.ansi.enabled")
+
+
+def test_the_engine_lists_settings_the_model_does_not_know(delta_spark: Any, tmp_path: Path) -> None:
+    """The suite's own session sets only what the model understands; a legacy coercion switch set in the
+    session the writes run with makes every pair of that engine a conflict."""
+    from deltaguard.core.model import pair_verdict
+    from deltaguard.core.operations import Operation, OperationKind
+    from deltaguard.engines.discovery import read_table_config
+
+    spark = delta_spark
+    uri = _table(spark, tmp_path / "settings")
+    engine = SparkEngine(spark, session_per_write=False)
+    assert engine.table_profile(uri).session_unknown_settings == ()
+    legacy = "spark.sql.legacy.typeCoercion.datetimeToString.enabled"
+    spark.conf.set(legacy, "true")
+    try:
+        profile = engine.table_profile(uri)
+        assert profile.session_unknown_settings == (f"{legacy}=true",)
+        first = Operation(OperationKind.INSERT, predicate="p = 'a'")
+        second = Operation(OperationKind.INSERT, predicate="p = 'b'")
+        verdict = pair_verdict(first, second, read_table_config(uri), profile)
+        assert verdict.conflict and legacy in verdict.reason
+        # a write session of its own starts from the context's settings, not this one's runtime change
+        assert SparkEngine(spark).table_profile(uri).session_unknown_settings == ()
+    finally:
+        spark.conf.unset(legacy)
