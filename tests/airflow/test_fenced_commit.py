@@ -70,7 +70,9 @@ def test_the_heartbeat_notices_the_loss_and_cancels(tmp_path, lease_store_url, m
     from deltaguard.engines.deltars.engine import DeltaRsEngine
     from deltaguard.operators.dml import DeltaInsertOperator
 
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "3")
+    # The heartbeat's interval decides how soon the loss is seen; the TTL only bounds each store call
+    # (a twelfth of it): 3 s gave 0.25 s, less than opening a new SQLite store takes on a busy machine.
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "30")
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__HEARTBEAT_INTERVAL", "0.2")
     table = sales_table(str(tmp_path / "sales"))
     cancelled: list[str] = []
