@@ -77,8 +77,10 @@ def test_heartbeat_keeps_the_lease_through_a_write_longer_than_its_ttl(
 
     from deltaguard.operators.dml import DeltaInsertOperator
 
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "1.5")
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__HEARTBEAT_INTERVAL", "0.3")
+    # store calls bounded at 1 s, not the twelfth of the TTL (0.125 s at 1.5 s) a busy machine can miss
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_TTL", "6")
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__HEARTBEAT_INTERVAL", "0.5")
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__STORE_TIMEOUT", "1")
     table = sales_table(str(tmp_path / "sales"))
     key = table_key(table)
     observed: list[int] = []
@@ -86,8 +88,8 @@ def test_heartbeat_keeps_the_lease_through_a_write_longer_than_its_ttl(
     def slow_source() -> pa.Table:
         manager = LeaseManager(lease_store_url)
         try:
-            for _ in range(8):  # 4 s: well past the 1.5 s TTL
-                time.sleep(0.5)
+            for _ in range(8):  # 12 s: twice the 6 s TTL
+                time.sleep(1.5)
                 observed.append(len(manager.leases(key)))  # unexpired leases only
         finally:
             manager.store.close()
