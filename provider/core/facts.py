@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from deltaguard.core.operations import Operation, OperationKind
-from deltaguard.core.profiles import EngineProfile
+from deltaguard.core.profiles import EngineName, EngineProfile
 from deltaguard.core.sql.columns import assigned_column, column_text, referenced_columns
 from deltaguard.core.sql.literal_columns import ZonedLiterals, zoned_literals
 from deltaguard.core.sql.parser_settings import parser_dependent_literals
@@ -417,8 +417,6 @@ def parser_neutral(f: OpFacts, profile: EngineProfile) -> OpFacts:
     :param profile: the engine that commits it.
     :returns: ``f``, or ``f`` as the whole table with the reason among its ``unknown``.
     """
-    from deltaguard.core.profiles import EngineName
-
     if not f.parser_read or profile.name is EngineName.DELTA_RS or profile.session_default_parser is True:
         return f
     unsure = [
@@ -461,7 +459,6 @@ def coercion_neutral(
     :param table: the table (its column types).
     :returns: both facts (unchanged when nothing depends on the mode) and, when columns were dropped, why.
     """
-    from deltaguard.core.profiles import EngineName
     from deltaguard.core.sql.literal_columns import coercible_text_columns
 
     unsure = [p for p in profiles if p.name is not EngineName.DELTA_RS and p.session_ansi is not True]

@@ -119,17 +119,10 @@ def _judge_all(a: OpFacts, b: OpFacts, contexts: _Contexts) -> PairVerdict:
     if clash is not None:
         return clash
     a, b, zones = zone_neutral(
-        a,
-        b,
-        (a.op.engine or contexts.profile).session_time_zone,
-        (b.op.engine or contexts.profile).session_time_zone,
-        contexts.table.timestamp_columns,
+        a, b, first.session_time_zone, second.session_time_zone, contexts.table.timestamp_columns
     )
-    a, b, coerced = coercion_neutral(
-        a, b, (a.op.engine or contexts.profile, b.op.engine or contexts.profile), contexts.table
-    )
-    a = parser_neutral(a, a.op.engine or contexts.profile)
-    b = parser_neutral(b, b.op.engine or contexts.profile)
+    a, b, coerced = coercion_neutral(a, b, (first, second), contexts.table)
+    a, b = parser_neutral(a, first), parser_neutral(b, second)
     verdict: PairVerdict | None = None
     for profile in engines:
         found = _judge(a, b, contexts(profile), _rules(profile))
