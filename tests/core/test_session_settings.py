@@ -82,3 +82,26 @@ def test_a_check_request_may_list_the_session_s_settings() -> None:
         "settings": {LEGACY: "true", "spark.sql.shuffle.partitions": "8"},
     }
     assert parse_engine(stated).session_unknown_settings == (f"{LEGACY}=true",)
+
+
+def test_every_setting_the_spark_engine_reads_pins_or_sets_is_understood() -> None:
+    """The allowlist names the engine's settings by hand (the core imports no engine); a setting the engine
+    starts pinning or reading without the list knowing it would make every Spark pair a conflict."""
+    pytest.importorskip("pyspark")
+    from deltaguard.engines.spark import ops, session
+    from deltaguard.engines.spark.engine import ROW_LEVEL_PREVIEW_CONF
+
+    used = {
+        ops.TXN_APP_ID_CONF,
+        ops.TXN_VERSION_CONF,
+        ops.USER_METADATA_CONF,
+        ops.OPTIMIZE_MAX_FILE_SIZE_CONF,
+        ops.SCHEMA_AUTO_MERGE_CONF,
+        *ops.WRITE_SCOPE_CONFS,
+        session.ANSI_CONF,
+        session.SESSION_TIME_ZONE_CONF,
+        *session.PARSER_CONFS,
+        *session.SMALL_SESSION_CONF,
+        ROW_LEVEL_PREVIEW_CONF,
+    }
+    assert unknown_settings(dict.fromkeys(used, "x")) == ()
