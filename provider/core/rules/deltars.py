@@ -29,7 +29,7 @@ from deltaguard.core.operations import OperationKind
 from deltaguard.core.profiles import EngineName
 from deltaguard.core.rules.deltars_stats import STATS_KINDS, fallback_note, stats_disjoint
 from deltaguard.core.sql.columns import referenced_columns
-from deltaguard.core.sql.literal_columns import numeric_columns, numeric_order_columns
+from deltaguard.core.sql.literal_columns import fractional_columns, numeric_columns, numeric_order_columns
 from deltaguard.core.sql.literals import SPARK
 from deltaguard.core.sql.predicates import (
     Predicate,
@@ -196,6 +196,10 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
       ``0.0`` for one comparison and equal to it for the other): the column separates nothing.
     * unknown type (no ``TableConfig.column_types``): any of these, so a column compared with a number in
       any way separates nothing.
+    * BYTE / SHORT / INTEGER / LONG compared with a number that is not a whole number: DataFusion casts the
+      literal to the column's type, truncating it, so ``p = 1.5`` and ``p >= 1.5`` rewrite ``p = 1`` and
+      ``p <= -0.5`` rewrites ``p = 0``, while the model reads them exactly (Spark's reading): the column
+      separates nothing for that pair. A whole number (``1.0``, ``1e0``) keeps its value.
     * BOOLEAN in a MERGE's target condition: ``ON t.id = s.id AND t.p = false`` reads every partition (a stale
       MERGE fails with ConcurrentDeleteRead after a DELETE of ``p = true``; found by the meaning fuzzer,
       ``lab/fuzz/meaning_regressions/boolean-merge-*.json``): the column separates nothing for that pair.
@@ -214,6 +218,12 @@ def _typed_partitions(a: OpFacts, b: OpFacts, ctx: TableContext) -> tuple[OpFact
         ):
             hidden[column] = (
                 "a MERGE's condition on a BOOLEAN partition, with which delta-rs reads every partition"
+            )
+            continue
+        if kind in _INTEGER_TYPES and any(column in fractional_columns(p) for p in predicates):
+            hidden[column] = (
+                f"compared with a number that is not a whole number on a {kind.upper()} partition "
+                "(delta-rs casts it to the column's type: 1.5 reads as 1)"
             )
             continue
         if kind in _EXACT_TYPES:
