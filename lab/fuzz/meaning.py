@@ -1,6 +1,7 @@
 """``python -m lab.fuzz.meaning``: a differential fuzzer of *meaning* (no concurrency).
 
-On generated partitioned delta-rs tables (partition types int/long/string/date/bool, plain, upper/mixed
+On generated partitioned delta-rs tables (partition types int/long/string/date/bool, with ``--wide`` also
+short/byte/timestamp/timestamp_ntz/double; plain, upper/mixed
 case, dotted and spaced names, NULL and empty-string partitions, long strings, property spellings, column
 mapping ``name``/``id``) it runs one generated write (DELETE, UPDATE, MERGE, REPLACE WHERE, append, with
 generated predicates and literals of every kind, including ones of another type than the column) through
@@ -50,7 +51,17 @@ TYPES: dict[str, pa.DataType] = {
     "date": pa.date32(),
     "boolean": pa.bool_(),
 }
+#: With ``--wide``, more partition types (their Arrow types): narrow integers, timestamps and DOUBLE.
+WIDE_TYPES: dict[str, pa.DataType] = {
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+    "double": pa.float64(),
+}
+ARROW_TYPES: dict[str, pa.DataType] = {**TYPES, **WIDE_TYPES}
 _LONG = "k" * 70
+_UTC = dt.UTC
 #: Partition values per type the tables hold (``None``: the NULL partition).
 VALUES: dict[str, tuple[Any, ...]] = {
     "string": ("a", "b", "A", "01", "1", "", None, _LONG, "2", "12", "it's"),
@@ -58,6 +69,16 @@ VALUES: dict[str, tuple[Any, ...]] = {
     "long": (0, 5, 2**40, -7, None),
     "date": (dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2023, 12, 31), None),
     "boolean": (True, False, None),
+    "short": (0, 1, -1, 300, None),
+    "byte": (0, 1, 2, -1, None),
+    "timestamp": (
+        dt.datetime(2024, 1, 1, tzinfo=_UTC),
+        dt.datetime(2024, 1, 1, 0, 0, 1, 500000, tzinfo=_UTC),
+        dt.datetime(2024, 1, 2, tzinfo=_UTC),
+        None,
+    ),
+    "timestamp_ntz": (dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 1, 12), dt.datetime(2023, 12, 31), None),
+    "double": (0.0, 1.5, -1.0, 2.0, None),
 }
 #: Literals written in predicates beyond the column's own values: other types and spellings (coercion).
 FOREIGN: tuple[str, ...] = (
@@ -80,6 +101,30 @@ FOREIGN: tuple[str, ...] = (
     "'2024-01-01 00:00:00'",
     "10",
     "'10'",
+)
+#: With ``--wide``, more spellings: numbers that are not whole or whole in another form, typed numbers,
+#: arithmetic, timestamps with and without a zone.
+WIDE_FOREIGN: tuple[str, ...] = (
+    ".5",
+    "15e-1",
+    "1.0",
+    "1e0",
+    "-0.5",
+    "0.5",
+    "'1.5'",
+    "1.5D",
+    "1L",
+    "+1",
+    "3/2",
+    "1 + 0",
+    "CAST(1.5 AS DOUBLE)",
+    "2147483648",
+    "TIMESTAMP '2024-01-01 00:00:00'",
+    "TIMESTAMP '2024-01-01 00:00:00+00:00'",
+    "TIMESTAMP '2024-01-01 01:00:00+01:00'",
+    "'2024-01-01T00:00:00'",
+    "'2024-01-01 00:00:01.5'",
+    "DATE '2024-01-01'",
 )
 #: Names a partition column may be stored under (dotted, spaced, upper and mixed case).
 NAMES: tuple[str, ...] = ("p", "q", "P", "Region", "a.b", "my col", "DAY", "x_1")
@@ -105,6 +150,8 @@ class Layout:
     properties: tuple[tuple[str, str], ...]
     #: ``(column, generation expression)`` of a generated partition column (``GENERATED ALWAYS AS``)
     generated: tuple[tuple[str, str], ...] = ()
+    #: predicates also use :data:`WIDE_FOREIGN` (``--wide``)
+    wide: bool = False
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -112,6 +159,7 @@ class Layout:
             "values": [[_jsonable(v) for v in row] for row in self.values],
             "properties": dict(self.properties),
             "generated": [list(g) for g in self.generated],
+            **({"wide": True} if self.wide else {}),
         }
 
 
@@ -148,22 +196,28 @@ def literal(value: Any, kind: str) -> str:
         return f"DATE '{value.isoformat()}'"
     if kind == "boolean":
         return "true" if value else "false"
+    if kind == "timestamp":
+        return f"TIMESTAMP '{value.strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'"
+    if kind == "timestamp_ntz":
+        return f"CAST('{value.strftime('%Y-%m-%d %H:%M:%S.%f')}' AS TIMESTAMP_NTZ)"
     if kind == "string":
         return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(value)
 
 
-def gen_layout(rng: random.Random) -> Layout:
+def gen_layout(rng: random.Random, wide: bool = False) -> Layout:
+    """A generated table; with ``wide`` its partition types also come from :data:`WIDE_TYPES`."""
     count = 1 if rng.random() < 0.7 else 2
     names = rng.sample(NAMES, count)
     if count == 2 and names[0].lower() == names[1].lower():
         names = names[:1]
-    columns = tuple((name, rng.choice(tuple(TYPES))) for name in names)
+    kinds = tuple(ARROW_TYPES if wide else TYPES)
+    columns = tuple((name, rng.choice(kinds)) for name in names)
     per_column = [rng.sample(VALUES[kind], min(len(VALUES[kind]), rng.randint(2, 4))) for _, kind in columns]
     rows: list[tuple[Any, ...]] = [()]
     for values in per_column:
         rows = [(*row, value) for row in rows for value in values]
-    return Layout(columns, tuple(rows), tuple(rng.choice(PROPERTIES).items()))
+    return Layout(columns, tuple(rows), tuple(rng.choice(PROPERTIES).items()), wide=wide)
 
 
 def gen_generated_layout(rng: random.Random) -> Layout:
@@ -179,7 +233,11 @@ def gen_atom(rng: random.Random, layout: Layout) -> str:
     if rng.random() < 0.15:
         return rng.choice(("id > 2", "id = 1", "v = 'x'", "id IS NULL"))
     pool = [literal(v, kind) for v in VALUES[kind] if v is not None]
-    lit = rng.choice(pool) if rng.random() < 0.75 else rng.choice(FOREIGN)
+    lit = (
+        rng.choice(pool)
+        if rng.random() < 0.75
+        else rng.choice(FOREIGN + WIDE_FOREIGN if layout.wide else FOREIGN)
+    )
     shape = rng.random()
     if shape < 0.45:
         return f"{column} = {lit}"
@@ -229,7 +287,7 @@ def _rows(layout: Layout, partition: tuple[Any, ...], ids: Sequence[int]) -> pa.
         "v": pa.array([f"v{i}" for i in ids], pa.string()),
     }
     for (name, kind), value in zip(layout.partitions, partition, strict=True):
-        data[name] = pa.array([value] * len(ids), TYPES[kind])
+        data[name] = pa.array([value] * len(ids), ARROW_TYPES[kind])
     return pa.table(data)
 
 
@@ -306,7 +364,9 @@ def layout_of(saved: dict[str, Any]) -> Layout:
         for row in saved["values"]
     )
     generated = tuple((str(c), str(e)) for c, e in saved.get("generated", ()))
-    return Layout(partitions, values, tuple(dict(saved["properties"]).items()), generated)
+    return Layout(
+        partitions, values, tuple(dict(saved["properties"]).items()), generated, bool(saved.get("wide"))
+    )
 
 
 def case_of(write: dict[str, Any], layout: Layout) -> Case:
@@ -338,7 +398,11 @@ def case_of(write: dict[str, Any], layout: Layout) -> Case:
 
 
 def _from_json(value: Any, kind: str) -> Any:
-    return dt.date.fromisoformat(value) if kind == "date" and isinstance(value, str) else value
+    if kind == "date" and isinstance(value, str):
+        return dt.date.fromisoformat(value)
+    if kind in ("timestamp", "timestamp_ntz") and isinstance(value, str):
+        return dt.datetime.fromisoformat(value)
+    return value
 
 
 # ------------------------------------------------------------------------------------------- the engine side
@@ -451,8 +515,13 @@ def _typed(text: str | None, kind: str) -> Any:
         return None
     if text == "":
         return None  # delta-rs logs an empty string as NULL
-    if kind in ("integer", "long"):
+    if kind in ("integer", "long", "short", "byte"):
         return int(text)
+    if kind == "double":
+        return float(text)
+    if kind in ("timestamp", "timestamp_ntz"):
+        stamp = dt.datetime.fromisoformat(text.replace("T", " ").removesuffix("Z"))
+        return stamp.replace(tzinfo=_UTC) if kind == "timestamp" else stamp
     if kind == "date":
         return dt.date.fromisoformat(text)
     if kind == "boolean":
@@ -636,6 +705,7 @@ def fuzz(
     generated: bool = False,
     families: Sequence[str] = ("partitions",),
     nested: bool = False,
+    wide: bool = False,
 ) -> Summary:
     """Run ``cases`` generated writes from ``seed``; see the module docstring.
 
@@ -651,6 +721,8 @@ def fuzz(
         alone draws exactly the cases of earlier runs of the seed.
     :param nested: predicates are trees of AND, OR and NOT up to three levels deep (:func:`gen_tree`), not
         one or two atoms (the cases of a seed then differ from a run without it).
+    :param wide: partition types also from :data:`WIDE_TYPES`, literals also from :data:`WIDE_FOREIGN` (the
+        cases of a seed then differ from a run without it).
     """
     from deltaguard.engines.specs import DeleteSpec
 
@@ -662,7 +734,7 @@ def fuzz(
     rng = random.Random(seed)
     sampler = random.Random(seed + 1)  # reads are sampled apart, so --reads leaves the cases unchanged
     tables = Tables(root)
-    layouts = [gen_layout(rng) for _ in range(16)]
+    layouts = [gen_layout(rng, wide) for _ in range(16)]
     if generated:
         # four of twenty layouts (the first sixteen stay those of the seed; the cases drawn on them differ)
         layouts += [gen_generated_layout(random.Random(seed + 2)) for _ in range(4)]
@@ -950,6 +1022,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--nested", action="store_true", help="predicates as trees of AND, OR and NOT, up to three levels"
     )
     parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="also SHORT, BYTE, TIMESTAMP, TIMESTAMP_NTZ and DOUBLE partitions, and more literal spellings",
+    )
+    parser.add_argument(
         "--families",
         default="partitions",
         help=f"comma-separated generators, each case drawn evenly from them ({', '.join(FAMILIES)})",
@@ -968,6 +1045,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reads=args.reads,
             generated=args.generated,
             nested=args.nested,
+            wide=args.wide,
             families=tuple(f.strip() for f in args.families.split(",") if f.strip()),
         )
     report = _report(summary, args.seed)

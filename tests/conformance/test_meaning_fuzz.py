@@ -67,3 +67,54 @@ def test_the_read_check_runs_compatible_pairs_stale_concurrently(
     assert summary.read_checked > 0
     assert summary.candidates["read"] > 0
     assert all("read" in f["model_allows"] for f in summary.findings if f["stale_concurrent"] != "not run")
+
+
+def test_wide_layouts_round_trip_and_find_the_model_sound(tmp_path: Path) -> None:
+    import random
+
+    layouts = [meaning.gen_layout(random.Random(seed), wide=True) for seed in range(60)]
+    kinds = {kind for layout in layouts for _, kind in layout.partitions}
+    assert kinds & set(meaning.WIDE_TYPES), kinds  # the wide types are drawn
+    for layout in layouts:
+        assert meaning.layout_of(layout.describe()) == layout  # a reproducer names the same table
+    summary = meaning.fuzz(SEED, CASES, tmp_path, confirm_candidates=False, wide=True)
+    assert summary.executed >= CASES // 4
+    assert summary.candidates["hand"] == 0, summary.findings
+    assert summary.candidates["oracle"] == 0, summary.findings
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_a_fraction_on_a_short_partition_is_judged_by_what_delta_rs_rewrites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: bool
+) -> None:
+    """``p = .5`` on a SHORT partition rewrites ``p = 0``: the hand reading must call the pair a conflict, and
+    the fuzzer must flag it when the rule that says so is taken out."""
+    from deltaguard.core.rules import deltars
+    from deltaguard.engines.specs import DeleteSpec
+
+    if planted:
+        monkeypatch.setattr(deltars, "fractional_columns", lambda p: frozenset())
+    layout = meaning.Layout((("p", "short"),), ((0,), (1,), (-1,)), (), wide=True)
+    case = meaning.case_of({"kind": "delete", "predicate": "p = .5"}, layout)
+    tables = meaning.Tables(tmp_path)
+    made = tables.base(layout)
+    assert made is not None
+    base, config, physical = made
+    summary = meaning.Summary()
+    profile = tables.engine.profile()
+    meaning._one(
+        tables,
+        summary,
+        layout,
+        case,
+        base,
+        config,
+        physical,
+        tmp_path / "work",
+        profile,
+        False,
+        tmp_path,
+        DeleteSpec,
+    )
+    assert summary.touched_pairs == 1  # the partition p = 0
+    assert (summary.candidates["hand"] > 0) is planted, summary.findings
