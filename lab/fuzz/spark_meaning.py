@@ -340,6 +340,7 @@ class Truth:
         self.fallbacks = 0
         self.row_by_row = 0
         self.partly_refused = 0
+        self.refused_by_analysis = 0
         #: candidate expressions Spark refuses to analyse (a binary literal cast to a number, ...)
         self.refused: set[str] = set()
 
@@ -409,20 +410,43 @@ class Truth:
             frame = self.frame(session, layout, candidates)
         return self._batch(frame, key_expr, list(predicates))
 
-    def _batch(self, frame: Any, key_expr: str, predicates: list[str]) -> list[set[str] | None]:
-        """All predicates in one query; halves of the list when Spark refuses one of them."""
+    def _batch(
+        self, frame: Any, key_expr: str, predicates: list[str], analysed: bool = False
+    ) -> list[set[str] | None]:
+        """All predicates in one query. When Spark refuses it, the predicates it refuses to *analyse* are
+        found one by one without running a job (refused on every row: ``None``), the rest asked again
+        together, and halves of the list asked when one fails while running (a cast ANSI refuses on some
+        row)."""
         try:
             rows = frame.selectExpr(key_expr, *(f"({p}) AS c{i}" for i, p in enumerate(predicates))).collect()
             self.queries += 1
             return [{r[0] for r in rows if r[i + 1] is True} for i in range(len(predicates))]
         except Exception:
             self.fallbacks += 1
+        if not analysed and len(predicates) > 1:
+            kept = [i for i, p in enumerate(predicates) if self._analyses(frame, p)]
+            answers: list[set[str] | None] = [None] * len(predicates)
+            if kept:
+                got = self._batch(frame, key_expr, [predicates[i] for i in kept], analysed=True)
+                for i, answer in zip(kept, got, strict=True):
+                    answers[i] = answer
+            return answers
         if len(predicates) == 1:
             return [self._one(frame, key_expr, predicates[0])]
         half = len(predicates) // 2
-        return self._batch(frame, key_expr, predicates[:half]) + self._batch(
-            frame, key_expr, predicates[half:]
+        return self._batch(frame, key_expr, predicates[:half], analysed) + self._batch(
+            frame, key_expr, predicates[half:], analysed
         )
+
+    def _analyses(self, frame: Any, predicate: str) -> bool:
+        """Whether Spark analyses ``predicate`` on the frame (no job runs: an analysis error is the same on
+        every row, so such a predicate selects nothing anywhere)."""
+        try:
+            frame.selectExpr(f"({predicate}) AS c")
+        except Exception:
+            self.refused_by_analysis += 1
+            return False
+        return True
 
     def _one(self, frame: Any, key_expr: str, predicate: str) -> set[str] | None:
         """A predicate Spark refuses on the whole frame, asked partition by partition: an error on a
@@ -556,13 +580,15 @@ def run_case(
     *,
     pairs: int,
     oracle: bool,
+    predicates: int = 0,
     confirm_in: Path | None = None,
 ) -> None:
     layout = gen.layout()
     settings = gen.settings()
     config = layout.config()
-    predicates = [gen.predicate(layout) if i % 3 else gen.point(layout) for i in range(pairs + 4)]
-    chosen = [(predicates[i], predicates[gen.rng.randrange(len(predicates))]) for i in range(pairs)]
+    count = predicates or pairs + 4
+    drawn = [gen.predicate(layout) if i % 3 else gen.point(layout) for i in range(count)]
+    chosen = [(drawn[i % count], drawn[gen.rng.randrange(count)]) for i in range(pairs)]
     summary.cases += 1
     judged: list[tuple[Predicate, Predicate, bool | None, str]] = []
     for a, b in chosen:
@@ -673,6 +699,7 @@ def fuzz(
     cases: int = 0,
     minutes: float = 0.0,
     pairs: int = 60,
+    predicates: int = 0,
     oracle: bool = True,
     confirm_in: Path | None = None,
     progress: Callable[[str], None] | None = None,
@@ -683,6 +710,9 @@ def fuzz(
     :param spark: a Spark session (with Delta's jars when ``confirm_in`` is given).
     :param seed: the random seed (the cases are a function of it).
     :param pairs: DELETE pairs per generated table and settings.
+    :param predicates: predicates drawn per table, the pairs made of them (0: ``pairs + 4``, every pair
+        with a predicate of its own). Spark evaluates each predicate once, so more pairs of fewer
+        predicates judge more of the model per Spark query.
     :param oracle: ask the model again with Spark's evaluator attached about each candidate.
     :param confirm_in: a scratch folder: run each candidate's DELETEs on delta-spark tables there.
     :param progress: called with a counted line every ``every`` cases.
@@ -693,7 +723,16 @@ def fuzz(
     started = time.monotonic()
     deadline = started + minutes * 60
     while (summary.cases < cases) if cases else (time.monotonic() < deadline):
-        run_case(gen, truth, spark, summary, pairs=pairs, oracle=oracle, confirm_in=confirm_in)
+        run_case(
+            gen,
+            truth,
+            spark,
+            summary,
+            pairs=pairs,
+            predicates=predicates,
+            oracle=oracle,
+            confirm_in=confirm_in,
+        )
         if progress is not None and summary.cases % every == 0:
             progress(
                 f"[{time.monotonic() - started:6.0f}s] cases {summary.cases} pairs {summary.pairs} "
@@ -712,6 +751,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=0, help="stop after this many cases (0: by time)")
     parser.add_argument("--pairs", type=int, default=60, help="DELETE pairs per generated table and settings")
     parser.add_argument(
+        "--predicates", type=int, default=0, help="predicates per table the pairs are made of (0: pairs + 4)"
+    )
+    parser.add_argument(
         "--no-oracle", action="store_true", help="do not ask the model with Spark's evaluator"
     )
     parser.add_argument("--confirm", action="store_true", help="run each candidate's DELETEs on delta-spark")
@@ -727,6 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cases=args.cases,
             minutes=args.minutes,
             pairs=args.pairs,
+            predicates=args.predicates,
             oracle=not args.no_oracle,
             confirm_in=Path(scratch) if args.confirm else None,
             progress=lambda line: print(line, flush=True),
@@ -741,6 +784,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spark_fallbacks": truth.fallbacks,
         "row_by_row": truth.row_by_row,
         "partly_refused": truth.partly_refused,
+        "refused_by_analysis": truth.refused_by_analysis,
         "conflict_reasons": dict(summary.reasons.most_common(15)),
         "candidates": summary.candidates,
     }

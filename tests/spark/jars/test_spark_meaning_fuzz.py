@@ -69,3 +69,26 @@ def test_a_double_quoted_column_is_seen_by_the_truth_and_kept_together_by_the_mo
     assert spark_meaning.model_verdict(a, b, config, spark_meaning.Settings(True, "UTC", False))[0] is False
     monkeypatch.setattr(model, "parser_neutral", lambda f, profile: f)
     assert spark_meaning.model_verdict(a, b, config, spark_meaning.Settings(True, "UTC", True))[0] is False
+
+
+def test_a_batch_with_refused_predicates_answers_as_each_predicate_alone(delta_spark: Any) -> None:
+    """Spark refuses one predicate while analysing it (an array compared with an INT) and one while running
+    it (text ANSI will not cast): the batch answers every other predicate as it is answered alone, and the
+    refused ones as refused (``None``), whichever way the refusal came."""
+    truth = spark_meaning.Truth(delta_spark)
+    layout = spark_meaning.Layout((("k", "integer"),))
+    predicates = ["k = 1", "k = array(1)", "k >= 0", "k = CAST(v AS INT)", "k IS NULL", "k IN (1, 2)"]
+    candidates = truth.candidates(layout, {"k": {"1", "2"}})
+    with truth.session(True, "UTC") as session:
+        together = truth.selected(session, layout, candidates, predicates)
+        alone = [truth.selected(session, layout, candidates, [p])[0] for p in predicates]
+    assert together == alone
+    assert together[1] is None  # refused while analysed
+    assert together[0] and together[2] and together[4]
+    assert truth.refused_by_analysis >= 1
+
+
+def test_more_pairs_than_predicates_judge_pairs_of_shared_predicates(delta_spark: Any) -> None:
+    summary, truth = spark_meaning.fuzz(delta_spark, SEED, cases=2, pairs=100, predicates=20)
+    assert summary.pairs == 200
+    assert summary.hand_candidates == 0, summary.candidates
