@@ -91,4 +91,5 @@ def test_a_batch_with_refused_predicates_answers_as_each_predicate_alone(delta_s
 def test_more_pairs_than_predicates_judge_pairs_of_shared_predicates(delta_spark: Any) -> None:
     summary, truth = spark_meaning.fuzz(delta_spark, SEED, cases=2, pairs=100, predicates=20)
     assert summary.pairs == 200
+    assert summary.model_apart >= 10 and truth.queries >= 2  # Spark was asked about the pairs kept apart
     assert summary.hand_candidates == 0, summary.candidates
