@@ -3,6 +3,10 @@
 One JSON document in, one JSON object out; a JSON array of documents in, an array of results out (in the
 same order, one process for thousands of checks). Invalid input prints one line to stderr and exits 2,
 and nothing is printed to stdout: every document is decided before any output is written.
+
+When every write of a document is judged by the delta-rs rules and the table's partition types are given,
+delta-rs itself confirms each partition disjointness the model grants, as the operators have it confirmed
+(ADR 0037): the engine is installed with the provider, so it is at hand. ``--hand-only`` skips it.
 """
 
 from __future__ import annotations
@@ -10,14 +14,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltaguard.commands import UsageError
+
+if TYPE_CHECKING:
+    from deltaguard.core.check_request import CheckRequest
+    from deltaguard.core.table_config import TableConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="JSON document (or array of documents); '-' reads standard input")
     parser.add_argument("--indent", type=int, default=None, help="pretty-print the JSON output")
+    parser.add_argument(
+        "--hand-only",
+        action="store_true",
+        help="judge by the model's own reading alone, without asking delta-rs what partition predicates "
+        "select (faster, and less strict than the operators)",
+    )
 
 
 def _read(path: str) -> str:
@@ -27,10 +41,11 @@ def _read(path: str) -> str:
         return handle.read()
 
 
-def check_documents(value: Any) -> Any:
+def check_documents(value: Any, *, hand_only: bool = False) -> Any:
     """Decide one document (a dict) or a list of them.
 
     :param value: the decoded JSON.
+    :param hand_only: do not attach delta-rs' evaluator of partition predicates (see the module).
     :raises ValueError: with a one-line message on invalid input.
     """
     from deltaguard.core.check_request import RequestError, parse_request
@@ -38,8 +53,9 @@ def check_documents(value: Any) -> Any:
 
     def one(document: Any, where: str) -> dict[str, Any]:
         request = parse_request(document, where)
+        table = request.table if hand_only else _judged_table(request)
         try:
-            decision = decide(request.candidate, request.running, request.table, request.profile)
+            decision = decide(request.candidate, request.running, table, request.profile)
         except ValueError as error:  # unparsable predicate or MERGE condition
             raise RequestError(f"{where}: {' '.join(str(error).split())}") from None
         return decision.to_json()
@@ -47,6 +63,24 @@ def check_documents(value: Any) -> Any:
     if isinstance(value, list):
         return [one(document, f"document[{i}]") for i, document in enumerate(value)]
     return one(value, "document")
+
+
+def _judged_table(request: CheckRequest) -> TableConfig:
+    """The document's table with delta-rs' evaluator attached when the delta-rs rules judge every write.
+
+    Only then: the delta-spark rules would take it too, but DataFusion reads some comparisons otherwise than
+    Spark (a STRING column against a number, as text), so it would make Spark's verdicts stricter without
+    making them surer.
+    """
+    from deltaguard.core.profiles import EngineName
+
+    writes = (request.candidate, *request.running)
+    engines = {request.profile.name, *(op.engine.name for op in writes if op.engine is not None)}
+    if engines != {EngineName.DELTA_RS}:
+        return request.table
+    from deltaguard.engines.sources import attach_oracle
+
+    return attach_oracle(request.table)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         why = "it nests too deeply" if isinstance(error, RecursionError) else str(error)[:200]
         raise UsageError(f"not a check document: {why}") from None
     try:
-        result = check_documents(value)
+        result = check_documents(value, hand_only=args.hand_only)
     except ValueError as error:
         raise UsageError(str(error)) from None
     json.dump(result, sys.stdout, indent=args.indent)

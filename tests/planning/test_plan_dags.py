@@ -269,11 +269,21 @@ with DAG("casts", schedule=None, start_date=datetime(2026, 1, 1)):
 """
 
 
+@pytest.fixture
+def fraction_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand reading's check of a fraction on an integer partition taken out (ADR 0003 fact 13), so that
+    ``k = 1.5`` and ``k = 1`` are kept apart by it and only delta-rs' evaluator can say they are not."""
+    from deltaguard.core.rules import deltars
+
+    monkeypatch.setattr(deltars, "fractional_columns", lambda p: frozenset())
+
+
+@pytest.mark.usefixtures("fraction_unread")
 def test_a_table_the_plan_reads_is_judged_with_the_engines_evaluator(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """On an INT partition delta-rs' DELETE of ``k = 1.5`` rewrites ``k = 1``: the hand reading keeps the
-    two apart, the plan (which reads the table through the engines' door) must not."""
+    """On an INT partition delta-rs' DELETE of ``k = 1.5`` rewrites ``k = 1``: with the hand reading's own
+    check of that taken out, the plan (which reads the table through the engines' door) must still say so."""
     table = str(tmp_path / "ints")
     write_deltalake(table, pa.table({"k": pa.array([1, 2], pa.int32()), "v": [1, 2]}), partition_by=["k"])
     dag_file = tmp_path / "casts.py"
@@ -284,6 +294,27 @@ def test_a_table_the_plan_reads_is_judged_with_the_engines_evaluator(
     assert only["config_source"] == "table"
     (pair,) = only["serializing"]
     assert {pair["a"], pair["b"]} == {"purge_cast", "purge_one"}
+    assert pair["rule"] == "deltars.engine_unconfirmed", pair
+
+
+@pytest.mark.usefixtures("fraction_unread")
+def test_a_declared_table_document_is_judged_with_the_engines_evaluator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table not there yet, declared with its partition types: delta-rs' evaluator judges the delta-rs
+    writes on it as it judges a table read from its log."""
+    table = str(tmp_path / "not_yet")
+    dag_file = tmp_path / "casts.py"
+    dag_file.write_text(CAST_DAG.format(table=table))
+    document = tmp_path / "tables.json"
+    document.write_text(json.dumps({table: {"partition_columns": ["k"], "column_types": {"k": "integer"}}}))
+    code, found, err = plan(
+        capsys, str(dag_file), "--format", "json", "--no-store", "--tables", str(document)
+    )
+    assert code == 0, err
+    (only,) = found["tables"]
+    assert only["config_source"] == "document"
+    (pair,) = only["serializing"]
     assert pair["rule"] == "deltars.engine_unconfirmed", pair
 
 
