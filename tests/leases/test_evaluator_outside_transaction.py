@@ -71,8 +71,13 @@ def transactions(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Transactions]:
 
 
 def test_the_evaluator_is_asked_outside_every_transaction_and_decides_as_before(
-    store_url: str, transactions: _Transactions
+    store_url: str, transactions: _Transactions, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from deltaguard.core.rules import deltars
+
+    # the hand reading's own check of a fraction on an integer partition taken out, so that only the
+    # evaluator can say what k = 1.5 selects
+    monkeypatch.setattr(deltars, "fractional_columns", lambda p: frozenset())
     manager = LeaseManager(store_url, clock=FakeClock())
     try:
         # each decision beside n holders has n questions: all are asked in one round, outside
