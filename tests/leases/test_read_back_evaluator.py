@@ -1,12 +1,14 @@
 """A waiting request decided again from what the lease store holds is judged no less conservatively than
 its writer's own process judged it with the engine's evaluator (ADR 0037).
 
-On an INT partition delta-rs' DELETE of ``k = 1.5`` rewrites ``k = 1``; the hand reading keeps the two
-apart. The request waits behind both holders (the evaluator refutes the separation from ``k = 1``); when
+On an INT partition delta-rs' DELETE of ``k = 1.5`` rewrites ``k = 1``; the hand reading, with its own
+check of a fraction on an integer partition taken out (every test here), keeps the two apart. The request waits behind both holders (the evaluator refutes the separation from ``k = 1``); when
 one of them leaves, another process decides it again from its stored payload, which carries no evaluator.
 """
 
 from __future__ import annotations
+
+import pytest
 
 from deltaguard.core import TableConfig
 from deltaguard.core.admission import Granted, Owner, Waiting
@@ -14,6 +16,13 @@ from deltaguard.engines.sources import attach_oracle
 from deltaguard.leases.manager import LeaseManager
 from tests.leases.conftest import INTS, INTS_URI, FakeClock
 from tests.leases.conftest import ask_int_delete as _ask
+
+
+@pytest.fixture(autouse=True)
+def fraction_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltaguard.core.rules import deltars
+
+    monkeypatch.setattr(deltars, "fractional_columns", lambda p: frozenset())
 
 
 def _waiting_behind_two(url: str, clock: FakeClock) -> tuple[Waiting, Granted, Granted, LeaseManager]:
