@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -71,7 +72,7 @@ def numeric_columns(p: Predicate) -> frozenset[str]:
     """
     if p.tree is None:
         return frozenset()
-    return _numeric_cached(p, _ALL_NODES)
+    return _compared_columns(p, _ALL_NODES, _numeric)
 
 
 def numeric_order_columns(p: Predicate) -> frozenset[str]:
@@ -87,7 +88,7 @@ def numeric_order_columns(p: Predicate) -> frozenset[str]:
     """
     if p.tree is None:
         return frozenset()
-    return _numeric_cached(p, _ORDER_NODES)
+    return _compared_columns(p, _ORDER_NODES, _numeric)
 
 
 def fractional_columns(p: Predicate) -> frozenset[str]:
@@ -102,19 +103,7 @@ def fractional_columns(p: Predicate) -> frozenset[str]:
     """
     if p.tree is None:
         return frozenset()
-    return _fractional_cached(p)
-
-
-@functools.lru_cache(maxsize=4096)
-def _fractional_cached(p: Predicate) -> frozenset[str]:
-    assert p.tree is not None
-    found: set[str] = set()
-    for node in p.tree.find_all(*_ALL_NODES):
-        operands = _operands(node)
-        if not any(_fractional(o) for o in operands):
-            continue
-        found.update(c.name.lower() for o in operands for c in o.find_all(exp.Column))
-    return frozenset(found)
+    return _compared_columns(p, _ALL_NODES, _fractional)
 
 
 def _fractional(node: exp.Expr) -> bool:
@@ -142,16 +131,22 @@ _ALL_NODES: tuple[type[exp.Expr], ...] = (*_ORDER_NODES, exp.EQ, exp.NEQ, exp.In
 
 
 @functools.lru_cache(maxsize=4096)
-def _numeric_cached(p: Predicate, nodes: tuple[type[exp.Expr], ...]) -> frozenset[str]:
+def _compared_columns(
+    p: Predicate, nodes: tuple[type[exp.Expr], ...], literal: Callable[[exp.Expr], bool]
+) -> frozenset[str]:
+    """Every column a comparison of ``nodes`` reads when one of its operands passes ``literal``: ``p + 0 < 5``
+    and ``-p < 5`` compare ``p`` as well."""
     assert p.tree is not None
     found: set[str] = set()
     for node in p.tree.find_all(*nodes):
         operands = _operands(node)
-        if not any((literal_value(o) or ("", None))[0] in (NUM, NUMSTR) for o in operands):
-            continue
-        # every column the comparison reads: ``p + 0 < 5`` and ``-p < 5`` order ``p`` as well
-        found.update(c.name.lower() for o in operands for c in o.find_all(exp.Column))
+        if any(literal(o) for o in operands):
+            found.update(c.name.lower() for o in operands for c in o.find_all(exp.Column))
     return frozenset(found)
+
+
+def _numeric(node: exp.Expr) -> bool:
+    return (literal_value(node) or ("", None))[0] in (NUM, NUMSTR)
 
 
 #: text Spark's non-ANSI cast reads as a number (surrounding blanks, a sign, a fraction, an exponent)
@@ -170,22 +165,13 @@ def coercible_text_columns(p: Predicate) -> frozenset[str]:
     """
     if p.tree is None:
         return frozenset()
-    return _coercible_cached(p)
+    return _compared_columns(p, _ALL_NODES, _coercible_text)
 
 
-@functools.lru_cache(maxsize=4096)
-def _coercible_cached(p: Predicate) -> frozenset[str]:
-    assert p.tree is not None
-    found: set[str] = set()
-    for node in p.tree.find_all(*_ALL_NODES):
-        operands = _operands(node)
-        if not any(
-            isinstance(o, exp.Literal)
-            and o.is_string
-            and _NUMBER_TEXT.fullmatch(o.this)
-            and not _PLAIN_INTEGER.fullmatch(o.this)
-            for o in operands
-        ):
-            continue
-        found.update(c.name.lower() for o in operands for c in o.find_all(exp.Column))
-    return frozenset(found)
+def _coercible_text(node: exp.Expr) -> bool:
+    return (
+        isinstance(node, exp.Literal)
+        and node.is_string
+        and bool(_NUMBER_TEXT.fullmatch(node.this))
+        and not _PLAIN_INTEGER.fullmatch(node.this)
+    )
