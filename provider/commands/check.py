@@ -66,21 +66,12 @@ def check_documents(value: Any, *, hand_only: bool = False) -> Any:
 
 
 def _judged_table(request: CheckRequest) -> TableConfig:
-    """The document's table with delta-rs' evaluator attached when the delta-rs rules judge every write.
-
-    Only then: the delta-spark rules would take it too, but DataFusion reads some comparisons otherwise than
-    Spark (a STRING column against a number, as text), so it would make Spark's verdicts stricter without
-    making them surer.
-    """
-    from deltaguard.core.profiles import EngineName
+    """The document's table, with delta-rs' evaluator when the delta-rs rules judge every write."""
+    from deltaguard.engines.sources import attach_delta_rs_oracle
 
     writes = (request.candidate, *request.running)
     engines = {request.profile.name, *(op.engine.name for op in writes if op.engine is not None)}
-    if engines != {EngineName.DELTA_RS}:
-        return request.table
-    from deltaguard.engines.sources import attach_oracle
-
-    return attach_oracle(request.table)
+    return attach_delta_rs_oracle(request.table, engines)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import pyarrow as pa
@@ -49,6 +49,7 @@ from sqlglot.errors import SqlglotError
 from deltaguard.core.admission import LeaseRequest, Owner, TableClaim
 from deltaguard.core.merge_scope import KeySummary, MergeScope, ScopeLimits, SourceKeys
 from deltaguard.core.operations import Operation
+from deltaguard.core.profiles import EngineName
 from deltaguard.core.table_config import TableConfig
 from deltaguard.engines.deltars.meaning import DataFusionOracle
 from deltaguard.engines.discovery import config_from_table, read_table
@@ -398,6 +399,22 @@ def attach_oracle(config: TableConfig, engine: DeltaEngine | None = None) -> Tab
     if oracle is None:
         oracle = DataFusionOracle.for_table(config)
     return config if oracle is None else dataclasses.replace(config, meaning=oracle)
+
+
+def attach_delta_rs_oracle(config: TableConfig, judged_by: Iterable[EngineName]) -> TableConfig:
+    """A configuration no engine read (a ``check`` document, a declared or recorded table) with delta-rs'
+    evaluator attached when the delta-rs rules alone judge its writes (ADR 0037).
+
+    delta-rs is installed with the provider, and its witness file needs only the partition types. Writes
+    judged by Spark's rules keep the hand reading: DataFusion reads some comparisons otherwise than Spark
+    (a STRING column against a number, as text), which would make those verdicts stricter, not surer.
+
+    :param config: the configuration as declared or recorded.
+    :param judged_by: the engines whose rules judge the writes on it.
+    """
+    if set(judged_by) != {EngineName.DELTA_RS}:
+        return config
+    return attach_oracle(config)
 
 
 def engine_table_config(engine: DeltaEngine, table_uri: str) -> TableConfig:

@@ -36,7 +36,6 @@ from deltaguard.core.check_request import RequestError, parse_table
 from deltaguard.core.durations import write_duration
 from deltaguard.core.operations import Operation
 from deltaguard.core.priority import DEFAULT_EXPECTED_S
-from deltaguard.core.profiles import EngineName
 from deltaguard.core.table_config import TableConfig
 from deltaguard.planning.analysis import (
     TEMPLATED_TABLE,
@@ -463,12 +462,10 @@ def _settings(
                 "level), the strictest reading of a plain table"
             ).lstrip("; ")
             assumptions.append(f"{key}: {note}")
-        elif source != "table" and profile.name is EngineName.DELTA_RS:
-            # a declared or recorded configuration: delta-rs confirms what the model keeps apart, as it does
-            # for a configuration read from the table (ADR 0037)
-            from deltaguard.engines.sources import attach_oracle
+        # a table read from its log has the evaluator already; a declared or recorded one gets it here
+        from deltaguard.engines.sources import attach_delta_rs_oracle
 
-            config = attach_oracle(config)
+        config = attach_delta_rs_oracle(config, (profile.name,))
         settings[key] = TableSetting(config, source, note, profile)
     return settings
 
