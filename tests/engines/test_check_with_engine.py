@@ -18,12 +18,18 @@ import pytest
 from deltaguard.commands.check import check_documents
 from deltaguard.core.rules import deltars
 
-DOCUMENT: dict[str, Any] = {
-    "engine": {"name": "delta-rs", "version": "1.6.6"},
-    "table": {"partition_columns": ["k"], "column_types": {"k": "integer"}},
-    "running": [{"operation": "DELETE", "predicate": "k = 1"}],
-    "candidate": {"operation": "DELETE", "predicate": "k = 1.5"},
-}
+
+def _document(column: str = "k") -> dict[str, Any]:
+    quoted = column if column.isidentifier() else f"`{column}`"
+    return {
+        "engine": {"name": "delta-rs", "version": "1.6.6"},
+        "table": {"partition_columns": [column], "column_types": {column: "integer", "note": "string"}},
+        "running": [{"operation": "DELETE", "predicate": f"{quoted} = 1"}],
+        "candidate": {"operation": "DELETE", "predicate": f"{quoted} = 1.5"},
+    }
+
+
+DOCUMENT = _document()
 
 
 @pytest.fixture
@@ -32,11 +38,21 @@ def fraction_unread(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("fraction_unread")
-def test_the_engine_refutes_what_the_hand_reading_keeps_apart() -> None:
-    judged = check_documents(DOCUMENT)
+@pytest.mark.parametrize("column", ["k", "Sale Hour"])
+def test_the_engine_refutes_what_the_hand_reading_keeps_apart(column: str) -> None:
+    document = _document(column)
+    judged = check_documents(document)
     assert judged["verdict"] == "conflict"
     assert "deltars.engine_unconfirmed" in judged["rules"]
-    assert check_documents(DOCUMENT, hand_only=True)["verdict"] == "no_conflict"  # the planted hole
+    assert check_documents(document, hand_only=True)["verdict"] == "no_conflict"  # the planted hole
+    apart = {
+        **document,
+        "candidate": {
+            **document["candidate"],
+            "predicate": document["running"][0]["predicate"].replace("1", "2"),
+        },
+    }
+    assert check_documents(apart)["verdict"] == "no_conflict"  # the engine confirms what is apart
 
 
 def test_the_hand_reading_itself_says_conflict() -> None:

@@ -29,9 +29,9 @@ def _table(tmp_path: Path, typ: pa.DataType) -> Path:
         str(path),
         pa.table(
             {
-                "id": pa.array([1, 2, 3, 4], pa.int64()),
-                "v": pa.array([0] * 4, pa.int64()),
-                "p": pa.array([0, 1, 2, 3], typ),
+                "id": pa.array([1, 2, 3, 4, 5], pa.int64()),
+                "v": pa.array([0] * 5, pa.int64()),
+                "p": pa.array([0, 1, 2, 3, None], typ),  # a NULL partition too
             }
         ),
         partition_by=["p"],
