@@ -88,8 +88,20 @@ def test_a_batch_with_refused_predicates_answers_as_each_predicate_alone(delta_s
     assert truth.refused_by_analysis >= 1
 
 
-def test_more_pairs_than_predicates_judge_pairs_of_shared_predicates(delta_spark: Any) -> None:
-    summary, truth = spark_meaning.fuzz(delta_spark, SEED, cases=2, pairs=100, predicates=20)
+def test_more_pairs_than_predicates_judge_pairs_of_shared_predicates(
+    delta_spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judged: list[tuple[str, str]] = []
+    verdict = spark_meaning.model_verdict
+
+    def recorded(a: str, b: str, *args: Any) -> Any:
+        judged.append((a, b))
+        return verdict(a, b, *args)
+
+    monkeypatch.setattr(spark_meaning, "model_verdict", recorded)
+    summary, truth = spark_meaning.fuzz(delta_spark, SEED, cases=2, pairs=100, predicates=20, oracle=False)
     assert summary.pairs == 200
+    for case in (judged[:100], judged[100:200]):  # each table's 100 pairs are made of its 20 predicates
+        assert len({text for pair in case for text in pair}) <= 20
     assert summary.model_apart >= 10 and truth.queries >= 2  # Spark was asked about the pairs kept apart
     assert summary.hand_candidates == 0, summary.candidates
