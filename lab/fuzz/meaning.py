@@ -724,8 +724,6 @@ def fuzz(
     :param wide: partition types also from :data:`WIDE_TYPES`, literals also from :data:`WIDE_FOREIGN` (the
         cases of a seed then differ from a run without it).
     """
-    from deltaguard.engines.specs import DeleteSpec
-
     unknown = set(families) - set(FAMILIES)
     if unknown or not families:
         raise ValueError(f"families must be among {', '.join(FAMILIES)}, not {sorted(unknown) or 'none'}")
@@ -740,8 +738,6 @@ def fuzz(
         layouts += [gen_generated_layout(random.Random(seed + 2)) for _ in range(4)]
     summary = Summary()
     start = time.perf_counter()
-    work = root / "work"
-    profile = tables.engine.profile()
     others = _Families(seed, families)
     for index in range(cases):
         family = families[0] if len(families) == 1 else others.picker.choice(families)
@@ -752,27 +748,7 @@ def fuzz(
         else:
             layout = rng.choice(layouts)
             case = gen_case(rng, layout, nested)
-            made = tables.base(layout)
-            if made is None:
-                summary.refused["layout not creatable"] += 1
-            else:
-                base, config, physical = made
-                _one(
-                    tables,
-                    summary,
-                    layout,
-                    case,
-                    base,
-                    config,
-                    physical,
-                    work,
-                    profile,
-                    confirm_candidates,
-                    root,
-                    DeleteSpec,
-                    reads,
-                    sampler,
-                )
+            judge_case(tables, summary, layout, case, root, confirm_candidates, reads, sampler)
         if progress is not None and ((index + 1) % every == 0 or index + 1 == cases):
             elapsed = time.perf_counter() - start
             progress(
@@ -783,6 +759,45 @@ def fuzz(
             )
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def judge_case(
+    tables: Tables,
+    summary: Summary,
+    layout: Layout,
+    case: Case,
+    root: Path,
+    confirm_candidates: bool = False,
+    reads: int = 0,
+    sampler: random.Random | None = None,
+) -> None:
+    """Run one generated write on its layout's table and judge every partition it touched (into ``summary``).
+
+    :param root: the scratch directory the tables and the write's copy live in.
+    """
+    from deltaguard.engines.specs import DeleteSpec
+
+    made = tables.base(layout)
+    if made is None:
+        summary.refused["layout not creatable"] += 1
+        return
+    base, config, physical = made
+    _one(
+        tables,
+        summary,
+        layout,
+        case,
+        base,
+        config,
+        physical,
+        root / "work",
+        tables.engine.profile(),
+        confirm_candidates,
+        root,
+        DeleteSpec,
+        reads,
+        sampler,
+    )
 
 
 #: The generators of cases: partition predicates (the first), sources that read the target, property

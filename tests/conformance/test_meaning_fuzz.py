@@ -90,31 +90,12 @@ def test_a_fraction_on_a_short_partition_is_judged_by_what_delta_rs_rewrites(
     """``p = .5`` on a SHORT partition rewrites ``p = 0``: the hand reading must call the pair a conflict, and
     the fuzzer must flag it when the rule that says so is taken out."""
     from deltaguard.core.rules import deltars
-    from deltaguard.engines.specs import DeleteSpec
 
     if planted:
         monkeypatch.setattr(deltars, "fractional_columns", lambda p: frozenset())
     layout = meaning.Layout((("p", "short"),), ((0,), (1,), (-1,)), (), wide=True)
     case = meaning.case_of({"kind": "delete", "predicate": "p = .5"}, layout)
-    tables = meaning.Tables(tmp_path)
-    made = tables.base(layout)
-    assert made is not None
-    base, config, physical = made
     summary = meaning.Summary()
-    profile = tables.engine.profile()
-    meaning._one(
-        tables,
-        summary,
-        layout,
-        case,
-        base,
-        config,
-        physical,
-        tmp_path / "work",
-        profile,
-        False,
-        tmp_path,
-        DeleteSpec,
-    )
+    meaning.judge_case(meaning.Tables(tmp_path), summary, layout, case, tmp_path)
     assert summary.touched_pairs == 1  # the partition p = 0
     assert (summary.candidates["hand"] > 0) is planted, summary.findings
