@@ -55,6 +55,7 @@ def planned(
     slot_times: tuple[float, float],
     worker_slots: int = 0,
     first_check_s: float = RECORDED_FIRST_CHECK_S,
+    phase_wait_s: float = 0.0,
 ) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
@@ -90,6 +91,8 @@ def planned(
                 str(worker_slots),
                 "--first-check-s",
                 str(first_check_s),
+                "--phase-wait-s",
+                str(phase_wait_s),
             ]
         )
     if code != 0:
@@ -145,6 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         "what the recorded sweeps ran with; 8 for a deployment whose triggers wait for the exit report)",
     )
     parser.add_argument(
+        "--phase-wait-s",
+        type=float,
+        default=0.0,
+        help="[deltaguard] phase_wait in the sweep's deployment (default: 0, what the sweeps before the "
+        "wait ran with; 5, the option's default, for a sweep with it)",
+    )
+    parser.add_argument(
         "--true-durations",
         action="store_true",
         help="declare each write's true duration instead of the noisy estimate the benchmark's DAG declares",
@@ -172,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 (args.start_s, args.end_s),
                 args.worker_slots,
                 args.first_check_s,
+                args.phase_wait_s,
             )
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
@@ -232,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         "slot_times": {"start_s": args.start_s, "end_s": args.end_s},
         "worker_slots": args.worker_slots,
         "first_check_s": args.first_check_s,
+        "phase_wait_s": args.phase_wait_s,
         "durations": (
             "true durations"
             if args.true_durations

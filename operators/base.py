@@ -242,6 +242,9 @@ class DeltaWriteOperator(DeltaLineageMixin, LeaseLifecycleMixin, BaseOperator):
     def lease_subject(self, prepared: _Prepared) -> str:
         return prepared.value.uri
 
+    def lease_tables(self, prepared: _Prepared) -> tuple[str, ...]:
+        return (prepared.value.key,)
+
     def ask_lease(
         self, leases: DeltaLeaseHook, prepared: _Prepared, owner: Owner, request_id: str | None
     ) -> Granted | Waiting:

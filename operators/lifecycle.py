@@ -103,6 +103,10 @@ class LeaseLifecycleMixin:
     :class:`LeaseTask`.
     """
 
+    #: tasks of the same DAG run a fresh try lets ask for its tables first (the conflicting writes of
+    #: earlier phases; set by the priority ``dag_policy``, ADR 0040)
+    asks_after: tuple[str, ...] = ()
+
     # ------------------------------------------------------------------------------------------- entering
     def start_lease_try(self, context: Context) -> Any:
         """A fresh try (the operator's ``execute`` calls it: Airflow guards ``execute`` defined on an operator)."""
@@ -134,6 +138,10 @@ class LeaseLifecycleMixin:
                 context, wait, resumed_without_kwargs=wait_started is None, carried=prepared_write
             )
 
+    def lease_tables(self, prepared: Any) -> tuple[str, ...]:
+        """The table keys the try asks for, for :attr:`asks_after` (default: none, so no wait)."""
+        return ()
+
     def try_scope(self) -> contextlib.AbstractContextManager[None]:
         """What one try's run is wrapped in (the write operators release their engine at its end)."""
         return contextlib.nullcontext()
@@ -158,9 +166,10 @@ class LeaseLifecycleMixin:
             prepared = (
                 self.prepare_try(context) if carried is None else self.resume_prepared(context, carried)
             )
-            if wait is None:
-                wait = WaitState(started=time.time())
             owner = task_owner_of(context)
+            if wait is None:
+                leases.let_earlier_ask(owner, self.lease_tables(prepared), self.asks_after, log=self.log)
+                wait = WaitState(started=time.time())
             if resumed_without_kwargs:
                 leases.restore_wait(owner, wait)
             grant = leases.wait_for_grant(

@@ -10,6 +10,7 @@ the provider's configuration has not been registered (e.g. in a bare task-SDK wo
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,15 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "leases than that are held, so a granted write never waits for a worker while holding its tables "
         "(the slot gate, ADR 0028). Empty: ``[core] parallelism``; set it to the pool's size when the "
         "writes run in a smaller pool. ``0``: no gate.",
+    ),
+    "phase_wait": (
+        "string",
+        "5",
+        "Seconds a write waits, before its first lease question, for the conflicting writes the priority "
+        "policy runs before it on its table (earlier phases) to ask first in the same DAG run. Tasks that "
+        "Airflow starts together ask within seconds of each other in no useful order, and on a free table "
+        "the first question is granted: without this wait a Z-order OPTIMIZE can take a table ahead of "
+        "the MERGEs that could have run side by side (ADR 0040). ``0``: no wait.",
     ),
     "deferrable": (
         "boolean",
@@ -363,6 +373,21 @@ def worker_slots() -> int | None:
     return value or None
 
 
+def phase_wait_s() -> float:
+    """Seconds a write lets the earlier phases of its table ask first (``[deltaguard] phase_wait``).
+
+    :raises ValueError: the option is not a number of seconds of at least 0.
+    """
+    text = cast("str | None", _read("phase_wait")) or "0"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"[{SECTION}] phase_wait must be a number of seconds, got {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise ValueError(f"[{SECTION}] phase_wait must be at least 0, got {value}")
+    return value
+
+
 def first_event_after_s() -> float:
     """Seconds from a deltaguard trigger's start before it may fire its event
     (:func:`deltaguard.leases.waiting.first_event_after_s`), from this process's
@@ -455,6 +480,8 @@ class LeaseSettings:
     :param heartbeat_s: seconds between heartbeats (``timing.heartbeat_s``).
     :param poll_s: seconds between admission checks while waiting.
     :param first_event_s: seconds from a trigger's start before it may fire (:func:`first_event_after_s`).
+    :param phase_wait_s: seconds a fresh try lets the earlier phases of its table ask first
+        (:func:`phase_wait_s`).
     :param deferrable: whether to wait in the triggerer rather than in the worker.
     :param retention_s: how long the store keeps decision-log entries and closed requests.
     :param timing: TTL, heartbeat interval, store timeout and commit margin checked together (ADR 0018).
@@ -468,6 +495,7 @@ class LeaseSettings:
     deferrable: bool
     retention_s: float
     timing: LeaseTiming
+    phase_wait_s: float = 0.0
 
 
 def lease_settings(store_url: str | None = None, deferrable: bool | None = None) -> LeaseSettings:
@@ -490,4 +518,5 @@ def lease_settings(store_url: str | None = None, deferrable: bool | None = None)
         deferrable=default_deferrable() if deferrable is None else bool(deferrable),
         retention_s=cast(float, _read("decision_log_retention")) * 86400.0,
         timing=timing,
+        phase_wait_s=phase_wait_s(),
     )

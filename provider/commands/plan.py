@@ -55,6 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "deployment's: [deltaguard] poll_interval, but no sooner than [workers] min_heartbeat_interval + 3 s)",
     )
     parser.add_argument(
+        "--phase-wait-s",
+        type=float,
+        default=None,
+        help="the longest a write lets the conflicting writes of earlier phases on its table ask first "
+        "(default: this deployment's [deltaguard] phase_wait)",
+    )
+    parser.add_argument(
         "--handoff-s",
         type=float,
         default=None,
@@ -111,6 +118,7 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         DEFAULT_OTHER_S,
         PlanInputError,
         deployment_first_check_s,
+        deployment_phase_wait_s,
         load_dags,
         load_table_documents,
         plan_dag,
@@ -130,6 +138,9 @@ def _plans(args: argparse.Namespace) -> list[Any]:
     first_check = deployment_first_check_s() if args.first_check_s is None else args.first_check_s
     if not 0 <= first_check < float("inf"):
         raise UsageError(f"--first-check-s must be a finite number >= 0, got {args.first_check_s}")
+    phase_wait = deployment_phase_wait_s() if args.phase_wait_s is None else args.phase_wait_s
+    if not 0 <= phase_wait < float("inf"):
+        raise UsageError(f"--phase-wait-s must be a finite number >= 0, got {args.phase_wait_s}")
     handoff = DEFAULT_HANDOFF_S if args.handoff_s is None else args.handoff_s
     if not 0 <= handoff < float("inf"):
         raise UsageError(f"--handoff-s must be a finite number >= 0, got {args.handoff_s}")
@@ -154,6 +165,7 @@ def _plans(args: argparse.Namespace) -> list[Any]:
                 workers=args.workers,
                 worker_slots=args.worker_slots,
                 first_check_s=first_check,
+                phase_wait_s=phase_wait,
                 handoff_s=handoff,
                 slot_times=slot_times,
             )

@@ -36,6 +36,8 @@ class TablePriorities(NamedTuple):
     #: seconds of the heaviest set of pairwise-conflicting writes that contains the write; the largest is
     #: the table's serial work (its heaviest chain)
     chains_s: list[float]
+    #: the writes of earlier phases it conflicts with (their positions), which it lets ask first
+    after: list[tuple[int, ...]]
 
 
 def table_priorities(
@@ -56,6 +58,9 @@ def table_priorities(
     of each other reach the lease manager in no useful order; as a lease priority the bonus ranks a phase
     ahead of the later phases that conflict with it, so a write that conflicts with all (a Z-order
     OPTIMIZE) queues behind the writes that can run beside the first holder instead of in front of them.
+    A queue rank orders only writes that wait, though: on a free table the first question is granted, so
+    each write also names the conflicting writes of earlier phases (``after``), which the lease hook lets
+    ask first (``[deltaguard] phase_wait``, :meth:`deltaguard.hooks.lease.DeltaLeaseHook.let_earlier_ask`).
     A table whose writes are not judged (more than :data:`MAX_JUDGED_WRITES`) counts all its work as
     serial and has one phase.
 
@@ -69,13 +74,17 @@ def table_priorities(
     count = len(operations)
     if count > MAX_JUDGED_WRITES:
         total = sum(weights)
-        return TablePriorities([max(1, round(total))] * count, [0] * count, [total] * count)
+        return TablePriorities([max(1, round(total))] * count, [0] * count, [total] * count, [()] * count)
     chains = [_chain_through(i, weights, conflicts) for i in range(count)]
-    bonus = _phase_bonus(weights, conflicts)
-    return TablePriorities([max(1, round(chains[i]) + bonus[i]) for i in range(count)], bonus, chains)
+    phase_of, bonus = _phases(weights, conflicts)
+    after = [
+        tuple(j for j in range(count) if phase_of[j] < phase_of[i] and conflicts(i, j)) for i in range(count)
+    ]
+    return TablePriorities([max(1, round(chains[i]) + bonus[i]) for i in range(count)], bonus, chains, after)
 
 
-def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> list[int]:
+def _phases(weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> tuple[list[int], list[int]]:
+    """Each write's phase (greedy colouring, heaviest first) and its phase bonus."""
     phases: list[list[int]] = []
     phase_of = [0] * len(weights)
     for i in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
@@ -88,7 +97,7 @@ def _phase_bonus(weights: Sequence[float], conflicts: Callable[[int, int], bool]
             phase_of[i] = len(phases)
             phases.append([i])
     # a lease priority: within MAX_PRIORITY already, since at most MAX_JUDGED_WRITES writes are phased
-    return [min(MAX_PRIORITY, len(phases) - 1 - phase_of[i]) for i in range(len(weights))]
+    return phase_of, [min(MAX_PRIORITY, len(phases) - 1 - phase_of[i]) for i in range(len(weights))]
 
 
 def _chain_through(i: int, weights: Sequence[float], conflicts: Callable[[int, int], bool]) -> float:

@@ -56,6 +56,10 @@ if TYPE_CHECKING:
 #: a queued request survives this many poll intervals without being asked about (and at least 2 minutes)
 WAIT_TTL_POLLS = 10
 MIN_WAIT_TTL_S = 120.0
+#: seconds between reads of the decision log while a try lets the earlier phases of its table ask first
+PHASE_POLL_S = 0.25
+#: how far back the decision log is read for the questions of a try's own DAG run
+PHASE_LOOKBACK_S = 86400.0
 
 
 def task_owner(
@@ -232,6 +236,53 @@ class DeltaLeaseHook(BaseHook):
         except (LeaseLostError, RequestClosedError) as exc:
             self.log.info("deltaguard: request %s is over (%s); asking again", request.request_id, exc)
             return self.manager.acquire(dataclasses.replace(request, request_id=uuid.uuid4().hex))
+
+    def let_earlier_ask(
+        self, owner: Owner, table_keys: Sequence[str], task_ids: Sequence[str], log: Any = None
+    ) -> None:
+        """Before a try's first question, wait until the given tasks of its DAG run have asked for its
+        tables, for at most ``[deltaguard] phase_wait`` seconds (ADR 0040).
+
+        The tasks are the conflicting writes the priority policy puts in earlier phases of the table
+        (:func:`deltaguard.core.priority.table_priorities`). Tasks Airflow starts together ask in no useful
+        order, and a free table is granted to the first question; letting the earlier phases ask first
+        makes the queue ranks decide. Only the order of questions changes: every grant is still the lease
+        manager's, and a task that never asks (skipped, failed, no free worker) holds this one back no longer
+        than the limit.
+
+        :param owner: the asking try (its DAG and run name the tasks).
+        :param table_keys: the tables it will ask for.
+        :param task_ids: the tasks to let ask first.
+        :param log: the logger for the wait (the task's own; default: this hook's).
+        """
+        limit = self.settings.phase_wait_s
+        if limit <= 0 or not table_keys or not task_ids:
+            return
+        started = time.monotonic()
+        missing = set(task_ids)
+        while True:
+            missing -= self._asked_in_run(owner, table_keys)
+            left = limit - (time.monotonic() - started)
+            if not missing or left <= 0:
+                break
+            time.sleep(min(PHASE_POLL_S, left))
+        (log or self.log).info(
+            "deltaguard: waited %.1f s for the earlier phases of %s to ask first%s",
+            time.monotonic() - started,
+            ", ".join(table_keys),
+            f" ({', '.join(sorted(missing))} did not within {limit:g} s)" if missing else "",
+        )
+
+    def _asked_in_run(self, owner: Owner, table_keys: Sequence[str]) -> set[str]:
+        """The tasks of ``owner``'s DAG run the decision log shows asking for any of the tables."""
+        since = time.time() - PHASE_LOOKBACK_S
+        asked = set()
+        for key in table_keys:
+            for row in self.manager.store.decisions(uri=key, since=since, kinds=("grant", "wait"), limit=500):
+                other = json.loads(row.owner_key)
+                if other.get("dag_id") == owner.dag_id and other.get("run_id") == owner.run_id:
+                    asked.add(str(other.get("task_id")))
+        return asked
 
     def wait_for_grant(
         self,

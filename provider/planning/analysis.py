@@ -201,6 +201,7 @@ def build_plan(
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
     worker_slots: int | None = None,
     first_check_s: float = DEFAULT_FIRST_CHECK_S,
+    phase_wait_s: float = 0.0,
 ) -> Plan:
     """Judge every pair of writes per table, find the chains, and schedule the run under each policy.
 
@@ -216,6 +217,8 @@ def build_plan(
         (``[deltaguard] worker_slots``, ADR 0028; ``None``: no gate).
     :param first_check_s: under deltaguard, seconds from a write's deferral to its trigger's first check
         (``[deltaguard] poll_interval``).
+    :param phase_wait_s: under deltaguard, the longest a write lets the earlier phases of its table ask
+        first (``[deltaguard] phase_wait``, ADR 0040; default: none).
     :raises ValueError: on a target whose table has no setting, or bad dependencies.
     """
     by_id = {task.id: task for task in tasks}
@@ -255,10 +258,10 @@ def build_plan(
     def at_once(job: str, running: Sequence[str]) -> Sequence[str]:
         return ()
 
-    start_order, bonuses = _policy_priorities(
+    start_order, bonuses, after = _policy_priorities(
         [Job(task.id, _policy_seconds(task), task.upstream) for task in tasks], writes_on, settings
     )
-    leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses)
+    leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses, after)
     rules = {table: TableRules(s.config, s.profile) for table, s in settings.items()}
 
     def play(
@@ -276,6 +279,7 @@ def build_plan(
             ask_first=ask_first,
             ask_last=ask_last,
             slot_waiters_first=slot_waiters_first,
+            phase_wait_s=phase_wait_s,
         )
 
     schedules = {
@@ -315,6 +319,7 @@ def plan_limits(
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
     gate: tuple[int | None, str] = (None, ""),
     first_check_s: float = DEFAULT_FIRST_CHECK_S,
+    phase_wait_s: float = 0.0,
 ) -> str:
     """The assumption a plan states about the deployment: its worker slots, the lease manager's slot gate
     (its size and where that comes from), the lease hand-off and a write's time in its slot outside its
@@ -326,7 +331,9 @@ def plan_limits(
         else f"the lease manager grants a lease only while fewer than {gate[0]} are held (slot gate, {gate[1]})"
     )
     return (
-        f"{slots} ({where}); {gated}; a deferred write's trigger first asks again {first_check_s:g} s after "
+        f"{slots} ({where}); {gated}; a write lets the conflicting writes of earlier phases on its table "
+        f"ask first for up to {phase_wait_s:g} s; a deferred write's trigger first asks again "
+        f"{first_check_s:g} s after "
         f"the deferral; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
         "after its grant or the worker slot it then waited for (the hand-off); a write's task holds its "
         f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
@@ -343,14 +350,16 @@ def _policy_seconds(task: PlannedTask) -> float:
 
 def _policy_priorities(
     jobs: Sequence[Job], writes_on: dict[str, list[tuple[str, Target]]], settings: dict[str, TableSetting]
-) -> tuple[dict[str, float], dict[str, int]]:
+) -> tuple[dict[str, float], dict[str, int], dict[str, set[str]]]:
     """What the priority policy gives the run's tasks (:func:`~deltaguard.core.priority.table_priorities`,
     as ``dag_policy`` does): the order Airflow starts ready tasks in (each task's weight, 1 for a task that
     is not a write, summed over the task and everything downstream of it: Airflow's default weight rule),
-    and each write's phase bonus (its lease queue priority; the highest of its tables')."""
+    each write's phase bonus (its lease queue priority; the highest of its tables'), and the writes it lets
+    ask first (the conflicting writes of earlier phases on any of its tables)."""
     durations = {job.id: job.duration_s for job in jobs}
     own: dict[str, float] = dict.fromkeys(durations, 1.0)
     bonus: dict[str, int] = {}
+    after: dict[str, set[str]] = {}
     for table, members in writes_on.items():
         setting = settings[table]
         ranked = table_priorities(
@@ -359,10 +368,13 @@ def _policy_priorities(
             setting.config,
             setting.profile,
         )
-        for (job, _), weight, phase in zip(members, ranked.weights, ranked.phase_bonus, strict=True):
+        for (job, _), weight, phase, earlier in zip(
+            members, ranked.weights, ranked.phase_bonus, ranked.after, strict=True
+        ):
             own[job] = max(own[job], float(weight))
             bonus[job] = max(bonus.get(job, phase), phase)
-    return downstream_sums(jobs, own), bonus
+            after.setdefault(job, set()).update(members[j][0] for j in earlier)
+    return downstream_sums(jobs, own), bonus, after
 
 
 def _leased_writes(
@@ -371,6 +383,7 @@ def _leased_writes(
     settings: dict[str, TableSetting],
     weights: dict[str, float],
     bonuses: dict[str, int],
+    after: dict[str, set[str]],
 ) -> list[LeasedWrite]:
     """The run's tasks as the lease manager sees them. An operation not known before the run is judged as
     a metadata change (kept apart from every write on its table); a table named by a template may be any
@@ -392,6 +405,8 @@ def _leased_writes(
                 claims=tuple(sorted(claims.items())),
                 estimate_s=task.estimate_s,
                 lease_priority=task.lease_priority or bonuses.get(task.id, 0),
+                # as dag_policy: a write with its author's own priority does not wait for the phases
+                after=() if task.lease_priority else tuple(sorted(after.get(task.id, set()) - {task.id})),
                 weight=weights[task.id],
                 owner=Owner(
                     dag_id=dag_id,

@@ -351,6 +351,17 @@ def deployment_worker_slots() -> tuple[int | None, str]:
         return AIRFLOW_PARALLELISM, f"Airflow's default [core] parallelism ({AIRFLOW_PARALLELISM})"
 
 
+def deployment_phase_wait_s() -> float:
+    """Seconds a write lets the earlier phases of its table ask first as the Airflow configuration of this
+    process sets them (``[deltaguard] phase_wait``); without one, the option's default."""
+    from deltaguard import config
+
+    try:
+        return config.phase_wait_s()
+    except Exception:  # no Airflow configuration here: the option's default
+        return float(config.OPTIONS["phase_wait"][1])
+
+
 def deployment_first_check_s() -> float:
     """Seconds from a write's deferral to its trigger's first check as the Airflow configuration of this
     process sets them (``[deltaguard] poll_interval``, no sooner than
@@ -551,6 +562,7 @@ def plan_dag(
     first_check_s: float | None = None,
     handoff_s: float = DEFAULT_HANDOFF_S,
     slot_times: SlotTimes = DEFAULT_SLOT_TIMES,
+    phase_wait_s: float | None = None,
 ) -> Plan:
     """The plan of one run of ``dag``: its writes discovered, the limits it assumes stated, the run played.
 
@@ -570,6 +582,8 @@ def plan_dag(
         (:func:`deployment_first_check_s`).
     :param handoff_s: seconds from a release to the next holder's start.
     :param slot_times: a task's start and end overheads.
+    :param phase_wait_s: the longest a write lets the earlier phases of its table ask first; default: the
+        deployment's (:func:`deployment_phase_wait_s`).
     """
     tasks, settings, assumptions = discover(
         dag,
@@ -584,7 +598,17 @@ def plan_dag(
     slots, where = (workers, "--workers") if workers is not None else deployment_workers(dag)
     gate = (worker_slots or None, "--worker-slots") if worker_slots is not None else deployment_worker_slots()
     first_check = deployment_first_check_s() if first_check_s is None else first_check_s
-    assumptions.append(plan_limits(slots, where, handoff_s, slot_times, gate, first_check))
+    phase_wait = deployment_phase_wait_s() if phase_wait_s is None else phase_wait_s
+    assumptions.append(plan_limits(slots, where, handoff_s, slot_times, gate, first_check, phase_wait))
     return build_plan(
-        dag.dag_id, tasks, settings, assumptions, slots, handoff_s, slot_times, gate[0], first_check
+        dag.dag_id,
+        tasks,
+        settings,
+        assumptions,
+        slots,
+        handoff_s,
+        slot_times,
+        gate[0],
+        first_check,
+        phase_wait,
     )

@@ -36,6 +36,9 @@ Pure: no Airflow, no store, no clock. What the plan models, and where each part 
 * **Hand-off**: a write granted from the queue after deferring writes its first byte ``handoff_s`` after it
   was granted or, when no slot was free then, after it got one (Airflow's trigger event, re-queue, worker
   start, opening the table).
+* **The earlier phases ask first**: a write holds its first question, in its slot, until the writes it
+  lets ask first have asked or ``phase_wait_s`` has passed (the lease hook's
+  :meth:`~deltaguard.hooks.lease.DeltaLeaseHook.let_earlier_ask`, ADR 0040).
 * **The race of first questions**: questions asked at the same instant are answered in Airflow's start
   order, except that ``ask_first`` writes go first (:mod:`deltaguard.planning.first_holders` plays each).
 
@@ -113,6 +116,7 @@ class LeasedWrite:
     :param lease_priority: its lease queue priority.
     :param weight: Airflow's effective ``priority_weight`` (higher starts first).
     :param owner: its owner (dag and task ids, map index).
+    :param after: the jobs it lets ask first (the conflicting writes of earlier phases, ADR 0040).
     """
 
     id: str
@@ -123,6 +127,7 @@ class LeasedWrite:
     lease_priority: int = 0
     weight: float = 1.0
     owner: Owner | None = None
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -324,6 +329,9 @@ class PlayedLeaseManager:
 class _State:
     ready_since: dict[str, float] = field(default_factory=dict)
     asking: dict[str, float] = field(default_factory=dict)  # in a slot, starting up: asks at
+    holding: dict[str, tuple[float, float]] = field(
+        default_factory=dict
+    )  # started up, letting earlier phases ask first: slot taken at, asks at the latest at
     in_worker: dict[str, tuple[float, float]] = field(
         default_factory=dict
     )  # waits in its slot: asked at, until
@@ -351,6 +359,7 @@ def simulate_leased(
     ask_first: Collection[str] = (),
     ask_last: Collection[str] = (),
     slot_waiters_first: bool = False,
+    phase_wait_s: float = 0.0,
     ageing_s: float = DEFAULT_AGEING_S,
     max_overtake_s: float = DEFAULT_MAX_OVERTAKE_S,
 ) -> Schedule:
@@ -377,6 +386,8 @@ def simulate_leased(
     :param slot_waiters_first: after a release, decide the requests waiting only for a slot of the gate
         before the rest of the queue (one way the race between their own checks and the re-admission of the
         released table's queue goes; default: queue order for all).
+    :param phase_wait_s: the longest a write holds its first question for the writes it lets ask first
+        (``[deltaguard] phase_wait``; default: none).
     :param ageing_s: the lease manager's seconds of waiting worth one priority level.
     :param max_overtake_s: the lease manager's longest wait that later requests may backfill past.
     :raises ValueError: on duplicate ids, unknown upstream ids or tables, a negative duration or hand-off,
@@ -388,7 +399,11 @@ def simulate_leased(
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     free_slots(worker_slots, 0)  # checks it
-    for name, value in (("handoff_s", handoff_s), ("first_check_s", first_check_s)):
+    for name, value in (
+        ("handoff_s", handoff_s),
+        ("first_check_s", first_check_s),
+        ("phase_wait_s", phase_wait_s),
+    ):
         if value < 0 or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     for write in writes:
@@ -400,6 +415,9 @@ def simulate_leased(
         for table, _ in write.claims:
             if table not in tables:
                 raise ValueError(f"no rules for table {table!r}")
+        for other in write.after:
+            if other not in by_id:
+                raise ValueError(f"job {write.id!r} lets unknown job {other!r} ask first")
     position = {w.id: i for i, w in enumerate(writes)}
     first = frozenset(ask_first)
     last = frozenset(ask_last)
@@ -454,6 +472,7 @@ def simulate_leased(
                 for j in state.ready_since
                 if j not in state.starts
                 and j not in state.asking
+                and j not in state.holding
                 and j not in manager.asked
                 and j not in manager.leases
             ]
@@ -483,12 +502,23 @@ def simulate_leased(
     def ask_due(now: float) -> bool:
         """The questions due at ``now``: the race's winners first, then in Airflow's start order, its losers
         last."""
-        due = sorted(
-            (j for j, at in state.asking.items() if at <= now),
-            key=lambda j: (0 if j in first else 2 if j in last else 1, -by_id[j].weight, position[j]),
-        )
-        for job in due:
-            slot_start = state.asking.pop(job) - slot_times.start_s
+        for job in [j for j, at in state.asking.items() if at <= now]:
+            at = state.asking.pop(job)
+            state.holding[job] = (at - slot_times.start_s, at + phase_wait_s)
+        asked = False
+        while True:
+            due = [
+                j
+                for j, (_, until) in state.holding.items()
+                if until <= now or all(a in state.first_ask for a in by_id[j].after)
+            ]
+            if not due:
+                return asked
+            job = min(
+                due, key=lambda j: (0 if j in first else 2 if j in last else 1, -by_id[j].weight, position[j])
+            )
+            slot_start, _ = state.holding.pop(job)
+            asked = True
             state.first_ask[job] = now
             because, after = state.cause[job]
             if manager.ask(job, now).granted:
@@ -500,7 +530,6 @@ def simulate_leased(
             else:
                 state.in_slot.discard(job)  # deferred: the slot is free again at once
                 manager.first_checks[job] = now + first_check_s
-        return bool(due)
 
     now = 0.0
     ended: str | None = None
@@ -537,6 +566,7 @@ def simulate_leased(
                 break
         pending = [
             *state.asking.values(),
+            *(until for _, until in state.holding.values()),
             *(at for job, at in manager.first_checks.items() if job in manager.asked and at > now),
             *(until for _, until in state.in_worker.values()),
             *(c for j, c in state.commits.items() if j not in state.released_at),

@@ -105,7 +105,8 @@ def dag_policy(dag: Any) -> None:
     """Airflow cluster policy hook (called for every DAG when DAG files are parsed).
 
     Sets ``priority_weight`` of the DAG's deltaguard write tasks that kept Airflow's default, and their
-    lease ``priority`` when it kept the operators' default. Both order work only; the lease manager
+    lease ``priority`` when it kept the operators' default, with the conflicting writes of earlier phases
+    the task lets ask first (``asks_after``, ADR 0040). All of it orders work only; the lease manager
     decides what runs at once.
 
     :param dag: the DAG being parsed.
@@ -135,11 +136,15 @@ def dag_policy(dag: Any) -> None:
             # Airflow's weight here and fails at run time with its own clear error, before any lease.
             log.warning("deltaguard: no write priorities for %s in DAG %s: %s", key, dag.dag_id, exc)
             continue
-        for task, weight, bonus in zip(tasks, ranked.weights, ranked.phase_bonus, strict=True):
+        for task, weight, bonus, after in zip(
+            tasks, ranked.weights, ranked.phase_bonus, ranked.after, strict=True
+        ):
             if task.priority_weight == DEFAULT_PRIORITY_WEIGHT:
                 task.priority_weight = weight
             if task.priority == DEFAULT_LEASE_PRIORITY:
+                # the phases order the queue only through the bonus: an author's own priority, no wait
                 task.priority = bonus
+                task.asks_after = tuple(sorted({tasks[j].task_id for j in after} - {task.task_id}))
         log.debug(
             "deltaguard: %s writes on %s (%s configuration), priorities %s, lease priorities %s",
             len(tasks),

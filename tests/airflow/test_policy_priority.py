@@ -72,6 +72,7 @@ def test_writes_that_can_run_together_share_a_phase_and_ask_first() -> None:
     ranked = table_priorities(ops, [10.0, 20.0, 5.0, 1.0], PARTITIONED, SPARK)
     assert ranked.weights == [30, 31, 6, 2]
     assert ranked.phase_bonus == [0, 1, 1, 1]  # the lease priorities: phase 0 first
+    assert ranked.after == [(1,), (), (), ()]  # #0 lets the write of phase 0 it conflicts with ask first
     assert table_priorities([update("a")] * 3, [1.0, 2.0, 3.0], PARTITIONED, SPARK).weights == [6, 7, 8]
 
 
@@ -231,6 +232,11 @@ def test_writes_started_together_rank_by_phase_at_the_lease_manager(tmp_path: An
     assert lease_priority["merge_a"] == lease_priority["merge_b"] > lease_priority["compact_c"]
     assert lease_priority["compact_c"] == lease_priority["compact_d"] > lease_priority["zorder"]
     assert lease_priority["mine"] == -3  # the author's own lease priority is kept
+    asks_after = {task_id: task.asks_after for task_id, task in by_id.items()}
+    assert asks_after["merge_a"] == asks_after["merge_b"] == ()
+    assert asks_after["compact_c"] == asks_after["compact_d"] == ("merge_a", "merge_b")
+    assert asks_after["zorder"] == ("compact_c", "compact_d", "merge_a", "merge_b")
+    assert asks_after["mine"] == ()  # with its own priority it does not wait for the phases either
 
     manager = LeaseManager(f"sqlite:///{tmp_path / 'leases.db'}")
     config = TableConfig(partition_columns=("day",), uri=table)
@@ -287,3 +293,60 @@ def test_the_policy_and_the_plan_judge_a_computed_source_as_the_operator_does() 
     config = TableConfig(partition_columns=("country",))
     assert task_operation(merge(), config).reads_target  # type: ignore[union-attr]
     assert not task_operation(merge(source_reads_target=False), config).reads_target  # type: ignore[union-attr]
+
+
+def test_a_fresh_try_lets_the_earlier_phases_of_its_run_ask_first(tmp_path: Any) -> None:
+    """The lease hook holds a try's first question until the tasks it names have asked for the table in
+    the same DAG run, and never longer than ``phase_wait``: a question of another run does not count."""
+    import time
+
+    from deltaguard.config import LeaseSettings
+    from deltaguard.core.admission import Owner
+    from deltaguard.hooks.lease import DeltaLeaseHook
+    from deltaguard.leases.keeper import LeaseTiming
+    from deltaguard.pools.priority import engine_profile
+
+    table = "/data/phased"
+    config = TableConfig(partition_columns=("day",), uri=table)
+
+    def hook(limit_s: float) -> DeltaLeaseHook:
+        return DeltaLeaseHook(
+            LeaseSettings(
+                store_url=f"sqlite:///{tmp_path / 'leases.db'}",
+                ttl_s=300,
+                heartbeat_s=10,
+                poll_s=5,
+                first_event_s=0.0,
+                deferrable=False,
+                retention_s=3600,
+                timing=LeaseTiming(ttl_s=300, heartbeat_s=10, store_timeout_s=30, commit_margin_s=5),
+                phase_wait_s=limit_s,
+            )
+        )
+
+    def ask(leases: DeltaLeaseHook, task_id: str, run_id: str) -> None:
+        leases.ask(
+            table_key=table,
+            operation=update(task_id),
+            profile=engine_profile("delta-rs"),
+            table_config=config,
+            owner=Owner(dag_id="d", run_id=run_id, task_id=task_id),
+            priority=0,
+            request_id=None,
+            expected_duration_s=None,
+        )
+
+    def waited_s(leases: DeltaLeaseHook, run_id: str, after: tuple[str, ...]) -> float:
+        started = time.monotonic()
+        leases.let_earlier_ask(Owner(dag_id="d", run_id=run_id, task_id="z"), (table,), after)
+        return time.monotonic() - started
+
+    with hook(0.6) as leases:
+        ask(leases, "a", "other_run")
+        assert waited_s(leases, "r", ("a",)) >= 0.6  # only run r's questions count
+        assert waited_s(leases, "r", ()) < 0.6  # nothing to wait for
+    with hook(600) as leases:
+        ask(leases, "a", "r")
+        ask(leases, "b", "r")
+        # asked already: no wait (a broken lookup would hold it the whole 600 s)
+        assert waited_s(leases, "r", ("a", "b")) < 300

@@ -3,6 +3,7 @@ estimates, Airflow's start order, worker slots and the hand-off of a grant out o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -326,3 +327,25 @@ def test_a_deferred_write_is_granted_no_earlier_than_its_trigger_s_first_check()
     assert polled.starts["m"] == 7 and polled.makespan_s == 12
     # a check before the release changes nothing: granted at x's release
     assert simulate_leased(writes, RULES, model(("x", "m")), handoff_s=1, slot_times=slots).starts["m"] == 5
+
+
+def test_a_later_phase_lets_the_earlier_phase_ask_first_for_a_bounded_time() -> None:
+    """The Z-order-like ``z`` starts first (Airflow's weight) on a free table. Granted at once, it keeps both
+    MERGE-like writes behind it; letting ``m1`` and ``m2`` (its earlier phase) ask first, they run together
+    and ``z`` after them. A write it waits for that never starts holds it back only ``phase_wait_s``."""
+    z = dataclasses.replace(write("z", 10, 4), after=("m1", "m2"))
+    merges = [write("m1", 10, 2, 2), write("m2", 10, 1, 2)]
+    times = SlotTimes(start_s=1.0)
+    first_come = simulate_leased([z, *merges], RULES, EXCLUSIVE, handoff_s=0, slot_times=times)
+    assert first_come.asks == {"z": 1, "m1": 1, "m2": 1}
+    assert first_come.starts["m1"] == 11 and first_come.makespan_s == 21
+    phased = simulate_leased([z, *merges], RULES, EXCLUSIVE, handoff_s=0, slot_times=times, phase_wait_s=5)
+    assert phased.starts == {"m1": 0, "m2": 0, "z": 11}  # asked at 1 s, behind the MERGEs
+    assert phased.asks["z"] == 1
+    # m2 waits for a slot held by z (two workers): z asks when its wait ends, 5 s after its start-up
+    bounded = simulate_leased(
+        [z, *merges], RULES, EXCLUSIVE, workers=2, handoff_s=0, slot_times=times, phase_wait_s=5
+    )
+    assert bounded.asks["z"] == 6
+    with pytest.raises(ValueError, match="unknown job"):
+        simulate_leased([dataclasses.replace(z, after=("nobody",))], RULES, EXCLUSIVE, phase_wait_s=5)

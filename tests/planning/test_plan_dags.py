@@ -468,6 +468,7 @@ def test_a_table_named_by_a_template_is_planned_beside_every_write(
         (["/no/such/dags", "--mapped-instances", "0"], "--mapped-instances must be at least 1"),
         (["/no/such/dags", "--start-s", "-1"], "--start-s must be a finite number >= 0"),
         (["/no/such/dags", "--end-s", "inf"], "--end-s must be a finite number >= 0"),
+        (["/no/such/dags", "--phase-wait-s", "-1"], "--phase-wait-s must be a finite number >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -501,7 +502,7 @@ def test_the_race_for_a_table_s_first_lease_is_played_and_reported(
     # both DELETEs purge partition a: they serialize, and Airflow starts them together, so either may ask
     # for the table first
     dag_file.write_text(CHECK_DAG.format(table=table, b="a", a_s=10))
-    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store", "--phase-wait-s", "0")
     assert code == 0, err
     race = found["deltaguard_range"]
     assert (
@@ -513,8 +514,14 @@ def test_the_race_for_a_table_s_first_lease_is_played_and_reported(
     assert race["worst_s"] == pytest.approx(40 + DEFAULT_HANDOFF_S + AROUND)
     assert race["best_first"] == ["purge_a"] and race["worst_first"] == ["purge_b"]
     assert found["makespan"]["deltaguard"]["makespan_s"] in (race["best_s"], race["worst_s"])
-    code, text, _ = plan(capsys, str(dag_file), "--no-store")
+    code, text, _ = plan(capsys, str(dag_file), "--no-store", "--phase-wait-s", "0")
     assert code == 0 and "whichever write asks first for a table" in text
+    # with the deployment's phase wait, purge_a (the later phase) lets purge_b ask first in every play
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    assert code == 0, err
+    race = found["deltaguard_range"]
+    assert race["best_s"] == race["worst_s"] == found["makespan"]["deltaguard"]["makespan_s"]
+    assert race["best_s"] == pytest.approx(40 + DEFAULT_HANDOFF_S + AROUND)
 
 
 def test_the_lease_manager_s_slot_gate_is_played(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
