@@ -56,6 +56,7 @@ def planned(
     worker_slots: int = 0,
     first_check_s: float = RECORDED_FIRST_CHECK_S,
     phase_wait_s: float = 0.0,
+    cold_start_s: float | None = None,
 ) -> dict[str, Any]:
     """The plan's JSON for the deltaguard DAG of ``seed``'s workload."""
     import os
@@ -93,6 +94,7 @@ def planned(
                 str(first_check_s),
                 "--phase-wait-s",
                 str(phase_wait_s),
+                *([] if cold_start_s is None else ["--cold-start-s", str(cold_start_s)]),
             ]
         )
     if code != 0:
@@ -155,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         "wait ran with; 5, the option's default, for a sweep with it)",
     )
     parser.add_argument(
+        "--cold-start-s",
+        type=float,
+        default=None,
+        help="the start-up of a task on a worker the executor starts for it (default: --start-s); a sweep "
+        "that starts a fresh Airflow for deltaguard alone starts its first tasks on new workers",
+    )
+    parser.add_argument(
         "--true-durations",
         action="store_true",
         help="declare each write's true duration instead of the noisy estimate the benchmark's DAG declares",
@@ -183,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.worker_slots,
                 args.first_check_s,
                 args.phase_wait_s,
+                args.cold_start_s,
             )
         row: dict[str, Any] = {"seed": run["seed"]}
         for policy, measured_key in (("one_slot_pools", "one_slot_pools_s"), ("deltaguard", "deltaguard_s")):
@@ -244,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         "worker_slots": args.worker_slots,
         "first_check_s": args.first_check_s,
         "phase_wait_s": args.phase_wait_s,
+        "cold_start_s": args.cold_start_s,
         "durations": (
             "true durations"
             if args.true_durations

@@ -76,6 +76,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Airflow logs it through the operator's checks (default: measured under the real scheduler, docs/plan.md)",
     )
     parser.add_argument(
+        "--cold-start-s",
+        type=float,
+        default=None,
+        help="--start-s of a task on a worker the executor starts for it: the run's first tasks in a "
+        "freshly started deployment (default: --start-s, warm workers)",
+    )
+    parser.add_argument(
         "--end-s",
         type=float,
         default=None,
@@ -146,10 +153,10 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         raise UsageError(f"--handoff-s must be a finite number >= 0, got {args.handoff_s}")
     start_s = DEFAULT_SLOT_TIMES.start_s if args.start_s is None else args.start_s
     end_s = DEFAULT_SLOT_TIMES.end_s if args.end_s is None else args.end_s
-    for flag, value in (("--start-s", start_s), ("--end-s", end_s)):
-        if not 0 <= value < float("inf"):
+    for flag, value in (("--start-s", start_s), ("--end-s", end_s), ("--cold-start-s", args.cold_start_s)):
+        if value is not None and not 0 <= value < float("inf"):
             raise UsageError(f"{flag} must be a finite number >= 0, got {value}")
-    slot_times = SlotTimes(start_s, end_s)
+    slot_times = SlotTimes(start_s, end_s, args.cold_start_s)
     try:
         documents = load_table_documents(args.tables)
         dags = load_dags(args.path, args.dag_id)

@@ -282,9 +282,10 @@ def build_plan(
             phase_wait_s=phase_wait_s,
         )
 
+    cold_extra = slot_times.start_up_s(cold=True) - slot_times.start_s
     schedules = {
-        "one_slot_pools": simulate(jobs, one_slot, workers),
-        "all_at_once": simulate(jobs, at_once, workers),
+        "one_slot_pools": simulate(jobs, one_slot, workers, cold_extra_s=cold_extra),
+        "all_at_once": simulate(jobs, at_once, workers, cold_extra_s=cold_extra),
         "deltaguard": play(),
     }
     tables_of = {w.id: {table for table, _ in w.claims} for w in leased if w.claims}
@@ -336,8 +337,13 @@ def plan_limits(
         f"{first_check_s:g} s after "
         f"the deferral; under deltaguard a write granted out of the lease queue writes {handoff_s:g} s "
         "after its grant or the worker slot it then waited for (the hand-off); a write's task holds its "
-        f"worker slot {slot_times.start_s:g} s before its lease question (start-up) and {slot_times.end_s:g} s "
-        "after its commit (release, task end)"
+        f"worker slot {slot_times.start_s:g} s before its lease question (start-up"
+        + (
+            ""
+            if slot_times.cold_start_s is None
+            else f"; {slot_times.cold_start_s:g} s on a worker the executor starts for it"
+        )
+        + f") and {slot_times.end_s:g} s after its commit (release, task end)"
     )
 
 

@@ -146,16 +146,24 @@ class SlotTimes:
         after its DAG parse, through the operator's checks of its input and the request itself); a write
         granted at that question writes at once.
     :param end_s: from its commit to leaving the slot (the release, the task's end).
+    :param cold_start_s: ``start_s`` of a task that takes a slot no task of the run has held before: the
+        executor starts a worker for it, and the tasks that start together share the machine's cores
+        (``None``: ``start_s``, warm workers).
     """
 
     start_s: float = 0.0
     end_s: float = 0.0
+    cold_start_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("start_s", "end_s"):
+        for name in ("start_s", "end_s", "cold_start_s"):
             value = getattr(self, name)
-            if value < 0 or not math.isfinite(value):
+            if value is not None and (value < 0 or not math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    def start_up_s(self, cold: bool) -> float:
+        """The start-up of a task on a new worker (``cold``) or on one an earlier task of the run held."""
+        return self.start_s if not cold or self.cold_start_s is None else self.cold_start_s
 
 
 class PlayedLeaseManager:
@@ -329,6 +337,8 @@ class PlayedLeaseManager:
 class _State:
     ready_since: dict[str, float] = field(default_factory=dict)
     asking: dict[str, float] = field(default_factory=dict)  # in a slot, starting up: asks at
+    start_up: dict[str, float] = field(default_factory=dict)  # each write's start-up before its question
+    peak_slots: int = 0  # the most worker slots held at once so far: a slot beyond it is a new worker
     holding: dict[str, tuple[float, float]] = field(
         default_factory=dict
     )  # started up, letting earlier phases ask first: slot taken at, asks at the latest at
@@ -439,7 +449,7 @@ def simulate_leased(
             state.to_resume[job] = now
             state.granted_after[job] = (because, after)
         for job, (_, until) in list(state.in_worker.items()):
-            if now >= until or manager.wait_in_worker_until(job, now, slot_times.start_s) is None:
+            if now >= until or manager.wait_in_worker_until(job, now, state.start_up[job]) is None:
                 del state.in_worker[job]  # its blockers are late or changed: it defers after all
                 state.in_slot.discard(job)
                 manager.first_checks[job] = now + first_check_s
@@ -481,6 +491,8 @@ def simulate_leased(
             job = min(candidates, key=lambda j: (-by_id[j].weight, position[j]))
             write = by_id[job]
             state.in_slot.add(job)
+            cold = len(state.in_slot) > state.peak_slots
+            state.peak_slots = max(state.peak_slots, len(state.in_slot))
             if job in state.to_resume:
                 granted_at = state.to_resume.pop(job)
                 waited_slot = now > granted_at
@@ -497,14 +509,15 @@ def simulate_leased(
                 state.starts[job] = now
                 state.ends[job] = now + write.duration_s
                 continue
-            state.asking[job] = now + slot_times.start_s
+            state.start_up[job] = slot_times.start_up_s(cold)
+            state.asking[job] = now + state.start_up[job]
 
     def ask_due(now: float) -> bool:
         """The questions due at ``now``: the race's winners first, then in Airflow's start order, its losers
         last."""
         for job in [j for j, at in state.asking.items() if at <= now]:
             at = state.asking.pop(job)
-            state.holding[job] = (at - slot_times.start_s, at + phase_wait_s)
+            state.holding[job] = (at - state.start_up[job], at + phase_wait_s)
         asked = False
         while True:
             due = [
@@ -524,7 +537,7 @@ def simulate_leased(
             if manager.ask(job, now).granted:
                 write_from(job, now, slot_start, because, after)
                 continue
-            until = manager.wait_in_worker_until(job, now, slot_times.start_s)
+            until = manager.wait_in_worker_until(job, now, state.start_up[job])
             if until is not None:
                 state.in_worker[job] = (now, until)  # waits for an imminent release in its slot
             else:

@@ -127,6 +127,7 @@ def simulate(
     admit: Admit,
     workers: int | None = None,
     priority: Mapping[str, float] | None = None,
+    cold_extra_s: float = 0.0,
 ) -> Schedule:
     """List-schedule ``jobs`` in virtual time.
 
@@ -134,6 +135,8 @@ def simulate(
     :param admit: which running jobs keep a ready job from starting.
     :param workers: how many jobs may run at once (``None``: as many as are ready).
     :param priority: the order ready jobs are tried in, highest first (default: :func:`bottom_levels`).
+    :param cold_extra_s: seconds a job started on a new worker takes longer (one that raises the most jobs
+        ever run at once: the executor starts a worker for it).
     :raises ValueError: on duplicate ids, unknown upstream ids, a cycle, a negative duration or
         ``workers < 1``.
     """
@@ -152,6 +155,7 @@ def simulate(
     blocked_by: dict[str, tuple[str, ...]] = {}
     waited_worker: set[str] = set()
     running: list[str] = []
+    peak = 0
     now = 0.0
     while len(ends) < len(jobs):
         ready = sorted(
@@ -172,8 +176,10 @@ def simulate(
                 blocked_by[job_id] = blockers
                 continue
             starts[job_id] = now
-            ends[job_id] = now + by_id[job_id].duration_s
             running.append(job_id)
+            cold = len(running) > peak
+            peak = max(peak, len(running))
+            ends[job_id] = now + by_id[job_id].duration_s + (cold_extra_s if cold else 0.0)
         if not running:  # pragma: no cover - admit blocks only on running jobs, so something started
             raise RuntimeError("no job could start although none is running")
         now = min(ends[job_id] for job_id in running)

@@ -349,3 +349,17 @@ def test_a_later_phase_lets_the_earlier_phase_ask_first_for_a_bounded_time() -> 
     assert bounded.asks["z"] == 6
     with pytest.raises(ValueError, match="unknown job"):
         simulate_leased([dataclasses.replace(z, after=("nobody",))], RULES, EXCLUSIVE, phase_wait_s=5)
+
+
+def test_the_first_tasks_on_new_workers_start_up_slower() -> None:
+    """A task that takes a worker slot no task of the run held before starts a worker: it pays the cold
+    start-up. A task that takes a slot a deferred write freed starts warm."""
+    writes = [write("x", 10, 4), write("m1", 10, 3), write("other", 5, 1, table="u")]
+    times = SlotTimes(start_s=1.0, cold_start_s=6.0)
+    schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=0, slot_times=times)
+    # x and m1 start cold (6 s); m1 defers behind x and frees its slot; other takes it warm (1 s)
+    assert schedule.asks == {"x": 6, "m1": 6, "other": 7}
+    warm = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=0, slot_times=SlotTimes(start_s=1.0))
+    assert warm.asks == {"x": 1, "m1": 1, "other": 2}
+    with pytest.raises(ValueError, match="cold_start_s"):
+        SlotTimes(cold_start_s=-1.0)

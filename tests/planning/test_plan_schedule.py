@@ -83,3 +83,10 @@ def test_a_given_priority_decides_which_conflicting_job_starts_first() -> None:
     admit = pairs(("a", "b"))
     assert simulate(jobs, admit).starts["b"] == 0  # type: ignore[arg-type]  # longest first by default
     assert simulate(jobs, admit, priority={"a": 2, "b": 1}).starts["a"] == 0  # type: ignore[arg-type]
+
+
+def test_a_job_on_a_new_worker_takes_the_cold_start_longer() -> None:
+    jobs = [Job("a", 10), Job("b", 20), Job("c", 5)]
+    schedule = simulate(jobs, pairs(("a", "b")), workers=2, cold_extra_s=4)  # type: ignore[arg-type]
+    # b and c start on the two new workers; a, after b, on b's worker
+    assert schedule.ends == {"b": 24, "c": 9, "a": 34}
