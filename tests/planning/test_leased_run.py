@@ -359,7 +359,9 @@ def test_the_first_tasks_on_new_workers_start_up_slower() -> None:
     schedule = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=0, slot_times=times)
     # x and m1 start cold (6 s); m1 defers behind x and frees its slot; other takes it warm (1 s)
     assert schedule.asks == {"x": 6, "m1": 6, "other": 7}
-    warm = simulate_leased(writes, RULES, EXCLUSIVE, workers=2, handoff_s=0, slot_times=SlotTimes(start_s=1.0))
+    warm = simulate_leased(
+        writes, RULES, EXCLUSIVE, workers=2, handoff_s=0, slot_times=SlotTimes(start_s=1.0)
+    )
     assert warm.asks == {"x": 1, "m1": 1, "other": 2}
     with pytest.raises(ValueError, match="cold_start_s"):
         SlotTimes(cold_start_s=-1.0)
