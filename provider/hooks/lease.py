@@ -261,7 +261,12 @@ class DeltaLeaseHook(BaseHook):
         started = time.monotonic()
         missing = set(task_ids)
         while True:
-            missing -= self._asked_in_run(owner, table_keys)
+            try:
+                missing -= self._asked_in_run(owner, table_keys)
+            except StoreError as exc:
+                # the order of questions is an optimisation: the question itself meets the store's error
+                (log or self.log).info("deltaguard: no phase wait, the decision log cannot be read (%s)", exc)
+                return
             left = limit - (time.monotonic() - started)
             if not missing or left <= 0:
                 break
@@ -279,8 +284,15 @@ class DeltaLeaseHook(BaseHook):
         asked = set()
         for key in table_keys:
             for row in self.manager.store.decisions(uri=key, since=since, kinds=("grant", "wait"), limit=500):
-                other = json.loads(row.owner_key)
-                if other.get("dag_id") == owner.dag_id and other.get("run_id") == owner.run_id:
+                try:
+                    other = json.loads(row.owner_key)
+                except ValueError:
+                    continue  # not an owner this version writes: not one of the run's tasks
+                if (
+                    isinstance(other, dict)
+                    and other.get("dag_id") == owner.dag_id
+                    and other.get("run_id") == owner.run_id
+                ):
                     asked.add(str(other.get("task_id")))
         return asked
 

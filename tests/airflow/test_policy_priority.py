@@ -302,6 +302,7 @@ def test_a_fresh_try_lets_the_earlier_phases_of_its_run_ask_first(tmp_path: Any)
 
     from deltaguard.config import LeaseSettings
     from deltaguard.core.admission import Owner
+    from deltaguard.exceptions import StoreError
     from deltaguard.hooks.lease import DeltaLeaseHook
     from deltaguard.leases.keeper import LeaseTiming
     from deltaguard.pools.priority import engine_profile
@@ -350,3 +351,10 @@ def test_a_fresh_try_lets_the_earlier_phases_of_its_run_ask_first(tmp_path: Any)
         ask(leases, "b", "r")
         # asked already: no wait (a broken lookup would hold it the whole 600 s)
         assert waited_s(leases, "r", ("a", "b")) < 300
+
+        def unreadable(**_: Any) -> Any:
+            raise StoreError("the decision log is gone")
+
+        # the wait only orders questions: a store error ends it, and the question meets the error itself
+        leases.manager.store.decisions = unreadable  # type: ignore[method-assign]
+        assert waited_s(leases, "r", ("c",)) < 300
