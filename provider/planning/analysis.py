@@ -70,6 +70,8 @@ class PlannedTask:
     :param upstream: ids of the instances that must end before it starts.
     :param map_index: the instance's map index (``None``: not mapped).
     :param lease_priority: its author's lease queue priority (0: the one the ``dag_policy`` gives it).
+    :param asks_after: the tasks it lets ask first, as the ``dag_policy`` set them when the DAG was parsed
+        (ADR 0040; none for a task the policy does not phase).
     """
 
     id: str
@@ -80,6 +82,7 @@ class PlannedTask:
     upstream: tuple[str, ...] = ()
     map_index: int | None = None
     lease_priority: int = 0
+    asks_after: tuple[str, ...] = ()
 
     @property
     def estimate_s(self) -> float | None:
@@ -258,10 +261,10 @@ def build_plan(
     def at_once(job: str, running: Sequence[str]) -> Sequence[str]:
         return ()
 
-    start_order, bonuses, after = _policy_priorities(
+    start_order, bonuses = _policy_priorities(
         [Job(task.id, _policy_seconds(task), task.upstream) for task in tasks], writes_on, settings
     )
-    leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses, after)
+    leased = _leased_writes(dag_id, tasks, settings, start_order, bonuses)
     rules = {table: TableRules(s.config, s.profile) for table, s in settings.items()}
 
     def play(
@@ -356,16 +359,14 @@ def _policy_seconds(task: PlannedTask) -> float:
 
 def _policy_priorities(
     jobs: Sequence[Job], writes_on: dict[str, list[tuple[str, Target]]], settings: dict[str, TableSetting]
-) -> tuple[dict[str, float], dict[str, int], dict[str, set[str]]]:
+) -> tuple[dict[str, float], dict[str, int]]:
     """What the priority policy gives the run's tasks (:func:`~deltaguard.core.priority.table_priorities`,
     as ``dag_policy`` does): the order Airflow starts ready tasks in (each task's weight, 1 for a task that
     is not a write, summed over the task and everything downstream of it: Airflow's default weight rule),
-    each write's phase bonus (its lease queue priority; the highest of its tables'), and the writes it lets
-    ask first (the conflicting writes of earlier phases on any of its tables)."""
+    and each write's phase bonus (its lease queue priority; the highest of its tables')."""
     durations = {job.id: job.duration_s for job in jobs}
     own: dict[str, float] = dict.fromkeys(durations, 1.0)
     bonus: dict[str, int] = {}
-    after: dict[str, set[str]] = {}
     for table, members in writes_on.items():
         setting = settings[table]
         ranked = table_priorities(
@@ -374,13 +375,10 @@ def _policy_priorities(
             setting.config,
             setting.profile,
         )
-        for (job, _), weight, phase, earlier in zip(
-            members, ranked.weights, ranked.phase_bonus, ranked.after, strict=True
-        ):
+        for (job, _), weight, phase in zip(members, ranked.weights, ranked.phase_bonus, strict=True):
             own[job] = max(own[job], float(weight))
             bonus[job] = max(bonus.get(job, phase), phase)
-            after.setdefault(job, set()).update(members[j][0] for j in earlier)
-    return downstream_sums(jobs, own), bonus, after
+    return downstream_sums(jobs, own), bonus
 
 
 def _leased_writes(
@@ -389,11 +387,14 @@ def _leased_writes(
     settings: dict[str, TableSetting],
     weights: dict[str, float],
     bonuses: dict[str, int],
-    after: dict[str, set[str]],
 ) -> list[LeasedWrite]:
     """The run's tasks as the lease manager sees them. An operation not known before the run is judged as
     a metadata change (kept apart from every write on its table); a table named by a template may be any
-    table, so such a write claims every table of the plan."""
+    table, so such a write claims every table of the plan. A write lets ask first every instance of the
+    tasks its ``asks_after`` names."""
+    instances: dict[str, list[str]] = {}
+    for task in tasks:
+        instances.setdefault(task.task_id, []).append(task.id)
     known_tables = sorted(t for t in settings if not t.startswith(TEMPLATED_TABLE))
     found = []
     for task in tasks:
@@ -411,8 +412,7 @@ def _leased_writes(
                 claims=tuple(sorted(claims.items())),
                 estimate_s=task.estimate_s,
                 lease_priority=task.lease_priority or bonuses.get(task.id, 0),
-                # as dag_policy: a write with its author's own priority does not wait for the phases
-                after=() if task.lease_priority else tuple(sorted(after.get(task.id, set()) - {task.id})),
+                after=tuple(job for other in task.asks_after for job in instances.get(other, ())),
                 weight=weights[task.id],
                 owner=Owner(
                     dag_id=dag_id,

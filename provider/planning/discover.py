@@ -294,6 +294,7 @@ def discover(
                 upstream(write.task.task_id),
                 write.map_index,
                 int(getattr(write.task, "priority", 0) or 0),
+                tuple(getattr(write.task, "asks_after", ()) or ()),
             )
         )
     for task_id, _task in others:

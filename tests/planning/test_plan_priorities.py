@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from deltaguard.core.operations import Operation, OperationKind
 from deltaguard.core.priority import DEFAULT_EXPECTED_S
 from deltaguard.core.profiles import EngineName, EngineProfile
@@ -28,3 +30,19 @@ def test_a_duration_known_only_from_the_decision_log_does_not_order_the_start() 
     played = build_plan("d", tasks, SETTINGS, handoff_s=0, slot_times=SlotTimes(0, 0)).schedules["deltaguard"]
     assert played.starts["recorded"] == 0
     assert played.ends["recorded"] == 13 and played.starts["declared"] == 13
+
+
+def test_a_write_lets_the_tasks_the_policy_named_ask_first_whatever_its_lease_priority() -> None:
+    """``asks_after`` is what ``dag_policy`` set on the parsed task; the policy also sets the lease priority,
+    so a write of a middle phase carries both. Played first in the race for the table, ``z`` is held until
+    ``m`` has asked, so no play puts ``z`` ahead."""
+    m = update("m", 30, "declared")
+    z = dataclasses.replace(update("z", 20, "declared"), lease_priority=2, asks_after=("m",))
+    after_z = PlannedTask("n", "n", (), 30, "other task", ("z",))  # z first would end the run sooner
+    times = SlotTimes(1, 0)
+    unheld = dataclasses.replace(z, asks_after=())
+    free = build_plan("d", [m, unheld, after_z], SETTINGS, slot_times=times)
+    held = build_plan("d", [m, z, after_z], SETTINGS, slot_times=times, phase_wait_s=5)
+    assert free.race is not None and held.race is not None
+    assert free.race.best.ends["z"] < free.race.best.ends["m"]
+    assert all(play.ends["m"] < play.ends["z"] for play in (held.race.best, held.race.worst))
