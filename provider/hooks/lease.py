@@ -285,15 +285,11 @@ class DeltaLeaseHook(BaseHook):
         for key in table_keys:
             for row in self.manager.store.decisions(uri=key, since=since, kinds=("grant", "wait"), limit=500):
                 try:
-                    other = json.loads(row.owner_key)
-                except ValueError:
+                    other = Owner.from_json(json.loads(row.owner_key))
+                except (ValueError, TypeError, AttributeError):
                     continue  # not an owner this version writes: not one of the run's tasks
-                if (
-                    isinstance(other, dict)
-                    and other.get("dag_id") == owner.dag_id
-                    and other.get("run_id") == owner.run_id
-                ):
-                    asked.add(str(other.get("task_id")))
+                if (other.dag_id, other.run_id) == (owner.dag_id, owner.run_id):
+                    asked.add(other.task_id)
         return asked
 
     def wait_for_grant(

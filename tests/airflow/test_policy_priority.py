@@ -295,66 +295,63 @@ def test_the_policy_and_the_plan_judge_a_computed_source_as_the_operator_does() 
     assert not task_operation(merge(source_reads_target=False), config).reads_target  # type: ignore[union-attr]
 
 
-def test_a_fresh_try_lets_the_earlier_phases_of_its_run_ask_first(tmp_path: Any) -> None:
+def test_a_fresh_try_lets_the_earlier_phases_of_its_run_ask_first(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The lease hook holds a try's first question until the tasks it names have asked for the table in
-    the same DAG run, and never longer than ``phase_wait``: a question of another run does not count."""
+    the same DAG run, and never longer than ``phase_wait`` (read from Airflow's configuration): a question
+    of another run does not count, and a store error ends the wait."""
     import time
 
-    from deltaguard.config import LeaseSettings
-    from deltaguard.core.admission import Owner
+    from deltaguard import config as dg_config
     from deltaguard.exceptions import StoreError
-    from deltaguard.hooks.lease import DeltaLeaseHook
-    from deltaguard.leases.keeper import LeaseTiming
+    from deltaguard.hooks.lease import DeltaLeaseHook, task_owner
     from deltaguard.pools.priority import engine_profile
 
-    table = "/data/phased"
-    config = TableConfig(partition_columns=("day",), uri=table)
+    table = str(tmp_path / "lake" / "sales eu")
+    run = "scheduled__2026-12-07T00:00:00+00:00"
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", f"sqlite:///{tmp_path / 'leases.db'}")
 
-    def hook(limit_s: float) -> DeltaLeaseHook:
-        return DeltaLeaseHook(
-            LeaseSettings(
-                store_url=f"sqlite:///{tmp_path / 'leases.db'}",
-                ttl_s=300,
-                heartbeat_s=10,
-                poll_s=5,
-                first_event_s=0.0,
-                deferrable=False,
-                retention_s=3600,
-                timing=LeaseTiming(ttl_s=300, heartbeat_s=10, store_timeout_s=30, commit_margin_s=5),
-                phase_wait_s=limit_s,
-            )
-        )
+    def hook(limit: str) -> DeltaLeaseHook:
+        monkeypatch.setenv("AIRFLOW__DELTAGUARD__PHASE_WAIT", limit)
+        return DeltaLeaseHook(dg_config.lease_settings())
 
     def ask(leases: DeltaLeaseHook, task_id: str, run_id: str) -> None:
         leases.ask(
             table_key=table,
             operation=update(task_id),
             profile=engine_profile("delta-rs"),
-            table_config=config,
-            owner=Owner(dag_id="d", run_id=run_id, task_id=task_id),
+            table_config=TableConfig(partition_columns=("day",), uri=table),
+            owner=task_owner("nightly.sales", run_id, task_id, None, 1),
             priority=0,
             request_id=None,
-            expected_duration_s=None,
         )
 
     def waited_s(leases: DeltaLeaseHook, run_id: str, after: tuple[str, ...]) -> float:
         started = time.monotonic()
-        leases.let_earlier_ask(Owner(dag_id="d", run_id=run_id, task_id="z"), (table,), after)
+        leases.let_earlier_ask(task_owner("nightly.sales", run_id, "compact.zorder", 3, 1), (table,), after)
         return time.monotonic() - started
 
-    with hook(0.6) as leases:
-        ask(leases, "a", "other_run")
-        assert waited_s(leases, "r", ("a",)) >= 0.6  # only run r's questions count
-        assert waited_s(leases, "r", ()) < 0.6  # nothing to wait for
-    with hook(600) as leases:
-        ask(leases, "a", "r")
-        ask(leases, "b", "r")
-        # asked already: no wait (a broken lookup would hold it the whole 600 s)
-        assert waited_s(leases, "r", ("a", "b")) < 300
+    def unreadable(**_: Any) -> Any:
+        raise StoreError("the decision log is gone")
 
-        def unreadable(**_: Any) -> Any:
-            raise StoreError("the decision log is gone")
+    def unread(**_: Any) -> Any:
+        raise AssertionError("the decision log is read although nothing is waited for")
+
+    with hook("0.6") as leases:
+        ask(leases, "merge.eu_de", "manual__2026-12-06T23:59:59+00:00")
+        assert waited_s(leases, run, ("merge.eu_de",)) >= 0.6  # only this run's questions count
+        leases.manager.store.decisions = unread  # type: ignore[method-assign]
+        waited_s(leases, run, ())  # nothing to wait for: the decision log is not read at all
+    with hook("600") as leases:
+        ask(leases, "merge.eu_de", run)
+        ask(leases, "merge.eu_fr", run)
+        # asked already: no wait (a broken lookup would hold it the whole 600 s)
+        assert waited_s(leases, run, ("merge.eu_de", "merge.eu_fr")) < 300
 
         # the wait only orders questions: a store error ends it, and the question meets the error itself
         leases.manager.store.decisions = unreadable  # type: ignore[method-assign]
-        assert waited_s(leases, "r", ("c",)) < 300
+        assert waited_s(leases, run, ("merge.eu_it",)) < 300
+    with hook("0") as leases:
+        leases.manager.store.decisions = unread  # type: ignore[method-assign]
+        waited_s(leases, run, ("merge.eu_it",))  # off: not read either
