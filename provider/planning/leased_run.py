@@ -506,8 +506,10 @@ def simulate_leased(
                 continue
             state.cause[job] = _ready_cause(write, state, now, freed_by)
             if not write.claims:
+                # a plain task has no start-up of its own here, but a new worker's costs it as it does a write
+                extra = slot_times.start_up_s(cold) - slot_times.start_s
                 state.starts[job] = now
-                state.ends[job] = now + write.duration_s
+                state.ends[job] = now + write.duration_s + extra
                 continue
             state.start_up[job] = slot_times.start_up_s(cold)
             state.asking[job] = now + state.start_up[job]
