@@ -35,7 +35,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from deltaguard.core.delta_history import consistent_history
@@ -53,10 +53,11 @@ from deltaguard.engines.fencing import (
 )
 from deltaguard.engines.spark import engine_fence
 from deltaguard.engines.spark.errors import source_check_message, to_conflict_error
+from deltaguard.engines.spark.job_fence import cancelled_when_lost
 from deltaguard.engines.spark.ops import conf_get, history, table_exists
 from deltaguard.engines.spark.runners import execute, operation_names, validate_spec
 from deltaguard.engines.spark.session import ANSI_CONF, PARSER_CONFS, SESSION_TIME_ZONE_CONF, parse_ansi
-from deltaguard.engines.spark.setup import check_delta_available, installed_version
+from deltaguard.engines.spark.setup import check_delta_available, installed_version, is_connect
 from deltaguard.engines.spark.target import SparkTarget
 from deltaguard.engines.specs import WriteContext, WriteSpec, write_name
 
@@ -71,10 +72,6 @@ DATABRICKS_ENGINE_CONF = "spark.databricks.clusterUsageTags.runtimeEngine"
 
 
 SessionSource = Any  # a SparkSession or a zero-argument callable returning one
-
-
-def _is_connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _existing_connect_session() -> Any:
@@ -299,7 +296,7 @@ class SparkEngine(DeltaEngine):
         value = ""
         with contextlib.suppress(Exception):  # no session (Databricks without one), or conf unreadable
             session = self.session()
-            if self._session_per_write and not _is_connect(session):
+            if self._session_per_write and not is_connect(session):
                 session = session.newSession()
             value = conf_get(session, key, typed=typed).strip()
         return value or configured
@@ -326,7 +323,7 @@ class SparkEngine(DeltaEngine):
         which the conflict model then does not understand (closed world)."""
         try:
             session = self.session()
-            if self._session_per_write and not _is_connect(session):
+            if self._session_per_write and not is_connect(session):
                 session = session.newSession()
             listed = session.conf.getAll
             return {str(k): str(v) for k, v in dict(listed).items()}
@@ -525,7 +522,7 @@ class SparkEngine(DeltaEngine):
         user_metadata = json.dumps(metadata, sort_keys=True) if metadata else None
         with (
             self._write_session(spark) as write_spark,
-            _cancelled_when_lost(write_spark, context, self._connect_url, self._connect_conn_id) as lost,
+            cancelled_when_lost(write_spark, context, self._connect_url, self._connect_conn_id) as lost,
         ):
             try:
                 if context.fence is not None:
@@ -598,7 +595,7 @@ class SparkEngine(DeltaEngine):
             with shared:
                 yield spark
             return
-        if not _is_connect(spark):
+        if not is_connect(spark):
             yield spark.newSession()
             return
         if self._connect_url is None:
@@ -745,72 +742,3 @@ def _metrics(raw: Mapping[str, Any] | None) -> dict[str, Any]:
         except (TypeError, ValueError):
             out[key] = value
     return out
-
-
-@contextlib.contextmanager
-def _cancelled_when_lost(
-    spark: SparkSession,
-    context: WriteContext,
-    url: str | None = None,
-    conn_id: str | None = None,
-) -> Iterator[threading.Event]:
-    """Run the write's Spark jobs under their own job group (or Connect tag), cancelled if the lease is lost.
-
-    Yields an event that is set once the fence reported the lease lost, so the interrupted write's error
-    is reported as fenced rather than as a failure of the job (ADR 0018).
-
-    On Spark Connect the work runs on the server and outlives a frozen or killed worker, whose ``on_lost``
-    then never runs: the fence handle of the tag (:func:`~deltaguard.engines.spark.connect_fence.connect_handle`)
-    is recorded on the lease first (the fence's optional ``remote_work``), so the lease is not reclaimed
-    until a fence confirmed the work stopped (ADR 0033); once every operation of the write's session is
-    seen ended, the handle is dropped again (``remote_work_ended``).
-    """
-    lost = threading.Event()
-    fence = context.fence
-    if fence is None:
-        yield lost
-        return
-    group = f"deltaguard-{uuid.uuid4().hex}"
-    interrupt: Callable[[], object]
-    forget: Callable[[], object]
-    handle: dict[str, str] | None = None
-    if _is_connect(spark):
-        spark.addTag(group)
-        interrupt = functools.partial(spark.interruptTag, group)
-        forget = functools.partial(spark.removeTag, group)
-        record = getattr(fence, "remote_work", None)
-        if record is not None:
-            from deltaguard.engines.spark.connect_fence import connect_handle
-
-            handle = connect_handle(spark, group, url, conn_id)
-            try:
-                record(handle)
-            except Exception as exc:
-                spark.removeTag(group)
-                raise fenced_error(exc, "the table") from exc
-    else:
-        jobs = spark.sparkContext
-        jobs.setJobGroup(group, "deltaguard write", interruptOnCancel=True)
-        interrupt = functools.partial(jobs.cancelJobGroup, group)
-        # None removes the property (the JVM's SparkContext.setLocalProperty); pyspark types the value as str
-        forget = functools.partial(jobs.setLocalProperty, "spark.jobGroup.id", None)  # type: ignore[arg-type]
-
-    def cancel() -> None:
-        lost.set()
-        interrupt()
-
-    unregister = fence.on_lost(cancel)
-    try:
-        yield lost
-    finally:
-        unregister()
-        forget()
-        ended = getattr(fence, "remote_work_ended", None)
-        if handle is not None and ended is not None:
-            from deltaguard.engines.spark.connect_fence import all_ended
-
-            # Seen ended here: no fence is needed for it any more. Not seen ended (the session is then
-            # released without waiting for it): the handle stays, and the lease, if it expires, is not
-            # reclaimed until a fence or an operator confirms the work stopped.
-            if all_ended(spark):
-                ended(handle)

@@ -106,7 +106,8 @@ def with_delta_jars(conf: Mapping[str, str], environ: Mapping[str, str] | None =
     return merged
 
 
-def _is_connect(spark: Any) -> bool:
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (classic sessions live in ``pyspark.sql``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
@@ -133,7 +134,7 @@ def check_delta_available(spark: Any) -> None:
     """
     if on_databricks(spark):
         return
-    if _is_connect(spark):
+    if is_connect(spark):
         extensions = _conf_get(spark, "spark.sql.extensions")
         if DELTA_EXTENSION not in extensions:
             raise SparkSetupError(
