@@ -161,3 +161,32 @@ def test_installed_package_resolves_to_the_mapped_folders() -> None:
     assert Path(operators_init).parent.name in {"operators"}
     assert Path(sensors_init).parent.name in {"sensors"}
     assert bare == "None None"
+
+
+#: A shipped module longer than this holds more than one job; split it along the jobs.
+MAX_MODULE_LINES = 800
+
+
+def _long_modules(folders: dict[str, str], limit: int) -> dict[str, int]:
+    long: dict[str, int] = {}
+    for folder in folders.values():
+        for module in (REPO / folder).rglob("*.py"):
+            lines = len(module.read_text(encoding="utf-8").splitlines())
+            if lines > limit:
+                long[str(module.relative_to(REPO))] = lines
+    return long
+
+
+def test_no_shipped_module_is_longer_than_the_limit() -> None:
+    assert _long_modules(FOLDERS, MAX_MODULE_LINES) == {}
+
+
+def test_the_length_check_finds_a_long_module() -> None:
+    # the longest shipped module, measured against a limit one line below its length
+    lengths = {
+        str(m.relative_to(REPO)): len(m.read_text(encoding="utf-8").splitlines())
+        for folder in FOLDERS.values()
+        for m in (REPO / folder).rglob("*.py")
+    }
+    name, lines = max(lengths.items(), key=lambda item: item[1])
+    assert _long_modules(FOLDERS, lines - 1) == {name: lines}
