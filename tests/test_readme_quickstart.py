@@ -47,6 +47,8 @@ def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
     for task in ("create_sales", "merge_de", "merge_fr", "log_events", "optimize_sales"):
         assert f"end task task_id={task}" in log, task
     assert "lease granted" in log and "committed MERGE" in log
+    # the plan, before the run: the table is partitioned as create_sales creates it, the MERGEs overlap
+    assert "as create_sales creates it" in log and "merge_de + merge_fr" in log
 
     lake = tmp_path / "airflow" / "lake"
     sales = DeltaTable(str(lake / "sales"))

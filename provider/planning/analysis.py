@@ -96,7 +96,8 @@ class TableSetting:
 
     :param config: the configuration.
     :param source: ``table`` (read from its Delta log), ``document`` (a declared table document),
-        ``recorded`` (the lease store's last decision) or ``assumed``.
+        ``recorded`` (the lease store's last decision), ``created`` (as a write of the DAG creates it) or
+        ``assumed``.
     :param note: what was assumed or why the table was not read.
     :param profile: the engine whose rules judge its writes.
     """

@@ -12,8 +12,10 @@ mapped over an upstream task's output has a number of instances not known before
 A table's configuration comes from, in this order: the table itself (its Delta log, read with delta-rs,
 when the URI is absolute and a table is there), a declared table document (``{"<table>": <the table
 object of a deltaguard check document>}``), the lease store's last decision on it, else an assumption
-stated in the plan: the table exists, unpartitioned, without table properties (default isolation level),
-the strictest reading of a plain table. Durations:
+stated in the plan: for a table not there yet that one write of the DAG creates with ``partition_by``
+before every other write of the DAG on it, partitioned as that write creates it; otherwise the table exists,
+unpartitioned, without table properties (default isolation level), the strictest reading of a plain table.
+Durations:
 the declared ``expected_duration``, else the median of the task's recorded holds from the decision log
 (:mod:`deltaguard.leases.manager`) when a lease store is there and has them, else
 :data:`~deltaguard.core.priority.DEFAULT_EXPECTED_S`: the lease hook's order
@@ -466,6 +468,17 @@ def _settings(
                 "recorded",
                 "as the lease manager last read it (lease store)",
             )
+        if config is None and note == "no Delta table there yet":
+            created = _created_layout(writes)
+            if created is not None:
+                creator, *columns = created
+                config, source = TableConfig(uri=key, partition_columns=tuple(columns)), "created"
+                note = (
+                    f"no Delta table there yet; as {creator} creates it, before every other write of the "
+                    f"DAG on it: partitioned by {', '.join(columns)}, no table properties (default isolation "
+                    "level)"
+                )
+                assumptions.append(f"{key}: {note}")
         if config is None:
             config = TableConfig(uri=key)
             source = "assumed"
@@ -480,6 +493,23 @@ def _settings(
         config = attach_delta_rs_oracle(config, (profile.name,))
         settings[key] = TableSetting(config, source, note, profile)
     return settings
+
+
+def _created_layout(writes: Sequence[_Write]) -> tuple[str, str, ...] | None:
+    """The write that creates a table not there yet and the partition columns it creates it with.
+
+    Only a write that names its partition columns (``partition_by``) and runs before every other write of
+    the DAG on the table (each of them downstream of it) is known to create it; any other shape keeps the
+    plan's assumption of a plain table. ``None`` when no write is known to.
+    """
+    named = [w for w in writes if w.map_index is None and tuple(getattr(w.task, "partition_by", ()) or ())]
+    if len(named) != 1:
+        return None
+    creator = named[0]
+    after = creator.task.get_flat_relative_ids(upstream=False)
+    if any(w.task.task_id not in after for w in writes if w is not creator):
+        return None
+    return creator.task.task_id, *(str(column) for column in creator.task.partition_by)
 
 
 def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:

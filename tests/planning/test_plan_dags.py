@@ -171,6 +171,57 @@ def test_a_declared_table_document_stands_in_for_a_table(
     ] == []
 
 
+CREATED_DAG = """
+from datetime import datetime
+import pyarrow as pa
+from airflow.sdk import DAG
+from deltaguard.operators.dml import DeltaInsertOperator, DeltaMergeOperator
+
+def rows():
+    return pa.table({{"id": [1], "country": ["DE"]}})
+
+with DAG("created_here", schedule=None, start_date=datetime(2026, 1, 1)):
+    create = DeltaInsertOperator(task_id="create", table="{table}", source=rows, partition_by=["country"])
+    merges = [
+        DeltaMergeOperator(
+            task_id=f"merge_{{c.lower()}}", table="{table}", source=rows, source_reads_target=False,
+            condition="t.id = s.id", target_partition_values={{"country": c}},
+        )
+        for c in ("DE", "FR")
+    ]
+    {edges}
+"""
+
+
+@pytest.mark.parametrize(
+    ("edges", "source"),
+    [("create >> merges", "created"), ("create >> merges[0]", "assumed")],
+    ids=["creates-before-every-write", "one-write-may-run-first"],
+)
+def test_a_table_not_there_yet_is_planned_as_the_dag_creates_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edges: str, source: str
+) -> None:
+    table = str(tmp_path / "lake" / "sales")
+    dag_file = tmp_path / "created.py"
+    dag_file.write_text(CREATED_DAG.format(table=table, edges=edges))
+    code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
+    assert code == 0, err
+    (only,) = found["tables"]
+    assert only["config_source"] == source
+    merges = frozenset(("merge_de", "merge_fr"))
+    side = {frozenset(p) for p in only["side_by_side"]}
+    if source == "created":
+        # partitioned by country as the create makes it: the MERGEs into two countries overlap
+        assert merges in side
+        assert any(
+            "as create creates it" in a and "partitioned by country" in a for a in found["assumptions"]
+        )
+    else:
+        # merge_fr may run before the create: the table's layout is not known, a plain table is assumed
+        assert merges not in side
+        assert any("the strictest reading of a plain table" in a for a in found["assumptions"])
+
+
 MAPPED_DAG = """
 from datetime import datetime
 from airflow.sdk import DAG, task
