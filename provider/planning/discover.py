@@ -471,8 +471,8 @@ def _settings(
         if config is None and note == "no Delta table there yet":
             created = _created_layout(writes)
             if created is not None:
-                creator, *columns = created
-                config, source = TableConfig(uri=key, partition_columns=tuple(columns)), "created"
+                creator, columns = created
+                config, source = TableConfig(uri=key, partition_columns=columns), "created"
                 note = (
                     f"no Delta table there yet; as {creator} creates it, before every other write of the "
                     f"DAG on it: partitioned by {', '.join(columns)}, no table properties (default isolation "
@@ -495,7 +495,7 @@ def _settings(
     return settings
 
 
-def _created_layout(writes: Sequence[_Write]) -> tuple[str, str, ...] | None:
+def _created_layout(writes: Sequence[_Write]) -> tuple[str, tuple[str, ...]] | None:
     """The write that creates a table not there yet and the partition columns it creates it with.
 
     Only a write that names its partition columns (``partition_by``) and runs before every other write of
@@ -509,7 +509,7 @@ def _created_layout(writes: Sequence[_Write]) -> tuple[str, str, ...] | None:
     after = creator.task.get_flat_relative_ids(upstream=False)
     if any(w.task.task_id not in after for w in writes if w is not creator):
         return None
-    return creator.task.task_id, *(str(column) for column in creator.task.partition_by)
+    return creator.task.task_id, tuple(str(column) for column in creator.task.partition_by)
 
 
 def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:
