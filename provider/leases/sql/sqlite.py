@@ -105,10 +105,14 @@ class SqliteLeaseStore(SqlLeaseStore):
             # Take transaction control from the driver so BEGIN IMMEDIATE is ours to issue.
             dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
+            # A process closing the store's last connection holds the file's exclusive lock while it
+            # checkpoints the WAL, which on a busy machine outlasts the short wait below: a new connection
+            # waits for it up to the store's timeout, as a decision waits for the write lock.
+            cursor.execute(f"PRAGMA busy_timeout={max(busy_ms, int(self.busy_timeout_s * 1000))}")
             cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
             # Only statements after BEGIN IMMEDIATE (e.g. a checkpoint) use SQLite's own busy wait.
             cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
-            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
 
         @event.listens_for(engine, "begin")
