@@ -443,6 +443,10 @@ def _why_unknown(task: Any) -> str:
     return "the operator cannot state its operation before the run"
 
 
+#: why a reachable table was not read: nothing is there yet, so a write of the DAG may create it
+NOT_THERE_YET = "no Delta table there yet"
+
+
 def _settings(
     by_table: Mapping[str, Sequence[_Write]],
     documents: Mapping[str, TableConfig],
@@ -468,7 +472,7 @@ def _settings(
                 "recorded",
                 "as the lease manager last read it (lease store)",
             )
-        if config is None and note == "no Delta table there yet":
+        if config is None and note == NOT_THERE_YET:
             created = _created_layout(writes)
             if created is not None:
                 creator, columns = created
@@ -531,7 +535,7 @@ def _read(key: str, read_tables: bool) -> tuple[TableConfig | None, str, str]:
     except (TableAccessError, OSError, ValueError) as exc:
         return None, "", f"not reachable ({' '.join(str(exc).split())[:160]})"
     if not config.exists:
-        return None, "", "no Delta table there yet"
+        return None, "", NOT_THERE_YET
     return config, "table", f"read from its Delta log at version {config.version}"
 
 
