@@ -142,10 +142,13 @@ def _plans(args: argparse.Namespace) -> list[Any]:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.worker_slots is not None and args.worker_slots < 0:
         raise UsageError(f"--worker-slots must be at least 0, got {args.worker_slots}")
-    first_check = deployment_first_check_s() if args.first_check_s is None else args.first_check_s
+    try:  # the deployment's own settings, where no flag gives them: a bad one is named, not replaced
+        first_check = deployment_first_check_s() if args.first_check_s is None else args.first_check_s
+        phase_wait = deployment_phase_wait_s() if args.phase_wait_s is None else args.phase_wait_s
+    except ValueError as exc:
+        raise UsageError(f"cannot plan: {exc}") from None
     if not 0 <= first_check < float("inf"):
         raise UsageError(f"--first-check-s must be a finite number >= 0, got {args.first_check_s}")
-    phase_wait = deployment_phase_wait_s() if args.phase_wait_s is None else args.phase_wait_s
     if not 0 <= phase_wait < float("inf"):
         raise UsageError(f"--phase-wait-s must be a finite number >= 0, got {args.phase_wait_s}")
     handoff = DEFAULT_HANDOFF_S if args.handoff_s is None else args.handoff_s

@@ -350,18 +350,21 @@ def deployment_worker_slots() -> tuple[int | None, str]:
         from deltaguard import config
 
         return config.worker_slots(), "[deltaguard] worker_slots, else [core] parallelism"
-    except Exception:  # no Airflow configuration here: the gate at Airflow's default parallelism
+    except ImportError:  # no Airflow here: the gate at Airflow's default parallelism
         return AIRFLOW_PARALLELISM, f"Airflow's default [core] parallelism ({AIRFLOW_PARALLELISM})"
 
 
 def deployment_phase_wait_s() -> float:
     """Seconds a write lets the earlier phases of its table ask first as the Airflow configuration of this
-    process sets them (``[deltaguard] phase_wait``); without one, the option's default."""
+    process sets them (``[deltaguard] phase_wait``); without Airflow, the option's default.
+
+    :raises ValueError: the option is set to something else than seconds of at least 0.
+    """
     from deltaguard import config
 
     try:
         return config.phase_wait_s()
-    except Exception:  # no Airflow configuration here: the option's default
+    except ImportError:  # no Airflow here: the option's default (a bad value is the user's to fix)
         return float(config.OPTIONS["phase_wait"][1])
 
 
@@ -375,7 +378,7 @@ def deployment_first_check_s() -> float:
         from deltaguard import config
 
         return max(config.poll_interval(), config.first_event_after_s())
-    except Exception:  # no Airflow configuration here: the option's default
+    except ImportError:  # no Airflow here: the option's default (a bad value is the user's to fix)
         return DEFAULT_FIRST_CHECK_S
 
 

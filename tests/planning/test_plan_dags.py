@@ -529,6 +529,29 @@ def test_bad_input_is_one_line_and_exit_2(
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("AIRFLOW__DELTAGUARD__PHASE_WAIT", "five", "[deltaguard] phase_wait must be a number of seconds"),
+        ("AIRFLOW__DELTAGUARD__WORKER_SLOTS", "eight", "[deltaguard] worker_slots must be a whole number"),
+        ("AIRFLOW__DELTAGUARD__POLL_INTERVAL", "-1", "[deltaguard] poll_interval must be positive"),
+    ],
+)
+def test_a_bad_setting_of_the_deployment_is_named_not_replaced(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    message: str,
+) -> None:
+    dag_file = tmp_path / "guarded.py"
+    dag_file.write_text(CHECK_DAG.format(table=partitioned_table(tmp_path / "t"), b="b", a_s=30))
+    monkeypatch.setenv(variable, value)
+    code, out, err = plan(capsys, str(dag_file), "--no-store")
+    assert code == 2 and out == "" and message in err, err
+
+
 def test_a_bad_table_document_or_baseline_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
