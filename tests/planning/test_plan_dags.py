@@ -201,7 +201,7 @@ with DAG("created_here", schedule=None, start_date=datetime(2026, 1, 1)):
 def test_a_table_not_there_yet_is_planned_as_the_dag_creates_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], edges: str, source: str
 ) -> None:
-    table = str(tmp_path / "lake" / "sales")
+    table = str(tmp_path / "lake" / "sales eu")  # a space, as real names have
     dag_file = tmp_path / "created.py"
     dag_file.write_text(CREATED_DAG.format(table=table, edges=edges))
     code, found, err = plan(capsys, str(dag_file), "--format", "json", "--no-store")
