@@ -34,6 +34,7 @@ from deltaguard.exceptions import (
     StoreError,
     StoreUnavailableError,
 )
+from deltaguard.leases import codec
 from deltaguard.leases.imminent import process_age_s
 from deltaguard.leases.waiting import Defer, Proceed, Sleep, TimeOut, WaitState, next_step, wait_reason
 
@@ -285,7 +286,7 @@ class DeltaLeaseHook(BaseHook):
         for key in table_keys:
             for row in self.manager.store.decisions(uri=key, since=since, kinds=("grant", "wait"), limit=500):
                 try:
-                    other = Owner.from_json(json.loads(row.owner_key))
+                    other = codec.owner_from_text(row.owner_key)
                 except (ValueError, TypeError, AttributeError):
                     continue  # not an owner this version writes: not one of the run's tasks
                 if (other.dag_id, other.run_id) == (owner.dag_id, owner.run_id):
