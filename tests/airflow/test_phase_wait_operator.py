@@ -52,14 +52,19 @@ def said(monkeypatch: pytest.MonkeyPatch) -> _Said:
     return said
 
 
+@pytest.fixture
+def table(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A partitioned table with a space in its name, and a lease store named by Airflow's configuration."""
+    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", f"sqlite:///{tmp_path / 'leases.db'}")
+    return sales_table(str(tmp_path / "lake" / "sales eu"))
+
+
 def test_an_optimize_lets_the_merges_of_its_run_ask_first(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, said: _Said
+    table: str, monkeypatch: pytest.MonkeyPatch, said: _Said
 ) -> None:
     from deltaguard.operators.dml import DeltaMergeOperator
     from deltaguard.operators.maintenance import DeltaOptimizeOperator
 
-    table = sales_table(str(tmp_path / "lake" / "sales eu"))
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", f"sqlite:///{tmp_path / 'leases.db'}")
     # long enough that a lookup on another key than the store's could not pass unnoticed
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__PHASE_WAIT", "120")
 
@@ -81,12 +86,10 @@ def test_an_optimize_lets_the_merges_of_its_run_ask_first(
 
 
 def test_a_task_that_never_asks_holds_the_try_no_longer_than_the_wait(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, said: _Said
+    table: str, monkeypatch: pytest.MonkeyPatch, said: _Said
 ) -> None:
     from deltaguard.operators.maintenance import DeltaOptimizeOperator
 
-    table = sales_table(str(tmp_path / "lake" / "sales eu"))
-    monkeypatch.setenv("AIRFLOW__DELTAGUARD__LEASE_STORE_URL", f"sqlite:///{tmp_path / 'leases.db'}")
     monkeypatch.setenv("AIRFLOW__DELTAGUARD__PHASE_WAIT", "0.5")
     optimize = DeltaOptimizeOperator(task_id="compact.optimize", table=table)
     optimize.asks_after = ("merge.eu_fr",)  # skipped upstream, say: it never asks
